@@ -1,0 +1,93 @@
+# ckptfs — see README.md.  `make` builds build/ckptfs; `make test` installs
+# what the tests need, builds and runs every test.
+
+PREFIX    ?= /usr/local
+BUILD     ?= build
+CC        ?= gcc
+OPTFLAGS  ?= -O2 -g
+SANFLAGS  ?=
+
+PKGS      := fuse3 libprotobuf-c zlib
+CFLAGS    += -std=gnu11 -Wall -Wextra -Werror -D_FILE_OFFSET_BITS=64 $(OPTFLAGS) $(SANFLAGS) \
+             $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -I$(BUILD)/gen
+LDFLAGS   += $(SANFLAGS)
+LDLIBS    += $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+# Debian 12 packages for building, testing and benchmarking.
+DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c-compiler \
+             libzstd-dev libssl-dev zlib1g-dev bats attr rsync python3-protobuf \
+             python3-numpy python3-onnx python3-cryptography time
+
+CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c \
+             codec/arena.c codec/name_map.c codec/dir_name.c codec/tensor_index.c \
+             codec/oneflow_meta.c codec/ckpt_reader.c codec/model.c
+EXPORT_SRC:= export/atomic_writer.c
+FS_SRC    := fs/main.c fs/ll_ops.c
+PROTOS    := codec/proto/checkpoint.proto
+PROTO_C   := $(PROTOS:codec/proto/%.proto=$(BUILD)/gen/%.pb-c.c)
+
+CODEC_OBJ := $(CODEC_SRC:%.c=$(BUILD)/%.o)
+EXPORT_OBJ:= $(EXPORT_SRC:%.c=$(BUILD)/%.o)
+FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
+PROTO_OBJ := $(PROTO_C:%.c=%.o)
+
+BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/unit-tests
+
+.SECONDARY: $(PROTO_C) $(PROTO_C:.c=.h)
+.PHONY: all deps test check asan demo install clean bench
+all: $(BINS)
+
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: codec/proto/%.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen -Icodec/proto $<
+
+$(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.c $(wildcard codec/*.h fs/*.h export/*.h) | $(PROTO_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/ckptfs: $(FS_OBJ) $(CODEC_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/ckptfs-dump: $(BUILD)/codec/dump_main.o $(CODEC_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/unit-tests: $(BUILD)/tests/unit/test_main.o $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# Install the Debian packages the build and the tests need (as root), or say
+# which command would.
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -z "$$missing" ]; then echo "deps: all present"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  echo "deps: installing $$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else echo "deps: run as root: apt-get install $$missing"; exit 1; fi
+
+test: deps
+	$(MAKE) all
+	tests/run-all.sh $(BUILD)
+
+check: test
+
+# The whole suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
+asan: deps
+	$(MAKE) BUILD=build-asan OPTFLAGS="-O1 -g -fno-omit-frame-pointer" \
+	  SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 tests/run-all.sh build-asan
+
+demo: all
+	tests/demo.sh $(BUILD)
+
+bench: all
+	bench/bench_ckpt.sh $(BUILD)
+
+install: $(BUILD)/ckptfs $(BUILD)/ckptfs-dump
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf build build-asan

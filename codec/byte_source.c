@@ -1,0 +1,83 @@
+#include "byte_source.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int file_read_at(ck_source *src, void *buf, size_t len, uint64_t off, ck_error *err)
+{
+    unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t n = pread(src->fd, p, len, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return ck_fail_errno(err, EIO, "%s: offset %llu: read failed", src->path,
+                                 (unsigned long long)off);
+        }
+        if (n == 0)
+            return ck_fail(err, EIO, "%s: offset %llu: unexpected end of file (file changed?)",
+                           src->path, (unsigned long long)off);
+        p += n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static void file_destroy(ck_source *src)
+{
+    if (src->fd >= 0)
+        close(src->fd);
+}
+
+static const struct ck_source_ops file_ops = {
+    .read_at = file_read_at,
+    .destroy = file_destroy,
+};
+
+ck_source *ck_source_open_file(const char *path, ck_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        ck_fail_errno(err, errno, "%s: cannot open", path);
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        ck_fail_errno(err, errno, "%s: cannot stat", path);
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ck_fail(err, EINVAL, "%s: not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    ck_source *src = calloc(1, sizeof *src);
+    char *copy = strdup(path);
+    if (src == NULL || copy == NULL) {
+        free(src);
+        free(copy);
+        close(fd);
+        ck_fail(err, ENOMEM, "%s: out of memory", path);
+        return NULL;
+    }
+    src->ops = &file_ops;
+    src->path = copy;
+    src->size = (uint64_t)st.st_size;
+    src->fd = fd;
+    return src;
+}
+
+void ck_source_close(ck_source *src)
+{
+    if (src == NULL)
+        return;
+    src->ops->destroy(src);
+    free(src->path);
+    free(src);
+}

@@ -1,0 +1,50 @@
+/*
+ * byte_source: where a model's bytes come from.
+ *
+ * Readers and the read path never touch a file descriptor directly; they ask
+ * a byte source for "len bytes at plaintext offset off".  A plain file is the
+ * identity source.  Encrypted (AES blocks) and zstd-compressed models plug in
+ * later as further sources whose plaintext offsets differ from file offsets;
+ * the index built by a reader stores plaintext offsets, so nothing above this
+ * layer changes.
+ *
+ * When plaintext offsets are file offsets, `fd` is the open file and the FUSE
+ * front-end may hand extents to the kernel zero-copy (splice).  Otherwise
+ * `fd` is -1 and bytes must go through read_at().
+ */
+#ifndef CK_BYTE_SOURCE_H
+#define CK_BYTE_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ck_error.h"
+
+typedef struct ck_source ck_source;
+
+struct ck_source_ops {
+    /* Read exactly len bytes at plaintext offset off; -1 and err on failure
+     * (including a short read, which means the file shrank under us). */
+    int (*read_at)(ck_source *src, void *buf, size_t len, uint64_t off, ck_error *err);
+    void (*destroy)(ck_source *src);
+};
+
+struct ck_source {
+    const struct ck_source_ops *ops;
+    char *path;         /* for messages */
+    uint64_t size;      /* plaintext size */
+    int fd;             /* backing file when offsets are file offsets, else -1 */
+};
+
+/* Open a regular file read-only as an identity source. */
+ck_source *ck_source_open_file(const char *path, ck_error *err);
+
+static inline int ck_source_read(ck_source *src, void *buf, size_t len, uint64_t off,
+                                 ck_error *err)
+{
+    return src->ops->read_at(src, buf, len, off, err);
+}
+
+void ck_source_close(ck_source *src);
+
+#endif

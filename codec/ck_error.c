@@ -1,0 +1,43 @@
+#include "ck_error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static void vfill(ck_error *err, int errnum, const char *fmt, va_list ap)
+{
+    err->errnum = errnum;
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+}
+
+int ck_fail(ck_error *err, int errnum, const char *fmt, ...)
+{
+    if (err == NULL)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vfill(err, errnum, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int ck_fail_errno(ck_error *err, int errno_value, const char *fmt, ...)
+{
+    if (err == NULL)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vfill(err, errno_value, fmt, ap);
+    va_end(ap);
+    size_t used = strlen(err->msg);
+    snprintf(err->msg + used, sizeof err->msg - used, ": %s", strerror(errno_value));
+    return -1;
+}
+
+void ck_error_clear(ck_error *err)
+{
+    if (err == NULL)
+        return;
+    err->errnum = 0;
+    err->msg[0] = '\0';
+}

@@ -1,0 +1,33 @@
+/*
+ * ck_error: the one error type of ckptfs.
+ *
+ * Every layer below the FUSE edge reports failure by filling a ck_error
+ * with an errno class (what the FUSE front-end will eventually reply) and a
+ * one-line, human-readable message that names the file and the byte offset
+ * or the tensor.  Only fs/ turns it into an errno; the command line prints
+ * the message as is.
+ */
+#ifndef CK_ERROR_H
+#define CK_ERROR_H
+
+#include <stddef.h>
+
+#define CK_ERROR_MSG_MAX 512
+
+typedef struct ck_error {
+    int errnum;                     /* errno class: EINVAL, EIO, ENOMEM... */
+    char msg[CK_ERROR_MSG_MAX];     /* one line, no trailing newline */
+} ck_error;
+
+/* Fill err (if not NULL) and return -1, so callers can write
+ * `return ck_fail(err, EINVAL, "...")`. */
+int ck_fail(ck_error *err, int errnum, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Like ck_fail, with ": strerror(errno_value)" appended. */
+int ck_fail_errno(ck_error *err, int errno_value, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+void ck_error_clear(ck_error *err);
+
+#endif

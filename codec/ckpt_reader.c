@@ -1,0 +1,604 @@
+#include "ckpt_reader.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "pb_wire.h"
+
+#define CRC_TRAILER_LEN 17 /* "crc_num" + 10-byte big-endian CRC */
+#define MAP_PARTS 3
+
+/* One TensorProto as read from one record (before slices are joined). */
+typedef struct raw_tensor {
+    int64_t dims[CK_MAX_DIMS];
+    uint32_t ndim;
+    const ck_dtype *dtype;
+    char type[CK_CKPT_MAX_TYPE + 1];
+    uint64_t content_off, content_len;
+    bool has_type, has_content;
+} raw_tensor;
+
+/* One Checkpoint.Value record. */
+typedef struct raw_value {
+    char tag[CK_CKPT_MAX_TAG];
+    size_t tag_len;
+    bool has_tag;
+    int nparts;                 /* 1: tensor, 3: maptensor key/value/status */
+    raw_tensor part[MAP_PARTS];
+} raw_value;
+
+/* The tensor being accumulated from adjacent records with the same tag. */
+typedef struct group {
+    bool open;
+    long first_id;              /* tensor id of part 0; parts are consecutive */
+    int nparts;
+    uint64_t first_off;         /* offset of the group's first record */
+    int64_t last_dims[MAP_PARTS][CK_MAX_DIMS];
+    uint32_t last_ndim[MAP_PARTS];
+    uint64_t dim0_sum[MAP_PARTS]; /* map tensors: rows add up across records */
+} group;
+
+typedef struct parser {
+    ck_source *src;
+    uint32_t src_id;
+    ck_index *ix;
+    pb_reader rd;
+    ck_name_map by_tag;         /* tag -> first tensor id of its latest group */
+    group g;
+    raw_value v;
+    ck_error *err;
+} parser;
+
+#define PATH(p) ((p)->src->path)
+#define OFF(x) ((unsigned long long)(x))
+
+static int expect_wire(parser *p, uint64_t key_off, const char *msg, uint32_t field,
+                       const char *name, int got, int want)
+{
+    if (got == want)
+        return 0;
+    return ck_fail(p->err, EINVAL, "%s: offset %llu: %s field %u (%s) has wire type %s, "
+                   "expected %s", PATH(p), OFF(key_off), msg, field, name,
+                   pb_wire_type_name(got), pb_wire_type_name(want));
+}
+
+static int add_dim(parser *p, raw_tensor *t, uint64_t value, uint64_t at)
+{
+    if (t->ndim == CK_MAX_DIMS)
+        return ck_fail(p->err, EINVAL, "%s: offset %llu: more than %d dims", PATH(p), OFF(at),
+                       CK_MAX_DIMS);
+    int64_t d = (int64_t)value;
+    if (d < 0)
+        return ck_fail(p->err, EINVAL, "%s: offset %llu: negative dim %" PRId64, PATH(p),
+                       OFF(at), d);
+    t->dims[t->ndim++] = d;
+    return 0;
+}
+
+/* dims is `repeated int64`: accept unpacked (one varint per key) and packed. */
+static int read_dims(parser *p, raw_tensor *t, int wt, uint64_t key_off, uint64_t limit)
+{
+    uint64_t v, at = p->rd.pos;
+    if (wt == PB_WT_VARINT) {
+        if (pb_read_varint(&p->rd, limit, &v, p->err) < 0)
+            return -1;
+        return add_dim(p, t, v, at);
+    }
+    if (wt != PB_WT_LEN)
+        return expect_wire(p, key_off, "TensorProto", 1, "dims", wt, PB_WT_VARINT);
+    uint64_t len;
+    if (pb_read_len(&p->rd, limit, &len, p->err) < 0)
+        return -1;
+    uint64_t end = p->rd.pos + len;
+    while (p->rd.pos < end) {
+        at = p->rd.pos;
+        if (pb_read_varint(&p->rd, end, &v, p->err) < 0 || add_dim(p, t, v, at) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int read_string(parser *p, uint64_t limit, char *buf, size_t cap, size_t *len,
+                       const char *what)
+{
+    uint64_t at = p->rd.pos, n;
+    if (pb_read_len(&p->rd, limit, &n, p->err) < 0)
+        return -1;
+    if (n > cap)
+        return ck_fail(p->err, EINVAL, "%s: offset %llu: %s is %llu bytes long (limit %zu)",
+                       PATH(p), OFF(at), what, (unsigned long long)n, cap);
+    *len = (size_t)n;
+    return pb_read_bytes(&p->rd, limit, buf, (size_t)n, p->err);
+}
+
+static int parse_tensor(parser *p, raw_tensor *t, uint64_t start, uint64_t end, bool numpy)
+{
+    memset(t, 0, sizeof *t);
+    pb_seek(&p->rd, start);
+    while (p->rd.pos < end) {
+        uint64_t key_off = p->rd.pos, len;
+        uint32_t field;
+        int wt;
+        if (pb_read_key(&p->rd, end, &field, &wt, p->err) < 0)
+            return -1;
+        switch (field) {
+        case 1:
+            if (read_dims(p, t, wt, key_off, end) < 0)
+                return -1;
+            break;
+        case 2: {
+            if (expect_wire(p, key_off, "TensorProto", 2, "tensor_type", wt, PB_WT_LEN) < 0)
+                return -1;
+            uint64_t type_off = p->rd.pos;
+            size_t n;
+            if (read_string(p, end, t->type, CK_CKPT_MAX_TYPE, &n, "tensor_type") < 0)
+                return -1;
+            t->type[n] = '\0';
+            t->dtype = ck_dtype_from_mindspore(t->type, n, numpy);
+            if (t->dtype == NULL)
+                return ck_fail(p->err, EINVAL, "%s: offset %llu: unknown tensor_type '%.*s'",
+                               PATH(p), OFF(type_off), (int)n, t->type);
+            t->has_type = true;
+            break;
+        }
+        case 3:
+            if (expect_wire(p, key_off, "TensorProto", 3, "tensor_content", wt, PB_WT_LEN) < 0 ||
+                pb_read_len(&p->rd, end, &len, p->err) < 0)
+                return -1;
+            t->content_off = p->rd.pos;
+            t->content_len = len;
+            t->has_content = true;
+            pb_seek(&p->rd, p->rd.pos + len); /* the payload is never read here */
+            break;
+        default:
+            if (pb_skip(&p->rd, end, wt, p->err) < 0)
+                return -1;
+        }
+    }
+    if (!t->has_type)
+        return ck_fail(p->err, EINVAL, "%s: offset %llu: TensorProto without tensor_type",
+                       PATH(p), OFF(start));
+    if (!t->has_content)
+        return ck_fail(p->err, EINVAL, "%s: offset %llu: TensorProto without tensor_content",
+                       PATH(p), OFF(start));
+    return 0;
+}
+
+static int parse_map(parser *p, uint64_t start, uint64_t end)
+{
+    pb_seek(&p->rd, start);
+    int n = 0;
+    while (p->rd.pos < end) {
+        uint64_t key_off = p->rd.pos, len;
+        uint32_t field;
+        int wt;
+        if (pb_read_key(&p->rd, end, &field, &wt, p->err) < 0)
+            return -1;
+        if (field != 1) {
+            if (pb_skip(&p->rd, end, wt, p->err) < 0)
+                return -1;
+            continue;
+        }
+        if (expect_wire(p, key_off, "MapTensorProto", 1, "tensor", wt, PB_WT_LEN) < 0 ||
+            pb_read_len(&p->rd, end, &len, p->err) < 0)
+            return -1;
+        if (n == MAP_PARTS)
+            return ck_fail(p->err, EINVAL, "%s: offset %llu: map tensor with more than %d "
+                           "tensors", PATH(p), OFF(key_off), MAP_PARTS);
+        uint64_t sub = p->rd.pos;
+        if (parse_tensor(p, &p->v.part[n], sub, sub + len, true) < 0)
+            return -1;
+        if (p->v.part[n].ndim == 0)
+            return ck_fail(p->err, EINVAL, "%s: offset %llu: map tensor part without dims",
+                           PATH(p), OFF(sub));
+        n++;
+        pb_seek(&p->rd, sub + len);
+    }
+    if (n != MAP_PARTS)
+        return ck_fail(p->err, EINVAL, "%s: offset %llu: map tensor has %d tensors, expected "
+                       "key, value and status", PATH(p), OFF(start), n);
+    p->v.nparts = MAP_PARTS;
+    return 0;
+}
+
+static int parse_value(parser *p, uint64_t start, uint64_t end)
+{
+    raw_value *v = &p->v;
+    v->has_tag = false;
+    v->nparts = 0;
+    pb_seek(&p->rd, start);
+    while (p->rd.pos < end) {
+        uint64_t key_off = p->rd.pos, len;
+        uint32_t field;
+        int wt;
+        if (pb_read_key(&p->rd, end, &field, &wt, p->err) < 0)
+            return -1;
+        if (field == 1) {
+            if (expect_wire(p, key_off, "Checkpoint.Value", 1, "tag", wt, PB_WT_LEN) < 0 ||
+                read_string(p, end, v->tag, sizeof v->tag, &v->tag_len, "tag") < 0)
+                return -1;
+            v->has_tag = true;
+            continue;
+        }
+        if (field != 2 && field != 3) {
+            if (pb_skip(&p->rd, end, wt, p->err) < 0)
+                return -1;
+            continue;
+        }
+        const char *name = field == 2 ? "tensor" : "maptensor";
+        if (expect_wire(p, key_off, "Checkpoint.Value", field, name, wt, PB_WT_LEN) < 0 ||
+            pb_read_len(&p->rd, end, &len, p->err) < 0)
+            return -1;
+        if (v->nparts != 0)
+            return ck_fail(p->err, EINVAL, "%s: offset %llu: value holds more than one tensor",
+                           PATH(p), OFF(key_off));
+        uint64_t sub = p->rd.pos;
+        if (field == 2) {
+            if (parse_tensor(p, &v->part[0], sub, sub + len, false) < 0)
+                return -1;
+            v->nparts = 1;
+        } else if (parse_map(p, sub, sub + len) < 0) {
+            return -1;
+        }
+        pb_seek(&p->rd, sub + len);
+    }
+    if (!v->has_tag)
+        return ck_fail(p->err, EINVAL, "%s: offset %llu: value without a tag", PATH(p),
+                       OFF(start));
+    if (v->nparts == 0)
+        return ck_fail(p->err, EINVAL, "%s: offset %llu: value '%.*s' holds no tensor",
+                       PATH(p), OFF(start), (int)v->tag_len, v->tag);
+    return 0;
+}
+
+/* ---- joining records into tensors ---- */
+
+static int nomem(parser *p)
+{
+    return ck_fail(p->err, ENOMEM, "%s: out of memory", PATH(p));
+}
+
+static int checked_nbytes(const int64_t *dims, uint32_t ndim, unsigned itemsize,
+                          uint64_t *out)
+{
+    uint64_t n = itemsize;
+    for (uint32_t i = 0; i < ndim; i++)
+        if (__builtin_mul_overflow(n, (uint64_t)dims[i], &n))
+            return -1;
+    *out = n;
+    return 0;
+}
+
+static void format_dims(const int64_t *dims, uint32_t ndim, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (uint32_t i = 0; i < ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%" PRId64, i ? "," : "", dims[i]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "]");
+}
+
+/* UTF-32LE -> UTF-8, trailing U+0000 dropped (as numpy does). */
+static int decode_str(parser *p, ck_tensor *t, uint64_t total)
+{
+    if (total % 4 != 0)
+        return ck_fail(p->err, EINVAL, "%s: tensor '%.*s': str content of %llu bytes is not "
+                       "UTF-32", PATH(p), (int)t->name_len, t->name, OFF(total));
+    if (total > CK_CKPT_MAX_STR)
+        return ck_fail(p->err, EINVAL, "%s: tensor '%.*s': str value of %llu bytes is over "
+                       "the %u-byte limit", PATH(p), (int)t->name_len, t->name, OFF(total),
+                       CK_CKPT_MAX_STR);
+    unsigned char *u32 = malloc(total ? total : 1);
+    unsigned char *u8 = ck_arena_alloc(&p->ix->arena, total ? total : 1);
+    if (u32 == NULL || u8 == NULL) {
+        free(u32);
+        return nomem(p);
+    }
+    uint64_t at = 0;
+    for (uint32_t i = 0; i < t->n_ext; i++) {
+        if (ck_source_read(p->src, u32 + at, t->ext[i].len, t->ext[i].off, p->err) < 0) {
+            free(u32);
+            return -1;
+        }
+        at += t->ext[i].len;
+    }
+    uint64_t nchars = total / 4;
+    while (nchars > 0 && memcmp(u32 + 4 * (nchars - 1), "\0\0\0\0", 4) == 0)
+        nchars--;
+    size_t n = 0;
+    for (uint64_t i = 0; i < nchars; i++) {
+        const unsigned char *q = u32 + 4 * i;
+        uint32_t c = q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+        if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
+            free(u32);
+            return ck_fail(p->err, EINVAL, "%s: tensor '%.*s': str holds invalid code point "
+                           "U+%X at character %llu", PATH(p), (int)t->name_len, t->name, c,
+                           OFF(i));
+        }
+        /* UTF-8 is never longer than the 4 bytes UTF-32 uses. */
+        if (c < 0x80) {
+            u8[n++] = (unsigned char)c;
+        } else if (c < 0x800) {
+            u8[n++] = (unsigned char)(0xC0 | c >> 6);
+            u8[n++] = (unsigned char)(0x80 | (c & 0x3F));
+        } else if (c < 0x10000) {
+            u8[n++] = (unsigned char)(0xE0 | c >> 12);
+            u8[n++] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            u8[n++] = (unsigned char)(0x80 | (c & 0x3F));
+        } else {
+            u8[n++] = (unsigned char)(0xF0 | c >> 18);
+            u8[n++] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
+            u8[n++] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
+            u8[n++] = (unsigned char)(0x80 | (c & 0x3F));
+        }
+    }
+    free(u32);
+    t->inline_data = u8;
+    t->nbytes = n;
+    return 0;
+}
+
+static int set_dims(parser *p, ck_tensor *t, const int64_t *dims, uint32_t ndim)
+{
+    int64_t *d = ck_arena_alloc(&p->ix->arena, (ndim ? ndim : 1) * sizeof *d);
+    if (d == NULL)
+        return nomem(p);
+    memcpy(d, dims, ndim * sizeof *d);
+    t->dims = d;
+    t->ndim = ndim;
+    return 0;
+}
+
+/* Check one finished tensor against its dims and decide the shown shape. */
+static int close_part(parser *p, long id, int part)
+{
+    ck_tensor *t = &p->ix->tensors[id];
+    group *g = &p->g;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < t->n_ext; i++)
+        total += t->ext[i].len;
+    int64_t dims[CK_MAX_DIMS];
+    uint32_t ndim = g->last_ndim[part];
+    memcpy(dims, g->last_dims[part], ndim * sizeof dims[0]);
+    if (g->nparts == MAP_PARTS) {
+        if (g->dim0_sum[part] > INT64_MAX)
+            return ck_fail(p->err, EINVAL, "%s: offset %llu: map tensor '%.*s': rows overflow",
+                           PATH(p), OFF(g->first_off), (int)t->name_len, t->name);
+        dims[0] = (int64_t)g->dim0_sum[part];
+    }
+
+    switch (t->dtype->kind) {
+    case CK_KIND_STR: {
+        int64_t len;
+        if (decode_str(p, t, total) < 0)
+            return -1;
+        len = (int64_t)t->nbytes;
+        return set_dims(p, t, &len, 1);
+    }
+    case CK_KIND_OPAQUE: {
+        int64_t len = (int64_t)total;
+        t->nbytes = total;
+        return set_dims(p, t, &len, 1);
+    }
+    default:
+        break;
+    }
+
+    unsigned item = t->dtype->itemsize;
+    if (ndim == 1 && dims[0] == 0 && total == item) {
+        /* Pre-2.3 writers store a 0-d value as dims [0] and one element. */
+        ndim = 0;
+        t->scalar_dims_zero = true;
+    }
+    uint64_t want;
+    char shown[64 * 22];
+    if (checked_nbytes(dims, ndim, item, &want) < 0) {
+        format_dims(dims, ndim, shown, sizeof shown);
+        return ck_fail(p->err, EINVAL, "%s: offset %llu: tensor '%.*s': dims %s overflow the "
+                       "byte count", PATH(p), OFF(g->first_off), (int)t->name_len, t->name,
+                       shown);
+    }
+    if (want != total) {
+        format_dims(dims, ndim, shown, sizeof shown);
+        return ck_fail(p->err, EINVAL, "%s: offset %llu: tensor '%.*s': content is %llu bytes "
+                       "but dims %s of %s need %llu", PATH(p), OFF(g->first_off),
+                       (int)t->name_len, t->name, OFF(total), shown, t->type_name, OFF(want));
+    }
+    t->nbytes = total;
+    return set_dims(p, t, dims, ndim);
+}
+
+static int close_group(parser *p)
+{
+    if (!p->g.open)
+        return 0;
+    p->g.open = false;
+    for (int i = 0; i < p->g.nparts; i++)
+        if (close_part(p, p->g.first_id + i, i) < 0)
+            return -1;
+    return 0;
+}
+
+static void mark_superseded(parser *p, uint32_t first_id)
+{
+    ck_tensor *ts = p->ix->tensors;
+    int n = ts[first_id].part == CK_PART_WHOLE ? 1 : MAP_PARTS;
+    for (int i = 0; i < n; i++)
+        ts[first_id + i].superseded = true;
+}
+
+static int open_group(parser *p, uint64_t rec_off)
+{
+    raw_value *v = &p->v;
+    char *tag = ck_arena_strndup(&p->ix->arena, v->tag, v->tag_len);
+    if (tag == NULL)
+        return nomem(p);
+    group *g = &p->g;
+    g->open = true;
+    g->nparts = v->nparts;
+    g->first_off = rec_off;
+    g->first_id = -1;
+    for (int i = 0; i < v->nparts; i++) {
+        long id = ck_index_add(p->ix);
+        if (id < 0)
+            return nomem(p);
+        if (g->first_id < 0)
+            g->first_id = id;
+        ck_tensor *t = &p->ix->tensors[id];
+        t->name = tag;
+        t->name_len = (uint32_t)v->tag_len;
+        t->dtype = v->part[i].dtype;
+        t->type_name = t->dtype->ms_name;
+        t->part = v->nparts == 1 ? CK_PART_WHOLE : (uint8_t)(CK_PART_MAP_KEY + i);
+        t->rec_off = rec_off;
+        g->dim0_sum[i] = 0;
+    }
+    int64_t prev = ck_name_map_put(&p->by_tag, tag, v->tag_len, (uint32_t)g->first_id);
+    if (prev < 0)
+        return nomem(p);
+    if (prev != CK_NAME_MAP_NONE)
+        mark_superseded(p, (uint32_t)prev);
+    return 0;
+}
+
+static bool continues_group(const parser *p)
+{
+    if (!p->g.open || p->g.nparts != p->v.nparts)
+        return false;
+    const ck_tensor *t = &p->ix->tensors[p->g.first_id];
+    return t->name_len == p->v.tag_len && memcmp(t->name, p->v.tag, p->v.tag_len) == 0;
+}
+
+static int add_record(parser *p, uint64_t rec_off, uint64_t rec_end)
+{
+    raw_value *v = &p->v;
+    if (!continues_group(p) && (close_group(p) < 0 || open_group(p, rec_off) < 0))
+        return -1;
+    group *g = &p->g;
+    for (int i = 0; i < v->nparts; i++) {
+        raw_tensor *r = &v->part[i];
+        ck_tensor *t = &p->ix->tensors[g->first_id + i];
+        if (r->dtype != t->dtype)
+            return ck_fail(p->err, EINVAL, "%s: offset %llu: slice of tensor '%.*s' has type "
+                           "%s, earlier slices %s", PATH(p), OFF(rec_off), (int)v->tag_len,
+                           v->tag, r->type, t->type_name);
+        if (ck_tensor_add_extent(t, p->src_id, r->content_off, r->content_len) < 0)
+            return nomem(p);
+        t->rec_end = rec_end;
+        memcpy(g->last_dims[i], r->dims, r->ndim * sizeof r->dims[0]);
+        g->last_ndim[i] = r->ndim;
+        if (g->nparts == MAP_PARTS)
+            g->dim0_sum[i] += (uint64_t)r->dims[0];
+    }
+    return 0;
+}
+
+/* ---- CRC trailer ---- */
+
+static int check_crc(ck_source *src, bool verify, ck_ckpt_info *info, ck_error *err)
+{
+    unsigned char tr[CRC_TRAILER_LEN];
+    info->records_end = src->size;
+    if (src->size < CRC_TRAILER_LEN)
+        return 0;
+    uint64_t at = src->size - CRC_TRAILER_LEN;
+    if (ck_source_read(src, tr, sizeof tr, at, err) < 0)
+        return -1;
+    if (memcmp(tr, "crc_num", 7) != 0)
+        return 0;
+    info->has_crc = true;
+    info->records_end = at;
+    if (!verify)
+        return 0;
+    /* Ten big-endian bytes; a CRC-32 only ever fills the last four. */
+    uint64_t stored = 0;
+    bool high = false;
+    for (int i = 7; i < CRC_TRAILER_LEN; i++) {
+        if (i < 13 && tr[i] != 0)
+            high = true;
+        stored = stored << 8 | tr[i];
+    }
+    size_t bufsize = 1 << 20;
+    unsigned char *buf = malloc(bufsize);
+    if (buf == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", src->path);
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (uint64_t off = 0; off < at;) {
+        size_t n = at - off < bufsize ? (size_t)(at - off) : bufsize;
+        if (ck_source_read(src, buf, n, off, err) < 0) {
+            free(buf);
+            return -1;
+        }
+        crc = crc32(crc, buf, (uInt)n);
+        off += n;
+    }
+    free(buf);
+    if (high || stored != crc)
+        return ck_fail(err, EINVAL, "%s: offset %llu: CRC mismatch: the trailer says %08llx, "
+                       "the content has %08lx (file corrupted)", src->path, OFF(at),
+                       (unsigned long long)stored, (unsigned long)crc);
+    info->crc_verified = true;
+    return 0;
+}
+
+/* ---- top level ---- */
+
+static int parse_records(parser *p, ck_ckpt_info *info)
+{
+    uint64_t end = info->records_end;
+    pb_reader_init(&p->rd, p->src, 0);
+    while (p->rd.pos < end) {
+        uint64_t rec_off = p->rd.pos, len;
+        uint32_t field;
+        int wt;
+        if (pb_read_key(&p->rd, end, &field, &wt, p->err) < 0)
+            return -1;
+        /* Like protobuf itself, a field-1 record of another wire type is an
+         * unknown field, not an error (strategy files look like that). */
+        if (field != 1 || wt != PB_WT_LEN) {
+            info->n_unknown++;
+            if (pb_skip(&p->rd, end, wt, p->err) < 0)
+                return -1;
+            continue;
+        }
+        if (pb_read_len(&p->rd, end, &len, p->err) < 0)
+            return -1;
+        uint64_t start = p->rd.pos;
+        if (parse_value(p, start, start + len) < 0 || add_record(p, rec_off, start + len) < 0)
+            return -1;
+        info->n_records++;
+        pb_seek(&p->rd, start + len);
+    }
+    if (close_group(p) < 0)
+        return -1;
+    if (info->n_records == 0)
+        return ck_fail(p->err, EINVAL, "%s: not a MindSpore checkpoint: no tensor records "
+                       "(%llu other protobuf fields)", PATH(p), OFF(info->n_unknown));
+    return 0;
+}
+
+int ck_ckpt_read(ck_source *src, uint32_t src_id, bool verify_crc, ck_index *ix,
+                 ck_ckpt_info *info, ck_error *err)
+{
+    memset(info, 0, sizeof *info);
+    if (check_crc(src, verify_crc, info, err) < 0)
+        return -1;
+    /* The parser holds a 4 KiB tag buffer and a read window: keep it off
+     * the stack of FUSE threads and small callers. */
+    parser *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", src->path);
+    p->src = src;
+    p->src_id = src_id;
+    p->ix = ix;
+    p->err = err;
+    ck_name_map_init(&p->by_tag);
+    int rc = parse_records(p, info);
+    ck_name_map_free(&p->by_tag);
+    free(p);
+    return rc;
+}

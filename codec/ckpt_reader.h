@@ -1,0 +1,44 @@
+/*
+ * ckpt_reader: MindSpore `.ckpt` files (checkpoint.proto, every version).
+ *
+ * A .ckpt is a sequence of `Checkpoint.value` records (field 1) — one
+ * message per value or one big message, the same bytes — optionally followed
+ * by the >= 2.3 CRC trailer ("crc_num" + 10-byte big-endian CRC-32).  The
+ * reader streams the records, reads only names, dims and type strings, and
+ * records each tensor's content as an extent of the file.  It applies
+ * MindSpore's loader rules: adjacent records with the same tag are slices of
+ * one tensor (concatenated, dims and type from the last), a later non-adjacent
+ * repeat replaces the earlier tensor, unknown fields are skipped, dims [] or
+ * dims [0] with one element are 0-d.
+ */
+#ifndef CK_CKPT_READER_H
+#define CK_CKPT_READER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "byte_source.h"
+#include "ck_error.h"
+#include "tensor_index.h"
+
+/* Longest tag and type string accepted; real ones are far shorter. */
+#define CK_CKPT_MAX_TAG 4096
+#define CK_CKPT_MAX_TYPE 64
+/* `str` values are decoded at mount time; they are metadata-sized. */
+#define CK_CKPT_MAX_STR (1u << 20)
+
+typedef struct ck_ckpt_info {
+    bool has_crc;            /* the file ends with a CRC trailer */
+    bool crc_verified;       /* ... and it was checked */
+    uint64_t records_end;    /* end of the protobuf part */
+    uint64_t n_records;      /* Checkpoint.value records */
+    uint64_t n_unknown;      /* other top-level fields, skipped */
+} ck_ckpt_info;
+
+/* Index the checkpoint in src (source number src_id) into ix, which the
+ * caller then finalizes.  verify_crc: check the trailer's CRC-32 (reads the
+ * whole file once; a mismatch is an error). */
+int ck_ckpt_read(ck_source *src, uint32_t src_id, bool verify_crc, ck_index *ix,
+                 ck_ckpt_info *info, ck_error *err);
+
+#endif

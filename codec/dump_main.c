@@ -1,0 +1,61 @@
+/*
+ * ckptfs-dump: list a model's tensors without mounting it.
+ *
+ * It uses the codec alone (no FUSE), like squashfuse_ls: handy to see what a
+ * mount would show, where each tensor's bytes are, and why a file is refused.
+ *
+ *   ckptfs-dump [--nocrc] MODEL
+ *   one line per visible tensor: directory name, type, shape, bytes, extents
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "model.h"
+#include "oneflow_meta.h"
+
+static void print_tensor(const ck_tensor *t)
+{
+    printf("%s\t%s\t[", t->dir_name, t->type_name);
+    for (uint32_t i = 0; i < t->ndim; i++)
+        printf("%s%" PRId64, i ? "," : "", t->dims[i]);
+    printf("]\t%" PRIu64 "\t", t->nbytes);
+    if (t->inline_data != NULL)
+        printf("decoded");
+    for (uint32_t i = 0; i < t->n_ext; i++)
+        printf("%s%" PRIu64 "+%" PRIu64, i ? "," : "", t->ext[i].off, t->ext[i].len);
+    printf("\n");
+}
+
+int main(int argc, char **argv)
+{
+    ck_open_opts opts = {0};
+    const char *path = NULL;
+    bool bad = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--nocrc") == 0)
+            opts.skip_crc = true;
+        else if (path == NULL && argv[i][0] != '-')
+            path = argv[i];
+        else
+            bad = true;
+    }
+    if (path == NULL || bad) {
+        fprintf(stderr, "usage: ckptfs-dump [--nocrc] MODEL\n");
+        return 2;
+    }
+    ck_error err;
+    ck_model *m = ck_model_open(path, &opts, &err);
+    if (m == NULL) {
+        fprintf(stderr, "ckptfs-dump: %s\n", err.msg);
+        return 1;
+    }
+    const ck_index *ix = &m->index;
+    printf("# %s: format %s, %zu tensors (%zu records), index memory %zu bytes%s\n", m->path,
+           ck_format_name(m->format), ix->n_live, ix->count, ck_index_memory(ix),
+           m->has_crc ? ", CRC trailer" : "");
+    for (size_t i = 0; i < ix->n_live; i++)
+        print_tensor(&ix->tensors[ix->live[i]]);
+    ck_model_close(m);
+    return 0;
+}

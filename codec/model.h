@@ -1,0 +1,53 @@
+/*
+ * model: one mounted model file, whatever its format.
+ *
+ * ck_model_open() recognises the file (by its leading bytes first, its name
+ * second), refuses what ckptfs cannot read with a one-line reason, opens the
+ * byte sources and runs the format's reader into a finalized tensor index.
+ * This is the whole public face of codec/ for the front-ends: they list the
+ * index and read tensor bytes with ck_model_read() or, when a source is a
+ * plain file, straight from its extents.
+ */
+#ifndef CK_MODEL_H
+#define CK_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "byte_source.h"
+#include "ck_error.h"
+#include "tensor_index.h"
+
+typedef enum ck_format {
+    CK_FORMAT_CKPT,
+} ck_format;
+
+typedef struct ck_open_opts {
+    bool skip_crc;          /* do not verify a .ckpt CRC trailer */
+} ck_open_opts;
+
+#define CK_MAX_SOURCES 16
+
+typedef struct ck_model {
+    char *path;
+    ck_format format;
+    struct stat st;                 /* of the model file, at open */
+    ck_source *sources[CK_MAX_SOURCES];
+    uint32_t n_sources;             /* sources[0] is the model file */
+    ck_index index;
+    bool has_crc;
+} ck_model;
+
+ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err);
+void ck_model_close(ck_model *m);
+
+const char *ck_format_name(ck_format f);
+
+/* Copy bytes [off, off + size) of tensor t's `out` into buf; returns the
+ * number of bytes copied (short only at the end of the tensor), or -1. */
+long ck_model_read(const ck_model *m, const ck_tensor *t, void *buf, size_t size,
+                   uint64_t off, ck_error *err);
+
+#endif

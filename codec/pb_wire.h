@@ -1,0 +1,57 @@
+/*
+ * pb_wire: a defensive, streaming protobuf wire-format reader.
+ *
+ * Model files can be many gigabytes, so messages are never unpacked whole:
+ * a reader walks fields with a cursor over a byte source, reads the small
+ * fields it needs (names, dims, type strings) through a small window buffer,
+ * and skips payloads by their length prefix.  Every length is checked against
+ * the end of the enclosing message (the caller's `limit`, itself checked
+ * against the file size) before it is used, varints are capped at 10 bytes,
+ * and nothing is allocated by a length read from the file.
+ */
+#ifndef CK_PB_WIRE_H
+#define CK_PB_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "byte_source.h"
+#include "ck_error.h"
+
+enum {
+    PB_WT_VARINT = 0,
+    PB_WT_I64 = 1,
+    PB_WT_LEN = 2,
+    PB_WT_SGROUP = 3,
+    PB_WT_EGROUP = 4,
+    PB_WT_I32 = 5,
+};
+
+#define PB_WINDOW 8192
+
+typedef struct pb_reader {
+    ck_source *src;
+    uint64_t pos;               /* absolute offset of the next byte */
+    uint64_t win_off;           /* absolute offset of win[0] */
+    size_t win_len;             /* valid bytes in win */
+    unsigned char win[PB_WINDOW];
+} pb_reader;
+
+void pb_reader_init(pb_reader *r, ck_source *src, uint64_t pos);
+
+/* Each function returns 0 on success, -1 with err filled on failure; no
+ * read ever goes at or past `limit`. */
+int pb_read_varint(pb_reader *r, uint64_t limit, uint64_t *out, ck_error *err);
+int pb_read_key(pb_reader *r, uint64_t limit, uint32_t *field, int *wire_type, ck_error *err);
+/* Read a LEN prefix and check that the payload fits before limit. */
+int pb_read_len(pb_reader *r, uint64_t limit, uint64_t *len, ck_error *err);
+int pb_read_bytes(pb_reader *r, uint64_t limit, void *buf, size_t len, ck_error *err);
+/* Skip the value of a field of the given wire type (groups are refused). */
+int pb_skip(pb_reader *r, uint64_t limit, int wire_type, ck_error *err);
+/* Move the cursor; target must be <= limit (checked by the caller). */
+void pb_seek(pb_reader *r, uint64_t pos);
+
+const char *pb_wire_type_name(int wire_type);
+
+#endif

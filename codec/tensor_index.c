@@ -1,0 +1,131 @@
+#include "tensor_index.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dir_name.h"
+
+void ck_index_init(ck_index *ix)
+{
+    memset(ix, 0, sizeof *ix);
+    ck_name_map_init(&ix->by_dir);
+    ck_arena_init(&ix->arena);
+}
+
+void ck_index_free(ck_index *ix)
+{
+    for (size_t i = 0; i < ix->count; i++)
+        free(ix->tensors[i].ext);
+    free(ix->tensors);
+    free(ix->live);
+    ck_name_map_free(&ix->by_dir);
+    ck_arena_free(&ix->arena);
+    memset(ix, 0, sizeof *ix);
+}
+
+long ck_index_add(ck_index *ix)
+{
+    if (ix->count == ix->cap) {
+        size_t cap = ix->cap ? ix->cap * 2 : 64;
+        ck_tensor *t = realloc(ix->tensors, cap * sizeof *t);
+        if (t == NULL)
+            return -1;
+        ix->tensors = t;
+        ix->cap = cap;
+    }
+    memset(&ix->tensors[ix->count], 0, sizeof ix->tensors[0]);
+    return (long)ix->count++;
+}
+
+int ck_tensor_add_extent(ck_tensor *t, uint32_t src, uint64_t off, uint64_t len)
+{
+    if (t->n_ext == t->cap_ext) {
+        uint32_t cap = t->cap_ext ? t->cap_ext * 2 : 1;
+        ck_extent *e = realloc(t->ext, cap * sizeof *e);
+        if (e == NULL)
+            return -1;
+        t->ext = e;
+        t->cap_ext = cap;
+    }
+    t->ext[t->n_ext++] = (ck_extent){.off = off, .len = len, .src = src};
+    return 0;
+}
+
+static const char *part_suffix(uint8_t part)
+{
+    switch (part) {
+    case CK_PART_MAP_KEY: return "%map.key";
+    case CK_PART_MAP_VALUE: return "%map.value";
+    case CK_PART_MAP_STATUS: return "%map.status";
+    default: return NULL;
+    }
+}
+
+int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
+{
+    free(ix->live);
+    ix->live = malloc((ix->count ? ix->count : 1) * sizeof *ix->live);
+    if (ix->live == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", path);
+    ix->n_live = 0;
+    for (size_t i = 0; i < ix->count; i++) {
+        ck_tensor *t = &ix->tensors[i];
+        if (t->superseded)
+            continue;
+        char buf[CK_DIR_NAME_MAX + 1];
+        size_t n = ck_dir_name(t->name, t->name_len, part_suffix(t->part), buf);
+        t->dir_name = ck_arena_strndup(&ix->arena, buf, n);
+        if (t->dir_name == NULL)
+            return ck_fail(err, ENOMEM, "%s: out of memory", path);
+        int64_t prev = ck_name_map_put(&ix->by_dir, t->dir_name, n, (uint32_t)i);
+        if (prev < 0)
+            return ck_fail(err, ENOMEM, "%s: out of memory", path);
+        if (prev != CK_NAME_MAP_NONE)
+            return ck_fail(err, EINVAL, "%s: offset %llu: tensors '%.*s' and '%.*s' map to the "
+                           "same directory name '%s'", path, (unsigned long long)t->rec_off,
+                           (int)ix->tensors[prev].name_len, ix->tensors[prev].name,
+                           (int)t->name_len, t->name, t->dir_name);
+        ix->live[ix->n_live++] = (uint32_t)i;
+    }
+    return 0;
+}
+
+uint32_t ck_index_lookup(const ck_index *ix, const char *dir_name, size_t len)
+{
+    return ck_name_map_get(&ix->by_dir, dir_name, len);
+}
+
+int ck_tensor_for_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_fn fn,
+                        void *ctx)
+{
+    if (off >= t->nbytes)
+        return 0;
+    if (size > t->nbytes - off)
+        size = (size_t)(t->nbytes - off);
+    uint64_t base = 0; /* tensor offset of the current extent */
+    for (uint32_t i = 0; i < t->n_ext && size > 0; i++) {
+        const ck_extent *e = &t->ext[i];
+        if (off < base + e->len) {
+            uint64_t within = off - base;
+            uint64_t avail = e->len - within;
+            size_t n = size < avail ? size : (size_t)avail;
+            int rc = fn(ctx, e->src, e->off + within, n);
+            if (rc != 0)
+                return rc;
+            off += n;
+            size -= n;
+        }
+        base += e->len;
+    }
+    return 0;
+}
+
+size_t ck_index_memory(const ck_index *ix)
+{
+    size_t n = ix->cap * sizeof(ck_tensor) + ix->count * sizeof(uint32_t) +
+               ix->by_dir.cap * sizeof(ck_name_map_slot) + ix->arena.used_bytes;
+    for (size_t i = 0; i < ix->count; i++)
+        n += ix->tensors[i].cap_ext * sizeof(ck_extent);
+    return n;
+}

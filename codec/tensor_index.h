@@ -1,0 +1,97 @@
+/*
+ * tensor_index: what a format reader produces and everything above reads.
+ *
+ * For each tensor the index holds its name, type, presented shape, and where
+ * its bytes are: a list of extents (plaintext ranges of a byte source), or,
+ * for the rare tensors whose bytes must be transformed (MindSpore `str`
+ * values, shown as UTF-8), a small decoded copy.  Tensor bytes themselves
+ * are never loaded.  Every reader (ckpt today; MindIR, ONNX next) fills the
+ * same structure, and the FUSE front-end and the encoders only see this.
+ *
+ * Tensors are kept in file order, including entries a later record of the
+ * same name replaced (`superseded`), because the encoders need the complete
+ * record layout to re-create a file byte for byte.
+ */
+#ifndef CK_TENSOR_INDEX_H
+#define CK_TENSOR_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "ck_error.h"
+#include "dtype.h"
+#include "name_map.h"
+
+#define CK_MAX_DIMS 64
+
+typedef struct ck_extent {
+    uint64_t off;       /* plaintext offset in the source */
+    uint64_t len;
+    uint32_t src;       /* which of the model's byte sources */
+} ck_extent;
+
+/* A MindSpore map parameter is one record holding three tensors; each is
+ * shown as its own directory. */
+typedef enum ck_part {
+    CK_PART_WHOLE = 0,
+    CK_PART_MAP_KEY,
+    CK_PART_MAP_VALUE,
+    CK_PART_MAP_STATUS,
+} ck_part;
+
+typedef struct ck_tensor {
+    const char *name;           /* original name (may hold any byte) */
+    uint32_t name_len;
+    const char *dir_name;       /* escaped, NUL-terminated, set by finalize */
+    const char *type_name;      /* the format's own type string */
+    const ck_dtype *dtype;
+    uint32_t ndim;
+    const int64_t *dims;        /* presented shape (0-d: ndim 0) */
+    uint64_t nbytes;            /* size of `out` */
+    ck_extent *ext;             /* where `out` comes from ... */
+    uint32_t n_ext, cap_ext;
+    const unsigned char *inline_data; /* ... or these decoded bytes */
+    uint64_t rec_off, rec_end;  /* file span of the tensor's records */
+    uint8_t part;               /* ck_part */
+    bool superseded;            /* replaced by a later record of the same name */
+    bool scalar_dims_zero;      /* stored as dims [0] + one element (pre-2.3) */
+} ck_tensor;
+
+typedef struct ck_index {
+    ck_tensor *tensors;         /* file order, superseded ones included */
+    size_t count, cap;
+    uint32_t *live;             /* ids of the visible tensors, tree order */
+    size_t n_live;
+    ck_name_map by_dir;         /* dir_name -> tensor id, visible only */
+    ck_arena arena;
+} ck_index;
+
+void ck_index_init(ck_index *ix);
+void ck_index_free(ck_index *ix);
+
+/* Append a zeroed tensor; returns its id, or -1 on allocation failure.
+ * Pointers into ix->tensors are invalidated by the next add. */
+long ck_index_add(ck_index *ix);
+
+int ck_tensor_add_extent(ck_tensor *t, uint32_t src, uint64_t off, uint64_t len);
+
+/* After a reader is done: compute directory names, build the lookup table
+ * and the visible list; refuses two tensors that map to one directory. */
+int ck_index_finalize(ck_index *ix, const char *path, ck_error *err);
+
+/* Visible tensor id for a directory name, or CK_NAME_MAP_NONE. */
+uint32_t ck_index_lookup(const ck_index *ix, const char *dir_name, size_t len);
+
+/* Call fn for each piece of the source ranges that hold bytes
+ * [off, off + size) of an extent-backed tensor (clipped to nbytes).
+ * Stops and returns fn's value if it is non-zero. */
+typedef int (*ck_piece_fn)(void *ctx, uint32_t src, uint64_t src_off, size_t len);
+int ck_tensor_for_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_fn fn,
+                        void *ctx);
+
+/* Bytes of memory the index holds, for the benchmark's accounting. */
+size_t ck_index_memory(const ck_index *ix);
+
+#endif

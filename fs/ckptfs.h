@@ -1,0 +1,37 @@
+/*
+ * ckptfs: the FUSE front-end's shared state and entry points.
+ *
+ * The front-end is a thin translation of FUSE low-level requests onto the
+ * codec's model and tensor index; it holds no format knowledge.  Tree:
+ *   /                       root
+ *   /snapshot_done          empty file: the tree equals the model file
+ *   /<dir_name>/            one directory per visible tensor
+ *   /<dir_name>/meta        OneFlow VariableMetaInfo text
+ *   /<dir_name>/out         the tensor's bytes
+ */
+#ifndef CKPTFS_H
+#define CKPTFS_H
+
+#define FUSE_USE_VERSION 34
+
+#include <fuse_lowlevel.h>
+#include <stdbool.h>
+
+#include "../codec/model.h"
+
+#define CKPTFS_VERSION "0.1.0"
+
+typedef struct ckfs {
+    ck_model *model;
+    bool use_syslog;        /* daemonized: log to syslog instead of stderr */
+    double timeout;         /* entry/attr cache timeout (the tree never changes) */
+    bool splice;            /* serve `out` by splicing from the model file */
+} ckfs;
+
+extern const struct fuse_lowlevel_ops ckfs_ops;
+
+/* One line to stderr or syslog. */
+void ckfs_log(const ckfs *fs, int priority, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

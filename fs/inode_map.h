@@ -1,0 +1,56 @@
+/*
+ * inode_map: inode numbers of the tree.
+ *
+ * A read-only tree never changes, so inode numbers are computed, not
+ * allocated: four per tensor (directory, meta, out, one spare), after a few
+ * fixed ones.  Lookup counts need no bookkeeping and forget is a no-op.  The
+ * writable tree will replace this with a table; nothing else in fs/ knows
+ * the arithmetic.
+ */
+#ifndef CKPTFS_INODE_MAP_H
+#define CKPTFS_INODE_MAP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define INO_ROOT 1u
+#define INO_SNAPSHOT_DONE 2u
+#define INO_TENSOR_BASE 16u
+
+typedef enum node_kind {
+    NODE_ROOT,
+    NODE_SNAPSHOT_DONE,
+    NODE_TENSOR_DIR,
+    NODE_META,
+    NODE_OUT,
+    NODE_NONE,
+} node_kind;
+
+static inline uint64_t ino_of_tensor(uint32_t id, node_kind kind)
+{
+    uint64_t sub = kind == NODE_META ? 1 : kind == NODE_OUT ? 2 : 0;
+    return INO_TENSOR_BASE + 4 * (uint64_t)id + sub;
+}
+
+/* Classify ino; for tensor nodes *id receives the tensor id. */
+static inline node_kind ino_kind(uint64_t ino, uint32_t *id)
+{
+    if (ino == INO_ROOT)
+        return NODE_ROOT;
+    if (ino == INO_SNAPSHOT_DONE)
+        return NODE_SNAPSHOT_DONE;
+    if (ino < INO_TENSOR_BASE)
+        return NODE_NONE;
+    uint64_t rel = ino - INO_TENSOR_BASE;
+    if (rel / 4 > UINT32_MAX)
+        return NODE_NONE;
+    *id = (uint32_t)(rel / 4);
+    switch (rel % 4) {
+    case 0: return NODE_TENSOR_DIR;
+    case 1: return NODE_META;
+    case 2: return NODE_OUT;
+    default: return NODE_NONE;
+    }
+}
+
+#endif

@@ -1,0 +1,165 @@
+/*
+ * ckptfs main: command line, mount, daemon.
+ *
+ *   ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT
+ *
+ * The model is opened and fully indexed before anything is mounted, so a bad
+ * file is refused with its one-line reason and nothing appears at the mount
+ * point.  Without -f the process detaches only after the mount is live.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "ckptfs.h"
+
+struct cli {
+    char *model;
+    int nocrc;
+    int nosplice;
+};
+
+static const struct fuse_opt cli_opts[] = {
+    {"nocrc", offsetof(struct cli, nocrc), 1},
+    {"nosplice", offsetof(struct cli, nosplice), 1},
+    FUSE_OPT_END,
+};
+
+static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+    (void)outargs;
+    struct cli *cli = data;
+    if (key == FUSE_OPT_KEY_NONOPT && cli->model == NULL) {
+        cli->model = strdup(arg);
+        return 0; /* consumed: the next non-option is the mount point */
+    }
+    return 1;
+}
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT\n"
+            "\n"
+            "Mount a MindSpore checkpoint (.ckpt) as a OneFlow-style tree:\n"
+            "  MOUNTPOINT/<tensor>/meta   OneFlow VariableMetaInfo text\n"
+            "  MOUNTPOINT/<tensor>/out    raw tensor bytes\n"
+            "  MOUNTPOINT/snapshot_done   empty: the tree equals the file\n"
+            "\n"
+            "ckptfs options:\n"
+            "    -o ro              read-only (the only mode of this version)\n"
+            "    -o nocrc           do not verify a CRC-32 trailer (saves reading the file)\n"
+            "    -o nosplice        copy tensor bytes instead of splicing them\n"
+            "    -f                 stay in the foreground\n"
+            "    -d                 debug output (implies -f)\n"
+            "    --help, --version\n"
+            "\n");
+}
+
+/* Mount options every ckptfs mount gets. */
+static int add_mount_opts(struct fuse_args *args, const char *model)
+{
+    char *opts = NULL;
+    char fsname[PATH_MAX + 16];
+    snprintf(fsname, sizeof fsname, "fsname=%s", model);
+    if (fuse_opt_add_opt(&opts, "ro") < 0 ||
+        fuse_opt_add_opt(&opts, "default_permissions") < 0 ||
+        fuse_opt_add_opt(&opts, "subtype=ckptfs") < 0 ||
+        fuse_opt_add_opt_escaped(&opts, fsname) < 0)
+        return -1;
+    int rc = (fuse_opt_add_arg(args, "-o") < 0 || fuse_opt_add_arg(args, opts) < 0) ? -1 : 0;
+    free(opts);
+    return rc;
+}
+
+static int serve(ck_model *model, struct fuse_args *args, struct fuse_cmdline_opts *opts,
+                 int nosplice)
+{
+    ckfs fs = {.model = model, .timeout = 86400.0, .splice = !nosplice};
+    struct fuse_session *se = fuse_session_new(args, &ckfs_ops, sizeof ckfs_ops, &fs);
+    if (se == NULL)
+        return 1; /* libfuse said why (e.g. an unknown option) */
+    int rc = 1;
+    if (fuse_set_signal_handlers(se) != 0)
+        goto out_destroy;
+    if (fuse_session_mount(se, opts->mountpoint) != 0)
+        goto out_signals;
+    /* The mount is live: only now detach, so the caller can use the tree as
+     * soon as we return. */
+    if (fuse_daemonize(opts->foreground) != 0)
+        goto out_unmount;
+    if (!opts->foreground) {
+        fs.use_syslog = true;
+        openlog("ckptfs", LOG_PID, LOG_DAEMON);
+    }
+    rc = fuse_session_loop(se) != 0 ? 1 : 0;
+    if (rc != 0)
+        ckfs_log(&fs, LOG_ERR, "%s: session loop failed", model->path);
+out_unmount:
+    fuse_session_unmount(se);
+out_signals:
+    fuse_remove_signal_handlers(se);
+out_destroy:
+    fuse_session_destroy(se);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct cli cli = {0};
+    struct fuse_cmdline_opts opts = {0};
+    int rc = 1;
+
+    if (fuse_opt_parse(&args, &cli, cli_opts, cli_proc) != 0 ||
+        fuse_parse_cmdline(&args, &opts) != 0) {
+        usage(stderr);
+        goto out;
+    }
+    if (opts.show_help) {
+        usage(stdout);
+        fuse_cmdline_help();
+        fuse_lowlevel_help();
+        rc = 0;
+        goto out;
+    }
+    if (opts.show_version) {
+        printf("ckptfs %s\n", CKPTFS_VERSION);
+        fuse_lowlevel_version();
+        rc = 0;
+        goto out;
+    }
+    if (cli.model == NULL || opts.mountpoint == NULL) {
+        fprintf(stderr, "ckptfs: %s\n", cli.model ? "missing MOUNTPOINT" : "missing MODEL");
+        usage(stderr);
+        rc = 2;
+        goto out;
+    }
+
+    /* The daemon changes directory to /: keep an absolute path. */
+    char *abs = realpath(cli.model, NULL);
+    const char *path = abs ? abs : cli.model;
+    ck_error err;
+    ck_open_opts oo = {.skip_crc = cli.nocrc};
+    ck_model *model = ck_model_open(path, &oo, &err);
+    if (model == NULL) {
+        fprintf(stderr, "ckptfs: %s\n", err.msg);
+        free(abs);
+        goto out;
+    }
+    if (add_mount_opts(&args, path) < 0)
+        fprintf(stderr, "ckptfs: out of memory\n");
+    else
+        rc = serve(model, &args, &opts, cli.nosplice);
+    ck_model_close(model);
+    free(abs);
+out:
+    free(opts.mountpoint);
+    free(cli.model);
+    fuse_opt_free_args(&args);
+    return rc;
+}

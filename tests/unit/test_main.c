@@ -1,0 +1,390 @@
+/*
+ * Unit tests of the codec (and the atomic writer), without FUSE.
+ *
+ * Checkpoints are encoded with protobuf-c from codec/proto/checkpoint.proto —
+ * a second, independent protobuf implementation — and the streaming reader's
+ * index is compared with what was encoded.  Malformed inputs are derived from
+ * valid ones (every truncation, deterministic byte corruption) and must be
+ * refused with a message, never crash (run under `make asan` too).
+ *
+ * Output: one TAP line per check ("ok N - ..." / "not ok N - ...").
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../codec/dir_name.h"
+#include "../../codec/model.h"
+#include "../../codec/name_map.h"
+#include "../../codec/oneflow_meta.h"
+#include "../../export/atomic_writer.h"
+#include "checkpoint.pb-c.h"
+
+static int n_tests, n_failed;
+static char tmpdir[256];
+
+static void check(int cond, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    n_tests++;
+    if (!cond)
+        n_failed++;
+    printf("%sok %d - ", cond ? "" : "not ", n_tests);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+}
+
+/* ---- building checkpoints with protobuf-c ---- */
+
+typedef struct spec {
+    const char *tag;
+    const char *type;
+    int64_t dims[4];
+    size_t ndim;
+    const void *content;
+    size_t len;
+} spec;
+
+/* One serialized Checkpoint message per value, concatenated (MindSpore's
+ * writer); returns a malloc'ed buffer. */
+static unsigned char *encode(const spec *specs, size_t n, size_t *out_len)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        TensorProto tp = TENSOR_PROTO__INIT;
+        tp.n_dims = specs[i].ndim;
+        tp.dims = (int64_t *)specs[i].dims;
+        tp.tensor_type = (char *)specs[i].type;
+        tp.tensor_content.data = (uint8_t *)specs[i].content;
+        tp.tensor_content.len = specs[i].len;
+        Checkpoint__Value v = CHECKPOINT__VALUE__INIT;
+        v.tag = (char *)specs[i].tag;
+        v.value_case = CHECKPOINT__VALUE__VALUE_TENSOR;
+        v.tensor = &tp;
+        Checkpoint__Value *vp = &v;
+        Checkpoint c = CHECKPOINT__INIT;
+        c.n_value = 1;
+        c.value = &vp;
+        size_t k = checkpoint__get_packed_size(&c);
+        buf = realloc(buf, len + k);
+        checkpoint__pack(&c, buf + len);
+        len += k;
+    }
+    *out_len = len;
+    return buf;
+}
+
+static const char *write_tmp(const char *name, const void *data, size_t len)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || (len && fwrite(data, 1, len, f) != len)) {
+        perror(path);
+        exit(2);
+    }
+    fclose(f);
+    return path;
+}
+
+static const ck_tensor *find(const ck_model *m, const char *dir)
+{
+    uint32_t id = ck_index_lookup(&m->index, dir, strlen(dir));
+    return id == CK_NAME_MAP_NONE ? NULL : &m->index.tensors[id];
+}
+
+static int same_bytes(const ck_model *m, const ck_tensor *t, const void *want, size_t len)
+{
+    unsigned char got[4096];
+    ck_error err;
+    if (t == NULL || t->nbytes != len || len > sizeof got)
+        return 0;
+    long n = ck_model_read(m, t, got, sizeof got, 0, &err);
+    return n == (long)len && memcmp(got, want, len) == 0;
+}
+
+/* ---- tests ---- */
+
+static void test_dir_names(void)
+{
+    char out[CK_DIR_NAME_MAX + 1], back[4096];
+    struct { const char *in; size_t len; const char *want; } cases[] = {
+        {"conv1.weight", 12, "conv1.weight"},
+        {"a/b", 3, "a%2Fb"},
+        {"100%", 4, "100%25"},
+        {".hidden", 7, "%2Ehidden"},
+        {"..", 2, "%2E."},
+        {"snapshot_done", 13, "%73napshot_done"},
+        {"nul\0byte", 8, "nul%00byte"},
+        {"", 0, "%"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = ck_dir_name(cases[i].in, cases[i].len, NULL, out);
+        check(n == strlen(cases[i].want) && strcmp(out, cases[i].want) == 0,
+              "dir name of case %zu is %s (got %s)", i, cases[i].want, out);
+        long k = ck_dir_name_decode(out, n, back, sizeof back);
+        check(k == (long)cases[i].len && memcmp(back, cases[i].in, cases[i].len) == 0,
+              "dir name %s decodes back", cases[i].want);
+    }
+    check(ck_dir_name_decode("%zz", 3, back, sizeof back) < 0, "%%zz is not a valid escape");
+    check(ck_dir_name_decode("a%2", 3, back, sizeof back) < 0, "a cut escape is refused");
+    check(ck_dir_name_decode("snapshot_done", 13, back, sizeof back) < 0,
+          "the root marker name is not a tensor name");
+
+    char longname[600];
+    memset(longname, 'x', sizeof longname);
+    memcpy(longname + 230, "%%%%", 4); /* escapes straddle the cut */
+    size_t n = ck_dir_name(longname, sizeof longname, NULL, out);
+    check(n <= 255 && strstr(out, "%~") != NULL, "a 600-byte name is shortened (%zu bytes)", n);
+    const char *hash = strstr(out, "%~");
+    char want_hash[20];
+    snprintf(want_hash, sizeof want_hash, "%%~%016llx",
+             (unsigned long long)ck_fnv1a64(longname, sizeof longname));
+    check(hash && strcmp(hash, want_hash) == 0, "the suffix is the FNV-1a hash");
+    int escapes_whole = 1;
+    for (const char *p = out; p < hash; p++)
+        if (*p == '%' && (p + 2 >= hash))
+            escapes_whole = 0;
+    check(escapes_whole, "the cut does not split an escape");
+    n = ck_dir_name(longname, sizeof longname, "%map.key", out);
+    check(n <= 255 && strcmp(out + n - 8, "%map.key") == 0, "a suffix survives shortening");
+
+    char utf8[300];
+    for (size_t i = 0; i + 2 <= sizeof utf8; i += 2)
+        utf8[i] = (char)0xC3, utf8[i + 1] = (char)0xBC; /* ü */
+    n = ck_dir_name(utf8, sizeof utf8, NULL, out);
+    const char *h = strstr(out, "%~");
+    check(h && (h - out) % 2 == 0, "the cut does not split a UTF-8 character");
+}
+
+static void test_name_map(void)
+{
+    ck_name_map m;
+    ck_name_map_init(&m);
+    char keys[5000][12];
+    int ok = 1;
+    for (int i = 0; i < 5000; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%d", i);
+        ok &= ck_name_map_put(&m, keys[i], strlen(keys[i]), (uint32_t)i) == CK_NAME_MAP_NONE;
+    }
+    for (int i = 0; i < 5000; i++)
+        ok &= ck_name_map_get(&m, keys[i], strlen(keys[i])) == (uint32_t)i;
+    ok &= ck_name_map_put(&m, "k7", 2, 99) == 7 && ck_name_map_get(&m, "k7", 2) == 99;
+    ok &= ck_name_map_get(&m, "absent", 6) == CK_NAME_MAP_NONE;
+    check(ok, "name map: 5000 keys inserted, found, replaced");
+    ck_name_map_free(&m);
+}
+
+static void test_meta(void)
+{
+    const ck_dtype *f32 = ck_dtype_from_mindspore("Float32", 7, 0);
+    const ck_dtype *i64 = ck_dtype_from_mindspore("Int64", 5, 0);
+    char buf[CK_META_MAX];
+    int64_t d[] = {3, 4};
+    size_t n = ck_meta_format(f32, d, 2, buf, sizeof buf);
+    check(n == 46 && memcmp(buf, "shape {\n  dim: 3\n  dim: 4\n}\ndata_type: kFloat\n", 46) == 0,
+          "meta of float32 [3,4]");
+    n = ck_meta_format(i64, NULL, 0, buf, sizeof buf);
+    check(n == 28 && memcmp(buf, "shape {\n}\ndata_type: kInt64\n", 28) == 0, "meta of 0-d int64");
+}
+
+static void test_reader(void)
+{
+    float w[12];
+    for (int i = 0; i < 12; i++)
+        w[i] = (float)i * 0.5f;
+    double lr = 0.01;
+    int64_t step = 12000;
+    uint16_t bf[2] = {0x3f80, 0x4000};
+    unsigned char str[12] = {'a', 0, 0, 0, 0xfc, 0, 0, 0, 0x1e, 0xd1, 1, 0}; /* a ü 𝄞 */
+    spec specs[] = {
+        {"fc.weight", "Float32", {3, 4}, 2, w, sizeof w},
+        {"learning_rate", "Float64", {0}, 1, &lr, sizeof lr},       /* pre-2.3 scalar */
+        {"step", "Int64", {0}, 0, &step, sizeof step},               /* >= 2.3 scalar */
+        {"empty", "Float32", {0}, 1, "", 0},                         /* 1-D, length 0 */
+        {"bf", "BFloat16", {2}, 1, bf, sizeof bf},
+        {"note", "str", {0}, 1, str, sizeof str},
+        {"sliced", "Float32", {3, 4}, 2, w, 20},                     /* slices ... */
+        {"sliced", "Float32", {3, 4}, 2, (char *)w + 20, 28},        /* ... joined */
+        {"fc.weight", "Float32", {2, 2}, 2, w, 16},                  /* replaces the first */
+    };
+    size_t len;
+    unsigned char *buf = encode(specs, sizeof specs / sizeof specs[0], &len);
+    const char *path = write_tmp("good.ckpt", buf, len);
+    ck_error err;
+    ck_model *m = ck_model_open(path, NULL, &err);
+    check(m != NULL, "a protobuf-c encoded checkpoint opens (%s)", m ? "ok" : err.msg);
+    if (m == NULL) {
+        free(buf);
+        return;
+    }
+    check(m->index.n_live == 7, "7 visible tensors (got %zu)", m->index.n_live);
+    const ck_tensor *t = find(m, "fc.weight");
+    check(t && t->ndim == 2 && t->dims[0] == 2 && same_bytes(m, t, w, 16),
+          "a later repeat of a tag replaces the earlier tensor");
+    check(m->index.tensors[0].superseded, "the replaced record stays in the index");
+    t = find(m, "learning_rate");
+    check(t && t->ndim == 0 && t->scalar_dims_zero && same_bytes(m, t, &lr, 8),
+          "dims [0] with one element is 0-d");
+    t = find(m, "step");
+    check(t && t->ndim == 0 && !t->scalar_dims_zero && same_bytes(m, t, &step, 8),
+          "dims [] is 0-d");
+    t = find(m, "empty");
+    check(t && t->ndim == 1 && t->dims[0] == 0 && t->nbytes == 0,
+          "dims [0] without content is 1-D of length 0");
+    t = find(m, "note");
+    check(t && same_bytes(m, t, "a\xc3\xbc\xf0\x9d\x84\x9e", 7) && t->dims[0] == 7 &&
+          strcmp(t->dtype->of_name, "kChar") == 0, "str values are shown as UTF-8 kChar");
+    t = find(m, "sliced");
+    check(t && t->n_ext == 2 && same_bytes(m, t, w, sizeof w), "adjacent slices are joined");
+    unsigned char mid[8];
+    check(t && ck_model_read(m, t, mid, 8, 16, &err) == 8 && memcmp(mid, (char *)w + 16, 8) == 0,
+          "a read across the slice boundary");
+    char meta[CK_META_MAX];
+    size_t mn = ck_meta_of_tensor(find(m, "bf"), meta, sizeof meta);
+    check(mn == 40 && memcmp(meta, "shape {\n  dim: 2\n}\ndata_type: kBFloat16\n", mn) == 0,
+          "BFloat16 meta");
+    ck_model_close(m);
+
+    /* Every strict prefix must be refused or be a valid record boundary. */
+    int crashes_or_wrong = 0, refused = 0;
+    for (size_t cut = 0; cut < len; cut++) {
+        const char *p = write_tmp("cut.ckpt", buf, cut);
+        ck_model *c = ck_model_open(p, NULL, &err);
+        if (c == NULL) {
+            refused++;
+            crashes_or_wrong += strstr(err.msg, "cut.ckpt") == NULL;
+        } else {
+            ck_model_close(c);
+        }
+    }
+    check(refused > 0 && crashes_or_wrong == 0,
+          "all %zu truncations handled, %d refused with the file named", len, refused);
+
+    /* Deterministic corruption: one to three random bytes changed. */
+    unsigned seed = 12345;
+    int opened = 0;
+    unsigned char *bad = malloc(len);
+    for (int round = 0; round < 3000; round++) {
+        memcpy(bad, buf, len);
+        for (int k = 0; k <= round % 3; k++) {
+            seed = seed * 1103515245u + 12345u;
+            size_t at = (seed >> 8) % len;
+            seed = seed * 1103515245u + 12345u;
+            bad[at] = (unsigned char)(seed >> 16);
+        }
+        const char *p = write_tmp("flip.ckpt", bad, len);
+        ck_model *c = ck_model_open(p, NULL, &err);
+        if (c != NULL) {
+            opened++;
+            ck_model_close(c);
+        }
+    }
+    free(bad);
+    check(1, "3000 corrupted files parsed without a crash (%d still valid)", opened);
+    free(buf);
+}
+
+static void test_refusals(void)
+{
+    struct { const char *name; const void *data; size_t len; const char *want; } cases[] = {
+        {"empty", "", 0, "empty file"},
+        {"gcm", "\xd8\x5e\x3a\x7f\x00\x00\x00\x00", 8, "AES-GCM"},
+        {"cbc", "\xd9\x5e\x3a\x7f\x00\x00\x00\x00", 8, "AES-CBC"},
+        {"zstd", "\x28\xb5\x2f\xfd\x00\x00\x00\x00", 8, "zstd"},
+        {"longvarint", "\x0a\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01", 12,
+         "varint longer than 10 bytes"},
+        {"pastend", "\x0a\x7f\x0a\x01x", 5, "runs past the end of the file"},
+        {"wiretype", "\x0a\x04\x08\x01\x12\x00", 6, "wire type varint"},
+        {"notckpt", "\x08\x01\x10\x02", 4, "no tensor records"},
+        {"group", "\x0b\x0c", 2, "unsupported wire type 3"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *p = write_tmp(cases[i].name, cases[i].data, cases[i].len);
+        ck_error err;
+        ck_model *m = ck_model_open(p, NULL, &err);
+        check(m == NULL && strstr(err.msg, cases[i].want) && strstr(err.msg, cases[i].name),
+              "%s is refused: %s", cases[i].name, m ? "(opened)" : err.msg);
+        ck_model_close(m);
+    }
+    int64_t big = (int64_t)1 << 40;
+    spec ov[] = {{"x", "Float32", {big, big}, 2, "abcd", 4}};
+    spec neg[] = {{"x", "Float32", {-3}, 1, "abcd", 4}};
+    spec mis[] = {{"x", "Float32", {3, 4}, 2, "0123456789", 10}};
+    spec typ[] = {{"x", "Float128", {1}, 1, "0123456789abcdef", 16}};
+    struct { const char *name; spec *s; const char *want; } enc[] = {
+        {"overflow", ov, "overflow"},
+        {"negdim", neg, "negative dim -3"},
+        {"mismatch", mis, "content is 10 bytes but dims [3,4] of Float32 need 48"},
+        {"badtype", typ, "unknown tensor_type 'Float128'"},
+    };
+    for (size_t i = 0; i < sizeof enc / sizeof enc[0]; i++) {
+        size_t len;
+        unsigned char *buf = encode(enc[i].s, 1, &len);
+        const char *p = write_tmp(enc[i].name, buf, len);
+        free(buf);
+        ck_error err;
+        ck_model *m = ck_model_open(p, NULL, &err);
+        check(m == NULL && strstr(err.msg, enc[i].want) && strstr(err.msg, "offset"),
+              "%s is refused: %s", enc[i].name, m ? "(opened)" : err.msg);
+        ck_model_close(m);
+    }
+}
+
+static void test_atomic_writer(void)
+{
+    char target[512];
+    snprintf(target, sizeof target, "%s/atomic.bin", tmpdir);
+    write_tmp("atomic.bin", "old", 3);
+    chmod(target, 0400);
+    ck_atomic_file f;
+    ck_error err;
+    int ok = ck_atomic_begin(&f, target, &err) == 0 && write(f.fd, "new!", 4) == 4;
+    ck_atomic_abort(&f);
+    struct stat st;
+    char got[8] = {0};
+    FILE *in = fopen(target, "rb");
+    size_t n = in ? fread(got, 1, sizeof got, in) : 0;
+    if (in)
+        fclose(in);
+    check(ok && n == 3 && memcmp(got, "old", 3) == 0 && access(f.tmp, F_OK) != 0,
+          "an aborted save leaves the old file and no temporary");
+    ok = ck_atomic_begin(&f, target, &err) == 0 && write(f.fd, "new!", 4) == 4 &&
+         ck_atomic_commit(&f, &err) == 0;
+    in = fopen(target, "rb");
+    n = in ? fread(got, 1, sizeof got, in) : 0;
+    if (in)
+        fclose(in);
+    check(ok && n == 4 && memcmp(got, "new!", 4) == 0 && stat(target, &st) == 0 &&
+          (st.st_mode & 07777) == 0400, "a committed save replaces the file and keeps its mode");
+}
+
+int main(void)
+{
+    const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(tmpdir, sizeof tmpdir, "%s/ckptfs-unit-XXXXXX", base);
+    if (mkdtemp(tmpdir) == NULL) {
+        perror("mkdtemp");
+        return 2;
+    }
+    test_dir_names();
+    test_name_map();
+    test_meta();
+    test_reader();
+    test_refusals();
+    test_atomic_writer();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
+    printf("1..%d\n", n_tests);
+    return n_failed ? 1 : 0;
+}
