@@ -15,10 +15,12 @@
 /* One TensorProto as read from one record (before slices are joined). */
 typedef struct raw_tensor {
     int64_t dims[CK_MAX_DIMS];
+    uint64_t dim_off[CK_MAX_DIMS];  /* where each dim is, for messages */
     uint32_t ndim;
     const ck_dtype *dtype;
     char type[CK_CKPT_MAX_TYPE + 1];
     uint64_t content_off, content_len;
+    uint64_t content_key_off;
     bool has_type, has_content;
 } raw_tensor;
 
@@ -38,7 +40,9 @@ typedef struct group {
     int nparts;
     uint64_t first_off;         /* offset of the group's first record */
     int64_t last_dims[MAP_PARTS][CK_MAX_DIMS];
+    uint64_t last_dim_off[MAP_PARTS][CK_MAX_DIMS];
     uint32_t last_ndim[MAP_PARTS];
+    uint64_t last_content_key_off[MAP_PARTS];
     uint64_t dim0_sum[MAP_PARTS]; /* map tensors: rows add up across records */
 } group;
 
@@ -75,6 +79,7 @@ static int add_dim(parser *p, raw_tensor *t, uint64_t value, uint64_t at)
     if (d < 0)
         return ck_fail(p->err, EINVAL, "%s: offset %llu: negative dim %" PRId64, PATH(p),
                        OFF(at), d);
+    t->dim_off[t->ndim] = at;
     t->dims[t->ndim++] = d;
     return 0;
 }
@@ -82,16 +87,16 @@ static int add_dim(parser *p, raw_tensor *t, uint64_t value, uint64_t at)
 /* dims is `repeated int64`: accept unpacked (one varint per key) and packed. */
 static int read_dims(parser *p, raw_tensor *t, int wt, uint64_t key_off, uint64_t limit)
 {
-    uint64_t v, at = p->rd.pos;
+    uint64_t v, at;
     if (wt == PB_WT_VARINT) {
         if (pb_read_varint(&p->rd, limit, &v, p->err) < 0)
             return -1;
-        return add_dim(p, t, v, at);
+        return add_dim(p, t, v, key_off);
     }
     if (wt != PB_WT_LEN)
         return expect_wire(p, key_off, "TensorProto", 1, "dims", wt, PB_WT_VARINT);
     uint64_t len;
-    if (pb_read_len(&p->rd, limit, &len, p->err) < 0)
+    if (pb_read_len(&p->rd, limit, key_off, &len, p->err) < 0)
         return -1;
     uint64_t end = p->rd.pos + len;
     while (p->rd.pos < end) {
@@ -102,11 +107,11 @@ static int read_dims(parser *p, raw_tensor *t, int wt, uint64_t key_off, uint64_
     return 0;
 }
 
-static int read_string(parser *p, uint64_t limit, char *buf, size_t cap, size_t *len,
-                       const char *what)
+static int read_string(parser *p, uint64_t limit, uint64_t at, char *buf, size_t cap,
+                       size_t *len, const char *what)
 {
-    uint64_t at = p->rd.pos, n;
-    if (pb_read_len(&p->rd, limit, &n, p->err) < 0)
+    uint64_t n;
+    if (pb_read_len(&p->rd, limit, at, &n, p->err) < 0)
         return -1;
     if (n > cap)
         return ck_fail(p->err, EINVAL, "%s: offset %llu: %s is %llu bytes long (limit %zu)",
@@ -133,29 +138,29 @@ static int parse_tensor(parser *p, raw_tensor *t, uint64_t start, uint64_t end, 
         case 2: {
             if (expect_wire(p, key_off, "TensorProto", 2, "tensor_type", wt, PB_WT_LEN) < 0)
                 return -1;
-            uint64_t type_off = p->rd.pos;
             size_t n;
-            if (read_string(p, end, t->type, CK_CKPT_MAX_TYPE, &n, "tensor_type") < 0)
+            if (read_string(p, end, key_off, t->type, CK_CKPT_MAX_TYPE, &n, "tensor_type") < 0)
                 return -1;
             t->type[n] = '\0';
             t->dtype = ck_dtype_from_mindspore(t->type, n, numpy);
             if (t->dtype == NULL)
                 return ck_fail(p->err, EINVAL, "%s: offset %llu: unknown tensor_type '%.*s'",
-                               PATH(p), OFF(type_off), (int)n, t->type);
+                               PATH(p), OFF(key_off), (int)n, t->type);
             t->has_type = true;
             break;
         }
         case 3:
             if (expect_wire(p, key_off, "TensorProto", 3, "tensor_content", wt, PB_WT_LEN) < 0 ||
-                pb_read_len(&p->rd, end, &len, p->err) < 0)
+                pb_read_len(&p->rd, end, key_off, &len, p->err) < 0)
                 return -1;
+            t->content_key_off = key_off;
             t->content_off = p->rd.pos;
             t->content_len = len;
             t->has_content = true;
             pb_seek(&p->rd, p->rd.pos + len); /* the payload is never read here */
             break;
         default:
-            if (pb_skip(&p->rd, end, wt, p->err) < 0)
+            if (pb_skip(&p->rd, end, key_off, wt, p->err) < 0)
                 return -1;
         }
     }
@@ -179,12 +184,12 @@ static int parse_map(parser *p, uint64_t start, uint64_t end)
         if (pb_read_key(&p->rd, end, &field, &wt, p->err) < 0)
             return -1;
         if (field != 1) {
-            if (pb_skip(&p->rd, end, wt, p->err) < 0)
+            if (pb_skip(&p->rd, end, key_off, wt, p->err) < 0)
                 return -1;
             continue;
         }
         if (expect_wire(p, key_off, "MapTensorProto", 1, "tensor", wt, PB_WT_LEN) < 0 ||
-            pb_read_len(&p->rd, end, &len, p->err) < 0)
+            pb_read_len(&p->rd, end, key_off, &len, p->err) < 0)
             return -1;
         if (n == MAP_PARTS)
             return ck_fail(p->err, EINVAL, "%s: offset %llu: map tensor with more than %d "
@@ -219,19 +224,19 @@ static int parse_value(parser *p, uint64_t start, uint64_t end)
             return -1;
         if (field == 1) {
             if (expect_wire(p, key_off, "Checkpoint.Value", 1, "tag", wt, PB_WT_LEN) < 0 ||
-                read_string(p, end, v->tag, sizeof v->tag, &v->tag_len, "tag") < 0)
+                read_string(p, end, key_off, v->tag, sizeof v->tag, &v->tag_len, "tag") < 0)
                 return -1;
             v->has_tag = true;
             continue;
         }
         if (field != 2 && field != 3) {
-            if (pb_skip(&p->rd, end, wt, p->err) < 0)
+            if (pb_skip(&p->rd, end, key_off, wt, p->err) < 0)
                 return -1;
             continue;
         }
         const char *name = field == 2 ? "tensor" : "maptensor";
         if (expect_wire(p, key_off, "Checkpoint.Value", field, name, wt, PB_WT_LEN) < 0 ||
-            pb_read_len(&p->rd, end, &len, p->err) < 0)
+            pb_read_len(&p->rd, end, key_off, &len, p->err) < 0)
             return -1;
         if (v->nparts != 0)
             return ck_fail(p->err, EINVAL, "%s: offset %llu: value holds more than one tensor",
@@ -262,13 +267,14 @@ static int nomem(parser *p)
     return ck_fail(p->err, ENOMEM, "%s: out of memory", PATH(p));
 }
 
-static int checked_nbytes(const int64_t *dims, uint32_t ndim, unsigned itemsize,
-                          uint64_t *out)
+/* prod(dims) * itemsize; -1 - i if dims[i] makes it overflow. */
+static long checked_nbytes(const int64_t *dims, uint32_t ndim, unsigned itemsize,
+                           uint64_t *out)
 {
     uint64_t n = itemsize;
     for (uint32_t i = 0; i < ndim; i++)
         if (__builtin_mul_overflow(n, (uint64_t)dims[i], &n))
-            return -1;
+            return -1 - (long)i;
     *out = n;
     return 0;
 }
@@ -396,16 +402,17 @@ static int close_part(parser *p, long id, int part)
     }
     uint64_t want;
     char shown[64 * 22];
-    if (checked_nbytes(dims, ndim, item, &want) < 0) {
+    long bad = checked_nbytes(dims, ndim, item, &want);
+    if (bad < 0) {
         format_dims(dims, ndim, shown, sizeof shown);
         return ck_fail(p->err, EINVAL, "%s: offset %llu: tensor '%.*s': dims %s overflow the "
-                       "byte count", PATH(p), OFF(g->first_off), (int)t->name_len, t->name,
-                       shown);
+                       "byte count", PATH(p), OFF(g->last_dim_off[part][-1 - bad]),
+                       (int)t->name_len, t->name, shown);
     }
     if (want != total) {
         format_dims(dims, ndim, shown, sizeof shown);
         return ck_fail(p->err, EINVAL, "%s: offset %llu: tensor '%.*s': content is %llu bytes "
-                       "but dims %s of %s need %llu", PATH(p), OFF(g->first_off),
+                       "but dims %s of %s need %llu", PATH(p), OFF(g->last_content_key_off[part]),
                        (int)t->name_len, t->name, OFF(total), shown, t->type_name, OFF(want));
     }
     t->nbytes = total;
@@ -490,7 +497,9 @@ static int add_record(parser *p, uint64_t rec_off, uint64_t rec_end)
             return nomem(p);
         t->rec_end = rec_end;
         memcpy(g->last_dims[i], r->dims, r->ndim * sizeof r->dims[0]);
+        memcpy(g->last_dim_off[i], r->dim_off, r->ndim * sizeof r->dim_off[0]);
         g->last_ndim[i] = r->ndim;
+        g->last_content_key_off[i] = r->content_key_off;
         if (g->nparts == MAP_PARTS)
             g->dim0_sum[i] += (uint64_t)r->dims[0];
     }
@@ -561,11 +570,11 @@ static int parse_records(parser *p, ck_ckpt_info *info)
          * unknown field, not an error (strategy files look like that). */
         if (field != 1 || wt != PB_WT_LEN) {
             info->n_unknown++;
-            if (pb_skip(&p->rd, end, wt, p->err) < 0)
+            if (pb_skip(&p->rd, end, rec_off, wt, p->err) < 0)
                 return -1;
             continue;
         }
-        if (pb_read_len(&p->rd, end, &len, p->err) < 0)
+        if (pb_read_len(&p->rd, end, rec_off, &len, p->err) < 0)
             return -1;
         uint64_t start = p->rd.pos;
         if (parse_value(p, start, start + len) < 0 || add_record(p, rec_off, start + len) < 0)

@@ -21,7 +21,7 @@ static void print_tensor(const ck_tensor *t)
         printf("%s%" PRId64, i ? "," : "", t->dims[i]);
     printf("]\t%" PRIu64 "\t", t->nbytes);
     if (t->inline_data != NULL)
-        printf("decoded");
+        printf("decoded from ");
     for (uint32_t i = 0; i < t->n_ext; i++)
         printf("%s%" PRIu64 "+%" PRIu64, i ? "," : "", t->ext[i].off, t->ext[i].len);
     printf("\n");

@@ -92,9 +92,9 @@ int pb_read_key(pb_reader *r, uint64_t limit, uint32_t *field, int *wire_type, c
     return 0;
 }
 
-int pb_read_len(pb_reader *r, uint64_t limit, uint64_t *len, ck_error *err)
+int pb_read_len(pb_reader *r, uint64_t limit, uint64_t field_off, uint64_t *len, ck_error *err)
 {
-    uint64_t start = r->pos;
+    uint64_t start = field_off;
     if (pb_read_varint(r, limit, len, err) < 0)
         return -1;
     if (*len > limit - r->pos) {
@@ -128,7 +128,7 @@ int pb_read_bytes(pb_reader *r, uint64_t limit, void *buf, size_t len, ck_error 
     return 0;
 }
 
-int pb_skip(pb_reader *r, uint64_t limit, int wire_type, ck_error *err)
+int pb_skip(pb_reader *r, uint64_t limit, uint64_t field_off, int wire_type, ck_error *err)
 {
     uint64_t v;
     switch (wire_type) {
@@ -137,19 +137,21 @@ int pb_skip(pb_reader *r, uint64_t limit, int wire_type, ck_error *err)
     case PB_WT_I64:
     case PB_WT_I32: {
         uint64_t n = wire_type == PB_WT_I64 ? 8 : 4;
-        if (n > limit - r->pos)
+        if (n > limit - r->pos) {
+            r->pos = field_off;
             return truncated(r, limit, err);
+        }
         r->pos += n;
         return 0;
     }
     case PB_WT_LEN:
-        if (pb_read_len(r, limit, &v, err) < 0)
+        if (pb_read_len(r, limit, field_off, &v, err) < 0)
             return -1;
         r->pos += v;
         return 0;
     default:
         return ck_fail(err, EINVAL, "%s: offset %llu: unsupported wire type %d (%s)",
-                       r->src->path, (unsigned long long)r->pos, wire_type,
+                       r->src->path, (unsigned long long)field_off, wire_type,
                        pb_wire_type_name(wire_type));
     }
 }

@@ -44,11 +44,13 @@ void pb_reader_init(pb_reader *r, ck_source *src, uint64_t pos);
  * read ever goes at or past `limit`. */
 int pb_read_varint(pb_reader *r, uint64_t limit, uint64_t *out, ck_error *err);
 int pb_read_key(pb_reader *r, uint64_t limit, uint32_t *field, int *wire_type, ck_error *err);
-/* Read a LEN prefix and check that the payload fits before limit. */
-int pb_read_len(pb_reader *r, uint64_t limit, uint64_t *len, ck_error *err);
+/* Read a LEN prefix and check that the payload fits before limit; errors
+ * name field_off, the offset of the field's key. */
+int pb_read_len(pb_reader *r, uint64_t limit, uint64_t field_off, uint64_t *len, ck_error *err);
 int pb_read_bytes(pb_reader *r, uint64_t limit, void *buf, size_t len, ck_error *err);
-/* Skip the value of a field of the given wire type (groups are refused). */
-int pb_skip(pb_reader *r, uint64_t limit, int wire_type, ck_error *err);
+/* Skip the value of the field whose key is at field_off (groups are
+ * refused). */
+int pb_skip(pb_reader *r, uint64_t limit, uint64_t field_off, int wire_type, ck_error *err);
 /* Move the cursor; target must be <= limit (checked by the caller). */
 void pb_seek(pb_reader *r, uint64_t pos);
 

@@ -96,9 +96,12 @@ static int serve(ck_model *model, struct fuse_args *args, struct fuse_cmdline_op
         fs.use_syslog = true;
         openlog("ckptfs", LOG_PID, LOG_DAEMON);
     }
-    rc = fuse_session_loop(se) != 0 ? 1 : 0;
-    if (rc != 0)
-        ckfs_log(&fs, LOG_ERR, "%s: session loop failed", model->path);
+    /* A positive result is the signal that ended the loop (SIGTERM, SIGINT,
+     * SIGHUP): a normal unmount. */
+    int loop = fuse_session_loop(se);
+    rc = loop < 0 ? 1 : 0;
+    if (loop < 0)
+        ckfs_log(&fs, LOG_ERR, "%s: session loop failed: %s", model->path, strerror(-loop));
 out_unmount:
     fuse_session_unmount(se);
 out_signals:
@@ -128,7 +131,8 @@ int main(int argc, char **argv)
         goto out;
     }
     if (opts.show_version) {
-        printf("ckptfs %s\n", CKPTFS_VERSION);
+        printf("ckptfs %s\nFUSE library version %s\n", CKPTFS_VERSION, fuse_pkgversion());
+        fflush(stdout); /* libfuse's lines come from a child process */
         fuse_lowlevel_version();
         rc = 0;
         goto out;

@@ -1043,6 +1043,27 @@ def cmd_parse(path, full):
     sys.stdout.buffer.write(b"\n")
 
 
+def cmd_from_oneflow(directory, out):
+    """Write a checkpoint holding the variables of a OneFlow snapshot directory
+    (meta parsed with protobuf's text_format, out taken as is), in name order."""
+    of_to_ms = {}
+    for ms_type, (of_type, _size, _np) in MS_TYPES.items():
+        of_to_ms.setdefault(of_type, ms_type)
+    records = []
+    for name in sorted(os.listdir(directory)):
+        var = os.path.join(directory, name)
+        if not os.path.isfile(os.path.join(var, "meta")):
+            continue
+        meta = VariableMetaInfo()
+        with open(os.path.join(var, "meta"), "r", encoding="utf-8") as f:
+            text_format.Parse(f.read(), meta)
+        of_type = _DATA_TYPE_ENUM.values_by_number[meta.data_type].name
+        with open(os.path.join(var, "out"), "rb") as f:
+            content = f.read()
+        records.append(record(tensor_value(name, of_to_ms[of_type], list(meta.shape.dim), content)))
+    write_file(out, records)
+
+
 def cmd_meta_of(dims_text, type_name):
     dims = [int(d) for d in dims_text.split(",")] if dims_text.strip() else []
     if type_name in MS_TYPES:
@@ -1080,6 +1101,9 @@ def main(argv=None):
     p.add_argument("out")
     p.add_argument("--case", required=True, choices=BAD_CASES)
     p.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("from-oneflow", help="write a checkpoint with a OneFlow snapshot's variables")
+    p.add_argument("dir")
+    p.add_argument("out")
     p = sub.add_parser("fake-tree", help="build the expected tree in DIR (tests `check`)")
     p.add_argument("dir")
     p.add_argument("ckpt")
@@ -1102,6 +1126,8 @@ def main(argv=None):
             data, offset = bad_file(args.case, np.random.default_rng(args.seed))
             write_file(args.out, [data])
             print("-" if offset is None else offset)
+        elif args.cmd == "from-oneflow":
+            cmd_from_oneflow(args.dir, args.out)
         elif args.cmd == "fake-tree":
             fake_tree(args.dir, args.ckpt)
     except Refused as exc:

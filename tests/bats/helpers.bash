@@ -1,0 +1,62 @@
+# Shared setup for the bats suites: paths, the oracle, and mounts that are
+# always torn down (teardown unmounts every mount the test made, waits for
+# each daemon it started and fails the test if a daemon exited non-zero —
+# which is also how sanitizer reports in the daemon surface).
+
+REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+BUILD=${CKPTFS_BUILD:-$REPO/build}
+CKPTFS=$BUILD/ckptfs
+FIXTURES=$(cd "$REPO/../shared/fixtures" 2>/dev/null && pwd)
+MS=$FIXTURES/mindspore
+PY=/usr/bin/python3
+ORACLE="$PY $REPO/tests/oracle/ckpt_oracle.py"
+
+# mount_fg MODEL MNT [ckptfs options...]: start a foreground daemon in the
+# background and wait until the mount is live (or the daemon died).
+mount_fg() {
+    local model=$1 mnt=$2
+    shift 2
+    mkdir -p "$mnt"
+    $CKPTFS -f "$@" "$model" "$mnt" 2>>"$BATS_TEST_TMPDIR/daemon.log" &
+    local pid=$!
+    echo "$pid $mnt" >>"$BATS_TEST_TMPDIR/mounts"
+    # A bound on the wait so a broken build cannot hang CI; not a timing check.
+    for _ in $(seq 1 600); do
+        mountpoint -q "$mnt" && return 0
+        kill -0 "$pid" 2>/dev/null || { cat "$BATS_TEST_TMPDIR/daemon.log" >&2; return 1; }
+        sleep 0.05
+    done
+    echo "mount of $model did not come up" >&2
+    return 1
+}
+
+# umount_wait MNT PID: unmount and collect the daemon's exit status (PID 0:
+# a daemonized mount, whose process is not our child).
+umount_wait() {
+    local mnt=$1 pid=$2 status=0
+    if mountpoint -q "$mnt"; then
+        fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || true
+    fi
+    if [ -n "$pid" ] && [ "$pid" != 0 ]; then
+        wait "$pid" 2>/dev/null || status=$?
+    fi
+    return "$status"
+}
+
+teardown() {
+    local failed=0
+    if [ -f "$BATS_TEST_TMPDIR/mounts" ]; then
+        # Newest first; every step runs even if one fails.
+        while read -r pid mnt; do
+            umount_wait "$mnt" "$pid" || { echo "daemon $pid for $mnt exited non-zero" >&2; failed=1; }
+        done < <(tac "$BATS_TEST_TMPDIR/mounts")
+        rm -f "$BATS_TEST_TMPDIR/mounts"
+    fi
+    if [ -s "$BATS_TEST_TMPDIR/daemon.log" ] && grep -q "Sanitizer\|runtime error" "$BATS_TEST_TMPDIR/daemon.log"; then
+        cat "$BATS_TEST_TMPDIR/daemon.log" >&2
+        failed=1
+    fi
+    return "$failed"
+}
+
+sha() { sha256sum "$1" | cut -d' ' -f1; }

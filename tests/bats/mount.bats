@@ -1,0 +1,80 @@
+#!/usr/bin/env bats
+# The command line and the life of a mount.
+
+load helpers
+
+@test "--help and --version" {
+    run "$CKPTFS" --help
+    [ "$status" -eq 0 ]
+    [[ $output == *"usage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT"* ]]
+    [[ $output == *"-o nocrc"* ]]
+    run "$CKPTFS" --version
+    [ "$status" -eq 0 ]
+    [[ ${lines[0]} == "ckptfs "[0-9]* ]]
+    [[ $output == *"FUSE library version 3."* ]]
+}
+
+@test "missing arguments are usage errors" {
+    run "$CKPTFS"
+    [ "$status" -eq 2 ]
+    [[ $output == *"missing MODEL"* ]]
+    run "$CKPTFS" "$MS/goldenstick_test_sq_predict_simplenet_2stage_fp.ckpt"
+    [ "$status" -eq 2 ]
+    [[ $output == *"missing MOUNTPOINT"* ]]
+}
+
+@test "without -f the command returns with the tree already usable, and the daemon exits at unmount" {
+    f=$MS/goldenstick_test_sq_predict_simplenet_2stage_fp.ckpt
+    mkdir "$BATS_TEST_TMPDIR/m"
+    "$CKPTFS" "$f" "$BATS_TEST_TMPDIR/m"
+    echo "0 $BATS_TEST_TMPDIR/m" >>"$BATS_TEST_TMPDIR/mounts" # teardown unmounts on failure
+    [ "$(ls "$BATS_TEST_TMPDIR/m" | wc -l)" -eq 3 ]
+    run $ORACLE check "$BATS_TEST_TMPDIR/m" "$f"
+    [ "$status" -eq 0 ]
+    grep -q " $BATS_TEST_TMPDIR/m fuse.ckptfs ro," /proc/mounts
+    grep "$BATS_TEST_TMPDIR/m" /proc/mounts | grep -q "^$f "
+    fusermount3 -u "$BATS_TEST_TMPDIR/m"
+    ! mountpoint -q "$BATS_TEST_TMPDIR/m"
+}
+
+@test "-o ro is accepted; unknown -o options go to libfuse, which refuses them" {
+    f=$MS/goldenstick_test_sq_predict_simplenet_2stage_fp.ckpt
+    mount_fg "$f" "$BATS_TEST_TMPDIR/m" -o ro
+    [ -f "$BATS_TEST_TMPDIR/m/linear.bias/out" ]
+    mkdir "$BATS_TEST_TMPDIR/m2"
+    run "$CKPTFS" -o no_such_option "$f" "$BATS_TEST_TMPDIR/m2"
+    [ "$status" -ne 0 ]
+    [[ $output == *"no_such_option"* ]]
+    ! mountpoint -q "$BATS_TEST_TMPDIR/m2"
+}
+
+@test "-o nosplice serves the same bytes" {
+    $ORACLE gen "$BATS_TEST_TMPDIR/s.ckpt" --case sliced
+    mount_fg "$BATS_TEST_TMPDIR/s.ckpt" "$BATS_TEST_TMPDIR/m" -o nosplice
+    run $ORACLE check "$BATS_TEST_TMPDIR/m" "$BATS_TEST_TMPDIR/s.ckpt"
+    [ "$status" -eq 0 ]
+}
+
+@test "mounting a 4 GiB checkpoint reads only record headers, not tensor bytes" {
+    $ORACLE bigfile "$BATS_TEST_TMPDIR/big.ckpt" --size-gib 4.1
+    CKPTFS="strace -y -o $BATS_TEST_TMPDIR/trace -e trace=pread64 $CKPTFS" \
+        mount_fg "$BATS_TEST_TMPDIR/big.ckpt" "$BATS_TEST_TMPDIR/m"
+    ls -R "$BATS_TEST_TMPDIR/m" >/dev/null
+    umount_wait "$BATS_TEST_TMPDIR/m" "$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)"
+    # bytes returned by every pread64 of the model file during the mount
+    total=$(grep -F 'big.ckpt>' "$BATS_TEST_TMPDIR/trace" | sed -E 's/.*= ([0-9]+)$/\1/' |
+        awk '{s += $1} END {print s + 0}')
+    echo "read $total bytes of $(stat -c %s "$BATS_TEST_TMPDIR/big.ckpt")"
+    [ "$total" -gt 0 ]
+    [ "$total" -lt 65536 ]
+}
+
+@test "SIGTERM to the daemon unmounts cleanly" {
+    f=$MS/goldenstick_test_sq_predict_simplenet_2stage_fp.ckpt
+    mount_fg "$f" "$BATS_TEST_TMPDIR/m"
+    pid=$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)
+    kill -TERM "$pid"
+    wait "$pid"
+    ! mountpoint -q "$BATS_TEST_TMPDIR/m"
+    : >"$BATS_TEST_TMPDIR/mounts"
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Run every test (C unit tests, then the bats suites against real FUSE
+# mounts) with the binaries in BUILD, and end with "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+BUILD=$(realpath "${1:-build}")
+export CKPTFS_BUILD=$BUILD
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+passed=0
+failed=0
+count() { # count TAP results in a log file; a runner that died counts as a failure
+    local file=$1 status=$2 p f
+    p=$(grep -c '^ok ' "$file")
+    f=$(grep -c '^not ok ' "$file")
+    if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "runner exited $status" ; fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
+
+echo "== unit tests"
+"$BUILD/unit-tests" | tee "$log/unit"
+count "$log/unit" "${PIPESTATUS[0]}"
+
+echo "== bats suites"
+bats --tap tests/bats | tee "$log/bats"
+count "$log/bats" "${PIPESTATUS[0]}"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
