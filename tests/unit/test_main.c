@@ -169,7 +169,7 @@ static void test_name_map(void)
 {
     ck_name_map m;
     ck_name_map_init(&m);
-    char keys[5000][12];
+    char keys[5000][16];
     int ok = 1;
     for (int i = 0; i < 5000; i++) {
         snprintf(keys[i], sizeof keys[i], "k%d", i);
