@@ -306,11 +306,12 @@ static int decode_str(parser *p, ck_tensor *t, uint64_t total)
     }
     uint64_t at = 0;
     for (uint32_t i = 0; i < t->n_ext; i++) {
-        if (ck_source_read(p->src, u32 + at, t->ext[i].len, t->ext[i].off, p->err) < 0) {
+        const ck_extent *e = ck_tensor_ext(t, i);
+        if (ck_source_read(p->src, u32 + at, e->len, e->off, p->err) < 0) {
             free(u32);
             return -1;
         }
-        at += t->ext[i].len;
+        at += e->len;
     }
     uint64_t nchars = total / 4;
     while (nchars > 0 && memcmp(u32 + 4 * (nchars - 1), "\0\0\0\0", 4) == 0)
@@ -366,7 +367,7 @@ static int close_part(parser *p, long id, int part)
     group *g = &p->g;
     uint64_t total = 0;
     for (uint32_t i = 0; i < t->n_ext; i++)
-        total += t->ext[i].len;
+        total += ck_tensor_ext(t, i)->len;
     int64_t dims[CK_MAX_DIMS];
     uint32_t ndim = g->last_ndim[part];
     memcpy(dims, g->last_dims[part], ndim * sizeof dims[0]);

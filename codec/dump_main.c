@@ -23,7 +23,8 @@ static void print_tensor(const ck_tensor *t)
     if (t->inline_data != NULL)
         printf("decoded from ");
     for (uint32_t i = 0; i < t->n_ext; i++)
-        printf("%s%" PRIu64 "+%" PRIu64, i ? "," : "", t->ext[i].off, t->ext[i].len);
+        printf("%s%" PRIu64 "+%" PRIu64, i ? "," : "", ck_tensor_ext(t, i)->off,
+               ck_tensor_ext(t, i)->len);
     printf("\n");
 }
 

@@ -35,7 +35,7 @@ static ck_name_map_slot *find_slot(ck_name_map_slot *slots, size_t cap, const ch
         ck_name_map_slot *s = &slots[i];
         if (s->value == CK_NAME_MAP_NONE)
             return s;
-        if (s->hash == hash && s->len == len && memcmp(s->key, key, len) == 0)
+        if (s->len == len && memcmp(s->key, key, len) == 0)
             return s;
         i = (i + 1) & (cap - 1);
     }
@@ -52,7 +52,7 @@ static int grow(ck_name_map *m)
     for (size_t i = 0; i < m->cap; i++) {
         ck_name_map_slot *old = &m->slots[i];
         if (old->value != CK_NAME_MAP_NONE)
-            *find_slot(slots, cap, old->key, old->len, old->hash) = *old;
+            *find_slot(slots, cap, old->key, old->len, ck_fnv1a64(old->key, old->len)) = *old;
     }
     free(m->slots);
     m->slots = slots;
@@ -79,7 +79,6 @@ int64_t ck_name_map_put(ck_name_map *m, const char *key, size_t len, uint32_t va
         m->count++;
     s->key = key;
     s->len = (uint32_t)len;
-    s->hash = hash;
     s->value = value;
     return previous;
 }

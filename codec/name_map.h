@@ -18,7 +18,6 @@ typedef struct ck_name_map_slot {
     const char *key;
     uint32_t len;
     uint32_t value;     /* CK_NAME_MAP_NONE marks an empty slot */
-    uint64_t hash;
 } ck_name_map_slot;
 
 typedef struct ck_name_map {

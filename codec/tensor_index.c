@@ -16,7 +16,7 @@ void ck_index_init(ck_index *ix)
 void ck_index_free(ck_index *ix)
 {
     for (size_t i = 0; i < ix->count; i++)
-        free(ix->tensors[i].ext);
+        free(ix->tensors[i].ext_more);
     free(ix->tensors);
     free(ix->live);
     ck_name_map_free(&ix->by_dir);
@@ -40,15 +40,21 @@ long ck_index_add(ck_index *ix)
 
 int ck_tensor_add_extent(ck_tensor *t, uint32_t src, uint64_t off, uint64_t len)
 {
-    if (t->n_ext == t->cap_ext) {
-        uint32_t cap = t->cap_ext ? t->cap_ext * 2 : 1;
-        ck_extent *e = realloc(t->ext, cap * sizeof *e);
-        if (e == NULL)
-            return -1;
-        t->ext = e;
-        t->cap_ext = cap;
+    ck_extent e = {.off = off, .len = len, .src = src};
+    if (t->n_ext == 0) {
+        t->ext0 = e;
+        t->n_ext = 1;
+        return 0;
     }
-    t->ext[t->n_ext++] = (ck_extent){.off = off, .len = len, .src = src};
+    if (t->n_ext - 1 == t->cap_more) {
+        uint32_t cap = t->cap_more ? t->cap_more * 2 : 4;
+        ck_extent *more = realloc(t->ext_more, cap * sizeof *more);
+        if (more == NULL)
+            return -1;
+        t->ext_more = more;
+        t->cap_more = cap;
+    }
+    t->ext_more[t->n_ext++ - 1] = e;
     return 0;
 }
 
@@ -64,6 +70,14 @@ static const char *part_suffix(uint8_t part)
 
 int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
 {
+    /* The array only grows while reading; give back the slack. */
+    if (ix->count > 0 && ix->count < ix->cap) {
+        ck_tensor *t = realloc(ix->tensors, ix->count * sizeof *t);
+        if (t != NULL) {
+            ix->tensors = t;
+            ix->cap = ix->count;
+        }
+    }
     free(ix->live);
     ix->live = malloc((ix->count ? ix->count : 1) * sizeof *ix->live);
     if (ix->live == NULL)
@@ -75,7 +89,11 @@ int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
             continue;
         char buf[CK_DIR_NAME_MAX + 1];
         size_t n = ck_dir_name(t->name, t->name_len, part_suffix(t->part), buf);
-        t->dir_name = ck_arena_strndup(&ix->arena, buf, n);
+        /* Names are stored NUL-terminated: most need no copy of their own. */
+        if (n == t->name_len && memcmp(buf, t->name, n) == 0)
+            t->dir_name = t->name;
+        else
+            t->dir_name = ck_arena_strndup(&ix->arena, buf, n);
         if (t->dir_name == NULL)
             return ck_fail(err, ENOMEM, "%s: out of memory", path);
         int64_t prev = ck_name_map_put(&ix->by_dir, t->dir_name, n, (uint32_t)i);
@@ -105,7 +123,7 @@ int ck_tensor_for_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_
         size = (size_t)(t->nbytes - off);
     uint64_t base = 0; /* tensor offset of the current extent */
     for (uint32_t i = 0; i < t->n_ext && size > 0; i++) {
-        const ck_extent *e = &t->ext[i];
+        const ck_extent *e = ck_tensor_ext(t, i);
         if (off < base + e->len) {
             uint64_t within = off - base;
             uint64_t avail = e->len - within;
@@ -126,6 +144,6 @@ size_t ck_index_memory(const ck_index *ix)
     size_t n = ix->cap * sizeof(ck_tensor) + ix->count * sizeof(uint32_t) +
                ix->by_dir.cap * sizeof(ck_name_map_slot) + ix->arena.used_bytes;
     for (size_t i = 0; i < ix->count; i++)
-        n += ix->tensors[i].cap_ext * sizeof(ck_extent);
+        n += ix->tensors[i].cap_more * sizeof(ck_extent);
     return n;
 }

@@ -42,18 +42,19 @@ typedef enum ck_part {
 } ck_part;
 
 typedef struct ck_tensor {
-    const char *name;           /* original name (may hold any byte) */
-    uint32_t name_len;
+    const char *name;           /* original name (may hold any byte), NUL-ended */
     const char *dir_name;       /* escaped, NUL-terminated, set by finalize */
     const char *type_name;      /* the format's own type string */
     const ck_dtype *dtype;
-    uint32_t ndim;
     const int64_t *dims;        /* presented shape (0-d: ndim 0) */
     uint64_t nbytes;            /* size of `out` */
-    ck_extent *ext;             /* where `out` comes from ... */
-    uint32_t n_ext, cap_ext;
+    ck_extent ext0;             /* where `out` comes from: ext0, then ... */
+    ck_extent *ext_more;        /* ... n_ext - 1 more (sliced tensors), */
     const unsigned char *inline_data; /* ... or these decoded bytes */
     uint64_t rec_off, rec_end;  /* file span of the tensor's records */
+    uint32_t name_len;
+    uint32_t ndim;
+    uint32_t n_ext, cap_more;
     uint8_t part;               /* ck_part */
     bool superseded;            /* replaced by a later record of the same name */
     bool scalar_dims_zero;      /* stored as dims [0] + one element (pre-2.3) */
@@ -76,6 +77,12 @@ void ck_index_free(ck_index *ix);
 long ck_index_add(ck_index *ix);
 
 int ck_tensor_add_extent(ck_tensor *t, uint32_t src, uint64_t off, uint64_t len);
+
+/* Extent i < t->n_ext.  Nearly every tensor has exactly one, kept inline. */
+static inline const ck_extent *ck_tensor_ext(const ck_tensor *t, uint32_t i)
+{
+    return i == 0 ? &t->ext0 : &t->ext_more[i - 1];
+}
 
 /* After a reader is done: compute directory names, build the lookup table
  * and the visible list; refuses two tensors that map to one directory. */
