@@ -79,7 +79,8 @@ asan: deps
 	  SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 tests/run-all.sh build-asan
 
-demo: all
+demo: deps
+	$(MAKE) all
 	tests/demo.sh $(BUILD)
 
 bench: all

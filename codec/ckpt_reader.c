@@ -39,10 +39,7 @@ typedef struct group {
     long first_id;              /* tensor id of part 0; parts are consecutive */
     int nparts;
     uint64_t first_off;         /* offset of the group's first record */
-    int64_t last_dims[MAP_PARTS][CK_MAX_DIMS];
-    uint64_t last_dim_off[MAP_PARTS][CK_MAX_DIMS];
-    uint32_t last_ndim[MAP_PARTS];
-    uint64_t last_content_key_off[MAP_PARTS];
+    raw_tensor last[MAP_PARTS]; /* the latest slice: dims and type come from it */
     uint64_t dim0_sum[MAP_PARTS]; /* map tensors: rows add up across records */
 } group;
 
@@ -124,12 +121,12 @@ static int parse_tensor(parser *p, raw_tensor *t, uint64_t start, uint64_t end, 
 {
     memset(t, 0, sizeof *t);
     pb_seek(&p->rd, start);
-    while (p->rd.pos < end) {
-        uint64_t key_off = p->rd.pos, len;
-        uint32_t field;
-        int wt;
-        if (pb_read_key(&p->rd, end, &field, &wt, p->err) < 0)
-            return -1;
+    pb_field f;
+    int more;
+    while ((more = pb_next_field(&p->rd, end, &f, p->err)) > 0) {
+        uint64_t key_off = f.key_off, len;
+        uint32_t field = f.num;
+        int wt = f.wire_type;
         switch (field) {
         case 1:
             if (read_dims(p, t, wt, key_off, end) < 0)
@@ -164,6 +161,8 @@ static int parse_tensor(parser *p, raw_tensor *t, uint64_t start, uint64_t end, 
                 return -1;
         }
     }
+    if (more < 0)
+        return -1;
     if (!t->has_type)
         return ck_fail(p->err, EINVAL, "%s: offset %llu: TensorProto without tensor_type",
                        PATH(p), OFF(start));
@@ -177,12 +176,12 @@ static int parse_map(parser *p, uint64_t start, uint64_t end)
 {
     pb_seek(&p->rd, start);
     int n = 0;
-    while (p->rd.pos < end) {
-        uint64_t key_off = p->rd.pos, len;
-        uint32_t field;
-        int wt;
-        if (pb_read_key(&p->rd, end, &field, &wt, p->err) < 0)
-            return -1;
+    pb_field f;
+    int more;
+    while ((more = pb_next_field(&p->rd, end, &f, p->err)) > 0) {
+        uint64_t key_off = f.key_off, len;
+        uint32_t field = f.num;
+        int wt = f.wire_type;
         if (field != 1) {
             if (pb_skip(&p->rd, end, key_off, wt, p->err) < 0)
                 return -1;
@@ -203,6 +202,8 @@ static int parse_map(parser *p, uint64_t start, uint64_t end)
         n++;
         pb_seek(&p->rd, sub + len);
     }
+    if (more < 0)
+        return -1;
     if (n != MAP_PARTS)
         return ck_fail(p->err, EINVAL, "%s: offset %llu: map tensor has %d tensors, expected "
                        "key, value and status", PATH(p), OFF(start), n);
@@ -216,12 +217,12 @@ static int parse_value(parser *p, uint64_t start, uint64_t end)
     v->has_tag = false;
     v->nparts = 0;
     pb_seek(&p->rd, start);
-    while (p->rd.pos < end) {
-        uint64_t key_off = p->rd.pos, len;
-        uint32_t field;
-        int wt;
-        if (pb_read_key(&p->rd, end, &field, &wt, p->err) < 0)
-            return -1;
+    pb_field f;
+    int more;
+    while ((more = pb_next_field(&p->rd, end, &f, p->err)) > 0) {
+        uint64_t key_off = f.key_off, len;
+        uint32_t field = f.num;
+        int wt = f.wire_type;
         if (field == 1) {
             if (expect_wire(p, key_off, "Checkpoint.Value", 1, "tag", wt, PB_WT_LEN) < 0 ||
                 read_string(p, end, key_off, v->tag, sizeof v->tag, &v->tag_len, "tag") < 0)
@@ -251,6 +252,8 @@ static int parse_value(parser *p, uint64_t start, uint64_t end)
         }
         pb_seek(&p->rd, sub + len);
     }
+    if (more < 0)
+        return -1;
     if (!v->has_tag)
         return ck_fail(p->err, EINVAL, "%s: offset %llu: value without a tag", PATH(p),
                        OFF(start));
@@ -368,9 +371,10 @@ static int close_part(parser *p, long id, int part)
     uint64_t total = 0;
     for (uint32_t i = 0; i < t->n_ext; i++)
         total += ck_tensor_ext(t, i)->len;
+    const raw_tensor *last = &g->last[part];
     int64_t dims[CK_MAX_DIMS];
-    uint32_t ndim = g->last_ndim[part];
-    memcpy(dims, g->last_dims[part], ndim * sizeof dims[0]);
+    uint32_t ndim = last->ndim;
+    memcpy(dims, last->dims, ndim * sizeof dims[0]);
     if (g->nparts == MAP_PARTS) {
         if (g->dim0_sum[part] > INT64_MAX)
             return ck_fail(p->err, EINVAL, "%s: offset %llu: map tensor '%.*s': rows overflow",
@@ -407,13 +411,13 @@ static int close_part(parser *p, long id, int part)
     if (bad < 0) {
         format_dims(dims, ndim, shown, sizeof shown);
         return ck_fail(p->err, EINVAL, "%s: offset %llu: tensor '%.*s': dims %s overflow the "
-                       "byte count", PATH(p), OFF(g->last_dim_off[part][-1 - bad]),
+                       "byte count", PATH(p), OFF(last->dim_off[-1 - bad]),
                        (int)t->name_len, t->name, shown);
     }
     if (want != total) {
         format_dims(dims, ndim, shown, sizeof shown);
         return ck_fail(p->err, EINVAL, "%s: offset %llu: tensor '%.*s': content is %llu bytes "
-                       "but dims %s of %s need %llu", PATH(p), OFF(g->last_content_key_off[part]),
+                       "but dims %s of %s need %llu", PATH(p), OFF(last->content_key_off),
                        (int)t->name_len, t->name, OFF(total), shown, t->type_name, OFF(want));
     }
     t->nbytes = total;
@@ -445,6 +449,9 @@ static int open_group(parser *p, uint64_t rec_off)
     char *tag = ck_arena_strndup(&p->ix->arena, v->tag, v->tag_len);
     if (tag == NULL)
         return nomem(p);
+    if (p->ix->count + (size_t)v->nparts > CK_MAX_TENSORS)
+        return ck_fail(p->err, EINVAL, "%s: offset %llu: more than %u tensors", PATH(p),
+                       OFF(rec_off), CK_MAX_TENSORS);
     group *g = &p->g;
     g->open = true;
     g->nparts = v->nparts;
@@ -497,10 +504,7 @@ static int add_record(parser *p, uint64_t rec_off, uint64_t rec_end)
         if (ck_tensor_add_extent(t, p->src_id, r->content_off, r->content_len) < 0)
             return nomem(p);
         t->rec_end = rec_end;
-        memcpy(g->last_dims[i], r->dims, r->ndim * sizeof r->dims[0]);
-        memcpy(g->last_dim_off[i], r->dim_off, r->ndim * sizeof r->dim_off[0]);
-        g->last_ndim[i] = r->ndim;
-        g->last_content_key_off[i] = r->content_key_off;
+        g->last[i] = *r;
         if (g->nparts == MAP_PARTS)
             g->dim0_sum[i] += (uint64_t)r->dims[0];
     }
@@ -577,6 +581,9 @@ static int parse_records(parser *p, ck_ckpt_info *info)
         }
         if (pb_read_len(&p->rd, end, rec_off, &len, p->err) < 0)
             return -1;
+        if (info->n_records == CK_MAX_TENSORS) /* each record costs an extent */
+            return ck_fail(p->err, EINVAL, "%s: offset %llu: more than %u records", PATH(p),
+                           OFF(rec_off), CK_MAX_TENSORS);
         uint64_t start = p->rd.pos;
         if (parse_value(p, start, start + len) < 0 || add_record(p, rec_off, start + len) < 0)
             return -1;

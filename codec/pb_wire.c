@@ -92,6 +92,14 @@ int pb_read_key(pb_reader *r, uint64_t limit, uint32_t *field, int *wire_type, c
     return 0;
 }
 
+int pb_next_field(pb_reader *r, uint64_t end, pb_field *f, ck_error *err)
+{
+    if (r->pos >= end)
+        return 0;
+    f->key_off = r->pos;
+    return pb_read_key(r, end, &f->num, &f->wire_type, err) < 0 ? -1 : 1;
+}
+
 int pb_read_len(pb_reader *r, uint64_t limit, uint64_t field_off, uint64_t *len, ck_error *err)
 {
     uint64_t start = field_off;

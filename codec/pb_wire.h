@@ -44,6 +44,17 @@ void pb_reader_init(pb_reader *r, ck_source *src, uint64_t pos);
  * read ever goes at or past `limit`. */
 int pb_read_varint(pb_reader *r, uint64_t limit, uint64_t *out, ck_error *err);
 int pb_read_key(pb_reader *r, uint64_t limit, uint32_t *field, int *wire_type, ck_error *err);
+
+/* The field under the cursor, as pb_next_field reads it. */
+typedef struct pb_field {
+    uint64_t key_off;   /* offset of the field's key, for messages */
+    uint32_t num;
+    int wire_type;
+} pb_field;
+
+/* Walk the fields of a message ending at end: 1 and the next key, 0 at the
+ * end of the message, -1 on error.  The caller reads or skips each value. */
+int pb_next_field(pb_reader *r, uint64_t end, pb_field *f, ck_error *err);
 /* Read a LEN prefix and check that the payload fits before limit; errors
  * name field_off, the offset of the field's key. */
 int pb_read_len(pb_reader *r, uint64_t limit, uint64_t field_off, uint64_t *len, ck_error *err);

@@ -25,6 +25,9 @@
 #include "name_map.h"
 
 #define CK_MAX_DIMS 64
+/* About 200 bytes of index each: a file of millions of empty records must
+ * not be able to make the daemon allocate without bound. */
+#define CK_MAX_TENSORS 10000000u
 
 typedef struct ck_extent {
     uint64_t off;       /* plaintext offset in the source */

@@ -213,13 +213,22 @@ static fuse_ino_t dir_entry(const ckfs *fs, fuse_ino_t dir, const ck_tensor *t, 
     return 0;
 }
 
+/* The directory at ino (t: its tensor, NULL for the root), or an errno. */
+static int resolve_dir(const ckfs *fs, fuse_ino_t ino, const ck_tensor **t)
+{
+    node_kind k = resolve(fs, ino, t);
+    if (k == NODE_ROOT || k == NODE_TENSOR_DIR)
+        return 0;
+    return k == NODE_NONE ? ENOENT : ENOTDIR;
+}
+
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
     ckfs *fs = fs_of(req);
     const ck_tensor *t;
-    node_kind k = resolve(fs, ino, &t);
-    if (k != NODE_ROOT && k != NODE_TENSOR_DIR) {
-        fuse_reply_err(req, k == NODE_NONE ? ENOENT : ENOTDIR);
+    int e = resolve_dir(fs, ino, &t);
+    if (e != 0) {
+        fuse_reply_err(req, e);
         return;
     }
     char *buf = malloc(size);
@@ -274,11 +283,10 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    ckfs *fs = fs_of(req);
     const ck_tensor *t;
-    node_kind k = resolve(fs, ino, &t);
-    if (k != NODE_ROOT && k != NODE_TENSOR_DIR) {
-        fuse_reply_err(req, k == NODE_NONE ? ENOENT : ENOTDIR);
+    int e = resolve_dir(fs_of(req), ino, &t);
+    if (e != 0) {
+        fuse_reply_err(req, e);
         return;
     }
     fi->cache_readdir = 1;
