@@ -15,7 +15,7 @@ LDLIBS    += $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 # Debian 12 packages for building, testing and benchmarking.
 DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c-compiler \
-             libzstd-dev libssl-dev zlib1g-dev bats attr rsync python3-protobuf \
+             libzstd-dev libssl-dev zlib1g-dev bats attr rsync strace python3-protobuf \
              python3-numpy python3-onnx python3-cryptography time
 
 CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c \

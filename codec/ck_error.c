@@ -41,3 +41,28 @@ void ck_error_clear(ck_error *err)
     err->errnum = 0;
     err->msg[0] = '\0';
 }
+
+const char *ck_quote(char out[CK_QUOTE_BUF], const void *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = s;
+    size_t n = 0;
+    for (size_t i = 0; i < len && i < CK_QUOTE_MAX; i++) {
+        unsigned char c = p[i];
+        /* UTF-8 names stay readable; control bytes could break the line. */
+        if ((c >= 0x20 && c != 0x7f && c != '\\')) {
+            out[n++] = (char)c;
+        } else {
+            out[n++] = '\\';
+            out[n++] = 'x';
+            out[n++] = hex[c >> 4];
+            out[n++] = hex[c & 15];
+        }
+    }
+    if (len > CK_QUOTE_MAX) {
+        memcpy(out + n, "...", 3);
+        n += 3;
+    }
+    out[n] = '\0';
+    return out;
+}

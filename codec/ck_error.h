@@ -30,4 +30,11 @@ int ck_fail_errno(ck_error *err, int errno_value, const char *fmt, ...)
 
 void ck_error_clear(ck_error *err);
 
+/* Names and strings read from a file go into messages through ck_quote:
+ * control bytes and backslashes become \xNN and long ones are cut with
+ * "...", so a message stays one readable line whatever the file holds. */
+#define CK_QUOTE_MAX 96
+#define CK_QUOTE_BUF (4 * CK_QUOTE_MAX + 8)
+const char *ck_quote(char out[CK_QUOTE_BUF], const void *s, size_t len);
+
 #endif

@@ -52,9 +52,11 @@ typedef struct parser {
     group g;
     raw_value v;
     ck_error *err;
+    char q[CK_QUOTE_BUF];       /* for names in messages */
 } parser;
 
 #define PATH(p) ((p)->src->path)
+#define NAME(p, t) ck_quote((p)->q, (t)->name, (t)->name_len)
 #define OFF(x) ((unsigned long long)(x))
 
 static int expect_wire(parser *p, uint64_t key_off, const char *msg, uint32_t field,
@@ -141,8 +143,8 @@ static int parse_tensor(parser *p, raw_tensor *t, uint64_t start, uint64_t end, 
             t->type[n] = '\0';
             t->dtype = ck_dtype_from_mindspore(t->type, n, numpy);
             if (t->dtype == NULL)
-                return ck_fail(p->err, EINVAL, "%s: offset %llu: unknown tensor_type '%.*s'",
-                               PATH(p), OFF(key_off), (int)n, t->type);
+                return ck_fail(p->err, EINVAL, "%s: offset %llu: unknown tensor_type '%s'",
+                               PATH(p), OFF(key_off), ck_quote(p->q, t->type, n));
             t->has_type = true;
             break;
         }
@@ -258,8 +260,8 @@ static int parse_value(parser *p, uint64_t start, uint64_t end)
         return ck_fail(p->err, EINVAL, "%s: offset %llu: value without a tag", PATH(p),
                        OFF(start));
     if (v->nparts == 0)
-        return ck_fail(p->err, EINVAL, "%s: offset %llu: value '%.*s' holds no tensor",
-                       PATH(p), OFF(start), (int)v->tag_len, v->tag);
+        return ck_fail(p->err, EINVAL, "%s: offset %llu: value '%s' holds no tensor",
+                       PATH(p), OFF(start), ck_quote(p->q, v->tag, v->tag_len));
     return 0;
 }
 
@@ -295,11 +297,11 @@ static void format_dims(const int64_t *dims, uint32_t ndim, char *buf, size_t ca
 static int decode_str(parser *p, ck_tensor *t, uint64_t total)
 {
     if (total % 4 != 0)
-        return ck_fail(p->err, EINVAL, "%s: tensor '%.*s': str content of %llu bytes is not "
-                       "UTF-32", PATH(p), (int)t->name_len, t->name, OFF(total));
+        return ck_fail(p->err, EINVAL, "%s: tensor '%s': str content of %llu bytes is not "
+                       "UTF-32", PATH(p), NAME(p, t), OFF(total));
     if (total > CK_CKPT_MAX_STR)
-        return ck_fail(p->err, EINVAL, "%s: tensor '%.*s': str value of %llu bytes is over "
-                       "the %u-byte limit", PATH(p), (int)t->name_len, t->name, OFF(total),
+        return ck_fail(p->err, EINVAL, "%s: tensor '%s': str value of %llu bytes is over "
+                       "the %u-byte limit", PATH(p), NAME(p, t), OFF(total),
                        CK_CKPT_MAX_STR);
     unsigned char *u32 = malloc(total ? total : 1);
     unsigned char *u8 = ck_arena_alloc(&p->ix->arena, total ? total : 1);
@@ -325,8 +327,8 @@ static int decode_str(parser *p, ck_tensor *t, uint64_t total)
         uint32_t c = q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
         if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
             free(u32);
-            return ck_fail(p->err, EINVAL, "%s: tensor '%.*s': str holds invalid code point "
-                           "U+%X at character %llu", PATH(p), (int)t->name_len, t->name, c,
+            return ck_fail(p->err, EINVAL, "%s: tensor '%s': str holds invalid code point "
+                           "U+%X at character %llu", PATH(p), NAME(p, t), c,
                            OFF(i));
         }
         /* UTF-8 is never longer than the 4 bytes UTF-32 uses. */
@@ -377,8 +379,8 @@ static int close_part(parser *p, long id, int part)
     memcpy(dims, last->dims, ndim * sizeof dims[0]);
     if (g->nparts == MAP_PARTS) {
         if (g->dim0_sum[part] > INT64_MAX)
-            return ck_fail(p->err, EINVAL, "%s: offset %llu: map tensor '%.*s': rows overflow",
-                           PATH(p), OFF(g->first_off), (int)t->name_len, t->name);
+            return ck_fail(p->err, EINVAL, "%s: offset %llu: map tensor '%s': rows overflow",
+                           PATH(p), OFF(g->first_off), NAME(p, t));
         dims[0] = (int64_t)g->dim0_sum[part];
     }
 
@@ -410,15 +412,15 @@ static int close_part(parser *p, long id, int part)
     long bad = checked_nbytes(dims, ndim, item, &want);
     if (bad < 0) {
         format_dims(dims, ndim, shown, sizeof shown);
-        return ck_fail(p->err, EINVAL, "%s: offset %llu: tensor '%.*s': dims %s overflow the "
+        return ck_fail(p->err, EINVAL, "%s: offset %llu: tensor '%s': dims %s overflow the "
                        "byte count", PATH(p), OFF(last->dim_off[-1 - bad]),
-                       (int)t->name_len, t->name, shown);
+                       NAME(p, t), shown);
     }
     if (want != total) {
         format_dims(dims, ndim, shown, sizeof shown);
-        return ck_fail(p->err, EINVAL, "%s: offset %llu: tensor '%.*s': content is %llu bytes "
+        return ck_fail(p->err, EINVAL, "%s: offset %llu: tensor '%s': content is %llu bytes "
                        "but dims %s of %s need %llu", PATH(p), OFF(last->content_key_off),
-                       (int)t->name_len, t->name, OFF(total), shown, t->type_name, OFF(want));
+                       NAME(p, t), OFF(total), shown, t->type_name, OFF(want));
     }
     t->nbytes = total;
     return set_dims(p, t, dims, ndim);
@@ -498,9 +500,8 @@ static int add_record(parser *p, uint64_t rec_off, uint64_t rec_end)
         raw_tensor *r = &v->part[i];
         ck_tensor *t = &p->ix->tensors[g->first_id + i];
         if (r->dtype != t->dtype)
-            return ck_fail(p->err, EINVAL, "%s: offset %llu: slice of tensor '%.*s' has type "
-                           "%s, earlier slices %s", PATH(p), OFF(rec_off), (int)v->tag_len,
-                           v->tag, r->type, t->type_name);
+            return ck_fail(p->err, EINVAL, "%s: offset %llu: slice of tensor '%s' has type "
+                           "%s, earlier slices %s", PATH(p), OFF(rec_off), ck_quote(p->q, v->tag, v->tag_len), r->type, t->type_name);
         if (ck_tensor_add_extent(t, p->src_id, r->content_off, r->content_len) < 0)
             return nomem(p);
         t->rec_end = rec_end;

@@ -99,11 +99,13 @@ int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
         int64_t prev = ck_name_map_put(&ix->by_dir, t->dir_name, n, (uint32_t)i);
         if (prev < 0)
             return ck_fail(err, ENOMEM, "%s: out of memory", path);
-        if (prev != CK_NAME_MAP_NONE)
-            return ck_fail(err, EINVAL, "%s: offset %llu: tensors '%.*s' and '%.*s' map to the "
-                           "same directory name '%s'", path, (unsigned long long)t->rec_off,
-                           (int)ix->tensors[prev].name_len, ix->tensors[prev].name,
-                           (int)t->name_len, t->name, t->dir_name);
+        if (prev != CK_NAME_MAP_NONE) {
+            char q1[CK_QUOTE_BUF], q2[CK_QUOTE_BUF];
+            return ck_fail(err, EINVAL, "%s: offset %llu: tensors '%s' and '%s' map to the "
+                           "same directory name", path, (unsigned long long)t->rec_off,
+                           ck_quote(q1, ix->tensors[prev].name, ix->tensors[prev].name_len),
+                           ck_quote(q2, t->name, t->name_len));
+        }
         ix->live[ix->n_live++] = (uint32_t)i;
     }
     return 0;

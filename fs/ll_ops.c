@@ -358,9 +358,11 @@ static void read_extents(fuse_req_t req, const ckfs *fs, const ck_tensor *t, siz
     /* Plain splice, not SPLICE_MOVE: moving page-cache pages measured 2-3x
      * slower here (docs/benchmarks.md). */
     int rc = fuse_reply_data(req, bv, fs->splice ? 0 : FUSE_BUF_NO_SPLICE);
-    if (rc < 0 && rc != -ENOENT) /* ENOENT: the request was interrupted */
-        ckfs_log(fs, LOG_ERR, "%s: tensor '%.*s': read at %lld failed: %s", fs->model->path,
-                 (int)t->name_len, t->name, (long long)off, strerror(-rc));
+    if (rc < 0 && rc != -ENOENT) { /* ENOENT: the request was interrupted */
+        char q[CK_QUOTE_BUF];
+        ckfs_log(fs, LOG_ERR, "%s: tensor '%s': read at %lld failed: %s", fs->model->path,
+                 ck_quote(q, t->name, t->name_len), (long long)off, strerror(-rc));
+    }
     free(bv);
 }
 

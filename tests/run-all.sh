@@ -5,6 +5,11 @@ set -u
 cd "$(dirname "$0")/.."
 BUILD=$(realpath "${1:-build}")
 export CKPTFS_BUILD=$BUILD
+if [ ! -d ../shared/fixtures ]; then
+    echo "run-all: ../shared/fixtures not found beside the repository" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+fi
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
