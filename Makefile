@@ -15,7 +15,8 @@ LDLIBS    += $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 # Debian 12 packages for building, testing and benchmarking.
 DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c-compiler \
-             libzstd-dev libssl-dev zlib1g-dev bats attr rsync strace python3-protobuf \
+             libzstd-dev libssl-dev zlib1g-dev bats attr rsync strace clang libclang-rt-14-dev \
+             python3-protobuf \
              python3-numpy python3-onnx python3-cryptography time
 
 CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c \
@@ -34,7 +35,7 @@ PROTO_OBJ := $(PROTO_C:%.c=%.o)
 BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/unit-tests
 
 .SECONDARY: $(PROTO_C) $(PROTO_C:.c=.h)
-.PHONY: all deps test check asan demo install clean bench
+.PHONY: all deps test check asan demo install clean bench fuzz
 all: $(BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: codec/proto/%.proto
@@ -68,7 +69,7 @@ deps:
 	else echo "deps: run as root: apt-get install $$missing"; exit 1; fi
 
 test: deps
-	$(MAKE) all
+	$(MAKE) all $(BUILD)/fuzz-ckpt
 	tests/run-all.sh $(BUILD)
 
 check: test
@@ -76,12 +77,24 @@ check: test
 # The whole suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: deps
 	$(MAKE) BUILD=build-asan OPTFLAGS="-O1 -g -fno-omit-frame-pointer" \
-	  SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+	  SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all build-asan/fuzz-ckpt
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 tests/run-all.sh build-asan
 
 demo: deps
 	$(MAKE) all
 	tests/demo.sh $(BUILD)
+
+# Coverage-guided fuzzing of the format readers (clang's libFuzzer + ASan +
+# UBSan), seeded with the real checkpoints in ../shared/fixtures.  A fixed
+# seed and run count make it deterministic: `make fuzz FUZZ_RUNS=N`.
+FUZZ_RUNS ?= 200000
+$(BUILD)/fuzz-ckpt: tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(wildcard codec/*.h)
+	@mkdir -p $(BUILD)
+	clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  -D_FILE_OFFSET_BITS=64 -o $@ tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) -lz
+
+fuzz: $(BUILD)/fuzz-ckpt
+	tests/fuzz/run.sh $(BUILD)/fuzz-ckpt $(FUZZ_RUNS)
 
 bench: all
 	bench/bench_ckpt.sh $(BUILD)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run every test (C unit tests, then the bats suites against real FUSE
-# mounts) with the binaries in BUILD, and end with "N passed, N failed".
+# Run every test (C unit tests, a fixed fuzzing run of the reader, then the
+# bats suites against real FUSE mounts) with the binaries in BUILD, and end
+# with "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
 BUILD=$(realpath "${1:-build}")
@@ -27,6 +28,10 @@ count() { # count TAP results in a log file; a runner that died counts as a fail
 echo "== unit tests"
 "$BUILD/unit-tests" | tee "$log/unit"
 count "$log/unit" "${PIPESTATUS[0]}"
+
+echo "== fuzzing (deterministic: fixed seed and run count)"
+"$(pwd)/tests/fuzz/run.sh" "$BUILD/fuzz-ckpt" "${FUZZ_RUNS:-200000}" | tee "$log/fuzz"
+count "$log/fuzz" "${PIPESTATUS[0]}"
 
 echo "== bats suites"
 bats --tap tests/bats | tee "$log/bats"
