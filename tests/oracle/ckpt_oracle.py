@@ -17,6 +17,8 @@ Run it with Debian's interpreter (it needs python3-protobuf and python3-numpy):
     /usr/bin/python3 ckpt_oracle.py bigfile OUT.ckpt --size-gib G [--seed N]
     /usr/bin/python3 ckpt_oracle.py check-big MOUNTPOINT OUT.ckpt
     /usr/bin/python3 ckpt_oracle.py bad OUT --case NAME [--seed N]
+    /usr/bin/python3 ckpt_oracle.py from-oneflow SNAPSHOT_DIR OUT.ckpt   (meta parsed with
+                                                                 text_format, out as is)
     /usr/bin/python3 ckpt_oracle.py fake-tree DIR MODEL.ckpt     (builds the expected tree;
                                                                  only for testing `check`)
 
