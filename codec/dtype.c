@@ -68,3 +68,41 @@ const ck_dtype *ck_dtype_from_mindspore(const char *name, size_t len, int numpy_
         return find(numpy_types, COUNT(numpy_types), name, len);
     return find(mindspore_types, COUNT(mindspore_types), name, len);
 }
+
+/* Packed and opaque entries share kUInt8 with UInt8, which comes first. */
+static const ck_dtype *canonical(int (*match)(const ck_dtype *, const void *), const void *arg)
+{
+    for (size_t i = 0; i < COUNT(mindspore_types); i++) {
+        const ck_dtype *t = &mindspore_types[i];
+        if ((t->kind == CK_KIND_NUMERIC || t->kind == CK_KIND_STR) && match(t, arg))
+            return t;
+    }
+    return NULL;
+}
+
+struct name_arg {
+    const char *name;
+    size_t len;
+};
+
+static int match_name(const ck_dtype *t, const void *arg)
+{
+    const struct name_arg *a = arg;
+    return strlen(t->of_name) == a->len && memcmp(t->of_name, a->name, a->len) == 0;
+}
+
+static int match_number(const ck_dtype *t, const void *arg)
+{
+    return t->of_value == *(const long *)arg;
+}
+
+const ck_dtype *ck_dtype_from_oneflow(const char *name, size_t len)
+{
+    struct name_arg a = {name, len};
+    return canonical(match_name, &a);
+}
+
+const ck_dtype *ck_dtype_from_oneflow_number(long value)
+{
+    return canonical(match_number, &value);
+}

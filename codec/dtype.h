@@ -27,4 +27,10 @@ typedef struct ck_dtype {
  * pass numpy_names = 1 to look those up instead. */
 const ck_dtype *ck_dtype_from_mindspore(const char *name, size_t len, int numpy_names);
 
+/* The type a OneFlow DataType (by name, e.g. "kFloat", or number) stands
+ * for when a tree is written back: the canonical MindSpore type of that
+ * DataType (kChar is `str`). */
+const ck_dtype *ck_dtype_from_oneflow(const char *name, size_t len);
+const ck_dtype *ck_dtype_from_oneflow_number(long value);
+
 #endif

@@ -5,6 +5,13 @@
  * produces exactly those bytes, e.g. for a float32 [3, 4]:
  *   "shape {\n  dim: 3\n  dim: 4\n}\ndata_type: kFloat\n"
  * and for a 0-d int64 scalar "shape {\n}\ndata_type: kInt64\n".
+ *
+ * Reading a meta someone wrote accepts what protobuf's text parser accepts
+ * for this message: any whitespace, `#` comments, `:` before a message
+ * optional, `{}` or `<>` around it, `,`/`;` between fields, list syntax
+ * `dim: [3, 4]`, decimal/hex/octal integers, enum names or numbers, and a
+ * missing `shape` (0-d).  Unknown fields, repeated singular fields, unknown
+ * types and negative dims are errors.
  */
 #ifndef CK_ONEFLOW_META_H
 #define CK_ONEFLOW_META_H
@@ -21,6 +28,17 @@
 /* Format into buf (cap >= CK_META_MAX); returns the length. */
 size_t ck_meta_format(const ck_dtype *dtype, const int64_t *dims, uint32_t ndim, char *buf,
                       size_t cap);
+
+/* A parsed meta. */
+typedef struct ck_meta {
+    const ck_dtype *dtype;
+    uint32_t ndim;
+    int64_t dims[CK_MAX_DIMS];
+} ck_meta;
+
+/* Parse text (len bytes, not NUL-terminated).  On error, err names the
+ * line and the problem; the caller adds the file. */
+int ck_meta_parse(const char *text, size_t len, ck_meta *out, ck_error *err);
 
 static inline size_t ck_meta_of_tensor(const ck_tensor *t, char *buf, size_t cap)
 {

@@ -196,6 +196,57 @@ static void test_meta(void)
     check(n == 28 && memcmp(buf, "shape {\n}\ndata_type: kInt64\n", 28) == 0, "meta of 0-d int64");
 }
 
+static void test_meta_parse(void)
+{
+    struct { const char *text; const char *type; int ndim; int64_t d0, d1, d2; } ok[] = {
+        {"shape {\n  dim: 3\n  dim: 4\n}\ndata_type: kFloat\n", "Float32", 2, 3, 4, 0},
+        {"shape { dim: 3 dim: 4 } data_type: kFloat", "Float32", 2, 3, 4, 0},
+        {"# a comment\nshape {\n dim: 2 # two\n}\ndata_type: 2\n", "Float32", 1, 2, 0, 0},
+        {"data_type: kInt64", "Int64", 0, 0, 0, 0},
+        {"shape {\n}\ndata_type: 6\n", "Int64", 0, 0, 0, 0},
+        {"shape: { dim: [1, 2, 3] } data_type: kDouble", "Float64", 3, 1, 2, 3},
+        {"shape < dim: 5 >, data_type: kInt8;", "Int8", 1, 5, 0, 0},
+        {"shape { dim: 0x10 dim: 010 dim: 0 } data_type: kBFloat16", "BFloat16", 3, 16, 8, 0},
+        {"data_type: kChar shape { dim: [] }", "str", 0, 0, 0, 0},
+        {"data_type: kUInt8", "UInt8", 0, 0, 0, 0},
+        {"data_type:kBool\r\n", "Bool", 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        ck_meta m;
+        ck_error err;
+        int rc = ck_meta_parse(ok[i].text, strlen(ok[i].text), &m, &err);
+        int64_t want[3] = {ok[i].d0, ok[i].d1, ok[i].d2};
+        int good = rc == 0 && strcmp(m.dtype->ms_name, ok[i].type) == 0 &&
+                   m.ndim == (uint32_t)ok[i].ndim;
+        for (int k = 0; good && k < ok[i].ndim; k++)
+            good = m.dims[k] == want[k];
+        check(good, "meta parses: case %zu (%s)", i, rc ? err.msg : "ok");
+    }
+    struct { const char *text; size_t len; const char *want; } bad[] = {
+        {"data_type: kFoo", 0, "unknown or unsupported data_type"},
+        {"data_type: 99", 0, "unknown or unsupported data_type"},
+        {"data_type: kOFRecord", 0, "unknown or unsupported data_type"},
+        {"shape {}\ndata_type: kFloat\nextra: 1", 0, "line 3: unknown field"},
+        {"shape { dim: -3 } data_type: kFloat", 0, "negative dim"},
+        {"shape { dim: 3 }", 0, "no data_type"},
+        {"garbage", 0, "unknown field"},
+        {"data_type: kFloat\n\0", 19, "unexpected byte 0x00"},
+        {"data_type: kFloat data_type: kFloat", 0, "data_type given twice"},
+        {"shape { dim: 3", 0, "shape is not closed"},
+        {"shape { dim: 3.5 } data_type: kFloat", 0, "unexpected byte 0x2e"},
+        {"shape { dim: 1 2 } data_type: kFloat", 0, "unknown field in shape"},
+        {"shape { dim: 99999999999999999999 } data_type: kFloat", 0, "invalid integer"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_meta m;
+        ck_error err;
+        size_t len = bad[i].len ? bad[i].len : strlen(bad[i].text);
+        int rc = ck_meta_parse(bad[i].text, len, &m, &err);
+        check(rc < 0 && strstr(err.msg, bad[i].want) != NULL, "bad meta %zu refused: %s", i,
+              rc < 0 ? err.msg : "(accepted)");
+    }
+}
+
 static void test_reader(void)
 {
     float w[12];
@@ -389,6 +440,7 @@ int main(void)
     test_dir_names();
     test_name_map();
     test_meta();
+    test_meta_parse();
     test_reader();
     test_refusals();
     test_atomic_writer();
