@@ -22,7 +22,7 @@ DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c
 CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c \
              codec/arena.c codec/name_map.c codec/dir_name.c codec/tensor_index.c \
              codec/oneflow_meta.c codec/ckpt_reader.c codec/model.c
-EXPORT_SRC:= export/atomic_writer.c
+EXPORT_SRC:= export/atomic_writer.c export/ckpt_writer.c
 FS_SRC    := fs/main.c fs/ll_ops.c
 PROTOS    := codec/proto/checkpoint.proto
 PROTO_C   := $(PROTOS:codec/proto/%.proto=$(BUILD)/gen/%.pb-c.c)
@@ -88,10 +88,10 @@ demo: deps
 # UBSan), seeded with the real checkpoints in ../shared/fixtures.  A fixed
 # seed and run count make it deterministic: `make fuzz FUZZ_RUNS=N`.
 FUZZ_RUNS ?= 200000
-$(BUILD)/fuzz-ckpt: tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(wildcard codec/*.h)
+$(BUILD)/fuzz-ckpt: tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) $(wildcard codec/*.h export/*.h)
 	@mkdir -p $(BUILD)
 	clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  -D_FILE_OFFSET_BITS=64 -o $@ tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) -lz
+	  -D_FILE_OFFSET_BITS=64 -o $@ tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) -lz
 
 fuzz: $(BUILD)/fuzz-ckpt
 	tests/fuzz/run.sh $(BUILD)/fuzz-ckpt $(FUZZ_RUNS)

@@ -82,6 +82,7 @@ ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *er
     if (ck_ckpt_read(src, 0, !(opts && opts->skip_crc), &m->index, &info, err) < 0)
         goto fail;
     m->has_crc = info.has_crc;
+    m->records_end = info.records_end;
     if (ck_index_finalize(&m->index, path, err) < 0)
         goto fail;
     return m;

@@ -37,6 +37,7 @@ typedef struct ck_model {
     ck_source *sources[CK_MAX_SOURCES];
     uint32_t n_sources;             /* sources[0] is the model file */
     ck_index index;
+    uint64_t records_end;           /* end of the records (a CRC trailer follows) */
     bool has_crc;
 } ck_model;
 

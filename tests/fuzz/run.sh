@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh FUZZER RUNS: fuzz the .ckpt reader from a corpus seeded with the real
+# run.sh FUZZER RUNS: fuzz the .ckpt reader and writer from a corpus seeded with the real
 # fixtures (copied to a temporary directory, never into the repository).
 # Deterministic: fixed seed, fixed number of runs.  Prints one TAP line.
 set -u
@@ -13,7 +13,7 @@ for f in ../shared/fixtures/mindspore/*.ckpt; do
 done
 if "$fuzzer" -seed=1 -runs="$runs" -max_len=4096 -timeout=10 -rss_limit_mb=1024 \
     "$corpus" >"$corpus.log" 2>&1; then
-    echo "ok - fuzz: $runs inputs through the .ckpt reader, no crash ($(grep -o 'cov: [0-9]*' "$corpus.log" | tail -1))"
+    echo "ok - fuzz: $runs inputs through the .ckpt reader and writer, no crash, every accepted input re-encoded to itself ($(grep -o 'cov: [0-9]*' "$corpus.log" | tail -1))"
     rm -f "$corpus.log"
 else
     tail -40 "$corpus.log"

@@ -23,6 +23,9 @@
 #include "../../codec/name_map.h"
 #include "../../codec/oneflow_meta.h"
 #include "../../export/atomic_writer.h"
+#include "../../export/ckpt_writer.h"
+#include <glob.h>
+#include <zlib.h>
 #include "checkpoint.pb-c.h"
 
 static int n_tests, n_failed;
@@ -429,6 +432,255 @@ static void test_atomic_writer(void)
           (st.st_mode & 07777) == 0400, "a committed save replaces the file and keeps its mode");
 }
 
+/* ---- the .ckpt writer ---- */
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc(n > 0 ? (size_t)n : 1);
+    *len = fread(buf, 1, (size_t)n, f);
+    fclose(f);
+    return buf;
+}
+
+/* The tree as mounted, every tensor unchanged. */
+static ck_write_tensor *tree_of(const ck_model *m, size_t *n)
+{
+    const ck_index *ix = &m->index;
+    ck_write_tensor *w = calloc(ix->n_live + 1, sizeof *w);
+    for (size_t i = 0; i < ix->n_live; i++) {
+        const ck_tensor *t = &ix->tensors[ix->live[i]];
+        w[i] = (ck_write_tensor){.orig_id = ix->live[i], .unchanged = true, .name = t->name,
+                                 .name_len = t->name_len, .dtype = t->dtype, .dims = t->dims,
+                                 .ndim = t->ndim, .scalar_dims_zero = t->scalar_dims_zero};
+    }
+    *n = ix->n_live;
+    return w;
+}
+
+static ck_write_tensor *find_w(ck_write_tensor *w, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (w[i].name_len == strlen(name) && memcmp(w[i].name, name, w[i].name_len) == 0)
+            return &w[i];
+    return NULL;
+}
+
+/* Write the tree to OUT and return its bytes (NULL on error). */
+static unsigned char *write_tree(const ck_model *m, ck_write_tensor *w, size_t n,
+                                 uint64_t slice, const char *out, size_t *len, ck_error *err)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, out);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_write_opts o = {.slice_bytes = slice};
+    int rc = ck_ckpt_write(m, w, n, &o, fd, err);
+    close(fd);
+    return rc < 0 ? NULL : slurp(path, len);
+}
+
+static void test_writer_identity_fixtures(void)
+{
+    glob_t g;
+    int count = 0, same = 0;
+    if (glob("../shared/fixtures/mindspore/*.ckpt", 0, NULL, &g) != 0) {
+        check(0, "fixtures found for the writer");
+        return;
+    }
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        ck_error err;
+        ck_model *m = ck_model_open(g.gl_pathv[i], NULL, &err);
+        if (m == NULL)
+            continue; /* the refused ones */
+        size_t n, len, orig_len;
+        ck_write_tensor *w = tree_of(m, &n);
+        unsigned char *out = write_tree(m, w, n, 0, "identity.ckpt", &len, &err);
+        unsigned char *orig = slurp(g.gl_pathv[i], &orig_len);
+        count++;
+        same += out && len == orig_len && memcmp(out, orig, len) == 0;
+        free(out);
+        free(orig);
+        free(w);
+        ck_model_close(m);
+    }
+    globfree(&g);
+    check(count == 5 && same == count, "an unchanged tree re-encodes byte for byte: %d of %d "
+          "real checkpoints", same, count);
+}
+
+/* A file with everything the writer must carry over: a replaced record, an
+ * unknown top-level field (v0.5 model_type), slices, a CRC trailer. */
+static unsigned char *crafted(size_t *len)
+{
+    float w1[4] = {1, 2, 3, 4}, w2[6] = {5, 6, 7, 8, 9, 10};
+    double lr = 0.5;
+    spec a[] = {
+        {"fc.weight", "Float32", {4}, 1, w1, sizeof w1},
+        {"learning_rate", "Float64", {0}, 1, &lr, sizeof lr},
+    };
+    spec b[] = {
+        {"sliced", "Float32", {6}, 1, w2, 12},
+        {"sliced", "Float32", {6}, 1, (char *)w2 + 12, 12},
+        {"fc.weight", "Float32", {2, 3}, 2, w2, sizeof w2},
+        {"note", "str", {0}, 1, "h\0\0\0i\0\0\0", 8},
+    };
+    size_t la, lb;
+    unsigned char *pa = encode(a, 2, &la), *pb = encode(b, 4, &lb);
+    static const unsigned char model_type[] = {0x12, 0x06, 'n', 'o', 'r', 'm', 'a', 'l'};
+    unsigned char *buf = malloc(la + sizeof model_type + lb + 17);
+    memcpy(buf, pa, la);
+    memcpy(buf + la, model_type, sizeof model_type);
+    memcpy(buf + la + sizeof model_type, pb, lb);
+    size_t n = la + sizeof model_type + lb;
+    uLong crc = crc32(0, buf, (uInt)n);
+    memcpy(buf + n, "crc_num\0\0\0\0\0\0", 13);
+    for (int i = 0; i < 4; i++)
+        buf[n + 13 + i] = (unsigned char)(crc >> (24 - 8 * i));
+    free(pa);
+    free(pb);
+    *len = n + 17;
+    return buf;
+}
+
+/* Parse the protobuf part with protobuf-c after checking the trailer with
+ * zlib, both independently of ckptfs's reader. */
+static Checkpoint *independent_parse(const unsigned char *buf, size_t len)
+{
+    if (len < 17 || memcmp(buf + len - 17, "crc_num", 7) != 0)
+        return NULL;
+    uLong crc = crc32(0, buf, (uInt)(len - 17)), stored = 0;
+    for (int i = 0; i < 10; i++)
+        stored = stored << 8 | buf[len - 10 + i];
+    if (crc != stored)
+        return NULL;
+    return checkpoint__unpack(NULL, len - 17, buf);
+}
+
+static int count_tag(const Checkpoint *c, const char *tag)
+{
+    int n = 0;
+    for (size_t i = 0; i < c->n_value; i++)
+        n += strcmp(c->value[i]->tag, tag) == 0;
+    return n;
+}
+
+static const TensorProto *last_tensor(const Checkpoint *c, const char *tag)
+{
+    const TensorProto *t = NULL;
+    for (size_t i = 0; i < c->n_value; i++)
+        if (strcmp(c->value[i]->tag, tag) == 0)
+            t = c->value[i]->tensor;
+    return t;
+}
+
+static void test_writer_edits(void)
+{
+    size_t len, out_len, n;
+    unsigned char *orig = crafted(&len);
+    const char *path = write_tmp("crafted.ckpt", orig, len);
+    ck_error err;
+    ck_model *m = ck_model_open(path, NULL, &err);
+    check(m != NULL && m->has_crc, "the crafted file opens (%s)", m ? "ok" : err.msg);
+    if (m == NULL)
+        return;
+    ck_write_tensor *w = tree_of(m, &n);
+    unsigned char *out = write_tree(m, w, n, 0, "same.ckpt", &out_len, &err);
+    check(out && out_len == len && memcmp(out, orig, len) == 0,
+          "replaced records, unknown fields, slices and the CRC trailer survive unchanged");
+    free(out);
+
+    /* Edit fc.weight, delete learning_rate, rename sliced, add a scalar and
+     * a sliced new tensor, rewrite the str. */
+    float nw[6] = {-1, -2, -3, -4, -5, -6};
+    ck_piece p_nw = {.mem = nw, .len = sizeof nw};
+    ck_write_tensor *fc = find_w(w, n, "fc.weight");
+    fc->unchanged = false;
+    fc->pieces = &p_nw;
+    fc->n_pieces = 1;
+    ck_write_tensor *lr = find_w(w, n, "learning_rate");
+    n--;
+    *lr = w[n];
+    ck_write_tensor *sl = find_w(w, n, "sliced");
+    const ck_tensor *slt = &m->index.tensors[sl->orig_id];
+    ck_piece p_sl[2] = {{.src = m->sources[0], .off = ck_tensor_ext(slt, 0)->off, .len = 12},
+                        {.src = m->sources[0], .off = ck_tensor_ext(slt, 1)->off, .len = 12}};
+    sl->unchanged = false;
+    sl->name = "renamed";
+    sl->name_len = 7;
+    sl->pieces = p_sl;
+    sl->n_pieces = 2;
+    ck_write_tensor *note = find_w(w, n, "note");
+    ck_piece p_note = {.mem = "h\xc3\xa9!", .len = 4};
+    note->unchanged = false;
+    note->pieces = &p_note;
+    note->n_pieces = 1;
+    int32_t step = 7;
+    unsigned char bytes[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    ck_piece p_step = {.mem = &step, .len = 4}, p_bytes = {.mem = bytes, .len = 10};
+    int64_t ten = 10;
+    w[n++] = (ck_write_tensor){.orig_id = CK_WRITE_NEW, .name = "step", .name_len = 4,
+                               .dtype = ck_dtype_from_mindspore("Int32", 5, 0),
+                               .pieces = &p_step, .n_pieces = 1};
+    w[n++] = (ck_write_tensor){.orig_id = CK_WRITE_NEW, .name = "bytes", .name_len = 5,
+                               .dtype = ck_dtype_from_mindspore("UInt8", 5, 0), .dims = &ten,
+                               .ndim = 1, .pieces = &p_bytes, .n_pieces = 1};
+    out = write_tree(m, w, n, 0, "edited.ckpt", &out_len, &err);
+    Checkpoint *c = out ? independent_parse(out, out_len) : NULL;
+    check(c != NULL, "the edited file parses with protobuf-c and its CRC matches (%s)",
+          out ? "ok" : err.msg);
+    if (c != NULL) {
+        const TensorProto *t = last_tensor(c, "fc.weight");
+        check(count_tag(c, "fc.weight") == 1 && t && t->tensor_content.len == sizeof nw &&
+              memcmp(t->tensor_content.data, nw, sizeof nw) == 0 && t->n_dims == 2,
+              "an edited tensor is re-encoded and its replaced record dropped");
+        check(count_tag(c, "learning_rate") == 0, "a deleted tensor is gone");
+        t = last_tensor(c, "note");
+        check(t && strcmp(t->tensor_type, "str") == 0 && t->n_dims == 1 && t->dims[0] == 0 &&
+              t->tensor_content.len == 12 &&
+              memcmp(t->tensor_content.data, "h\0\0\0\xe9\0\0\0!\0\0\0", 12) == 0,
+              "str is written back as UTF-32LE with dims [0]");
+        t = last_tensor(c, "step");
+        check(t && t->n_dims == 0 && t->tensor_content.len == 4, "a new 0-d tensor has dims []");
+        checkpoint__free_unpacked(c, NULL);
+    }
+    free(out);
+    /* Again with 4-byte slices (the 512 MiB rule, scaled down). */
+    out = write_tree(m, w, n, 4, "sliced.ckpt", &out_len, &err);
+    c = out ? independent_parse(out, out_len) : NULL;
+    check(c && count_tag(c, "sliced") == 0 && count_tag(c, "renamed") == 6,
+          "a renamed tensor is written under its new name, in 4-byte slices");
+    check(c && count_tag(c, "bytes") == 3 && last_tensor(c, "bytes")->dims[0] == 10 &&
+          strcmp(c->value[c->n_value - 1]->tag, "bytes") == 0,
+          "new tensors come last, each slice with the full dims");
+    if (c)
+        checkpoint__free_unpacked(c, NULL);
+    free(out);
+    char epath[512];
+    snprintf(epath, sizeof epath, "%s/sliced.ckpt", tmpdir);
+    ck_model *e = ck_model_open(epath, NULL, &err);
+    const ck_tensor *r = e ? find(e, "renamed") : NULL;
+    float got[6];
+    check(r && r->ndim == 1 && ck_model_read(e, r, got, sizeof got, 0, &err) == 24 &&
+          memcmp(got, (float[]){5, 6, 7, 8, 9, 10}, 24) == 0,
+          "ckptfs reads the edited file back: the renamed tensor joined from its slices");
+    ck_model_close(e);
+
+    ck_piece bad_utf8 = {.mem = "\xff", .len = 1};
+    note->pieces = &bad_utf8;
+    out = write_tree(m, w, n, 0, "bad.ckpt", &out_len, &err);
+    check(out == NULL && strstr(err.msg, "tensor 'note': str content is not valid UTF-8"),
+          "invalid UTF-8 in a str is refused, naming the tensor (%s)", out ? "written" : err.msg);
+    free(out);
+    free(w);
+    free(orig);
+    ck_model_close(m);
+}
+
 int main(void)
 {
     const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -444,6 +696,8 @@ int main(void)
     test_reader();
     test_refusals();
     test_atomic_writer();
+    test_writer_identity_fixtures();
+    test_writer_edits();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

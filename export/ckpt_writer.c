@@ -1,0 +1,422 @@
+#define _GNU_SOURCE /* copy_file_range */
+#include "ckpt_writer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "../codec/ckpt_reader.h"
+#include "../codec/dir_name.h"
+
+#define COPY_BUF (1u << 20)
+
+/* Where bytes go: the output file, with a running CRC-32 when the model has
+ * a trailer (then copies go through memory so the CRC sees them). */
+typedef struct sink {
+    int fd;
+    const char *path;           /* of the model, for messages */
+    bool crc_on;
+    uLong crc;
+    unsigned char *buf;         /* COPY_BUF bytes */
+    ck_error *err;
+} sink;
+
+static int write_all(sink *s, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    if (s->crc_on)
+        s->crc = crc32(s->crc, p, (uInt)len);
+    while (len > 0) {
+        ssize_t n = write(s->fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return ck_fail_errno(s->err, errno, "%s: writing the new version failed", s->path);
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int copy_through_memory(sink *s, ck_source *src, uint64_t off, uint64_t len)
+{
+    while (len > 0) {
+        size_t n = len < COPY_BUF ? (size_t)len : COPY_BUF;
+        if (ck_source_read(src, s->buf, n, off, s->err) < 0 || write_all(s, s->buf, n) < 0)
+            return -1;
+        off += n;
+        len -= n;
+    }
+    return 0;
+}
+
+/* Copy bytes [off, off + len) of src; in-kernel when nothing needs to see
+ * them. */
+static int copy_range(sink *s, ck_source *src, uint64_t off, uint64_t len)
+{
+    while (len > 0 && !s->crc_on && src->fd >= 0) {
+        loff_t in = (loff_t)off;
+        size_t want = len > (1u << 30) ? (1u << 30) : (size_t)len;
+        ssize_t n = copy_file_range(src->fd, &in, s->fd, NULL, want, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* EXDEV, ENOSYS, EINVAL...: fall back to read/write */
+        off += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+    return copy_through_memory(s, src, off, len);
+}
+
+static int write_piece(sink *s, const ck_piece *p, uint64_t off, uint64_t len)
+{
+    if (p->mem != NULL)
+        return write_all(s, (const unsigned char *)p->mem + off, (size_t)len);
+    return copy_range(s, p->src, p->off + off, len);
+}
+
+/* ---- encoding one tensor ---- */
+
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static size_t put_varint(unsigned char *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (unsigned char)v;
+    return n;
+}
+
+static size_t put_len_field(unsigned char *p, unsigned field, uint64_t len)
+{
+    p[0] = (unsigned char)(field << 3 | 2);
+    return 1 + put_varint(p + 1, len);
+}
+
+/* The header of one record: everything up to the content bytes.  Layout as
+ * MindSpore writes it: Checkpoint{1: Value{1: tag, 2: TensorProto{1: dims
+ * (unpacked), 2: tensor_type, 3: content}}}. */
+static size_t encode_header(unsigned char *p, const char *name, size_t name_len,
+                            const char *type, const int64_t *dims, uint32_t ndim,
+                            uint64_t content_len)
+{
+    size_t type_len = strlen(type);
+    uint64_t tp_len = 0;
+    for (uint32_t i = 0; i < ndim; i++)
+        tp_len += 1 + varint_len((uint64_t)dims[i]);
+    tp_len += 1 + varint_len(type_len) + type_len;
+    tp_len += 1 + varint_len(content_len) + content_len;
+    uint64_t value_len = 1 + varint_len(name_len) + name_len + 1 + varint_len(tp_len) + tp_len;
+
+    size_t n = put_len_field(p, 1, value_len);
+    n += put_len_field(p + n, 1, name_len);
+    memcpy(p + n, name, name_len);
+    n += name_len;
+    n += put_len_field(p + n, 2, tp_len);
+    for (uint32_t i = 0; i < ndim; i++) {
+        p[n++] = 1 << 3; /* dims, varint */
+        n += put_varint(p + n, (uint64_t)dims[i]);
+    }
+    n += put_len_field(p + n, 2, type_len);
+    memcpy(p + n, type, type_len);
+    n += type_len;
+    n += put_len_field(p + n, 3, content_len);
+    return n;
+}
+
+#define HEADER_MAX (CK_CKPT_MAX_TAG + 64 + CK_MAX_DIMS * 11 + CK_CKPT_MAX_TYPE)
+
+/* UTF-8 text -> UTF-32LE, as MindSpore stores `str` (an empty string is one
+ * U+0000, numpy's <U1).  Returns a malloc'ed buffer. */
+static unsigned char *utf8_to_utf32(sink *s, const ck_write_tensor *t, uint64_t *out_len)
+{
+    char q[CK_QUOTE_BUF];
+    uint64_t total = 0;
+    for (size_t i = 0; i < t->n_pieces; i++)
+        total += t->pieces[i].len;
+    if (total > CK_CKPT_MAX_STR / 4) {
+        ck_fail(s->err, EFBIG, "%s: tensor '%s': str value of %llu bytes is over the limit",
+                s->path, ck_quote(q, t->name, t->name_len), (unsigned long long)total);
+        return NULL;
+    }
+    unsigned char *u8 = malloc(total + 1);
+    unsigned char *u32 = malloc(4 * (total + 1));
+    if (u8 == NULL || u32 == NULL) {
+        free(u8);
+        free(u32);
+        ck_fail(s->err, ENOMEM, "%s: out of memory", s->path);
+        return NULL;
+    }
+    uint64_t at = 0;
+    for (size_t i = 0; i < t->n_pieces; i++) {
+        const ck_piece *p = &t->pieces[i];
+        if (p->mem != NULL)
+            memcpy(u8 + at, p->mem, p->len);
+        else if (ck_source_read(p->src, u8 + at, p->len, p->off, s->err) < 0)
+            goto fail;
+        at += p->len;
+    }
+    size_t n = 0;
+    for (uint64_t i = 0; i < total;) {
+        unsigned char c = u8[i];
+        int extra = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2
+                  : (c & 0xF8) == 0xF0 ? 3 : -1;
+        uint32_t cp = extra == 0 ? c : extra == 1 ? c & 0x1F : extra == 2 ? c & 0x0F : c & 0x07;
+        if (extra < 0 || i + (uint64_t)extra >= total)
+            goto bad;
+        for (int k = 1; k <= extra; k++) {
+            if ((u8[i + k] & 0xC0) != 0x80)
+                goto bad;
+            cp = cp << 6 | (u8[i + k] & 0x3F);
+        }
+        static const uint32_t min_of[] = {0, 0x80, 0x800, 0x10000};
+        if (cp < min_of[extra] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            goto bad;
+        u32[n++] = (unsigned char)cp;
+        u32[n++] = (unsigned char)(cp >> 8);
+        u32[n++] = (unsigned char)(cp >> 16);
+        u32[n++] = (unsigned char)(cp >> 24);
+        i += 1 + (uint64_t)extra;
+    }
+    if (n == 0) {
+        memset(u32, 0, 4);
+        n = 4;
+    }
+    free(u8);
+    *out_len = n;
+    return u32;
+bad:
+    ck_fail(s->err, EINVAL, "%s: tensor '%s': str content is not valid UTF-8", s->path,
+            ck_quote(q, t->name, t->name_len));
+fail:
+    free(u8);
+    free(u32);
+    return NULL;
+}
+
+/* Write the bytes [off, off + len) of a tensor given as pieces. */
+static int write_range(sink *s, const ck_piece *pieces, size_t n_pieces, uint64_t off,
+                       uint64_t len)
+{
+    uint64_t base = 0;
+    for (size_t i = 0; i < n_pieces && len > 0; i++) {
+        const ck_piece *p = &pieces[i];
+        if (off < base + p->len) {
+            uint64_t within = off - base;
+            uint64_t n = p->len - within < len ? p->len - within : len;
+            if (write_piece(s, p, within, n) < 0)
+                return -1;
+            off += n;
+            len -= n;
+        }
+        base += p->len;
+    }
+    return 0;
+}
+
+static int encode_tensor(sink *s, const ck_write_tensor *t, uint64_t slice_bytes)
+{
+    char q[CK_QUOTE_BUF];
+    if (t->name_len > CK_CKPT_MAX_TAG)
+        return ck_fail(s->err, ENAMETOOLONG, "%s: tensor '%s': name longer than %d bytes",
+                       s->path, ck_quote(q, t->name, t->name_len), CK_CKPT_MAX_TAG);
+    ck_piece str_piece = {0};
+    const ck_piece *pieces = t->pieces;
+    size_t n_pieces = t->n_pieces;
+    const int64_t *dims = t->dims;
+    uint32_t ndim = t->ndim;
+    static const int64_t zero_dim[1] = {0};
+    unsigned char *u32 = NULL;
+    if (t->dtype->kind == CK_KIND_STR) {
+        if ((u32 = utf8_to_utf32(s, t, &str_piece.len)) == NULL)
+            return -1;
+        str_piece.mem = u32;
+        pieces = &str_piece;
+        n_pieces = 1;
+        dims = zero_dim; /* MindSpore writes str values with dims [0] */
+        ndim = 1;
+    } else if (ndim == 0 && t->scalar_dims_zero) {
+        dims = zero_dim;
+        ndim = 1;
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < n_pieces; i++)
+        total += pieces[i].len;
+
+    /* One record per slice; an empty tensor still gets one record, or it
+     * would vanish from the file. */
+    unsigned char header[HEADER_MAX];
+    int rc = 0;
+    uint64_t off = 0;
+    do {
+        uint64_t len = total - off < slice_bytes ? total - off : slice_bytes;
+        size_t h = encode_header(header, t->name, t->name_len, t->dtype->ms_name, dims, ndim,
+                                 len);
+        if (write_all(s, header, h) < 0 || write_range(s, pieces, n_pieces, off, len) < 0) {
+            rc = -1;
+            break;
+        }
+        off += len;
+    } while (off < total);
+    free(u32);
+    return rc;
+}
+
+/* ---- the walk over the original file ---- */
+
+typedef struct writer {
+    const ck_model *m;
+    const ck_write_tensor *tensors;
+    size_t n;
+    uint32_t *entry_of;         /* original id -> index in tensors, or UINT32_MAX */
+    uint64_t slice_bytes;
+    sink s;
+} writer;
+
+static const ck_write_tensor *entry(const writer *w, uint32_t id)
+{
+    uint32_t e = w->entry_of[id];
+    return e == UINT32_MAX ? NULL : &w->tensors[e];
+}
+
+/* A replaced record is kept only while the tensor that replaced it is
+ * written unchanged after it; otherwise it would come back or be noise. */
+static bool keep_superseded(const writer *w, const ck_tensor *old)
+{
+    char dir[CK_DIR_NAME_MAX + 1];
+    static const char *const suffix[] = {NULL, "%map.key", "%map.value", "%map.status"};
+    size_t n = ck_dir_name(old->name, old->name_len, suffix[old->part], dir);
+    uint32_t live = ck_index_lookup(&w->m->index, dir, n);
+    if (live == CK_NAME_MAP_NONE)
+        return false;
+    const ck_write_tensor *e = entry(w, live);
+    return e != NULL && e->unchanged;
+}
+
+/* Map parameters are written back only unchanged (all three parts) or not
+ * at all. */
+static int map_group_state(writer *w, uint32_t key_id, bool *keep)
+{
+    int present = 0, unchanged = 0;
+    for (uint32_t i = key_id; i < key_id + 3; i++) {
+        const ck_write_tensor *e = entry(w, i);
+        present += e != NULL;
+        unchanged += e != NULL && e->unchanged;
+    }
+    if (present != 0 && unchanged != 3) {
+        char q[CK_QUOTE_BUF];
+        const ck_tensor *t = &w->m->index.tensors[key_id];
+        return ck_fail(w->s.err, EPERM, "%s: map parameter '%s' can only be kept or deleted "
+                       "as a whole, not edited", w->s.path, ck_quote(q, t->name, t->name_len));
+    }
+    *keep = present == 3;
+    return 0;
+}
+
+static int write_original(writer *w, uint32_t id, uint32_t *next)
+{
+    const ck_index *ix = &w->m->index;
+    const ck_tensor *t = &ix->tensors[id];
+    ck_source *file = w->m->sources[0];
+    *next = id + 1;
+    if (t->part != CK_PART_WHOLE) {
+        *next = id + 3;
+        bool keep = false;
+        if (t->superseded)
+            keep = keep_superseded(w, t);
+        else if (map_group_state(w, id, &keep) < 0)
+            return -1;
+        return keep ? copy_range(&w->s, file, t->rec_off, t->rec_end - t->rec_off) : 0;
+    }
+    if (t->superseded)
+        return keep_superseded(w, t) ? copy_range(&w->s, file, t->rec_off,
+                                                  t->rec_end - t->rec_off) : 0;
+    const ck_write_tensor *e = entry(w, id);
+    if (e == NULL)
+        return 0; /* deleted */
+    if (e->unchanged)
+        return copy_range(&w->s, file, t->rec_off, t->rec_end - t->rec_off);
+    return encode_tensor(&w->s, e, w->slice_bytes);
+}
+
+static int write_crc_trailer(sink *s)
+{
+    unsigned char tr[17] = "crc_num";
+    uLong crc = s->crc;
+    for (int i = 16; i >= 13; i--, crc >>= 8)
+        tr[i] = (unsigned char)crc;
+    s->crc_on = false;
+    return write_all(s, tr, sizeof tr);
+}
+
+static int walk(writer *w)
+{
+    const ck_index *ix = &w->m->index;
+    ck_source *file = w->m->sources[0];
+    uint64_t pos = 0; /* end of what has been handled in the original */
+    for (uint32_t id = 0; id < ix->count;) {
+        const ck_tensor *t = &ix->tensors[id];
+        /* Bytes between records (unknown fields) are kept as they are. */
+        if (t->rec_off > pos && copy_range(&w->s, file, pos, t->rec_off - pos) < 0)
+            return -1;
+        if (write_original(w, id, &id) < 0)
+            return -1;
+        pos = t->rec_end;
+    }
+    uint64_t end = w->m->records_end;
+    if (end > pos && copy_range(&w->s, file, pos, end - pos) < 0)
+        return -1;
+    for (size_t i = 0; i < w->n; i++)
+        if (w->tensors[i].orig_id == CK_WRITE_NEW &&
+            encode_tensor(&w->s, &w->tensors[i], w->slice_bytes) < 0)
+            return -1;
+    return w->m->has_crc ? write_crc_trailer(&w->s) : 0;
+}
+
+int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
+                  const ck_write_opts *opts, int out_fd, ck_error *err)
+{
+    writer w = {.m = m, .tensors = tensors, .n = n};
+    w.slice_bytes = opts && opts->slice_bytes ? opts->slice_bytes : CK_CKPT_SLICE_BYTES;
+    w.s = (sink){.fd = out_fd, .path = m->path, .crc_on = m->has_crc, .crc = crc32(0, NULL, 0),
+                 .err = err};
+    w.s.buf = malloc(COPY_BUF);
+    w.entry_of = malloc((m->index.count ? m->index.count : 1) * sizeof *w.entry_of);
+    int rc = -1;
+    if (w.s.buf == NULL || w.entry_of == NULL) {
+        ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        goto out;
+    }
+    for (size_t i = 0; i < m->index.count; i++)
+        w.entry_of[i] = UINT32_MAX;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t id = tensors[i].orig_id;
+        if (id == CK_WRITE_NEW)
+            continue;
+        if (id >= m->index.count || m->index.tensors[id].superseded ||
+            w.entry_of[id] != UINT32_MAX) {
+            ck_fail(err, EINVAL, "%s: internal error: bad tensor list for the writer", m->path);
+            goto out;
+        }
+        w.entry_of[id] = (uint32_t)i;
+    }
+    rc = walk(&w);
+out:
+    free(w.s.buf);
+    free(w.entry_of);
+    return rc;
+}

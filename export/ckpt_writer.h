@@ -1,0 +1,59 @@
+/*
+ * ckpt_writer: encode a tree back into a MindSpore `.ckpt`.
+ *
+ * The writer walks the original file in order.  A tensor that is unchanged
+ * (same name, type, shape and bytes) is copied as its original records, byte
+ * for byte, and so are the bytes between records (unknown fields) and the
+ * earlier records a later one replaced.  A tree equal to the file therefore
+ * re-encodes to an identical file.  A changed tensor is written where its
+ * last record was, the way MindSpore >= 2.3 writes: one Checkpoint message
+ * per value, content over 512 MiB cut into slices that each repeat the full
+ * dims, `str` as UTF-32LE.  New tensors follow the original ones.  If the
+ * file had a CRC trailer, a new one is computed.
+ *
+ * Content is streamed from byte sources (the model itself, spill files) or
+ * memory, with copy_file_range when no CRC is needed, so memory stays small
+ * whatever the model size.
+ */
+#ifndef CK_CKPT_WRITER_H
+#define CK_CKPT_WRITER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../codec/model.h"
+
+#define CK_WRITE_NEW UINT32_MAX
+#define CK_CKPT_SLICE_BYTES (512ull << 20)
+
+/* Part of a tensor's bytes: len bytes from src at off, or from mem. */
+typedef struct ck_piece {
+    ck_source *src;
+    const void *mem;
+    uint64_t off, len;
+} ck_piece;
+
+typedef struct ck_write_tensor {
+    uint32_t orig_id;           /* index id it came from, or CK_WRITE_NEW */
+    bool unchanged;             /* identical to the original: copy its records */
+    const char *name;           /* the rest is used when !unchanged */
+    size_t name_len;
+    const ck_dtype *dtype;
+    const int64_t *dims;
+    uint32_t ndim;
+    bool scalar_dims_zero;      /* write a 0-d value as dims [0] (pre-2.3 files) */
+    const ck_piece *pieces;     /* the bytes of `out` (UTF-8 text for str) */
+    size_t n_pieces;
+} ck_write_tensor;
+
+typedef struct ck_write_opts {
+    uint64_t slice_bytes;       /* 0: CK_CKPT_SLICE_BYTES */
+} ck_write_opts;
+
+/* Write the tree (every original tensor that is not in `tensors` is
+ * deleted) to out_fd, from its current position.  Errors name the tensor. */
+int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
+                  const ck_write_opts *opts, int out_fd, ck_error *err);
+
+#endif
