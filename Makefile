@@ -32,7 +32,7 @@ EXPORT_OBJ:= $(EXPORT_SRC:%.c=$(BUILD)/%.o)
 FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
 PROTO_OBJ := $(PROTO_C:%.c=%.o)
 
-BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/unit-tests
+BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-reencode $(BUILD)/unit-tests
 
 .SECONDARY: $(PROTO_C) $(PROTO_C:.c=.h)
 .PHONY: all deps test check asan demo install clean bench fuzz
@@ -53,6 +53,9 @@ $(BUILD)/ckptfs: $(FS_OBJ) $(CODEC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/ckptfs-dump: $(BUILD)/codec/dump_main.o $(CODEC_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/ckptfs-reencode: $(BUILD)/export/reencode_main.o $(EXPORT_OBJ) $(CODEC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/unit-tests: $(BUILD)/tests/unit/test_main.o $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)

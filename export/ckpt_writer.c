@@ -249,6 +249,8 @@ static int encode_tensor(sink *s, const ck_write_tensor *t, uint64_t slice_bytes
         n_pieces = 1;
         dims = zero_dim; /* MindSpore writes str values with dims [0] */
         ndim = 1;
+    } else if (t->dtype->kind == CK_KIND_OPAQUE) {
+        ndim = 0; /* random_op state is stored with dims [] */
     } else if (ndim == 0 && t->scalar_dims_zero) {
         dims = zero_dim;
         ndim = 1;
