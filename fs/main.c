@@ -120,7 +120,8 @@ int main(int argc, char **argv)
 
     if (fuse_opt_parse(&args, &cli, cli_opts, cli_proc) != 0 ||
         fuse_parse_cmdline(&args, &opts) != 0) {
-        usage(stderr);
+        /* libfuse has said what is wrong (a bad mount point, say). */
+        fprintf(stderr, "usage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT (see --help)\n");
         goto out;
     }
     if (opts.show_help) {
@@ -138,8 +139,8 @@ int main(int argc, char **argv)
         goto out;
     }
     if (cli.model == NULL || opts.mountpoint == NULL) {
-        fprintf(stderr, "ckptfs: %s\n", cli.model ? "missing MOUNTPOINT" : "missing MODEL");
-        usage(stderr);
+        fprintf(stderr, "ckptfs: %s\nusage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT "
+                "(see --help)\n", cli.model ? "missing MOUNTPOINT" : "missing MODEL");
         rc = 2;
         goto out;
     }

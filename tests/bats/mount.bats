@@ -37,6 +37,13 @@ load helpers
     ! mountpoint -q "$BATS_TEST_TMPDIR/m"
 }
 
+@test "a missing mount point: libfuse's one-line reason and a short usage line" {
+    run "$CKPTFS" "$MS/goldenstick_test_sq_predict_simplenet_2stage_fp.ckpt" "$BATS_TEST_TMPDIR/none"
+    [ "$status" -ne 0 ]
+    [[ ${lines[0]} == *"bad mount point"*"No such file or directory"* ]]
+    [ "${#lines[@]}" -eq 2 ]
+}
+
 @test "-o ro is accepted; unknown -o options go to libfuse, which refuses them" {
     f=$MS/goldenstick_test_sq_predict_simplenet_2stage_fp.ckpt
     mount_fg "$f" "$BATS_TEST_TMPDIR/m" -o ro
