@@ -23,7 +23,7 @@ CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c 
              codec/arena.c codec/name_map.c codec/dir_name.c codec/tensor_index.c \
              codec/oneflow_meta.c codec/ckpt_reader.c codec/model.c
 EXPORT_SRC:= export/atomic_writer.c export/ckpt_writer.c
-FS_SRC    := fs/main.c fs/ll_ops.c
+FS_SRC    := fs/main.c fs/ll_ops.c fs/tree.c
 PROTOS    := codec/proto/checkpoint.proto
 PROTO_C   := $(PROTOS:codec/proto/%.proto=$(BUILD)/gen/%.pb-c.c)
 
@@ -49,7 +49,7 @@ $(BUILD)/%.o: %.c $(wildcard codec/*.h fs/*.h export/*.h) | $(PROTO_C)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/ckptfs: $(FS_OBJ) $(CODEC_OBJ)
+$(BUILD)/ckptfs: $(FS_OBJ) $(EXPORT_OBJ) $(CODEC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/ckptfs-dump: $(BUILD)/codec/dump_main.o $(CODEC_OBJ)

@@ -45,6 +45,9 @@ static inline int ck_source_read(ck_source *src, void *buf, size_t len, uint64_t
     return src->ops->read_at(src, buf, len, off, err);
 }
 
+/* A source over an fd the caller keeps owning (a spill file, say). */
+ck_source *ck_source_wrap_fd(int fd, uint64_t size, const char *name, ck_error *err);
+
 void ck_source_close(ck_source *src);
 
 #endif

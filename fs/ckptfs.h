@@ -2,7 +2,8 @@
  * ckptfs: the FUSE front-end's shared state and entry points.
  *
  * The front-end is a thin translation of FUSE low-level requests onto the
- * codec's model and tensor index; it holds no format knowledge.  Tree:
+ * tree (fs/tree.h: the model's index plus unsaved edits); it holds no
+ * format knowledge.  Tree:
  *   /                       root
  *   /snapshot_done          empty file: the tree equals the model file
  *   /<dir_name>/            one directory per visible tensor
@@ -18,14 +19,16 @@
 #include <stdbool.h>
 
 #include "../codec/model.h"
+#include "tree.h"
 
 #define CKPTFS_VERSION "0.1.0"
 
 typedef struct ckfs {
-    ck_model *model;
+    tree tr;                /* the model and the edits not yet saved */
     bool use_syslog;        /* daemonized: log to syslog instead of stderr */
-    double timeout;         /* entry/attr cache timeout (the tree never changes) */
-    bool splice;            /* serve `out` by splicing from the model file */
+    double timeout;         /* entry/attr cache timeout */
+    bool splice;            /* serve `out` by splicing from the file */
+    bool final_commit_failed; /* the save at unmount failed: exit non-zero */
 } ckfs;
 
 extern const struct fuse_lowlevel_ops ckfs_ops;

@@ -1,11 +1,12 @@
 /*
  * inode_map: inode numbers of the tree.
  *
- * A read-only tree never changes, so inode numbers are computed, not
- * allocated: four per tensor (directory, meta, out, one spare), after a few
- * fixed ones.  Lookup counts need no bookkeeping and forget is a no-op.  The
- * writable tree will replace this with a table; nothing else in fs/ knows
- * the arithmetic.
+ * Tensor directories keep their position in the tree for the life of the
+ * mount (edits change contents, not the set of entries), so inode numbers
+ * are computed, not allocated: four per entry (directory, meta, out, one
+ * spare), after a few fixed ones.  Lookup counts need no bookkeeping and
+ * forget is a no-op.  Creating, deleting and renaming tensors will replace
+ * this with a table; nothing else in fs/ knows the arithmetic.
  */
 #ifndef CKPTFS_INODE_MAP_H
 #define CKPTFS_INODE_MAP_H
@@ -32,7 +33,7 @@ static inline uint64_t ino_of_tensor(uint32_t id, node_kind kind)
     return INO_TENSOR_BASE + 4 * (uint64_t)id + sub;
 }
 
-/* Classify ino; for tensor nodes *id receives the tensor id. */
+/* Classify ino; for tensor nodes *id receives the entry's position. */
 static inline node_kind ino_kind(uint64_t ino, uint32_t *id)
 {
     if (ino == INO_ROOT)

@@ -1,11 +1,17 @@
 /*
- * ll_ops: the FUSE low-level operations of a read-only ckptfs mount.
+ * ll_ops: the FUSE low-level operations of a ckptfs mount.
  *
- * Every reply is computed from the tensor index; `out` reads go straight to
- * the model file's byte extents (spliced when the kernel allows it), `meta`
- * is formatted on demand.  Because the tree is immutable, entries and
- * attributes are cached by the kernel for a long time and file data is kept
- * in the page cache across opens (keep_cache).
+ * Every reply is computed from the tree (the tensor index plus unsaved
+ * edits): `out` reads go straight to the model file's byte extents, or to an
+ * edit's spill file (spliced when the kernel allows it), `meta` is formatted
+ * on demand.  Entries and attributes are cached by the kernel for a long
+ * time and file data is kept in the page cache across opens (keep_cache):
+ * edits go through this process, which answers with the new attributes, and
+ * a commit does not change any byte a reader sees.  Only `snapshot_done`,
+ * which comes and goes on a writable mount, is never cached there.
+ *
+ * On a writable mount, `out` and `meta` take writes; creating or touching
+ * `snapshot_done`, fsync, and unmounting save the edits into the model file.
  */
 #include "ckptfs.h"
 
@@ -25,6 +31,7 @@
 #define XATTR_NAME "user.ckptfs.name"
 #define XATTR_TYPE "user.ckptfs.type"
 #define XATTR_SHAPE "user.ckptfs.shape"
+#define XATTR_LAST_ERROR "user.ckptfs.last_error"
 /* The listxattr reply: the names, each NUL-terminated. */
 static const char xattr_list[] = XATTR_NAME "\0" XATTR_TYPE "\0" XATTR_SHAPE;
 
@@ -47,38 +54,41 @@ static ckfs *fs_of(fuse_req_t req)
     return fuse_req_userdata(req);
 }
 
-/* The visible tensor behind a tensor inode, or NULL. */
-static const ck_tensor *tensor_at(const ckfs *fs, uint32_t id)
+#define MODEL(fs) ((fs)->tr.model)
+
+/* The entry behind a tensor inode, or NULL. */
+static entry *entry_at(ckfs *fs, uint32_t pos)
 {
-    const ck_index *ix = &fs->model->index;
-    if (id >= ix->count || ix->tensors[id].superseded)
-        return NULL;
-    return &ix->tensors[id];
+    return pos < fs->tr.n_entries ? &fs->tr.entries[pos] : NULL;
 }
 
-static node_kind resolve(const ckfs *fs, fuse_ino_t ino, const ck_tensor **t)
+static node_kind resolve(ckfs *fs, fuse_ino_t ino, entry **e)
 {
-    uint32_t id = 0;
-    node_kind k = ino_kind(ino, &id);
-    *t = NULL;
+    uint32_t pos = 0;
+    node_kind k = ino_kind(ino, &pos);
+    *e = NULL;
+    if (k == NODE_SNAPSHOT_DONE && tree_dirty(&fs->tr))
+        return NODE_NONE; /* absent until the edits are saved */
     if (k == NODE_TENSOR_DIR || k == NODE_META || k == NODE_OUT) {
-        *t = tensor_at(fs, id);
-        if (*t == NULL)
+        *e = entry_at(fs, pos);
+        if (*e == NULL)
             return NODE_NONE;
     }
     return k;
 }
 
-static uint32_t id_of(const ckfs *fs, const ck_tensor *t)
+static uint32_t pos_of(const ckfs *fs, const entry *e)
 {
-    return (uint32_t)(t - fs->model->index.tensors);
+    return (uint32_t)(e - fs->tr.entries);
 }
 
-static int fill_attr(const ckfs *fs, fuse_ino_t ino, struct stat *st)
+static int fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
 {
-    const ck_tensor *t;
-    node_kind k = resolve(fs, ino, &t);
-    const struct stat *ms = &fs->model->st;
+    entry *e;
+    node_kind k = resolve(fs, ino, &e);
+    const struct stat *ms = &MODEL(fs)->st;
+    mode_t file_mode = fs->tr.writable ? 0644 : 0444;
+    mode_t dir_mode = fs->tr.writable ? 0755 : 0555;
     memset(st, 0, sizeof *st);
     st->st_ino = ino;
     st->st_uid = ms->st_uid;
@@ -87,30 +97,28 @@ static int fill_attr(const ckfs *fs, fuse_ino_t ino, struct stat *st)
     st->st_mtim = ms->st_mtim;
     st->st_ctim = ms->st_mtim;
     st->st_blksize = 65536;
+    st->st_nlink = 1;
     switch (k) {
     case NODE_ROOT:
-        st->st_mode = S_IFDIR | 0555;
-        st->st_nlink = 2 + fs->model->index.n_live;
+        st->st_mode = S_IFDIR | dir_mode;
+        st->st_nlink = 2 + fs->tr.n_entries;
         break;
     case NODE_TENSOR_DIR:
-        st->st_mode = S_IFDIR | 0555;
+        st->st_mode = S_IFDIR | dir_mode;
         st->st_nlink = 2;
         break;
     case NODE_SNAPSHOT_DONE:
-        st->st_mode = S_IFREG | 0444;
-        st->st_nlink = 1;
+        st->st_mode = S_IFREG | file_mode;
         break;
     case NODE_META: {
         char meta[CK_META_MAX];
-        st->st_mode = S_IFREG | 0444;
-        st->st_nlink = 1;
-        st->st_size = (off_t)ck_meta_of_tensor(t, meta, sizeof meta);
+        st->st_mode = S_IFREG | file_mode;
+        st->st_size = (off_t)entry_meta_text(&fs->tr, e, meta, sizeof meta);
         break;
     }
     case NODE_OUT:
-        st->st_mode = S_IFREG | 0444;
-        st->st_nlink = 1;
-        st->st_size = (off_t)t->nbytes;
+        st->st_mode = S_IFREG | file_mode;
+        st->st_size = (off_t)entry_out_size(&fs->tr, e);
         break;
     default:
         return -ENOENT;
@@ -119,43 +127,55 @@ static int fill_attr(const ckfs *fs, fuse_ino_t ino, struct stat *st)
     return 0;
 }
 
-static void reply_entry(fuse_req_t req, const ckfs *fs, fuse_ino_t ino)
+/* snapshot_done comes and goes on a writable mount: never cache it there. */
+static double timeout_of(const ckfs *fs, fuse_ino_t ino)
+{
+    return fs->tr.writable && ino == INO_SNAPSHOT_DONE ? 0.0 : fs->timeout;
+}
+
+static int fill_entry(ckfs *fs, fuse_ino_t ino, struct fuse_entry_param *e)
+{
+    memset(e, 0, sizeof *e);
+    if (fill_attr(fs, ino, &e->attr) < 0)
+        return -1;
+    e->ino = ino;
+    e->attr_timeout = timeout_of(fs, ino);
+    e->entry_timeout = timeout_of(fs, ino);
+    return 0;
+}
+
+static void reply_entry(fuse_req_t req, ckfs *fs, fuse_ino_t ino)
 {
     struct fuse_entry_param e;
-    memset(&e, 0, sizeof e);
-    if (fill_attr(fs, ino, &e.attr) < 0) {
+    if (fill_entry(fs, ino, &e) < 0)
         fuse_reply_err(req, ENOENT);
-        return;
-    }
-    e.ino = ino;
-    e.attr_timeout = fs->timeout;
-    e.entry_timeout = fs->timeout;
-    fuse_reply_entry(req, &e);
+    else
+        fuse_reply_entry(req, &e);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     ckfs *fs = fs_of(req);
-    const ck_tensor *t;
-    switch (resolve(fs, parent, &t)) {
+    entry *e;
+    switch (resolve(fs, parent, &e)) {
     case NODE_ROOT: {
         if (strcmp(name, "snapshot_done") == 0) {
             reply_entry(req, fs, INO_SNAPSHOT_DONE);
             return;
         }
-        uint32_t id = ck_index_lookup(&fs->model->index, name, strlen(name));
-        if (id == CK_NAME_MAP_NONE) {
+        int64_t pos = tree_lookup(&fs->tr, name);
+        if (pos < 0) {
             fuse_reply_err(req, ENOENT);
             return;
         }
-        reply_entry(req, fs, ino_of_tensor(id, NODE_TENSOR_DIR));
+        reply_entry(req, fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR));
         return;
     }
     case NODE_TENSOR_DIR:
         if (strcmp(name, "meta") == 0)
-            reply_entry(req, fs, ino_of_tensor(id_of(fs, t), NODE_META));
+            reply_entry(req, fs, ino_of_tensor(pos_of(fs, e), NODE_META));
         else if (strcmp(name, "out") == 0)
-            reply_entry(req, fs, ino_of_tensor(id_of(fs, t), NODE_OUT));
+            reply_entry(req, fs, ino_of_tensor(pos_of(fs, e), NODE_OUT));
         else
             fuse_reply_err(req, ENOENT);
         return;
@@ -176,13 +196,14 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, ENOENT);
         return;
     }
-    fuse_reply_attr(req, &st, fs->timeout);
+    fuse_reply_attr(req, &st, timeout_of(fs, ino));
 }
 
 /* ---- directories ---- */
 
-/* Entry `pos` of a directory listing: its name and inode (0 past the end). */
-static fuse_ino_t dir_entry(const ckfs *fs, fuse_ino_t dir, const ck_tensor *t, off_t pos,
+/* Entry `pos` of a directory listing: its name and inode (0 past the end).
+ * The root lists snapshot_done at position 2 only while the tree is saved. */
+static fuse_ino_t dir_entry(ckfs *fs, fuse_ino_t dir, const entry *e, off_t pos,
                             const char **name)
 {
     static const char *const fixed[] = {".", ".."};
@@ -190,33 +211,31 @@ static fuse_ino_t dir_entry(const ckfs *fs, fuse_ino_t dir, const ck_tensor *t, 
         *name = fixed[pos];
         return pos == 0 ? dir : INO_ROOT;
     }
-    if (t == NULL) { /* the root */
-        const ck_index *ix = &fs->model->index;
+    if (e == NULL) { /* the root */
         if (pos == 2) {
             *name = "snapshot_done";
-            return INO_SNAPSHOT_DONE;
+            return tree_dirty(&fs->tr) ? (fuse_ino_t)-1 : INO_SNAPSHOT_DONE;
         }
-        if ((size_t)(pos - 3) >= ix->n_live)
+        if ((size_t)(pos - 3) >= fs->tr.n_entries)
             return 0;
-        uint32_t id = ix->live[pos - 3];
-        *name = ix->tensors[id].dir_name;
-        return ino_of_tensor(id, NODE_TENSOR_DIR);
+        *name = entry_tensor(&fs->tr, &fs->tr.entries[pos - 3])->dir_name;
+        return ino_of_tensor((uint32_t)(pos - 3), NODE_TENSOR_DIR);
     }
     if (pos == 2) {
         *name = "meta";
-        return ino_of_tensor(id_of(fs, t), NODE_META);
+        return ino_of_tensor(pos_of(fs, e), NODE_META);
     }
     if (pos == 3) {
         *name = "out";
-        return ino_of_tensor(id_of(fs, t), NODE_OUT);
+        return ino_of_tensor(pos_of(fs, e), NODE_OUT);
     }
     return 0;
 }
 
 /* The directory at ino (t: its tensor, NULL for the root), or an errno. */
-static int resolve_dir(const ckfs *fs, fuse_ino_t ino, const ck_tensor **t)
+static int resolve_dir(ckfs *fs, fuse_ino_t ino, entry **e)
 {
-    node_kind k = resolve(fs, ino, t);
+    node_kind k = resolve(fs, ino, e);
     if (k == NODE_ROOT || k == NODE_TENSOR_DIR)
         return 0;
     return k == NODE_NONE ? ENOENT : ENOTDIR;
@@ -225,10 +244,10 @@ static int resolve_dir(const ckfs *fs, fuse_ino_t ino, const ck_tensor **t)
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
 {
     ckfs *fs = fs_of(req);
-    const ck_tensor *t;
-    int e = resolve_dir(fs, ino, &t);
-    if (e != 0) {
-        fuse_reply_err(req, e);
+    entry *dir;
+    int rc = resolve_dir(fs, ino, &dir);
+    if (rc != 0) {
+        fuse_reply_err(req, rc);
         return;
     }
     char *buf = malloc(size);
@@ -239,20 +258,20 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
     size_t used = 0;
     for (off_t pos = off;; pos++) {
         const char *name;
-        fuse_ino_t child = dir_entry(fs, ino, t, pos, &name);
+        fuse_ino_t child = dir_entry(fs, ino, dir, pos, &name);
         if (child == 0)
             break;
+        if (child == (fuse_ino_t)-1)
+            continue; /* not there now */
         size_t n;
         if (plus) {
             struct fuse_entry_param e;
             memset(&e, 0, sizeof e);
-            fill_attr(fs, child, &e.attr);
             /* "." and ".." carry no lookup reference (ino 0). */
-            if (pos >= 2) {
-                e.ino = child;
-                e.attr_timeout = fs->timeout;
-                e.entry_timeout = fs->timeout;
-            }
+            if (pos >= 2)
+                fill_entry(fs, child, &e);
+            else
+                fill_attr(fs, child, &e.attr);
             n = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, pos + 1);
         } else {
             struct stat st;
@@ -283,24 +302,36 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    const ck_tensor *t;
-    int e = resolve_dir(fs_of(req), ino, &t);
-    if (e != 0) {
-        fuse_reply_err(req, e);
+    ckfs *fs = fs_of(req);
+    entry *e;
+    int rc = resolve_dir(fs, ino, &e);
+    if (rc != 0) {
+        fuse_reply_err(req, rc);
         return;
     }
-    fi->cache_readdir = 1;
+    /* The root's listing changes with snapshot_done on a writable mount. */
+    fi->cache_readdir = !(fs->tr.writable && ino == INO_ROOT);
     fi->keep_cache = 1;
     fuse_reply_open(req, fi);
 }
 
 /* ---- files ---- */
 
+/* Save the edits; on failure reply the error class and say why. */
+static int commit(ckfs *fs)
+{
+    ck_error err;
+    if (tree_commit(&fs->tr, &err) == 0)
+        return 0;
+    ckfs_log(fs, LOG_ERR, "%s", err.msg);
+    return err.errnum ? err.errnum : EIO;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     ckfs *fs = fs_of(req);
-    const ck_tensor *t;
-    node_kind k = resolve(fs, ino, &t);
+    entry *e;
+    node_kind k = resolve(fs, ino, &e);
     if (k == NODE_NONE) {
         fuse_reply_err(req, ENOENT);
         return;
@@ -309,12 +340,30 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, EISDIR);
         return;
     }
-    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+    bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+    fi->keep_cache = 1;
+    if (!writing) {
+        fuse_reply_open(req, fi);
+        return;
+    }
+    if (!fs->tr.writable) {
         fuse_reply_err(req, EROFS);
         return;
     }
-    fi->keep_cache = 1;
-    fuse_reply_open(req, fi);
+    ck_error err = {0};
+    int rc = 0;
+    if (k == NODE_SNAPSHOT_DONE)
+        rc = commit(fs); /* `: > snapshot_done` asks for a save too */
+    else if (k == NODE_META)
+        rc = entry_meta_begin(&fs->tr, e, fi->flags & O_TRUNC, &err) < 0 ? err.errnum : 0;
+    else if (fi->flags & O_TRUNC)
+        rc = entry_out_truncate(&fs->tr, e, 0, &err) < 0 ? err.errnum : 0;
+    if (err.msg[0] != '\0')
+        ckfs_log(fs, LOG_ERR, "%s", err.msg);
+    if (rc != 0)
+        fuse_reply_err(req, rc);
+    else
+        fuse_reply_open(req, fi);
 }
 
 struct splice_ctx {
@@ -343,6 +392,16 @@ static bool all_sources_are_files(const ck_model *m)
     return true;
 }
 
+static void reply_bufvec(fuse_req_t req, const ckfs *fs, struct fuse_bufvec *bv, off_t off)
+{
+    /* Plain splice, not SPLICE_MOVE: moving page-cache pages measured 2-3x
+     * slower here (docs/benchmarks.md). */
+    int rc = fuse_reply_data(req, bv, fs->splice ? 0 : FUSE_BUF_NO_SPLICE);
+    if (rc < 0 && rc != -ENOENT) /* ENOENT: the request was interrupted */
+        ckfs_log(fs, LOG_ERR, "%s: read at %lld failed: %s", MODEL(fs)->path, (long long)off,
+                 strerror(-rc));
+}
+
 /* Zero-copy: describe the extents to libfuse, which splices or copies. */
 static void read_extents(fuse_req_t req, const ckfs *fs, const ck_tensor *t, size_t size,
                          off_t off)
@@ -353,17 +412,25 @@ static void read_extents(fuse_req_t req, const ckfs *fs, const ck_tensor *t, siz
         return;
     }
     memset(bv, 0, sizeof *bv);
-    struct splice_ctx c = {.m = fs->model, .bv = bv};
+    struct splice_ctx c = {.m = MODEL(fs), .bv = bv};
     ck_tensor_for_range(t, (uint64_t)off, size, add_fd_buf, &c);
-    /* Plain splice, not SPLICE_MOVE: moving page-cache pages measured 2-3x
-     * slower here (docs/benchmarks.md). */
-    int rc = fuse_reply_data(req, bv, fs->splice ? 0 : FUSE_BUF_NO_SPLICE);
-    if (rc < 0 && rc != -ENOENT) { /* ENOENT: the request was interrupted */
-        char q[CK_QUOTE_BUF];
-        ckfs_log(fs, LOG_ERR, "%s: tensor '%s': read at %lld failed: %s", fs->model->path,
-                 ck_quote(q, t->name, t->name_len), (long long)off, strerror(-rc));
-    }
+    reply_bufvec(req, fs, bv, off);
     free(bv);
+}
+
+static void read_overlay(fuse_req_t req, const ckfs *fs, const edit *ed, size_t size, off_t off)
+{
+    if ((uint64_t)off >= ed->overlay_size) {
+        fuse_reply_buf(req, NULL, 0);
+        return;
+    }
+    if (size > ed->overlay_size - (uint64_t)off)
+        size = (size_t)(ed->overlay_size - (uint64_t)off);
+    struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
+    bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
+    bv.buf[0].fd = ed->overlay_fd;
+    bv.buf[0].pos = off;
+    reply_bufvec(req, fs, &bv, off);
 }
 
 static void read_copy(fuse_req_t req, const ckfs *fs, const ck_tensor *t, size_t size,
@@ -375,7 +442,7 @@ static void read_copy(fuse_req_t req, const ckfs *fs, const ck_tensor *t, size_t
         return;
     }
     ck_error err;
-    long n = ck_model_read(fs->model, t, buf, size, (uint64_t)off, &err);
+    long n = ck_model_read(MODEL(fs), t, buf, size, (uint64_t)off, &err);
     if (n < 0) {
         ckfs_log(fs, LOG_ERR, "%s", err.msg);
         fuse_reply_err(req, err.errnum ? err.errnum : EIO);
@@ -385,13 +452,26 @@ static void read_copy(fuse_req_t req, const ckfs *fs, const ck_tensor *t, size_t
     free(buf);
 }
 
+static void read_out(fuse_req_t req, const ckfs *fs, const entry *e, size_t size, off_t off)
+{
+    const ck_tensor *t = entry_tensor(&fs->tr, e);
+    if (e->edit != NULL && e->edit->overlay_fd >= 0)
+        read_overlay(req, fs, e->edit, size, off);
+    else if ((uint64_t)off >= t->nbytes || size == 0)
+        fuse_reply_buf(req, NULL, 0);
+    else if (t->inline_data == NULL && all_sources_are_files(MODEL(fs)))
+        read_extents(req, fs, t, size, off);
+    else
+        read_copy(req, fs, t, size, off);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
     (void)fi;
     ckfs *fs = fs_of(req);
-    const ck_tensor *t;
-    node_kind k = resolve(fs, ino, &t);
+    entry *e;
+    node_kind k = resolve(fs, ino, &e);
     if (off < 0) {
         fuse_reply_err(req, EINVAL);
         return;
@@ -402,7 +482,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     case NODE_META: {
         char meta[CK_META_MAX];
-        size_t n = ck_meta_of_tensor(t, meta, sizeof meta);
+        size_t n = entry_meta_text(&fs->tr, e, meta, sizeof meta);
         if ((uint64_t)off >= n)
             fuse_reply_buf(req, NULL, 0);
         else
@@ -410,12 +490,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     case NODE_OUT:
-        if ((uint64_t)off >= t->nbytes || size == 0)
-            fuse_reply_buf(req, NULL, 0);
-        else if (t->inline_data == NULL && all_sources_are_files(fs->model))
-            read_extents(req, fs, t, size, off);
-        else
-            read_copy(req, fs, t, size, off);
+        read_out(req, fs, e, size, off);
         return;
     case NODE_NONE:
         fuse_reply_err(req, ENOENT);
@@ -423,6 +498,143 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     default:
         fuse_reply_err(req, EISDIR);
     }
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+    (void)fi;
+    ckfs *fs = fs_of(req);
+    entry *e;
+    node_kind k = resolve(fs, ino, &e);
+    ck_error err;
+    int rc;
+    if (off < 0)
+        rc = ck_fail(&err, EINVAL, "negative offset");
+    else if (k == NODE_META)
+        rc = entry_meta_write(e, buf, size, (uint64_t)off, &err);
+    else if (k == NODE_OUT)
+        rc = entry_out_write(&fs->tr, e, buf, size, (uint64_t)off, &err);
+    else if (k == NODE_SNAPSHOT_DONE)
+        rc = ck_fail(&err, EINVAL, "snapshot_done stays empty");
+    else
+        rc = ck_fail(&err, k == NODE_NONE ? ENOENT : EISDIR, "not a file");
+    if (rc < 0)
+        fuse_reply_err(req, err.errnum);
+    else
+        fuse_reply_write(req, size);
+}
+
+/* close(): a meta written through this handle is parsed now, so a bad one
+ * fails the close with EINVAL (and the previous meta stays). */
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    ckfs *fs = fs_of(req);
+    entry *e;
+    ck_error err;
+    if (resolve(fs, ino, &e) == NODE_META && entry_meta_check(&fs->tr, e, &err) < 0) {
+        ckfs_log(fs, LOG_ERR, "%s", err.msg);
+        fuse_reply_err(req, err.errnum);
+        return;
+    }
+    fuse_reply_err(req, 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    ckfs *fs = fs_of(req);
+    entry *e;
+    ck_error err;
+    if (resolve(fs, ino, &e) == NODE_META && entry_meta_finish(&fs->tr, e, &err) < 0)
+        ckfs_log(fs, LOG_ERR, "%s", err.msg);
+    fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    (void)ino, (void)datasync, (void)fi;
+    ckfs *fs = fs_of(req);
+    fuse_reply_err(req, fs->tr.writable ? commit(fs) : 0);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+    (void)fi;
+    ckfs *fs = fs_of(req);
+    entry *e;
+    node_kind k = resolve(fs, ino, &e);
+    if (k == NODE_NONE) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    if (!fs->tr.writable) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    int rc = 0;
+    ck_error err = {0};
+    if (to_set & FUSE_SET_ATTR_SIZE) {
+        if (k == NODE_OUT)
+            rc = entry_out_truncate(&fs->tr, e, (uint64_t)attr->st_size, &err) < 0 ? err.errnum : 0;
+        else if (k == NODE_META)
+            rc = entry_meta_truncate(&fs->tr, e, (uint64_t)attr->st_size, &err) < 0 ? err.errnum
+                                                                               : 0;
+        else if (k != NODE_SNAPSHOT_DONE || attr->st_size != 0)
+            rc = EINVAL;
+    }
+    /* touch snapshot_done: save.  Mode, owner and times are accepted so that
+     * cp -a and rsync -a work; the tree keeps its own. */
+    if (rc == 0 && k == NODE_SNAPSHOT_DONE)
+        rc = commit(fs);
+    if (err.msg[0] != '\0')
+        ckfs_log(fs, LOG_ERR, "%s", err.msg);
+    if (rc != 0) {
+        fuse_reply_err(req, rc);
+        return;
+    }
+    struct stat st;
+    fill_attr(fs, ino, &st);
+    fuse_reply_attr(req, &st, timeout_of(fs, ino));
+}
+
+/* Creating snapshot_done saves the tree; nothing else can be created yet. */
+static int create_snapshot_done(ckfs *fs, fuse_ino_t parent, const char *name)
+{
+    if (!fs->tr.writable)
+        return EROFS;
+    if (parent != INO_ROOT || strcmp(name, "snapshot_done") != 0)
+        return EPERM;
+    return commit(fs);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi)
+{
+    (void)mode;
+    ckfs *fs = fs_of(req);
+    int rc = create_snapshot_done(fs, parent, name);
+    struct fuse_entry_param e;
+    if (rc == 0 && fill_entry(fs, INO_SNAPSHOT_DONE, &e) < 0)
+        rc = EIO;
+    if (rc != 0)
+        fuse_reply_err(req, rc);
+    else
+        fuse_reply_create(req, &e, fi);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                     dev_t rdev)
+{
+    (void)rdev;
+    ckfs *fs = fs_of(req);
+    int rc = S_ISREG(mode) ? create_snapshot_done(fs, parent, name) : EPERM;
+    if (rc != 0)
+        fuse_reply_err(req, rc);
+    else
+        reply_entry(req, fs, INO_SNAPSHOT_DONE);
 }
 
 /* ---- extended attributes ---- */
@@ -437,11 +649,11 @@ static void reply_xattr_value(fuse_req_t req, const void *value, size_t len, siz
         fuse_reply_buf(req, value, len);
 }
 
-static size_t format_shape(const ck_tensor *t, char *buf, size_t cap)
+static size_t format_shape(const int64_t *dims, uint32_t ndim, char *buf, size_t cap)
 {
     size_t n = (size_t)snprintf(buf, cap, "[");
-    for (uint32_t i = 0; i < t->ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%" PRId64, i ? "," : "", t->dims[i]);
+    for (uint32_t i = 0; i < ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%" PRId64, i ? "," : "", dims[i]);
     if (n < cap)
         n += (size_t)snprintf(buf + n, cap - n, "]");
     return n < cap ? n : cap - 1;
@@ -450,23 +662,31 @@ static size_t format_shape(const ck_tensor *t, char *buf, size_t cap)
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     ckfs *fs = fs_of(req);
-    const ck_tensor *t;
-    node_kind k = resolve(fs, ino, &t);
+    entry *e;
+    node_kind k = resolve(fs, ino, &e);
     if (k == NODE_NONE) {
         fuse_reply_err(req, ENOENT);
+        return;
+    }
+    if (k == NODE_ROOT && strcmp(name, XATTR_LAST_ERROR) == 0 && fs->tr.last_error[0]) {
+        reply_xattr_value(req, fs->tr.last_error, strlen(fs->tr.last_error), size);
         return;
     }
     if (k != NODE_TENSOR_DIR) {
         fuse_reply_err(req, ENODATA);
         return;
     }
+    const ck_tensor *t = entry_tensor(&fs->tr, e);
     if (strcmp(name, XATTR_NAME) == 0) {
         reply_xattr_value(req, t->name, t->name_len, size);
     } else if (strcmp(name, XATTR_TYPE) == 0) {
-        reply_xattr_value(req, t->type_name, strlen(t->type_name), size);
+        const char *type = entry_dtype(&fs->tr, e)->ms_name;
+        reply_xattr_value(req, type, strlen(type), size);
     } else if (strcmp(name, XATTR_SHAPE) == 0) {
         char shape[CK_MAX_DIMS * 22 + 4];
-        reply_xattr_value(req, shape, format_shape(t, shape, sizeof shape), size);
+        uint32_t ndim;
+        const int64_t *dims = entry_dims(&fs->tr, e, &ndim);
+        reply_xattr_value(req, shape, format_shape(dims, ndim, shape, sizeof shape), size);
     } else {
         fuse_reply_err(req, ENODATA);
     }
@@ -475,12 +695,14 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     ckfs *fs = fs_of(req);
-    const ck_tensor *t;
-    node_kind k = resolve(fs, ino, &t);
+    entry *e;
+    node_kind k = resolve(fs, ino, &e);
     if (k == NODE_NONE)
         fuse_reply_err(req, ENOENT);
     else if (k == NODE_TENSOR_DIR)
         reply_xattr_value(req, xattr_list, sizeof xattr_list, size);
+    else if (k == NODE_ROOT && fs->tr.last_error[0])
+        reply_xattr_value(req, XATTR_LAST_ERROR, sizeof XATTR_LAST_ERROR, size);
     else
         reply_xattr_value(req, "", 0, size);
 }
@@ -493,67 +715,44 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
     memset(&sv, 0, sizeof sv);
     sv.f_bsize = 4096;
     sv.f_frsize = 4096;
-    sv.f_blocks = ((uint64_t)fs->model->st.st_size + 4095) / 4096;
-    sv.f_files = 2 + 3 * fs->model->index.n_live;
+    sv.f_blocks = ((uint64_t)MODEL(fs)->st.st_size + 4095) / 4096;
+    sv.f_files = 2 + 3 * fs->tr.n_entries;
     sv.f_namemax = 255;
-    sv.f_flag = ST_RDONLY;
+    sv.f_flag = fs->tr.writable ? 0 : ST_RDONLY;
     fuse_reply_statfs(req, &sv);
 }
 
-/* ---- everything that would change the tree: a read-only mount ---- */
+/* ---- what this version cannot change ---- */
 
-static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-                       struct fuse_file_info *fi)
+static int cannot(const ckfs *fs)
 {
-    (void)ino, (void)attr, (void)to_set, (void)fi;
-    fuse_reply_err(req, EROFS);
-}
-
-static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-                     struct fuse_file_info *fi)
-{
-    (void)ino, (void)buf, (void)size, (void)off, (void)fi;
-    fuse_reply_err(req, EROFS);
-}
-
-static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                      struct fuse_file_info *fi)
-{
-    (void)parent, (void)name, (void)mode, (void)fi;
-    fuse_reply_err(req, EROFS);
-}
-
-static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                     dev_t rdev)
-{
-    (void)parent, (void)name, (void)mode, (void)rdev;
-    fuse_reply_err(req, EROFS);
+    return fs->tr.writable ? EPERM : EROFS;
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
     (void)parent, (void)name, (void)mode;
-    fuse_reply_err(req, EROFS);
+    fuse_reply_err(req, cannot(fs_of(req)));
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     (void)parent, (void)name;
-    fuse_reply_err(req, EROFS);
+    fuse_reply_err(req, cannot(fs_of(req)));
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                       fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
     (void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
-    fuse_reply_err(req, EROFS);
+    fuse_reply_err(req, cannot(fs_of(req)));
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                         size_t size, int flags)
 {
     (void)ino, (void)name, (void)value, (void)size, (void)flags;
-    fuse_reply_err(req, EROFS);
+    fuse_reply_err(req, cannot(fs_of(req)));
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -568,22 +767,35 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
 }
 
+/* Unmount: pending edits are saved before the daemon exits. */
+static void op_destroy(void *userdata)
+{
+    ckfs *fs = userdata;
+    if (fs->tr.writable && tree_dirty(&fs->tr) && commit(fs) != 0)
+        fs->final_commit_failed = true;
+}
+
 const struct fuse_lowlevel_ops ckfs_ops = {
     .init = op_init,
+    .destroy = op_destroy,
     .lookup = op_lookup,
     .getattr = op_getattr,
+    .setattr = op_setattr,
     .opendir = op_opendir,
     .readdir = op_readdir,
     .readdirplus = op_readdirplus,
     .open = op_open,
     .read = op_read,
+    .write = op_write,
+    .flush = op_flush,
+    .release = op_release,
+    .fsync = op_fsync,
+    .fsyncdir = op_fsync,
+    .create = op_create,
+    .mknod = op_mknod,
     .getxattr = op_getxattr,
     .listxattr = op_listxattr,
     .statfs = op_statfs,
-    .setattr = op_setattr,
-    .write = op_write,
-    .create = op_create,
-    .mknod = op_mknod,
     .mkdir = op_mkdir,
     .unlink = op_unlink,
     .rmdir = op_unlink,

@@ -21,11 +21,14 @@ struct cli {
     char *model;
     int nocrc;
     int nosplice;
+    int rw;
 };
 
 static const struct fuse_opt cli_opts[] = {
     {"nocrc", offsetof(struct cli, nocrc), 1},
     {"nosplice", offsetof(struct cli, nosplice), 1},
+    {"rw", offsetof(struct cli, rw), 1},
+    {"ro", offsetof(struct cli, rw), 0},
     FUSE_OPT_END,
 };
 
@@ -51,7 +54,9 @@ static void usage(FILE *to)
             "  MOUNTPOINT/snapshot_done   empty: the tree equals the file\n"
             "\n"
             "ckptfs options:\n"
-            "    -o ro              read-only (the only mode of this version)\n"
+            "    -o ro              read-only (the default)\n"
+            "    -o rw              writable: edits to meta and out are saved into MODEL\n"
+            "                       on touch snapshot_done, fsync or unmount\n"
             "    -o nocrc           do not verify a CRC-32 trailer (saves reading the file)\n"
             "    -o nosplice        copy tensor bytes instead of splicing them\n"
             "    -f                 stay in the foreground\n"
@@ -61,12 +66,12 @@ static void usage(FILE *to)
 }
 
 /* Mount options every ckptfs mount gets. */
-static int add_mount_opts(struct fuse_args *args, const char *model)
+static int add_mount_opts(struct fuse_args *args, const char *model, bool rw)
 {
     char *opts = NULL;
     char fsname[PATH_MAX + 16];
     snprintf(fsname, sizeof fsname, "fsname=%s", model);
-    if (fuse_opt_add_opt(&opts, "ro") < 0 ||
+    if (fuse_opt_add_opt(&opts, rw ? "rw" : "ro") < 0 ||
         fuse_opt_add_opt(&opts, "default_permissions") < 0 ||
         fuse_opt_add_opt(&opts, "subtype=ckptfs") < 0 ||
         fuse_opt_add_opt_escaped(&opts, fsname) < 0)
@@ -76,11 +81,9 @@ static int add_mount_opts(struct fuse_args *args, const char *model)
     return rc;
 }
 
-static int serve(ck_model *model, struct fuse_args *args, struct fuse_cmdline_opts *opts,
-                 int nosplice)
+static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opts)
 {
-    ckfs fs = {.model = model, .timeout = 86400.0, .splice = !nosplice};
-    struct fuse_session *se = fuse_session_new(args, &ckfs_ops, sizeof ckfs_ops, &fs);
+    struct fuse_session *se = fuse_session_new(args, &ckfs_ops, sizeof ckfs_ops, fs);
     if (se == NULL)
         return 1; /* libfuse said why (e.g. an unknown option) */
     int rc = 1;
@@ -93,7 +96,7 @@ static int serve(ck_model *model, struct fuse_args *args, struct fuse_cmdline_op
     if (fuse_daemonize(opts->foreground) != 0)
         goto out_unmount;
     if (!opts->foreground) {
-        fs.use_syslog = true;
+        fs->use_syslog = true;
         openlog("ckptfs", LOG_PID, LOG_DAEMON);
     }
     /* A positive result is the signal that ended the loop (SIGTERM, SIGINT,
@@ -101,14 +104,15 @@ static int serve(ck_model *model, struct fuse_args *args, struct fuse_cmdline_op
     int loop = fuse_session_loop(se);
     rc = loop < 0 ? 1 : 0;
     if (loop < 0)
-        ckfs_log(&fs, LOG_ERR, "%s: session loop failed: %s", model->path, strerror(-loop));
+        ckfs_log(fs, LOG_ERR, "%s: session loop failed: %s", fs->tr.model->path,
+                 strerror(-loop));
 out_unmount:
     fuse_session_unmount(se);
 out_signals:
     fuse_remove_signal_handlers(se);
 out_destroy:
-    fuse_session_destroy(se);
-    return rc;
+    fuse_session_destroy(se); /* runs destroy: the final save */
+    return fs->final_commit_failed ? 1 : rc;
 }
 
 int main(int argc, char **argv)
@@ -156,11 +160,18 @@ int main(int argc, char **argv)
         free(abs);
         goto out;
     }
-    if (add_mount_opts(&args, path) < 0)
-        fprintf(stderr, "ckptfs: out of memory\n");
-    else
-        rc = serve(model, &args, &opts, cli.nosplice);
-    ck_model_close(model);
+    ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice};
+    if (tree_init(&fs.tr, model, &oo, cli.rw, &err) < 0) {
+        fprintf(stderr, "ckptfs: %s\n", err.msg);
+        ck_model_close(model);
+    } else {
+        if (add_mount_opts(&args, path, cli.rw) < 0)
+            fprintf(stderr, "ckptfs: out of memory\n");
+        else
+            rc = serve(&fs, &args, &opts);
+        ck_model_close(fs.tr.model); /* a commit may have replaced it */
+        tree_free(&fs.tr);
+    }
     free(abs);
 out:
     free(opts.mountpoint);

@@ -1,0 +1,472 @@
+#define _GNU_SOURCE /* O_TMPFILE, copy_file_range */
+#include "tree.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../export/atomic_writer.h"
+#include "../export/ckpt_writer.h"
+
+#define NAME(t, q) ck_quote(q, (t)->name, (t)->name_len)
+
+/* Map tensor ids of the current model to entry positions. */
+static int index_positions(tree *tr, ck_error *err)
+{
+    const ck_index *ix = &tr->model->index;
+    uint32_t *pos = malloc((ix->count ? ix->count : 1) * sizeof *pos);
+    if (pos == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+    for (size_t i = 0; i < ix->count; i++)
+        pos[i] = UINT32_MAX;
+    for (size_t i = 0; i < tr->n_entries; i++)
+        pos[tr->entries[i].tensor_id] = (uint32_t)i;
+    free(tr->pos_of_tensor);
+    tr->pos_of_tensor = pos;
+    return 0;
+}
+
+int64_t tree_lookup(const tree *tr, const char *dir_name)
+{
+    uint32_t id = ck_index_lookup(&tr->model->index, dir_name, strlen(dir_name));
+    if (id == CK_NAME_MAP_NONE || tr->pos_of_tensor[id] == UINT32_MAX)
+        return -1;
+    return tr->pos_of_tensor[id];
+}
+
+int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable,
+              ck_error *err)
+{
+    memset(tr, 0, sizeof *tr);
+    tr->model = model;
+    tr->open_opts = opts ? *opts : (ck_open_opts){0};
+    tr->writable = writable;
+    const ck_index *ix = &model->index;
+    tr->entries = calloc(ix->n_live ? ix->n_live : 1, sizeof *tr->entries);
+    if (tr->entries == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", model->path);
+    for (size_t i = 0; i < ix->n_live; i++)
+        tr->entries[i].tensor_id = ix->live[i];
+    tr->n_entries = ix->n_live;
+    return index_positions(tr, err);
+}
+
+static void edit_free(edit *ed)
+{
+    if (ed == NULL)
+        return;
+    if (ed->overlay_fd >= 0)
+        close(ed->overlay_fd);
+    free(ed->meta_buf);
+    free(ed);
+}
+
+void tree_free(tree *tr)
+{
+    for (size_t i = 0; i < tr->n_entries; i++)
+        edit_free(tr->entries[i].edit);
+    free(tr->entries);
+    free(tr->pos_of_tensor);
+    memset(tr, 0, sizeof *tr);
+}
+
+const ck_dtype *entry_dtype(const tree *tr, const entry *e)
+{
+    if (e->edit != NULL && e->edit->meta_changed)
+        return e->edit->meta.dtype;
+    return entry_tensor(tr, e)->dtype;
+}
+
+const int64_t *entry_dims(const tree *tr, const entry *e, uint32_t *ndim)
+{
+    if (e->edit != NULL && e->edit->meta_changed) {
+        *ndim = e->edit->meta.ndim;
+        return e->edit->meta.dims;
+    }
+    *ndim = entry_tensor(tr, e)->ndim;
+    return entry_tensor(tr, e)->dims;
+}
+
+uint64_t entry_out_size(const tree *tr, const entry *e)
+{
+    if (e->edit != NULL && e->edit->overlay_fd >= 0)
+        return e->edit->overlay_size;
+    return entry_tensor(tr, e)->nbytes;
+}
+
+size_t entry_meta_text(const tree *tr, const entry *e, char *buf, size_t cap)
+{
+    uint32_t ndim;
+    const int64_t *dims = entry_dims(tr, e, &ndim);
+    return ck_meta_format(entry_dtype(tr, e), dims, ndim, buf, cap);
+}
+
+bool tree_dirty(const tree *tr)
+{
+    for (size_t i = 0; i < tr->n_entries; i++) {
+        const edit *ed = tr->entries[i].edit;
+        if (ed != NULL && (ed->meta_changed || ed->overlay_fd >= 0))
+            return true;
+    }
+    return false;
+}
+
+/* ---- edits ---- */
+
+static int editable(const tree *tr, const entry *e, ck_error *err)
+{
+    char q[CK_QUOTE_BUF];
+    const ck_tensor *t = entry_tensor(tr, e);
+    if (!tr->writable)
+        return ck_fail(err, EROFS, "%s: read-only mount", tr->model->path);
+    if (t->part != CK_PART_WHOLE)
+        return ck_fail(err, EPERM, "%s: tensor '%s': map parameters cannot be edited",
+                       tr->model->path, NAME(t, q));
+    return 0;
+}
+
+static edit *edit_of(tree *tr, entry *e, ck_error *err)
+{
+    if (e->edit != NULL)
+        return e->edit;
+    e->edit = calloc(1, sizeof *e->edit);
+    if (e->edit == NULL) {
+        ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        return NULL;
+    }
+    e->edit->overlay_fd = -1;
+    return e->edit;
+}
+
+/* A nameless file beside the model (same filesystem, so the commit can
+ * copy_file_range from it), or in $TMPDIR when that directory refuses. */
+static int spill_file(const tree *tr, ck_error *err)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s", tr->model->path);
+    int fd = open(dirname(path), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        const char *tmp = getenv("TMPDIR");
+        fd = open(tmp && *tmp ? tmp : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    }
+    if (fd < 0)
+        return ck_fail_errno(err, errno, "%s: cannot create a spill file", tr->model->path);
+    return fd;
+}
+
+static int write_at(int fd, const void *buf, size_t len, uint64_t off)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = pwrite(fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+/* Copy the model's bytes of the tensor into the spill file. */
+static int fill_overlay(tree *tr, entry *e, int fd, ck_error *err)
+{
+    const ck_tensor *t = entry_tensor(tr, e);
+    uint64_t at = 0;
+    char buf[65536];
+    while (at < t->nbytes) {
+        long n = ck_model_read(tr->model, t, buf, sizeof buf, at, err);
+        if (n <= 0)
+            return n < 0 ? -1 : ck_fail(err, EIO, "%s: short read", tr->model->path);
+        if (write_at(fd, buf, (size_t)n, at) < 0)
+            return ck_fail_errno(err, errno, "%s: writing a spill file failed",
+                                 tr->model->path);
+        at += (uint64_t)n;
+    }
+    return 0;
+}
+
+static edit *with_overlay(tree *tr, entry *e, bool empty, ck_error *err)
+{
+    if (editable(tr, e, err) < 0)
+        return NULL;
+    edit *ed = edit_of(tr, e, err);
+    if (ed == NULL || ed->overlay_fd >= 0)
+        return ed;
+    int fd = spill_file(tr, err);
+    if (fd < 0)
+        return NULL;
+    if (!empty && fill_overlay(tr, e, fd, err) < 0) {
+        close(fd);
+        return NULL;
+    }
+    ed->overlay_fd = fd;
+    ed->overlay_size = empty ? 0 : entry_tensor(tr, e)->nbytes;
+    return ed;
+}
+
+int entry_out_truncate(tree *tr, entry *e, uint64_t size, ck_error *err)
+{
+    edit *ed = with_overlay(tr, e, size == 0, err);
+    if (ed == NULL)
+        return -1;
+    if (ftruncate(ed->overlay_fd, (off_t)size) < 0)
+        return ck_fail_errno(err, errno, "%s: truncating a spill file failed", tr->model->path);
+    ed->overlay_size = size;
+    return 0;
+}
+
+int entry_out_write(tree *tr, entry *e, const void *buf, size_t size, uint64_t off,
+                    ck_error *err)
+{
+    edit *ed = with_overlay(tr, e, false, err);
+    if (ed == NULL)
+        return -1;
+    if (write_at(ed->overlay_fd, buf, size, off) < 0)
+        return ck_fail_errno(err, errno, "%s: writing a spill file failed", tr->model->path);
+    if (off + size > ed->overlay_size)
+        ed->overlay_size = off + size;
+    return 0;
+}
+
+int entry_meta_begin(tree *tr, entry *e, bool truncate, ck_error *err)
+{
+    if (editable(tr, e, err) < 0)
+        return -1;
+    edit *ed = edit_of(tr, e, err);
+    if (ed == NULL)
+        return -1;
+    if (ed->meta_buf == NULL) {
+        ed->meta_buf = malloc(TREE_META_MAX);
+        if (ed->meta_buf == NULL)
+            return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        ed->meta_len = entry_meta_text(tr, e, ed->meta_buf, TREE_META_MAX);
+    }
+    if (truncate)
+        ed->meta_len = 0;
+    return 0;
+}
+
+int entry_meta_write(entry *e, const void *buf, size_t size, uint64_t off, ck_error *err)
+{
+    edit *ed = e->edit;
+    if (ed == NULL || ed->meta_buf == NULL)
+        return ck_fail(err, EBADF, "meta is not open for writing");
+    if (off > TREE_META_MAX || size > TREE_META_MAX - off)
+        return ck_fail(err, EFBIG, "meta longer than %d bytes", TREE_META_MAX);
+    if (off > ed->meta_len)
+        memset(ed->meta_buf + ed->meta_len, 0, off - ed->meta_len);
+    memcpy(ed->meta_buf + off, buf, size);
+    if (off + size > ed->meta_len)
+        ed->meta_len = off + size;
+    return 0;
+}
+
+int entry_meta_truncate(tree *tr, entry *e, uint64_t size, ck_error *err)
+{
+    edit *ed = e->edit;
+    if (ed == NULL || ed->meta_buf == NULL) {
+        if (size != 0)
+            return ck_fail(err, EINVAL, "%s: a meta can only be truncated to 0 bytes",
+                           tr->model->path);
+        return entry_meta_begin(tr, e, true, err);
+    }
+    if (size < ed->meta_len)
+        ed->meta_len = (size_t)size;
+    return 0;
+}
+
+int entry_meta_check(tree *tr, entry *e, ck_error *err)
+{
+    edit *ed = e->edit;
+    if (ed == NULL || ed->meta_buf == NULL)
+        return 0;
+    ck_meta m;
+    ck_error perr;
+    if (ck_meta_parse(ed->meta_buf, ed->meta_len, &m, &perr) < 0) {
+        char q[CK_QUOTE_BUF];
+        const ck_tensor *t = entry_tensor(tr, e);
+        return ck_fail(err, EINVAL, "%s: tensor '%s': %s; the previous meta stays",
+                       tr->model->path, NAME(t, q), perr.msg);
+    }
+    const ck_tensor *t = entry_tensor(tr, e);
+    /* A kUInt8 meta on an Int4 or random_op tensor keeps its original type. */
+    if (strcmp(m.dtype->of_name, t->dtype->of_name) == 0)
+        m.dtype = t->dtype;
+    /* The file's own meta again is no change. */
+    if (m.dtype == t->dtype && m.ndim == t->ndim &&
+        memcmp(m.dims, t->dims, t->ndim * sizeof t->dims[0]) == 0) {
+        ed->meta_changed = false;
+        return 0;
+    }
+    ed->meta = m;
+    ed->meta_changed = true;
+    return 0;
+}
+
+int entry_meta_finish(tree *tr, entry *e, ck_error *err)
+{
+    if (e->edit == NULL || e->edit->meta_buf == NULL)
+        return 0;
+    int rc = entry_meta_check(tr, e, err);
+    free(e->edit->meta_buf);
+    e->edit->meta_buf = NULL;
+    return rc;
+}
+
+/* ---- commit ---- */
+
+static int validate(const tree *tr, const entry *e, ck_error *err)
+{
+    char q[CK_QUOTE_BUF];
+    const ck_tensor *t = entry_tensor(tr, e);
+    const ck_dtype *dt = entry_dtype(tr, e);
+    if (dt->kind == CK_KIND_STR)
+        return 0;
+    uint32_t ndim;
+    const int64_t *dims = entry_dims(tr, e, &ndim);
+    uint64_t want = dt->itemsize;
+    for (uint32_t i = 0; i < ndim; i++)
+        if (__builtin_mul_overflow(want, (uint64_t)dims[i], &want))
+            return ck_fail(err, EINVAL, "%s: tensor '%s': the meta's shape is too large",
+                           tr->model->path, NAME(t, q));
+    uint64_t have = entry_out_size(tr, e);
+    if (have != want) {
+        char shape[CK_META_MAX];
+        size_t n = (size_t)snprintf(shape, sizeof shape, "[");
+        for (uint32_t i = 0; i < ndim && n < sizeof shape; i++)
+            n += (size_t)snprintf(shape + n, sizeof shape - n, "%s%lld", i ? "," : "",
+                                  (long long)dims[i]);
+        snprintf(shape + n, sizeof shape - n, "]");
+        return ck_fail(err, EINVAL, "%s: tensor '%s': out is %llu bytes but meta %s %s needs "
+                       "%llu; nothing was saved", tr->model->path, NAME(t, q),
+                       (unsigned long long)have, shape, dt->of_name, (unsigned long long)want);
+    }
+    return 0;
+}
+
+/* The writer's view of one entry; pieces/sources are filled for edits. */
+static int describe(tree *tr, entry *e, ck_write_tensor *w, ck_piece *piece,
+                    ck_source **spill, ck_error *err)
+{
+    const ck_tensor *t = entry_tensor(tr, e);
+    edit *ed = e->edit;
+    *w = (ck_write_tensor){.orig_id = e->tensor_id, .unchanged = true};
+    if (ed == NULL || (!ed->meta_changed && ed->overlay_fd < 0))
+        return 0;
+    w->unchanged = false;
+    w->name = t->name;
+    w->name_len = t->name_len;
+    w->dtype = entry_dtype(tr, e);
+    w->dims = entry_dims(tr, e, &w->ndim);
+    w->scalar_dims_zero = t->scalar_dims_zero && w->ndim == 0;
+    if (ed->overlay_fd >= 0) {
+        *spill = ck_source_wrap_fd(ed->overlay_fd, ed->overlay_size, "spill file", err);
+        if (*spill == NULL)
+            return -1;
+        *piece = (ck_piece){.src = *spill, .off = 0, .len = ed->overlay_size};
+        w->pieces = piece;
+        w->n_pieces = 1;
+    } else if (t->inline_data != NULL) {
+        *piece = (ck_piece){.mem = t->inline_data, .len = t->nbytes};
+        w->pieces = piece;
+        w->n_pieces = 1;
+    } else {
+        ck_piece *p = calloc(t->n_ext ? t->n_ext : 1, sizeof *p);
+        if (p == NULL)
+            return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        for (uint32_t k = 0; k < t->n_ext; k++) {
+            const ck_extent *x = ck_tensor_ext(t, k);
+            p[k] = (ck_piece){.src = tr->model->sources[x->src], .off = x->off, .len = x->len};
+        }
+        w->pieces = p;
+        w->n_pieces = t->n_ext;
+    }
+    return 0;
+}
+
+static int write_model(tree *tr, ck_write_tensor *w, ck_error *err)
+{
+    ck_atomic_file f;
+    if (ck_atomic_begin(&f, tr->model->path, err) < 0)
+        return -1;
+    if (ck_ckpt_write(tr->model, w, tr->n_entries, NULL, f.fd, err) < 0) {
+        ck_atomic_abort(&f);
+        return -1;
+    }
+    return ck_atomic_commit(&f, err);
+}
+
+/* Serve the new file: the entries keep their order and names. */
+static int rebind(tree *tr, ck_error *err)
+{
+    ck_model *m = ck_model_open(tr->model->path, &tr->open_opts, err);
+    if (m == NULL)
+        return -1;
+    if (m->index.n_live != tr->n_entries) {
+        ck_model_close(m);
+        return ck_fail(err, EIO, "%s: the saved file lists %zu tensors, the tree %zu",
+                       tr->model->path, m->index.n_live, tr->n_entries);
+    }
+    for (size_t i = 0; i < tr->n_entries; i++) {
+        const ck_tensor *was = entry_tensor(tr, &tr->entries[i]);
+        const ck_tensor *now = &m->index.tensors[m->index.live[i]];
+        if (was->name_len != now->name_len || memcmp(was->name, now->name, was->name_len)) {
+            ck_model_close(m);
+            return ck_fail(err, EIO, "%s: the saved file's tensors are not the tree's",
+                           tr->model->path);
+        }
+    }
+    for (size_t i = 0; i < tr->n_entries; i++) {
+        tr->entries[i].tensor_id = m->index.live[i];
+        edit_free(tr->entries[i].edit);
+        tr->entries[i].edit = NULL;
+    }
+    ck_model_close(tr->model);
+    tr->model = m;
+    return index_positions(tr, err);
+}
+
+int tree_commit(tree *tr, ck_error *err)
+{
+    if (!tree_dirty(tr))
+        return 0;
+    for (size_t i = 0; i < tr->n_entries; i++)
+        if (validate(tr, &tr->entries[i], err) < 0)
+            goto failed;
+    ck_write_tensor *w = calloc(tr->n_entries + 1, sizeof *w);
+    ck_piece *pieces = calloc(tr->n_entries + 1, sizeof *pieces);
+    ck_source **spills = calloc(tr->n_entries + 1, sizeof *spills);
+    int rc = -1;
+    if (w == NULL || pieces == NULL || spills == NULL) {
+        ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+    } else {
+        rc = 0;
+        for (size_t i = 0; i < tr->n_entries && rc == 0; i++)
+            rc = describe(tr, &tr->entries[i], &w[i], &pieces[i], &spills[i], err);
+        if (rc == 0)
+            rc = write_model(tr, w, err);
+    }
+    for (size_t i = 0; w && pieces && i < tr->n_entries; i++)
+        if (w[i].pieces != NULL && w[i].pieces != &pieces[i])
+            free((void *)w[i].pieces);
+    for (size_t i = 0; spills && i < tr->n_entries; i++)
+        ck_source_close(spills[i]);
+    free(w);
+    free(pieces);
+    free(spills);
+    if (rc == 0 && rebind(tr, err) == 0) {
+        tr->last_error[0] = '\0';
+        return 0;
+    }
+failed:
+    snprintf(tr->last_error, sizeof tr->last_error, "%s", err->msg);
+    return -1;
+}

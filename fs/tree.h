@@ -1,0 +1,95 @@
+/*
+ * tree: the mounted tree and the edits not yet saved, without FUSE.
+ *
+ * Each visible tensor is an entry: its shown meta (type and shape), and
+ * where `out` comes from — the model's extents, or an overlay spill file
+ * once it has been written to.  A meta being written is buffered and only
+ * replaces the entry's meta when it parses.  tree_commit() validates every
+ * entry, re-encodes the model through export/ (unchanged tensors copied byte
+ * for byte), replaces the file atomically and rebinds the entries to the new
+ * file, which then serves every read.
+ *
+ * Entries keep their position for the life of the mount, so the front-end
+ * can derive inode numbers from it.
+ */
+#ifndef CKPTFS_TREE_H
+#define CKPTFS_TREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../codec/model.h"
+#include "../codec/oneflow_meta.h"
+
+/* A meta is a few lines; anything longer is not one. */
+#define TREE_META_MAX 65536
+
+/* What an entry's edits hold; allocated on the first edit only, so an
+ * untouched mount costs 16 bytes per tensor here. */
+typedef struct edit {
+    bool meta_changed;
+    ck_meta meta;               /* shown type and shape, when changed */
+    int overlay_fd;             /* -1 while `out` is the model's bytes */
+    uint64_t overlay_size;
+    char *meta_buf;             /* a meta being written, or NULL */
+    size_t meta_len;
+} edit;
+
+typedef struct entry {
+    uint32_t tensor_id;         /* in the model's index */
+    edit *edit;
+} entry;
+
+typedef struct tree {
+    ck_model *model;
+    uint32_t *pos_of_tensor;    /* tensor id -> entry position (UINT32_MAX: none) */
+    ck_open_opts open_opts;     /* to reopen the model after a commit */
+    entry *entries;
+    size_t n_entries;
+    bool writable;
+    char last_error[CK_ERROR_MSG_MAX]; /* of the last failed commit */
+} tree;
+
+int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable,
+              ck_error *err);
+void tree_free(tree *tr);
+
+static inline const ck_tensor *entry_tensor(const tree *tr, const entry *e)
+{
+    return &tr->model->index.tensors[e->tensor_id];
+}
+
+/* Position of the entry whose directory is dir_name, or -1. */
+int64_t tree_lookup(const tree *tr, const char *dir_name);
+
+/* Shown type, shape and size of `out`, edits included. */
+const ck_dtype *entry_dtype(const tree *tr, const entry *e);
+const int64_t *entry_dims(const tree *tr, const entry *e, uint32_t *ndim);
+uint64_t entry_out_size(const tree *tr, const entry *e);
+size_t entry_meta_text(const tree *tr, const entry *e, char *buf, size_t cap);
+/* Any change not yet in the model file (snapshot_done is absent then). */
+bool tree_dirty(const tree *tr);
+
+/* `out` edits: the first one copies the model's bytes to a spill file
+ * (nothing is copied when truncating). */
+int entry_out_truncate(tree *tr, entry *e, uint64_t size, ck_error *err);
+int entry_out_write(tree *tr, entry *e, const void *buf, size_t size, uint64_t off,
+                    ck_error *err);
+
+/* `meta` edits: begin (optionally empty) and write into a buffer.  check
+ * (at each close) parses it and applies it if valid, else refuses with the
+ * reason, keeping the previous meta and the buffer (the file may still be
+ * open through another descriptor); finish (at the last close) does the
+ * same and drops the buffer. */
+int entry_meta_begin(tree *tr, entry *e, bool truncate, ck_error *err);
+int entry_meta_write(entry *e, const void *buf, size_t size, uint64_t off, ck_error *err);
+int entry_meta_check(tree *tr, entry *e, ck_error *err);
+int entry_meta_finish(tree *tr, entry *e, ck_error *err);
+/* truncate(2) on a meta: only to 0, or within a meta being written. */
+int entry_meta_truncate(tree *tr, entry *e, uint64_t size, ck_error *err);
+
+/* Save every change into the model file (a no-op when nothing changed). */
+int tree_commit(tree *tr, ck_error *err);
+
+#endif
