@@ -1,6 +1,7 @@
 #define _GNU_SOURCE /* mkostemp */
 #include "atomic_writer.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -96,4 +97,25 @@ void ck_atomic_abort(ck_atomic_file *f)
         close(f->fd);
     f->fd = -1;
     unlink(f->tmp);
+}
+
+int ck_atomic_cleanup(const char *target)
+{
+    char dir[PATH_MAX], base[PATH_MAX], prefix[PATH_MAX + 16];
+    if (split_path(target, dir, base, NULL) < 0)
+        return 0;
+    int plen = snprintf(prefix, sizeof prefix, ".%s.ckptfs-", base);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    int removed = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        /* mkostemp's six characters follow the prefix. */
+        if (strncmp(de->d_name, prefix, (size_t)plen) != 0 || strlen(de->d_name) != (size_t)plen + 6)
+            continue;
+        removed += unlinkat(dirfd(d), de->d_name, 0) == 0;
+    }
+    closedir(d);
+    return removed;
 }

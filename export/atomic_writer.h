@@ -27,4 +27,8 @@ int ck_atomic_begin(ck_atomic_file *f, const char *target, ck_error *err);
 int ck_atomic_commit(ck_atomic_file *f, ck_error *err);
 void ck_atomic_abort(ck_atomic_file *f);
 
+/* Remove the temporary files an interrupted save of target left behind;
+ * returns how many were removed. */
+int ck_atomic_cleanup(const char *target);
+
 #endif

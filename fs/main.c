@@ -15,6 +15,7 @@
 #include <string.h>
 #include <syslog.h>
 
+#include "../export/atomic_writer.h"
 #include "ckptfs.h"
 
 struct cli {
@@ -54,9 +55,10 @@ static void usage(FILE *to)
             "  MOUNTPOINT/snapshot_done   empty: the tree equals the file\n"
             "\n"
             "ckptfs options:\n"
-            "    -o ro              read-only (the default)\n"
-            "    -o rw              writable: edits to meta and out are saved into MODEL\n"
-            "                       on touch snapshot_done, fsync or unmount\n"
+            "    -o ro              read-only\n"
+            "    -o rw              writable (the default when MODEL's owner may write it):\n"
+            "                       edits to meta and out are saved into MODEL on\n"
+            "                       touch snapshot_done, fsync or unmount\n"
             "    -o nocrc           do not verify a CRC-32 trailer (saves reading the file)\n"
             "    -o nosplice        copy tensor bytes instead of splicing them\n"
             "    -f                 stay in the foreground\n"
@@ -118,7 +120,7 @@ out_destroy:
 int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct cli cli = {0};
+    struct cli cli = {.rw = -1}; /* -1: decided by the model's owner write bit */
     struct fuse_cmdline_opts opts = {0};
     int rc = 1;
 
@@ -160,12 +162,17 @@ int main(int argc, char **argv)
         free(abs);
         goto out;
     }
+    /* MindSpore saves checkpoints 0400: such a file is not edited unless
+     * asked for. */
+    bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 : cli.rw;
+    if (rw)
+        ck_atomic_cleanup(path);
     ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice};
-    if (tree_init(&fs.tr, model, &oo, cli.rw, &err) < 0) {
+    if (tree_init(&fs.tr, model, &oo, rw, &err) < 0) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         ck_model_close(model);
     } else {
-        if (add_mount_opts(&args, path, cli.rw) < 0)
+        if (add_mount_opts(&args, path, rw) < 0)
             fprintf(stderr, "ckptfs: out of memory\n");
         else
             rc = serve(&fs, &args, &opts);

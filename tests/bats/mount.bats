@@ -55,6 +55,30 @@ load helpers
     ! mountpoint -q "$BATS_TEST_TMPDIR/m2"
 }
 
+@test "read-only unless the model's owner may write it (MindSpore saves 0400); -o rw and -o ro override" {
+    $ORACLE gen "$BATS_TEST_TMPDIR/a.ckpt" --case sliced
+    chmod 0400 "$BATS_TEST_TMPDIR/a.ckpt"
+    mount_fg "$BATS_TEST_TMPDIR/a.ckpt" "$BATS_TEST_TMPDIR/m1"
+    grep -q " $BATS_TEST_TMPDIR/m1 fuse.ckptfs ro," /proc/mounts
+    mount_fg "$BATS_TEST_TMPDIR/a.ckpt" "$BATS_TEST_TMPDIR/m2" -o rw
+    grep -q " $BATS_TEST_TMPDIR/m2 fuse.ckptfs rw," /proc/mounts
+    chmod 0600 "$BATS_TEST_TMPDIR/a.ckpt"
+    mount_fg "$BATS_TEST_TMPDIR/a.ckpt" "$BATS_TEST_TMPDIR/m3"
+    grep -q " $BATS_TEST_TMPDIR/m3 fuse.ckptfs rw," /proc/mounts
+    mount_fg "$BATS_TEST_TMPDIR/a.ckpt" "$BATS_TEST_TMPDIR/m4" -o ro
+    grep -q " $BATS_TEST_TMPDIR/m4 fuse.ckptfs ro," /proc/mounts
+}
+
+@test "a writable mount removes the temporary files of an interrupted save, and only those" {
+    $ORACLE gen "$BATS_TEST_TMPDIR/a.ckpt" --case sliced
+    touch "$BATS_TEST_TMPDIR/.a.ckpt.ckptfs-Ab12Cd" "$BATS_TEST_TMPDIR/.a.ckpt.ckptfs-keep-me" \
+          "$BATS_TEST_TMPDIR/.b.ckpt.ckptfs-Ab12Cd"
+    mount_fg "$BATS_TEST_TMPDIR/a.ckpt" "$BATS_TEST_TMPDIR/m"
+    [ ! -e "$BATS_TEST_TMPDIR/.a.ckpt.ckptfs-Ab12Cd" ]
+    [ -e "$BATS_TEST_TMPDIR/.a.ckpt.ckptfs-keep-me" ]
+    [ -e "$BATS_TEST_TMPDIR/.b.ckpt.ckptfs-Ab12Cd" ]
+}
+
 @test "-o nosplice serves the same bytes" {
     $ORACLE gen "$BATS_TEST_TMPDIR/s.ckpt" --case sliced
     mount_fg "$BATS_TEST_TMPDIR/s.ckpt" "$BATS_TEST_TMPDIR/m" -o nosplice

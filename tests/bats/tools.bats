@@ -7,7 +7,7 @@ setup() {
     $ORACLE gen "$BATS_TEST_TMPDIR/a.ckpt" --case alltypes
     $ORACLE parse "$BATS_TEST_TMPDIR/a.ckpt" >"$BATS_TEST_TMPDIR/ref.json"
     M=$BATS_TEST_TMPDIR/m
-    mount_fg "$BATS_TEST_TMPDIR/a.ckpt" "$M"
+    mount_fg "$BATS_TEST_TMPDIR/a.ckpt" "$M" -o ro
 }
 
 # ref_sha DIR: the oracle's sha256 of a tensor's out.
