@@ -17,6 +17,7 @@
 
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
+#include <time.h>
 
 #include "../codec/model.h"
 #include "tree.h"
@@ -29,9 +30,20 @@ typedef struct ckfs {
     double timeout;         /* entry/attr cache timeout */
     bool splice;            /* serve `out` by splicing from the file */
     bool final_commit_failed; /* the save at unmount failed: exit non-zero */
+    /* Saving on its own: commit_delay seconds after the last handle open
+     * for writing is closed (never when commit_delay < 0, -o commit=manual). */
+    double commit_delay;
+    unsigned open_writers;
+    struct timespec last_write_close;
+    bool auto_commit_failed;  /* wait for a new edit before trying again */
 } ckfs;
 
 extern const struct fuse_lowlevel_ops ckfs_ops;
+
+/* Milliseconds until the automatic save is due, or -1 for none pending. */
+int ckfs_commit_wait_ms(const ckfs *fs);
+/* The automatic save, run by the session loop when it is due. */
+void ckfs_auto_commit(ckfs *fs);
 
 /* One line to stderr or syslog. */
 void ckfs_log(const ckfs *fs, int priority, const char *fmt, ...)

@@ -327,6 +327,30 @@ static int commit(ckfs *fs)
     return err.errnum ? err.errnum : EIO;
 }
 
+int ckfs_commit_wait_ms(const ckfs *fs)
+{
+    if (!fs->tr.writable || fs->commit_delay < 0 || fs->open_writers > 0 ||
+        fs->auto_commit_failed || !tree_dirty(&fs->tr))
+        return -1;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double since = (double)(now.tv_sec - fs->last_write_close.tv_sec) +
+                   (double)(now.tv_nsec - fs->last_write_close.tv_nsec) / 1e9;
+    double left = fs->commit_delay - since;
+    return left <= 0 ? 0 : (int)(left * 1000) + 1;
+}
+
+void ckfs_auto_commit(ckfs *fs)
+{
+    if (commit(fs) != 0)
+        fs->auto_commit_failed = true;
+}
+
+static bool is_writer(const struct fuse_file_info *fi)
+{
+    return (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     ckfs *fs = fs_of(req);
@@ -340,7 +364,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, EISDIR);
         return;
     }
-    bool writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+    bool writing = is_writer(fi);
     fi->keep_cache = 1;
     if (!writing) {
         fuse_reply_open(req, fi);
@@ -360,10 +384,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         rc = entry_out_truncate(&fs->tr, e, 0, &err) < 0 ? err.errnum : 0;
     if (err.msg[0] != '\0')
         ckfs_log(fs, LOG_ERR, "%s", err.msg);
-    if (rc != 0)
+    if (rc != 0) {
         fuse_reply_err(req, rc);
-    else
-        fuse_reply_open(req, fi);
+        return;
+    }
+    if (k != NODE_SNAPSHOT_DONE) {
+        fs->open_writers++;
+        fs->auto_commit_failed = false;
+    }
+    fuse_reply_open(req, fi);
 }
 
 struct splice_ctx {
@@ -543,12 +572,17 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    (void)fi;
     ckfs *fs = fs_of(req);
     entry *e;
     ck_error err;
-    if (resolve(fs, ino, &e) == NODE_META && entry_meta_finish(&fs->tr, e, &err) < 0)
+    node_kind k = resolve(fs, ino, &e);
+    if (k == NODE_META && entry_meta_finish(&fs->tr, e, &err) < 0)
         ckfs_log(fs, LOG_ERR, "%s", err.msg);
+    if (fs->tr.writable && is_writer(fi) && (k == NODE_META || k == NODE_OUT) &&
+        fs->open_writers > 0) {
+        fs->open_writers--;
+        clock_gettime(CLOCK_MONOTONIC, &fs->last_write_close);
+    }
     fuse_reply_err(req, 0);
 }
 
@@ -577,6 +611,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     int rc = 0;
     ck_error err = {0};
     if (to_set & FUSE_SET_ATTR_SIZE) {
+        clock_gettime(CLOCK_MONOTONIC, &fs->last_write_close);
+        fs->auto_commit_failed = false;
         if (k == NODE_OUT)
             rc = entry_out_truncate(&fs->tr, e, (uint64_t)attr->st_size, &err) < 0 ? err.errnum : 0;
         else if (k == NODE_META)

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,8 @@ struct cli {
     int nocrc;
     int nosplice;
     int rw;
+    int manual;
+    double commit_delay;
 };
 
 static const struct fuse_opt cli_opts[] = {
@@ -30,6 +33,9 @@ static const struct fuse_opt cli_opts[] = {
     {"nosplice", offsetof(struct cli, nosplice), 1},
     {"rw", offsetof(struct cli, rw), 1},
     {"ro", offsetof(struct cli, rw), 0},
+    {"commit=manual", offsetof(struct cli, manual), 1},
+    {"commit=auto", offsetof(struct cli, manual), 0},
+    {"commit_delay=%lf", offsetof(struct cli, commit_delay), 0},
     FUSE_OPT_END,
 };
 
@@ -58,7 +64,10 @@ static void usage(FILE *to)
             "    -o ro              read-only\n"
             "    -o rw              writable (the default when MODEL's owner may write it):\n"
             "                       edits to meta and out are saved into MODEL on\n"
-            "                       touch snapshot_done, fsync or unmount\n"
+            "                       touch snapshot_done, fsync, unmount, and on their own\n"
+            "    -o commit_delay=S  save S seconds after the last file written is closed\n"
+            "                       (default 1)\n"
+            "    -o commit=manual   no automatic save\n"
             "    -o nocrc           do not verify a CRC-32 trailer (saves reading the file)\n"
             "    -o nosplice        copy tensor bytes instead of splicing them\n"
             "    -f                 stay in the foreground\n"
@@ -83,6 +92,38 @@ static int add_mount_opts(struct fuse_args *args, const char *model, bool rw)
     return rc;
 }
 
+/* libfuse's single-threaded loop, plus the automatic save: poll the FUSE
+ * device with the time left until the save is due. */
+static int run_loop(struct fuse_session *se, ckfs *fs)
+{
+    struct fuse_buf buf = {0};
+    struct pollfd pfd = {.fd = fuse_session_fd(se), .events = POLLIN};
+    int res = 0;
+    while (!fuse_session_exited(se)) {
+        int r = poll(&pfd, 1, ckfs_commit_wait_ms(fs));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            res = -errno;
+            break;
+        }
+        if (r == 0) {
+            ckfs_auto_commit(fs);
+            continue;
+        }
+        res = fuse_session_receive_buf(se, &buf);
+        if (res == -EINTR)
+            continue;
+        if (res <= 0)
+            break; /* 0: unmounted */
+        fuse_session_process_buf(se, &buf);
+        res = 0;
+    }
+    free(buf.mem);
+    fuse_session_reset(se);
+    return res < 0 ? res : 0;
+}
+
 static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opts)
 {
     struct fuse_session *se = fuse_session_new(args, &ckfs_ops, sizeof ckfs_ops, fs);
@@ -101,9 +142,8 @@ static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opt
         fs->use_syslog = true;
         openlog("ckptfs", LOG_PID, LOG_DAEMON);
     }
-    /* A positive result is the signal that ended the loop (SIGTERM, SIGINT,
-     * SIGHUP): a normal unmount. */
-    int loop = fuse_session_loop(se);
+    /* A signal (SIGTERM, SIGINT, SIGHUP) ends the loop like an unmount. */
+    int loop = run_loop(se, fs);
     rc = loop < 0 ? 1 : 0;
     if (loop < 0)
         ckfs_log(fs, LOG_ERR, "%s: session loop failed: %s", fs->tr.model->path,
@@ -120,7 +160,7 @@ out_destroy:
 int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct cli cli = {.rw = -1}; /* -1: decided by the model's owner write bit */
+    struct cli cli = {.rw = -1, .commit_delay = 1.0}; /* rw -1: by the owner write bit */
     struct fuse_cmdline_opts opts = {0};
     int rc = 1;
 
@@ -167,7 +207,8 @@ int main(int argc, char **argv)
     bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 : cli.rw;
     if (rw)
         ck_atomic_cleanup(path);
-    ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice};
+    ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice,
+               .commit_delay = cli.manual ? -1 : cli.commit_delay};
     if (tree_init(&fs.tr, model, &oo, rw, &err) < 0) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         ck_model_close(model);

@@ -36,7 +36,7 @@ PY
 export ORACLE_PY=$REPO/tests/oracle/ckpt_oracle.py
 
 @test "dd patches out in place; touch snapshot_done saves exactly that change" {
-    mount_fg "$F" "$M" -o rw
+    mount_fg "$F" "$M" -o rw,commit=manual
     cp "$F" "$BATS_TEST_TMPDIR/before"
     printf '\x00\x00\x80\x3f' | dd of="$M/linear1.bias/out" bs=1 seek=8 conv=notrunc status=none
     [ ! -e "$M/snapshot_done" ]
@@ -52,7 +52,7 @@ export ORACLE_PY=$REPO/tests/oracle/ckpt_oracle.py
 }
 
 @test "cp a new file over out, fsync saves it durably" {
-    mount_fg "$F" "$M" -o rw
+    mount_fg "$F" "$M" -o rw,commit=manual
     $PY -c 'import numpy as n; n.arange(6, dtype="<f4").tofile("'"$BATS_TEST_TMPDIR"'/new.bin")'
     cp "$BATS_TEST_TMPDIR/new.bin" "$M/linear1.bias/out"
     $PY -c 'import os; fd = os.open("'"$M"'/linear1.bias/out", os.O_RDONLY); os.fsync(fd)'
@@ -61,7 +61,7 @@ export ORACLE_PY=$REPO/tests/oracle/ckpt_oracle.py
 }
 
 @test "np.memmap writes are saved at unmount; the daemon exits 0" {
-    mount_fg "$F" "$M" -o rw
+    mount_fg "$F" "$M" -o rw,commit=manual
     $PY -c 'import numpy as n
 a = n.memmap("'"$M"'/linear2.bias/out", dtype="<f4", mode="r+")
 a[:] = [9, 8, 7, 6, 5]; a.flush(); del a'
@@ -71,7 +71,7 @@ a[:] = [9, 8, 7, 6, 5]; a.flush(); del a'
 }
 
 @test "a wrong size is refused at the save: tensor and sizes named, file untouched, edit kept" {
-    mount_fg "$F" "$M" -o rw
+    mount_fg "$F" "$M" -o rw,commit=manual
     before=$(sha "$F")
     truncate -s 20 "$M/linear1.bias/out"
     run touch "$M/snapshot_done"
@@ -87,7 +87,7 @@ a[:] = [9, 8, 7, 6, 5]; a.flush(); del a'
 }
 
 @test "meta accepts what text_format accepts and shows the canonical form; a reshape is saved" {
-    mount_fg "$F" "$M" -o rw
+    mount_fg "$F" "$M" -o rw,commit=manual
     printf '# reshape\nshape { dim: [2, 3] } data_type: 2' >"$M/linear1.bias/meta"
     cmp <($ORACLE meta-of 2,3 kFloat) "$M/linear1.bias/meta"
     [ "$(getfattr --only-values -n user.ckptfs.shape "$M/linear1.bias")" = "[2,3]" ]
@@ -98,7 +98,7 @@ a[:] = [9, 8, 7, 6, 5]; a.flush(); del a'
 }
 
 @test "an invalid meta fails close() with EINVAL and the previous meta stays" {
-    mount_fg "$F" "$M" -o rw
+    mount_fg "$F" "$M" -o rw,commit=manual
     before=$(sha "$F")
     for bad in 'data_type: kFoo' 'shape { dim: -3 } data_type: kFloat' 'extra: 1' 'garbage'; do
         run $PY -c 'import sys
@@ -118,7 +118,7 @@ sys.exit(1)' "$M/linear1.bias/meta" "$bad"
 }
 
 @test "a save with nothing changed leaves the file byte for byte" {
-    mount_fg "$F" "$M" -o rw
+    mount_fg "$F" "$M" -o rw,commit=manual
     before=$(sha "$F")
     cp "$M/linear1.weight/meta" "$BATS_TEST_TMPDIR/meta"
     cat "$BATS_TEST_TMPDIR/meta" >"$M/linear1.weight/meta"
@@ -128,7 +128,7 @@ sys.exit(1)' "$M/linear1.bias/meta" "$bad"
 }
 
 @test "unmount with an invalid edit: non-zero exit, the reason, the file untouched" {
-    mount_fg "$F" "$M" -o rw
+    mount_fg "$F" "$M" -o rw,commit=manual
     before=$(sha "$F")
     truncate -s 3 "$M/linear2.bias/out"
     pid=$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)
@@ -142,11 +142,36 @@ sys.exit(1)' "$M/linear1.bias/meta" "$bad"
 
 @test "str values are written back from UTF-8" {
     $ORACLE gen "$F" --case alltypes
-    mount_fg "$F" "$M" -o rw
+    mount_fg "$F" "$M" -o rw,commit=manual
     printf 'grüße ✓' >"$M/info.str_ascii/out"
     touch "$M/snapshot_done"
     run $ORACLE check "$M" "$F"
     [ "$status" -eq 0 ]
     [ "$(cat "$M/info.str_ascii/out")" = "grüße ✓" ]
     [ "$(field info.str_ascii type)" = '"str"' ]
+}
+
+@test "without a trigger the edits are saved commit_delay after the last writer closes" {
+    mount_fg "$F" "$M" -o commit_delay=0.2
+    exec 5<>"$M/linear1.bias/out"
+    printf '\x00\x00\x80\x3f' >&5
+    before=$(sha "$F")
+    sleep 0.5
+    # still open for writing: nothing is saved yet
+    [ "$(sha "$F")" = "$before" ]
+    [ ! -e "$M/snapshot_done" ]
+    exec 5>&-
+    for _ in $(seq 1 200); do [ -e "$M/snapshot_done" ] && break; sleep 0.05; done
+    [ -e "$M/snapshot_done" ]
+    [ "$(values linear1.bias | cut -d' ' -f1)" = 1 ]
+}
+
+@test "-o commit=manual: nothing is saved until asked" {
+    mount_fg "$F" "$M" -o commit=manual,commit_delay=0
+    before=$(sha "$F")
+    printf '\x00\x00\x80\x3f' | dd of="$M/linear1.bias/out" conv=notrunc status=none
+    sleep 0.3
+    [ "$(sha "$F")" = "$before" ]
+    touch "$M/snapshot_done"
+    [ "$(values linear1.bias | cut -d' ' -f1)" = 1 ]
 }
