@@ -102,9 +102,14 @@ fuzz: $(BUILD)/fuzz-ckpt
 bench: all
 	bench/bench_ckpt.sh $(BUILD)
 
+# mount(8) looks for mount.<type> in /sbin only.
+SBINDIR   ?= /sbin
 install: $(BUILD)/ckptfs $(BUILD)/ckptfs-dump
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SBINDIR)
+	install -m 0755 $(BUILD)/ckptfs $(BUILD)/ckptfs-dump mount-helpers/ckptfs-umount \
+	  $(DESTDIR)$(PREFIX)/bin/
+	sed 's|@BINDIR@|$(PREFIX)/bin|' mount-helpers/mount.ckptfs >$(DESTDIR)$(SBINDIR)/mount.ckptfs
+	chmod 0755 $(DESTDIR)$(SBINDIR)/mount.ckptfs
 
 clean:
 	rm -rf build build-asan

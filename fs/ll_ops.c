@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "../codec/oneflow_meta.h"
 #include "inode_map.h"
@@ -32,6 +33,7 @@
 #define XATTR_TYPE "user.ckptfs.type"
 #define XATTR_SHAPE "user.ckptfs.shape"
 #define XATTR_LAST_ERROR "user.ckptfs.last_error"
+#define XATTR_PID "user.ckptfs.pid"
 /* The listxattr reply: the names, each NUL-terminated. */
 static const char xattr_list[] = XATTR_NAME "\0" XATTR_TYPE "\0" XATTR_SHAPE;
 
@@ -708,6 +710,13 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         reply_xattr_value(req, fs->tr.last_error, strlen(fs->tr.last_error), size);
         return;
     }
+    if (k == NODE_ROOT && strcmp(name, XATTR_PID) == 0) {
+        /* for ckptfs-umount, which waits for this process to finish saving */
+        char pid[24];
+        reply_xattr_value(req, pid, (size_t)snprintf(pid, sizeof pid, "%ld", (long)getpid()),
+                          size);
+        return;
+    }
     if (k != NODE_TENSOR_DIR) {
         fuse_reply_err(req, ENODATA);
         return;
@@ -738,7 +747,10 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
     else if (k == NODE_TENSOR_DIR)
         reply_xattr_value(req, xattr_list, sizeof xattr_list, size);
     else if (k == NODE_ROOT && fs->tr.last_error[0])
-        reply_xattr_value(req, XATTR_LAST_ERROR, sizeof XATTR_LAST_ERROR, size);
+        reply_xattr_value(req, XATTR_PID "\0" XATTR_LAST_ERROR, sizeof XATTR_PID +
+                          sizeof XATTR_LAST_ERROR, size);
+    else if (k == NODE_ROOT)
+        reply_xattr_value(req, XATTR_PID, sizeof XATTR_PID, size);
     else
         reply_xattr_value(req, "", 0, size);
 }

@@ -1,0 +1,70 @@
+#!/usr/bin/env bats
+# mount-helpers/: ckptfs-umount (save, unmount, wait) and mount.ckptfs (the
+# mount(8) helper), and what `make install` puts where.
+
+load helpers
+
+UMOUNT=$REPO/mount-helpers/ckptfs-umount
+
+setup() {
+    F=$BATS_TEST_TMPDIR/model.ckpt
+    M=$BATS_TEST_TMPDIR/m
+    cp "$MS/goldenstick_test_linears_woq_predict_2stage_fp32.ckpt" "$F"
+    chmod 0644 "$F"
+}
+
+@test "ckptfs-umount saves, unmounts and returns after the daemon has exited" {
+    mount_fg "$F" "$M" -o commit=manual
+    pid=$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)
+    printf '\x00\x00\x80\x3f' | dd of="$M/linear1.bias/out" conv=notrunc status=none
+    "$UMOUNT" "$M"
+    ! mountpoint -q "$M"
+    ! kill -0 "$pid" 2>/dev/null
+    mount_fg "$F" "$BATS_TEST_TMPDIR/again" -o ro
+    [ "$(od -A n -t f4 -N 4 "$BATS_TEST_TMPDIR/again/linear1.bias/out" | tr -d ' ')" = 1 ]
+}
+
+@test "ckptfs-umount: a failing save is reported with the daemon's reason and the mount stays" {
+    mount_fg "$F" "$M" -o commit=manual
+    before=$(sha "$F")
+    truncate -s 3 "$M/linear2.bias/out"
+    run "$UMOUNT" "$M"
+    [ "$status" -eq 1 ]
+    [[ $output == *"not unmounted, the save failed"*"tensor 'linear2.bias': out is 3 bytes"* ]]
+    mountpoint -q "$M"
+    [ "$(sha "$F")" = "$before" ]
+    truncate -s 20 "$M/linear2.bias/out"
+    "$UMOUNT" "$M"
+    ! mountpoint -q "$M"
+}
+
+@test "ckptfs-umount on a read-only mount just unmounts; on anything else it refuses" {
+    mount_fg "$MS/goldenstick_test_linears_woq_predict_2stage_fp32.ckpt" "$M"
+    "$UMOUNT" "$M"
+    ! mountpoint -q "$M"
+    run "$UMOUNT" "$BATS_TEST_TMPDIR"
+    [ "$status" -eq 2 ]
+    [[ $output == *"is not a ckptfs mount"* ]]
+}
+
+@test "mount.ckptfs drops mount(8)'s own options and passes the rest to ckptfs" {
+    mkdir "$M"
+    echo "0 $M" >>"$BATS_TEST_TMPDIR/mounts"
+    CKPTFS=$CKPTFS "$REPO/mount-helpers/mount.ckptfs" "$F" "$M" -o rw,noauto,nofail,x-gvfs-hide,ro
+    grep -q " $M fuse.ckptfs ro," /proc/mounts
+    [ -f "$M/linear1.bias/out" ]
+    "$UMOUNT" "$M"
+    chmod 0400 "$F"
+    CKPTFS=$CKPTFS "$REPO/mount-helpers/mount.ckptfs" "$F" "$M" -o rw,defaults
+    grep -q " $M fuse.ckptfs ro," /proc/mounts  # mount(8)'s implicit rw is not ckptfs's -o rw
+    "$UMOUNT" "$M"
+}
+
+@test "make install puts ckptfs, ckptfs-dump, ckptfs-umount in PREFIX/bin and mount.ckptfs in SBINDIR" {
+    make -s -C "$REPO" BUILD="$BUILD" install DESTDIR="$BATS_TEST_TMPDIR/root" PREFIX=/opt/ck SBINDIR=/sbin
+    for f in ckptfs ckptfs-dump ckptfs-umount; do
+        [ -x "$BATS_TEST_TMPDIR/root/opt/ck/bin/$f" ]
+    done
+    [ -x "$BATS_TEST_TMPDIR/root/sbin/mount.ckptfs" ]
+    grep -q 'CKPTFS=${CKPTFS:-/opt/ck/bin/ckptfs}' "$BATS_TEST_TMPDIR/root/sbin/mount.ckptfs"
+}
