@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ckpt_reader.h"
 
@@ -90,6 +92,33 @@ ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *er
 fail:
     ck_model_close(m);
     return NULL;
+}
+
+ck_model *ck_model_empty(const char *path, const char *format_name, ck_error *err)
+{
+    bool ckpt = format_name ? strcmp(format_name, "ckpt") == 0 : has_suffix(path, ".ckpt");
+    if (!ckpt) {
+        ck_fail(err, ENOTSUP, "%s: cannot create a model of this type (give a .ckpt name or "
+                "-o format=ckpt)", path);
+        return NULL;
+    }
+    ck_model *m = calloc(1, sizeof *m);
+    if (m == NULL || (m->path = strdup(path)) == NULL) {
+        free(m);
+        ck_fail(err, ENOMEM, "%s: out of memory", path);
+        return NULL;
+    }
+    ck_index_init(&m->index);
+    m->format = CK_FORMAT_CKPT;
+    m->st.st_mode = S_IFREG | 0644;
+    m->st.st_uid = getuid();
+    m->st.st_gid = getgid();
+    clock_gettime(CLOCK_REALTIME, &m->st.st_mtim);
+    if (ck_index_finalize(&m->index, path, err) < 0) {
+        ck_model_close(m);
+        return NULL;
+    }
+    return m;
 }
 
 void ck_model_close(ck_model *m)

@@ -42,6 +42,11 @@ typedef struct ck_model {
 } ck_model;
 
 ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err);
+
+/* A model with no tensors for a file that does not exist yet (mount -o
+ * create); the first commit creates the file.  format_name: "ckpt", or NULL
+ * to go by the file name's extension. */
+ck_model *ck_model_empty(const char *path, const char *format_name, ck_error *err);
 void ck_model_close(ck_model *m);
 
 const char *ck_format_name(ck_format f);

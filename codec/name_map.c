@@ -1,5 +1,6 @@
 #include "name_map.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,4 +82,29 @@ int64_t ck_name_map_put(ck_name_map *m, const char *key, size_t len, uint32_t va
     s->len = (uint32_t)len;
     s->value = value;
     return previous;
+}
+
+uint32_t ck_name_map_del(ck_name_map *m, const char *key, size_t len)
+{
+    if (m->count == 0)
+        return CK_NAME_MAP_NONE;
+    ck_name_map_slot *s = find_slot(m->slots, m->cap, key, len, ck_fnv1a64(key, len));
+    uint32_t value = s->value;
+    if (value == CK_NAME_MAP_NONE)
+        return value;
+    /* Linear probing: move later members of the run back into the hole so
+     * every key stays reachable from its home slot. */
+    size_t hole = (size_t)(s - m->slots), mask = m->cap - 1;
+    for (size_t i = (hole + 1) & mask; m->slots[i].value != CK_NAME_MAP_NONE; i = (i + 1) & mask) {
+        size_t home = (size_t)ck_fnv1a64(m->slots[i].key, m->slots[i].len) & mask;
+        /* i may move to hole unless its home lies cyclically in (hole, i]. */
+        bool stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
+        if (!stays) {
+            m->slots[hole] = m->slots[i];
+            hole = i;
+        }
+    }
+    m->slots[hole].value = CK_NAME_MAP_NONE;
+    m->count--;
+    return value;
 }

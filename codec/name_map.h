@@ -36,6 +36,9 @@ uint32_t ck_name_map_get(const ck_name_map *m, const char *key, size_t len);
  * key was new), or -1 cast to int64 on allocation failure. */
 int64_t ck_name_map_put(ck_name_map *m, const char *key, size_t len, uint32_t value);
 
+/* Remove key if present; returns its value or CK_NAME_MAP_NONE. */
+uint32_t ck_name_map_del(ck_name_map *m, const char *key, size_t len);
+
 /* 64-bit FNV-1a: also the documented hash of over-long directory names. */
 uint64_t ck_fnv1a64(const void *data, size_t len);
 

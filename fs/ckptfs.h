@@ -30,11 +30,11 @@ typedef struct ckfs {
     double timeout;         /* entry/attr cache timeout */
     bool splice;            /* serve `out` by splicing from the file */
     bool final_commit_failed; /* the save at unmount failed: exit non-zero */
-    /* Saving on its own: commit_delay seconds after the last handle open
-     * for writing is closed (never when commit_delay < 0, -o commit=manual). */
+    /* Saving on its own: commit_delay seconds after the last edit, with no
+     * file open for writing (never when commit_delay < 0: -o commit=manual). */
     double commit_delay;
     unsigned open_writers;
-    struct timespec last_write_close;
+    struct timespec last_edit;
     bool auto_commit_failed;  /* wait for a new edit before trying again */
 } ckfs;
 

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h> /* RENAME_NOREPLACE, RENAME_EXCHANGE */
 #include <sys/statvfs.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -73,7 +74,8 @@ static node_kind resolve(ckfs *fs, fuse_ino_t ino, entry **e)
         return NODE_NONE; /* absent until the edits are saved */
     if (k == NODE_TENSOR_DIR || k == NODE_META || k == NODE_OUT) {
         *e = entry_at(fs, pos);
-        if (*e == NULL)
+        if (*e == NULL || (*e)->deleted || (k == NODE_META && !entry_has_meta(*e)) ||
+            (k == NODE_OUT && !entry_has_out(*e)))
             return NODE_NONE;
     }
     return k;
@@ -203,8 +205,11 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 /* ---- directories ---- */
 
-/* Entry `pos` of a directory listing: its name and inode (0 past the end).
- * The root lists snapshot_done at position 2 only while the tree is saved. */
+#define SKIP ((fuse_ino_t)-1) /* a listing position with nothing there now */
+
+/* Entry `pos` of a directory listing: its name and inode (0 past the end,
+ * SKIP for a position that is empty now: snapshot_done while edits are
+ * unsaved, a removed tensor, a missing meta or out). */
 static fuse_ino_t dir_entry(ckfs *fs, fuse_ino_t dir, const entry *e, off_t pos,
                             const char **name)
 {
@@ -216,20 +221,23 @@ static fuse_ino_t dir_entry(ckfs *fs, fuse_ino_t dir, const entry *e, off_t pos,
     if (e == NULL) { /* the root */
         if (pos == 2) {
             *name = "snapshot_done";
-            return tree_dirty(&fs->tr) ? (fuse_ino_t)-1 : INO_SNAPSHOT_DONE;
+            return tree_dirty(&fs->tr) ? SKIP : INO_SNAPSHOT_DONE;
         }
         if ((size_t)(pos - 3) >= fs->tr.n_entries)
             return 0;
-        *name = entry_tensor(&fs->tr, &fs->tr.entries[pos - 3])->dir_name;
+        const entry *child = &fs->tr.entries[pos - 3];
+        if (child->deleted)
+            return SKIP;
+        *name = entry_dir_name(&fs->tr, child);
         return ino_of_tensor((uint32_t)(pos - 3), NODE_TENSOR_DIR);
     }
     if (pos == 2) {
         *name = "meta";
-        return ino_of_tensor(pos_of(fs, e), NODE_META);
+        return entry_has_meta(e) ? ino_of_tensor(pos_of(fs, e), NODE_META) : SKIP;
     }
     if (pos == 3) {
         *name = "out";
-        return ino_of_tensor(pos_of(fs, e), NODE_OUT);
+        return entry_has_out(e) ? ino_of_tensor(pos_of(fs, e), NODE_OUT) : SKIP;
     }
     return 0;
 }
@@ -263,8 +271,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
         fuse_ino_t child = dir_entry(fs, ino, dir, pos, &name);
         if (child == 0)
             break;
-        if (child == (fuse_ino_t)-1)
-            continue; /* not there now */
+        if (child == SKIP)
+            continue;
         size_t n;
         if (plus) {
             struct fuse_entry_param e;
@@ -336,10 +344,17 @@ int ckfs_commit_wait_ms(const ckfs *fs)
         return -1;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    double since = (double)(now.tv_sec - fs->last_write_close.tv_sec) +
-                   (double)(now.tv_nsec - fs->last_write_close.tv_nsec) / 1e9;
+    double since = (double)(now.tv_sec - fs->last_edit.tv_sec) +
+                   (double)(now.tv_nsec - fs->last_edit.tv_nsec) / 1e9;
     double left = fs->commit_delay - since;
     return left <= 0 ? 0 : (int)(left * 1000) + 1;
+}
+
+/* An edit happened: the automatic save waits commit_delay from now. */
+static void edited(ckfs *fs)
+{
+    clock_gettime(CLOCK_MONOTONIC, &fs->last_edit);
+    fs->auto_commit_failed = false;
 }
 
 void ckfs_auto_commit(ckfs *fs)
@@ -392,7 +407,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     }
     if (k != NODE_SNAPSHOT_DONE) {
         fs->open_writers++;
-        fs->auto_commit_failed = false;
+        edited(fs);
     }
     fuse_reply_open(req, fi);
 }
@@ -488,7 +503,7 @@ static void read_out(fuse_req_t req, const ckfs *fs, const entry *e, size_t size
     const ck_tensor *t = entry_tensor(&fs->tr, e);
     if (e->edit != NULL && e->edit->overlay_fd >= 0)
         read_overlay(req, fs, e->edit, size, off);
-    else if ((uint64_t)off >= t->nbytes || size == 0)
+    else if (t == NULL || (uint64_t)off >= t->nbytes || size == 0)
         fuse_reply_buf(req, NULL, 0);
     else if (t->inline_data == NULL && all_sources_are_files(MODEL(fs)))
         read_extents(req, fs, t, size, off);
@@ -550,10 +565,12 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         rc = ck_fail(&err, EINVAL, "snapshot_done stays empty");
     else
         rc = ck_fail(&err, k == NODE_NONE ? ENOENT : EISDIR, "not a file");
-    if (rc < 0)
+    if (rc < 0) {
         fuse_reply_err(req, err.errnum);
-    else
-        fuse_reply_write(req, size);
+        return;
+    }
+    edited(fs);
+    fuse_reply_write(req, size);
 }
 
 /* close(): a meta written through this handle is parsed now, so a bad one
@@ -583,7 +600,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     if (fs->tr.writable && is_writer(fi) && (k == NODE_META || k == NODE_OUT) &&
         fs->open_writers > 0) {
         fs->open_writers--;
-        clock_gettime(CLOCK_MONOTONIC, &fs->last_write_close);
+        edited(fs);
     }
     fuse_reply_err(req, 0);
 }
@@ -613,8 +630,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     int rc = 0;
     ck_error err = {0};
     if (to_set & FUSE_SET_ATTR_SIZE) {
-        clock_gettime(CLOCK_MONOTONIC, &fs->last_write_close);
-        fs->auto_commit_failed = false;
+        edited(fs);
         if (k == NODE_OUT)
             rc = entry_out_truncate(&fs->tr, e, (uint64_t)attr->st_size, &err) < 0 ? err.errnum : 0;
         else if (k == NODE_META)
@@ -638,14 +654,45 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     fuse_reply_attr(req, &st, timeout_of(fs, ino));
 }
 
-/* Creating snapshot_done saves the tree; nothing else can be created yet. */
-static int create_snapshot_done(ckfs *fs, fuse_ino_t parent, const char *name)
+/* The tensor directory `parent` and which of its files `name` is. */
+static entry *file_of(ckfs *fs, fuse_ino_t parent, const char *name, bool *meta)
+{
+    entry *e;
+    if (resolve(fs, parent, &e) != NODE_TENSOR_DIR)
+        return NULL;
+    if (strcmp(name, "meta") == 0)
+        *meta = true;
+    else if (strcmp(name, "out") == 0)
+        *meta = false;
+    else
+        return NULL;
+    return e;
+}
+
+/* What create and mknod make: snapshot_done (which saves the tree), or a
+ * tensor directory's meta or out.  Returns an errno; *ino is the new node. */
+static int make_file(ckfs *fs, fuse_ino_t parent, const char *name, fuse_ino_t *ino)
 {
     if (!fs->tr.writable)
         return EROFS;
-    if (parent != INO_ROOT || strcmp(name, "snapshot_done") != 0)
-        return EPERM;
-    return commit(fs);
+    if (parent == INO_ROOT) {
+        if (strcmp(name, "snapshot_done") != 0)
+            return EPERM; /* the root holds tensor directories only */
+        *ino = INO_SNAPSHOT_DONE;
+        return commit(fs);
+    }
+    bool meta;
+    entry *e = file_of(fs, parent, name, &meta);
+    if (e == NULL)
+        return EPERM; /* a tensor directory holds meta and out only */
+    ck_error err = {0};
+    if (entry_create(&fs->tr, e, meta, &err) < 0) {
+        ckfs_log(fs, LOG_ERR, "%s", err.msg);
+        return err.errnum;
+    }
+    edited(fs);
+    *ino = ino_of_tensor(pos_of(fs, e), meta ? NODE_META : NODE_OUT);
+    return 0;
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -653,14 +700,19 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
     (void)mode;
     ckfs *fs = fs_of(req);
-    int rc = create_snapshot_done(fs, parent, name);
+    fuse_ino_t ino = 0;
     struct fuse_entry_param e;
-    if (rc == 0 && fill_entry(fs, INO_SNAPSHOT_DONE, &e) < 0)
+    int rc = make_file(fs, parent, name, &ino);
+    if (rc == 0 && fill_entry(fs, ino, &e) < 0)
         rc = EIO;
-    if (rc != 0)
+    if (rc != 0) {
         fuse_reply_err(req, rc);
-    else
-        fuse_reply_create(req, &e, fi);
+        return;
+    }
+    if (ino != INO_SNAPSHOT_DONE && is_writer(fi))
+        fs->open_writers++;
+    fi->keep_cache = 1;
+    fuse_reply_create(req, &e, fi);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -668,11 +720,12 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
     (void)rdev;
     ckfs *fs = fs_of(req);
-    int rc = S_ISREG(mode) ? create_snapshot_done(fs, parent, name) : EPERM;
+    fuse_ino_t ino = 0;
+    int rc = S_ISREG(mode) ? make_file(fs, parent, name, &ino) : EPERM;
     if (rc != 0)
         fuse_reply_err(req, rc);
     else
-        reply_entry(req, fs, INO_SNAPSHOT_DONE);
+        reply_entry(req, fs, ino);
 }
 
 /* ---- extended attributes ---- */
@@ -721,12 +774,15 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         fuse_reply_err(req, ENODATA);
         return;
     }
-    const ck_tensor *t = entry_tensor(&fs->tr, e);
+    const ck_dtype *dt = entry_dtype(&fs->tr, e);
     if (strcmp(name, XATTR_NAME) == 0) {
-        reply_xattr_value(req, t->name, t->name_len, size);
+        size_t len;
+        const char *tname = entry_name(&fs->tr, e, &len);
+        reply_xattr_value(req, tname, len, size);
+    } else if (dt == NULL) {
+        fuse_reply_err(req, ENODATA); /* no valid meta yet */
     } else if (strcmp(name, XATTR_TYPE) == 0) {
-        const char *type = entry_dtype(&fs->tr, e)->ms_name;
-        reply_xattr_value(req, type, strlen(type), size);
+        reply_xattr_value(req, dt->ms_name, strlen(dt->ms_name), size);
     } else if (strcmp(name, XATTR_SHAPE) == 0) {
         char shape[CK_MAX_DIMS * 22 + 4];
         uint32_t ndim;
@@ -770,37 +826,97 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
     fuse_reply_statfs(req, &sv);
 }
 
-/* ---- what this version cannot change ---- */
+/* ---- tensor directories ---- */
 
-static int cannot(const ckfs *fs)
+static void reply_status(fuse_req_t req, ckfs *fs, int rc, const ck_error *err)
 {
-    return fs->tr.writable ? EPERM : EROFS;
+    if (rc < 0 && err->msg[0] != '\0')
+        ckfs_log(fs, LOG_ERR, "%s", err->msg);
+    if (rc == 0)
+        edited(fs);
+    fuse_reply_err(req, rc < 0 ? err->errnum : 0);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-    (void)parent, (void)name, (void)mode;
-    fuse_reply_err(req, cannot(fs_of(req)));
+    (void)mode;
+    ckfs *fs = fs_of(req);
+    ck_error err = {0};
+    if (parent != INO_ROOT) {
+        fuse_reply_err(req, fs->tr.writable ? EPERM : EROFS); /* tensors are one level */
+        return;
+    }
+    if (strcmp(name, "snapshot_done") == 0) {
+        fuse_reply_err(req, EEXIST);
+        return;
+    }
+    int64_t pos = tree_mkdir(&fs->tr, name, &err);
+    if (pos < 0) {
+        reply_status(req, fs, -1, &err);
+        return;
+    }
+    edited(fs);
+    reply_entry(req, fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR));
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    ckfs *fs = fs_of(req);
+    ck_error err = {0};
+    int64_t pos = parent == INO_ROOT ? tree_lookup(&fs->tr, name) : -1;
+    if (pos < 0) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    reply_status(req, fs, tree_rmdir(&fs->tr, &fs->tr.entries[pos], &err), &err);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-    (void)parent, (void)name;
-    fuse_reply_err(req, cannot(fs_of(req)));
+    ckfs *fs = fs_of(req);
+    ck_error err = {0};
+    bool meta;
+    if (parent == INO_ROOT && strcmp(name, "snapshot_done") == 0) {
+        fuse_reply_err(req, fs->tr.writable ? EPERM : EROFS);
+        return;
+    }
+    entry *e = file_of(fs, parent, name, &meta);
+    if (e == NULL || (meta ? !entry_has_meta(e) : !entry_has_out(e))) {
+        fuse_reply_err(req, ENOENT);
+        return;
+    }
+    reply_status(req, fs, entry_unlink(&fs->tr, e, meta, &err), &err);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                       fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-    (void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
-    fuse_reply_err(req, cannot(fs_of(req)));
+    ckfs *fs = fs_of(req);
+    ck_error err = {0};
+    /* Tensor directories can be renamed; files inside them cannot move (a
+     * tool that gets EXDEV copies instead). */
+    if (parent != INO_ROOT || newparent != INO_ROOT) {
+        fuse_reply_err(req, fs->tr.writable ? EXDEV : EROFS);
+        return;
+    }
+    int64_t pos = tree_lookup(&fs->tr, name);
+    if (pos < 0) {
+        fuse_reply_err(req, strcmp(name, "snapshot_done") == 0 ? EPERM : ENOENT);
+        return;
+    }
+    if (strcmp(newname, "snapshot_done") == 0 || (flags & RENAME_EXCHANGE) ||
+        ((flags & RENAME_NOREPLACE) && tree_lookup(&fs->tr, newname) >= 0)) {
+        fuse_reply_err(req, flags & RENAME_NOREPLACE ? EEXIST : EINVAL);
+        return;
+    }
+    reply_status(req, fs, tree_rename(&fs->tr, &fs->tr.entries[pos], newname, &err), &err);
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                         size_t size, int flags)
 {
     (void)ino, (void)name, (void)value, (void)size, (void)flags;
-    fuse_reply_err(req, cannot(fs_of(req)));
+    fuse_reply_err(req, fs_of(req)->tr.writable ? ENOTSUP : EROFS);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -846,8 +962,7 @@ const struct fuse_lowlevel_ops ckfs_ops = {
     .statfs = op_statfs,
     .mkdir = op_mkdir,
     .unlink = op_unlink,
-    .rmdir = op_unlink,
+    .rmdir = op_rmdir,
     .rename = op_rename,
     .setxattr = op_setxattr,
-    .removexattr = op_unlink,
 };

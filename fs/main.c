@@ -7,6 +7,7 @@
  * file is refused with its one-line reason and nothing appears at the mount
  * point.  Without -f the process detaches only after the mount is live.
  */
+#define _GNU_SOURCE /* asprintf */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <unistd.h>
 
 #include "../export/atomic_writer.h"
 #include "ckptfs.h"
@@ -26,6 +28,8 @@ struct cli {
     int rw;
     int manual;
     double commit_delay;
+    int create;
+    char *format;
 };
 
 static const struct fuse_opt cli_opts[] = {
@@ -36,6 +40,8 @@ static const struct fuse_opt cli_opts[] = {
     {"commit=manual", offsetof(struct cli, manual), 1},
     {"commit=auto", offsetof(struct cli, manual), 0},
     {"commit_delay=%lf", offsetof(struct cli, commit_delay), 0},
+    {"create", offsetof(struct cli, create), 1},
+    {"format=%s", offsetof(struct cli, format), 0},
     FUSE_OPT_END,
 };
 
@@ -68,12 +74,35 @@ static void usage(FILE *to)
             "    -o commit_delay=S  save S seconds after the last file written is closed\n"
             "                       (default 1)\n"
             "    -o commit=manual   no automatic save\n"
+            "    -o create          MODEL may not exist yet: mount an empty model, the\n"
+            "                       first save creates the file\n"
+            "    -o format=ckpt     the type of a model to create (default: by extension)\n"
             "    -o nocrc           do not verify a CRC-32 trailer (saves reading the file)\n"
             "    -o nosplice        copy tensor bytes instead of splicing them\n"
             "    -f                 stay in the foreground\n"
             "    -d                 debug output (implies -f)\n"
             "    --help, --version\n"
             "\n");
+}
+
+/* realpath() of a path whose last component may not exist yet (-o create). */
+static char *absolute_path(const char *path)
+{
+    char *abs = realpath(path, NULL);
+    if (abs != NULL)
+        return abs;
+    char *copy = strdup(path), *slash = copy ? strrchr(copy, '/') : NULL;
+    if (copy == NULL)
+        return NULL;
+    const char *base = slash ? slash + 1 : copy;
+    char *dir = slash ? (slash == copy ? "/" : (*slash = '\0', copy)) : ".";
+    char *absdir = realpath(dir, NULL);
+    char *out = NULL;
+    if (absdir != NULL && asprintf(&out, "%s/%s", strcmp(absdir, "/") ? absdir : "", base) < 0)
+        out = NULL;
+    free(absdir);
+    free(copy);
+    return out;
 }
 
 /* Mount options every ckptfs mount gets. */
@@ -192,11 +221,15 @@ int main(int argc, char **argv)
     }
 
     /* The daemon changes directory to /: keep an absolute path. */
-    char *abs = realpath(cli.model, NULL);
+    char *abs = absolute_path(cli.model);
     const char *path = abs ? abs : cli.model;
     ck_error err;
     ck_open_opts oo = {.skip_crc = cli.nocrc};
-    ck_model *model = ck_model_open(path, &oo, &err);
+    ck_model *model = cli.create && access(path, F_OK) != 0
+                          ? ck_model_empty(path, cli.format, &err)
+                          : ck_model_open(path, &oo, &err);
+    if (model != NULL && model->n_sources == 0)
+        cli.rw = 1; /* a model to create is written, whatever its mode says */
     if (model == NULL) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         free(abs);
@@ -224,6 +257,7 @@ int main(int argc, char **argv)
 out:
     free(opts.mountpoint);
     free(cli.model);
+    free(cli.format);
     fuse_opt_free_args(&args);
     return rc;
 }

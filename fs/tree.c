@@ -13,30 +13,35 @@
 #include "../export/atomic_writer.h"
 #include "../export/ckpt_writer.h"
 
-#define NAME(t, q) ck_quote(q, (t)->name, (t)->name_len)
+#include "../codec/dir_name.h"
 
-/* Map tensor ids of the current model to entry positions. */
-static int index_positions(tree *tr, ck_error *err)
+/* The entry's name, quoted for a message. */
+static const char *quoted(const tree *tr, const entry *e, char q[CK_QUOTE_BUF])
 {
-    const ck_index *ix = &tr->model->index;
-    uint32_t *pos = malloc((ix->count ? ix->count : 1) * sizeof *pos);
-    if (pos == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
-    for (size_t i = 0; i < ix->count; i++)
-        pos[i] = UINT32_MAX;
-    for (size_t i = 0; i < tr->n_entries; i++)
-        pos[tr->entries[i].tensor_id] = (uint32_t)i;
-    free(tr->pos_of_tensor);
-    tr->pos_of_tensor = pos;
+    size_t len;
+    const char *name = entry_name(tr, e, &len);
+    return ck_quote(q, name, len);
+}
+
+/* (Re)build the directory-name map from the live entries. */
+static int index_names(tree *tr, ck_error *err)
+{
+    ck_name_map_free(&tr->by_dir);
+    for (size_t i = 0; i < tr->n_entries; i++) {
+        const entry *e = &tr->entries[i];
+        if (e->deleted)
+            continue;
+        const char *dir = entry_dir_name(tr, e);
+        if (ck_name_map_put(&tr->by_dir, dir, strlen(dir), (uint32_t)i) < 0)
+            return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+    }
     return 0;
 }
 
 int64_t tree_lookup(const tree *tr, const char *dir_name)
 {
-    uint32_t id = ck_index_lookup(&tr->model->index, dir_name, strlen(dir_name));
-    if (id == CK_NAME_MAP_NONE || tr->pos_of_tensor[id] == UINT32_MAX)
-        return -1;
-    return tr->pos_of_tensor[id];
+    uint32_t pos = ck_name_map_get(&tr->by_dir, dir_name, strlen(dir_name));
+    return pos == CK_NAME_MAP_NONE ? -1 : (int64_t)pos;
 }
 
 int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable,
@@ -46,14 +51,16 @@ int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable
     tr->model = model;
     tr->open_opts = opts ? *opts : (ck_open_opts){0};
     tr->writable = writable;
+    ck_name_map_init(&tr->by_dir);
     const ck_index *ix = &model->index;
-    tr->entries = calloc(ix->n_live ? ix->n_live : 1, sizeof *tr->entries);
+    tr->cap_entries = ix->n_live ? ix->n_live : 16;
+    tr->entries = calloc(tr->cap_entries, sizeof *tr->entries);
     if (tr->entries == NULL)
         return ck_fail(err, ENOMEM, "%s: out of memory", model->path);
     for (size_t i = 0; i < ix->n_live; i++)
         tr->entries[i].tensor_id = ix->live[i];
     tr->n_entries = ix->n_live;
-    return index_positions(tr, err);
+    return index_names(tr, err);
 }
 
 static void edit_free(edit *ed)
@@ -63,6 +70,8 @@ static void edit_free(edit *ed)
     if (ed->overlay_fd >= 0)
         close(ed->overlay_fd);
     free(ed->meta_buf);
+    free(ed->name);
+    free(ed->dir_name);
     free(ed);
 }
 
@@ -71,15 +80,40 @@ void tree_free(tree *tr)
     for (size_t i = 0; i < tr->n_entries; i++)
         edit_free(tr->entries[i].edit);
     free(tr->entries);
-    free(tr->pos_of_tensor);
+    ck_name_map_free(&tr->by_dir);
     memset(tr, 0, sizeof *tr);
+}
+
+const char *entry_dir_name(const tree *tr, const entry *e)
+{
+    return e->edit && e->edit->dir_name ? e->edit->dir_name : entry_tensor(tr, e)->dir_name;
+}
+
+const char *entry_name(const tree *tr, const entry *e, size_t *len)
+{
+    if (e->edit && e->edit->name) {
+        *len = e->edit->name_len;
+        return e->edit->name;
+    }
+    *len = entry_tensor(tr, e)->name_len;
+    return entry_tensor(tr, e)->name;
+}
+
+bool entry_has_meta(const entry *e)
+{
+    return !(e->edit && e->edit->no_meta);
+}
+
+bool entry_has_out(const entry *e)
+{
+    return !(e->edit && e->edit->no_out);
 }
 
 const ck_dtype *entry_dtype(const tree *tr, const entry *e)
 {
     if (e->edit != NULL && e->edit->meta_changed)
         return e->edit->meta.dtype;
-    return entry_tensor(tr, e)->dtype;
+    return e->tensor_id == ENTRY_NEW ? NULL : entry_tensor(tr, e)->dtype;
 }
 
 const int64_t *entry_dims(const tree *tr, const entry *e, uint32_t *ndim)
@@ -87,6 +121,10 @@ const int64_t *entry_dims(const tree *tr, const entry *e, uint32_t *ndim)
     if (e->edit != NULL && e->edit->meta_changed) {
         *ndim = e->edit->meta.ndim;
         return e->edit->meta.dims;
+    }
+    if (e->tensor_id == ENTRY_NEW) {
+        *ndim = 0;
+        return NULL;
     }
     *ndim = entry_tensor(tr, e)->ndim;
     return entry_tensor(tr, e)->dims;
@@ -96,21 +134,33 @@ uint64_t entry_out_size(const tree *tr, const entry *e)
 {
     if (e->edit != NULL && e->edit->overlay_fd >= 0)
         return e->edit->overlay_size;
-    return entry_tensor(tr, e)->nbytes;
+    return e->tensor_id == ENTRY_NEW ? 0 : entry_tensor(tr, e)->nbytes;
 }
 
 size_t entry_meta_text(const tree *tr, const entry *e, char *buf, size_t cap)
 {
+    const ck_dtype *dt = entry_dtype(tr, e);
+    if (dt == NULL) { /* a new meta not valid yet: show what was written */
+        const edit *ed = e->edit;
+        size_t n = ed && ed->meta_buf ? (ed->meta_len < cap ? ed->meta_len : cap) : 0;
+        if (n)
+            memcpy(buf, ed->meta_buf, n);
+        return n;
+    }
     uint32_t ndim;
     const int64_t *dims = entry_dims(tr, e, &ndim);
-    return ck_meta_format(entry_dtype(tr, e), dims, ndim, buf, cap);
+    return ck_meta_format(dt, dims, ndim, buf, cap);
 }
 
 bool tree_dirty(const tree *tr)
 {
     for (size_t i = 0; i < tr->n_entries; i++) {
-        const edit *ed = tr->entries[i].edit;
-        if (ed != NULL && (ed->meta_changed || ed->overlay_fd >= 0))
+        const entry *e = &tr->entries[i];
+        const edit *ed = e->edit;
+        if (e->tensor_id == ENTRY_NEW ? !e->deleted : e->deleted)
+            return true;
+        if (ed != NULL && (ed->meta_changed || ed->overlay_fd >= 0 || ed->name ||
+                           ed->no_meta || ed->no_out))
             return true;
     }
     return false;
@@ -124,9 +174,9 @@ static int editable(const tree *tr, const entry *e, ck_error *err)
     const ck_tensor *t = entry_tensor(tr, e);
     if (!tr->writable)
         return ck_fail(err, EROFS, "%s: read-only mount", tr->model->path);
-    if (t->part != CK_PART_WHOLE)
+    if (t != NULL && t->part != CK_PART_WHOLE)
         return ck_fail(err, EPERM, "%s: tensor '%s': map parameters cannot be edited",
-                       tr->model->path, NAME(t, q));
+                       tr->model->path, quoted(tr, e, q));
     return 0;
 }
 
@@ -179,6 +229,8 @@ static int write_at(int fd, const void *buf, size_t len, uint64_t off)
 static int fill_overlay(tree *tr, entry *e, int fd, ck_error *err)
 {
     const ck_tensor *t = entry_tensor(tr, e);
+    if (t == NULL)
+        return 0;
     uint64_t at = 0;
     char buf[65536];
     while (at < t->nbytes) {
@@ -207,8 +259,8 @@ static edit *with_overlay(tree *tr, entry *e, bool empty, ck_error *err)
         close(fd);
         return NULL;
     }
+    ed->overlay_size = empty ? 0 : entry_out_size(tr, e);
     ed->overlay_fd = fd;
-    ed->overlay_size = empty ? 0 : entry_tensor(tr, e)->nbytes;
     return ed;
 }
 
@@ -292,19 +344,20 @@ int entry_meta_check(tree *tr, entry *e, ck_error *err)
     ck_error perr;
     if (ck_meta_parse(ed->meta_buf, ed->meta_len, &m, &perr) < 0) {
         char q[CK_QUOTE_BUF];
-        const ck_tensor *t = entry_tensor(tr, e);
         return ck_fail(err, EINVAL, "%s: tensor '%s': %s; the previous meta stays",
-                       tr->model->path, NAME(t, q), perr.msg);
+                       tr->model->path, quoted(tr, e, q), perr.msg);
     }
     const ck_tensor *t = entry_tensor(tr, e);
-    /* A kUInt8 meta on an Int4 or random_op tensor keeps its original type. */
-    if (strcmp(m.dtype->of_name, t->dtype->of_name) == 0)
-        m.dtype = t->dtype;
-    /* The file's own meta again is no change. */
-    if (m.dtype == t->dtype && m.ndim == t->ndim &&
-        memcmp(m.dims, t->dims, t->ndim * sizeof t->dims[0]) == 0) {
-        ed->meta_changed = false;
-        return 0;
+    if (t != NULL) {
+        /* A kUInt8 meta on an Int4 or random_op tensor keeps its type. */
+        if (strcmp(m.dtype->of_name, t->dtype->of_name) == 0)
+            m.dtype = t->dtype;
+        /* The file's own meta again is no change. */
+        if (m.dtype == t->dtype && m.ndim == t->ndim &&
+            memcmp(m.dims, t->dims, t->ndim * sizeof t->dims[0]) == 0) {
+            ed->meta_changed = false;
+            return 0;
+        }
     }
     ed->meta = m;
     ed->meta_changed = true;
@@ -326,8 +379,17 @@ int entry_meta_finish(tree *tr, entry *e, ck_error *err)
 static int validate(const tree *tr, const entry *e, ck_error *err)
 {
     char q[CK_QUOTE_BUF];
-    const ck_tensor *t = entry_tensor(tr, e);
+    const char *path = tr->model->path;
+    if (!entry_has_meta(e))
+        return ck_fail(err, EINVAL, "%s: tensor '%s' has no meta; nothing was saved", path,
+                       quoted(tr, e, q));
+    if (!entry_has_out(e))
+        return ck_fail(err, EINVAL, "%s: tensor '%s' has no out; nothing was saved", path,
+                       quoted(tr, e, q));
     const ck_dtype *dt = entry_dtype(tr, e);
+    if (dt == NULL)
+        return ck_fail(err, EINVAL, "%s: tensor '%s': its meta is not valid; nothing was saved",
+                       path, quoted(tr, e, q));
     if (dt->kind == CK_KIND_STR)
         return 0;
     uint32_t ndim;
@@ -335,8 +397,8 @@ static int validate(const tree *tr, const entry *e, ck_error *err)
     uint64_t want = dt->itemsize;
     for (uint32_t i = 0; i < ndim; i++)
         if (__builtin_mul_overflow(want, (uint64_t)dims[i], &want))
-            return ck_fail(err, EINVAL, "%s: tensor '%s': the meta's shape is too large",
-                           tr->model->path, NAME(t, q));
+            return ck_fail(err, EINVAL, "%s: tensor '%s': the meta's shape is too large", path,
+                           quoted(tr, e, q));
     uint64_t have = entry_out_size(tr, e);
     if (have != want) {
         char shape[CK_META_MAX];
@@ -346,7 +408,7 @@ static int validate(const tree *tr, const entry *e, ck_error *err)
                                   (long long)dims[i]);
         snprintf(shape + n, sizeof shape - n, "]");
         return ck_fail(err, EINVAL, "%s: tensor '%s': out is %llu bytes but meta %s %s needs "
-                       "%llu; nothing was saved", tr->model->path, NAME(t, q),
+                       "%llu; nothing was saved", path, quoted(tr, e, q),
                        (unsigned long long)have, shape, dt->of_name, (unsigned long long)want);
     }
     return 0;
@@ -358,16 +420,15 @@ static int describe(tree *tr, entry *e, ck_write_tensor *w, ck_piece *piece,
 {
     const ck_tensor *t = entry_tensor(tr, e);
     edit *ed = e->edit;
-    *w = (ck_write_tensor){.orig_id = e->tensor_id, .unchanged = true};
-    if (ed == NULL || (!ed->meta_changed && ed->overlay_fd < 0))
+    *w = (ck_write_tensor){.orig_id = t ? e->tensor_id : CK_WRITE_NEW, .unchanged = true};
+    if (t != NULL && (ed == NULL || (!ed->meta_changed && ed->overlay_fd < 0 && !ed->name)))
         return 0;
     w->unchanged = false;
-    w->name = t->name;
-    w->name_len = t->name_len;
+    w->name = entry_name(tr, e, &w->name_len);
     w->dtype = entry_dtype(tr, e);
     w->dims = entry_dims(tr, e, &w->ndim);
-    w->scalar_dims_zero = t->scalar_dims_zero && w->ndim == 0;
-    if (ed->overlay_fd >= 0) {
+    w->scalar_dims_zero = t && t->scalar_dims_zero && w->ndim == 0;
+    if (ed != NULL && ed->overlay_fd >= 0) {
         *spill = ck_source_wrap_fd(ed->overlay_fd, ed->overlay_size, "spill file", err);
         if (*spill == NULL)
             return -1;
@@ -392,46 +453,49 @@ static int describe(tree *tr, entry *e, ck_write_tensor *w, ck_piece *piece,
     return 0;
 }
 
-static int write_model(tree *tr, ck_write_tensor *w, ck_error *err)
+static int write_model(tree *tr, ck_write_tensor *w, size_t n, ck_error *err)
 {
     ck_atomic_file f;
     if (ck_atomic_begin(&f, tr->model->path, err) < 0)
         return -1;
-    if (ck_ckpt_write(tr->model, w, tr->n_entries, NULL, f.fd, err) < 0) {
+    if (ck_ckpt_write(tr->model, w, n, NULL, f.fd, err) < 0) {
         ck_atomic_abort(&f);
         return -1;
     }
     return ck_atomic_commit(&f, err);
 }
 
-/* Serve the new file: the entries keep their order and names. */
+/* Serve the new file: its tensors are the live entries, in order. */
 static int rebind(tree *tr, ck_error *err)
 {
     ck_model *m = ck_model_open(tr->model->path, &tr->open_opts, err);
     if (m == NULL)
         return -1;
-    if (m->index.n_live != tr->n_entries) {
-        ck_model_close(m);
-        return ck_fail(err, EIO, "%s: the saved file lists %zu tensors, the tree %zu",
-                       tr->model->path, m->index.n_live, tr->n_entries);
-    }
+    size_t k = 0;
     for (size_t i = 0; i < tr->n_entries; i++) {
-        const ck_tensor *was = entry_tensor(tr, &tr->entries[i]);
-        const ck_tensor *now = &m->index.tensors[m->index.live[i]];
-        if (was->name_len != now->name_len || memcmp(was->name, now->name, was->name_len)) {
+        const entry *e = &tr->entries[i];
+        if (e->deleted)
+            continue;
+        size_t len;
+        const char *name = entry_name(tr, e, &len);
+        const ck_tensor *now = k < m->index.n_live ? &m->index.tensors[m->index.live[k]] : NULL;
+        if (now == NULL || now->name_len != len || memcmp(now->name, name, len) != 0) {
             ck_model_close(m);
             return ck_fail(err, EIO, "%s: the saved file's tensors are not the tree's",
                            tr->model->path);
         }
+        k++;
     }
+    k = 0;
     for (size_t i = 0; i < tr->n_entries; i++) {
-        tr->entries[i].tensor_id = m->index.live[i];
-        edit_free(tr->entries[i].edit);
-        tr->entries[i].edit = NULL;
+        entry *e = &tr->entries[i];
+        edit_free(e->edit);
+        e->edit = NULL;
+        e->tensor_id = e->deleted ? ENTRY_NEW : m->index.live[k++];
     }
     ck_model_close(tr->model);
     tr->model = m;
-    return index_positions(tr, err);
+    return index_names(tr, err);
 }
 
 int tree_commit(tree *tr, ck_error *err)
@@ -439,25 +503,29 @@ int tree_commit(tree *tr, ck_error *err)
     if (!tree_dirty(tr))
         return 0;
     for (size_t i = 0; i < tr->n_entries; i++)
-        if (validate(tr, &tr->entries[i], err) < 0)
+        if (!tr->entries[i].deleted && validate(tr, &tr->entries[i], err) < 0)
             goto failed;
     ck_write_tensor *w = calloc(tr->n_entries + 1, sizeof *w);
     ck_piece *pieces = calloc(tr->n_entries + 1, sizeof *pieces);
     ck_source **spills = calloc(tr->n_entries + 1, sizeof *spills);
+    size_t n = 0;
     int rc = -1;
     if (w == NULL || pieces == NULL || spills == NULL) {
         ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
     } else {
         rc = 0;
         for (size_t i = 0; i < tr->n_entries && rc == 0; i++)
-            rc = describe(tr, &tr->entries[i], &w[i], &pieces[i], &spills[i], err);
+            if (!tr->entries[i].deleted) {
+                rc = describe(tr, &tr->entries[i], &w[n], &pieces[n], &spills[n], err);
+                n++;
+            }
         if (rc == 0)
-            rc = write_model(tr, w, err);
+            rc = write_model(tr, w, n, err);
     }
-    for (size_t i = 0; w && pieces && i < tr->n_entries; i++)
+    for (size_t i = 0; w && pieces && i < n; i++)
         if (w[i].pieces != NULL && w[i].pieces != &pieces[i])
             free((void *)w[i].pieces);
-    for (size_t i = 0; spills && i < tr->n_entries; i++)
+    for (size_t i = 0; spills && i < n; i++)
         ck_source_close(spills[i]);
     free(w);
     free(pieces);
@@ -469,4 +537,162 @@ int tree_commit(tree *tr, ck_error *err)
 failed:
     snprintf(tr->last_error, sizeof tr->last_error, "%s", err->msg);
     return -1;
+}
+
+/* ---- tensor directories ---- */
+
+static int set_name(tree *tr, edit *ed, const char *dir_name, ck_error *err)
+{
+    size_t dlen = strlen(dir_name);
+    if (dlen > CK_DIR_NAME_MAX) /* FUSE passes names up to 1024 bytes */
+        return ck_fail(err, ENAMETOOLONG, "%s: a tensor directory name is at most %d bytes",
+                       tr->model->path, CK_DIR_NAME_MAX);
+    char *name = malloc(dlen + 1);
+    if (name == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+    long len = ck_dir_name_decode(dir_name, dlen, name, dlen);
+    char canonical[CK_DIR_NAME_MAX + 1];
+    /* Only names the listing rule produces: "%zz", "a%2f" (lower case) or a
+     * shortened "%~" name would not come back the same. */
+    if (len < 0 || ck_dir_name(name, (size_t)len, NULL, canonical) != dlen ||
+        memcmp(canonical, dir_name, dlen) != 0) {
+        free(name);
+        return ck_fail(err, EINVAL, "%s: '%s' is not a valid escaped tensor name",
+                       tr->model->path, dir_name);
+    }
+    char *dir = strdup(dir_name);
+    if (dir == NULL) {
+        free(name);
+        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+    }
+    free(ed->name);
+    free(ed->dir_name);
+    ed->name = name;
+    ed->name_len = (size_t)len;
+    ed->dir_name = dir;
+    return 0;
+}
+
+int64_t tree_mkdir(tree *tr, const char *dir_name, ck_error *err)
+{
+    if (!tr->writable)
+        return ck_fail(err, EROFS, "%s: read-only mount", tr->model->path);
+    if (tree_lookup(tr, dir_name) >= 0)
+        return ck_fail(err, EEXIST, "%s: '%s' exists", tr->model->path, dir_name);
+    if (tr->n_entries == tr->cap_entries) {
+        size_t cap = tr->cap_entries * 2;
+        entry *more = realloc(tr->entries, cap * sizeof *more);
+        if (more == NULL)
+            return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        tr->entries = more;
+        tr->cap_entries = cap;
+    }
+    entry *e = &tr->entries[tr->n_entries];
+    *e = (entry){.tensor_id = ENTRY_NEW};
+    edit *ed = edit_of(tr, e, err);
+    if (ed == NULL)
+        return -1;
+    ed->no_meta = ed->no_out = true;
+    if (set_name(tr, ed, dir_name, err) < 0 ||
+        ck_name_map_put(&tr->by_dir, ed->dir_name, strlen(ed->dir_name),
+                        (uint32_t)tr->n_entries) < 0) {
+        edit_free(ed);
+        e->edit = NULL;
+        return err->msg[0] ? -1 : ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+    }
+    return (int64_t)tr->n_entries++;
+}
+
+static void forget_entry(tree *tr, entry *e)
+{
+    const char *dir = entry_dir_name(tr, e);
+    ck_name_map_del(&tr->by_dir, dir, strlen(dir));
+    e->deleted = true;
+    if (e->edit && e->edit->overlay_fd >= 0) {
+        close(e->edit->overlay_fd); /* its bytes are not needed any more */
+        e->edit->overlay_fd = -1;
+    }
+}
+
+int tree_rmdir(tree *tr, entry *e, ck_error *err)
+{
+    if (editable(tr, e, err) < 0)
+        return -1;
+    if (entry_has_meta(e) || entry_has_out(e))
+        return ck_fail(err, ENOTEMPTY, "%s: directory not empty", tr->model->path);
+    forget_entry(tr, e);
+    return 0;
+}
+
+int tree_rename(tree *tr, entry *e, const char *new_dir_name, ck_error *err)
+{
+    if (editable(tr, e, err) < 0)
+        return -1;
+    if (strcmp(entry_dir_name(tr, e), new_dir_name) == 0)
+        return 0;
+    int64_t target = tree_lookup(tr, new_dir_name);
+    if (target >= 0 && (entry_has_meta(&tr->entries[target]) ||
+                        entry_has_out(&tr->entries[target])))
+        return ck_fail(err, ENOTEMPTY, "%s: '%s' is not empty", tr->model->path, new_dir_name);
+    edit *ed = edit_of(tr, e, err);
+    if (ed == NULL)
+        return -1;
+    char *old_dir = strdup(entry_dir_name(tr, e));
+    if (old_dir == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+    char *keep_name = ed->name, *keep_dir = ed->dir_name;
+    size_t keep_len = ed->name_len;
+    ed->name = ed->dir_name = NULL;
+    if (set_name(tr, ed, new_dir_name, err) < 0) {
+        ed->name = keep_name, ed->dir_name = keep_dir, ed->name_len = keep_len;
+        free(old_dir);
+        return -1;
+    }
+    free(keep_name);
+    /* rename(2) replaces an empty target directory. */
+    if (target >= 0)
+        forget_entry(tr, &tr->entries[target]);
+    ck_name_map_del(&tr->by_dir, old_dir, strlen(old_dir));
+    free(old_dir);
+    free(keep_dir);
+    if (ck_name_map_put(&tr->by_dir, ed->dir_name, strlen(ed->dir_name),
+                        (uint32_t)(e - tr->entries)) < 0)
+        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+    return 0;
+}
+
+int entry_create(tree *tr, entry *e, bool meta, ck_error *err)
+{
+    if (editable(tr, e, err) < 0)
+        return -1;
+    edit *ed = edit_of(tr, e, err);
+    if (ed == NULL)
+        return -1;
+    if (meta) {
+        ed->no_meta = false;
+        return entry_meta_begin(tr, e, true, err);
+    }
+    ed->no_out = false;
+    return entry_out_truncate(tr, e, 0, err);
+}
+
+int entry_unlink(tree *tr, entry *e, bool meta, ck_error *err)
+{
+    if (editable(tr, e, err) < 0)
+        return -1;
+    edit *ed = edit_of(tr, e, err);
+    if (ed == NULL)
+        return -1;
+    if (meta) {
+        ed->no_meta = true;
+        ed->meta_changed = false;
+        free(ed->meta_buf);
+        ed->meta_buf = NULL;
+    } else {
+        ed->no_out = true;
+        if (ed->overlay_fd >= 0)
+            close(ed->overlay_fd);
+        ed->overlay_fd = -1;
+    }
+    return 0;
 }

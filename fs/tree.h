@@ -9,8 +9,9 @@
  * for byte), replaces the file atomically and rebinds the entries to the new
  * file, which then serves every read.
  *
- * Entries keep their position for the life of the mount, so the front-end
- * can derive inode numbers from it.
+ * Entries keep their position for the life of the mount (new directories
+ * are appended, removed ones stay as tombstones), so the front-end can
+ * derive inode numbers from it.
  */
 #ifndef CKPTFS_TREE_H
 #define CKPTFS_TREE_H
@@ -25,11 +26,17 @@
 /* A meta is a few lines; anything longer is not one. */
 #define TREE_META_MAX 65536
 
+#define ENTRY_NEW UINT32_MAX
+
 /* What an entry's edits hold; allocated on the first edit only, so an
  * untouched mount costs 16 bytes per tensor here. */
 typedef struct edit {
-    bool meta_changed;
-    ck_meta meta;               /* shown type and shape, when changed */
+    char *name;                 /* renamed or new: the tensor name ... */
+    size_t name_len;
+    char *dir_name;             /* ... and its directory name */
+    bool no_meta, no_out;       /* removed, or not yet made in a new directory */
+    bool meta_changed;          /* meta holds the shown type and shape */
+    ck_meta meta;
     int overlay_fd;             /* -1 while `out` is the model's bytes */
     uint64_t overlay_size;
     char *meta_buf;             /* a meta being written, or NULL */
@@ -37,16 +44,17 @@ typedef struct edit {
 } edit;
 
 typedef struct entry {
-    uint32_t tensor_id;         /* in the model's index */
+    uint32_t tensor_id;         /* in the model's index, or ENTRY_NEW */
+    bool deleted;               /* kept as a tombstone: positions are inodes */
     edit *edit;
 } entry;
 
 typedef struct tree {
     ck_model *model;
-    uint32_t *pos_of_tensor;    /* tensor id -> entry position (UINT32_MAX: none) */
     ck_open_opts open_opts;     /* to reopen the model after a commit */
     entry *entries;
-    size_t n_entries;
+    size_t n_entries, cap_entries;
+    ck_name_map by_dir;         /* directory name -> position, live entries */
     bool writable;
     char last_error[CK_ERROR_MSG_MAX]; /* of the last failed commit */
 } tree;
@@ -55,21 +63,36 @@ int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable
               ck_error *err);
 void tree_free(tree *tr);
 
+/* The tensor the entry came from, or NULL for a new one. */
 static inline const ck_tensor *entry_tensor(const tree *tr, const entry *e)
 {
-    return &tr->model->index.tensors[e->tensor_id];
+    return e->tensor_id == ENTRY_NEW ? NULL : &tr->model->index.tensors[e->tensor_id];
 }
 
-/* Position of the entry whose directory is dir_name, or -1. */
+/* Position of the live entry whose directory is dir_name, or -1. */
 int64_t tree_lookup(const tree *tr, const char *dir_name);
 
-/* Shown type, shape and size of `out`, edits included. */
+const char *entry_dir_name(const tree *tr, const entry *e);
+const char *entry_name(const tree *tr, const entry *e, size_t *len);
+bool entry_has_meta(const entry *e);
+bool entry_has_out(const entry *e);
+/* Shown type and shape (NULL dtype: a new meta not yet valid), size of
+ * `out`, text of `meta`. */
 const ck_dtype *entry_dtype(const tree *tr, const entry *e);
 const int64_t *entry_dims(const tree *tr, const entry *e, uint32_t *ndim);
 uint64_t entry_out_size(const tree *tr, const entry *e);
 size_t entry_meta_text(const tree *tr, const entry *e, char *buf, size_t cap);
 /* Any change not yet in the model file (snapshot_done is absent then). */
 bool tree_dirty(const tree *tr);
+
+/* Tensor directories: make one (its name is unescaped by the listing
+ * rule), remove an empty one, rename one (replacing the target). */
+int64_t tree_mkdir(tree *tr, const char *dir_name, ck_error *err);
+int tree_rmdir(tree *tr, entry *e, ck_error *err);
+int tree_rename(tree *tr, entry *e, const char *new_dir_name, ck_error *err);
+/* Make or remove an entry's `meta` or `out` file. */
+int entry_create(tree *tr, entry *e, bool meta, ck_error *err);
+int entry_unlink(tree *tr, entry *e, bool meta, ck_error *err);
 
 /* `out` edits: the first one copies the model's bytes to a spill file
  * (nothing is copied when truncating). */

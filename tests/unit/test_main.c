@@ -183,6 +183,14 @@ static void test_name_map(void)
     ok &= ck_name_map_put(&m, "k7", 2, 99) == 7 && ck_name_map_get(&m, "k7", 2) == 99;
     ok &= ck_name_map_get(&m, "absent", 6) == CK_NAME_MAP_NONE;
     check(ok, "name map: 5000 keys inserted, found, replaced");
+    ok = 1;
+    for (int i = 0; i < 5000; i += 2)
+        ok &= ck_name_map_del(&m, keys[i], strlen(keys[i])) == (i == 7 ? 99u : (uint32_t)i);
+    for (int i = 0; i < 5000; i++)
+        ok &= ck_name_map_get(&m, keys[i], strlen(keys[i])) ==
+              (i % 2 ? (i == 7 ? 99u : (uint32_t)i) : CK_NAME_MAP_NONE);
+    ok &= m.count == 2500 && ck_name_map_del(&m, "absent", 6) == CK_NAME_MAP_NONE;
+    check(ok, "name map: every other key deleted, the rest still found");
     ck_name_map_free(&m);
 }
 
