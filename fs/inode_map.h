@@ -17,6 +17,7 @@
 #define INO_ROOT 1u
 #define INO_SNAPSHOT_DONE 2u
 #define INO_TENSOR_BASE 16u
+#define INO_EXTRA_BASE (1ull << 40) /* extra files: base + their id */
 
 typedef enum node_kind {
     NODE_ROOT,
@@ -24,6 +25,7 @@ typedef enum node_kind {
     NODE_TENSOR_DIR,
     NODE_META,
     NODE_OUT,
+    NODE_EXTRA,
     NODE_NONE,
 } node_kind;
 
@@ -42,6 +44,12 @@ static inline node_kind ino_kind(uint64_t ino, uint32_t *id)
         return NODE_SNAPSHOT_DONE;
     if (ino < INO_TENSOR_BASE)
         return NODE_NONE;
+    if (ino >= INO_EXTRA_BASE) {
+        if (ino - INO_EXTRA_BASE > UINT32_MAX)
+            return NODE_NONE;
+        *id = (uint32_t)(ino - INO_EXTRA_BASE);
+        return NODE_EXTRA;
+    }
     uint64_t rel = ino - INO_TENSOR_BASE;
     if (rel / 4 > UINT32_MAX)
         return NODE_NONE;

@@ -72,6 +72,20 @@ static node_kind resolve(ckfs *fs, fuse_ino_t ino, entry **e)
     *e = NULL;
     if (k == NODE_SNAPSHOT_DONE && tree_dirty(&fs->tr))
         return NODE_NONE; /* absent until the edits are saved */
+    if (k == NODE_EXTRA) {
+        if (pos >= fs->tr.n_extras)
+            return NODE_NONE;
+        const extra *x = &fs->tr.extras[pos];
+        switch (x->alias) {
+        case ALIAS_NONE:
+            return x->deleted ? NODE_NONE : k;
+        case ALIAS_SNAPSHOT_DONE:
+            return resolve(fs, INO_SNAPSHOT_DONE, e);
+        default: /* stands for its directory's meta or out */
+            return resolve(fs, ino_of_tensor(x->dir, x->alias == ALIAS_META ? NODE_META
+                                                                           : NODE_OUT), e);
+        }
+    }
     if (k == NODE_TENSOR_DIR || k == NODE_META || k == NODE_OUT) {
         *e = entry_at(fs, pos);
         if (*e == NULL || (*e)->deleted || (k == NODE_META && !entry_has_meta(*e)) ||
@@ -84,6 +98,19 @@ static node_kind resolve(ckfs *fs, fuse_ino_t ino, entry **e)
 static uint32_t pos_of(const ckfs *fs, const entry *e)
 {
     return (uint32_t)(e - fs->tr.entries);
+}
+
+/* The extra file behind an inode NODE_EXTRA resolved. */
+static extra *extra_of(ckfs *fs, fuse_ino_t ino)
+{
+    return &fs->tr.extras[ino - INO_EXTRA_BASE];
+}
+
+/* The directory an extra file lives in, as tree_extra_* names it. */
+static uint32_t extra_dir(fuse_ino_t parent)
+{
+    uint32_t pos = 0;
+    return ino_kind(parent, &pos) == NODE_TENSOR_DIR ? pos : EXTRA_IN_ROOT;
 }
 
 static int fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
@@ -124,6 +151,10 @@ static int fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
         st->st_mode = S_IFREG | file_mode;
         st->st_size = (off_t)entry_out_size(&fs->tr, e);
         break;
+    case NODE_EXTRA:
+        st->st_mode = S_IFREG | file_mode;
+        st->st_size = (off_t)extra_of(fs, ino)->size;
+        break;
     default:
         return -ENOENT;
     }
@@ -131,10 +162,15 @@ static int fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
     return 0;
 }
 
-/* snapshot_done comes and goes on a writable mount: never cache it there. */
+/* snapshot_done comes and goes on a writable mount, and the temporary files
+ * of tools are renamed over other names: never cache those. */
 static double timeout_of(const ckfs *fs, fuse_ino_t ino)
 {
-    return fs->tr.writable && ino == INO_SNAPSHOT_DONE ? 0.0 : fs->timeout;
+    uint32_t pos;
+    node_kind k = ino_kind(ino, &pos);
+    if (fs->tr.writable && k != NODE_ROOT && k != NODE_TENSOR_DIR)
+        return 0.0; /* files can be replaced by a rename the kernel cannot see */
+    return fs->timeout;
 }
 
 static int fill_entry(ckfs *fs, fuse_ino_t ino, struct fuse_entry_param *e)
@@ -168,21 +204,27 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
             return;
         }
         int64_t pos = tree_lookup(&fs->tr, name);
-        if (pos < 0) {
+        int64_t x = pos < 0 ? tree_extra_lookup(&fs->tr, EXTRA_IN_ROOT, name) : -1;
+        if (pos >= 0)
+            reply_entry(req, fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR));
+        else if (x >= 0)
+            reply_entry(req, fs, INO_EXTRA_BASE + (uint64_t)x);
+        else
             fuse_reply_err(req, ENOENT);
-            return;
-        }
-        reply_entry(req, fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR));
         return;
     }
-    case NODE_TENSOR_DIR:
+    case NODE_TENSOR_DIR: {
+        int64_t x = tree_extra_lookup(&fs->tr, pos_of(fs, e), name);
         if (strcmp(name, "meta") == 0)
             reply_entry(req, fs, ino_of_tensor(pos_of(fs, e), NODE_META));
         else if (strcmp(name, "out") == 0)
             reply_entry(req, fs, ino_of_tensor(pos_of(fs, e), NODE_OUT));
+        else if (x >= 0)
+            reply_entry(req, fs, INO_EXTRA_BASE + (uint64_t)x);
         else
             fuse_reply_err(req, ENOENT);
         return;
+    }
     case NODE_NONE:
         fuse_reply_err(req, ENOENT);
         return;
@@ -218,13 +260,23 @@ static fuse_ino_t dir_entry(ckfs *fs, fuse_ino_t dir, const entry *e, off_t pos,
         *name = fixed[pos];
         return pos == 0 ? dir : INO_ROOT;
     }
+    uint32_t home = e ? pos_of(fs, e) : EXTRA_IN_ROOT;
+    size_t fixed_end = e ? 4 : 3 + fs->tr.n_entries;
+    if ((size_t)pos >= fixed_end) { /* then the extra files, by id */
+        size_t id = (size_t)pos - fixed_end;
+        if (id >= fs->tr.n_extras)
+            return 0;
+        const extra *x = &fs->tr.extras[id];
+        if (x->deleted || x->dir != home)
+            return SKIP;
+        *name = x->name;
+        return INO_EXTRA_BASE + id;
+    }
     if (e == NULL) { /* the root */
         if (pos == 2) {
             *name = "snapshot_done";
             return tree_dirty(&fs->tr) ? SKIP : INO_SNAPSHOT_DONE;
         }
-        if ((size_t)(pos - 3) >= fs->tr.n_entries)
-            return 0;
         const entry *child = &fs->tr.entries[pos - 3];
         if (child->deleted)
             return SKIP;
@@ -235,11 +287,8 @@ static fuse_ino_t dir_entry(ckfs *fs, fuse_ino_t dir, const entry *e, off_t pos,
         *name = "meta";
         return entry_has_meta(e) ? ino_of_tensor(pos_of(fs, e), NODE_META) : SKIP;
     }
-    if (pos == 3) {
-        *name = "out";
-        return entry_has_out(e) ? ino_of_tensor(pos_of(fs, e), NODE_OUT) : SKIP;
-    }
-    return 0;
+    *name = "out";
+    return entry_has_out(e) ? ino_of_tensor(pos_of(fs, e), NODE_OUT) : SKIP;
 }
 
 /* The directory at ino (t: its tensor, NULL for the root), or an errno. */
@@ -382,7 +431,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     bool writing = is_writer(fi);
-    fi->keep_cache = 1;
+    /* Cached pages stay valid unless the bytes may have changed behind the
+     * kernel's back (a file renamed over this one). */
+    fi->keep_cache = k != NODE_OUT || e->edit == NULL;
     if (!writing) {
         fuse_reply_open(req, fi);
         return;
@@ -395,6 +446,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     int rc = 0;
     if (k == NODE_SNAPSHOT_DONE)
         rc = commit(fs); /* `: > snapshot_done` asks for a save too */
+    else if (k == NODE_EXTRA)
+        rc = (fi->flags & O_TRUNC) && tree_extra_truncate(&fs->tr, ino - INO_EXTRA_BASE, 0,
+                                                          &err) < 0 ? err.errnum : 0;
     else if (k == NODE_META)
         rc = entry_meta_begin(&fs->tr, e, fi->flags & O_TRUNC, &err) < 0 ? err.errnum : 0;
     else if (fi->flags & O_TRUNC)
@@ -405,7 +459,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, rc);
         return;
     }
-    if (k != NODE_SNAPSHOT_DONE) {
+    if (k == NODE_META || k == NODE_OUT) {
         fs->open_writers++;
         edited(fs);
     }
@@ -538,6 +592,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     case NODE_OUT:
         read_out(req, fs, e, size, off);
         return;
+    case NODE_EXTRA: {
+        const extra *x = extra_of(fs, ino);
+        edit view = {.overlay_fd = x->fd, .overlay_size = x->size};
+        read_overlay(req, fs, &view, size, off);
+        return;
+    }
     case NODE_NONE:
         fuse_reply_err(req, ENOENT);
         return;
@@ -561,6 +621,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
         rc = entry_meta_write(e, buf, size, (uint64_t)off, &err);
     else if (k == NODE_OUT)
         rc = entry_out_write(&fs->tr, e, buf, size, (uint64_t)off, &err);
+    else if (k == NODE_EXTRA)
+        rc = tree_extra_write(&fs->tr, ino - INO_EXTRA_BASE, buf, size, (uint64_t)off, &err);
     else if (k == NODE_SNAPSHOT_DONE)
         rc = ck_fail(&err, EINVAL, "snapshot_done stays empty");
     else
@@ -633,6 +695,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
         edited(fs);
         if (k == NODE_OUT)
             rc = entry_out_truncate(&fs->tr, e, (uint64_t)attr->st_size, &err) < 0 ? err.errnum : 0;
+        else if (k == NODE_EXTRA)
+            rc = tree_extra_truncate(&fs->tr, ino - INO_EXTRA_BASE, (uint64_t)attr->st_size,
+                                     &err) < 0 ? err.errnum : 0;
         else if (k == NODE_META)
             rc = entry_meta_truncate(&fs->tr, e, (uint64_t)attr->st_size, &err) < 0 ? err.errnum
                                                                                : 0;
@@ -675,17 +740,24 @@ static int make_file(ckfs *fs, fuse_ino_t parent, const char *name, fuse_ino_t *
 {
     if (!fs->tr.writable)
         return EROFS;
-    if (parent == INO_ROOT) {
-        if (strcmp(name, "snapshot_done") != 0)
-            return EPERM; /* the root holds tensor directories only */
+    if (parent == INO_ROOT && strcmp(name, "snapshot_done") == 0) {
         *ino = INO_SNAPSHOT_DONE;
         return commit(fs);
     }
     bool meta;
     entry *e = file_of(fs, parent, name, &meta);
-    if (e == NULL)
-        return EPERM; /* a tensor directory holds meta and out only */
     ck_error err = {0};
+    if (e == NULL) { /* any other name: a temporary file of some tool */
+        entry *dir;
+        node_kind k = resolve(fs, parent, &dir);
+        if (k != NODE_ROOT && k != NODE_TENSOR_DIR)
+            return k == NODE_NONE ? ENOENT : ENOTDIR;
+        int64_t id = tree_extra_create(&fs->tr, extra_dir(parent), name, &err);
+        if (id < 0)
+            return err.errnum;
+        *ino = INO_EXTRA_BASE + (uint64_t)id;
+        return 0;
+    }
     if (entry_create(&fs->tr, e, meta, &err) < 0) {
         ckfs_log(fs, LOG_ERR, "%s", err.msg);
         return err.errnum;
@@ -711,7 +783,6 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     }
     if (ino != INO_SNAPSHOT_DONE && is_writer(fi))
         fs->open_writers++;
-    fi->keep_cache = 1;
     fuse_reply_create(req, &e, fi);
 }
 
@@ -868,6 +939,11 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, ENOENT);
         return;
     }
+    for (size_t i = 0; i < fs->tr.n_extras; i++)
+        if (!fs->tr.extras[i].deleted && fs->tr.extras[i].dir == (uint32_t)pos) {
+            fuse_reply_err(req, ENOTEMPTY);
+            return;
+        }
     reply_status(req, fs, tree_rmdir(&fs->tr, &fs->tr.entries[pos], &err), &err);
 }
 
@@ -881,11 +957,47 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
         return;
     }
     entry *e = file_of(fs, parent, name, &meta);
-    if (e == NULL || (meta ? !entry_has_meta(e) : !entry_has_out(e))) {
+    if (e == NULL) {
+        int64_t x = tree_extra_lookup(&fs->tr, extra_dir(parent), name);
+        if (x < 0)
+            fuse_reply_err(req, ENOENT);
+        else
+            fuse_reply_err(req, tree_extra_unlink(&fs->tr, (size_t)x, &err) < 0 ? err.errnum : 0);
+        return;
+    }
+    if (meta ? !entry_has_meta(e) : !entry_has_out(e)) {
         fuse_reply_err(req, ENOENT);
         return;
     }
     reply_status(req, fs, entry_unlink(&fs->tr, e, meta, &err), &err);
+}
+
+/* How rsync, sed -i and editors replace a file: write a temporary one, then
+ * rename it over the target.  Over meta or out its content replaces theirs;
+ * over snapshot_done it asks for a save; else it just takes the new name. */
+static void rename_extra(fuse_req_t req, ckfs *fs, size_t x, fuse_ino_t parent,
+                         fuse_ino_t newparent, const char *newname)
+{
+    ck_error err = {0};
+    bool meta;
+    if (newparent != parent) {
+        fuse_reply_err(req, EXDEV);
+        return;
+    }
+    if (parent == INO_ROOT && strcmp(newname, "snapshot_done") == 0) {
+        /* A save; rsync renames its copy of a snapshot's snapshot_done
+         * before the tensors are complete, so a failed save (logged, and
+         * in user.ckptfs.last_error) does not fail the rename. */
+        commit(fs);
+        tree_extra_unlink(&fs->tr, x, &err);
+        fs->tr.extras[x].alias = ALIAS_SNAPSHOT_DONE;
+        fuse_reply_err(req, 0);
+        return;
+    }
+    entry *e = file_of(fs, parent, newname, &meta);
+    int rc = e ? tree_extra_replace_file(&fs->tr, x, e, meta, &err)
+               : tree_extra_rename(&fs->tr, x, newname, &err);
+    reply_status(req, fs, rc, &err);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -893,10 +1005,19 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
     ckfs *fs = fs_of(req);
     ck_error err = {0};
-    /* Tensor directories can be renamed; files inside them cannot move (a
-     * tool that gets EXDEV copies instead). */
+    if (!fs->tr.writable) {
+        fuse_reply_err(req, EROFS);
+        return;
+    }
+    int64_t x = tree_extra_lookup(&fs->tr, extra_dir(parent), name);
+    if (x >= 0) {
+        rename_extra(req, fs, (size_t)x, parent, newparent, newname);
+        return;
+    }
+    /* Tensor directories can be renamed; meta and out cannot move (a tool
+     * that gets EXDEV copies instead). */
     if (parent != INO_ROOT || newparent != INO_ROOT) {
-        fuse_reply_err(req, fs->tr.writable ? EXDEV : EROFS);
+        fuse_reply_err(req, EXDEV);
         return;
     }
     int64_t pos = tree_lookup(&fs->tr, name);

@@ -77,6 +77,12 @@ static void edit_free(edit *ed)
 
 void tree_free(tree *tr)
 {
+    for (size_t i = 0; i < tr->n_extras; i++) {
+        if (tr->extras[i].fd >= 0)
+            close(tr->extras[i].fd);
+        free(tr->extras[i].name);
+    }
+    free(tr->extras);
     for (size_t i = 0; i < tr->n_entries; i++)
         edit_free(tr->entries[i].edit);
     free(tr->entries);
@@ -694,5 +700,140 @@ int entry_unlink(tree *tr, entry *e, bool meta, ck_error *err)
             close(ed->overlay_fd);
         ed->overlay_fd = -1;
     }
+    return 0;
+}
+
+/* ---- extra files ---- */
+
+int64_t tree_extra_lookup(const tree *tr, uint32_t dir, const char *name)
+{
+    for (size_t i = 0; i < tr->n_extras; i++) {
+        const extra *x = &tr->extras[i];
+        if (!x->deleted && x->dir == dir && strcmp(x->name, name) == 0)
+            return (int64_t)i;
+    }
+    return -1;
+}
+
+int64_t tree_extra_create(tree *tr, uint32_t dir, const char *name, ck_error *err)
+{
+    if (!tr->writable)
+        return ck_fail(err, EROFS, "%s: read-only mount", tr->model->path);
+    if (tr->n_extras == tr->cap_extras) {
+        size_t cap = tr->cap_extras ? tr->cap_extras * 2 : 16;
+        extra *more = realloc(tr->extras, cap * sizeof *more);
+        if (more == NULL)
+            return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        tr->extras = more;
+        tr->cap_extras = cap;
+    }
+    char *copy = strdup(name);
+    if (copy == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+    int fd = spill_file(tr, err);
+    if (fd < 0) {
+        free(copy);
+        return -1;
+    }
+    tr->extras[tr->n_extras] = (extra){.dir = dir, .name = copy, .fd = fd};
+    return (int64_t)tr->n_extras++;
+}
+
+static void drop_extra(extra *x)
+{
+    if (x->fd >= 0)
+        close(x->fd);
+    x->fd = -1;
+    x->deleted = true;
+}
+
+int tree_extra_unlink(tree *tr, size_t id, ck_error *err)
+{
+    (void)err;
+    drop_extra(&tr->extras[id]);
+    return 0;
+}
+
+int tree_extra_write(tree *tr, size_t id, const void *buf, size_t size, uint64_t off,
+                     ck_error *err)
+{
+    extra *x = &tr->extras[id];
+    if (write_at(x->fd, buf, size, off) < 0)
+        return ck_fail_errno(err, errno, "%s: writing a spill file failed", tr->model->path);
+    if (off + size > x->size)
+        x->size = off + size;
+    return 0;
+}
+
+int tree_extra_truncate(tree *tr, size_t id, uint64_t size, ck_error *err)
+{
+    extra *x = &tr->extras[id];
+    if (ftruncate(x->fd, (off_t)size) < 0)
+        return ck_fail_errno(err, errno, "%s: truncating a spill file failed", tr->model->path);
+    x->size = size;
+    return 0;
+}
+
+int tree_extra_rename(tree *tr, size_t id, const char *new_name, ck_error *err)
+{
+    extra *x = &tr->extras[id];
+    char *copy = strdup(new_name);
+    if (copy == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+    int64_t target = tree_extra_lookup(tr, x->dir, new_name);
+    if (target >= 0 && (size_t)target != id)
+        drop_extra(&tr->extras[target]);
+    free(x->name);
+    x->name = copy;
+    return 0;
+}
+
+int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *err)
+{
+    extra *x = &tr->extras[id];
+    if (editable(tr, e, err) < 0)
+        return -1;
+    edit *ed = edit_of(tr, e, err);
+    if (ed == NULL)
+        return -1;
+    if (!meta) {
+        /* The file's bytes become the new out: hand the spill file over. */
+        if (ed->overlay_fd >= 0)
+            close(ed->overlay_fd);
+        ed->overlay_fd = x->fd;
+        ed->overlay_size = x->size;
+        ed->no_out = false;
+        x->fd = -1;
+        x->deleted = true;
+        x->alias = ALIAS_OUT;
+        return 0;
+    }
+    if (x->size > TREE_META_MAX)
+        return ck_fail(err, EFBIG, "%s: a meta of %llu bytes", tr->model->path,
+                       (unsigned long long)x->size);
+    char *saved = ed->meta_buf;
+    size_t saved_len = ed->meta_len;
+    bool saved_no_meta = ed->no_meta;
+    ed->meta_buf = malloc(TREE_META_MAX);
+    if (ed->meta_buf == NULL) {
+        ed->meta_buf = saved;
+        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+    }
+    ed->meta_len = (size_t)x->size;
+    ssize_t n = pread(x->fd, ed->meta_buf, ed->meta_len, 0);
+    ed->no_meta = false;
+    if (n != (ssize_t)ed->meta_len || entry_meta_finish(tr, e, err) < 0) {
+        if (n != (ssize_t)ed->meta_len)
+            ck_fail_errno(err, errno, "%s: reading a spill file failed", tr->model->path);
+        free(ed->meta_buf);
+        ed->meta_buf = saved;
+        ed->meta_len = saved_len;
+        ed->no_meta = saved_no_meta;
+        return -1;
+    }
+    ed->meta_buf = saved;
+    ed->meta_len = saved_len;
+    drop_extra(x);
+    x->alias = ALIAS_META;
     return 0;
 }

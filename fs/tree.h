@@ -49,8 +49,28 @@ typedef struct entry {
     edit *edit;
 } entry;
 
+#define EXTRA_IN_ROOT UINT32_MAX
+
+/* Any other file made in the tree: the temporary files of rsync, sed -i,
+ * editors.  They live in spill files until renamed over a meta or out (or
+ * removed) and are never saved into the model. */
+typedef enum extra_alias { ALIAS_NONE, ALIAS_META, ALIAS_OUT, ALIAS_SNAPSHOT_DONE } extra_alias;
+
+typedef struct extra {
+    uint32_t dir;               /* entry position, or EXTRA_IN_ROOT */
+    char *name;
+    int fd;
+    uint64_t size;
+    bool deleted;               /* a tombstone: ids are inode numbers */
+    /* Renamed over meta, out or snapshot_done: the kernel now knows that
+     * file by this inode, which therefore stands for it from then on. */
+    extra_alias alias;
+} extra;
+
 typedef struct tree {
     ck_model *model;
+    extra *extras;
+    size_t n_extras, cap_extras;
     ck_open_opts open_opts;     /* to reopen the model after a commit */
     entry *entries;
     size_t n_entries, cap_entries;
@@ -93,6 +113,19 @@ int tree_rename(tree *tr, entry *e, const char *new_dir_name, ck_error *err);
 /* Make or remove an entry's `meta` or `out` file. */
 int entry_create(tree *tr, entry *e, bool meta, ck_error *err);
 int entry_unlink(tree *tr, entry *e, bool meta, ck_error *err);
+
+/* Extra files: dir is an entry position or EXTRA_IN_ROOT. */
+int64_t tree_extra_lookup(const tree *tr, uint32_t dir, const char *name);
+int64_t tree_extra_create(tree *tr, uint32_t dir, const char *name, ck_error *err);
+int tree_extra_unlink(tree *tr, size_t id, ck_error *err);
+int tree_extra_write(tree *tr, size_t id, const void *buf, size_t size, uint64_t off,
+                     ck_error *err);
+int tree_extra_truncate(tree *tr, size_t id, uint64_t size, ck_error *err);
+/* rename(2) of an extra file: over another name in the same directory, or
+ * over the directory's meta (parsed; a bad one refuses the rename) or out
+ * (its bytes become the new out). */
+int tree_extra_rename(tree *tr, size_t id, const char *new_name, ck_error *err);
+int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *err);
 
 /* `out` edits: the first one copies the model's bytes to a spill file
  * (nothing is copied when truncating). */

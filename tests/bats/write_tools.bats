@@ -1,0 +1,79 @@
+#!/usr/bin/env bats
+# Tools that write through temporary files and rename them into place
+# (rsync, sed -i, atomic writers), cp -a, and the files such tools leave,
+# which are never saved into the model.
+
+load helpers
+export ORACLE_PY=$REPO/tests/oracle/ckpt_oracle.py
+
+setup() {
+    M=$BATS_TEST_TMPDIR/m
+    F=$BATS_TEST_TMPDIR/model.ckpt
+    SNAP=$FIXTURES/oneflow/legacy_v2_java_mlp_adam
+}
+
+@test "rsync -a of a real OneFlow snapshot into a new mount, then touch snapshot_done" {
+    mount_fg "$F" "$M" -o create,commit=manual
+    rsync -a "$SNAP/" "$M/"
+    touch "$M/snapshot_done"
+    diff -r "$SNAP" "$M"
+    run $ORACLE check "$M" "$F"
+    [ "$status" -eq 0 ]
+    [ -z "$(ls -A "$M/dense1-bias" | grep -v '^meta$\|^out$')" ]
+}
+
+@test "cp -a of a snapshot (modes, times) works too" {
+    mount_fg "$F" "$M" -o create,commit=manual
+    cp -a "$SNAP/." "$M/"
+    touch "$M/snapshot_done"
+    diff -r "$SNAP" "$M"
+}
+
+@test "sed -i on a meta reshapes; rsync of one file over out replaces it; both saved" {
+    $ORACLE from-oneflow "$SNAP" "$F"
+    mount_fg "$F" "$M" -o commit=manual
+    sed -i 's/dim: 10$/dim: 5\n  dim: 2/' "$M/dense2-bias/meta"
+    cmp <($ORACLE meta-of 5,2 kFloat) "$M/dense2-bias/meta"
+    $PY -c 'import numpy as n; n.full(10, 7, "<f4").tofile("'"$BATS_TEST_TMPDIR"'/sevens")'
+    rsync -I "$BATS_TEST_TMPDIR/sevens" "$M/dense2-bias/out"  # -I: same size and second
+    cmp "$BATS_TEST_TMPDIR/sevens" "$M/dense2-bias/out"
+    touch "$M/snapshot_done"
+    $ORACLE parse "$F" | $PY -c 'import json,sys,hashlib
+e = next(e for e in json.load(sys.stdin) if e["tag"] == "dense2-bias")
+assert e["dims"] == [5, 2], e
+assert e["sha256"] == hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest()' "$BATS_TEST_TMPDIR/sevens"
+}
+
+@test "an atomic writer (temp file + rename) over meta with an invalid meta fails the rename" {
+    $ORACLE from-oneflow "$SNAP" "$F"
+    mount_fg "$F" "$M" -o commit=manual
+    printf 'data_type: kNope' >"$M/dense2-bias/.meta.tmp"
+    run $PY -c 'import os, sys
+try:
+    os.rename(sys.argv[1], sys.argv[2])
+except OSError as e:
+    print("errno", e.errno)' "$M/dense2-bias/.meta.tmp" "$M/dense2-bias/meta"
+    [ "$output" = "errno 22" ]
+    grep -q "tensor 'dense2-bias': meta line 1: unknown or unsupported data_type" "$BATS_TEST_TMPDIR/daemon.log"
+    cmp <($ORACLE meta-of 10 kFloat) "$M/dense2-bias/meta"
+}
+
+@test "other files in the tree are kept while mounted but never saved; rmdir sees them" {
+    $ORACLE from-oneflow "$SNAP" "$F"
+    mount_fg "$F" "$M" -o commit=manual
+    echo note >"$M/dense2-bias/README"
+    echo note >"$M/notes.txt"
+    [ "$(cat "$M/dense2-bias/README")" = note ]
+    before=$(sha "$F")
+    [ -e "$M/snapshot_done" ]     # nothing to save: such files are not the model
+    touch "$M/snapshot_done"
+    [ "$(sha "$F")" = "$before" ]
+    rm "$M/dense2-bias/meta" "$M/dense2-bias/out"
+    run rmdir "$M/dense2-bias"
+    [[ $output == *"Directory not empty"* ]]
+    rm "$M/dense2-bias/README"
+    rmdir "$M/dense2-bias"
+    touch "$M/snapshot_done"
+    ! $ORACLE parse "$F" | grep -q '"tag": "dense2-bias"'
+    [ "$(cat "$M/notes.txt")" = note ]
+}
