@@ -43,7 +43,8 @@ umount_wait() {
     return "$status"
 }
 
-teardown() {
+# A suite with its own cleanup defines teardown() and calls this.
+ckptfs_teardown() {
     local failed=0
     if [ -f "$BATS_TEST_TMPDIR/mounts" ]; then
         # Newest first; every step runs even if one fails.
@@ -58,5 +59,7 @@ teardown() {
     fi
     return "$failed"
 }
+
+teardown() { ckptfs_teardown; }
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }

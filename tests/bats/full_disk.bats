@@ -1,0 +1,29 @@
+#!/usr/bin/env bats
+# A save that runs out of space (a 2 MiB tmpfs) fails like any other: the
+# reason, the model untouched, the edits kept, no temporary file left.
+
+load helpers
+
+teardown() {
+    ckptfs_teardown
+    mountpoint -q "$BATS_TEST_TMPDIR/small" && umount "$BATS_TEST_TMPDIR/small"
+    return 0
+}
+
+@test "ENOSPC during a save: refused with the reason, model and edits intact" {
+    [ "$(id -u)" = 0 ] || skip "mounting a tmpfs needs root"
+    S=$BATS_TEST_TMPDIR/small
+    mkdir "$S"
+    mount -t tmpfs -o size=2m tmpfs "$S"
+    $PY "$REPO/bench/gen_ckpt.py" "$S/model.ckpt" --size $((1200 << 10)) --count 4
+    before=$(sha "$S/model.ckpt")
+    mount_fg "$S/model.ckpt" "$BATS_TEST_TMPDIR/m" -o commit=manual
+    $PY -c 'f = open("'"$BATS_TEST_TMPDIR"'/m/layer.1.weight/out", "r+b"); f.seek(8); f.write(b"ckpt"); f.close()'
+    run touch "$BATS_TEST_TMPDIR/m/snapshot_done"
+    [ "$status" -ne 0 ]
+    [[ $output == *"No space left on device"* ]]
+    [[ $(getfattr --only-values -n user.ckptfs.last_error "$BATS_TEST_TMPDIR/m") == *"No space left on device"* ]]
+    [ "$(sha "$S/model.ckpt")" = "$before" ]
+    [ -z "$(ls -A "$S" | grep ckptfs-)" ]
+    [ "$(dd if="$BATS_TEST_TMPDIR/m/layer.1.weight/out" bs=1 skip=8 count=4 status=none)" = ckpt ]
+}
