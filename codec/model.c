@@ -59,7 +59,7 @@ static int refuse_unsupported(ck_source *src, ck_error *err)
     return 0;
 }
 
-ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err)
+static ck_model *model_alloc(const char *path, ck_error *err)
 {
     ck_model *m = calloc(1, sizeof *m);
     if (m == NULL || (m->path = strdup(path)) == NULL) {
@@ -68,6 +68,14 @@ ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *er
         return NULL;
     }
     ck_index_init(&m->index);
+    return m;
+}
+
+ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err)
+{
+    ck_model *m = model_alloc(path, err);
+    if (m == NULL)
+        return NULL;
     ck_source *src = ck_source_open_file(path, err);
     if (src == NULL)
         goto fail;
@@ -102,13 +110,9 @@ ck_model *ck_model_empty(const char *path, const char *format_name, ck_error *er
                 "-o format=ckpt)", path);
         return NULL;
     }
-    ck_model *m = calloc(1, sizeof *m);
-    if (m == NULL || (m->path = strdup(path)) == NULL) {
-        free(m);
-        ck_fail(err, ENOMEM, "%s: out of memory", path);
+    ck_model *m = model_alloc(path, err);
+    if (m == NULL)
         return NULL;
-    }
-    ck_index_init(&m->index);
     m->format = CK_FORMAT_CKPT;
     m->st.st_mode = S_IFREG | 0644;
     m->st.st_uid = getuid();

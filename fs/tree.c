@@ -186,6 +186,14 @@ static int editable(const tree *tr, const entry *e, ck_error *err)
     return 0;
 }
 
+static edit *edit_of(tree *tr, entry *e, ck_error *err);
+
+/* The entry's edit record, after checking the entry may be edited. */
+static edit *editable_edit(tree *tr, entry *e, ck_error *err)
+{
+    return editable(tr, e, err) < 0 ? NULL : edit_of(tr, e, err);
+}
+
 static edit *edit_of(tree *tr, entry *e, ck_error *err)
 {
     if (e->edit != NULL)
@@ -253,9 +261,7 @@ static int fill_overlay(tree *tr, entry *e, int fd, ck_error *err)
 
 static edit *with_overlay(tree *tr, entry *e, bool empty, ck_error *err)
 {
-    if (editable(tr, e, err) < 0)
-        return NULL;
-    edit *ed = edit_of(tr, e, err);
+    edit *ed = editable_edit(tr, e, err);
     if (ed == NULL || ed->overlay_fd >= 0)
         return ed;
     int fd = spill_file(tr, err);
@@ -296,9 +302,7 @@ int entry_out_write(tree *tr, entry *e, const void *buf, size_t size, uint64_t o
 
 int entry_meta_begin(tree *tr, entry *e, bool truncate, ck_error *err)
 {
-    if (editable(tr, e, err) < 0)
-        return -1;
-    edit *ed = edit_of(tr, e, err);
+    edit *ed = editable_edit(tr, e, err);
     if (ed == NULL)
         return -1;
     if (ed->meta_buf == NULL) {
@@ -599,14 +603,18 @@ int64_t tree_mkdir(tree *tr, const char *dir_name, ck_error *err)
     if (ed == NULL)
         return -1;
     ed->no_meta = ed->no_out = true;
-    if (set_name(tr, ed, dir_name, err) < 0 ||
-        ck_name_map_put(&tr->by_dir, ed->dir_name, strlen(ed->dir_name),
+    if (set_name(tr, ed, dir_name, err) < 0)
+        goto fail;
+    if (ck_name_map_put(&tr->by_dir, ed->dir_name, strlen(ed->dir_name),
                         (uint32_t)tr->n_entries) < 0) {
-        edit_free(ed);
-        e->edit = NULL;
-        return err->msg[0] ? -1 : ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        goto fail;
     }
     return (int64_t)tr->n_entries++;
+fail:
+    edit_free(ed);
+    e->edit = NULL;
+    return -1;
 }
 
 static void forget_entry(tree *tr, entry *e)
@@ -669,9 +677,7 @@ int tree_rename(tree *tr, entry *e, const char *new_dir_name, ck_error *err)
 
 int entry_create(tree *tr, entry *e, bool meta, ck_error *err)
 {
-    if (editable(tr, e, err) < 0)
-        return -1;
-    edit *ed = edit_of(tr, e, err);
+    edit *ed = editable_edit(tr, e, err);
     if (ed == NULL)
         return -1;
     if (meta) {
@@ -684,9 +690,7 @@ int entry_create(tree *tr, entry *e, bool meta, ck_error *err)
 
 int entry_unlink(tree *tr, entry *e, bool meta, ck_error *err)
 {
-    if (editable(tr, e, err) < 0)
-        return -1;
-    edit *ed = edit_of(tr, e, err);
+    edit *ed = editable_edit(tr, e, err);
     if (ed == NULL)
         return -1;
     if (meta) {
@@ -791,9 +795,7 @@ int tree_extra_rename(tree *tr, size_t id, const char *new_name, ck_error *err)
 int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *err)
 {
     extra *x = &tr->extras[id];
-    if (editable(tr, e, err) < 0)
-        return -1;
-    edit *ed = edit_of(tr, e, err);
+    edit *ed = editable_edit(tr, e, err);
     if (ed == NULL)
         return -1;
     if (!meta) {
