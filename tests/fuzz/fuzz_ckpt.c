@@ -3,7 +3,8 @@
  * refused with a message or indexed into tensors whose every byte can be
  * read back — never a crash, a hang or an out-of-bounds access (built with
  * AddressSanitizer and UBSan by `make fuzz`).  Every accepted input must
- * also re-encode, unchanged, to exactly its own bytes.
+ * also re-encode, unchanged, to exactly its own bytes.  The same bytes also
+ * go through the meta parser.
  *
  * The input goes into a memfd and is opened through /proc/self/fd, the same
  * path-based entry point the mount uses.
@@ -69,6 +70,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ftruncate(fd, 0) < 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
         abort();
     ck_error err;
+    /* The same bytes as a meta someone wrote: parsed or refused, one line. */
+    ck_meta meta;
+    if (ck_meta_parse((const char *)data, size, &meta, &err) < 0 &&
+        (err.msg[0] == '\0' || strchr(err.msg, '\n')))
+        abort();
     ck_model *m = ck_model_open(path, NULL, &err);
     if (m == NULL) {
         if (err.msg[0] == '\0' || strchr(err.msg, '\n'))

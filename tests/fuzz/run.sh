@@ -11,6 +11,7 @@ trap 'rm -rf "$corpus"' EXIT
 for f in ../shared/fixtures/mindspore/*.ckpt; do
     [ -s "$f" ] && cp "$f" "$corpus/"
 done
+cp ../shared/fixtures/oneflow/legacy_v2_java_mlp_adam/dense1-weight/meta "$corpus/meta"
 if "$fuzzer" -seed=1 -runs="$runs" -max_len=4096 -timeout=10 -rss_limit_mb=1024 \
     "$corpus" >"$corpus.log" 2>&1; then
     echo "ok - fuzz: $runs inputs through the .ckpt reader and writer, no crash, every accepted input re-encoded to itself ($(grep -o 'cov: [0-9]*' "$corpus.log" | tail -1))"
