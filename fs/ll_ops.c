@@ -917,7 +917,8 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
         fuse_reply_err(req, fs->tr.writable ? EPERM : EROFS); /* tensors are one level */
         return;
     }
-    if (strcmp(name, "snapshot_done") == 0) {
+    if (strcmp(name, "snapshot_done") == 0 ||
+        tree_extra_lookup(&fs->tr, EXTRA_IN_ROOT, name) >= 0) {
         fuse_reply_err(req, EEXIST);
         return;
     }
@@ -994,6 +995,10 @@ static void rename_extra(fuse_req_t req, ckfs *fs, size_t x, fuse_ino_t parent,
         fuse_reply_err(req, 0);
         return;
     }
+    if (parent == INO_ROOT && tree_lookup(&fs->tr, newname) >= 0) {
+        fuse_reply_err(req, EISDIR); /* a file over a tensor directory */
+        return;
+    }
     entry *e = file_of(fs, parent, newname, &meta);
     int rc = e ? tree_extra_replace_file(&fs->tr, x, e, meta, &err)
                : tree_extra_rename(&fs->tr, x, newname, &err);
@@ -1023,6 +1028,10 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
     int64_t pos = tree_lookup(&fs->tr, name);
     if (pos < 0) {
         fuse_reply_err(req, strcmp(name, "snapshot_done") == 0 ? EPERM : ENOENT);
+        return;
+    }
+    if (tree_extra_lookup(&fs->tr, EXTRA_IN_ROOT, newname) >= 0) {
+        fuse_reply_err(req, ENOTDIR); /* a tensor directory over a file */
         return;
     }
     if (strcmp(newname, "snapshot_done") == 0 || (flags & RENAME_EXCHANGE) ||
