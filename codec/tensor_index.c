@@ -9,7 +9,6 @@
 void ck_index_init(ck_index *ix)
 {
     memset(ix, 0, sizeof *ix);
-    ck_name_map_init(&ix->by_dir);
     ck_arena_init(&ix->arena);
 }
 
@@ -19,7 +18,6 @@ void ck_index_free(ck_index *ix)
         free(ix->tensors[i].ext_more);
     free(ix->tensors);
     free(ix->live);
-    ck_name_map_free(&ix->by_dir);
     ck_arena_free(&ix->arena);
     memset(ix, 0, sizeof *ix);
 }
@@ -83,7 +81,10 @@ int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
     if (ix->live == NULL)
         return ck_fail(err, ENOMEM, "%s: out of memory", path);
     ix->n_live = 0;
-    for (size_t i = 0; i < ix->count; i++) {
+    ck_name_map seen; /* only to find two tensors with one directory name */
+    ck_name_map_init(&seen);
+    int rc = 0;
+    for (size_t i = 0; i < ix->count && rc == 0; i++) {
         ck_tensor *t = &ix->tensors[i];
         if (t->superseded)
             continue;
@@ -94,26 +95,21 @@ int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
             t->dir_name = t->name;
         else
             t->dir_name = ck_arena_strndup(&ix->arena, buf, n);
-        if (t->dir_name == NULL)
-            return ck_fail(err, ENOMEM, "%s: out of memory", path);
-        int64_t prev = ck_name_map_put(&ix->by_dir, t->dir_name, n, (uint32_t)i);
-        if (prev < 0)
-            return ck_fail(err, ENOMEM, "%s: out of memory", path);
-        if (prev != CK_NAME_MAP_NONE) {
+        int64_t prev = t->dir_name ? ck_name_map_put(&seen, t->dir_name, n, (uint32_t)i) : -1;
+        if (prev < 0) {
+            rc = ck_fail(err, ENOMEM, "%s: out of memory", path);
+        } else if (prev != CK_NAME_MAP_NONE) {
             char q1[CK_QUOTE_BUF], q2[CK_QUOTE_BUF];
-            return ck_fail(err, EINVAL, "%s: offset %llu: tensors '%s' and '%s' map to the "
-                           "same directory name", path, (unsigned long long)t->rec_off,
-                           ck_quote(q1, ix->tensors[prev].name, ix->tensors[prev].name_len),
-                           ck_quote(q2, t->name, t->name_len));
+            rc = ck_fail(err, EINVAL, "%s: offset %llu: tensors '%s' and '%s' map to the "
+                         "same directory name", path, (unsigned long long)t->rec_off,
+                         ck_quote(q1, ix->tensors[prev].name, ix->tensors[prev].name_len),
+                         ck_quote(q2, t->name, t->name_len));
+        } else {
+            ix->live[ix->n_live++] = (uint32_t)i;
         }
-        ix->live[ix->n_live++] = (uint32_t)i;
     }
-    return 0;
-}
-
-uint32_t ck_index_lookup(const ck_index *ix, const char *dir_name, size_t len)
-{
-    return ck_name_map_get(&ix->by_dir, dir_name, len);
+    ck_name_map_free(&seen);
+    return rc;
 }
 
 int ck_tensor_for_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_fn fn,
@@ -144,7 +140,7 @@ int ck_tensor_for_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_
 size_t ck_index_memory(const ck_index *ix)
 {
     size_t n = ix->cap * sizeof(ck_tensor) + ix->count * sizeof(uint32_t) +
-               ix->by_dir.cap * sizeof(ck_name_map_slot) + ix->arena.used_bytes;
+               ix->arena.used_bytes;
     for (size_t i = 0; i < ix->count; i++)
         n += ix->tensors[i].cap_more * sizeof(ck_extent);
     return n;

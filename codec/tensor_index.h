@@ -68,7 +68,6 @@ typedef struct ck_index {
     size_t count, cap;
     uint32_t *live;             /* ids of the visible tensors, tree order */
     size_t n_live;
-    ck_name_map by_dir;         /* dir_name -> tensor id, visible only */
     ck_arena arena;
 } ck_index;
 
@@ -87,12 +86,11 @@ static inline const ck_extent *ck_tensor_ext(const ck_tensor *t, uint32_t i)
     return i == 0 ? &t->ext0 : &t->ext_more[i - 1];
 }
 
-/* After a reader is done: compute directory names, build the lookup table
- * and the visible list; refuses two tensors that map to one directory. */
+/* After a reader is done: compute directory names and the visible list;
+ * refuses two tensors that map to one directory.  (Looking tensors up by
+ * directory name is the front-end's business: its tree keeps the map, so
+ * the index does not hold a second one.) */
 int ck_index_finalize(ck_index *ix, const char *path, ck_error *err);
-
-/* Visible tensor id for a directory name, or CK_NAME_MAP_NONE. */
-uint32_t ck_index_lookup(const ck_index *ix, const char *dir_name, size_t len);
 
 /* Call fn for each piece of the source ranges that hold bytes
  * [off, off + size) of an extent-backed tensor (clipped to nbytes).

@@ -285,6 +285,7 @@ typedef struct writer {
     const ck_write_tensor *tensors;
     size_t n;
     uint32_t *entry_of;         /* original id -> index in tensors, or UINT32_MAX */
+    ck_name_map live_by_dir;    /* built only when the file has replaced records */
     uint64_t slice_bytes;
     sink s;
 } writer;
@@ -302,7 +303,7 @@ static bool keep_superseded(const writer *w, const ck_tensor *old)
     char dir[CK_DIR_NAME_MAX + 1];
     static const char *const suffix[] = {NULL, "%map.key", "%map.value", "%map.status"};
     size_t n = ck_dir_name(old->name, old->name_len, suffix[old->part], dir);
-    uint32_t live = ck_index_lookup(&w->m->index, dir, n);
+    uint32_t live = ck_name_map_get(&w->live_by_dir, dir, n);
     if (live == CK_NAME_MAP_NONE)
         return false;
     const ck_write_tensor *e = entry(w, live);
@@ -389,6 +390,21 @@ static int walk(writer *w)
     return w->m->has_crc ? write_crc_trailer(&w->s) : 0;
 }
 
+/* Live tensors by directory name, to pair replaced records with the tensor
+ * that replaced them; only files that have such records need it. */
+static int index_live(writer *w)
+{
+    const ck_index *ix = &w->m->index;
+    if (ix->n_live == ix->count)
+        return 0;
+    for (size_t i = 0; i < ix->n_live; i++) {
+        const ck_tensor *t = &ix->tensors[ix->live[i]];
+        if (ck_name_map_put(&w->live_by_dir, t->dir_name, strlen(t->dir_name), ix->live[i]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                   const ck_write_opts *opts, int out_fd, ck_error *err)
 {
@@ -398,8 +414,9 @@ int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                  .err = err};
     w.s.buf = malloc(COPY_BUF);
     w.entry_of = malloc((m->index.count ? m->index.count : 1) * sizeof *w.entry_of);
+    ck_name_map_init(&w.live_by_dir);
     int rc = -1;
-    if (w.s.buf == NULL || w.entry_of == NULL) {
+    if (w.s.buf == NULL || w.entry_of == NULL || index_live(&w) < 0) {
         ck_fail(err, ENOMEM, "%s: out of memory", m->path);
         goto out;
     }
@@ -420,5 +437,6 @@ int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
 out:
     free(w.s.buf);
     free(w.entry_of);
+    ck_name_map_free(&w.live_by_dir);
     return rc;
 }

@@ -100,8 +100,12 @@ static const char *write_tmp(const char *name, const void *data, size_t len)
 
 static const ck_tensor *find(const ck_model *m, const char *dir)
 {
-    uint32_t id = ck_index_lookup(&m->index, dir, strlen(dir));
-    return id == CK_NAME_MAP_NONE ? NULL : &m->index.tensors[id];
+    for (size_t i = 0; i < m->index.n_live; i++) {
+        const ck_tensor *t = &m->index.tensors[m->index.live[i]];
+        if (strcmp(t->dir_name, dir) == 0)
+            return t;
+    }
+    return NULL;
 }
 
 static int same_bytes(const ck_model *m, const ck_tensor *t, const void *want, size_t len)
