@@ -2,11 +2,12 @@
  * inode_map: inode numbers of the tree.
  *
  * Tensor directories keep their position in the tree for the life of the
- * mount (edits change contents, not the set of entries), so inode numbers
- * are computed, not allocated: four per entry (directory, meta, out, one
- * spare), after a few fixed ones.  Lookup counts need no bookkeeping and
- * forget is a no-op.  Creating, deleting and renaming tensors will replace
- * this with a table; nothing else in fs/ knows the arithmetic.
+ * mount (new ones are appended, removed ones stay as tombstones), so inode
+ * numbers are computed, not allocated: four per entry (directory, meta, out,
+ * one spare) after a few fixed ones, and other files (tools' temporaries)
+ * from 2^40 up by their id.  Numbers are never reused, so lookup counts need
+ * no bookkeeping and forget is a no-op; nothing else in fs/ knows the
+ * arithmetic.
  */
 #ifndef CKPTFS_INODE_MAP_H
 #define CKPTFS_INODE_MAP_H

@@ -52,9 +52,11 @@ PY
 @test "mkdir + meta + out adds a tensor; 0-d gets dims []; an incomplete one blocks the save" {
     $ORACLE gen "$F" --case sliced
     mount_fg "$F" "$M" -o commit=manual
+    before=$(sha "$F")
     mkdir "$M/new.scalar"
     run touch "$M/snapshot_done"
     [ "$status" -ne 0 ]
+    [ "$(sha "$F")" = "$before" ]
     [[ $(getfattr --only-values -n user.ckptfs.last_error "$M") == *"tensor 'new.scalar' has no meta"* ]]
     printf 'shape {\n}\ndata_type: kInt64\n' >"$M/new.scalar/meta"
     $PY -c 'import numpy as n; n.array(42, "<i8").tofile("'"$M"'/new.scalar/out")'
