@@ -38,12 +38,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
 mount_timed() {
     local t0 t1
     t0=$(now)
-    "$CKPTFS" "$1" "$2"
+    "$CKPTFS" -o ro "$1" "$2"
     t1=$(now)
     MOUNTS+=("$2")
     awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.6f\n", b - a}'
 }
-daemon_pid() { pgrep -n -f -- "$CKPTFS $1 $2"; }
+daemon_pid() { pgrep -n -f -- "$CKPTFS -o ro $1 $2"; }
 hwm_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
 timed() { local t0; t0=$(now); "$@" >/dev/null; awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.6f\n", b - a}'; }
 
