@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -186,6 +187,17 @@ out_destroy:
     return fs->final_commit_failed ? 1 : rc;
 }
 
+/* Every edited tensor holds a spill file open until the next save: allow
+ * as many open files as the system lets this process have. */
+static void raise_open_file_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -240,6 +252,8 @@ int main(int argc, char **argv)
     bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 : cli.rw;
     if (rw)
         ck_atomic_cleanup(path);
+    if (rw)
+        raise_open_file_limit();
     ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice,
                .commit_delay = cli.manual ? -1 : cli.commit_delay};
     if (tree_init(&fs.tr, model, &oo, rw, &err) < 0) {

@@ -218,6 +218,9 @@ static int spill_file(const tree *tr, ck_error *err)
         const char *tmp = getenv("TMPDIR");
         fd = open(tmp && *tmp ? tmp : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     }
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE))
+        return ck_fail(err, errno, "%s: too many edited files at once (the open-file limit); "
+                       "save with touch snapshot_done to release them", tr->model->path);
     if (fd < 0)
         return ck_fail_errno(err, errno, "%s: cannot create a spill file", tr->model->path);
     return fd;
