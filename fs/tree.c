@@ -448,6 +448,10 @@ static int describe(tree *tr, entry *e, ck_write_tensor *w, ck_piece *piece,
         *piece = (ck_piece){.src = *spill, .off = 0, .len = ed->overlay_size};
         w->pieces = piece;
         w->n_pieces = 1;
+    } else if (t == NULL) { /* validation guarantees a new tensor's out exists */
+        char q[CK_QUOTE_BUF];
+        return ck_fail(err, EIO, "%s: tensor '%s' has no bytes", tr->model->path,
+                       quoted(tr, e, q));
     } else if (t->inline_data != NULL) {
         *piece = (ck_piece){.mem = t->inline_data, .len = t->nbytes};
         w->pieces = piece;
