@@ -16,12 +16,13 @@ LDLIBS    += $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 # Debian 12 packages for building, testing and benchmarking.
 DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c-compiler \
              libzstd-dev libssl-dev zlib1g-dev bats attr rsync strace clang libclang-rt-14-dev \
-             python3-protobuf \
+             python3-protobuf protobuf-compiler \
              python3-numpy python3-onnx python3-cryptography time
 
 CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c \
              codec/arena.c codec/name_map.c codec/dir_name.c codec/tensor_index.c \
-             codec/oneflow_meta.c codec/ckpt_reader.c codec/model.c
+             codec/oneflow_meta.c codec/ckpt_reader.c codec/onnx_mindir_reader.c \
+             codec/model.c
 EXPORT_SRC:= export/atomic_writer.c export/ckpt_writer.c
 FS_SRC    := fs/main.c fs/ll_ops.c fs/tree.c
 PROTOS    := codec/proto/checkpoint.proto

@@ -70,6 +70,11 @@ ck_source *ck_source_open_file(const char *path, ck_error *err)
         ck_fail_errno(err, errno, "%s: cannot open", path);
         return NULL;
     }
+    return ck_source_adopt_fd(fd, path, err);
+}
+
+ck_source *ck_source_adopt_fd(int fd, const char *path, ck_error *err)
+{
     struct stat st;
     if (fstat(fd, &st) < 0) {
         ck_fail_errno(err, errno, "%s: cannot stat", path);

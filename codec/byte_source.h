@@ -38,6 +38,9 @@ struct ck_source {
 
 /* Open a regular file read-only as an identity source. */
 ck_source *ck_source_open_file(const char *path, ck_error *err);
+/* The same over an open descriptor, which the source then owns (closed on
+ * failure too); path is for messages. */
+ck_source *ck_source_adopt_fd(int fd, const char *path, ck_error *err);
 
 static inline int ck_source_read(ck_source *src, void *buf, size_t len, uint64_t off,
                                  ck_error *err)

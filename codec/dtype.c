@@ -13,43 +13,43 @@ enum {
  * (mindspore-formats.md 2.1).  The first entry for each OneFlow type is the
  * canonical one used when a OneFlow meta is turned back into a checkpoint. */
 static const ck_dtype mindspore_types[] = {
-    {"Float32", "kFloat", OF_FLOAT, 4, CK_KIND_NUMERIC},
-    {"Float64", "kDouble", OF_DOUBLE, 8, CK_KIND_NUMERIC},
-    {"Float16", "kFloat16", OF_FLOAT16, 2, CK_KIND_NUMERIC},
-    {"BFloat16", "kBFloat16", OF_BFLOAT16, 2, CK_KIND_NUMERIC},
-    {"Int8", "kInt8", OF_INT8, 1, CK_KIND_NUMERIC},
-    {"Int16", "kInt16", OF_INT16, 2, CK_KIND_NUMERIC},
-    {"Int32", "kInt32", OF_INT32, 4, CK_KIND_NUMERIC},
-    {"Int64", "kInt64", OF_INT64, 8, CK_KIND_NUMERIC},
-    {"UInt8", "kUInt8", OF_UINT8, 1, CK_KIND_NUMERIC},
-    {"UInt16", "kUInt16", OF_UINT16, 2, CK_KIND_NUMERIC},
-    {"UInt32", "kUInt32", OF_UINT32, 4, CK_KIND_NUMERIC},
-    {"UInt64", "kUInt64", OF_UINT64, 8, CK_KIND_NUMERIC},
-    {"Bool", "kBool", OF_BOOL, 1, CK_KIND_NUMERIC},
-    {"Complex64", "kComplex64", OF_COMPLEX64, 8, CK_KIND_NUMERIC},
-    {"Complex128", "kComplex128", OF_COMPLEX128, 16, CK_KIND_NUMERIC},
-    {"str", "kChar", OF_CHAR, 4, CK_KIND_STR},
+    {"Float32", "kFloat", OF_FLOAT, 4, CK_KIND_NUMERIC, 1, 0},
+    {"Float64", "kDouble", OF_DOUBLE, 8, CK_KIND_NUMERIC, 11, 0},
+    {"Float16", "kFloat16", OF_FLOAT16, 2, CK_KIND_NUMERIC, 10, 0},
+    {"BFloat16", "kBFloat16", OF_BFLOAT16, 2, CK_KIND_NUMERIC, 16, 0},
+    {"Int8", "kInt8", OF_INT8, 1, CK_KIND_NUMERIC, 3, 0},
+    {"Int16", "kInt16", OF_INT16, 2, CK_KIND_NUMERIC, 5, 0},
+    {"Int32", "kInt32", OF_INT32, 4, CK_KIND_NUMERIC, 6, 0},
+    {"Int64", "kInt64", OF_INT64, 8, CK_KIND_NUMERIC, 7, 0},
+    {"UInt8", "kUInt8", OF_UINT8, 1, CK_KIND_NUMERIC, 2, 0},
+    {"UInt16", "kUInt16", OF_UINT16, 2, CK_KIND_NUMERIC, 4, 0},
+    {"UInt32", "kUInt32", OF_UINT32, 4, CK_KIND_NUMERIC, 12, 0},
+    {"UInt64", "kUInt64", OF_UINT64, 8, CK_KIND_NUMERIC, 13, 0},
+    {"Bool", "kBool", OF_BOOL, 1, CK_KIND_NUMERIC, 9, 0},
+    {"Complex64", "kComplex64", OF_COMPLEX64, 8, CK_KIND_NUMERIC, 14, 0},
+    {"Complex128", "kComplex128", OF_COMPLEX128, 16, CK_KIND_NUMERIC, 15, 0},
+    {"str", "kChar", OF_CHAR, 4, CK_KIND_STR, 0, 0},
     /* MindSpore's type-size table gives qint4x2 one byte per element. */
-    {"Int4", "kUInt8", OF_UINT8, 1, CK_KIND_PACKED},
-    {"random_op", "kUInt8", OF_UINT8, 1, CK_KIND_OPAQUE},
+    {"Int4", "kUInt8", OF_UINT8, 1, CK_KIND_PACKED, 0, 0},
+    {"random_op", "kUInt8", OF_UINT8, 1, CK_KIND_OPAQUE, 0, 0},
 };
 
 /* numpy dtype strings, used only inside map tensors (mindspore-formats.md 1.3). */
 static const ck_dtype numpy_types[] = {
-    {"float32", "kFloat", OF_FLOAT, 4, CK_KIND_NUMERIC},
-    {"float64", "kDouble", OF_DOUBLE, 8, CK_KIND_NUMERIC},
-    {"float16", "kFloat16", OF_FLOAT16, 2, CK_KIND_NUMERIC},
-    {"int8", "kInt8", OF_INT8, 1, CK_KIND_NUMERIC},
-    {"int16", "kInt16", OF_INT16, 2, CK_KIND_NUMERIC},
-    {"int32", "kInt32", OF_INT32, 4, CK_KIND_NUMERIC},
-    {"int64", "kInt64", OF_INT64, 8, CK_KIND_NUMERIC},
-    {"uint8", "kUInt8", OF_UINT8, 1, CK_KIND_NUMERIC},
-    {"uint16", "kUInt16", OF_UINT16, 2, CK_KIND_NUMERIC},
-    {"uint32", "kUInt32", OF_UINT32, 4, CK_KIND_NUMERIC},
-    {"uint64", "kUInt64", OF_UINT64, 8, CK_KIND_NUMERIC},
-    {"bool", "kBool", OF_BOOL, 1, CK_KIND_NUMERIC},
-    {"complex64", "kComplex64", OF_COMPLEX64, 8, CK_KIND_NUMERIC},
-    {"complex128", "kComplex128", OF_COMPLEX128, 16, CK_KIND_NUMERIC},
+    {"float32", "kFloat", OF_FLOAT, 4, CK_KIND_NUMERIC, 0, 0},
+    {"float64", "kDouble", OF_DOUBLE, 8, CK_KIND_NUMERIC, 0, 0},
+    {"float16", "kFloat16", OF_FLOAT16, 2, CK_KIND_NUMERIC, 0, 0},
+    {"int8", "kInt8", OF_INT8, 1, CK_KIND_NUMERIC, 0, 0},
+    {"int16", "kInt16", OF_INT16, 2, CK_KIND_NUMERIC, 0, 0},
+    {"int32", "kInt32", OF_INT32, 4, CK_KIND_NUMERIC, 0, 0},
+    {"int64", "kInt64", OF_INT64, 8, CK_KIND_NUMERIC, 0, 0},
+    {"uint8", "kUInt8", OF_UINT8, 1, CK_KIND_NUMERIC, 0, 0},
+    {"uint16", "kUInt16", OF_UINT16, 2, CK_KIND_NUMERIC, 0, 0},
+    {"uint32", "kUInt32", OF_UINT32, 4, CK_KIND_NUMERIC, 0, 0},
+    {"uint64", "kUInt64", OF_UINT64, 8, CK_KIND_NUMERIC, 0, 0},
+    {"bool", "kBool", OF_BOOL, 1, CK_KIND_NUMERIC, 0, 0},
+    {"complex64", "kComplex64", OF_COMPLEX64, 8, CK_KIND_NUMERIC, 0, 0},
+    {"complex128", "kComplex128", OF_COMPLEX128, 16, CK_KIND_NUMERIC, 0, 0},
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -105,4 +105,44 @@ const ck_dtype *ck_dtype_from_oneflow(const char *name, size_t len)
 const ck_dtype *ck_dtype_from_oneflow_number(long value)
 {
     return canonical(match_number, &value);
+}
+
+/* ONNX types with no OneFlow name (onnx-format.md 1): their bytes are shown
+ * as they are stored, read-only.  FLOAT8* keep one byte per element; the
+ * 4- and 2-bit types are packed two or four to a byte. */
+static const ck_dtype onnx_only_types[] = {
+    {"FLOAT8E4M3FN", "kUInt8", OF_UINT8, 1, CK_KIND_OPAQUE, 17, 0},
+    {"FLOAT8E4M3FNUZ", "kUInt8", OF_UINT8, 1, CK_KIND_OPAQUE, 18, 0},
+    {"FLOAT8E5M2", "kUInt8", OF_UINT8, 1, CK_KIND_OPAQUE, 19, 0},
+    {"FLOAT8E5M2FNUZ", "kUInt8", OF_UINT8, 1, CK_KIND_OPAQUE, 20, 0},
+    {"UINT4", "kUInt8", OF_UINT8, 1, CK_KIND_PACKED, 21, 2},
+    {"INT4", "kUInt8", OF_UINT8, 1, CK_KIND_PACKED, 22, 2},
+    {"FLOAT4E2M1", "kUInt8", OF_UINT8, 1, CK_KIND_PACKED, 23, 2},
+    {"FLOAT8E8M0", "kUInt8", OF_UINT8, 1, CK_KIND_OPAQUE, 24, 0},
+    {"UINT2", "kUInt8", OF_UINT8, 1, CK_KIND_PACKED, 25, 4},
+    {"INT2", "kUInt8", OF_UINT8, 1, CK_KIND_PACKED, 26, 4},
+};
+
+/* STRING tensors: elements shown as UTF-8 text, each ended by a NUL. */
+static const ck_dtype pb_string = {"STRING", "kChar", OF_CHAR, 1, CK_KIND_STR, 8, 0};
+/* MindIR's QINT4X2 (MindSpore Int4): the packed bytes. */
+static const ck_dtype mindir_qint4x2 = {"QINT4X2", "kUInt8", OF_UINT8, 1, CK_KIND_PACKED, 18, 2};
+
+const ck_dtype *ck_dtype_from_pb(long code, int mindir)
+{
+    if (code == 8)
+        return &pb_string;
+    if (mindir && code == 17) /* FLOAT64: the loader's alias of DOUBLE */
+        return &mindspore_types[1];
+    if (mindir && code == 18)
+        return &mindir_qint4x2;
+    for (size_t i = 0; i < COUNT(mindspore_types); i++)
+        if (mindspore_types[i].pb_code == code && code != 0)
+            return &mindspore_types[i];
+    if (mindir)
+        return NULL;
+    for (size_t i = 0; i < COUNT(onnx_only_types); i++)
+        if (onnx_only_types[i].pb_code == code)
+            return &onnx_only_types[i];
+    return NULL;
 }

@@ -9,9 +9,11 @@
 
 typedef enum ck_dtype_kind {
     CK_KIND_NUMERIC,    /* plain little-endian elements of itemsize bytes */
-    CK_KIND_STR,        /* MindSpore `str`: UTF-32LE in the file, UTF-8 in the tree */
-    CK_KIND_PACKED,     /* Int4 (qint4x2): raw packed bytes shown as kUInt8 */
-    CK_KIND_OPAQUE,     /* random_op state: raw bytes shown as kUInt8 [n] */
+    CK_KIND_STR,        /* text: MindSpore `str` (UTF-32LE in the file), ONNX STRING;
+                         * UTF-8 in the tree */
+    CK_KIND_PACKED,     /* sub-byte elements (Int4, ONNX INT4/UINT2...): the packed
+                         * bytes shown as kUInt8 [nbytes] */
+    CK_KIND_OPAQUE,     /* random_op state, ONNX FLOAT8*: raw bytes as kUInt8 */
 } ck_dtype_kind;
 
 typedef struct ck_dtype {
@@ -20,6 +22,8 @@ typedef struct ck_dtype {
     int of_value;           /* OneFlow DataType number */
     unsigned itemsize;      /* bytes per element in the file */
     ck_dtype_kind kind;
+    int pb_code;            /* ONNX / MindIR TensorProto.DataType, 0 if none */
+    unsigned per_byte;      /* PACKED ONNX types: elements per byte (2 or 4) */
 } ck_dtype;
 
 /* Look up a MindSpore checkpoint tensor_type string (len bytes, not
@@ -32,5 +36,11 @@ const ck_dtype *ck_dtype_from_mindspore(const char *name, size_t len, int numpy_
  * DataType (kChar is `str`). */
 const ck_dtype *ck_dtype_from_oneflow(const char *name, size_t len);
 const ck_dtype *ck_dtype_from_oneflow_number(long value);
+
+/* An ONNX TensorProto.DataType (mindir = 0) or a MindIR one (mindir = 1);
+ * the two enums agree on 1..16.  NULL for UNDEFINED and unknown values.
+ * Types OneFlow has no name for (the 8-, 4- and 2-bit ONNX types) come
+ * back as PACKED or OPAQUE kUInt8 entries; STRING as kind STR. */
+const ck_dtype *ck_dtype_from_pb(long code, int mindir);
 
 #endif

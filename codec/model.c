@@ -7,11 +7,14 @@
 #include <unistd.h>
 
 #include "ckpt_reader.h"
+#include "onnx_mindir_reader.h"
 
 const char *ck_format_name(ck_format f)
 {
     switch (f) {
     case CK_FORMAT_CKPT: return "ckpt";
+    case CK_FORMAT_ONNX: return "onnx";
+    case CK_FORMAT_MINDIR: return "mindir";
     }
     return "?";
 }
@@ -53,10 +56,39 @@ static int refuse_unsupported(ck_source *src, ck_error *err)
                            "models are not supported yet", src->path);
         }
     }
-    if (has_suffix(src->path, ".mindir") || has_suffix(src->path, ".onnx"))
-        return ck_fail(err, ENOTSUP, "%s: MindIR and ONNX models are not supported yet",
-                       src->path);
     return 0;
+}
+
+/* By name: the three formats have no magic number of their own. */
+static ck_format format_of(const char *path)
+{
+    if (has_suffix(path, ".onnx"))
+        return CK_FORMAT_ONNX;
+    if (has_suffix(path, ".mindir"))
+        return CK_FORMAT_MINDIR;
+    return CK_FORMAT_CKPT;
+}
+
+long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err)
+{
+    if (m->n_sources == CK_MAX_SOURCES) {
+        ck_fail(err, EMFILE, "%s: more than %d data files", m->path, CK_MAX_SOURCES);
+        ck_source_close(src);
+        return -1;
+    }
+    if (m->n_sources == m->cap_sources) {
+        uint32_t cap = m->cap_sources ? m->cap_sources * 2 : 4;
+        ck_source **s = realloc(m->sources, cap * sizeof *s);
+        if (s == NULL) {
+            ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+            ck_source_close(src);
+            return -1;
+        }
+        m->sources = s;
+        m->cap_sources = cap;
+    }
+    m->sources[m->n_sources] = src;
+    return (long)m->n_sources++;
 }
 
 static ck_model *model_alloc(const char *path, ck_error *err)
@@ -79,7 +111,8 @@ ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *er
     ck_source *src = ck_source_open_file(path, err);
     if (src == NULL)
         goto fail;
-    m->sources[m->n_sources++] = src;
+    if (ck_model_add_source(m, src, err) < 0)
+        goto fail;
     if (fstat(src->fd, &m->st) < 0) {
         ck_fail_errno(err, errno, "%s: cannot stat", path);
         goto fail;
@@ -87,12 +120,16 @@ ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *er
     if (refuse_unsupported(src, err) < 0)
         goto fail;
 
-    m->format = CK_FORMAT_CKPT;
-    ck_ckpt_info info;
-    if (ck_ckpt_read(src, 0, !(opts && opts->skip_crc), &m->index, &info, err) < 0)
+    m->format = format_of(path);
+    if (m->format == CK_FORMAT_CKPT) {
+        ck_ckpt_info info;
+        if (ck_ckpt_read(src, 0, !(opts && opts->skip_crc), &m->index, &info, err) < 0)
+            goto fail;
+        m->has_crc = info.has_crc;
+        m->records_end = info.records_end;
+    } else if (ck_onnx_mindir_read(m, m->format == CK_FORMAT_MINDIR, err) < 0) {
         goto fail;
-    m->has_crc = info.has_crc;
-    m->records_end = info.records_end;
+    }
     if (ck_index_finalize(&m->index, path, err) < 0)
         goto fail;
     return m;
@@ -131,6 +168,8 @@ void ck_model_close(ck_model *m)
         return;
     for (uint32_t i = 0; i < m->n_sources; i++)
         ck_source_close(m->sources[i]);
+    free(m->sources);
+    ck_pb_layout_free(m->pb);
     ck_index_free(&m->index);
     free(m->path);
     free(m);

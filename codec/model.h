@@ -18,28 +18,37 @@
 
 #include "byte_source.h"
 #include "ck_error.h"
+#include "pb_layout.h"
 #include "tensor_index.h"
 
 typedef enum ck_format {
     CK_FORMAT_CKPT,
+    CK_FORMAT_ONNX,
+    CK_FORMAT_MINDIR,
 } ck_format;
 
 typedef struct ck_open_opts {
     bool skip_crc;          /* do not verify a .ckpt CRC trailer */
 } ck_open_opts;
 
-#define CK_MAX_SOURCES 16
+/* The model file, its external data files and a temp file of decoded
+ * typed fields: each an open descriptor, so the count is capped. */
+#define CK_MAX_SOURCES 4096
 
 typedef struct ck_model {
     char *path;
     ck_format format;
     struct stat st;                 /* of the model file, at open */
-    ck_source *sources[CK_MAX_SOURCES];
-    uint32_t n_sources;             /* sources[0] is the model file */
+    ck_source **sources;
+    uint32_t n_sources, cap_sources; /* sources[0] is the model file */
     ck_index index;
     uint64_t records_end;           /* end of the records (a CRC trailer follows) */
     bool has_crc;
+    ck_pb_layout *pb;               /* ONNX and MindIR: where the tensors sit */
 } ck_model;
+
+/* Take ownership of src; returns its id, or -1 (src closed) on failure. */
+long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err);
 
 ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err);
 

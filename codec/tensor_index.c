@@ -1,6 +1,7 @@
 #include "tensor_index.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +67,21 @@ static const char *part_suffix(uint8_t part)
     }
 }
 
+/* The directory name of t; the k-th of several equal generated names gets
+ * "%dupK". */
+static size_t tensor_dir_name(const ck_tensor *t, unsigned k, char buf[CK_DIR_NAME_MAX + 1])
+{
+    const char *suffix = t->dir_suffix ? t->dir_suffix : part_suffix(t->part);
+    char with_dup[CK_DIR_NAME_MAX + 1];
+    if (k > 1) {
+        snprintf(with_dup, sizeof with_dup, "%s%%dup%u", suffix ? suffix : "", k);
+        suffix = with_dup;
+    }
+    if (t->dir_src != NULL)
+        return ck_dir_name(t->dir_src, t->dir_src_len, suffix, buf);
+    return ck_dir_name(t->name, t->name_len, suffix, buf);
+}
+
 int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
 {
     /* The array only grows while reading; give back the slack. */
@@ -89,7 +105,11 @@ int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
         if (t->superseded)
             continue;
         char buf[CK_DIR_NAME_MAX + 1];
-        size_t n = ck_dir_name(t->name, t->name_len, part_suffix(t->part), buf);
+        size_t n = tensor_dir_name(t, 1, buf);
+        /* Generated names that meet again are told apart by file order. */
+        for (unsigned k = 2; t->dir_suffix != NULL && ck_name_map_get(&seen, buf, n) !=
+                             CK_NAME_MAP_NONE && k < 1000000; k++)
+            n = tensor_dir_name(t, k, buf);
         /* Names are stored NUL-terminated: most need no copy of their own. */
         if (n == t->name_len && memcmp(buf, t->name, n) == 0)
             t->dir_name = t->name;

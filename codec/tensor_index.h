@@ -47,6 +47,9 @@ typedef enum ck_part {
 typedef struct ck_tensor {
     const char *name;           /* original name (may hold any byte), NUL-ended */
     const char *dir_name;       /* escaped, NUL-terminated, set by finalize */
+    const char *dir_src;        /* what the directory name is made of, if not
+                                 * the whole name (MindIR: after the first ':') */
+    const char *dir_suffix;     /* generated suffix ("%const", "%@NODE.ATTR") */
     const char *type_name;      /* the format's own type string */
     const ck_dtype *dtype;
     const int64_t *dims;        /* presented shape (0-d: ndim 0) */
@@ -55,12 +58,13 @@ typedef struct ck_tensor {
     ck_extent *ext_more;        /* ... n_ext - 1 more (sliced tensors), */
     const unsigned char *inline_data; /* ... or these decoded bytes */
     uint64_t rec_off, rec_end;  /* file span of the tensor's records */
-    uint32_t name_len;
+    uint32_t name_len, dir_src_len;
     uint32_t ndim;
     uint32_t n_ext, cap_more;
     uint8_t part;               /* ck_part */
     bool superseded;            /* replaced by a later record of the same name */
     bool scalar_dims_zero;      /* stored as dims [0] + one element (pre-2.3) */
+    bool read_only;             /* shown as stored; edits refused (see dtype kinds) */
 } ck_tensor;
 
 typedef struct ck_index {

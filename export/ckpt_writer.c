@@ -369,7 +369,7 @@ static int write_crc_trailer(sink *s)
 static int walk(writer *w)
 {
     const ck_index *ix = &w->m->index;
-    ck_source *file = w->m->sources[0];
+    ck_source *file = w->m->n_sources ? w->m->sources[0] : NULL; /* NULL: -o create */
     uint64_t pos = 0; /* end of what has been handled in the original */
     for (uint32_t id = 0; id < ix->count;) {
         const ck_tensor *t = &ix->tensors[id];

@@ -71,6 +71,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
         return 1;
     }
+    if (m->format != CK_FORMAT_CKPT) {
+        fprintf(stderr, "ckptfs-reencode: %s: writing %s models is not supported yet\n", in,
+                ck_format_name(m->format));
+        ck_model_close(m);
+        return 1;
+    }
     ck_piece *inline_pieces = NULL;
     ck_write_tensor *w = tree(m, all, &inline_pieces);
     ck_atomic_file f;

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "../codec/oneflow_meta.h"
+#include "../codec/onnx_mindir_reader.h"
 #include "inode_map.h"
 
 #define XATTR_NAME "user.ckptfs.name"
@@ -801,6 +802,18 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 
 /* ---- extended attributes ---- */
 
+/* The model format's own name of an entry's type ("Float32", "FLOAT"). */
+static const char *type_name(const ckfs *fs, const entry *e, const ck_dtype *dt)
+{
+    const ck_model *m = MODEL(fs);
+    const ck_tensor *t = entry_tensor(&fs->tr, e);
+    if (m->pb == NULL)
+        return dt->ms_name;
+    if (t != NULL && (e->edit == NULL || !e->edit->meta_changed))
+        return t->type_name;
+    return ck_pb_type_name(dt->pb_code, m->pb->mindir);
+}
+
 static void reply_xattr_value(fuse_req_t req, const void *value, size_t len, size_t size)
 {
     if (size == 0)
@@ -853,7 +866,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     } else if (dt == NULL) {
         fuse_reply_err(req, ENODATA); /* no valid meta yet */
     } else if (strcmp(name, XATTR_TYPE) == 0) {
-        reply_xattr_value(req, dt->ms_name, strlen(dt->ms_name), size);
+        const char *tn = type_name(fs, e, dt);
+        reply_xattr_value(req, tn, strlen(tn), size);
     } else if (strcmp(name, XATTR_SHAPE) == 0) {
         char shape[CK_MAX_DIMS * 22 + 4];
         uint32_t ndim;

@@ -187,8 +187,7 @@ out_destroy:
     return fs->final_commit_failed ? 1 : rc;
 }
 
-/* Every edited tensor holds a spill file open until the next save: allow
- * as many open files as the system lets this process have. */
+/* Allow as many open files as the system lets this process have. */
 static void raise_open_file_limit(void)
 {
     struct rlimit rl;
@@ -237,6 +236,9 @@ int main(int argc, char **argv)
     const char *path = abs ? abs : cli.model;
     ck_error err;
     ck_open_opts oo = {.skip_crc = cli.nocrc};
+    /* External data files each hold a descriptor, and every edited tensor
+     * holds a spill file until the next save. */
+    raise_open_file_limit();
     ck_model *model = cli.create && access(path, F_OK) != 0
                           ? ck_model_empty(path, cli.format, &err)
                           : ck_model_open(path, &oo, &err);
@@ -250,10 +252,18 @@ int main(int argc, char **argv)
     /* MindSpore saves checkpoints 0400: such a file is not edited unless
      * asked for. */
     bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 : cli.rw;
+    if (rw && model->format != CK_FORMAT_CKPT) {
+        if (cli.rw == 1) {
+            fprintf(stderr, "ckptfs: %s: writing %s models is not supported yet; mount with "
+                    "-o ro\n", path, ck_format_name(model->format));
+            ck_model_close(model);
+            free(abs);
+            goto out;
+        }
+        rw = false;
+    }
     if (rw)
         ck_atomic_cleanup(path);
-    if (rw)
-        raise_open_file_limit();
     ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice,
                .commit_delay = cli.manual ? -1 : cli.commit_delay};
     if (tree_init(&fs.tr, model, &oo, rw, &err) < 0) {

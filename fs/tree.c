@@ -183,6 +183,9 @@ static int editable(const tree *tr, const entry *e, ck_error *err)
     if (t != NULL && t->part != CK_PART_WHOLE)
         return ck_fail(err, EPERM, "%s: tensor '%s': map parameters cannot be edited",
                        tr->model->path, quoted(tr, e, q));
+    if (t != NULL && t->read_only)
+        return ck_fail(err, EPERM, "%s: tensor '%s': %s tensors are shown read-only",
+                       tr->model->path, quoted(tr, e, q), t->type_name);
     return 0;
 }
 

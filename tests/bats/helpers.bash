@@ -63,3 +63,6 @@ ckptfs_teardown() {
 teardown() { ckptfs_teardown; }
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+ONNX_FIX=$FIXTURES/onnx
+GRAPH_ORACLE="$PY $REPO/tests/oracle/graph_oracle.py"

@@ -1,0 +1,49 @@
+/*
+ * onnx_mindir_reader: index the weights of an ONNX or MindIR model.
+ *
+ * The two formats share ONNX's message shapes (MindIR started as a copy of
+ * onnx.proto) with different field numbers, so one walker serves both,
+ * driven by a table of field numbers per format.  It streams the file with
+ * pb_wire: graph structure is read in small pieces and tensor payloads are
+ * only located, never read.
+ *
+ * Weights shown, and their directory names (docs/design.md, "Naming"):
+ *   main-graph initializers (ONNX) / parameters (MindIR)   NAME
+ *     (MindIR: the part of the name after the first ':')
+ *   Constant nodes' value tensors in the main graph        OUTPUT%const
+ *   initializers and Constants inside subgraphs (If/Loop
+ *   bodies, MindIR functions)                               NAME%@NODE.ATTR
+ *   MindIR map_parameter parts                              NAME%map.key ...
+ * "%c" and "%@" never come out of escaping a name, so the generated names
+ * cannot collide with a main-graph name; two generated names that would be
+ * equal get "%dup2", "%dup3"... in file order.
+ *
+ * Storage: raw_data and packed float_data/double_data become extents in
+ * the model file; external data becomes extents in the external file (one
+ * source per file, resolved beneath the model's directory); typed fields
+ * stored as varints (int32_data, int64_data, uint64_data) and STRING
+ * tensors are the one exception to "no tensor bytes at mount": they are
+ * decoded once, while mounting, into an unlinked temporary file, because
+ * their byte count is only known by decoding them.  Exporters use them for
+ * small tensors only.
+ */
+#ifndef CK_ONNX_MINDIR_READER_H
+#define CK_ONNX_MINDIR_READER_H
+
+#include "model.h"
+
+/* Message nesting the walker follows (graphs within nodes within graphs). */
+#define CK_PB_MAX_DEPTH 32
+/* Longest name, node name or external location read. */
+#define CK_PB_MAX_NAME 4096
+
+/* Read m->sources[0] as ONNX (mindir false) or MindIR into m->index and a
+ * new m->pb, adding the sources it needs.  Does not finalize the index. */
+int ck_onnx_mindir_read(ck_model *m, bool mindir, ck_error *err);
+
+void ck_pb_layout_free(ck_pb_layout *pb);
+
+/* The ONNX / MindIR DataType name of a code, e.g. "FLOAT"; "?" if unknown. */
+const char *ck_pb_type_name(long code, bool mindir);
+
+#endif

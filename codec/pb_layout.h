@@ -1,0 +1,67 @@
+/*
+ * pb_layout: where the weights of an ONNX or MindIR model sit in its
+ * protobuf message tree.
+ *
+ * Both formats are one big protobuf message whose weights are TensorProto
+ * messages nested a few levels down (model -> graph -> initializer, or
+ * graph -> node -> attribute -> tensor, or further down inside subgraphs).
+ * The reader records, for every weight, the span of its TensorProto field
+ * and the chain of enclosing messages ("frames").  The encoder needs
+ * nothing else: it copies the file byte for byte except the changed
+ * TensorProto fields and the length prefixes of the frames that enclose
+ * them.
+ */
+#ifndef CK_PB_LAYOUT_H
+#define CK_PB_LAYOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CK_PB_NO_FRAME (-1)
+
+/* One enclosing message: its key at key_off, its length prefix at len_off,
+ * its body [body_off, body_end).  The file itself is the implicit root. */
+typedef struct ck_pb_frame {
+    uint64_t key_off, len_off, body_off, body_end;
+    int32_t parent;             /* frame index, or CK_PB_NO_FRAME */
+} ck_pb_frame;
+
+typedef enum ck_pb_storage {
+    CK_STORE_NONE,              /* no data field (a tensor of 0 bytes) */
+    CK_STORE_RAW,               /* raw_data, served from the file */
+    CK_STORE_TYPED,             /* float_data, int32_data, ...: see typed_field */
+    CK_STORE_EXTERNAL,          /* bytes in another file */
+} ck_pb_storage;
+
+typedef enum ck_pb_role {
+    CK_ROLE_TOP,                /* main graph initializer (ONNX) / parameter (MindIR) */
+    CK_ROLE_CONST,              /* a Constant node's value */
+    CK_ROLE_SUB,                /* anything inside a subgraph or a function */
+    CK_ROLE_MAP,                /* a MindIR map_parameter part */
+} ck_pb_role;
+
+typedef struct ck_pb_tensor {
+    uint64_t key_off, len_off;  /* the TensorProto field; its body is the
+                                 * index tensor's [rec_off, rec_end) */
+    int32_t frame;              /* enclosing message */
+    uint8_t storage;            /* ck_pb_storage */
+    uint8_t role;               /* ck_pb_role */
+    uint8_t typed_field;        /* field number of the typed data field */
+    const char *holder;         /* the node holding a CONST/SUB tensor, for messages */
+} ck_pb_tensor;
+
+typedef struct ck_pb_layout {
+    bool mindir;
+    ck_pb_frame *frames;
+    size_t n_frames, cap_frames;
+    ck_pb_tensor *tensors;      /* parallel to the index's tensors */
+    int32_t main_graph;         /* frame of ModelProto.graph, or CK_PB_NO_FRAME */
+    uint64_t insert_off;        /* where new main-graph tensors go */
+    const char *graph_name;     /* MindIR: the prefix of parameter names */
+    size_t graph_name_len;
+    int64_t ir_version;         /* ONNX ir_version (initializers must be inputs < 4) */
+    uint32_t decoded_src;       /* source holding decoded typed fields, 0 if none */
+} ck_pb_layout;
+
+#endif

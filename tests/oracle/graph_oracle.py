@@ -1,0 +1,286 @@
+#!/usr/bin/python3
+"""Independent test oracle for ckptfs mounts of ONNX and MindIR models.
+
+Written from onnx-format.md, mindspore-formats.md section 4 and the naming rules in
+docs/design.md; it shares no code with the C program under test.  ONNX files are read
+with Debian's python3-onnx (tensor bytes from numpy_helper.to_array); MindIR files with
+the official protobuf runtime and tests/oracle/mind_ir.proto, compiled here by protoc.
+
+    /usr/bin/python3 graph_oracle.py list MODEL            expected tree, one line a tensor
+    /usr/bin/python3 graph_oracle.py check MOUNTPOINT MODEL
+    /usr/bin/python3 graph_oracle.py values MODEL NAME     a tensor's values, one per line
+
+Naming (docs/design.md): main-graph initializers / MindIR parameters keep their name
+(MindIR: after the first ':'); Constant nodes of the main graph are OUTPUT%const;
+tensors inside subgraphs are NAME%@NODE.ATTR (NODE the escaped node name, or #INDEX
+when it has none, the suffix cut to 120 bytes with %~HASH); MindIR map parameters
+NAME%map.key/.value/.status; equal generated names get %dup2, %dup3 in file order.
+
+Exit status: 0 success; 1 check mismatch; 2 usage error.
+"""
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
+
+import ckpt_oracle as co  # noqa: E402  (escaping, meta text and tree checks)
+
+SUFFIX_MAX = 120
+
+# ONNX / MindIR DataType -> (type name, OneFlow type, numpy dtype or None, kind)
+# kind: num (dims as stored), flat (packed bytes shown as [n]), str (NUL-ended UTF-8)
+ONNX_TYPES = {
+    1: ("FLOAT", "kFloat", "<f4", "num"), 2: ("UINT8", "kUInt8", "u1", "num"),
+    3: ("INT8", "kInt8", "i1", "num"), 4: ("UINT16", "kUInt16", "<u2", "num"),
+    5: ("INT16", "kInt16", "<i2", "num"), 6: ("INT32", "kInt32", "<i4", "num"),
+    7: ("INT64", "kInt64", "<i8", "num"), 8: ("STRING", "kChar", None, "str"),
+    9: ("BOOL", "kBool", "u1", "num"), 10: ("FLOAT16", "kFloat16", "<f2", "num"),
+    11: ("DOUBLE", "kDouble", "<f8", "num"), 12: ("UINT32", "kUInt32", "<u4", "num"),
+    13: ("UINT64", "kUInt64", "<u8", "num"), 14: ("COMPLEX64", "kComplex64", "<c8", "num"),
+    15: ("COMPLEX128", "kComplex128", "<c16", "num"),
+    16: ("BFLOAT16", "kBFloat16", None, "num"),
+    17: ("FLOAT8E4M3FN", "kUInt8", None, "num"), 18: ("FLOAT8E4M3FNUZ", "kUInt8", None, "num"),
+    19: ("FLOAT8E5M2", "kUInt8", None, "num"), 20: ("FLOAT8E5M2FNUZ", "kUInt8", None, "num"),
+    21: ("UINT4", "kUInt8", None, "flat"), 22: ("INT4", "kUInt8", None, "flat"),
+    23: ("FLOAT4E2M1", "kUInt8", None, "flat"), 24: ("FLOAT8E8M0", "kUInt8", None, "num"),
+    25: ("UINT2", "kUInt8", None, "flat"), 26: ("INT2", "kUInt8", None, "flat"),
+}
+MINDIR_TYPES = {k: v for k, v in ONNX_TYPES.items() if k <= 16}
+MINDIR_TYPES[17] = ("FLOAT64", "kDouble", "<f8", "num")
+MINDIR_TYPES[18] = ("QINT4X2", "kUInt8", None, "flat")
+
+
+class Entry:
+    """One expected tensor directory (the attributes ckpt_oracle.check_tensor_dir reads)."""
+
+    def __init__(self, dirname, name, type_name, of_type, dims, out, np_dtype):
+        self.dirname = dirname
+        self.tag = name
+        self.part = None
+        self.ms_type = type_name.decode()
+        self.dims = list(dims)
+        self.out = out
+        self.np_dtype = np_dtype
+        self.meta = co.meta_bytes(self.dims, of_type)
+
+
+def esc(b):
+    return co.escape_tag(b)
+
+
+def make_suffix(node_name, index, attr_name):
+    label = esc(node_name) if node_name else b"#%d" % index
+    out = b"%@" + label + b"." + esc(attr_name)
+    if len(out) > SUFFIX_MAX:
+        out = out[:SUFFIX_MAX - 18] + b"%~" + b"%016x" % co.fnv1a64(out)
+    return out
+
+
+def dir_with_suffix(name, suffix):
+    """Escaped name + suffix; too long, the name is cut and made unique by its hash."""
+    e = esc(name) if len(esc(name)) <= 255 else None
+    if e is not None and len(e) + len(suffix) <= 255:
+        return e + suffix
+    cut = 255 - 18 - len(suffix)
+    full = bytearray(esc_unshortened(name))
+    while cut > 0 and 0x80 <= full[cut] <= 0xBF:
+        cut -= 1
+    if full[cut - 1] == 0x25:
+        cut -= 1
+    elif full[cut - 2] == 0x25:
+        cut -= 2
+    return bytes(full[:cut]) + b"%~" + b"%016x" % co.fnv1a64(name) + suffix
+
+
+def esc_unshortened(name):
+    out = bytearray()
+    for i, b in enumerate(name):
+        if b in (0x2F, 0x25, 0x00) or (i == 0 and b == 0x2E):
+            out += b"%%%02X" % b
+        else:
+            out.append(b)
+    return bytes(out)
+
+
+def tensor_bytes(t, types, base_dir, mindir):
+    """(type info, dims, bytes) of a TensorProto, from the official runtime's view."""
+    code = t.data_type
+    if code not in types:
+        raise ValueError(f"unknown data_type {code}")
+    tname, of_type, np_dtype, kind = types[code]
+    dims = list(t.dims)
+    n = int(np.prod(dims)) if dims else 1
+    if kind == "str":
+        out = b"".join(s + b"\0" for s in t.string_data)
+        return (tname, of_type, None), [len(out)], out
+    ext = None
+    if mindir and t.HasField("external_data"):
+        ext = (t.external_data.location, t.external_data.offset,
+               t.external_data.length if t.external_data.HasField("length") else None)
+    if not mindir and t.HasField("data_location") and t.data_location == 1:
+        kv = {e.key: e.value for e in t.external_data}
+        ext = (kv["location"], int(kv.get("offset", "0")),
+               int(kv["length"]) if "length" in kv else None)
+    if ext is not None:
+        loc, off, length = ext
+        with open(os.path.join(base_dir, loc), "rb") as f:
+            f.seek(off)
+            out = f.read() if length is None else f.read(length)
+    elif t.HasField("raw_data"):
+        out = t.raw_data
+    elif code in (16,) or 17 <= code <= 26 or (mindir and code == 18):
+        per = {21: 2, 22: 2, 23: 2, 25: 4, 26: 4, 18: 2}.get(code, 1)
+        width = 2 if code == 16 else 1
+        out = b"".join(int(v & ((1 << (8 * width)) - 1)).to_bytes(width, "little")
+                       for v in t.int32_data)
+        del per
+    elif mindir:
+        field = {1: "float_data", 11: "double_data", 17: "double_data", 14: "float_data",
+                 15: "double_data", 7: "int64_data", 12: "uint64_data",
+                 13: "uint64_data"}.get(code, "int32_data")
+        vals = getattr(t, field)
+        out = np.array(vals).astype(np_dtype).tobytes()
+    else:
+        out = numpy_helper.to_array(t).astype(np_dtype).tobytes()
+    if kind == "flat":
+        per = {21: 2, 22: 2, 23: 2, 25: 4, 26: 4, 18: 2}[code]
+        return (tname, of_type, None), [(n + per - 1) // per], out
+    return (tname, of_type, np_dtype), dims, out
+
+
+class Walker:
+    def __init__(self, path, mindir, module=None):
+        self.path = path
+        self.base = os.path.dirname(os.path.abspath(path))
+        self.mindir = mindir
+        self.types = MINDIR_TYPES if mindir else ONNX_TYPES
+        self.entries = []
+        self.seen = set()
+        if mindir:
+            self.model = module.ModelProto()
+            with open(path, "rb") as f:
+                self.model.ParseFromString(f.read())
+        else:
+            self.model = onnx.load(path, load_external_data=False)
+
+    def add(self, t, name, suffix, shown_name=None):
+        info, dims, out = tensor_bytes(t, self.types, self.base, self.mindir)
+        tname, of_type, np_dtype = info
+        base = shown_name if shown_name is not None else name
+        if suffix is None:
+            d = esc(base)
+        else:
+            d = dir_with_suffix(base, suffix)
+            k = 2
+            while d in self.seen:
+                d = dir_with_suffix(base, suffix + b"%%dup%d" % k)
+                k += 1
+        self.seen.add(d)
+        self.entries.append(Entry(d, name, tname.encode(), of_type, dims, out, np_dtype))
+
+    def graph(self, g, main, suffix):
+        for i, node in enumerate(g.node):
+            for a in node.attribute:
+                if node.op_type == "Constant" and a.name == "value":
+                    tensors = ([a.t] if a.HasField("t") else []) + list(a.tensors)
+                    for t in tensors:
+                        value = node.output[0].encode() if node.output and node.output[0] \
+                            else t.name.encode()
+                        self.add(t, value, b"%const" if main else suffix)
+                graphs = ([a.g] if a.HasField("g") else []) + list(a.graphs)
+                for sub in graphs:
+                    self.graph(sub, False, make_suffix(node.name.encode(), i,
+                                                       a.name.encode()))
+        tensors = g.parameter if self.mindir else g.initializer
+        for t in tensors:
+            name = t.name.encode()
+            if main and self.mindir:
+                self.add(t, name, None, name.split(b":", 1)[1] if b":" in name else name)
+            else:
+                self.add(t, name, None if main else suffix)
+        if self.mindir and main:
+            for mp in g.map_parameter:
+                for part, t in (("key", mp.key_tensor), ("value", mp.value_tensor),
+                                ("status", mp.status_tensor)):
+                    self.add(t, mp.name.encode(), b"%map." + part.encode())
+
+    def walk(self):
+        self.graph(self.model.graph, True, None)
+        if self.mindir:
+            for k, fn in enumerate(self.model.functions):
+                del k
+                self.graph(fn, False, make_suffix(fn.name.encode(), 0, b"function"))
+        return self.entries
+
+
+def mindir_module():
+    out = tempfile.mkdtemp(prefix="ckptfs-mindir-pb-")
+    here = os.path.dirname(os.path.abspath(__file__))
+    subprocess.run(["protoc", "-I" + here, "--python_out=" + out, "mind_ir.proto"], check=True)
+    sys.path.insert(0, out)
+    import mind_ir_pb2  # noqa: E402
+    return mind_ir_pb2
+
+
+def load(path):
+    mindir = path.endswith(".mindir")
+    return Walker(path, mindir, mindir_module() if mindir else None).walk()
+
+
+def cmd_list(model):
+    for e in load(model):
+        print("%s\t%s\t%s\t%d\t%s" % (os.fsdecode(e.dirname), e.ms_type,
+                                      co.shape_text(e.dims).decode(), len(e.out),
+                                      hashlib.sha256(e.out).hexdigest()[:16]))
+
+
+def cmd_check(mount, model):
+    entries = load(model)
+    root = os.fsencode(mount)
+    co.check_root_listing(root, [e.dirname for e in entries])
+    co.check_snapshot_done(root)
+    for e in entries:
+        co.check_tensor_dir(root, e)
+    co.check_numpy_reads(root, [e for e in entries if e.dims])
+    print(f"ok: {len(entries)} tensors match")
+
+
+def cmd_values(model, name):
+    for e in load(model):
+        if e.dirname == os.fsencode(name):
+            for v in np.frombuffer(e.out, dtype=e.np_dtype).ravel():
+                print(repr(v.item()))
+            return
+    sys.exit(f"no tensor directory {name}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("list")
+    p.add_argument("model")
+    p = sub.add_parser("check")
+    p.add_argument("mount")
+    p.add_argument("model")
+    p = sub.add_parser("values")
+    p.add_argument("model")
+    p.add_argument("name")
+    a = ap.parse_args()
+    if a.cmd == "list":
+        cmd_list(a.model)
+    elif a.cmd == "check":
+        cmd_check(a.mount, a.model)
+    else:
+        cmd_values(a.model, a.name)
+
+
+if __name__ == "__main__":
+    main()
