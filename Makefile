@@ -23,7 +23,8 @@ CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c 
              codec/arena.c codec/name_map.c codec/dir_name.c codec/tensor_index.c \
              codec/oneflow_meta.c codec/ckpt_reader.c codec/onnx_mindir_reader.c \
              codec/model.c
-EXPORT_SRC:= export/atomic_writer.c export/ckpt_writer.c
+EXPORT_SRC:= export/atomic_writer.c export/byte_sink.c export/ckpt_writer.c \
+             export/onnx_mindir_writer.c export/encoder.c
 FS_SRC    := fs/main.c fs/ll_ops.c fs/tree.c
 PROTOS    := codec/proto/checkpoint.proto
 PROTO_C   := $(PROTOS:codec/proto/%.proto=$(BUILD)/gen/%.pb-c.c)
@@ -71,6 +72,11 @@ deps:
 	  echo "deps: installing $$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	else echo "deps: run as root: apt-get install $$missing"; exit 1; fi
+	@# onnxruntime-node, the ONNX tests' real consumer; its default install
+	@# step would download a GPU provider from outside the npm registry.
+	@if [ ! -d tests/ort/node_modules/onnxruntime-node ]; then \
+	  echo "deps: npm install onnxruntime-node"; \
+	  cd tests/ort && npm install --no-audit --no-fund --onnxruntime-node-install=skip; fi
 
 test: deps
 	$(MAKE) all $(BUILD)/fuzz-ckpt

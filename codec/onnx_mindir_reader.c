@@ -1166,10 +1166,20 @@ int ck_onnx_mindir_read(ck_model *m, bool mindir, ck_error *err)
         free(pb);
         return ck_fail(err, ENOMEM, "%s: out of memory", m->path);
     }
+    const schema *sc = mindir ? &mindir_schema : &onnx_schema;
     pb->mindir = mindir;
     pb->main_graph = CK_PB_NO_FRAME;
+    pb->fields = (ck_pb_fields){
+        .graph_tensor = sc->graph_tensor, .model_graph = sc->model_graph,
+        .model_functions = sc->model_functions, .graph_node = sc->graph_node,
+        .node_input = 1, .node_name = sc->node_name, .node_attr = sc->node_attr,
+        .attr_g = sc->attr_g, .attr_graphs = sc->attr_graphs, .t_dims = sc->t_dims, .t_type = sc->t_type,
+        .t_float = sc->t_float, .t_int32 = sc->t_int32, .t_string = sc->t_string,
+        .t_int64 = sc->t_int64, .t_name = sc->t_name, .t_raw = sc->t_raw,
+        .t_double = sc->t_double, .t_uint64 = sc->t_uint64, .t_external = sc->t_external,
+        .t_location = sc->t_location};
     m->pb = pb;
-    *d = (rd){.m = m, .s = mindir ? &mindir_schema : &onnx_schema, .pb = pb,
+    *d = (rd){.m = m, .s = sc, .pb = pb,
               .src = m->sources[0], .err = err, .dec_fd = -1};
     int rc = walk_model(d);
     if (rc == 0)

@@ -10,101 +10,12 @@
 
 #include "../codec/ckpt_reader.h"
 #include "../codec/dir_name.h"
-
-#define COPY_BUF (1u << 20)
-
-/* Where bytes go: the output file, with a running CRC-32 when the model has
- * a trailer (then copies go through memory so the CRC sees them). */
-typedef struct sink {
-    int fd;
-    const char *path;           /* of the model, for messages */
-    bool crc_on;
-    uLong crc;
-    unsigned char *buf;         /* COPY_BUF bytes */
-    ck_error *err;
-} sink;
-
-static int write_all(sink *s, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    if (s->crc_on)
-        s->crc = crc32(s->crc, p, (uInt)len);
-    while (len > 0) {
-        ssize_t n = write(s->fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return ck_fail_errno(s->err, errno, "%s: writing the new version failed", s->path);
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int copy_through_memory(sink *s, ck_source *src, uint64_t off, uint64_t len)
-{
-    while (len > 0) {
-        size_t n = len < COPY_BUF ? (size_t)len : COPY_BUF;
-        if (ck_source_read(src, s->buf, n, off, s->err) < 0 || write_all(s, s->buf, n) < 0)
-            return -1;
-        off += n;
-        len -= n;
-    }
-    return 0;
-}
-
-/* Copy bytes [off, off + len) of src; in-kernel when nothing needs to see
- * them. */
-static int copy_range(sink *s, ck_source *src, uint64_t off, uint64_t len)
-{
-    while (len > 0 && !s->crc_on && src->fd >= 0) {
-        loff_t in = (loff_t)off;
-        size_t want = len > (1u << 30) ? (1u << 30) : (size_t)len;
-        ssize_t n = copy_file_range(src->fd, &in, s->fd, NULL, want, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break; /* EXDEV, ENOSYS, EINVAL...: fall back to read/write */
-        off += (uint64_t)n;
-        len -= (uint64_t)n;
-    }
-    return copy_through_memory(s, src, off, len);
-}
-
-static int write_piece(sink *s, const ck_piece *p, uint64_t off, uint64_t len)
-{
-    if (p->mem != NULL)
-        return write_all(s, (const unsigned char *)p->mem + off, (size_t)len);
-    return copy_range(s, p->src, p->off + off, len);
-}
-
-/* ---- encoding one tensor ---- */
-
-static size_t varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static size_t put_varint(unsigned char *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (unsigned char)v;
-    return n;
-}
+#include "byte_sink.h"
 
 static size_t put_len_field(unsigned char *p, unsigned field, uint64_t len)
 {
     p[0] = (unsigned char)(field << 3 | 2);
-    return 1 + put_varint(p + 1, len);
+    return 1 + ck_put_varint(p + 1, len);
 }
 
 /* The header of one record: everything up to the content bytes.  Layout as
@@ -117,10 +28,10 @@ static size_t encode_header(unsigned char *p, const char *name, size_t name_len,
     size_t type_len = strlen(type);
     uint64_t tp_len = 0;
     for (uint32_t i = 0; i < ndim; i++)
-        tp_len += 1 + varint_len((uint64_t)dims[i]);
-    tp_len += 1 + varint_len(type_len) + type_len;
-    tp_len += 1 + varint_len(content_len) + content_len;
-    uint64_t value_len = 1 + varint_len(name_len) + name_len + 1 + varint_len(tp_len) + tp_len;
+        tp_len += 1 + ck_varint_len((uint64_t)dims[i]);
+    tp_len += 1 + ck_varint_len(type_len) + type_len;
+    tp_len += 1 + ck_varint_len(content_len) + content_len;
+    uint64_t value_len = 1 + ck_varint_len(name_len) + name_len + 1 + ck_varint_len(tp_len) + tp_len;
 
     size_t n = put_len_field(p, 1, value_len);
     n += put_len_field(p + n, 1, name_len);
@@ -129,7 +40,7 @@ static size_t encode_header(unsigned char *p, const char *name, size_t name_len,
     n += put_len_field(p + n, 2, tp_len);
     for (uint32_t i = 0; i < ndim; i++) {
         p[n++] = 1 << 3; /* dims, varint */
-        n += put_varint(p + n, (uint64_t)dims[i]);
+        n += ck_put_varint(p + n, (uint64_t)dims[i]);
     }
     n += put_len_field(p + n, 2, type_len);
     memcpy(p + n, type, type_len);
@@ -142,7 +53,7 @@ static size_t encode_header(unsigned char *p, const char *name, size_t name_len,
 
 /* UTF-8 text -> UTF-32LE, as MindSpore stores `str` (an empty string is one
  * U+0000, numpy's <U1).  Returns a malloc'ed buffer. */
-static unsigned char *utf8_to_utf32(sink *s, const ck_write_tensor *t, uint64_t *out_len)
+static unsigned char *utf8_to_utf32(ck_sink *s, const ck_write_tensor *t, uint64_t *out_len)
 {
     char q[CK_QUOTE_BUF];
     uint64_t total = 0;
@@ -209,7 +120,7 @@ fail:
 }
 
 /* Write the bytes [off, off + len) of a tensor given as pieces. */
-static int write_range(sink *s, const ck_piece *pieces, size_t n_pieces, uint64_t off,
+static int write_range(ck_sink *s, const ck_piece *pieces, size_t n_pieces, uint64_t off,
                        uint64_t len)
 {
     uint64_t base = 0;
@@ -218,7 +129,7 @@ static int write_range(sink *s, const ck_piece *pieces, size_t n_pieces, uint64_
         if (off < base + p->len) {
             uint64_t within = off - base;
             uint64_t n = p->len - within < len ? p->len - within : len;
-            if (write_piece(s, p, within, n) < 0)
+            if (ck_sink_piece(s, p, within, n) < 0)
                 return -1;
             off += n;
             len -= n;
@@ -228,7 +139,7 @@ static int write_range(sink *s, const ck_piece *pieces, size_t n_pieces, uint64_
     return 0;
 }
 
-static int encode_tensor(sink *s, const ck_write_tensor *t, uint64_t slice_bytes)
+static int encode_tensor(ck_sink *s, const ck_write_tensor *t, uint64_t slice_bytes)
 {
     char q[CK_QUOTE_BUF];
     if (t->name_len > CK_CKPT_MAX_TAG)
@@ -268,7 +179,7 @@ static int encode_tensor(sink *s, const ck_write_tensor *t, uint64_t slice_bytes
         uint64_t len = total - off < slice_bytes ? total - off : slice_bytes;
         size_t h = encode_header(header, t->name, t->name_len, t->dtype->ms_name, dims, ndim,
                                  len);
-        if (write_all(s, header, h) < 0 || write_range(s, pieces, n_pieces, off, len) < 0) {
+        if (ck_sink_write(s, header, h) < 0 || write_range(s, pieces, n_pieces, off, len) < 0) {
             rc = -1;
             break;
         }
@@ -287,7 +198,7 @@ typedef struct writer {
     uint32_t *entry_of;         /* original id -> index in tensors, or UINT32_MAX */
     ck_name_map live_by_dir;    /* built only when the file has replaced records */
     uint64_t slice_bytes;
-    sink s;
+    ck_sink s;
 } writer;
 
 static const ck_write_tensor *entry(const writer *w, uint32_t id)
@@ -343,27 +254,27 @@ static int write_original(writer *w, uint32_t id, uint32_t *next)
             keep = keep_superseded(w, t);
         else if (map_group_state(w, id, &keep) < 0)
             return -1;
-        return keep ? copy_range(&w->s, file, t->rec_off, t->rec_end - t->rec_off) : 0;
+        return keep ? ck_sink_copy(&w->s, file, t->rec_off, t->rec_end - t->rec_off) : 0;
     }
     if (t->superseded)
-        return keep_superseded(w, t) ? copy_range(&w->s, file, t->rec_off,
+        return keep_superseded(w, t) ? ck_sink_copy(&w->s, file, t->rec_off,
                                                   t->rec_end - t->rec_off) : 0;
     const ck_write_tensor *e = entry(w, id);
     if (e == NULL)
         return 0; /* deleted */
     if (e->unchanged)
-        return copy_range(&w->s, file, t->rec_off, t->rec_end - t->rec_off);
+        return ck_sink_copy(&w->s, file, t->rec_off, t->rec_end - t->rec_off);
     return encode_tensor(&w->s, e, w->slice_bytes);
 }
 
-static int write_crc_trailer(sink *s)
+static int write_crc_trailer(ck_sink *s)
 {
     unsigned char tr[17] = "crc_num";
     uLong crc = s->crc;
     for (int i = 16; i >= 13; i--, crc >>= 8)
         tr[i] = (unsigned char)crc;
     s->crc_on = false;
-    return write_all(s, tr, sizeof tr);
+    return ck_sink_write(s, tr, sizeof tr);
 }
 
 static int walk(writer *w)
@@ -374,14 +285,14 @@ static int walk(writer *w)
     for (uint32_t id = 0; id < ix->count;) {
         const ck_tensor *t = &ix->tensors[id];
         /* Bytes between records (unknown fields) are kept as they are. */
-        if (t->rec_off > pos && copy_range(&w->s, file, pos, t->rec_off - pos) < 0)
+        if (t->rec_off > pos && ck_sink_copy(&w->s, file, pos, t->rec_off - pos) < 0)
             return -1;
         if (write_original(w, id, &id) < 0)
             return -1;
         pos = t->rec_end;
     }
     uint64_t end = w->m->records_end;
-    if (end > pos && copy_range(&w->s, file, pos, end - pos) < 0)
+    if (end > pos && ck_sink_copy(&w->s, file, pos, end - pos) < 0)
         return -1;
     for (size_t i = 0; i < w->n; i++)
         if (w->tensors[i].orig_id == CK_WRITE_NEW &&
@@ -410,9 +321,9 @@ int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
 {
     writer w = {.m = m, .tensors = tensors, .n = n};
     w.slice_bytes = opts && opts->slice_bytes ? opts->slice_bytes : CK_CKPT_SLICE_BYTES;
-    w.s = (sink){.fd = out_fd, .path = m->path, .crc_on = m->has_crc, .crc = crc32(0, NULL, 0),
+    w.s = (ck_sink){.fd = out_fd, .path = m->path, .crc_on = m->has_crc, .crc = crc32(0, NULL, 0),
                  .err = err};
-    w.s.buf = malloc(COPY_BUF);
+    w.s.buf = malloc(CK_SINK_BUF);
     w.entry_of = malloc((m->index.count ? m->index.count : 1) * sizeof *w.entry_of);
     ck_name_map_init(&w.live_by_dir);
     int rc = -1;

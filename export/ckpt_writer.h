@@ -23,29 +23,11 @@
 #include <stdint.h>
 
 #include "../codec/model.h"
+#include "encoder.h"
 
-#define CK_WRITE_NEW UINT32_MAX
 #define CK_CKPT_SLICE_BYTES (512ull << 20)
 
-/* Part of a tensor's bytes: len bytes from src at off, or from mem. */
-typedef struct ck_piece {
-    ck_source *src;
-    const void *mem;
-    uint64_t off, len;
-} ck_piece;
 
-typedef struct ck_write_tensor {
-    uint32_t orig_id;           /* index id it came from, or CK_WRITE_NEW */
-    bool unchanged;             /* identical to the original: copy its records */
-    const char *name;           /* the rest is used when !unchanged */
-    size_t name_len;
-    const ck_dtype *dtype;
-    const int64_t *dims;
-    uint32_t ndim;
-    bool scalar_dims_zero;      /* write a 0-d value as dims [0] (pre-2.3 files) */
-    const ck_piece *pieces;     /* the bytes of `out` (UTF-8 text for str) */
-    size_t n_pieces;
-} ck_write_tensor;
 
 typedef struct ck_write_opts {
     uint64_t slice_bytes;       /* 0: CK_CKPT_SLICE_BYTES */

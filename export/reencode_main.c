@@ -17,7 +17,7 @@
 
 #include "../codec/model.h"
 #include "atomic_writer.h"
-#include "ckpt_writer.h"
+#include "encoder.h"
 
 static ck_write_tensor *tree(const ck_model *m, bool all, ck_piece **pieces_out)
 {
@@ -71,12 +71,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
         return 1;
     }
-    if (m->format != CK_FORMAT_CKPT) {
-        fprintf(stderr, "ckptfs-reencode: %s: writing %s models is not supported yet\n", in,
-                ck_format_name(m->format));
-        ck_model_close(m);
-        return 1;
-    }
     ck_piece *inline_pieces = NULL;
     ck_write_tensor *w = tree(m, all, &inline_pieces);
     ck_atomic_file f;
@@ -85,7 +79,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "ckptfs-reencode: out of memory\n");
     } else if (ck_atomic_begin(&f, out, &err) < 0) {
         fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
-    } else if (ck_ckpt_write(m, w, m->index.n_live, NULL, f.fd, &err) < 0) {
+    } else if (ck_encode(m, w, m->index.n_live, f.fd, &err) < 0) {
         ck_atomic_abort(&f);
         fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
     } else if (ck_atomic_commit(&f, &err) < 0) {

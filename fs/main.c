@@ -252,10 +252,11 @@ int main(int argc, char **argv)
     /* MindSpore saves checkpoints 0400: such a file is not edited unless
      * asked for. */
     bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 : cli.rw;
-    if (rw && model->format != CK_FORMAT_CKPT) {
+    if (rw && model->pb != NULL && model->n_sources > 1 + (model->pb->decoded_src != 0)) {
+        /* External data files would have to be rewritten in step. */
         if (cli.rw == 1) {
-            fprintf(stderr, "ckptfs: %s: writing %s models is not supported yet; mount with "
-                    "-o ro\n", path, ck_format_name(model->format));
+            fprintf(stderr, "ckptfs: %s: writing models with external data is not supported "
+                    "yet; mount with -o ro\n", path);
             ck_model_close(model);
             free(abs);
             goto out;

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "../export/atomic_writer.h"
-#include "../export/ckpt_writer.h"
+#include "../export/encoder.h"
 
 #include "../codec/dir_name.h"
 
@@ -478,41 +478,58 @@ static int write_model(tree *tr, ck_write_tensor *w, size_t n, ck_error *err)
     ck_atomic_file f;
     if (ck_atomic_begin(&f, tr->model->path, err) < 0)
         return -1;
-    if (ck_ckpt_write(tr->model, w, n, NULL, f.fd, err) < 0) {
+    if (ck_encode(tr->model, w, n, f.fd, err) < 0) {
         ck_atomic_abort(&f);
         return -1;
     }
     return ck_atomic_commit(&f, err);
 }
 
-/* Serve the new file: its tensors are the live entries, in order. */
+/* Serve the new file: each live entry is the saved tensor of its directory
+ * name (an encoder may place new tensors anywhere in the file). */
 static int rebind(tree *tr, ck_error *err)
 {
     ck_model *m = ck_model_open(tr->model->path, &tr->open_opts, err);
     if (m == NULL)
         return -1;
-    size_t k = 0;
-    for (size_t i = 0; i < tr->n_entries; i++) {
+    uint32_t *ids = malloc((tr->n_entries ? tr->n_entries : 1) * sizeof *ids);
+    ck_name_map saved;
+    ck_name_map_init(&saved);
+    int rc = ids == NULL ? ck_fail(err, ENOMEM, "%s: out of memory", m->path) : 0;
+    for (size_t k = 0; rc == 0 && k < m->index.n_live; k++) {
+        const ck_tensor *t = &m->index.tensors[m->index.live[k]];
+        if (ck_name_map_put(&saved, t->dir_name, strlen(t->dir_name), m->index.live[k]) < 0)
+            rc = ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+    }
+    size_t n_live = 0;
+    for (size_t i = 0; rc == 0 && i < tr->n_entries; i++) {
         const entry *e = &tr->entries[i];
         if (e->deleted)
             continue;
-        size_t len;
-        const char *name = entry_name(tr, e, &len);
-        const ck_tensor *now = k < m->index.n_live ? &m->index.tensors[m->index.live[k]] : NULL;
-        if (now == NULL || now->name_len != len || memcmp(now->name, name, len) != 0) {
-            ck_model_close(m);
-            return ck_fail(err, EIO, "%s: the saved file's tensors are not the tree's",
-                           tr->model->path);
-        }
-        k++;
+        const char *dir = entry_dir_name(tr, e);
+        uint32_t id = ck_name_map_get(&saved, dir, strlen(dir));
+        if (id == CK_NAME_MAP_NONE)
+            rc = ck_fail(err, EIO, "%s: the saved file's tensors are not the tree's",
+                         tr->model->path);
+        ids[i] = id;
+        n_live++;
     }
-    k = 0;
+    if (rc == 0 && n_live != m->index.n_live)
+        rc = ck_fail(err, EIO, "%s: the saved file's tensors are not the tree's",
+                     tr->model->path);
+    ck_name_map_free(&saved);
+    if (rc < 0) {
+        free(ids);
+        ck_model_close(m);
+        return -1;
+    }
     for (size_t i = 0; i < tr->n_entries; i++) {
         entry *e = &tr->entries[i];
         edit_free(e->edit);
         e->edit = NULL;
-        e->tensor_id = e->deleted ? ENTRY_NEW : m->index.live[k++];
+        e->tensor_id = e->deleted ? ENTRY_NEW : ids[i];
     }
+    free(ids);
     ck_model_close(tr->model);
     tr->model = m;
     return index_names(tr, err);

@@ -79,3 +79,34 @@ check_fixture() {
     [[ "$output" == *"fp16_dangling_external.onnx: tensor 'fc1.weight': external data file"*"2efa3527-1996-11ef-8eaf-0068ebc1adf8.data: No such file or directory"* ]]
     [ "${#lines[@]}" -eq 1 ]
 }
+
+@test "every truncation and 1000 byte flips each of small ONNX/MindIR files are refused or read, never a crash" {
+    local dump=$BUILD/ckptfs-dump
+    for f in "$ONNX_FIX/tiny_conv2d.onnx" "$MS/mindspore_relu.mindir"; do
+        local ext=${f##*.} size
+        size=$(stat -c %s "$f")
+        for ((n = 0; n < size; n++)); do
+            head -c "$n" "$f" >"$BATS_TEST_TMPDIR/t.$ext"
+            run "$dump" "$BATS_TEST_TMPDIR/t.$ext"
+            # refused with the file named, or read: never a signal
+            [ "$status" -lt 128 ]
+            [ "$status" -eq 0 ] || [[ "$output" == *"t.$ext"* ]]
+        done
+        $PY - "$f" "$BATS_TEST_TMPDIR/flip" "$ext" <<'PY' >"$BATS_TEST_TMPDIR/flips"
+import random, sys
+data = open(sys.argv[1], "rb").read()
+rng = random.Random(7)
+for i in range(1000):
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        b[rng.randrange(len(b))] = rng.randrange(256)
+    name = "%s%d.%s" % (sys.argv[2], i, sys.argv[3])
+    open(name, "wb").write(b)
+    print(name)
+PY
+        while read -r g; do
+            run "$dump" "$g"
+            [ "$status" -lt 128 ]
+        done <"$BATS_TEST_TMPDIR/flips"
+    done
+}

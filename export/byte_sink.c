@@ -1,0 +1,79 @@
+#define _GNU_SOURCE /* copy_file_range */
+#include "byte_sink.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+int ck_sink_write(ck_sink *s, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    if (s->crc_on)
+        s->crc = crc32(s->crc, p, (uInt)len);
+    while (len > 0) {
+        ssize_t n = write(s->fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return ck_fail_errno(s->err, errno, "%s: writing the new version failed", s->path);
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int copy_through_memory(ck_sink *s, ck_source *src, uint64_t off, uint64_t len)
+{
+    while (len > 0) {
+        size_t n = len < CK_SINK_BUF ? (size_t)len : CK_SINK_BUF;
+        if (ck_source_read(src, s->buf, n, off, s->err) < 0 || ck_sink_write(s, s->buf, n) < 0)
+            return -1;
+        off += n;
+        len -= n;
+    }
+    return 0;
+}
+
+int ck_sink_copy(ck_sink *s, ck_source *src, uint64_t off, uint64_t len)
+{
+    while (len > 0 && !s->crc_on && src->fd >= 0) {
+        loff_t in = (loff_t)off;
+        size_t want = len > (1u << 30) ? (1u << 30) : (size_t)len;
+        ssize_t n = copy_file_range(src->fd, &in, s->fd, NULL, want, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* EXDEV, ENOSYS, EINVAL...: fall back to read/write */
+        off += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+    return copy_through_memory(s, src, off, len);
+}
+
+int ck_sink_piece(ck_sink *s, const ck_piece *p, uint64_t off, uint64_t len)
+{
+    if (p->mem != NULL)
+        return ck_sink_write(s, (const unsigned char *)p->mem + off, (size_t)len);
+    return ck_sink_copy(s, p->src, p->off + off, len);
+}
+
+
+size_t ck_varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+size_t ck_put_varint(unsigned char *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (unsigned char)v;
+    return n;
+}

@@ -1,0 +1,48 @@
+/*
+ * byte_sink: the output side of the encoders.
+ *
+ * Bytes go to the new file either from memory or copied from a byte source
+ * (the old model, a spill file) with copy_file_range, so an encoder streams
+ * a model of any size through a 1 MiB buffer.  A running CRC-32 can be kept
+ * (the .ckpt trailer); then copies go through memory so the CRC sees them.
+ */
+#ifndef CK_BYTE_SINK_H
+#define CK_BYTE_SINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <zlib.h>
+
+#include "../codec/byte_source.h"
+#include "../codec/ck_error.h"
+
+#define CK_SINK_BUF (1u << 20)
+
+typedef struct ck_sink {
+    int fd;
+    const char *path;           /* of the model, for messages */
+    bool crc_on;
+    uLong crc;
+    unsigned char *buf;         /* CK_SINK_BUF bytes, the caller's */
+    ck_error *err;
+} ck_sink;
+
+/* Part of a tensor's bytes: len bytes from src at off, or from mem. */
+typedef struct ck_piece {
+    ck_source *src;
+    const void *mem;
+    uint64_t off, len;
+} ck_piece;
+
+int ck_sink_write(ck_sink *s, const void *data, size_t len);
+/* Copy bytes [off, off + len) of src; in-kernel when nothing needs to see
+ * them. */
+int ck_sink_copy(ck_sink *s, ck_source *src, uint64_t off, uint64_t len);
+/* Bytes [off, off + len) of a piece. */
+int ck_sink_piece(ck_sink *s, const ck_piece *p, uint64_t off, uint64_t len);
+
+size_t ck_varint_len(uint64_t v);
+size_t ck_put_varint(unsigned char *p, uint64_t v);
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * encoder: what the encoders take, and the one entry point that picks the
+ * model's own format.
+ *
+ * A tree is handed over as the list of its tensors in order: each either
+ * an original tensor left as it was (copied byte for byte by the encoder)
+ * or a tensor to encode from its name, type, shape and bytes.  An original
+ * tensor missing from the list is deleted.
+ */
+#ifndef CK_ENCODER_H
+#define CK_ENCODER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../codec/model.h"
+#include "byte_sink.h"
+
+#define CK_WRITE_NEW UINT32_MAX
+
+typedef struct ck_write_tensor {
+    uint32_t orig_id;           /* index id it came from, or CK_WRITE_NEW */
+    bool unchanged;             /* identical to the original: copy its records */
+    const char *name;           /* the rest is used when !unchanged */
+    size_t name_len;
+    const ck_dtype *dtype;
+    const int64_t *dims;
+    uint32_t ndim;
+    bool scalar_dims_zero;      /* write a 0-d value as dims [0] (pre-2.3 files) */
+    const ck_piece *pieces;     /* the bytes of `out` (UTF-8 text for str) */
+    size_t n_pieces;
+} ck_write_tensor;
+
+/* Encode the tree into out_fd in m's format (see ckpt_writer.h and
+ * onnx_mindir_writer.h).  Errors name the tensor. */
+int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n, int out_fd,
+              ck_error *err);
+
+#endif

@@ -1,0 +1,29 @@
+/*
+ * onnx_mindir_writer: encode a tree back into its ONNX or MindIR file.
+ *
+ * The file is copied byte for byte except for three kinds of edits, all
+ * located by the reader's pb_layout:
+ *   - a changed tensor's TensorProto field is re-encoded: its fields are
+ *     copied in order, except dims and data_type (written anew where the
+ *     first of them was), the name (when renamed) and the data field,
+ *     written in the storage it had (raw_data stays raw_data, a typed field
+ *     stays that typed field);
+ *   - a deleted tensor's field is dropped;
+ *   - new tensors are appended to the main graph's initializers (ONNX) /
+ *     parameters (MindIR), as dims, data_type, name and raw_data;
+ * plus the length prefix of every message that encloses an edit.  So an
+ * unchanged tree gives back the identical file, and unknown fields, the
+ * graph, nodes, attributes and metadata are kept as they were.
+ */
+#ifndef CK_ONNX_MINDIR_WRITER_H
+#define CK_ONNX_MINDIR_WRITER_H
+
+#include "encoder.h"
+
+/* protobuf's limit on one message (INT_MAX bytes). */
+#define CK_PB_MAX_MESSAGE 2147483647ull
+
+int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n, int out_fd,
+                ck_error *err);
+
+#endif
