@@ -694,6 +694,7 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
         if (len != want)
             return mismatch(d, t, t->rec_off, "its external data", len, want);
         pt->storage = CK_STORE_EXTERNAL;
+        pt->ext_src = (uint32_t)sid;
         if (len > 0 && ck_tensor_add_extent(t, (uint32_t)sid, ti->ext_off, len) < 0)
             return nomem(d);
         t->nbytes = len;

@@ -48,6 +48,7 @@ typedef struct ck_pb_tensor {
     uint8_t storage;            /* ck_pb_storage */
     uint8_t role;               /* ck_pb_role */
     uint8_t typed_field;        /* field number of the typed data field */
+    uint32_t ext_src;           /* CK_STORE_EXTERNAL: the source holding the bytes */
     const char *holder;         /* the node holding a CONST/SUB tensor, for messages */
 } ck_pb_tensor;
 

@@ -27,6 +27,7 @@ int ck_atomic_begin(ck_atomic_file *f, const char *target, ck_error *err)
 {
     char dir[PATH_MAX], base[PATH_MAX];
     f->fd = -1;
+    f->tmp[0] = '\0';
     if (split_path(target, dir, base, err) < 0)
         return -1;
     strcpy(f->target, target);
@@ -34,8 +35,10 @@ int ck_atomic_begin(ck_atomic_file *f, const char *target, ck_error *err)
     if (n < 0 || (size_t)n >= sizeof f->tmp)
         return ck_fail(err, ENAMETOOLONG, "%s: path too long", target);
     f->fd = mkostemp(f->tmp, O_CLOEXEC);
-    if (f->fd < 0)
+    if (f->fd < 0) {
+        f->tmp[0] = '\0';
         return ck_fail_errno(err, errno, "%s: cannot create a temporary file in %s", target, dir);
+    }
     /* Keep the old file's mode and owner; a new file gets 0644 less umask. */
     struct stat st;
     if (stat(target, &st) == 0) {
@@ -53,7 +56,7 @@ int ck_atomic_begin(ck_atomic_file *f, const char *target, ck_error *err)
     return 0;
 }
 
-static int fsync_dir(const char *target, ck_error *err)
+int ck_fsync_parent(const char *target, ck_error *err)
 {
     char dir[PATH_MAX], base[PATH_MAX];
     if (split_path(target, dir, base, err) < 0)
@@ -69,7 +72,7 @@ static int fsync_dir(const char *target, ck_error *err)
     return 0;
 }
 
-int ck_atomic_commit(ck_atomic_file *f, ck_error *err)
+int ck_atomic_sync(ck_atomic_file *f, ck_error *err)
 {
     if (fsync(f->fd) < 0) {
         ck_fail_errno(err, errno, "%s: fsync of the new version failed", f->target);
@@ -83,12 +86,20 @@ int ck_atomic_commit(ck_atomic_file *f, ck_error *err)
         return -1;
     }
     f->fd = -1;
+    return 0;
+}
+
+int ck_atomic_commit(ck_atomic_file *f, ck_error *err)
+{
+    if (ck_atomic_sync(f, err) < 0)
+        return -1;
     if (rename(f->tmp, f->target) < 0) {
         ck_fail_errno(err, errno, "%s: rename of the new version failed", f->target);
         ck_atomic_abort(f);
         return -1;
     }
-    return fsync_dir(f->target, err);
+    f->tmp[0] = '\0';
+    return ck_fsync_parent(f->target, err);
 }
 
 void ck_atomic_abort(ck_atomic_file *f)
@@ -96,7 +107,9 @@ void ck_atomic_abort(ck_atomic_file *f)
     if (f->fd >= 0)
         close(f->fd);
     f->fd = -1;
-    unlink(f->tmp);
+    if (f->tmp[0] != '\0')
+        unlink(f->tmp);
+    f->tmp[0] = '\0';
 }
 
 int ck_atomic_cleanup(const char *target)

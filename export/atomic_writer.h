@@ -25,6 +25,11 @@ int ck_atomic_begin(ck_atomic_file *f, const char *target, ck_error *err);
 /* fsync, rename over the target, fsync the directory.  On failure the
  * target is untouched and the temporary file removed. */
 int ck_atomic_commit(ck_atomic_file *f, ck_error *err);
+/* The first half of a commit: fsync and close the new version (a group
+ * commit renames later).  On failure the temporary file is removed. */
+int ck_atomic_sync(ck_atomic_file *f, ck_error *err);
+/* fsync the directory holding target, so a rename in it is durable. */
+int ck_fsync_parent(const char *target, ck_error *err);
 void ck_atomic_abort(ck_atomic_file *f);
 
 /* Remove the temporary files an interrupted save of target left behind;

@@ -16,6 +16,7 @@
 
 #include "../codec/model.h"
 #include "byte_sink.h"
+#include "commit_group.h"
 
 #define CK_WRITE_NEW UINT32_MAX
 
@@ -32,9 +33,10 @@ typedef struct ck_write_tensor {
     size_t n_pieces;
 } ck_write_tensor;
 
-/* Encode the tree into out_fd in m's format (see ckpt_writer.h and
- * onnx_mindir_writer.h).  Errors name the tensor. */
-int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n, int out_fd,
-              ck_error *err);
+/* Encode the tree in m's format into the group's first file, adding the
+ * data files that change (see ckpt_writer.h and onnx_mindir_writer.h).
+ * Errors name the tensor. */
+int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
+              ck_commit_group *g, ck_error *err);
 
 #endif

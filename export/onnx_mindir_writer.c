@@ -1,11 +1,15 @@
+#define _GNU_SOURCE /* qsort_r */
 #include "onnx_mindir_writer.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../codec/pb_wire.h"
+#include "commit_group.h"
 
 /* Typed varint fields are re-encoded in memory; past this a changed
  * tensor is written as raw_data instead (exporters only use typed fields
@@ -23,10 +27,16 @@ typedef struct membuf {
  * post. */
 typedef struct enc {
     membuf pre, post;
+    membuf input;               /* a whole GraphProto.input field after it (ONNX IR < 4) */
     const ck_piece *pieces;
     size_t n_pieces;
-    uint64_t data_len;
+    uint64_t data_len;          /* bytes of pieces inside the field */
     unsigned char *owned;       /* a typed field encoded in memory */
+    bool external;              /* the pieces go to a data file instead: */
+    bool ext_moved;             /* at a new place (else offset and length are kept) */
+    bool ext_write;             /* false when those bytes are there already */
+    uint32_t ext_file;          /* writer.files index */
+    uint64_t ext_off, ext_len;
 } enc;
 
 enum { E_VARINT, E_TENSOR, E_DROP, E_INSERT };
@@ -39,6 +49,15 @@ typedef struct edit {
     size_t key_len;             /* E_TENSOR: the original key's; E_INSERT: the list's */
 } edit;
 
+/* A data file receiving tensor bytes: one of the model's sources, or
+ * (index n_sources) the new "<model>.data" of the 2 GiB rule. */
+typedef struct data_file {
+    uint64_t end;               /* its size, with the bytes appended so far */
+    bool written;
+} data_file;
+
+#define NO_FILE UINT32_MAX
+
 typedef struct writer {
     const ck_model *m;
     const ck_pb_layout *pb;
@@ -50,6 +69,13 @@ typedef struct writer {
     edit *edits;
     size_t n_edits;
     int64_t *delta;             /* per frame: growth of its body */
+    data_file *files;           /* per source, plus the new data file */
+    uint32_t n_files;
+    bool *shared;               /* per tensor: its external bytes overlap another's */
+    bool *to_external;          /* per listed tensor: write it as external data */
+    uint32_t new_ext;           /* where new tensors' bytes go, or NO_FILE: inline */
+    char dir[PATH_MAX];         /* the model's directory, external locations' base */
+    char big_path[PATH_MAX];    /* "<model>.data" */
     ck_error *err;
     char q[CK_QUOTE_BUF];
 } writer;
@@ -186,9 +212,6 @@ static int put_data(writer *w, enc *e, membuf *b, const ck_write_tensor *t, uint
 {
     uint64_t n = pieces_len(t);
     uint32_t field = w->f->t_raw;
-    if (storage == CK_STORE_EXTERNAL)
-        return ck_fail(w->err, ENOTSUP, "%s: tensor '%s': writing external data is not "
-                       "supported yet", w->m->path, label(w, t));
     if (storage == CK_STORE_TYPED) {
         field = typed_field_for(w, t->dtype->pb_code);
         bool fixed = field == w->f->t_float || field == w->f->t_double;
@@ -217,6 +240,147 @@ static int put_name(writer *w, membuf *b, const ck_write_tensor *t, bool prefixe
     return mb_put(w, b, t->name, t->name_len);
 }
 
+/* ---- external data ---- */
+
+/* Where a new tensor goes in a data file: MindSpore pads every tensor of
+ * a split model to 64 bytes; onnx's save_external_data aligns tensors over
+ * 1 MiB to 4096 bytes (mmap's granularity) and packs the others. */
+static uint64_t ext_align(const writer *w, uint64_t len)
+{
+    if (w->pb->mindir)
+        return 64;
+    return len > (1u << 20) ? 4096 : 1;
+}
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+static const char *file_path(const writer *w, uint32_t f)
+{
+    return f < w->m->n_sources ? w->m->sources[f]->path : w->big_path;
+}
+
+/* The location a TensorProto names a data file by: the reader opened it
+ * as "<model's directory>/<location>". */
+static const char *location_of(const writer *w, uint32_t f)
+{
+    return file_path(w, f) + strlen(w->dir) + 1;
+}
+
+/* The new bytes are the original's own extent. */
+static bool same_place(const writer *w, const ck_write_tensor *t, const ck_tensor *orig)
+{
+    if (t->n_pieces != 1 || orig->n_ext != 1)
+        return false;
+    const ck_piece *p = &t->pieces[0];
+    return p->mem == NULL && p->src == w->m->sources[orig->ext0.src] &&
+           p->off == orig->ext0.off && p->len == orig->ext0.len;
+}
+
+/* Decide where the bytes of a tensor written as external data go: over
+ * the old bytes when the size is unchanged and no other tensor shares
+ * them, else appended to the file. */
+static void place_external(writer *w, enc *e, const ck_write_tensor *t, uint32_t file,
+                           const ck_tensor *orig)
+{
+    uint64_t len = pieces_len(t);
+    e->external = true;
+    e->ext_file = file;
+    e->ext_len = len;
+    e->pieces = t->pieces;
+    e->n_pieces = t->n_pieces;
+    bool keep = orig != NULL && orig->n_ext == 1 && orig->nbytes == len &&
+                orig->ext0.src == file && !w->shared[orig - w->m->index.tensors];
+    if (keep) {
+        e->ext_off = orig->ext0.off;
+        e->ext_write = !same_place(w, t, orig);
+    } else {
+        e->ext_off = align_up(w->files[file].end, ext_align(w, len));
+        w->files[file].end = e->ext_off + len;
+        e->ext_moved = e->ext_write = true;
+    }
+    w->files[file].written |= e->ext_write;
+}
+
+static int mb_entry(writer *w, membuf *b, const char *key, const char *value)
+{
+    size_t kl = strlen(key), vl = strlen(value);
+    size_t body = 2 + ck_varint_len(kl) + kl + ck_varint_len(vl) + vl;
+    if (mb_key(w, b, w->f->t_external, PB_WT_LEN) < 0 || mb_varint(w, b, body) < 0 ||
+        mb_len_field(w, b, 1, key, kl) < 0)
+        return -1;
+    return mb_len_field(w, b, 2, value, vl);
+}
+
+/* The data fields of a tensor placed anew: ONNX's external_data entries
+ * and data_location EXTERNAL, or MindIR's ExternalDataProto. */
+static int put_external(writer *w, membuf *b, const enc *e)
+{
+    const char *loc = location_of(w, e->ext_file);
+    if (!w->pb->mindir) {
+        char off[24], len[24];
+        snprintf(off, sizeof off, "%llu", (unsigned long long)e->ext_off);
+        snprintf(len, sizeof len, "%llu", (unsigned long long)e->ext_len);
+        if (mb_entry(w, b, "location", loc) < 0 || mb_entry(w, b, "offset", off) < 0 ||
+            mb_entry(w, b, "length", len) < 0 || mb_key(w, b, w->f->t_location, PB_WT_VARINT) < 0)
+            return -1;
+        return mb_varint(w, b, 1);
+    }
+    membuf x = {0};
+    int rc = mb_len_field(w, &x, 1, loc, strlen(loc)) < 0 || mb_key(w, &x, 2, PB_WT_VARINT) < 0 ||
+                     mb_varint(w, &x, e->ext_off) < 0 || mb_key(w, &x, 3, PB_WT_VARINT) < 0 ||
+                     mb_varint(w, &x, e->ext_len) < 0 ||
+                     mb_len_field(w, b, w->f->t_external, x.p, x.len) < 0
+                 ? -1
+                 : 0;
+    free(x.p);
+    return rc;
+}
+
+/* The bytes of one external tensor. */
+typedef struct span {
+    uint64_t off, end;
+    uint32_t src, id;
+} span;
+
+static int by_place(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->src != y->src)
+        return x->src < y->src ? -1 : 1;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Mark the external tensors whose bytes overlap another's (an exporter
+ * may point two tensors at the same bytes): those are never overwritten
+ * in place.  Sorted by place, a span overlaps an earlier one exactly when
+ * it starts before the furthest end seen so far in its file. */
+static int find_shared(writer *w)
+{
+    const ck_index *ix = &w->m->index;
+    span *x = malloc((ix->count ? ix->count : 1) * sizeof *x);
+    if (x == NULL)
+        return nomem(w);
+    size_t n = 0;
+    for (size_t id = 0; id < ix->count; id++) {
+        const ck_tensor *t = &ix->tensors[id];
+        if (w->pb->tensors[id].storage == CK_STORE_EXTERNAL && t->n_ext == 1)
+            x[n++] = (span){t->ext0.off, t->ext0.off + t->ext0.len, t->ext0.src, (uint32_t)id};
+    }
+    qsort(x, n, sizeof *x, by_place);
+    const span *far = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (far != NULL && far->src == x[i].src && x[i].off < far->end)
+            w->shared[x[i].id] = w->shared[far->id] = true;
+        if (far == NULL || far->src != x[i].src || x[i].end > far->end)
+            far = &x[i];
+    }
+    free(x);
+    return 0;
+}
+
 static bool is_data_field(const writer *w, uint32_t num)
 {
     const ck_pb_fields *f = w->f;
@@ -240,9 +404,9 @@ static int copy_field(writer *w, membuf *b, uint64_t from, uint64_t to)
 }
 
 /* A changed original tensor: its fields in order, dims/type, name and
- * data replaced. */
+ * data replaced.  file: the data file its bytes go to, or NO_FILE. */
 static int encode_changed(writer *w, enc *e, const ck_write_tensor *t, const ck_tensor *orig,
-                          const ck_pb_tensor *pt)
+                          const ck_pb_tensor *pt, uint32_t file)
 {
     bool renamed = t->name_len != orig->name_len || memcmp(t->name, orig->name, t->name_len);
     bool prefixed = renamed && w->pb->mindir && pt->role == CK_ROLE_TOP &&
@@ -250,6 +414,10 @@ static int encode_changed(writer *w, enc *e, const ck_write_tensor *t, const ck_
     if (renamed && pt->role != CK_ROLE_TOP)
         return ck_fail(w->err, EBUSY, "%s: tensor '%s' is held by a node and cannot be renamed",
                        w->m->path, label(w, t));
+    if (file != NO_FILE)
+        place_external(w, e, t, file, orig);
+    /* External bytes left where they were keep their location fields. */
+    bool keep_location = e->external && !e->ext_moved;
     bool shape_done = false, data_done = false, name_done = false;
     membuf *b = &e->pre;
     pb_reader_init(&w->r, w->file, orig->rec_off);
@@ -266,8 +434,13 @@ static int encode_changed(writer *w, enc *e, const ck_write_tensor *t, const ck_
             if (!name_done && put_name(w, b, t, prefixed) < 0)
                 return -1;
             name_done = true;
+        } else if (is_data_field(w, fl.num) && keep_location) {
+            if ((fl.num == w->f->t_external || fl.num == w->f->t_location) &&
+                copy_field(w, b, fl.key_off, w->r.pos) < 0)
+                return -1;
         } else if (is_data_field(w, fl.num)) {
-            if (!data_done && put_data(w, e, b, t, pt->storage) < 0)
+            if (!data_done && (e->external ? put_external(w, b, e) : put_data(w, e, b, t,
+                                                                             pt->storage)) < 0)
                 return -1;
             data_done = true;
             if (e->data_len > 0 || e->n_pieces > 0)
@@ -282,7 +455,11 @@ static int encode_changed(writer *w, enc *e, const ck_write_tensor *t, const ck_
         return -1;
     if (renamed && !name_done && put_name(w, b, t, prefixed) < 0)
         return -1;
-    if (!data_done && pieces_len(t) > 0) {
+    if (data_done || keep_location)
+        return 0;
+    if (e->external)
+        return put_external(w, b, e);
+    if (pieces_len(t) > 0) {
         if (b == &e->pre && e->post.len == 0)
             return put_data(w, e, b, t, CK_STORE_RAW);
         return ck_fail(w->err, EIO, "%s: tensor '%s': no place for its data", w->m->path,
@@ -291,12 +468,53 @@ static int encode_changed(writer *w, enc *e, const ck_write_tensor *t, const ck_
     return 0;
 }
 
-static int encode_new(writer *w, enc *e, const ck_write_tensor *t)
+/* ONNX GraphProto.input, and the ValueInfoProto / TypeProto fields a
+ * tensor's declaration needs. */
+enum { GRAPH_INPUT = 11, VI_NAME = 1, VI_TYPE = 2, TYPE_TENSOR = 1, TT_ELEM = 1, TT_SHAPE = 2,
+       SHAPE_DIM = 1, DIM_VALUE = 1 };
+
+/* Before IR version 4 every initializer must also be a graph input:
+ * declare a new one as ValueInfoProto{name, type{tensor_type{elem_type,
+ * shape}}}. */
+static int put_graph_input(writer *w, membuf *b, const ck_write_tensor *t)
 {
+    membuf shape = {0}, tt = {0}, type = {0}, vi = {0}, dim = {0};
+    int rc = 0;
+    for (uint32_t i = 0; i < t->ndim && rc == 0; i++) {
+        dim.len = 0;
+        rc = mb_key(w, &dim, DIM_VALUE, PB_WT_VARINT) < 0 ||
+                     mb_varint(w, &dim, (uint64_t)t->dims[i]) < 0 ||
+                     mb_len_field(w, &shape, SHAPE_DIM, dim.p, dim.len) < 0
+                 ? -1
+                 : 0;
+    }
+    if (rc == 0 && (mb_key(w, &tt, TT_ELEM, PB_WT_VARINT) < 0 ||
+                    mb_varint(w, &tt, (uint64_t)t->dtype->pb_code) < 0 ||
+                    mb_len_field(w, &tt, TT_SHAPE, shape.p, shape.len) < 0 ||
+                    mb_len_field(w, &type, TYPE_TENSOR, tt.p, tt.len) < 0 ||
+                    mb_len_field(w, &vi, VI_NAME, t->name, t->name_len) < 0 ||
+                    mb_len_field(w, &vi, VI_TYPE, type.p, type.len) < 0 ||
+                    mb_len_field(w, b, GRAPH_INPUT, vi.p, vi.len) < 0))
+        rc = -1;
+    free(shape.p);
+    free(tt.p);
+    free(type.p);
+    free(vi.p);
+    free(dim.p);
+    return rc;
+}
+
+static int encode_new(writer *w, enc *e, const ck_write_tensor *t, uint32_t file)
+{
+    if (!w->pb->mindir && w->pb->ir_version < 4 && put_graph_input(w, &e->input, t) < 0)
+        return -1;
     if (put_shape(w, &e->pre, t) < 0 ||
         put_name(w, &e->pre, t, w->pb->mindir && w->pb->graph_name != NULL) < 0)
         return -1;
-    return put_data(w, e, &e->pre, t, CK_STORE_RAW);
+    if (file == NO_FILE)
+        return put_data(w, e, &e->pre, t, CK_STORE_RAW);
+    place_external(w, e, t, file, NULL);
+    return put_external(w, &e->pre, e);
 }
 
 /* ---- who uses a tensor ---- */
@@ -456,7 +674,7 @@ static enc *new_enc(writer *w)
 static uint64_t field_len(const enc *e, uint64_t key_len)
 {
     uint64_t body = enc_body_len(e);
-    return key_len + ck_varint_len(body) + body;
+    return key_len + ck_varint_len(body) + body + e->input.len;
 }
 
 static int check_type(writer *w, const ck_write_tensor *t)
@@ -500,7 +718,10 @@ static int plan_tensors(writer *w, const ck_write_tensor *ts, size_t n, int32_t 
                 check_unused(w, orig) < 0)
                 return -1;
             enc *en = new_enc(w);
-            if (encode_changed(w, en, t, orig, pt) < 0)
+            uint32_t file = pt->storage == CK_STORE_EXTERNAL ? pt->ext_src
+                            : w->to_external[state[id]] ? w->n_files - 1
+                                                        : NO_FILE;
+            if (encode_changed(w, en, t, orig, pt, file) < 0)
                 return -1;
             e.kind = E_TENSOR;
             e.first = w->n_encs - 1;
@@ -521,7 +742,7 @@ static int plan_tensors(writer *w, const ck_write_tensor *ts, size_t n, int32_t 
         if (check_type(w, &ts[i]) < 0)
             return -1;
         enc *en = new_enc(w);
-        if (encode_new(w, en, &ts[i]) < 0)
+        if (encode_new(w, en, &ts[i], w->to_external[i] ? w->n_files - 1 : w->new_ext) < 0)
             return -1;
         grow += field_len(en, ins.key_len);
         ins.count++;
@@ -571,10 +792,12 @@ static int emit_enc(ck_sink *s, const enc *e, const void *key, size_t key_len)
         ck_sink_write(s, len, ck_put_varint(len, enc_body_len(e))) < 0 ||
         ck_sink_write(s, e->pre.p, e->pre.len) < 0)
         return -1;
-    for (size_t i = 0; i < e->n_pieces; i++)
+    for (size_t i = 0; i < e->n_pieces && !e->external; i++)
         if (ck_sink_piece(s, &e->pieces[i], 0, e->pieces[i].len) < 0)
             return -1;
-    return ck_sink_write(s, e->post.p, e->post.len);
+    if (ck_sink_write(s, e->post.p, e->post.len) < 0)
+        return -1;
+    return ck_sink_write(s, e->input.p, e->input.len);
 }
 
 static int emit_edit(writer *w, ck_sink *s, const edit *e)
@@ -630,49 +853,231 @@ static int emit(writer *w, int out_fd)
     return rc;
 }
 
-static int check_size(writer *w)
+/* ---- data files ---- */
+
+static const unsigned char zeros[4096];
+
+static int put_zeros(ck_sink *s, uint64_t n)
+{
+    for (uint64_t k; n > 0; n -= k) {
+        k = n < sizeof zeros ? n : sizeof zeros;
+        if (ck_sink_write(s, zeros, (size_t)k) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int put_pieces(ck_sink *s, const enc *e)
+{
+    for (size_t i = 0; i < e->n_pieces; i++)
+        if (ck_sink_piece(s, &e->pieces[i], 0, e->pieces[i].len) < 0)
+            return -1;
+    return 0;
+}
+
+/* The new version of data file f: its old bytes, the tensors appended to
+ * it in the order they were placed (increasing offsets), padding, then
+ * the tensors written over their old bytes. */
+static int write_data_file(writer *w, uint32_t f, int fd, unsigned char *buf)
+{
+    ck_source *old = f < w->m->n_sources ? w->m->sources[f] : NULL;
+    uint64_t pos = old ? old->size : 0;
+    ck_sink s = {.fd = fd, .path = file_path(w, f), .err = w->err, .buf = buf};
+    if (old != NULL && ck_sink_copy(&s, old, 0, old->size) < 0)
+        return -1;
+    for (size_t i = 0; i < w->n_encs; i++) {
+        const enc *e = &w->encs[i];
+        if (!e->external || e->ext_file != f || !e->ext_moved)
+            continue;
+        if (put_zeros(&s, e->ext_off - pos) < 0 || put_pieces(&s, e) < 0)
+            return -1;
+        pos = e->ext_off + e->ext_len;
+    }
+    /* MindSpore pads the last tensor of a data file too. */
+    if (w->pb->mindir && put_zeros(&s, align_up(pos, 64) - pos) < 0)
+        return -1;
+    for (size_t i = 0; i < w->n_encs; i++) {
+        const enc *e = &w->encs[i];
+        if (!e->external || e->ext_file != f || e->ext_moved || !e->ext_write)
+            continue;
+        if (lseek(fd, (off_t)e->ext_off, SEEK_SET) < 0)
+            return ck_fail_errno(w->err, errno, "%s: seek in the new version failed", s.path);
+        if (put_pieces(&s, e) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int write_data_files(writer *w, ck_commit_group *g)
+{
+    unsigned char *buf = malloc(CK_SINK_BUF);
+    if (buf == NULL)
+        return nomem(w);
+    int rc = 0;
+    for (uint32_t f = 0; f < w->n_files && rc == 0; f++) {
+        if (!w->files[f].written)
+            continue;
+        int fd = ck_group_add(g, file_path(w, f), w->err);
+        rc = fd < 0 ? -1 : write_data_file(w, f, fd, buf);
+    }
+    free(buf);
+    return rc;
+}
+
+/* ---- the 2 GiB rule ---- */
+
+static uint64_t new_size(const writer *w)
 {
     uint64_t size = w->file->size;
     for (size_t i = 0; i < w->n_edits; i++)
         size = size - (w->edits[i].end - w->edits[i].off) + edit_len(w, &w->edits[i]);
-    if (size > CK_PB_MAX_MESSAGE)
-        return ck_fail(w->err, EFBIG, "%s: the new model would be %llu bytes, over protobuf's "
-                       "2 GiB limit; writing external data is not supported yet", w->m->path,
-                       (unsigned long long)size);
+    return size;
+}
+
+static void free_encs(writer *w)
+{
+    for (size_t i = 0; i < w->n_encs; i++) {
+        free(w->encs[i].pre.p);
+        free(w->encs[i].post.p);
+        free(w->encs[i].input.p);
+        free(w->encs[i].owned);
+    }
+    w->n_encs = 0;
+}
+
+/* Forget a plan, to make another. */
+static void reset_plan(writer *w)
+{
+    free_encs(w);
+    w->n_edits = 0;
+    memset(w->delta, 0, (w->pb->n_frames ? w->pb->n_frames : 1) * sizeof *w->delta);
+    for (uint32_t f = 0; f < w->n_files; f++)
+        w->files[f] = (data_file){.end = f < w->m->n_sources ? w->m->sources[f]->size : 0};
+}
+
+static int plan(writer *w, const ck_write_tensor *ts, size_t n, int32_t *state)
+{
+    reset_plan(w);
+    if (plan_tensors(w, ts, n, state) < 0)
+        return -1;
+    plan_frames(w);
+    qsort(w->edits, w->n_edits, sizeof *w->edits, by_offset);
     return 0;
 }
 
-int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n, int out_fd,
-                ck_error *err)
+static int by_size_desc(const void *a, const void *b, void *arg)
+{
+    const ck_write_tensor *ts = arg;
+    uint64_t x = pieces_len(&ts[*(const size_t *)a]), y = pieces_len(&ts[*(const size_t *)b]);
+    return x > y ? -1 : x < y;
+}
+
+/* Tensors that can move out of an ONNX file: new ones and changed
+ * main-graph ones stored in the file. */
+static bool may_move(const writer *w, const ck_write_tensor *t)
+{
+    if (t->unchanged)
+        return false;
+    if (t->orig_id == CK_WRITE_NEW)
+        return true;
+    const ck_pb_tensor *pt = &w->pb->tensors[t->orig_id];
+    return pt->role == CK_ROLE_TOP && pt->storage != CK_STORE_EXTERNAL;
+}
+
+/* A protobuf message cannot pass 2 GiB: as onnx's own save does, an ONNX
+ * model that would is written with its largest new and changed tensors in
+ * "<model>.data" beside it, until it fits. */
+static int fit(writer *w, const ck_write_tensor *ts, size_t n, int32_t *state)
+{
+    uint64_t size = new_size(w);
+    if (size <= CK_PB_MAX_MESSAGE)
+        return 0;
+    if (w->pb->mindir)
+        return ck_fail(w->err, EFBIG, "%s: the new model would be %llu bytes, over protobuf's "
+                       "2 GiB limit (MindSpore saves such a model in the split layout)",
+                       w->m->path, (unsigned long long)size);
+    size_t *order = malloc((n ? n : 1) * sizeof *order), k = 0;
+    if (order == NULL)
+        return nomem(w);
+    for (size_t i = 0; i < n; i++)
+        if (may_move(w, &ts[i]))
+            order[k++] = i;
+    qsort_r(order, k, sizeof *order, by_size_desc, (void *)ts);
+    /* Each tensor moved saves its bytes, less ~100 bytes of location. */
+    uint64_t over = size - CK_PB_MAX_MESSAGE;
+    for (size_t i = 0; i < k && over > 0; i++) {
+        uint64_t saved = pieces_len(&ts[order[i]]);
+        w->to_external[order[i]] = true;
+        over -= saved > over ? over : saved;
+    }
+    free(order);
+    if (w->n_files - 1 == w->m->n_sources && access(w->big_path, F_OK) == 0)
+        return ck_fail(w->err, EEXIST, "%s: the new model passes protobuf's 2 GiB limit and "
+                       "its data would go to %s, which exists and is not this model's",
+                       w->m->path, w->big_path);
+    if (plan(w, ts, n, state) < 0)
+        return -1;
+    if ((size = new_size(w)) > CK_PB_MAX_MESSAGE)
+        return ck_fail(w->err, EFBIG, "%s: the new model would be %llu bytes even with its "
+                       "new tensors as external data, over protobuf's 2 GiB limit",
+                       w->m->path, (unsigned long long)size);
+    return 0;
+}
+
+/* ---- setting up ---- */
+
+static int setup(writer *w, size_t n)
+{
+    const ck_model *m = w->m;
+    const ck_pb_layout *pb = w->pb;
+    size_t count = m->index.count;
+    const char *slash = strrchr(m->path, '/');
+    if (slash == NULL)
+        snprintf(w->dir, sizeof w->dir, ".");
+    else
+        snprintf(w->dir, sizeof w->dir, "%.*s",
+                 (int)(slash == m->path ? 1 : slash - m->path), m->path);
+    snprintf(w->big_path, sizeof w->big_path, "%s.data", m->path);
+    w->n_files = m->n_sources + 1;
+    for (uint32_t f = 1; f < m->n_sources; f++)
+        if (strcmp(m->sources[f]->path, w->big_path) == 0)
+            w->n_files = m->n_sources; /* "<model>.data" is a source already */
+    w->encs = calloc(count + n + 1, sizeof *w->encs);
+    w->edits = calloc(count + pb->n_frames + 1, sizeof *w->edits);
+    w->delta = calloc(pb->n_frames ? pb->n_frames : 1, sizeof *w->delta);
+    w->files = calloc(m->n_sources + 1, sizeof *w->files);
+    w->shared = calloc(count + 1, sizeof *w->shared);
+    w->to_external = calloc(n + 1, sizeof *w->to_external);
+    if (!w->encs || !w->edits || !w->delta || !w->files || !w->shared || !w->to_external)
+        return nomem(w);
+    /* A split MindIR stays split: new parameters join the last data file. */
+    w->new_ext = NO_FILE;
+    for (size_t id = 0; pb->mindir && id < count; id++)
+        if (pb->tensors[id].role == CK_ROLE_TOP && pb->tensors[id].storage == CK_STORE_EXTERNAL)
+            w->new_ext = pb->tensors[id].ext_src;
+    return find_shared(w);
+}
+
+int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
+                ck_commit_group *g, ck_error *err)
 {
     const ck_pb_layout *pb = m->pb;
-    size_t count = m->index.count;
     writer w = {.m = m, .pb = pb, .f = &pb->fields, .file = m->sources[0], .err = err};
-    int32_t *state = malloc((count ? count : 1) * sizeof *state);
-    w.encs = calloc(count + n + 1, sizeof *w.encs);
-    w.edits = calloc(count + pb->n_frames + 1, sizeof *w.edits);
-    w.delta = calloc(pb->n_frames ? pb->n_frames : 1, sizeof *w.delta);
+    int32_t *state = malloc((m->index.count ? m->index.count : 1) * sizeof *state);
     int rc = -1;
-    if (state == NULL || w.encs == NULL || w.edits == NULL || w.delta == NULL) {
+    if (state == NULL)
         nomem(&w);
-        goto out;
-    }
-    if (plan_tensors(&w, tensors, n, state) < 0)
-        goto out;
-    plan_frames(&w);
-    qsort(w.edits, w.n_edits, sizeof *w.edits, by_offset);
-    if (check_size(&w) < 0)
-        goto out;
-    rc = emit(&w, out_fd);
-out:
-    for (size_t i = 0; i < w.n_encs; i++) {
-        free(w.encs[i].pre.p);
-        free(w.encs[i].post.p);
-        free(w.encs[i].owned);
-    }
+    else if (setup(&w, n) == 0 && plan(&w, tensors, n, state) == 0 &&
+             fit(&w, tensors, n, state) == 0 && write_data_files(&w, g) == 0)
+        rc = emit(&w, g->files[0].fd);
+    if (w.encs != NULL)
+        free_encs(&w);
     free(w.encs);
     free(w.edits);
     free(w.delta);
+    free(w.files);
+    free(w.shared);
+    free(w.to_external);
     free(state);
     return rc;
 }

@@ -14,16 +14,26 @@
  * plus the length prefix of every message that encloses an edit.  So an
  * unchanged tree gives back the identical file, and unknown fields, the
  * graph, nodes, attributes and metadata are kept as they were.
+ *
+ * External data stays external: a data file holding changed bytes is
+ * written anew as a copy of the old one with the tensor written over its
+ * old bytes (same size, not shared with another tensor) or appended
+ * (aligned as the format's own writers align), and joins the commit group.
+ * New parameters of a split MindIR go to its last data file.  An ONNX
+ * model that would pass 2 GiB gets its largest new and changed tensors
+ * moved to "<model>.data", as onnx's save does.
  */
 #ifndef CK_ONNX_MINDIR_WRITER_H
 #define CK_ONNX_MINDIR_WRITER_H
 
+#include "commit_group.h"
 #include "encoder.h"
 
 /* protobuf's limit on one message (INT_MAX bytes). */
 #define CK_PB_MAX_MESSAGE 2147483647ull
 
-int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n, int out_fd,
-                ck_error *err);
+/* The model goes to g->files[0]; changed data files are added to g. */
+int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
+                ck_commit_group *g, ck_error *err);
 
 #endif

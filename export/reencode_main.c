@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "../codec/model.h"
-#include "atomic_writer.h"
+#include "commit_group.h"
 #include "encoder.h"
 
 static ck_write_tensor *tree(const ck_model *m, bool all, ck_piece **pieces_out)
@@ -73,20 +73,18 @@ int main(int argc, char **argv)
     }
     ck_piece *inline_pieces = NULL;
     ck_write_tensor *w = tree(m, all, &inline_pieces);
-    ck_atomic_file f;
+    ck_commit_group g = {0};
     int rc = 1;
     if (w == NULL) {
         fprintf(stderr, "ckptfs-reencode: out of memory\n");
-    } else if (ck_atomic_begin(&f, out, &err) < 0) {
-        fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
-    } else if (ck_encode(m, w, m->index.n_live, f.fd, &err) < 0) {
-        ck_atomic_abort(&f);
-        fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
-    } else if (ck_atomic_commit(&f, &err) < 0) {
+    } else if (ck_group_begin(&g, out, &err) < 0 ||
+               ck_encode(m, w, m->index.n_live, &g, &err) < 0 ||
+               ck_group_commit(&g, &err) < 0) {
         fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
     } else {
         rc = 0;
     }
+    ck_group_abort(&g);
     for (size_t i = 0; w && i < m->index.n_live; i++)
         if (w[i].pieces != NULL && w[i].pieces != &inline_pieces[i])
             free((void *)w[i].pieces);

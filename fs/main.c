@@ -19,7 +19,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "../export/atomic_writer.h"
+#include "../export/commit_group.h"
 #include "ckptfs.h"
 
 struct cli {
@@ -84,6 +84,19 @@ static void usage(FILE *to)
             "    -d                 debug output (implies -f)\n"
             "    --help, --version\n"
             "\n");
+}
+
+/* Temporary files of an interrupted save that never reached its commit
+ * point: beside the model and beside each of its data files. */
+static void remove_leftovers(const ck_model *m)
+{
+    char big[PATH_MAX];
+    ck_atomic_cleanup(m->path);
+    for (uint32_t i = 1; i < m->n_sources; i++)
+        if (m->pb == NULL || i != m->pb->decoded_src)
+            ck_atomic_cleanup(m->sources[i]->path);
+    if (snprintf(big, sizeof big, "%s.data", m->path) < (int)sizeof big)
+        ck_atomic_cleanup(big); /* where an ONNX model over 2 GiB puts its data */
 }
 
 /* realpath() of a path whose last component may not exist yet (-o create). */
@@ -239,6 +252,13 @@ int main(int argc, char **argv)
     /* External data files each hold a descriptor, and every edited tensor
      * holds a spill file until the next save. */
     raise_open_file_limit();
+    /* A save of several files that a crash interrupted after its commit
+     * point is finished before anything reads them. */
+    if (ck_group_recover(path, &err) < 0) {
+        fprintf(stderr, "ckptfs: %s\n", err.msg);
+        free(abs);
+        goto out;
+    }
     ck_model *model = cli.create && access(path, F_OK) != 0
                           ? ck_model_empty(path, cli.format, &err)
                           : ck_model_open(path, &oo, &err);
@@ -252,19 +272,8 @@ int main(int argc, char **argv)
     /* MindSpore saves checkpoints 0400: such a file is not edited unless
      * asked for. */
     bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 : cli.rw;
-    if (rw && model->pb != NULL && model->n_sources > 1 + (model->pb->decoded_src != 0)) {
-        /* External data files would have to be rewritten in step. */
-        if (cli.rw == 1) {
-            fprintf(stderr, "ckptfs: %s: writing models with external data is not supported "
-                    "yet; mount with -o ro\n", path);
-            ck_model_close(model);
-            free(abs);
-            goto out;
-        }
-        rw = false;
-    }
     if (rw)
-        ck_atomic_cleanup(path);
+        remove_leftovers(model);
     ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice,
                .commit_delay = cli.manual ? -1 : cli.commit_delay};
     if (tree_init(&fs.tr, model, &oo, rw, &err) < 0) {

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../export/atomic_writer.h"
+#include "../export/commit_group.h"
 #include "../export/encoder.h"
 
 #include "../codec/dir_name.h"
@@ -475,14 +475,12 @@ static int describe(tree *tr, entry *e, ck_write_tensor *w, ck_piece *piece,
 
 static int write_model(tree *tr, ck_write_tensor *w, size_t n, ck_error *err)
 {
-    ck_atomic_file f;
-    if (ck_atomic_begin(&f, tr->model->path, err) < 0)
+    ck_commit_group g;
+    if (ck_group_begin(&g, tr->model->path, err) < 0)
         return -1;
-    if (ck_encode(tr->model, w, n, f.fd, err) < 0) {
-        ck_atomic_abort(&f);
-        return -1;
-    }
-    return ck_atomic_commit(&f, err);
+    int rc = ck_encode(tr->model, w, n, &g, err) < 0 ? -1 : ck_group_commit(&g, err);
+    ck_group_abort(&g);
+    return rc;
 }
 
 /* Serve the new file: each live entry is the saved tensor of its directory

@@ -170,17 +170,3 @@ PY
     unmount_refused "$mnt"
     [ "$(sha "$m")" = "$before" ]
 }
-
-@test "models with external data mount read-only for now" {
-    local d=$BATS_TEST_TMPDIR/ext
-    mkdir "$d"
-    cp "$ONNX_FIX"/external_burn/mixed_data.* "$d/"
-    chmod 644 "$d"/*
-    mount_fg "$d/mixed_data.onnx" "$BATS_TEST_TMPDIR/m"
-    run sh -c "echo x > '$BATS_TEST_TMPDIR/m/bias/out'"
-    [ "$status" -ne 0 ]
-    mkdir "$BATS_TEST_TMPDIR/m2"
-    run "$CKPTFS" -f -o rw "$d/mixed_data.onnx" "$BATS_TEST_TMPDIR/m2"
-    [ "$status" -ne 0 ]
-    [[ "$output" == *"external data is not supported yet"* ]]
-}

@@ -1,0 +1,59 @@
+/*
+ * commit_group: replace a model and its data files as one, so that after
+ * a crash at any moment the model is seen with either all its old files or
+ * all its new ones.
+ *
+ * Each new file is written beside its target, as atomic_writer does, and
+ * fsync'd.  A group of one file is then renamed like any atomic write.  A
+ * larger group first writes a journal beside the model,
+ * ".<model>.ckptfs-journal", listing every (temporary, target) pair with
+ * the model last; the journal is fsync'd and renamed into place (the
+ * commit point), then the targets are replaced in its order, the model
+ * last, and the journal removed.  The next open of the model calls
+ * ck_group_recover first: a journal means the commit happened, so the
+ * renames it lists are finished (roll forward; each is skipped when its
+ * temporary file is gone, so recovery can itself be interrupted and run
+ * again); without a journal the temporary files of an unfinished commit
+ * are only deleted.
+ *
+ * Journal format: "ckptfs-journal 1\n", then for each pair the temporary
+ * and the target path, relative to the model's directory, each ended by a
+ * NUL byte, then "end\n".
+ */
+#ifndef CK_COMMIT_GROUP_H
+#define CK_COMMIT_GROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "atomic_writer.h"
+
+/* A model and its external data files (codec/model.h, CK_MAX_SOURCES). */
+#define CK_GROUP_MAX 4097
+
+typedef struct ck_commit_group {
+    ck_atomic_file *files;      /* files[0] is the model, renamed last */
+    size_t n, cap;
+    bool committed;             /* the journal is in place: keep the files */
+} ck_commit_group;
+
+/* Start a group whose first file replaces model; write it to
+ * g->files[0].fd. */
+int ck_group_begin(ck_commit_group *g, const char *model, ck_error *err);
+/* Add a file that replaces target, which must be inside the model's
+ * directory; returns the descriptor to write it to, or -1. */
+int ck_group_add(ck_commit_group *g, const char *target, ck_error *err);
+/* Make every new file durable and replace the targets (see above).  On
+ * failure before the commit point nothing is replaced; after it, the rest
+ * is left to ck_group_recover and the error says so. */
+int ck_group_commit(ck_commit_group *g, ck_error *err);
+/* Free the group, removing its temporary files unless a journal lists
+ * them (call it after ck_group_commit too). */
+void ck_group_abort(ck_commit_group *g);
+
+/* Before opening model: finish a commit that its journal records.
+ * Returns 1 if it rolled one forward, 0 if there was none, -1 if a journal
+ * exists but cannot be completed (unreadable, or no write access). */
+int ck_group_recover(const char *model, ck_error *err);
+
+#endif
