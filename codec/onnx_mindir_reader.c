@@ -1,13 +1,16 @@
 #define _GNU_SOURCE
 #include "onnx_mindir_reader.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -109,7 +112,8 @@ typedef struct rd {
     ck_model *m;
     const schema *s;
     ck_pb_layout *pb;
-    ck_source *src;
+    ck_source *src;             /* the protobuf file being walked ... */
+    uint32_t src_id;            /* ... and its source id */
     pb_reader r;
     ck_error *err;
     int depth;
@@ -503,6 +507,25 @@ static int read_tensor_fields(rd *d, uint64_t body, uint64_t end, tinfo *ti)
 
 /* Open an external data file beneath the model's directory: no absolute
  * path, no "..", no symlink that leads out (openat2 RESOLVE_BENEATH). */
+/* A MindIR data file (<prefix>_variables/data_N) opens with 64 bytes of
+ * "front info" whose first byte is 1 when the exporter was little-endian;
+ * MindSpore's loader refuses a file whose byte order is not the host's. */
+static int check_data_header(rd *d, ck_source *src)
+{
+    unsigned char b = 0;
+    if (src->size < CK_MINDIR_DATA_HEADER)
+        return ck_fail(d->err, EINVAL, "%s: data file %s is %llu bytes, shorter than its "
+                       "%u-byte header", PATH(d), src->path, OFF(src->size),
+                       CK_MINDIR_DATA_HEADER);
+    if (ck_source_read(src, &b, 1, 0, d->err) < 0)
+        return -1;
+    if (b != 1)
+        return ck_fail(d->err, EINVAL, "%s: data file %s: offset 0: header byte %u says %s; "
+                       "only little-endian data is read", PATH(d), src->path, b,
+                       b == 0 ? "big-endian" : "neither byte order");
+    return 0;
+}
+
 static long external_source(rd *d, ck_tensor *t, const str *loc)
 {
     if (loc->len == 0 || memchr(loc->buf, '\0', loc->len) != NULL)
@@ -547,8 +570,10 @@ static long external_source(rd *d, ck_tensor *t, const str *loc)
                              "data file %s", PATH(d), tensor_label(d, t), full);
     }
     ck_source *src = ck_source_adopt_fd(fd, full, d->err);
-    if (src == NULL)
+    if (src == NULL || (d->pb->mindir && check_data_header(d, src) < 0)) {
+        ck_source_close(src);
         return -1;
+    }
     return ck_model_add_source(d->m, src, d->err);
 }
 
@@ -693,6 +718,10 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
                            OFF(ti->ext_off), OFF(len), src->path, OFF(src->size));
         if (len != want)
             return mismatch(d, t, t->rec_off, "its external data", len, want);
+        if (d->pb->mindir && ti->ext_off < CK_MINDIR_DATA_HEADER && len > 0)
+            return ck_fail(d->err, EINVAL, "%s: tensor '%s': external offset %llu is inside "
+                           "the %u-byte header of %s", PATH(d), tensor_label(d, t),
+                           OFF(ti->ext_off), CK_MINDIR_DATA_HEADER, src->path);
         pt->storage = CK_STORE_EXTERNAL;
         pt->ext_src = (uint32_t)sid;
         if (len > 0 && ck_tensor_add_extent(t, (uint32_t)sid, ti->ext_off, len) < 0)
@@ -707,7 +736,7 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
         if (ti->raw_len != want)
             return mismatch(d, t, ti->raw_off, "raw_data", ti->raw_len, want);
         pt->storage = CK_STORE_RAW;
-        if (want > 0 && ck_tensor_add_extent(t, 0, ti->raw_off, want) < 0)
+        if (want > 0 && ck_tensor_add_extent(t, d->src_id, ti->raw_off, want) < 0)
             return nomem(d);
         t->nbytes = want;
         return 0;
@@ -737,7 +766,7 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
         /* Packed floats and doubles are little-endian already: zero copy. */
         if (ti->typed_len != want)
             return mismatch(d, t, ti->typed_key_off, "its typed field", ti->typed_len, want);
-        if (want > 0 && ck_tensor_add_extent(t, 0, ti->typed_off, want) < 0)
+        if (want > 0 && ck_tensor_add_extent(t, d->src_id, ti->typed_off, want) < 0)
             return nomem(d);
         t->nbytes = want;
         return 0;
@@ -785,7 +814,7 @@ static int add_tensor(rd *d, const pb_field *f, uint64_t end, const where *w, ck
     }
     ck_pb_tensor *pt = &d->pb->tensors[id];
     *pt = (ck_pb_tensor){.key_off = f->key_off, .len_off = len_off, .frame = w->frame,
-                         .role = (uint8_t)role, .holder = holder};
+                         .role = (uint8_t)role, .holder = holder, .pbfile = d->src_id};
     ck_tensor *t = &ix->tensors[id];
     t->rec_off = body;
     t->rec_end = body_end;
@@ -1126,6 +1155,93 @@ static int walk_model(rd *d)
     return 0;
 }
 
+/* ---- the legacy split layout ---- */
+
+static int visible(const struct dirent *e)
+{
+    return e->d_name[0] != '.';
+}
+
+static bool has_parameters(const rd *d)
+{
+    for (size_t i = 0; i < d->m->index.count; i++)
+        if (d->pb->tensors[i].role == CK_ROLE_TOP)
+            return true;
+    return false;
+}
+
+/* One variables file: a GraphProto whose parameters are the model's. */
+static int walk_variables_file(rd *d, int dfd, const char *dir, const char *name)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+        return ck_fail(d->err, ENAMETOOLONG, "%s/%s: path too long", dir, name);
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        if (fd >= 0)
+            close(fd);
+        return 0; /* MindSpore's loader reads regular files only */
+    }
+    ck_source *src = ck_source_adopt_fd(fd, path, d->err);
+    long sid = src == NULL ? -1 : ck_model_add_source(d->m, src, d->err);
+    if (sid < 0)
+        return -1;
+    d->src = src;
+    d->src_id = (uint32_t)sid;
+    pb_reader_init(&d->r, src, 0);
+    where w = {.frame = CK_PB_NO_FRAME, .main = true};
+    if (walk_graph(d, 0, src->size, &w) < 0)
+        return -1;
+    d->pb->new_pbfile = (uint32_t)sid; /* new parameters go to the last file */
+    return 0;
+}
+
+/* The v1.2-1.5 split layout: a "<prefix>_graph.mindir" whose graph has no
+ * parameters keeps them in the regular files of "<prefix>_variables/",
+ * each a serialized GraphProto.  MindSpore's loader takes them in readdir
+ * order; they are taken in version order (data_2 before data_10) so every
+ * mount shows the same tree. */
+static int walk_legacy_variables(rd *d)
+{
+    static const char suffix[] = "_graph.mindir";
+    size_t pl = strlen(d->m->path), sl = sizeof suffix - 1;
+    if (!d->pb->mindir || pl < sl || strcmp(d->m->path + pl - sl, suffix) != 0 ||
+        has_parameters(d))
+        return 0;
+    char dir[PATH_MAX];
+    if (snprintf(dir, sizeof dir, "%.*s_variables", (int)(pl - sl), d->m->path) >=
+        (int)sizeof dir)
+        return ck_fail(d->err, ENAMETOOLONG, "%s: path too long", PATH(d));
+    struct dirent **names;
+    int n = scandir(dir, &names, visible, versionsort);
+    if (n < 0)
+        return errno == ENOENT ? 0 : ck_fail_errno(d->err, errno, "%s: cannot list %s",
+                                                   PATH(d), dir);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = dfd < 0 ? ck_fail_errno(d->err, errno, "%s: cannot open %s", PATH(d), dir) : 0;
+    /* Parameter names keep the main graph's prefix; a data file's graph
+     * has no name of its own to take. */
+    const char *gname = d->pb->graph_name;
+    size_t glen = d->pb->graph_name_len;
+    uint64_t insert = d->pb->insert_off;
+    for (int i = 0; i < n; i++) {
+        if (rc == 0)
+            rc = walk_variables_file(d, dfd, dir, names[i]->d_name);
+        free(names[i]);
+    }
+    free(names);
+    if (dfd >= 0)
+        close(dfd);
+    d->pb->graph_name = gname;
+    d->pb->graph_name_len = glen;
+    if (d->pb->new_pbfile == 0)
+        d->pb->insert_off = insert;
+    d->src = d->m->sources[0];
+    d->src_id = 0;
+    return rc;
+}
+
 void ck_pb_layout_free(ck_pb_layout *pb)
 {
     if (pb == NULL)
@@ -1183,6 +1299,8 @@ int ck_onnx_mindir_read(ck_model *m, bool mindir, ck_error *err)
     *d = (rd){.m = m, .s = sc, .pb = pb,
               .src = m->sources[0], .err = err, .dec_fd = -1};
     int rc = walk_model(d);
+    if (rc == 0)
+        rc = walk_legacy_variables(d);
     if (rc == 0)
         rc = bind_decoded(d);
     if (d->dec_fd >= 0)

@@ -34,6 +34,8 @@
 
 /* Message nesting the walker follows (graphs within nodes within graphs). */
 #define CK_PB_MAX_DEPTH 32
+/* The front info opening each data file of a split MindIR. */
+#define CK_MINDIR_DATA_HEADER 64u
 /* Longest name, node name or external location read. */
 #define CK_PB_MAX_NAME 4096
 

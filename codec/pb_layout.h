@@ -49,6 +49,8 @@ typedef struct ck_pb_tensor {
     uint8_t role;               /* ck_pb_role */
     uint8_t typed_field;        /* field number of the typed data field */
     uint32_t ext_src;           /* CK_STORE_EXTERNAL: the source holding the bytes */
+    uint32_t pbfile;            /* the source whose message holds the TensorProto:
+                                 * 0, or a legacy split MindIR's variables file */
     const char *holder;         /* the node holding a CONST/SUB tensor, for messages */
 } ck_pb_tensor;
 
@@ -68,7 +70,10 @@ typedef struct ck_pb_layout {
     size_t n_frames, cap_frames;
     ck_pb_tensor *tensors;      /* parallel to the index's tensors */
     int32_t main_graph;         /* frame of ModelProto.graph, or CK_PB_NO_FRAME */
-    uint64_t insert_off;        /* where new main-graph tensors go */
+    uint32_t new_pbfile;        /* the file new main-graph tensors go to: 0, or the
+                                 * last variables file of a legacy split MindIR
+                                 * (a GraphProto: they go at its top level) */
+    uint64_t insert_off;        /* where in that file */
     const char *graph_name;     /* MindIR: the prefix of parameter names */
     size_t graph_name_len;
     int64_t ir_version;         /* ONNX ir_version (initializers must be inputs < 4) */

@@ -62,7 +62,9 @@ typedef struct writer {
     const ck_model *m;
     const ck_pb_layout *pb;
     const ck_pb_fields *f;
-    ck_source *file;
+    uint32_t pbfile;            /* the protobuf file being planned (a source id) ... */
+    ck_source *file;            /* ... and its source */
+    bool *pbfiles;              /* per source: it holds TensorProtos */
     pb_reader r;
     enc *encs;
     size_t n_encs;
@@ -697,8 +699,12 @@ static int plan_tensors(writer *w, const ck_write_tensor *ts, size_t n, int32_t 
     for (size_t id = 0; id < ix->count; id++) {
         const ck_tensor *orig = &ix->tensors[id];
         const ck_pb_tensor *pt = &w->pb->tensors[id];
-        if (state[id] == -2)
+        if (state[id] == -2 || pt->pbfile != w->pbfile)
             continue;
+        if (w->pbfile != 0 && pt->storage == CK_STORE_EXTERNAL)
+            return ck_fail(w->err, ENOTSUP, "%s: tensor '%s': external data inside a "
+                           "variables file is not written", w->m->path,
+                           ck_quote(w->q, orig->name, orig->name_len));
         edit e = {.off = pt->key_off, .end = orig->rec_end};
         uint64_t old_len = orig->rec_end - pt->key_off;
         uint64_t new_len = 0;
@@ -736,7 +742,7 @@ static int plan_tensors(writer *w, const ck_write_tensor *ts, size_t n, int32_t 
                 .first = w->n_encs,
                 .key_len = ck_varint_len((uint64_t)w->f->graph_tensor << 3 | PB_WT_LEN)};
     uint64_t grow = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && w->pbfile == w->pb->new_pbfile; i++) {
         if (ts[i].orig_id != CK_WRITE_NEW)
             continue;
         if (check_type(w, &ts[i]) < 0)
@@ -747,13 +753,17 @@ static int plan_tensors(writer *w, const ck_write_tensor *ts, size_t n, int32_t 
         grow += field_len(en, ins.key_len);
         ins.count++;
     }
-    if (ins.count > 0) {
+    if (ins.count == 0)
+        return 0;
+    /* A legacy variables file is a GraphProto: new parameters go at its
+     * top level, inside no frame. */
+    if (w->pbfile == 0) {
         if (w->pb->main_graph == CK_PB_NO_FRAME)
             return ck_fail(w->err, EINVAL, "%s: the model has no main graph to add tensors to",
                            w->m->path);
         w->delta[w->pb->main_graph] += (int64_t)grow;
-        add_edit(w, ins);
     }
+    add_edit(w, ins);
     return 0;
 }
 
@@ -1048,8 +1058,13 @@ static int setup(writer *w, size_t n)
     w->files = calloc(m->n_sources + 1, sizeof *w->files);
     w->shared = calloc(count + 1, sizeof *w->shared);
     w->to_external = calloc(n + 1, sizeof *w->to_external);
-    if (!w->encs || !w->edits || !w->delta || !w->files || !w->shared || !w->to_external)
+    w->pbfiles = calloc(m->n_sources, sizeof *w->pbfiles);
+    if (!w->encs || !w->edits || !w->delta || !w->files || !w->shared || !w->to_external ||
+        !w->pbfiles)
         return nomem(w);
+    w->pbfiles[pb->new_pbfile] = true;
+    for (size_t id = 0; id < count; id++)
+        w->pbfiles[pb->tensors[id].pbfile] = true;
     /* A split MindIR stays split: new parameters join the last data file. */
     w->new_ext = NO_FILE;
     for (size_t id = 0; pb->mindir && id < count; id++)
@@ -1058,18 +1073,37 @@ static int setup(writer *w, size_t n)
     return find_shared(w);
 }
 
+/* Plan and write one protobuf file: the model (which also writes the data
+ * files), or a legacy variables file, when it changes. */
+static int write_pbfile(writer *w, uint32_t p, const ck_write_tensor *ts, size_t n,
+                        int32_t *state, ck_commit_group *g)
+{
+    w->pbfile = p;
+    w->file = w->m->sources[p];
+    if (plan(w, ts, n, state) < 0 || fit(w, ts, n, state) < 0)
+        return -1;
+    if (p == 0)
+        return write_data_files(w, g) < 0 ? -1 : emit(w, g->files[0].fd);
+    if (w->n_edits == 0)
+        return 0;
+    int fd = ck_group_add(g, w->file->path, w->err);
+    return fd < 0 ? -1 : emit(w, fd);
+}
+
 int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                 ck_commit_group *g, ck_error *err)
 {
     const ck_pb_layout *pb = m->pb;
-    writer w = {.m = m, .pb = pb, .f = &pb->fields, .file = m->sources[0], .err = err};
+    writer w = {.m = m, .pb = pb, .f = &pb->fields, .err = err};
     int32_t *state = malloc((m->index.count ? m->index.count : 1) * sizeof *state);
     int rc = -1;
     if (state == NULL)
         nomem(&w);
-    else if (setup(&w, n) == 0 && plan(&w, tensors, n, state) == 0 &&
-             fit(&w, tensors, n, state) == 0 && write_data_files(&w, g) == 0)
-        rc = emit(&w, g->files[0].fd);
+    else if (setup(&w, n) == 0)
+        rc = write_pbfile(&w, 0, tensors, n, state, g);
+    for (uint32_t p = 1; rc == 0 && p < m->n_sources; p++)
+        if (w.pbfiles[p])
+            rc = write_pbfile(&w, p, tensors, n, state, g);
     if (w.encs != NULL)
         free_encs(&w);
     free(w.encs);
@@ -1078,6 +1112,7 @@ int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
     free(w.files);
     free(w.shared);
     free(w.to_external);
+    free(w.pbfiles);
     free(state);
     return rc;
 }

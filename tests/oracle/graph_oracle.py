@@ -212,7 +212,26 @@ class Walker:
                                 ("status", mp.status_tensor)):
                     self.add(t, mp.name.encode(), b"%map." + part.encode())
 
+    def legacy_variables(self):
+        """The v1.2-1.5 split: a _graph.mindir without parameters takes them from every
+        regular file of PREFIX_variables/, each a GraphProto (mindspore-formats.md 4.4)."""
+        if not self.path.endswith("_graph.mindir") or self.model.graph.parameter:
+            return []
+        var_dir = self.path[:-len("_graph.mindir")] + "_variables"
+        params = []
+        for name in sorted(os.listdir(var_dir)):
+            p = os.path.join(var_dir, name)
+            if name.startswith(".") or not os.path.isfile(p):
+                continue
+            g = type(self.model.graph)()
+            with open(p, "rb") as f:
+                g.ParseFromString(f.read())
+            params.extend(g.parameter)
+        return params
+
     def walk(self):
+        if self.mindir:
+            self.model.graph.parameter.extend(self.legacy_variables())
         self.graph(self.model.graph, True, None)
         if self.mindir:
             for k, fn in enumerate(self.model.functions):
