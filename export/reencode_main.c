@@ -66,7 +66,7 @@ int main(int argc, char **argv)
     }
     const char *in = argv[1 + all], *out = argv[2 + all];
     ck_error err;
-    ck_model *m = ck_model_open(in, NULL, &err);
+    ck_model *m = ck_group_recover(in, &err) < 0 ? NULL : ck_model_open(in, NULL, &err);
     if (m == NULL) {
         fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
         return 1;
