@@ -77,7 +77,8 @@ typedef struct writer {
     bool *to_external;          /* per listed tensor: write it as external data */
     uint32_t new_ext;           /* where new tensors' bytes go, or NO_FILE: inline */
     char dir[PATH_MAX];         /* the model's directory, external locations' base */
-    char big_path[PATH_MAX];    /* "<model>.data" */
+    char big_path[PATH_MAX];    /* "<model>.data" ... */
+    uint32_t big;               /* ... and its files index */
     ck_error *err;
     char q[CK_QUOTE_BUF];
 } writer;
@@ -725,7 +726,7 @@ static int plan_tensors(writer *w, const ck_write_tensor *ts, size_t n, int32_t 
                 return -1;
             enc *en = new_enc(w);
             uint32_t file = pt->storage == CK_STORE_EXTERNAL ? pt->ext_src
-                            : w->to_external[state[id]] ? w->n_files - 1
+                            : w->to_external[state[id]] ? w->big
                                                         : NO_FILE;
             if (encode_changed(w, en, t, orig, pt, file) < 0)
                 return -1;
@@ -748,7 +749,7 @@ static int plan_tensors(writer *w, const ck_write_tensor *ts, size_t n, int32_t 
         if (check_type(w, &ts[i]) < 0)
             return -1;
         enc *en = new_enc(w);
-        if (encode_new(w, en, &ts[i], w->to_external[i] ? w->n_files - 1 : w->new_ext) < 0)
+        if (encode_new(w, en, &ts[i], w->to_external[i] ? w->big : w->new_ext) < 0)
             return -1;
         grow += field_len(en, ins.key_len);
         ins.count++;
@@ -1021,7 +1022,7 @@ static int fit(writer *w, const ck_write_tensor *ts, size_t n, int32_t *state)
         over -= saved > over ? over : saved;
     }
     free(order);
-    if (w->n_files - 1 == w->m->n_sources && access(w->big_path, F_OK) == 0)
+    if (w->big == w->m->n_sources && access(w->big_path, F_OK) == 0)
         return ck_fail(w->err, EEXIST, "%s: the new model passes protobuf's 2 GiB limit and "
                        "its data would go to %s, which exists and is not this model's",
                        w->m->path, w->big_path);
@@ -1049,9 +1050,10 @@ static int setup(writer *w, size_t n)
                  (int)(slash == m->path ? 1 : slash - m->path), m->path);
     snprintf(w->big_path, sizeof w->big_path, "%s.data", m->path);
     w->n_files = m->n_sources + 1;
+    w->big = m->n_sources;
     for (uint32_t f = 1; f < m->n_sources; f++)
         if (strcmp(m->sources[f]->path, w->big_path) == 0)
-            w->n_files = m->n_sources; /* "<model>.data" is a source already */
+            w->big = f; /* "<model>.data" is a data file already */
     w->encs = calloc(count + n + 1, sizeof *w->encs);
     w->edits = calloc(count + pb->n_frames + 1, sizeof *w->edits);
     w->delta = calloc(pb->n_frames ? pb->n_frames : 1, sizeof *w->delta);
