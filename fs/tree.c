@@ -165,6 +165,8 @@ bool tree_dirty(const tree *tr)
         const edit *ed = e->edit;
         if (e->tensor_id == ENTRY_NEW ? !e->deleted : e->deleted)
             return true;
+        if (e->deleted)
+            continue; /* made and removed again: its edits are gone with it */
         if (ed != NULL && (ed->meta_changed || ed->overlay_fd >= 0 || ed->name ||
                            ed->no_meta || ed->no_out))
             return true;
