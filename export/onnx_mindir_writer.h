@@ -14,6 +14,11 @@
  * plus the length prefix of every message that encloses an edit.  So an
  * unchanged tree gives back the identical file, and unknown fields, the
  * graph, nodes, attributes and metadata are kept as they were.
+ *
+ * Nodes are never edited: the caller makes sure no node reads a tensor it
+ * deletes or renames (the tree refuses those edits, asking
+ * codec/pb_users.h).  Constant and subgraph tensors, which only a node
+ * edit could remove or rename, are refused here too (EBUSY).
  */
 #ifndef CK_ONNX_MINDIR_WRITER_H
 #define CK_ONNX_MINDIR_WRITER_H
