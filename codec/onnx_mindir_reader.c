@@ -1290,6 +1290,7 @@ int ck_onnx_mindir_read(ck_model *m, bool mindir, ck_error *err)
         .graph_tensor = sc->graph_tensor, .model_graph = sc->model_graph,
         .model_functions = sc->model_functions, .graph_node = sc->graph_node,
         .node_input = 1, .node_name = sc->node_name, .node_attr = sc->node_attr,
+        .node_op = sc->node_op,
         .attr_g = sc->attr_g, .attr_graphs = sc->attr_graphs, .t_dims = sc->t_dims, .t_type = sc->t_type,
         .t_float = sc->t_float, .t_int32 = sc->t_int32, .t_string = sc->t_string,
         .t_int64 = sc->t_int64, .t_name = sc->t_name, .t_raw = sc->t_raw,

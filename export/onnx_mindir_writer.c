@@ -15,8 +15,6 @@
  * tensor is written as raw_data instead (exporters only use typed fields
  * for small tensors). */
 #define TYPED_MEM_MAX (64u << 20)
-/* Longest node input name the in-use check compares. */
-#define CK_PB_SCAN_NAME 4096
 
 typedef struct membuf {
     unsigned char *p;
@@ -520,142 +518,6 @@ static int encode_new(writer *w, enc *e, const ck_write_tensor *t, uint32_t file
     return put_external(w, &e->pre, e);
 }
 
-/* ---- who uses a tensor ---- */
-
-typedef struct user_search {
-    const char *name;
-    size_t len;
-    char node[CK_QUOTE_BUF];
-    int depth;
-} user_search;
-
-static int scan_graph(writer *w, uint64_t body, uint64_t end, user_search *u);
-
-/* 1: a node of [body, end) (or of a graph inside it) has u->name as an
- * input; the node's name is in u->node. */
-static int scan_node(writer *w, uint64_t body, uint64_t end, user_search *u)
-{
-    const ck_pb_fields *f = w->f;
-    pb_field fl;
-    int rc, found = 0;
-    char buf[CK_PB_SCAN_NAME];
-    uint64_t len;
-    pb_seek(&w->r, body);
-    while ((rc = pb_next_field(&w->r, end, &fl, w->err)) > 0 && !found) {
-        if (fl.wire_type != PB_WT_LEN) {
-            if (pb_skip(&w->r, end, fl.key_off, fl.wire_type, w->err) < 0)
-                return -1;
-            continue;
-        }
-        if (pb_read_len(&w->r, end, fl.key_off, &len, w->err) < 0)
-            return -1;
-        uint64_t start = w->r.pos, stop = start + len;
-        if (fl.num == f->node_input && len == u->len) {
-            if (pb_read_bytes(&w->r, stop, buf, (size_t)len, w->err) < 0)
-                return -1;
-            found = memcmp(buf, u->name, u->len) == 0;
-        } else if (fl.num == f->node_attr) {
-            pb_field g;
-            uint64_t glen;
-            while (!found && (rc = pb_next_field(&w->r, stop, &g, w->err)) > 0) {
-                if ((g.num != f->attr_g && g.num != f->attr_graphs) || g.wire_type != PB_WT_LEN) {
-                    if (pb_skip(&w->r, stop, g.key_off, g.wire_type, w->err) < 0)
-                        return -1;
-                    continue;
-                }
-                if (pb_read_len(&w->r, stop, g.key_off, &glen, w->err) < 0)
-                    return -1;
-                uint64_t gb = w->r.pos;
-                if ((found = scan_graph(w, gb, gb + glen, u)) < 0)
-                    return -1;
-                pb_seek(&w->r, gb + glen);
-            }
-            if (rc < 0)
-                return -1;
-            if (found)
-                return 1; /* u->node already names the inner node */
-        }
-        pb_seek(&w->r, stop);
-    }
-    if (rc < 0)
-        return -1;
-    if (found) {
-        /* name this node */
-        pb_seek(&w->r, body);
-        snprintf(u->node, sizeof u->node, "(unnamed)");
-        while (pb_next_field(&w->r, end, &fl, w->err) > 0) {
-            if (fl.num == f->node_name && fl.wire_type == PB_WT_LEN &&
-                pb_read_len(&w->r, end, fl.key_off, &len, w->err) == 0 && len < sizeof buf &&
-                pb_read_bytes(&w->r, end, buf, (size_t)len, w->err) == 0) {
-                ck_quote(u->node, buf, (size_t)len);
-                break;
-            }
-            if (pb_skip(&w->r, end, fl.key_off, fl.wire_type, w->err) < 0)
-                break;
-        }
-    }
-    return found;
-}
-
-static int scan_graph(writer *w, uint64_t body, uint64_t end, user_search *u)
-{
-    if (++u->depth > 64)
-        return ck_fail(w->err, EINVAL, "%s: graphs nested too deep", w->m->path);
-    pb_field fl;
-    int rc;
-    uint64_t len;
-    pb_seek(&w->r, body);
-    while ((rc = pb_next_field(&w->r, end, &fl, w->err)) > 0) {
-        if (fl.num != w->f->graph_node || fl.wire_type != PB_WT_LEN) {
-            if (pb_skip(&w->r, end, fl.key_off, fl.wire_type, w->err) < 0)
-                return -1;
-            continue;
-        }
-        if (pb_read_len(&w->r, end, fl.key_off, &len, w->err) < 0)
-            return -1;
-        uint64_t nb = w->r.pos;
-        int found = scan_node(w, nb, nb + len, u);
-        if (found != 0)
-            return found;
-        pb_seek(&w->r, nb + len);
-    }
-    u->depth--;
-    return rc;
-}
-
-/* Refuse to delete or rename a tensor that a node reads. */
-static int check_unused(writer *w, const ck_tensor *t)
-{
-    user_search u = {.name = t->name, .len = t->name_len};
-    if (t->name_len >= CK_PB_SCAN_NAME)
-        return 0; /* longer than any input name the scan reads */
-    const ck_pb_fields *f = w->f;
-    pb_reader_init(&w->r, w->file, 0);
-    pb_field fl;
-    int rc;
-    uint64_t len;
-    while ((rc = pb_next_field(&w->r, w->file->size, &fl, w->err)) > 0) {
-        bool graph = fl.num == f->model_graph || (f->model_functions && fl.num == f->model_functions);
-        if (!graph || fl.wire_type != PB_WT_LEN) {
-            if (pb_skip(&w->r, w->file->size, fl.key_off, fl.wire_type, w->err) < 0)
-                return -1;
-            continue;
-        }
-        if (pb_read_len(&w->r, w->file->size, fl.key_off, &len, w->err) < 0)
-            return -1;
-        uint64_t gb = w->r.pos;
-        int found = scan_graph(w, gb, gb + len, &u);
-        if (found < 0)
-            return -1;
-        if (found)
-            return ck_fail(w->err, EBUSY, "%s: tensor '%s' is an input of node '%s'; it cannot "
-                           "be deleted or renamed", w->m->path,
-                           ck_quote(w->q, t->name, t->name_len), u.node);
-        pb_seek(&w->r, gb + len);
-    }
-    return rc;
-}
-
 /* ---- the plan ---- */
 
 /* At most one edit per tensor, one per frame and one insert: the array is
@@ -714,15 +576,10 @@ static int plan_tensors(writer *w, const ck_write_tensor *ts, size_t n, int32_t 
                 return ck_fail(w->err, EBUSY, "%s: tensor '%s' is held by node '%s' and cannot "
                                "be deleted", w->m->path, ck_quote(w->q, orig->name,
                                orig->name_len), pt->holder ? pt->holder : "?");
-            if (check_unused(w, orig) < 0)
-                return -1;
             e.kind = E_DROP;
         } else {
             const ck_write_tensor *t = &ts[state[id]];
             if (check_type(w, t) < 0)
-                return -1;
-            if ((t->name_len != orig->name_len || memcmp(t->name, orig->name, t->name_len)) &&
-                check_unused(w, orig) < 0)
                 return -1;
             enc *en = new_enc(w);
             uint32_t file = pt->storage == CK_STORE_EXTERNAL ? pt->ext_src
@@ -736,7 +593,8 @@ static int plan_tensors(writer *w, const ck_write_tensor *ts, size_t n, int32_t 
             e.key_len = (size_t)(pt->len_off - pt->key_off);
             new_len = field_len(en, e.key_len);
         }
-        w->delta[pt->frame] += (int64_t)new_len - (int64_t)old_len;
+        if (pt->frame != CK_PB_NO_FRAME) /* a legacy variables file's top level */
+            w->delta[pt->frame] += (int64_t)new_len - (int64_t)old_len;
         add_edit(w, e);
     }
     edit ins = {.off = w->pb->insert_off, .end = w->pb->insert_off, .kind = E_INSERT,

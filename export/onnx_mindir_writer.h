@@ -22,6 +22,11 @@
  * New parameters of a split MindIR go to its last data file.  An ONNX
  * model that would pass 2 GiB gets its largest new and changed tensors
  * moved to "<model>.data", as onnx's save does.
+ *
+ * Nodes are never edited: the caller makes sure no node reads a tensor it
+ * deletes or renames (the tree refuses those edits, asking
+ * codec/pb_users.h).  Constant and subgraph tensors, which only a node
+ * edit could remove or rename, are refused here too (EBUSY).
  */
 #ifndef CK_ONNX_MINDIR_WRITER_H
 #define CK_ONNX_MINDIR_WRITER_H

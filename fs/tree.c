@@ -87,6 +87,7 @@ void tree_free(tree *tr)
         edit_free(tr->entries[i].edit);
     free(tr->entries);
     ck_name_map_free(&tr->by_dir);
+    ck_pb_users_free(tr->users);
     memset(tr, 0, sizeof *tr);
 }
 
@@ -165,6 +166,8 @@ bool tree_dirty(const tree *tr)
         const edit *ed = e->edit;
         if (e->tensor_id == ENTRY_NEW ? !e->deleted : e->deleted)
             return true;
+        if (e->deleted)
+            continue; /* made and removed again: its edits are gone with it */
         if (ed != NULL && (ed->meta_changed || ed->overlay_fd >= 0 || ed->name ||
                            ed->no_meta || ed->no_out))
             return true;
@@ -528,6 +531,9 @@ static int rebind(tree *tr, ck_error *err)
         e->tensor_id = e->deleted ? ENTRY_NEW : ids[i];
     }
     free(ids);
+    /* It borrows the old model's names, and the new file has other users. */
+    ck_pb_users_free(tr->users);
+    tr->users = NULL;
     ck_model_close(tr->model);
     tr->model = m;
     return index_names(tr, err);
@@ -653,9 +659,92 @@ static void forget_entry(tree *tr, entry *e)
     }
 }
 
+/* A tensor that lives inside a node (a Constant's value, a subgraph's
+ * tensor, a part of a MindIR map parameter) has no existence apart from
+ * it: deleting or renaming it would break the node. */
+static int held_by_node(const tree *tr, const ck_pb_tensor *pt, const char *dir,
+                        ck_error *err)
+{
+    char node[CK_QUOTE_BUF];
+    const char *path = tr->model->path;
+    if (pt->role == CK_ROLE_MAP)
+        return ck_fail(err, EBUSY, "%s: tensor '%s' is part of a map parameter; it cannot be "
+                       "deleted or renamed", path, dir);
+    if (pt->holder != NULL && pt->holder[0] != '\0')
+        return ck_fail(err, EBUSY, "%s: tensor '%s' is held by node '%s'; it cannot be "
+                       "deleted or renamed", path, dir,
+                       ck_quote(node, pt->holder, strlen(pt->holder)));
+    if (pt->holder != NULL) /* a Constant without a name */
+        return ck_fail(err, EBUSY, "%s: tensor '%s' is the value of a Constant node; it "
+                       "cannot be deleted or renamed", path, dir);
+    return ck_fail(err, EBUSY, "%s: tensor '%s' lives in a subgraph of a node; it cannot be "
+                   "deleted or renamed", path, dir);
+}
+
+/* Deleting or renaming a tensor that the model's graph needs under its
+ * name would save a model its runtime refuses, so the rmdir or rename
+ * itself is refused (EBUSY, naming a node), not the save.  Entries made in
+ * the mount are not in the file's graph, and a checkpoint has none.  The
+ * users of the main-graph tensors are scanned once per model file. */
+static int in_use(tree *tr, const entry *e, ck_error *err)
+{
+    const ck_tensor *t = entry_tensor(tr, e);
+    const ck_pb_layout *pb = tr->model->pb;
+    if (t == NULL || pb == NULL)
+        return 0;
+    char dir[CK_QUOTE_BUF], node[CK_PB_USERS_NODE_BUF];
+    const char *shown = entry_dir_name(tr, e);
+    ck_quote(dir, shown, strlen(shown));
+    const ck_pb_tensor *pt = &pb->tensors[e->tensor_id];
+    if (pt->role != CK_ROLE_TOP)
+        return held_by_node(tr, pt, dir, err);
+    if (tr->users == NULL && (tr->users = ck_pb_users_scan(tr->model, err)) == NULL)
+        return -1;
+    /* t->name is the file's spelling, which node inputs use: MindIR
+     * parameters keep their "GRAPH:" prefix there. */
+    if (!ck_pb_users_find(tr->users, t->name, t->name_len, node))
+        return 0;
+    return ck_fail(err, EBUSY, "%s: tensor '%s' is an input of node '%s'; it cannot be "
+                   "deleted or renamed", tr->model->path, dir, node);
+}
+
+/* rm -r removes meta and out before the directory.  When the directory is
+ * then refused, the two come back as they are in the model file, so a
+ * refused rm -r leaves the tensor whole and the tree saveable.  (Removing
+ * them is allowed: `mv` from another filesystem replaces out that way.)
+ * A directory only partly emptied is left as it is: the user's own edit. */
+static void put_back_files(entry *e)
+{
+    if (e->edit == NULL || entry_has_meta(e) || entry_has_out(e))
+        return;
+    e->edit->no_meta = false;
+    e->edit->no_out = false;
+}
+
+/* in_use(), and an emptied directory of a tensor that must stay is made
+ * whole again. */
+static int keep_if_in_use(tree *tr, entry *e, ck_error *err)
+{
+    if (in_use(tr, e, err) == 0)
+        return 0;
+    put_back_files(e);
+    return -1;
+}
+
+/* rmdir and rename of a tensor directory: a writable mount, a tensor no
+ * node needs, and one that may be edited at all. */
+static int removable(tree *tr, entry *e, ck_error *err)
+{
+    if (!tr->writable)
+        return ck_fail(err, EROFS, "%s: read-only mount", tr->model->path);
+    if (keep_if_in_use(tr, e, err) < 0)
+        return -1;
+    return editable(tr, e, err);
+}
+
 int tree_rmdir(tree *tr, entry *e, ck_error *err)
 {
-    if (editable(tr, e, err) < 0)
+    if (removable(tr, e, err) < 0)
         return -1;
     if (entry_has_meta(e) || entry_has_out(e))
         return ck_fail(err, ENOTEMPTY, "%s: directory not empty", tr->model->path);
@@ -665,7 +754,7 @@ int tree_rmdir(tree *tr, entry *e, ck_error *err)
 
 int tree_rename(tree *tr, entry *e, const char *new_dir_name, ck_error *err)
 {
-    if (editable(tr, e, err) < 0)
+    if (removable(tr, e, err) < 0)
         return -1;
     if (strcmp(entry_dir_name(tr, e), new_dir_name) == 0)
         return 0;
@@ -673,6 +762,9 @@ int tree_rename(tree *tr, entry *e, const char *new_dir_name, ck_error *err)
     if (target >= 0 && (entry_has_meta(&tr->entries[target]) ||
                         entry_has_out(&tr->entries[target])))
         return ck_fail(err, ENOTEMPTY, "%s: '%s' is not empty", tr->model->path, new_dir_name);
+    /* Replacing the target deletes its tensor. */
+    if (target >= 0 && keep_if_in_use(tr, &tr->entries[target], err) < 0)
+        return -1;
     edit *ed = edit_of(tr, e, err);
     if (ed == NULL)
         return -1;

@@ -22,6 +22,7 @@
 
 #include "../codec/model.h"
 #include "../codec/oneflow_meta.h"
+#include "../codec/pb_users.h"
 
 /* A meta is a few lines; anything longer is not one. */
 #define TREE_META_MAX 65536
@@ -75,6 +76,10 @@ typedef struct tree {
     entry *entries;
     size_t n_entries, cap_entries;
     ck_name_map by_dir;         /* directory name -> position, live entries */
+    /* ONNX/MindIR: which node reads each main-graph tensor of `model`,
+     * scanned on the first rmdir or rename that needs it, dropped with
+     * the model at a commit. */
+    ck_pb_users *users;
     bool writable;
     char last_error[CK_ERROR_MSG_MAX]; /* of the last failed commit */
 } tree;
@@ -106,7 +111,10 @@ size_t entry_meta_text(const tree *tr, const entry *e, char *buf, size_t cap);
 bool tree_dirty(const tree *tr);
 
 /* Tensor directories: make one (its name is unescaped by the listing
- * rule), remove an empty one, rename one (replacing the target). */
+ * rule), remove an empty one, rename one (replacing the target).  Removing
+ * or renaming (or replacing) a tensor of the model's graph is refused with
+ * EBUSY while a node reads it, and always for tensors that live inside a
+ * node (Constants, subgraphs, map parameters): see tree.c, in_use(). */
 int64_t tree_mkdir(tree *tr, const char *dir_name, ck_error *err);
 int tree_rmdir(tree *tr, entry *e, ck_error *err);
 int tree_rename(tree *tr, entry *e, const char *new_dir_name, ck_error *err);

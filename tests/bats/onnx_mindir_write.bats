@@ -7,14 +7,16 @@ load helpers
 
 ORT_RUN="node $REPO/tests/ort/run_model.js"
 
-# unmount_refused MNT: unmount the last mount, whose final save must fail
-# (the daemon exits 1 and the model stays as it was).
-unmount_refused() {
-    local pid status=0
-    pid=$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)
-    umount_wait "$1" "$pid" || status=$?
-    : >"$BATS_TEST_TMPDIR/mounts"
-    [ "$status" -eq 1 ]
+# busy CMD...: CMD fails, and says so with EBUSY's text.
+busy() {
+    run "$@"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"Device or resource busy"* ]]
+}
+
+# logged TEXT: the daemon (in the foreground: stderr) gave TEXT as a reason.
+logged() {
+    grep -qF -- "$1" "$BATS_TEST_TMPDIR/daemon.log"
 }
 
 # work_copy FIXTURE: a writable copy in the test's directory; prints its path.
@@ -144,29 +146,202 @@ PY
     (cd "$REPO/tests/ort" && node -e "require('onnxruntime-node').InferenceSession.create(process.argv[1]).then(s => console.log(s.inputNames.join(',')))" "$m")
 }
 
-@test "deleting or renaming a tensor a node uses is EBUSY naming the node; nothing saved" {
-    local m mnt=$BATS_TEST_TMPDIR/m
+@test "an initializer a node reads: rm -r, rmdir and mv are EBUSY naming the node; the tree stays saveable" {
+    local m mnt=$BATS_TEST_TMPDIR/m node before
     m=$(work_copy "$ONNX_FIX/tiny_conv2d.onnx")
     before=$(sha "$m")
-    mount_fg "$m" "$mnt"
-    rm -r "$mnt/2"
-    run touch "$mnt/snapshot_done"
-    [ "$status" -ne 0 ]
-    [[ "$(getfattr --only-values -n user.ckptfs.last_error "$mnt")" == *"tensor '2' is an input of node"* ]]
+    node=$($GRAPH_ORACLE users "$m" 2 | head -1)
+    [ "$node" = "#0 (Conv)" ] # the Conv has no name
+    mount_fg "$m" "$mnt" -o commit=manual
+    busy rm -r "$mnt/2"
+    logged "tensor '2' is an input of node '$node'; it cannot be deleted or renamed"
+    busy rmdir "$mnt/1"
+    busy mv "$mnt/2" "$mnt/bias"
+    busy rm -rf "$mnt/1" "$mnt/2"
+    # replacing it by another directory deletes it too; its emptied directory comes back
+    mkdir "$mnt/new"
+    rm "$mnt/2/meta" "$mnt/2/out"
+    busy mv -T "$mnt/new" "$mnt/2"
+    rmdir "$mnt/new"
+    # the tree is the file's, snapshot_done included: nothing was left pending
+    $GRAPH_ORACLE check "$mnt" "$m"
+    touch "$mnt/snapshot_done"
     [ "$(sha "$m")" = "$before" ]
-    unmount_refused "$mnt"
+    # and a later edit saves
+    $PY -c 'import numpy as np,sys; np.array([1,2,3,4],dtype="<f4").tofile(sys.argv[1])' "$mnt/2/out"
+    touch "$mnt/snapshot_done"
+    [ "$($GRAPH_ORACLE values "$m" 2 | tr '\n' ' ')" = "1.0 2.0 3.0 4.0 " ]
+    $PY -c 'import onnx,sys; onnx.checker.check_model(sys.argv[1])' "$m"
+}
+
+@test "a MindIR parameter a node reads (GRAPH: prefix in the file) is EBUSY; a later save works" {
+    local m mnt=$BATS_TEST_TMPDIR/m node before
+    m=$(work_copy "$MS/mindspore_old_version_mindir_2.mindir")
+    before=$(sha "$m")
+    node=$($GRAPH_ORACLE users "$m" dense1.bias | head -1)
+    [ "$node" = "163_1_construct_wrapper.29:[CNode]43:25" ]
+    mount_fg "$m" "$mnt" -o commit=manual
+    busy rm -r "$mnt/dense1.bias"
+    logged "tensor 'dense1.bias' is an input of node '$node'"
+    busy mv "$mnt/lstm.weight_ih_l0" "$mnt/w_ih"
+    node=$($GRAPH_ORACLE users "$m" lstm.weight_ih_l0 | head -1)
+    logged "tensor 'lstm.weight_ih_l0' is an input of node '$node'"
+    $GRAPH_ORACLE check "$mnt" "$m"
+    touch "$mnt/snapshot_done"
+    [ "$(sha "$m")" = "$before" ]
+    $PY -c 'import numpy as np,sys; np.arange(4,dtype="<f4").tofile(sys.argv[1])' "$mnt/dense1.bias/out"
+    touch "$mnt/snapshot_done"
+    [ "$($GRAPH_ORACLE values "$m" dense1.bias | tr '\n' ' ')" = "0.0 1.0 2.0 3.0 " ]
+    diff <($GRAPH_ORACLE list "$MS/mindspore_old_version_mindir_2.mindir" | grep -v '^dense1.bias') \
+         <($GRAPH_ORACLE list "$m" | grep -v '^dense1.bias')
+}
+
+@test "a main-graph initializer read only inside an If branch is EBUSY naming the inner node" {
+    local m mnt=$BATS_TEST_TMPDIR/m node before t=model.first_layer.0.dw_conv.0.weight
+    m=$(work_copy "$ONNX_FIX/silero_vad_legacy.onnx")
+    before=$(sha "$m")
+    node=$($GRAPH_ORACLE users "$m" "$t" | head -1)
+    [ "$node" = "Conv_137" ]
+    mount_fg "$m" "$mnt" -o commit=manual
+    busy rm -r "$mnt/$t"
+    logged "tensor '$t' is an input of node 'Conv_137'"
+    [ -s "$mnt/$t/out" ]
+    touch "$mnt/snapshot_done"
     [ "$(sha "$m")" = "$before" ]
 }
 
-@test "a Constant's tensor cannot be deleted (EBUSY, the node named)" {
-    local m mnt=$BATS_TEST_TMPDIR/m
+@test "Constant and subgraph tensors live in their node: rm -r and mv are always EBUSY" {
+    local m mnt=$BATS_TEST_TMPDIR/m before sub holder
     m=$(work_copy "$MS/mindspore_ori_net.mindir")
     before=$(sha "$m")
-    mount_fg "$m" "$mnt"
-    rm -r "$mnt/x%const"
-    run touch "$mnt/snapshot_done"
-    [ "$status" -ne 0 ]
-    [[ "$(getfattr --only-values -n user.ckptfs.last_error "$mnt")" == *"is held by node 'x'"* ]]
-    unmount_refused "$mnt"
+    mount_fg "$m" "$mnt" -o commit=manual
+    busy rm -r "$mnt/x%const"
+    logged "tensor 'x%const' is held by node 'x'"
+    busy mv "$mnt/x%const" "$mnt/y%const"
+    $GRAPH_ORACLE check "$mnt" "$m"
+    touch "$mnt/snapshot_done"
     [ "$(sha "$m")" = "$before" ]
+
+    m=$(work_copy "$ONNX_FIX/silero_vad_v5_subgraphs.onnx")
+    before=$(sha "$m")
+    # the first tensor inside a subgraph: an unnamed Constant of If_0's else_branch
+    read -r sub holder < <($PY - "$m" <<'PY'
+import sys, onnx
+if_node = [n for n in onnx.load(sys.argv[1]).graph.node if n.op_type == "If"][0]
+g = [a.g for a in if_node.attribute if a.name == "else_branch"][0]
+c = [n for n in g.node if n.op_type == "Constant"][0]
+print(c.output[0] + "%@" + if_node.name + ".else_branch", c.name or "-")
+PY
+)
+    [ "$holder" = "-" ]
+    mnt=$BATS_TEST_TMPDIR/m2
+    mount_fg "$m" "$mnt" -o commit=manual
+    busy rm -r "$mnt/$sub"
+    logged "tensor '$sub' is the value of a Constant node"
+    busy mv "$mnt/$sub" "$mnt/renamed"
+    busy mv "$mnt/Constant_0_output%const" "$mnt/c"
+    $GRAPH_ORACLE check "$mnt" "$m"
+    touch "$mnt/snapshot_done"
+    [ "$(sha "$m")" = "$before" ]
+}
+
+@test "initializers no node reads can be deleted and renamed; the result loads" {
+    local m=$BATS_TEST_TMPDIR/spare.onnx mnt=$BATS_TEST_TMPDIR/m spec
+    # Add(X, bias), plus two initializers that nothing reads
+    $PY - "$m" <<'PY'
+import sys
+import numpy as np
+from onnx import TensorProto, checker, helper, numpy_helper, save
+init = [numpy_helper.from_array(np.array([1, 2, 3], dtype=np.float32), "bias"),
+        numpy_helper.from_array(np.array([4, 5, 6], dtype=np.float32), "spare"),
+        numpy_helper.from_array(np.array([7, -8], dtype=np.int64), "old.name")]
+g = helper.make_graph([helper.make_node("Add", ["X", "bias"], ["Y"], name="add")], "g",
+                      [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3])],
+                      [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3])], init)
+model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+model.ir_version = 8
+checker.check_model(model)
+save(model, sys.argv[1])
+PY
+    [ -z "$($GRAPH_ORACLE users "$m" spare)" ]
+    [ -z "$($GRAPH_ORACLE users "$m" old.name)" ]
+    [ "$($GRAPH_ORACLE users "$m" bias)" = "add" ]
+    mount_fg "$m" "$mnt" -o commit=manual
+    busy rm -r "$mnt/bias"
+    logged "tensor 'bias' is an input of node 'add'"
+    rm -r "$mnt/spare"
+    mv "$mnt/old.name" "$mnt/new.name"
+    touch "$mnt/snapshot_done"
+    $PY - "$m" <<'PY'
+import sys, onnx
+from onnx import numpy_helper
+onnx.checker.check_model(sys.argv[1])
+g = onnx.load(sys.argv[1]).graph
+assert [t.name for t in g.initializer] == ["bias", "new.name"], [t.name for t in g.initializer]
+assert list(numpy_helper.to_array(g.initializer[1])) == [7, -8]
+PY
+    spec='{"X": {"dims": [3], "data": [10, 20, 30]}}'
+    [[ "$(cd "$REPO/tests/ort" && $ORT_RUN "$m" "$spec" 2>/dev/null)" == *'"data":[11,22,33]'* ]]
+}
+
+@test "a directory made in the mount is free to delete once saved, in that mount and after a remount" {
+    local m mnt=$BATS_TEST_TMPDIR/m
+    m=$(work_copy "$ONNX_FIX/tiny_conv2d.onnx")
+    mount_fg "$m" "$mnt" -o commit=manual
+    busy rm -r "$mnt/2" # the readers of this file are now known ...
+    mkdir "$mnt/extra"
+    $ORACLE meta-of 2 kFloat >"$mnt/extra/meta"
+    $PY -c 'import numpy as np,sys; np.array([1,2],dtype="<f4").tofile(sys.argv[1])' "$mnt/extra/out"
+    touch "$mnt/snapshot_done"
+    [ -z "$($GRAPH_ORACLE users "$m" extra)" ]
+    rm -r "$mnt/extra" # ... and forgotten with the file they were of
+    busy rm -r "$mnt/2"
+    touch "$mnt/snapshot_done"
+    cmp "$ONNX_FIX/tiny_conv2d.onnx" "$m"
+    mkdir "$mnt/extra2"
+    $ORACLE meta-of 2 kFloat >"$mnt/extra2/meta"
+    $PY -c 'import numpy as np,sys; np.array([1,2],dtype="<f4").tofile(sys.argv[1])' "$mnt/extra2/out"
+    touch "$mnt/snapshot_done"
+    fusermount3 -u "$mnt"
+    mnt=$BATS_TEST_TMPDIR/again
+    mount_fg "$m" "$mnt" -o commit=manual
+    [ -z "$($GRAPH_ORACLE users "$m" extra2)" ]
+    mv "$mnt/extra2" "$mnt/extra3"
+    touch "$mnt/snapshot_done"
+    rm -r "$mnt/extra3"
+    touch "$mnt/snapshot_done"
+    cmp "$ONNX_FIX/tiny_conv2d.onnx" "$m"
+    $PY -c 'import onnx,sys; onnx.checker.check_model(sys.argv[1])' "$m"
+}
+
+@test "every tensor of every fixture: mv is EBUSY naming the oracle's first reader, or inside a node" {
+    local n=0 f m mnt dir node top=$BATS_TEST_TMPDIR/top inner=$BATS_TEST_TMPDIR/inner
+    for f in "$ONNX_FIX"/{tiny_conv2d,silero_vad_legacy,silero_vad_v5_subgraphs,ppocrv4_rec_constants,typed_fields_keras2onnx,dtypes_burn}.onnx \
+             "$MS"/mindspore_{ori_net,old_version_mindir_2}.mindir; do
+        m=$(work_copy "$f")
+        mnt=$BATS_TEST_TMPDIR/m$n
+        $GRAPH_ORACLE users "$m" >"$top" # main-graph tensors and their first reader
+        $GRAPH_ORACLE list "$m" | cut -f1 | { grep -vxFf <(cut -f1 "$top") || true; } >"$inner"
+        mount_fg "$m" "$mnt" -o commit=manual
+        while IFS=$'\t' read -r dir node; do
+            if mv "$mnt/$dir" "$mnt/$dir.x" 2>"$BATS_TEST_TMPDIR/err"; then
+                [ -z "$node" ] || { echo "$f: '$dir' was renamed, but $node reads it"; return 1; }
+                mv "$mnt/$dir.x" "$mnt/$dir"
+            elif ! grep -q "Device or resource busy" "$BATS_TEST_TMPDIR/err" || [ -z "$node" ] ||
+                 ! logged "tensor '$dir' is an input of node '$node';"; then
+                echo "$f: '$dir': $(cat "$BATS_TEST_TMPDIR/err"); the oracle's reader: '$node'"
+                return 1
+            fi
+        done <"$top"
+        while read -r dir; do
+            if mv "$mnt/$dir" "$mnt/moved" 2>"$BATS_TEST_TMPDIR/err" ||
+               ! grep -q "Device or resource busy" "$BATS_TEST_TMPDIR/err"; then
+                echo "$f: '$dir' lives in a node, but mv said: $(cat "$BATS_TEST_TMPDIR/err")"
+                return 1
+            fi
+        done <"$inner"
+        $GRAPH_ORACLE check "$mnt" "$m" # nothing changed, snapshot_done still there
+        n=$((n + 1))
+    done
+    [ "$n" -eq 8 ]
 }

@@ -9,12 +9,22 @@ the official protobuf runtime and tests/oracle/mind_ir.proto, compiled here by p
     /usr/bin/python3 graph_oracle.py list MODEL            expected tree, one line a tensor
     /usr/bin/python3 graph_oracle.py check MOUNTPOINT MODEL
     /usr/bin/python3 graph_oracle.py values MODEL NAME     a tensor's values, one per line
+    /usr/bin/python3 graph_oracle.py users MODEL NAME      the nodes that read a tensor
+    /usr/bin/python3 graph_oracle.py users MODEL           each main-graph tensor and its
+                                                           first reader (or nothing)
 
 Naming (docs/design.md): main-graph initializers / MindIR parameters keep their name
 (MindIR: after the first ':'); Constant nodes of the main graph are OUTPUT%const;
 tensors inside subgraphs are NAME%@NODE.ATTR (NODE the escaped node name, or #INDEX
 when it has none, the suffix cut to 120 bytes with %~HASH); MindIR map parameters
 NAME%map.key/.value/.status; equal generated names get %dup2, %dup3 in file order.
+
+users: NAME is a tensor directory; its tensor's name as the file spells it (MindIR
+parameters with their GRAPH: prefix) is looked for in the `input` list of every node, in
+the main graph, MindIR functions and all subgraphs, depth first in file order.  A node is
+printed by its name, or as "#INDEX (OP_TYPE)" (its position in its graph) when it has none.
+Without NAME: one line "DIRECTORY<TAB>FIRST READER" per main-graph initializer / parameter,
+the reader empty when no node reads it.
 
 Exit status: 0 success; 1 check mismatch; 2 usage error.
 """
@@ -70,6 +80,7 @@ class Entry:
         self.out = out
         self.np_dtype = np_dtype
         self.meta = co.meta_bytes(self.dims, of_type)
+        self.top = False  # a main-graph initializer / parameter
 
 
 def esc(b):
@@ -206,6 +217,7 @@ class Walker:
                 self.add(t, name, None, name.split(b":", 1)[1] if b":" in name else name)
             else:
                 self.add(t, name, None if main else suffix)
+            self.entries[-1].top = main
         if self.mindir and main:
             for mp in g.map_parameter:
                 for part, t in (("key", mp.key_tensor), ("value", mp.value_tensor),
@@ -281,6 +293,41 @@ def cmd_values(model, name):
     sys.exit(f"no tensor directory {name}")
 
 
+def node_label(node, index):
+    if node.name:
+        return node.name
+    return "#%d (%s)" % (index, node.op_type) if node.op_type else "#%d" % index
+
+
+def readers(g, name):
+    """Nodes of g and of its subgraphs that list name as an input, depth first."""
+    for i, node in enumerate(g.node):
+        if name in [n.encode() for n in node.input]:
+            yield node_label(node, i)
+        for a in node.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from readers(sub, name)
+
+
+def cmd_users(model, dirname):
+    mindir = model.endswith(".mindir")
+    w = Walker(model, mindir, mindir_module() if mindir else None)
+    entries = w.walk()
+    graphs = [w.model.graph] + (list(w.model.functions) if mindir else [])
+    if dirname is None:
+        for e in entries:
+            if e.top:
+                first = next((r for g in graphs for r in readers(g, e.tag)), "")
+                print("%s\t%s" % (os.fsdecode(e.dirname), first))
+        return
+    tags = [e.tag for e in entries if e.dirname == os.fsencode(dirname)]
+    if not tags:
+        sys.exit(f"no tensor directory {dirname}")
+    for g in graphs:
+        for label in readers(g, tags[0]):
+            print(label)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -292,13 +339,18 @@ def main():
     p = sub.add_parser("values")
     p.add_argument("model")
     p.add_argument("name")
+    p = sub.add_parser("users")
+    p.add_argument("model")
+    p.add_argument("name", nargs="?")
     a = ap.parse_args()
     if a.cmd == "list":
         cmd_list(a.model)
     elif a.cmd == "check":
         cmd_check(a.mount, a.model)
-    else:
+    elif a.cmd == "values":
         cmd_values(a.model, a.name)
+    else:
+        cmd_users(a.model, a.name)
 
 
 if __name__ == "__main__":

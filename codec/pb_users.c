@@ -1,0 +1,290 @@
+#include "pb_users.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arena.h"
+#include "name_map.h"
+#include "onnx_mindir_reader.h"
+#include "pb_wire.h"
+
+struct ck_pb_users {
+    ck_name_map ids;            /* main-graph tensor name -> tensor id */
+    uint32_t *reader;           /* per tensor id: index in nodes[], or CK_NAME_MAP_NONE */
+    const char **nodes;         /* quoted names of reading nodes, in the arena */
+    size_t n_nodes, cap_nodes;  /* at most one per tracked tensor */
+    ck_arena arena;
+};
+
+/* One scan.  The reader and the name buffer are shared by every nesting
+ * level: an input name is looked up as soon as it is read. */
+typedef struct scan {
+    const ck_model *m;
+    const ck_pb_fields *f;
+    ck_pb_users *u;
+    uint64_t longest;           /* longest tracked name: longer inputs are skipped unread */
+    ck_error *err;
+    char name[CK_PB_MAX_NAME];
+    pb_reader r;
+} scan;
+
+static int nomem(scan *s)
+{
+    return ck_fail(s->err, ENOMEM, "%s: out of memory", s->m->path);
+}
+
+static int scan_graph(scan *s, uint64_t body, uint64_t end, int depth);
+
+/* Skip the field under the cursor, or read the length of a LEN one: 1 and
+ * *len for a LEN field, 0 when skipped, -1 on error. */
+static int len_field(scan *s, uint64_t end, const pb_field *fl, uint64_t *len)
+{
+    if (fl->wire_type != PB_WT_LEN)
+        return pb_skip(&s->r, end, fl->key_off, fl->wire_type, s->err) < 0 ? -1 : 0;
+    return pb_read_len(&s->r, end, fl->key_off, len, s->err) < 0 ? -1 : 1;
+}
+
+/* The first field num of the message [body, end), quoted into q; q is
+ * empty when there is none.  Moves the cursor. */
+static int quoted_field(scan *s, uint64_t body, uint64_t end, uint32_t num,
+                        char q[CK_QUOTE_BUF])
+{
+    q[0] = '\0';
+    pb_seek(&s->r, body);
+    pb_field fl;
+    uint64_t len;
+    int rc;
+    while ((rc = pb_next_field(&s->r, end, &fl, s->err)) > 0) {
+        int is_len = len_field(s, end, &fl, &len);
+        if (is_len < 0)
+            return -1;
+        if (is_len == 0)
+            continue;
+        if (fl.num != num) {
+            pb_seek(&s->r, s->r.pos + len);
+            continue;
+        }
+        /* ck_quote shows CK_QUOTE_MAX bytes and "..." past them. */
+        size_t n = len > CK_QUOTE_MAX ? CK_QUOTE_MAX + 1 : (size_t)len;
+        if (pb_read_bytes(&s->r, s->r.pos + len, s->name, n, s->err) < 0)
+            return -1;
+        ck_quote(q, s->name, n);
+        return 0;
+    }
+    return rc;
+}
+
+/* Record the node [body, end) as a reader: its name, or "#index (op)"
+ * when it has none, kept once in the arena.  Moves the cursor. */
+static int add_node(scan *s, uint64_t body, uint64_t end, long index, uint32_t *node)
+{
+    char name[CK_QUOTE_BUF], op[CK_QUOTE_BUF], label[CK_PB_USERS_NODE_BUF];
+    if (quoted_field(s, body, end, s->f->node_name, name) < 0)
+        return -1;
+    if (name[0] == '\0' && quoted_field(s, body, end, s->f->node_op, op) < 0)
+        return -1;
+    if (name[0] != '\0')
+        snprintf(label, sizeof label, "%s", name);
+    else if (op[0] != '\0')
+        snprintf(label, sizeof label, "#%ld (%s)", index, op);
+    else
+        snprintf(label, sizeof label, "#%ld", index);
+    if (s->u->n_nodes == s->u->cap_nodes) /* one per tracked tensor at most */
+        return ck_fail(s->err, EIO, "%s: internal error: more reading nodes than tensors",
+                       s->m->path);
+    const char *kept = ck_arena_strndup(&s->u->arena, label, strlen(label));
+    if (kept == NULL)
+        return nomem(s);
+    *node = (uint32_t)s->u->n_nodes;
+    s->u->nodes[s->u->n_nodes++] = kept;
+    return 0;
+}
+
+/* An input of the node [body, end), under the cursor: if it names a
+ * tracked tensor no node was seen reading yet, this node is its reader.
+ * *node is the node's entry once it has one.  Moves the cursor. */
+static int note_input(scan *s, uint64_t len, uint64_t body, uint64_t end, long index,
+                      uint32_t *node)
+{
+    if (len == 0 || len > s->longest || len >= sizeof s->name)
+        return 0; /* "": an optional input left out; longer: no tensor's name */
+    if (pb_read_bytes(&s->r, s->r.pos + len, s->name, (size_t)len, s->err) < 0)
+        return -1;
+    uint32_t id = ck_name_map_get(&s->u->ids, s->name, (size_t)len);
+    if (id == CK_NAME_MAP_NONE || s->u->reader[id] != CK_NAME_MAP_NONE)
+        return 0;
+    if (*node == CK_NAME_MAP_NONE && add_node(s, body, end, index, node) < 0)
+        return -1;
+    s->u->reader[id] = *node;
+    return 0;
+}
+
+/* The subgraphs of one attribute (If branches, Loop bodies). */
+static int scan_attr(scan *s, uint64_t body, uint64_t end, int depth)
+{
+    pb_seek(&s->r, body);
+    pb_field fl;
+    uint64_t len;
+    int rc;
+    while ((rc = pb_next_field(&s->r, end, &fl, s->err)) > 0) {
+        int is_len = len_field(s, end, &fl, &len);
+        if (is_len < 0)
+            return -1;
+        if (is_len == 0)
+            continue;
+        uint64_t gb = s->r.pos;
+        if ((fl.num == s->f->attr_g || fl.num == s->f->attr_graphs) &&
+            scan_graph(s, gb, gb + len, depth + 1) < 0)
+            return -1;
+        pb_seek(&s->r, gb + len);
+    }
+    return rc;
+}
+
+static int scan_node(scan *s, uint64_t body, uint64_t end, long index, int depth)
+{
+    uint32_t node = CK_NAME_MAP_NONE;
+    pb_seek(&s->r, body);
+    pb_field fl;
+    uint64_t len;
+    int rc;
+    while ((rc = pb_next_field(&s->r, end, &fl, s->err)) > 0) {
+        int is_len = len_field(s, end, &fl, &len);
+        if (is_len < 0)
+            return -1;
+        if (is_len == 0)
+            continue;
+        uint64_t start = s->r.pos;
+        if (fl.num == s->f->node_input && note_input(s, len, body, end, index, &node) < 0)
+            return -1;
+        if (fl.num == s->f->node_attr && scan_attr(s, start, start + len, depth) < 0)
+            return -1;
+        pb_seek(&s->r, start + len);
+    }
+    return rc;
+}
+
+/* depth: 1 for a top-level graph, as the reader counts (CK_PB_MAX_DEPTH). */
+static int scan_graph(scan *s, uint64_t body, uint64_t end, int depth)
+{
+    if (depth > CK_PB_MAX_DEPTH)
+        return ck_fail(s->err, EINVAL, "%s: offset %llu: graphs nested deeper than %d",
+                       s->m->path, (unsigned long long)body, CK_PB_MAX_DEPTH);
+    pb_seek(&s->r, body);
+    pb_field fl;
+    uint64_t len;
+    long index = 0;
+    int rc;
+    while ((rc = pb_next_field(&s->r, end, &fl, s->err)) > 0) {
+        int is_len = len_field(s, end, &fl, &len);
+        if (is_len < 0)
+            return -1;
+        if (is_len == 0)
+            continue;
+        uint64_t nb = s->r.pos;
+        if (fl.num == s->f->graph_node && scan_node(s, nb, nb + len, index++, depth) < 0)
+            return -1;
+        pb_seek(&s->r, nb + len);
+    }
+    return rc;
+}
+
+/* The main graph and, in MindIR, the functions. */
+static int scan_model(scan *s)
+{
+    uint64_t end = s->r.src->size;
+    pb_field fl;
+    uint64_t len;
+    int rc;
+    while ((rc = pb_next_field(&s->r, end, &fl, s->err)) > 0) {
+        int is_len = len_field(s, end, &fl, &len);
+        if (is_len < 0)
+            return -1;
+        if (is_len == 0)
+            continue;
+        uint64_t gb = s->r.pos;
+        bool graph = fl.num == s->f->model_graph ||
+                     (s->f->model_functions && fl.num == s->f->model_functions);
+        if (graph && scan_graph(s, gb, gb + len, 1) < 0)
+            return -1;
+        pb_seek(&s->r, gb + len);
+    }
+    return rc;
+}
+
+/* Map every main-graph tensor name to its id; nothing is read yet. */
+static int track_tensors(scan *s)
+{
+    const ck_index *ix = &s->m->index;
+    ck_pb_users *u = s->u;
+    u->reader = malloc((ix->count ? ix->count : 1) * sizeof *u->reader);
+    if (u->reader == NULL)
+        return nomem(s);
+    for (size_t id = 0; id < ix->count; id++) {
+        const ck_tensor *t = &ix->tensors[id];
+        u->reader[id] = CK_NAME_MAP_NONE;
+        if (s->m->pb->tensors[id].role != CK_ROLE_TOP)
+            continue;
+        if (ck_name_map_put(&u->ids, t->name, t->name_len, (uint32_t)id) < 0)
+            return nomem(s);
+        if (t->name_len > s->longest)
+            s->longest = t->name_len;
+    }
+    u->cap_nodes = u->ids.count;
+    u->nodes = malloc((u->cap_nodes ? u->cap_nodes : 1) * sizeof *u->nodes);
+    return u->nodes == NULL ? nomem(s) : 0;
+}
+
+ck_pb_users *ck_pb_users_scan(const ck_model *m, ck_error *err)
+{
+    ck_pb_users *u = calloc(1, sizeof *u);
+    scan *s = calloc(1, sizeof *s);
+    if (u == NULL || s == NULL) {
+        free(u);
+        free(s);
+        ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        return NULL;
+    }
+    ck_name_map_init(&u->ids);
+    ck_arena_init(&u->arena);
+    int rc = 0;
+    if (m->pb != NULL) { /* a checkpoint has no graph: nothing reads its tensors */
+        s->m = m;
+        s->f = &m->pb->fields;
+        s->u = u;
+        s->err = err;
+        pb_reader_init(&s->r, m->sources[0], 0);
+        rc = track_tensors(s);
+        if (rc == 0 && u->ids.count > 0)
+            rc = scan_model(s);
+    }
+    free(s);
+    if (rc < 0) {
+        ck_pb_users_free(u);
+        return NULL;
+    }
+    return u;
+}
+
+void ck_pb_users_free(ck_pb_users *u)
+{
+    if (u == NULL)
+        return;
+    ck_name_map_free(&u->ids);
+    ck_arena_free(&u->arena);
+    free(u->reader);
+    free(u->nodes);
+    free(u);
+}
+
+bool ck_pb_users_find(const ck_pb_users *u, const char *name, size_t len,
+                      char node[CK_PB_USERS_NODE_BUF])
+{
+    uint32_t id = ck_name_map_get(&u->ids, name, len);
+    if (id == CK_NAME_MAP_NONE || u->reader[id] == CK_NAME_MAP_NONE)
+        return false;
+    snprintf(node, CK_PB_USERS_NODE_BUF, "%s", u->nodes[u->reader[id]]);
+    return true;
+}

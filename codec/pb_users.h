@@ -1,0 +1,48 @@
+/*
+ * pb_users: which graph node reads a main-graph tensor of an ONNX or
+ * MindIR model.
+ *
+ * A node names the tensors it reads in its `input` list.  Deleting or
+ * renaming an initializer (ONNX) / parameter (MindIR) that some node still
+ * reads would save a model its runtime refuses, so the front-end asks here
+ * before it lets rmdir(2) or rename(2) of such a tensor through.
+ *
+ * The answer comes from one scan of the graph structure in the file: the
+ * main graph, MindIR functions, and every subgraph of a node attribute (If
+ * and Loop bodies), as deep as the reader follows them.  Tensor payloads
+ * are skipped by their length.  The scan is done once, on the first
+ * question, so mounting does not pay for it and `rm -r` of many tensors
+ * does not rescan the file for each.  Its memory is bounded by the
+ * model's tensors: a map slot per main-graph tensor (keys borrowed from the
+ * index), 4 bytes per tensor, and the label of at most one reading node per
+ * main-graph tensor.
+ */
+#ifndef CK_PB_USERS_H
+#define CK_PB_USERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ck_error.h"
+#include "model.h"
+
+typedef struct ck_pb_users ck_pb_users;
+
+/* Scan m (an ONNX or MindIR model) for the nodes that read its main-graph
+ * tensors.  The result borrows m's tensor names: free it before closing m.
+ * NULL with err filled on failure (ENOMEM, EIO, or a graph nested deeper
+ * than the reader allows). */
+ck_pb_users *ck_pb_users_scan(const ck_model *m, ck_error *err);
+void ck_pb_users_free(ck_pb_users *u);
+
+/* A node's label in a message: its name quoted (ck_quote), or "#N (OP)",
+ * its position in its graph and its op_type quoted, when it has none. */
+#define CK_PB_USERS_NODE_BUF (2 * CK_QUOTE_BUF + 32)
+
+/* Whether a node reads the main-graph tensor called name, as the file
+ * spells it (MindIR parameters keep their "GRAPH:" prefix there); if so,
+ * node gets the label of the first such node the scan met (file order). */
+bool ck_pb_users_find(const ck_pb_users *u, const char *name, size_t len,
+                      char node[CK_PB_USERS_NODE_BUF]);
+
+#endif
