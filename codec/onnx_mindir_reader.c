@@ -1053,6 +1053,8 @@ static int walk_graph(rd *d, uint64_t body, uint64_t end, const where *w)
          * the tensor list's, which is where writers put that list. */
         if (f.num <= s->graph_tensor)
             insert = d->r.pos;
+        if (w->main && !d->pb->mindir && f.num == CK_ONNX_GRAPH_INPUT)
+            d->pb->inputs_end = d->r.pos;
     }
     free(n);
     if (w->main)

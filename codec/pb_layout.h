@@ -19,6 +19,9 @@
 #include <stdint.h>
 
 #define CK_PB_NO_FRAME (-1)
+/* ONNX GraphProto.input: before IR version 4 initializers are declared
+ * there too. */
+#define CK_ONNX_GRAPH_INPUT 11
 
 /* One enclosing message: its key at key_off, its length prefix at len_off,
  * its body [body_off, body_end).  The file itself is the implicit root. */
@@ -76,6 +79,7 @@ typedef struct ck_pb_layout {
                                  * last variables file of a legacy split MindIR
                                  * (a GraphProto: they go at its top level) */
     uint64_t insert_off;        /* where in that file */
+    uint64_t inputs_end;        /* ONNX: after the main graph's last input, or 0 */
     const char *graph_name;     /* MindIR: the prefix of parameter names */
     size_t graph_name_len;
     int64_t ir_version;         /* ONNX ir_version (initializers must be inputs < 4) */

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../codec/name_map.h"
+#include "../codec/onnx_mindir_reader.h"
 #include "../codec/pb_wire.h"
 #include "commit_group.h"
 
@@ -25,7 +27,6 @@ typedef struct membuf {
  * post. */
 typedef struct enc {
     membuf pre, post;
-    membuf input;               /* a whole GraphProto.input field after it (ONNX IR < 4) */
     const ck_piece *pieces;
     size_t n_pieces;
     uint64_t data_len;          /* bytes of pieces inside the field */
@@ -37,7 +38,7 @@ typedef struct enc {
     uint64_t ext_off, ext_len;
 } enc;
 
-enum { E_VARINT, E_TENSOR, E_DROP, E_INSERT };
+enum { E_VARINT, E_TENSOR, E_DROP, E_INSERT, E_INPUTS };
 
 typedef struct edit {
     uint64_t off, end;          /* the original bytes replaced */
@@ -69,6 +70,7 @@ typedef struct writer {
     edit *edits;
     size_t n_edits;
     int64_t *delta;             /* per frame: growth of its body */
+    membuf inputs;              /* graph.input declarations to add (ONNX IR < 4) */
     data_file *files;           /* per source, plus the new data file */
     uint32_t n_files;
     bool *shared;               /* per tensor: its external bytes overlap another's */
@@ -404,6 +406,54 @@ static int copy_field(writer *w, membuf *b, uint64_t from, uint64_t to)
     return rc;
 }
 
+/* ---- graph inputs (ONNX before IR version 4) ---- */
+
+/* Before IR version 4 every initializer is also declared a graph input.
+ * encode_new and encode_changed declare new and renamed ones; a deleted
+ * or renamed one takes its old declaration along, or the model would ask
+ * to be fed it. */
+static bool declares_inputs(const writer *w)
+{
+    return !w->pb->mindir && w->pb->ir_version < 4 && w->pbfile == 0 &&
+           w->pb->main_graph != CK_PB_NO_FRAME;
+}
+
+/* ONNX GraphProto.input, and the ValueInfoProto / TypeProto fields a
+ * tensor's declaration needs. */
+enum { GRAPH_INPUT = CK_ONNX_GRAPH_INPUT, VI_NAME = 1, VI_TYPE = 2, TYPE_TENSOR = 1, TT_ELEM = 1, TT_SHAPE = 2,
+       SHAPE_DIM = 1, DIM_VALUE = 1 };
+
+/* Before IR version 4 every initializer must also be a graph input:
+ * declare a new one as ValueInfoProto{name, type{tensor_type{elem_type,
+ * shape}}}. */
+static int put_graph_input(writer *w, membuf *b, const ck_write_tensor *t)
+{
+    membuf shape = {0}, tt = {0}, type = {0}, vi = {0}, dim = {0};
+    int rc = 0;
+    for (uint32_t i = 0; i < t->ndim && rc == 0; i++) {
+        dim.len = 0;
+        rc = mb_key(w, &dim, DIM_VALUE, PB_WT_VARINT) < 0 ||
+                     mb_varint(w, &dim, (uint64_t)t->dims[i]) < 0 ||
+                     mb_len_field(w, &shape, SHAPE_DIM, dim.p, dim.len) < 0
+                 ? -1
+                 : 0;
+    }
+    if (rc == 0 && (mb_key(w, &tt, TT_ELEM, PB_WT_VARINT) < 0 ||
+                    mb_varint(w, &tt, (uint64_t)t->dtype->pb_code) < 0 ||
+                    mb_len_field(w, &tt, TT_SHAPE, shape.p, shape.len) < 0 ||
+                    mb_len_field(w, &type, TYPE_TENSOR, tt.p, tt.len) < 0 ||
+                    mb_len_field(w, &vi, VI_NAME, t->name, t->name_len) < 0 ||
+                    mb_len_field(w, &vi, VI_TYPE, type.p, type.len) < 0 ||
+                    mb_len_field(w, b, GRAPH_INPUT, vi.p, vi.len) < 0))
+        rc = -1;
+    free(shape.p);
+    free(tt.p);
+    free(type.p);
+    free(vi.p);
+    free(dim.p);
+    return rc;
+}
+
 /* A changed original tensor: its fields in order, dims/type, name and
  * data replaced.  file: the data file its bytes go to, or NO_FILE. */
 static int encode_changed(writer *w, enc *e, const ck_write_tensor *t, const ck_tensor *orig,
@@ -415,6 +465,8 @@ static int encode_changed(writer *w, enc *e, const ck_write_tensor *t, const ck_
     if (renamed && pt->role != CK_ROLE_TOP)
         return ck_fail(w->err, EBUSY, "%s: tensor '%s' is held by a node and cannot be renamed",
                        w->m->path, label(w, t));
+    if (renamed && declares_inputs(w) && put_graph_input(w, &w->inputs, t) < 0)
+        return -1;
     if (file != NO_FILE)
         place_external(w, e, t, file, orig);
     /* External bytes left where they were keep their location fields. */
@@ -469,45 +521,9 @@ static int encode_changed(writer *w, enc *e, const ck_write_tensor *t, const ck_
     return 0;
 }
 
-/* ONNX GraphProto.input, and the ValueInfoProto / TypeProto fields a
- * tensor's declaration needs. */
-enum { GRAPH_INPUT = 11, VI_NAME = 1, VI_TYPE = 2, TYPE_TENSOR = 1, TT_ELEM = 1, TT_SHAPE = 2,
-       SHAPE_DIM = 1, DIM_VALUE = 1 };
-
-/* Before IR version 4 every initializer must also be a graph input:
- * declare a new one as ValueInfoProto{name, type{tensor_type{elem_type,
- * shape}}}. */
-static int put_graph_input(writer *w, membuf *b, const ck_write_tensor *t)
-{
-    membuf shape = {0}, tt = {0}, type = {0}, vi = {0}, dim = {0};
-    int rc = 0;
-    for (uint32_t i = 0; i < t->ndim && rc == 0; i++) {
-        dim.len = 0;
-        rc = mb_key(w, &dim, DIM_VALUE, PB_WT_VARINT) < 0 ||
-                     mb_varint(w, &dim, (uint64_t)t->dims[i]) < 0 ||
-                     mb_len_field(w, &shape, SHAPE_DIM, dim.p, dim.len) < 0
-                 ? -1
-                 : 0;
-    }
-    if (rc == 0 && (mb_key(w, &tt, TT_ELEM, PB_WT_VARINT) < 0 ||
-                    mb_varint(w, &tt, (uint64_t)t->dtype->pb_code) < 0 ||
-                    mb_len_field(w, &tt, TT_SHAPE, shape.p, shape.len) < 0 ||
-                    mb_len_field(w, &type, TYPE_TENSOR, tt.p, tt.len) < 0 ||
-                    mb_len_field(w, &vi, VI_NAME, t->name, t->name_len) < 0 ||
-                    mb_len_field(w, &vi, VI_TYPE, type.p, type.len) < 0 ||
-                    mb_len_field(w, b, GRAPH_INPUT, vi.p, vi.len) < 0))
-        rc = -1;
-    free(shape.p);
-    free(tt.p);
-    free(type.p);
-    free(vi.p);
-    free(dim.p);
-    return rc;
-}
-
 static int encode_new(writer *w, enc *e, const ck_write_tensor *t, uint32_t file)
 {
-    if (!w->pb->mindir && w->pb->ir_version < 4 && put_graph_input(w, &e->input, t) < 0)
+    if (declares_inputs(w) && put_graph_input(w, &w->inputs, t) < 0)
         return -1;
     if (put_shape(w, &e->pre, t) < 0 ||
         put_name(w, &e->pre, t, w->pb->mindir && w->pb->graph_name != NULL) < 0)
@@ -539,7 +555,7 @@ static enc *new_enc(writer *w)
 static uint64_t field_len(const enc *e, uint64_t key_len)
 {
     uint64_t body = enc_body_len(e);
-    return key_len + ck_varint_len(body) + body + e->input.len;
+    return key_len + ck_varint_len(body) + body;
 }
 
 static int check_type(writer *w, const ck_write_tensor *t)
@@ -626,6 +642,90 @@ static int plan_tensors(writer *w, const ck_write_tensor *ts, size_t n, int32_t 
     return 0;
 }
 
+/* 1 if the ValueInfoProto [body, end) is named after a key of names. */
+static int input_named(writer *w, uint64_t body, uint64_t end, const ck_name_map *names)
+{
+    pb_field fl;
+    int rc;
+    uint64_t len;
+    pb_seek(&w->r, body);
+    while ((rc = pb_next_field(&w->r, end, &fl, w->err)) > 0) {
+        if (fl.num != VI_NAME || fl.wire_type != PB_WT_LEN) {
+            if (pb_skip(&w->r, end, fl.key_off, fl.wire_type, w->err) < 0)
+                return -1;
+            continue;
+        }
+        if (pb_read_len(&w->r, end, fl.key_off, &len, w->err) < 0)
+            return -1;
+        if (len > CK_PB_MAX_NAME)
+            return 0; /* longer than any name the reader keeps */
+        char name[CK_PB_MAX_NAME];
+        if (pb_read_bytes(&w->r, end, name, (size_t)len, w->err) < 0)
+            return -1;
+        return ck_name_map_get(names, name, (size_t)len) != CK_NAME_MAP_NONE;
+    }
+    return rc;
+}
+
+static int drop_inputs(writer *w, const ck_name_map *names)
+{
+    int32_t main = w->pb->main_graph;
+    const ck_pb_frame *g = &w->pb->frames[main];
+    pb_field fl;
+    int rc;
+    uint64_t len;
+    pb_reader_init(&w->r, w->file, g->body_off);
+    while ((rc = pb_next_field(&w->r, g->body_end, &fl, w->err)) > 0) {
+        if (fl.num != GRAPH_INPUT || fl.wire_type != PB_WT_LEN) {
+            if (pb_skip(&w->r, g->body_end, fl.key_off, fl.wire_type, w->err) < 0)
+                return -1;
+            continue;
+        }
+        if (pb_read_len(&w->r, g->body_end, fl.key_off, &len, w->err) < 0)
+            return -1;
+        uint64_t body = w->r.pos, end = body + len;
+        int named = input_named(w, body, end, names);
+        if (named < 0)
+            return -1;
+        if (named) {
+            add_edit(w, (edit){.off = fl.key_off, .end = end, .kind = E_DROP});
+            w->delta[main] -= (int64_t)(end - fl.key_off);
+        }
+        pb_seek(&w->r, end);
+    }
+    return rc;
+}
+
+static int plan_inputs(writer *w, const ck_write_tensor *ts, const int32_t *state)
+{
+    if (!declares_inputs(w))
+        return 0;
+    const ck_index *ix = &w->m->index;
+    ck_name_map gone;
+    ck_name_map_init(&gone);
+    int rc = 0;
+    for (size_t id = 0; id < ix->count && rc == 0; id++) {
+        const ck_tensor *orig = &ix->tensors[id];
+        if (w->pb->tensors[id].role != CK_ROLE_TOP || state[id] == -2)
+            continue;
+        const ck_write_tensor *t = state[id] >= 0 ? &ts[state[id]] : NULL;
+        bool renamed = t && (t->name_len != orig->name_len ||
+                             memcmp(t->name, orig->name, t->name_len) != 0);
+        if ((t == NULL || renamed) && ck_name_map_put(&gone, orig->name, orig->name_len, 0) < 0)
+            rc = nomem(w);
+    }
+    if (rc == 0 && gone.count > 0)
+        rc = drop_inputs(w, &gone);
+    ck_name_map_free(&gone);
+    if (rc < 0 || w->inputs.len == 0)
+        return rc;
+    /* After the last declared input, so the inputs keep their positions. */
+    uint64_t at = w->pb->inputs_end ? w->pb->inputs_end : w->pb->insert_off;
+    add_edit(w, (edit){.off = at, .end = at, .kind = E_INPUTS});
+    w->delta[w->pb->main_graph] += (int64_t)w->inputs.len;
+    return 0;
+}
+
 /* Frames were recorded parents first: walk them backwards so a frame's
  * growth, including its own length prefix's, reaches its parent. */
 static void plan_frames(writer *w)
@@ -664,9 +764,7 @@ static int emit_enc(ck_sink *s, const enc *e, const void *key, size_t key_len)
     for (size_t i = 0; i < e->n_pieces && !e->external; i++)
         if (ck_sink_piece(s, &e->pieces[i], 0, e->pieces[i].len) < 0)
             return -1;
-    if (ck_sink_write(s, e->post.p, e->post.len) < 0)
-        return -1;
-    return ck_sink_write(s, e->input.p, e->input.len);
+    return ck_sink_write(s, e->post.p, e->post.len);
 }
 
 static int emit_edit(writer *w, ck_sink *s, const edit *e)
@@ -676,6 +774,8 @@ static int emit_edit(writer *w, ck_sink *s, const edit *e)
         return ck_sink_write(s, key, ck_put_varint(key, e->value));
     if (e->kind == E_DROP)
         return 0;
+    if (e->kind == E_INPUTS)
+        return ck_sink_write(s, w->inputs.p, w->inputs.len);
     if (e->key_len > sizeof key)
         return ck_fail(w->err, EINVAL, "%s: offset %llu: overlong field key", w->m->path,
                        (unsigned long long)e->off);
@@ -696,6 +796,8 @@ static uint64_t edit_len(const writer *w, const edit *e)
 {
     if (e->kind == E_VARINT)
         return ck_varint_len(e->value);
+    if (e->kind == E_INPUTS)
+        return w->inputs.len;
     uint64_t n = 0;
     for (size_t i = 0; i < e->count; i++)
         n += field_len(&w->encs[e->first + i], e->key_len);
@@ -808,7 +910,6 @@ static void free_encs(writer *w)
     for (size_t i = 0; i < w->n_encs; i++) {
         free(w->encs[i].pre.p);
         free(w->encs[i].post.p);
-        free(w->encs[i].input.p);
         free(w->encs[i].owned);
     }
     w->n_encs = 0;
@@ -819,6 +920,7 @@ static void reset_plan(writer *w)
 {
     free_encs(w);
     w->n_edits = 0;
+    w->inputs.len = 0;
     memset(w->delta, 0, (w->pb->n_frames ? w->pb->n_frames : 1) * sizeof *w->delta);
     for (uint32_t f = 0; f < w->n_files; f++)
         w->files[f] = (data_file){.end = f < w->m->n_sources ? w->m->sources[f]->size : 0};
@@ -827,7 +929,7 @@ static void reset_plan(writer *w)
 static int plan(writer *w, const ck_write_tensor *ts, size_t n, int32_t *state)
 {
     reset_plan(w);
-    if (plan_tensors(w, ts, n, state) < 0)
+    if (plan_tensors(w, ts, n, state) < 0 || plan_inputs(w, ts, state) < 0)
         return -1;
     plan_frames(w);
     qsort(w->edits, w->n_edits, sizeof *w->edits, by_offset);
@@ -913,7 +1015,9 @@ static int setup(writer *w, size_t n)
         if (strcmp(m->sources[f]->path, w->big_path) == 0)
             w->big = f; /* "<model>.data" is a data file already */
     w->encs = calloc(count + n + 1, sizeof *w->encs);
-    w->edits = calloc(count + pb->n_frames + 1, sizeof *w->edits);
+    /* Per tensor an edit and an input declaration dropped, per frame one,
+     * the new tensors and the new input declarations. */
+    w->edits = calloc(2 * count + pb->n_frames + 2, sizeof *w->edits);
     w->delta = calloc(pb->n_frames ? pb->n_frames : 1, sizeof *w->delta);
     w->files = calloc(m->n_sources + 1, sizeof *w->files);
     w->shared = calloc(count + 1, sizeof *w->shared);
@@ -973,6 +1077,7 @@ int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
     free(w.shared);
     free(w.to_external);
     free(w.pbfiles);
+    free(w.inputs.p);
     free(state);
     return rc;
 }

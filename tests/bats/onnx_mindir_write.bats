@@ -345,3 +345,30 @@ PY
     done
     [ "$n" -eq 8 ]
 }
+
+@test "IR 3 (initializers are graph inputs): a new one is declared, a renamed one's declaration follows it, a deleted one's goes" {
+    local m mnt=$BATS_TEST_TMPDIR/m spec
+    m=$(work_copy "$ONNX_FIX/tiny_conv2d.onnx")
+    mount_fg "$m" "$mnt" -o commit=manual
+    mkdir "$mnt/extra" "$mnt/spare"
+    for d in extra spare; do
+        $ORACLE meta-of 2 kFloat >"$mnt/$d/meta"
+        $PY -c 'import numpy as np,sys; np.array([1,2],dtype="<f4").tofile(sys.argv[1])' "$mnt/$d/out"
+    done
+    touch "$mnt/snapshot_done"
+    mv "$mnt/extra" "$mnt/renamed"
+    rm -r "$mnt/spare"
+    touch "$mnt/snapshot_done"
+    $PY - "$m" "$ONNX_FIX/tiny_conv2d.onnx" <<'PY'
+import sys, onnx
+m, orig = onnx.load(sys.argv[1]), onnx.load(sys.argv[2])
+assert m.ir_version < 4
+inputs = [i.name for i in m.graph.input]
+assert inputs == [i.name for i in orig.graph.input] + ["renamed"], inputs
+t = m.graph.input[-1].type.tensor_type
+assert t.elem_type == 1 and [d.dim_value for d in t.shape.dim] == [2], t
+onnx.checker.check_model(sys.argv[1])
+PY
+    spec=$($PY -c 'import json; print(json.dumps({"0": {"dims": [2,3,7,5], "data": [0.5]*210}}))')
+    (cd "$REPO/tests/ort" && $ORT_RUN "$m" "$spec" >/dev/null)
+}
