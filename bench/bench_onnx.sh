@@ -13,7 +13,8 @@
 #    indexing alone (ckptfs-dump);
 # 2. warm read throughput: `cat` of every out file vs `cat` of the external
 #    data file (first read through the daemon, and re-read with the kernel's
-#    cache), and the daemon's peak RSS after reading everything.
+#    cache), the same for a .ckpt of the same tensors, and the daemon's peak
+#    RSS after reading everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=$(realpath "${1:-build}")
@@ -72,13 +73,14 @@ mount_rep() {
 }
 mib() { awk -v b="$1" 'BEGIN {printf "%g", b / 1048576}'; }
 
-echo "# generating: $TENSORS tensors, external data of $(mib "$SMALL") MiB and $(mib "$BIG") MiB; raw_data inline of $(mib "$INLINE") MiB"
+echo "# generating: $TENSORS tensors, external data of $(mib "$SMALL") MiB and $(mib "$BIG") MiB; raw_data inline of $(mib "$INLINE") MiB; a .ckpt of $(mib "$BIG") MiB"
 /usr/bin/python3 bench/gen_onnx.py "$W/small.onnx" --size "$SMALL" --count "$TENSORS"
 /usr/bin/python3 bench/gen_onnx.py "$W/big.onnx" --size "$BIG" --count "$TENSORS"
 /usr/bin/python3 bench/gen_onnx.py "$W/inline.onnx" --size "$INLINE" --count "$TENSORS" --inline
+/usr/bin/python3 bench/gen_ckpt.py "$W/ref.ckpt" --size "$BIG" --count "$TENSORS"
 (cd "$W" && stat -c '#   %n: %s bytes' -- *)
 mkdir -p "$W/m"
-cat "$W"/*.onnx "$W"/*.data >/dev/null # warm the page cache
+cat "$W"/*.onnx "$W"/*.data "$W/ref.ckpt" >/dev/null # warm the page cache
 
 echo "## 1. mount time and daemon memory"
 for f in small big inline; do
@@ -109,7 +111,7 @@ if sync && echo 3 2>/dev/null >/proc/sys/vm/drop_caches; then
     cb=$(median <"$W/big.cold")
     ci=$(median <"$W/inline.cold")
     echo "cold cache: mount small: ${cs}s   big: ${cb}s   ratio big/small: $(ratio "$cb" "$cs")   inline: ${ci}s"
-    cat "$W"/*.onnx "$W"/*.data >/dev/null
+    cat "$W"/*.onnx "$W"/*.data "$W/ref.ckpt" >/dev/null
 fi
 
 mount_timed "$W/inline.onnx" "$W/m" >/dev/null
@@ -117,48 +119,64 @@ pid=$(daemon_pid "$W/inline.onnx" "$W/m")
 PIDS+=("$pid")
 inline_mount=$(hwm_kib "$pid")
 unmount "$W/m" "$pid"
-mount_timed "$W/big.onnx" "$W/m" >/dev/null
-pid=$(daemon_pid "$W/big.onnx" "$W/m")
-PIDS+=("$pid")
-after_mount=$(hwm_kib "$pid")
 
 echo "## 2. warm read throughput ($(mib "$BIG") MiB external data, $TENSORS tensors)"
-read_mount=$(timed cat "$W"/m/*/out)
-# One tensor's bytes must be its range of the data file, as onnx says.
-last=$((TENSORS - 1))
-read -r off len < <(/usr/bin/python3 -c '
+# Each round: a fresh mount of the ONNX model (first read through the daemon,
+# the data file, re-read), then the same for the .ckpt of the same tensors.
+for f in first file reread ckpt.first ckpt.file ckpt.reread; do : >"$W/$f.times"; done
+after_read=0
+for i in $(seq "$REPS"); do
+    mount_timed "$W/big.onnx" "$W/m" >/dev/null
+    pid=$(daemon_pid "$W/big.onnx" "$W/m")
+    PIDS+=("$pid")
+    if [ "$i" = 1 ]; then
+        after_mount=$(hwm_kib "$pid")
+        out_bytes=$(stat -c %s "$W"/m/*/out | awk '{s += $1} END {print s}')
+    fi
+    timed cat "$W"/m/*/out >>"$W/first.times"
+    if [ "$i" = 1 ]; then
+        # One tensor's bytes must be its range of the data file, as onnx says.
+        last=$((TENSORS - 1))
+        read -r off len < <(/usr/bin/python3 -c '
 import sys, onnx
 t = {t.name: t for t in onnx.load(sys.argv[1], load_external_data=False).graph.initializer}[sys.argv[2]]
 e = {e.key: e.value for e in t.external_data}
 print(e["offset"], e["length"])' "$W/big.onnx" "layer.$last.weight")
-cmp <(tail -c +$((off + 1)) "$W/big.onnx.data" | head -c "$len") "$W/m/layer.$last.weight/out"
-out_bytes=$(stat -c %s "$W"/m/*/out | awk '{s += $1} END {print s}')
-file_bytes=$(stat -c %s "$W/big.onnx.data")
-: >"$W/file.times"
-: >"$W/reread.times"
-for _ in $(seq "$REPS"); do
+        cmp <(tail -c +$((off + 1)) "$W/big.onnx.data" | head -c "$len") "$W/m/layer.$last.weight/out"
+    fi
     timed cat "$W/big.onnx.data" >>"$W/file.times"
     timed cat "$W"/m/*/out >>"$W/reread.times"
-done
-after_read=$(hwm_kib "$pid")
-unmount "$W/m" "$pid"
-: >"$W/first.times"
-echo "$read_mount" >>"$W/first.times"
-for _ in $(seq $((REPS - 1))); do
-    mount_timed "$W/big.onnx" "$W/m" >/dev/null
-    pid=$(daemon_pid "$W/big.onnx" "$W/m")
+    h=$(hwm_kib "$pid")
+    if [ "$h" -gt "$after_read" ]; then after_read=$h; fi
+    unmount "$W/m" "$pid"
+
+    mount_timed "$W/ref.ckpt" "$W/m" >/dev/null
+    pid=$(daemon_pid "$W/ref.ckpt" "$W/m")
     PIDS+=("$pid")
-    timed cat "$W"/m/*/out >>"$W/first.times"
+    if [ "$i" = 1 ]; then
+        ckpt_out=$(stat -c %s "$W"/m/*/out | awk '{s += $1} END {print s}')
+    fi
+    timed cat "$W"/m/*/out >>"$W/ckpt.first.times"
+    timed cat "$W/ref.ckpt" >>"$W/ckpt.file.times"
+    timed cat "$W"/m/*/out >>"$W/ckpt.reread.times"
     unmount "$W/m" "$pid"
 done
+file_bytes=$(stat -c %s "$W/big.onnx.data")
+ckpt_bytes=$(stat -c %s "$W/ref.ckpt")
 tf=$(median <"$W/file.times")
 t1=$(median <"$W/first.times")
 t2=$(median <"$W/reread.times")
+cf=$(median <"$W/ckpt.file.times")
+c1=$(median <"$W/ckpt.first.times")
+c2=$(median <"$W/ckpt.reread.times")
 gbps() { awk -v s="$1" -v b="$2" 'BEGIN {printf "%.2f GB/s", b / s / 1e9}'; }
-tput_ratio() { awk -v t="$1" -v b="$2" -v tf="$tf" -v bf="$file_bytes" 'BEGIN {printf "%.2f", (b / t) / (bf / tf)}'; }
+# tput_ratio TIME BYTES TIME0 BYTES0: throughput over throughput.
+tput_ratio() { awk -v t="$1" -v b="$2" -v t0="$3" -v b0="$4" 'BEGIN {printf "%.2f", (b / t) / (b0 / t0)}'; }
 echo "cat external data file: $(gbps "$tf" "$file_bytes")"
-echo "cat all out, first read through the daemon: $(gbps "$t1" "$out_bytes")  ratio $(tput_ratio "$t1" "$out_bytes")"
-echo "cat all out, re-read (kernel page cache, keep_cache): $(gbps "$t2" "$out_bytes")  ratio $(tput_ratio "$t2" "$out_bytes")  (target >= 0.6)"
+echo "cat all out, first read through the daemon: $(gbps "$t1" "$out_bytes")  ratio $(tput_ratio "$t1" "$out_bytes" "$tf" "$file_bytes")"
+echo "cat all out, re-read (kernel page cache, keep_cache): $(gbps "$t2" "$out_bytes")  ratio $(tput_ratio "$t2" "$out_bytes" "$tf" "$file_bytes")  (target >= 0.6)"
+echo "same tensors as a .ckpt: cat file $(gbps "$cf" "$ckpt_bytes"), first read $(gbps "$c1" "$ckpt_out"), re-read $(gbps "$c2" "$ckpt_out")"
+echo "ONNX external / .ckpt: first read $(tput_ratio "$t1" "$out_bytes" "$c1" "$ckpt_out"), re-read $(tput_ratio "$t2" "$out_bytes" "$c2" "$ckpt_out")"
 echo "daemon peak RSS (VmHWM): after mount ${after_mount} KiB, after reading $(mib "$out_bytes") MiB ${after_read} KiB  (target < 32768 KiB)"
 
 mount_timed "$W/small.onnx" "$W/m" >/dev/null
