@@ -98,6 +98,8 @@ ck_source *ck_source_adopt_fd(int fd, const char *path, ck_error *err)
     src->ops = &file_ops;
     src->path = copy;
     src->size = (uint64_t)st.st_size;
+    src->dev = st.st_dev;
+    src->ino = st.st_ino;
     src->fd = fd;
     return src;
 }

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "ck_error.h"
 
@@ -34,6 +35,8 @@ struct ck_source {
     char *path;         /* for messages */
     uint64_t size;      /* plaintext size */
     int fd;             /* backing file when offsets are file offsets, else -1 */
+    dev_t dev;          /* the file's identity, when it is one (fd >= 0) */
+    ino_t ino;
 };
 
 /* Open a regular file read-only as an identity source. */

@@ -123,6 +123,7 @@ typedef struct rd {
     char q[CK_QUOTE_BUF];
     str scratch;
     tinfo ti;
+    ck_name_map locations;      /* external location text -> source id */
 } rd;
 
 #define PATH(d) ((d)->src->path)
@@ -526,6 +527,12 @@ static int check_data_header(rd *d, ck_source *src)
     return 0;
 }
 
+static long open_external(rd *d, ck_tensor *t, const str *loc);
+
+/* The source of an external location, opened on first use.  Locations
+ * are looked up by their text first; a new text is opened and compared by
+ * file identity, so "w.bin" and "./w.bin" share a source (a save writes
+ * each file once) and "w.bin" and "sub/w.bin" never do. */
 static long external_source(rd *d, ck_tensor *t, const str *loc)
 {
     if (loc->len == 0 || memchr(loc->buf, '\0', loc->len) != NULL)
@@ -536,14 +543,20 @@ static long external_source(rd *d, ck_tensor *t, const str *loc)
         return ck_fail(d->err, EPERM, "%s: tensor '%s': external data location '%s' is "
                        "absolute; only paths inside the model's directory are allowed",
                        PATH(d), tensor_label(d, t), ck_quote(q, loc->buf, loc->len));
-    /* The same file for many tensors: one source. */
-    for (uint32_t i = 1; i < d->m->n_sources; i++) {
-        const char *p = d->m->sources[i]->path;
-        size_t pl = strlen(p);
-        if (pl >= loc->len && strcmp(p + pl - loc->len, loc->buf) == 0 &&
-            (pl == loc->len || p[pl - loc->len - 1] == '/'))
-            return i;
-    }
+    uint32_t known = ck_name_map_get(&d->locations, loc->buf, loc->len);
+    if (known != CK_NAME_MAP_NONE)
+        return known;
+    long sid = open_external(d, t, loc);
+    const char *key = sid < 0 ? NULL : ck_arena_strndup(&d->m->index.arena, loc->buf, loc->len);
+    if (sid >= 0 && (key == NULL || ck_name_map_put(&d->locations, key, loc->len,
+                                                    (uint32_t)sid) < 0))
+        return nomem(d);
+    return sid;
+}
+
+static long open_external(rd *d, ck_tensor *t, const str *loc)
+{
+    char q[CK_QUOTE_BUF];
     char dir[4096];
     const char *slash = strrchr(d->m->path, '/');
     if (slash == NULL)
@@ -566,8 +579,24 @@ static long external_source(rd *d, ck_tensor *t, const str *loc)
             return ck_fail(d->err, EPERM, "%s: tensor '%s': external data location '%s' "
                            "leads out of the model's directory", PATH(d), tensor_label(d, t),
                            ck_quote(q, loc->buf, loc->len));
-        return ck_fail_errno(d->err, e == ENOENT ? ENOENT : EIO, "%s: tensor '%s': external "
-                             "data file %s", PATH(d), tensor_label(d, t), full);
+        if (e == EMFILE || e == ENFILE)
+            return ck_fail_errno(d->err, e, "%s: tensor '%s': external data file %s (the "
+                                 "model has more data files than this process may open; "
+                                 "raise ulimit -n)", PATH(d), tensor_label(d, t), full);
+        return ck_fail_errno(d->err, e, "%s: tensor '%s': external data file %s", PATH(d),
+                             tensor_label(d, t), full);
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return ck_fail_errno(d->err, errno, "%s: cannot stat %s", PATH(d), full);
+    }
+    for (uint32_t i = 1; i < d->m->n_sources; i++) {
+        const ck_source *s = d->m->sources[i];
+        if (s->dev == st.st_dev && s->ino == st.st_ino) {
+            close(fd);
+            return i;
+        }
     }
     ck_source *src = ck_source_adopt_fd(fd, full, d->err);
     if (src == NULL || (d->pb->mindir && check_data_header(d, src) < 0)) {
@@ -1301,6 +1330,7 @@ int ck_onnx_mindir_read(ck_model *m, bool mindir, ck_error *err)
     m->pb = pb;
     *d = (rd){.m = m, .s = sc, .pb = pb,
               .src = m->sources[0], .err = err, .dec_fd = -1};
+    ck_name_map_init(&d->locations);
     int rc = walk_model(d);
     if (rc == 0)
         rc = walk_legacy_variables(d);
@@ -1308,6 +1338,7 @@ int ck_onnx_mindir_read(ck_model *m, bool mindir, ck_error *err)
         rc = bind_decoded(d);
     if (d->dec_fd >= 0)
         close(d->dec_fd);
+    ck_name_map_free(&d->locations);
     free(d);
     return rc;
 }

@@ -175,3 +175,33 @@ for t in orig.graph.initializer:  # the others are where they were, unchanged
 onnx.checker.check_model(sys.argv[1])
 PY
 }
+
+@test "external locations: sub/w.bin is not w.bin; ./w.bin is w.bin, and a save writes it once with both edits" {
+    local d=$BATS_TEST_TMPDIR/loc mnt=$BATS_TEST_TMPDIR/m
+    mkdir -p "$d/sub"
+    $PY - "$d" <<'PY'
+import os, sys, numpy as np, onnx
+from onnx import helper, TensorProto
+d = sys.argv[1]
+np.full(4, 1, "<f4").tofile(os.path.join(d, "sub", "w.bin"))
+np.arange(8, dtype="<f4").tofile(os.path.join(d, "w.bin"))
+def ext(name, loc, off):
+    t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=[4])
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", loc), ("offset", str(off)), ("length", "16")):
+        e = t.external_data.add(); e.key, e.value = k, v
+    return t
+inits = [ext("a", "sub/w.bin", 0), ext("b", "w.bin", 0), ext("c", "./w.bin", 16)]
+nodes = [helper.make_node("Add", ["a", "b"], ["ab"]), helper.make_node("Add", ["ab", "c"], ["y"])]
+g = helper.make_graph(nodes, "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(d, "m.onnx"))
+PY
+    mount_fg "$d/m.onnx" "$mnt"
+    $GRAPH_ORACLE check "$mnt" "$d/m.onnx"
+    $PY -c 'import numpy as np,sys; np.full(4, 5, "<f4").tofile(sys.argv[1]); np.full(4, 7, "<f4").tofile(sys.argv[2])' \
+        "$mnt/b/out" "$mnt/c/out"
+    touch "$mnt/snapshot_done"
+    [ "$(onnx_values "$d/m.onnx" | tr '\n' ' ')" = "a 1.0 1.0 1.0 1.0 b 5.0 5.0 5.0 5.0 c 7.0 7.0 7.0 7.0 " ]
+    out=$(cd "$REPO/tests/ort" && $ORT_RUN "$d/m.onnx" '{}')
+    $PY -c 'import json,sys; assert json.loads(sys.argv[1])["y"]["data"] == [13]*4, sys.argv[1]' "$out"
+}
