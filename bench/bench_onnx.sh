@@ -40,23 +40,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-now() { date +%s.%N; }
-median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
-
-# mount MODEL MNT -> prints seconds; the daemonized command returns when the
-# mount is live, so its run time is the mount time.
-mount_timed() {
-    local t0 t1
-    t0=$(now)
-    "$CKPTFS" -o ro "$1" "$2" || return
-    t1=$(now)
-    MOUNTS+=("$2")
-    awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.6f\n", b - a}'
-}
-daemon_pid() { pgrep -n -f -- "$CKPTFS -o ro $1 $2"; }
-hwm_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
-timed() { local t0; t0=$(now); "$@" >/dev/null; awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.6f\n", b - a}'; }
+. bench/bench_lib.sh
 # unmount MNT PID: unmount and wait for the daemon to exit.
 unmount() {
     fusermount3 -u "$1"

@@ -19,23 +19,15 @@ usage: gen_onnx.py OUT --size BYTES --count N [--inline] [--align BYTES] [--no-c
 """
 import argparse
 import os
+import sys
 
 import onnx
 from onnx import TensorProto, helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_ckpt import varint  # noqa: E402
+
 COLS = 256  # every tensor is [rows, COLS] Float32
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def key(num, wire=2):
