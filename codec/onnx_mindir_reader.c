@@ -836,7 +836,34 @@ typedef struct node_info {
     long index;
 } node_info;
 
-static int walk_graph(rd *d, uint64_t body, uint64_t end, const where *w);
+/* Walks the body [body, end) of a message; w names its frame, ctx is the
+ * caller's. */
+typedef int (*walk_fn)(rd *d, uint64_t body, uint64_t end, const where *w, void *ctx);
+
+static int walk_graph(rd *d, uint64_t body, uint64_t end, const where *w, void *unused);
+
+/* Walk the message in the LEN field under the cursor with fn, as a new
+ * frame inside in.frame (fn sees `in` with the new frame), and leave the
+ * cursor after it.  The frame is given back if the walk found no tensor,
+ * unless keep: the main graph's is needed even empty, new tensors go there. */
+static int descend(rd *d, const pb_field *f, uint64_t end, const char *what, where in,
+                   bool keep, walk_fn fn, void *ctx)
+{
+    uint64_t len_off, body, body_end;
+    if (enter(d, f, end, what, &len_off, &body, &body_end) < 0)
+        return -1;
+    size_t frames_before = d->pb->n_frames, tensors_before = d->m->index.count;
+    long fr = push_frame(d, f, len_off, body, body_end, in.frame);
+    if (fr < 0)
+        return -1;
+    in.frame = (int32_t)fr;
+    if (fn(d, body, body_end, &in, ctx) < 0)
+        return -1;
+    if (!keep)
+        pop_if_empty(d, frames_before, tensors_before);
+    pb_seek(&d->r, body_end);
+    return 0;
+}
 
 /* A small string field of a message, wherever it is (first occurrence). */
 static int find_str(rd *d, uint64_t body, uint64_t end, uint32_t field, const char *what,
@@ -859,8 +886,9 @@ static int find_str(rd *d, uint64_t body, uint64_t end, uint32_t field, const ch
     return rc;
 }
 
-static int walk_attr(rd *d, uint64_t body, uint64_t end, const where *w, const node_info *n)
+static int walk_attr(rd *d, uint64_t body, uint64_t end, const where *w, void *ctx)
 {
+    const node_info *n = ctx;
     str *attr = malloc(sizeof *attr);
     if (attr == NULL)
         return nomem(d);
@@ -886,21 +914,8 @@ static int walk_attr(rd *d, uint64_t body, uint64_t end, const where *w, const n
                 rc = nomem(d);
                 break;
             }
-            uint64_t len_off, gb, ge;
-            if (enter(d, &f, end, "AttributeProto.g", &len_off, &gb, &ge) < 0) {
-                rc = -1;
-                break;
-            }
-            size_t fb = d->pb->n_frames, tb = d->m->index.count;
-            long fr = push_frame(d, &f, len_off, gb, ge, w->frame);
-            if (fr < 0) {
-                rc = -1;
-                break;
-            }
-            where sub = {.frame = (int32_t)fr, .main = false, .suffix = sub_suffix};
-            rc = walk_graph(d, gb, ge, &sub);
-            pop_if_empty(d, fb, tb);
-            pb_seek(&d->r, ge);
+            where sub = {.frame = w->frame, .main = false, .suffix = sub_suffix};
+            rc = descend(d, &f, end, "AttributeProto.g", sub, false, walk_graph, NULL);
         } else {
             rc = pb_skip(&d->r, end, f.key_off, f.wire_type, d->err);
         }
@@ -909,8 +924,9 @@ static int walk_attr(rd *d, uint64_t body, uint64_t end, const where *w, const n
     return rc;
 }
 
-static int walk_node(rd *d, uint64_t body, uint64_t end, const where *w, node_info *n)
+static int walk_node(rd *d, uint64_t body, uint64_t end, const where *w, void *ctx)
 {
+    node_info *n = ctx;
     if (find_str(d, body, end, d->s->node_name, "NodeProto.name", &n->name) < 0 ||
         find_str(d, body, end, d->s->node_op, "NodeProto.op_type", &n->op) < 0 ||
         find_str(d, body, end, d->s->node_output, "NodeProto.output", &n->output) < 0)
@@ -919,31 +935,20 @@ static int walk_node(rd *d, uint64_t body, uint64_t end, const where *w, node_in
     pb_field f;
     int rc;
     while ((rc = pb_next_field(&d->r, end, &f, d->err)) > 0) {
-        if (f.num != d->s->node_attr) {
-            if (pb_skip(&d->r, end, f.key_off, f.wire_type, d->err) < 0)
-                return -1;
-            continue;
-        }
-        uint64_t len_off, ab, ae;
-        if (enter(d, &f, end, "NodeProto.attribute", &len_off, &ab, &ae) < 0)
+        if (f.num == d->s->node_attr)
+            rc = descend(d, &f, end, "NodeProto.attribute", *w, false, walk_attr, n);
+        else
+            rc = pb_skip(&d->r, end, f.key_off, f.wire_type, d->err);
+        if (rc < 0)
             return -1;
-        size_t fb = d->pb->n_frames, tb = d->m->index.count;
-        long fr = push_frame(d, &f, len_off, ab, ae, w->frame);
-        if (fr < 0)
-            return -1;
-        where in_attr = *w;
-        in_attr.frame = (int32_t)fr;
-        if (walk_attr(d, ab, ae, &in_attr, n) < 0)
-            return -1;
-        pop_if_empty(d, fb, tb);
-        pb_seek(&d->r, ae);
     }
     return rc;
 }
 
 /* MindIR map_parameter: three tensors under one name, read-only. */
-static int walk_map(rd *d, uint64_t body, uint64_t end, const where *w)
+static int walk_map(rd *d, uint64_t body, uint64_t end, const where *w, void *unused)
 {
+    (void)unused;
     str *name = malloc(sizeof *name);
     if (name == NULL)
         return nomem(d);
@@ -966,8 +971,9 @@ static int walk_map(rd *d, uint64_t body, uint64_t end, const where *w)
     return rc;
 }
 
-static int walk_graph(rd *d, uint64_t body, uint64_t end, const where *w)
+static int walk_graph(rd *d, uint64_t body, uint64_t end, const where *w, void *unused)
 {
+    (void)unused;
     if (++d->depth > CK_PB_MAX_DEPTH)
         return ck_fail(d->err, EINVAL, "%s: offset %llu: graphs nested deeper than %d",
                        PATH(d), OFF(body), CK_PB_MAX_DEPTH);
@@ -982,25 +988,11 @@ static int walk_graph(rd *d, uint64_t body, uint64_t end, const where *w)
     uint64_t insert = body;
     while ((rc = pb_next_field(&d->r, end, &f, d->err)) > 0) {
         rc = 0;
-        if (f.num == s->graph_node || (s->graph_map && f.num == s->graph_map && w->main)) {
-            uint64_t len_off, nb, ne;
-            if (enter(d, &f, end, "GraphProto.node", &len_off, &nb, &ne) < 0) {
-                rc = -1;
-                break;
-            }
-            size_t fb = d->pb->n_frames, tb = d->m->index.count;
-            long fr = push_frame(d, &f, len_off, nb, ne, w->frame);
-            if (fr < 0) {
-                rc = -1;
-                break;
-            }
-            where in = *w;
-            in.frame = (int32_t)fr;
-            rc = f.num == s->graph_node ? walk_node(d, nb, ne, &in, n) : walk_map(d, nb, ne, &in);
-            if (f.num == s->graph_node)
-                n->index++;
-            pop_if_empty(d, fb, tb);
-            pb_seek(&d->r, ne);
+        if (f.num == s->graph_node) {
+            rc = descend(d, &f, end, "GraphProto.node", *w, false, walk_node, n);
+            n->index++;
+        } else if (s->graph_map && f.num == s->graph_map && w->main) {
+            rc = descend(d, &f, end, "GraphProto.node", *w, false, walk_map, NULL);
         } else if (f.num == s->graph_tensor) {
             rc = add_tensor(d, &f, end, w, w->main ? CK_ROLE_TOP : CK_ROLE_SUB, NULL, NULL,
                             CK_PART_WHOLE);
@@ -1033,6 +1025,26 @@ static int walk_graph(rd *d, uint64_t body, uint64_t end, const where *w)
 
 /* ---- the model ---- */
 
+static int walk_main_graph(rd *d, uint64_t body, uint64_t end, const where *w, void *unused)
+{
+    d->pb->main_graph = w->frame;
+    return walk_graph(d, body, end, w, unused);
+}
+
+/* A MindIR function: its tensors are named NAME%@FUNCTION.function, an
+ * unnamed one by its frame number. */
+static int walk_function(rd *d, uint64_t body, uint64_t end, const where *w, void *unused)
+{
+    str *gname = &d->scratch;
+    str fn = {.buf = "function", .len = 8};
+    if (find_str(d, body, end, d->s->graph_name, "GraphProto.name", gname) < 0)
+        return -1;
+    where in = *w;
+    if ((in.suffix = make_suffix(d, gname, (long)w->frame, &fn)) == NULL)
+        return nomem(d);
+    return walk_graph(d, body, end, &in, unused);
+}
+
 static int check_mindir_header(rd *d, bool has_producer, bool has_version, bool has_le,
                                uint64_t le, bool has_irv, uint64_t irv, uint64_t irv_off)
 {
@@ -1064,35 +1076,16 @@ static int walk_model(rd *d)
     while ((rc = pb_next_field(&d->r, end, &f, d->err)) > 0) {
         rc = 0;
         bool mindir = d->pb->mindir;
-        if (f.num == s->model_graph || (s->model_functions && f.num == s->model_functions)) {
-            bool main = f.num == s->model_graph;
-            if (main && has_graph)
+        if (f.num == s->model_graph) {
+            if (has_graph)
                 return ck_fail(d->err, EINVAL, "%s: offset %llu: a second main graph",
                                PATH(d), OFF(f.key_off));
-            uint64_t len_off, gb, ge;
-            if (enter(d, &f, end, "ModelProto.graph", &len_off, &gb, &ge) < 0)
-                return -1;
-            size_t fb = d->pb->n_frames, tb = d->m->index.count;
-            long fr = push_frame(d, &f, len_off, gb, ge, CK_PB_NO_FRAME);
-            if (fr < 0)
-                return -1;
-            where w = {.frame = (int32_t)fr, .main = main};
-            if (!main) {
-                str gname;
-                str fn = {.buf = "function", .len = 8};
-                if (find_str(d, gb, ge, s->graph_name, "GraphProto.name", &gname) < 0 ||
-                    (w.suffix = make_suffix(d, &gname, (long)fb, &fn)) == NULL)
-                    return -1;
-            }
-            if (walk_graph(d, gb, ge, &w) < 0)
-                return -1;
-            if (main) {
-                d->pb->main_graph = (int32_t)fr;
-                has_graph = true;
-            } else {
-                pop_if_empty(d, fb, tb);
-            }
-            pb_seek(&d->r, ge);
+            where top = {.frame = CK_PB_NO_FRAME, .main = true};
+            rc = descend(d, &f, end, "ModelProto.graph", top, true, walk_main_graph, NULL);
+            has_graph = true;
+        } else if (s->model_functions && f.num == s->model_functions) {
+            where top = {.frame = CK_PB_NO_FRAME, .main = false};
+            rc = descend(d, &f, end, "ModelProto.graph", top, false, walk_function, NULL);
         } else if (!mindir && f.num == 1) {
             rc = read_varint_field(d, &f, end, "ModelProto.ir_version", &v);
             d->pb->ir_version = (int64_t)v;
