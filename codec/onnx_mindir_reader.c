@@ -84,15 +84,18 @@ typedef struct where {
     const char *suffix;         /* "%@NODE.ATTR" inside subgraphs */
 } where;
 
-/* One TensorProto's fields, as read. */
+/* One TensorProto's fields, as read.  An offset named "_at" is that of the
+ * key of the field that gave a value: what a message about the value names. */
 typedef struct tinfo {
     int64_t dims[CK_MAX_DIMS];
+    uint64_t dim_at[CK_MAX_DIMS + 1]; /* [CK_MAX_DIMS]: the first dim too many */
     uint32_t ndim;
-    uint64_t dims_off;
+    bool too_many_dims;
     long type;
+    uint64_t type_at;
     bool has_type;
     str name;
-    uint64_t raw_off, raw_len;
+    uint64_t raw_off, raw_len, raw_at;
     bool has_raw;
     uint32_t typed_field;       /* the one typed field present, 0 if none */
     uint32_t typed_runs;        /* its occurrences */
@@ -102,6 +105,7 @@ typedef struct tinfo {
     bool external;              /* data_location EXTERNAL / external_data present */
     str location;
     uint64_t ext_off, ext_len;
+    uint64_t ext_off_at, ext_len_at;
     bool has_ext_len;
 } tinfo;
 
@@ -353,10 +357,12 @@ static int read_onnx_external_entry(rd *d, const pb_field *f, uint64_t end, tinf
             return ck_fail(d->err, EINVAL, "%s: offset %llu: external_data %s '%s' is not a "
                            "non-negative decimal number", PATH(d), OFF(f->key_off), key.buf,
                            ck_quote(d->q, value->buf, value->len));
-        if (is_off)
+        if (is_off) {
             ti->ext_off = v;
-        else {
+            ti->ext_off_at = f->key_off;
+        } else {
             ti->ext_len = v;
+            ti->ext_len_at = f->key_off;
             ti->has_ext_len = true;
         }
     }
@@ -383,10 +389,12 @@ static int read_mindir_external(rd *d, const pb_field *f, uint64_t end, tinfo *t
             if ((int64_t)v < 0)
                 return ck_fail(d->err, EINVAL, "%s: offset %llu: negative external_data %s",
                                PATH(d), OFF(g.key_off), g.num == 2 ? "offset" : "length");
-            if (g.num == 2)
+            if (g.num == 2) {
                 ti->ext_off = v;
-            else {
+                ti->ext_off_at = g.key_off;
+            } else {
                 ti->ext_len = v;
+                ti->ext_len_at = g.key_off;
                 ti->has_ext_len = true;
             }
         } else if (pb_skip(&d->r, body_end, g.key_off, g.wire_type, d->err) < 0) {
@@ -396,18 +404,18 @@ static int read_mindir_external(rd *d, const pb_field *f, uint64_t end, tinfo *t
     return rc;
 }
 
-static int add_dim(rd *d, tinfo *ti, uint64_t v, uint64_t at)
+/* Dims are checked once the tensor's name is known (check_dims), so that
+ * the message can name it. */
+static void add_dim(tinfo *ti, uint64_t v, uint64_t at)
 {
-    if (ti->ndim == CK_MAX_DIMS)
-        return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor has more than %d dims",
-                       PATH(d), OFF(at), CK_MAX_DIMS);
-    if ((int64_t)v < 0)
-        return ck_fail(d->err, EINVAL, "%s: offset %llu: negative dim %" PRId64, PATH(d),
-                       OFF(at), (int64_t)v);
-    if (ti->ndim == 0)
-        ti->dims_off = at;
+    if (ti->ndim == CK_MAX_DIMS) {
+        if (!ti->too_many_dims)
+            ti->dim_at[CK_MAX_DIMS] = at;
+        ti->too_many_dims = true;
+        return;
+    }
+    ti->dim_at[ti->ndim] = at;
     ti->dims[ti->ndim++] = (int64_t)v;
-    return 0;
 }
 
 static int read_dims(rd *d, const pb_field *f, uint64_t end, tinfo *ti)
@@ -416,7 +424,8 @@ static int read_dims(rd *d, const pb_field *f, uint64_t end, tinfo *ti)
     if (f->wire_type == PB_WT_VARINT) {
         if (pb_read_varint(&d->r, end, &v, d->err) < 0)
             return -1;
-        return add_dim(d, ti, v, f->key_off);
+        add_dim(ti, v, f->key_off);
+        return 0;
     }
     if (f->wire_type != PB_WT_LEN)
         return bad_wire(d, f, "TensorProto.dims", PB_WT_VARINT);
@@ -425,8 +434,9 @@ static int read_dims(rd *d, const pb_field *f, uint64_t end, tinfo *ti)
         return -1;
     uint64_t stop = d->r.pos + len;
     while (d->r.pos < stop) {
-        if (pb_read_varint(&d->r, stop, &v, d->err) < 0 || add_dim(d, ti, v, f->key_off) < 0)
+        if (pb_read_varint(&d->r, stop, &v, d->err) < 0)
             return -1;
+        add_dim(ti, v, f->key_off);
     }
     return 0;
 }
@@ -471,6 +481,7 @@ static int read_tensor_fields(rd *d, uint64_t body, uint64_t end, tinfo *ti)
         } else if (f.num == s->t_type) {
             rc = read_varint_field(d, &f, end, "TensorProto.data_type", &v);
             ti->type = (long)(int32_t)v;
+            ti->type_at = f.key_off;
             ti->has_type = true;
         } else if (f.num == s->t_name) {
             rc = read_str(d, &f, end, "tensor name", &ti->name);
@@ -478,6 +489,7 @@ static int read_tensor_fields(rd *d, uint64_t body, uint64_t end, tinfo *ti)
             if (f.wire_type != PB_WT_LEN)
                 return bad_wire(d, &f, "TensorProto.raw_data", PB_WT_LEN);
             rc = pb_read_len(&d->r, end, f.key_off, &ti->raw_len, d->err);
+            ti->raw_at = f.key_off;
             ti->raw_off = d->r.pos;
             ti->has_raw = true;
             d->r.pos += ti->raw_len;
@@ -650,18 +662,45 @@ static int set_dims(rd *d, ck_tensor *t, const int64_t *dims, uint32_t ndim)
     return 0;
 }
 
-/* The bytes dims x type need; -1 when the product overflows. */
-static int want_bytes(const tinfo *ti, const ck_dtype *dt, uint64_t *out)
+static int check_dims(rd *d, const ck_tensor *t, const tinfo *ti)
 {
-    uint64_t n = 1;
     for (uint32_t i = 0; i < ti->ndim; i++)
-        if (__builtin_mul_overflow(n, (uint64_t)ti->dims[i], &n))
-            return -1;
-    if (dt->kind == CK_KIND_PACKED) {
-        *out = n / dt->per_byte + (n % dt->per_byte != 0);
-        return 0;
-    }
-    return __builtin_mul_overflow(n, (uint64_t)dt->itemsize, out) ? -1 : 0;
+        if (ti->dims[i] < 0)
+            return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': negative dim %" PRId64,
+                           PATH(d), OFF(ti->dim_at[i]), tensor_label(d, t), ti->dims[i]);
+    if (ti->too_many_dims)
+        return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': more than %d dims",
+                       PATH(d), OFF(ti->dim_at[CK_MAX_DIMS]), tensor_label(d, t), CK_MAX_DIMS);
+    return 0;
+}
+
+/* The bytes dims x type need, in *out; -1, or the index of the dim that
+ * takes the count past INT64_MAX (sizes are off_t, and no file is that
+ * large), for the message to name it. */
+static long want_bytes(const tinfo *ti, const ck_dtype *dt, uint64_t *out)
+{
+    bool packed = dt->kind == CK_KIND_PACKED;
+    uint64_t n = packed ? 1 : dt->itemsize;
+    for (uint32_t i = 0; i < ti->ndim; i++)
+        if (__builtin_mul_overflow(n, (uint64_t)ti->dims[i], &n) || n > INT64_MAX)
+            return (long)i;
+    *out = packed ? n / dt->per_byte + (n % dt->per_byte != 0) : n;
+    return -1;
+}
+
+/* A typed field's name, for messages. */
+static const char *typed_name(const rd *d, uint32_t field)
+{
+    const schema *s = d->s;
+    if (field == s->t_float)
+        return "float_data";
+    if (field == s->t_double)
+        return "double_data";
+    if (field == s->t_int64)
+        return "int64_data";
+    if (field == s->t_uint64)
+        return "uint64_data";
+    return field == s->t_string ? "string_data" : "int32_data";
 }
 
 static int mismatch(rd *d, ck_tensor *t, uint64_t at, const char *where_, uint64_t have,
@@ -682,17 +721,22 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
         if (sid < 0)
             return -1;
         ck_source *src = d->m->sources[sid];
+        /* Without a length the data runs to the end of the file, so only a
+         * given offset or length can be out of range. */
         if (ti->ext_off > src->size)
-            return ck_fail(d->err, EINVAL, "%s: tensor '%s': external offset %llu is past the "
-                           "end of %s (%llu bytes)", PATH(d), tensor_label(d, t),
-                           OFF(ti->ext_off), src->path, OFF(src->size));
+            return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': external data "
+                           "offset %llu is past the end of %s (%llu bytes)", PATH(d),
+                           OFF(ti->ext_off_at), tensor_label(d, t), OFF(ti->ext_off),
+                           src->path, OFF(src->size));
         uint64_t len = ti->has_ext_len ? ti->ext_len : src->size - ti->ext_off;
         if (len > src->size - ti->ext_off)
-            return ck_fail(d->err, EINVAL, "%s: tensor '%s': external range %llu+%llu runs "
-                           "past the end of %s (%llu bytes)", PATH(d), tensor_label(d, t),
-                           OFF(ti->ext_off), OFF(len), src->path, OFF(src->size));
+            return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': external data range "
+                           "%llu+%llu runs past the end of %s (%llu bytes)", PATH(d),
+                           OFF(ti->ext_len_at), tensor_label(d, t), OFF(ti->ext_off), OFF(len),
+                           src->path, OFF(src->size));
         if (len != want)
-            return mismatch(d, t, t->rec_off, "its external data", len, want);
+            return mismatch(d, t, ti->has_ext_len ? ti->ext_len_at : pt->key_off,
+                            "its external data", len, want);
         pt->storage = CK_STORE_EXTERNAL;
         if (len > 0 && ck_tensor_add_extent(t, (uint32_t)sid, ti->ext_off, len) < 0)
             return nomem(d);
@@ -701,10 +745,10 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
     }
     if (ti->has_raw) {
         if (dt->kind == CK_KIND_STR)
-            return ck_fail(d->err, EINVAL, "%s: tensor '%s': STRING data in raw_data",
-                           PATH(d), tensor_label(d, t));
+            return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': STRING data in "
+                           "raw_data", PATH(d), OFF(ti->raw_at), tensor_label(d, t));
         if (ti->raw_len != want)
-            return mismatch(d, t, ti->raw_off, "raw_data", ti->raw_len, want);
+            return mismatch(d, t, ti->raw_at, "raw_data", ti->raw_len, want);
         pt->storage = CK_STORE_RAW;
         if (want > 0 && ck_tensor_add_extent(t, 0, ti->raw_off, want) < 0)
             return nomem(d);
@@ -715,7 +759,7 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
         if (want != 0)
             return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s' has no data (no "
                            "raw_data, typed values or external data) for %llu bytes", PATH(d),
-                           OFF(t->rec_off), tensor_label(d, t), OFF(want));
+                           OFF(pt->key_off), tensor_label(d, t), OFF(want));
         pt->storage = CK_STORE_NONE;
         return 0;
     }
@@ -735,7 +779,8 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
                ti->typed_wire == PB_WT_LEN) {
         /* Packed floats and doubles are little-endian already: zero copy. */
         if (ti->typed_len != want)
-            return mismatch(d, t, ti->typed_key_off, "its typed field", ti->typed_len, want);
+            return mismatch(d, t, ti->typed_key_off, typed_name(d, ti->typed_field),
+                            ti->typed_len, want);
         if (want > 0 && ck_tensor_add_extent(t, 0, ti->typed_off, want) < 0)
             return nomem(d);
         t->nbytes = want;
@@ -749,7 +794,7 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
     }
     uint64_t start = d->dec_size - have;
     if (have != want)
-        return mismatch(d, t, ti->typed_key_off, "its typed field", have, want);
+        return mismatch(d, t, ti->typed_key_off, typed_name(d, ti->typed_field), have, want);
     if (want > 0 && ck_tensor_add_extent(t, UINT32_MAX, start, want) < 0)
         return nomem(d);
     t->nbytes = want;
@@ -806,18 +851,21 @@ static int add_tensor(rd *d, const pb_field *f, uint64_t end, const where *w, ck
         t->dir_suffix = "%const";
     else if (role == CK_ROLE_SUB)
         t->dir_suffix = w->suffix;
+    if (check_dims(d, t, ti) < 0)
+        return -1;
     if (!ti->has_type)
         return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s' has no data_type",
-                       PATH(d), OFF(body), tensor_label(d, t));
+                       PATH(d), OFF(f->key_off), tensor_label(d, t));
     t->dtype = ck_dtype_from_pb(ti->type, d->pb->mindir);
     t->type_name = ck_pb_type_name(ti->type, d->pb->mindir);
     if (t->dtype == NULL)
         return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': unknown data_type %ld",
-                       PATH(d), OFF(body), tensor_label(d, t), ti->type);
+                       PATH(d), OFF(ti->type_at), tensor_label(d, t), ti->type);
     uint64_t want = 0;
-    if (t->dtype->kind != CK_KIND_STR && want_bytes(ti, t->dtype, &want) < 0)
+    long bad_dim = t->dtype->kind == CK_KIND_STR ? -1 : want_bytes(ti, t->dtype, &want);
+    if (bad_dim >= 0)
         return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': dims overflow the byte "
-                       "count", PATH(d), OFF(ti->dims_off), tensor_label(d, t));
+                       "count", PATH(d), OFF(ti->dim_at[bad_dim]), tensor_label(d, t));
     if (locate_data(d, t, pt, ti, body, body_end, want) < 0)
         return -1;
     t->read_only = t->dtype->kind != CK_KIND_NUMERIC || role == CK_ROLE_MAP;
@@ -974,9 +1022,10 @@ static int walk_map(rd *d, uint64_t body, uint64_t end, const where *w, void *un
 static int walk_graph(rd *d, uint64_t body, uint64_t end, const where *w, void *unused)
 {
     (void)unused;
+    /* The walk recurses once per graph level: the limit bounds the stack. */
     if (++d->depth > CK_PB_MAX_DEPTH)
-        return ck_fail(d->err, EINVAL, "%s: offset %llu: graphs nested deeper than %d",
-                       PATH(d), OFF(body), CK_PB_MAX_DEPTH);
+        return ck_fail(d->err, EINVAL, "%s: offset %llu: graphs nested deeper than the limit "
+                       "of %d", PATH(d), OFF(d->pb->frames[w->frame].key_off), CK_PB_MAX_DEPTH);
     const schema *s = d->s;
     node_info *n = malloc(sizeof *n);
     if (n == NULL)
