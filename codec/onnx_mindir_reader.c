@@ -309,6 +309,31 @@ static int is_typed(const rd *d, uint32_t f)
            f == s->t_double || f == s->t_uint64;
 }
 
+/* A typed field's name, for messages. */
+static const char *typed_name(const rd *d, uint32_t field)
+{
+    const schema *s = d->s;
+    if (field == s->t_float)
+        return "float_data";
+    if (field == s->t_double)
+        return "double_data";
+    if (field == s->t_int64)
+        return "int64_data";
+    if (field == s->t_uint64)
+        return "uint64_data";
+    return field == s->t_string ? "string_data" : "int32_data";
+}
+
+/* The wire type of one value of a typed field; LEN is a packed run. */
+static int typed_value_wire(const rd *d, uint32_t field)
+{
+    if (field == d->s->t_float)
+        return PB_WT_I32;
+    if (field == d->s->t_double)
+        return PB_WT_I64;
+    return field == d->s->t_string ? PB_WT_LEN : PB_WT_VARINT;
+}
+
 static int parse_decimal(const str *s, uint64_t *out)
 {
     if (s->len == 0 || s->len > 19)
@@ -446,6 +471,11 @@ static int note_typed(rd *d, const pb_field *f, uint64_t end, tinfo *ti)
     if (ti->typed_field != 0 && ti->typed_field != f->num)
         return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor has values in two typed "
                        "fields (%u and %u)", PATH(d), OFF(f->key_off), ti->typed_field, f->num);
+    /* Decoded as values, another wire type would show garbage (protobuf
+     * itself would keep it aside as an unknown field). */
+    int one = typed_value_wire(d, f->num);
+    if (f->wire_type != one && f->wire_type != PB_WT_LEN)
+        return bad_wire(d, f, typed_name(d, f->num), one);
     if (ti->typed_runs == 0)
         ti->typed_key_off = f->key_off;
     ti->typed_field = f->num;
@@ -593,7 +623,8 @@ static int decode_typed(rd *d, ck_tensor *t, uint64_t body, uint64_t end, uint32
                 return -1;
             stop = d->r.pos + len;
         }
-        do {
+        /* One value, or a packed run of any number of them (none too). */
+        while (!packed || d->r.pos < stop) {
             uint64_t v = 0;
             if (is_fixed) {
                 if (pb_read_bytes(&d->r, stop, &v, fixed_w, d->err) < 0)
@@ -608,7 +639,9 @@ static int decode_typed(rd *d, ck_tensor *t, uint64_t body, uint64_t end, uint32
             }
             for (unsigned k = 0; k < width; k++)
                 buf[used++] = (unsigned char)(v >> (8 * k));
-        } while (packed && d->r.pos < stop);
+            if (!packed)
+                break;
+        }
     }
     if (rc < 0 || dec_write(d, buf, used) < 0)
         return -1;
@@ -686,21 +719,6 @@ static long want_bytes(const tinfo *ti, const ck_dtype *dt, uint64_t *out)
             return (long)i;
     *out = packed ? n / dt->per_byte + (n % dt->per_byte != 0) : n;
     return -1;
-}
-
-/* A typed field's name, for messages. */
-static const char *typed_name(const rd *d, uint32_t field)
-{
-    const schema *s = d->s;
-    if (field == s->t_float)
-        return "float_data";
-    if (field == s->t_double)
-        return "double_data";
-    if (field == s->t_int64)
-        return "int64_data";
-    if (field == s->t_uint64)
-        return "uint64_data";
-    return field == s->t_string ? "string_data" : "int32_data";
 }
 
 static int mismatch(rd *d, ck_tensor *t, uint64_t at, const char *where_, uint64_t have,
