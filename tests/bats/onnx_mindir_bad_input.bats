@@ -80,6 +80,12 @@ refuse() {
 @test "MindIR: float_data not prod(dims) values" {
     refuse mindir typedmismatch "tensor 'main:typed': float_data holds 20 bytes but its dims and type FLOAT need 24"
 }
+@test "ONNX: float_data with the wrong wire type" {
+    refuse onnx typedwire "float_data field 4 has wire type varint, expected 32-bit"
+}
+@test "MindIR: float_data with the wrong wire type" {
+    refuse mindir typedwire "float_data field 3 has wire type varint, expected 32-bit"
+}
 @test "ONNX: an unknown data_type" {
     refuse onnx badtype "tensor 'badtype': unknown data_type 99"
 }
@@ -113,6 +119,20 @@ refuse() {
         [ "$($GRAPH_ORACLE bad "$f" --case deep32)" = - ]
         mount_fg "$f" "$BATS_TEST_TMPDIR/$ext" -o ro
         [ "$(ls "$BATS_TEST_TMPDIR/$ext" | grep -c 'deep%@If_31\.then_branch$')" -eq 1 ]
+        run $GRAPH_ORACLE check "$BATS_TEST_TMPDIR/$ext" "$f"
+        echo "$output"
+        [ "$status" -eq 0 ]
+    done
+}
+
+# Not bad at all: protobuf allows a packed run of no values.
+@test "an empty packed int64_data of a 0-element tensor mounts (ONNX and MindIR)" {
+    local ext
+    for ext in onnx mindir; do
+        local f=$BATS_TEST_TMPDIR/emptypacked.$ext
+        [ "$($GRAPH_ORACLE bad "$f" --case emptypacked)" = - ]
+        mount_fg "$f" "$BATS_TEST_TMPDIR/$ext" -o ro
+        [ "$(stat -c %s "$BATS_TEST_TMPDIR/$ext/empty/out")" -eq 0 ]
         run $GRAPH_ORACLE check "$BATS_TEST_TMPDIR/$ext" "$f"
         echo "$output"
         [ "$status" -eq 0 ]

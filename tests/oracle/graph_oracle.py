@@ -17,8 +17,9 @@ the official protobuf runtime and tests/oracle/mind_ir.proto, compiled here by p
 ones): truncated (cut inside raw_data), pastend (a raw_data length past the end of the
 tensor and of the file), deep (33 graphs nested through If.then_branch; deep32, 32 of
 them, is valid), negdim, overflow (dims [2^40, 2^40]), manydims (65), sizemismatch
-(raw_data), typedmismatch (float_data), badtype (data_type 99), extoff / extlen / extsize
-(an external offset past, a range past the end of, a length not matching, OUT.data).
+(raw_data), typedmismatch (float_data), typedwire (float_data as a varint), badtype
+(data_type 99), extoff / extlen / extsize (an external offset past, a range past the end
+of, a length not matching, OUT.data); emptypacked (an empty packed int64_data) is valid.
 
 Naming (docs/design.md): main-graph initializers / MindIR parameters keep their name
 (MindIR: after the first ':'); Constant nodes of the main graph are OUTPUT%const;
@@ -384,6 +385,22 @@ class Builder:
         return locate(buf, steps + [(num, index)])
 
 
+def splice(buf, steps, at, extra):
+    """Insert extra at offset at, inside every message on the steps' path, growing their
+    length prefixes (each kept at its width)."""
+    out = bytearray(buf[:at] + extra + buf[at:])
+    start, end = 0, len(buf)
+    for num, index in steps:
+        off, (body, body_end) = occurrences(buf, start, end, num)[index]
+        width = body - off - 1  # one-byte keys
+        new = body_end - body + len(extra)
+        assert new < 1 << (7 * width)
+        out[off + 1:body] = bytes(((new >> (7 * i)) & 0x7F) | (0x80 if i < width - 1 else 0)
+                                  for i in range(width))
+        start, end = body, body_end
+    return bytes(out)
+
+
 def nested(b, depth):
     """A model whose graphs nest depth deep through If nodes' then_branch, with one
     tensor in the innermost graph; the steps to the innermost graph's field."""
@@ -467,6 +484,23 @@ def bad_model(case, out):
         victim.float_data.extend([1.0, 2.0, 3.0, 4.0, 5.0])
         buf, steps = b.with_victim(victim)
         return buf, b.in_victim(buf, steps, f["t_float"])[0]
+    if case == "typedwire":
+        # float_data's key gets wire type varint, its bytes one padded varint: the
+        # same size, so every enclosing length stays right
+        victim = b.tensor("typedwire", [1])
+        victim.float_data.append(1.0)
+        buf, steps = b.with_victim(victim)
+        key_off, _payload = b.in_victim(buf, steps, f["t_float"])
+        size = 6 if buf[key_off] & 7 == 2 else 5  # packed (ONNX), or one fixed32 (MindIR)
+        varint_key = bytes([f["t_float"] << 3])
+        return buf[:key_off] + varint_key + b"\x80" * (size - 2) + b"\0" + buf[key_off + size:], key_off
+    if case == "emptypacked":
+        # a 0-element tensor whose int64_data is an empty packed run: valid protobuf
+        victim = b.tensor("empty", [0], data_type=7)
+        buf, steps = b.with_victim(victim)
+        t_end = locate(buf, steps)[1][1]
+        int64 = b.pb.TensorProto.DESCRIPTOR.fields_by_name["int64_data"].number
+        return splice(buf, steps, t_end, bytes([int64 << 3 | 2, 0])), None
     if case == "badtype":
         buf, steps = b.with_victim(b.tensor("badtype", [2], data_type=99, raw=bytes(8)))
         return buf, b.in_victim(buf, steps, f["t_type"])[0]
@@ -483,7 +517,8 @@ def bad_model(case, out):
 
 
 BAD_CASES = ["truncated", "pastend", "deep", "deep32", "negdim", "overflow", "manydims",
-             "sizemismatch", "typedmismatch", "badtype", "extoff", "extlen", "extsize"]
+             "sizemismatch", "typedmismatch", "typedwire", "emptypacked", "badtype", "extoff",
+             "extlen", "extsize"]
 
 
 def cmd_bad(out, case):
