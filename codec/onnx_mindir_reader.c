@@ -586,7 +586,8 @@ static long external_source(rd *d, ck_tensor *t, const str *loc)
                            "leads out of the model's directory", PATH(d), tensor_label(d, t),
                            ck_quote(q, loc->buf, loc->len));
         return ck_fail_errno(d->err, e == ENOENT ? ENOENT : EIO, "%s: tensor '%s': external "
-                             "data file %s", PATH(d), tensor_label(d, t), full);
+                             "data file %s/%s", PATH(d), tensor_label(d, t), dir,
+                             ck_quote(q, loc->buf, loc->len));
     }
     ck_source *src = ck_source_adopt_fd(fd, full, d->err);
     if (src == NULL)
@@ -740,18 +741,21 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
             return -1;
         ck_source *src = d->m->sources[sid];
         /* Without a length the data runs to the end of the file, so only a
-         * given offset or length can be out of range. */
+         * given offset or length can be out of range.  The file is named as
+         * the model names it, quoted: it may hold any byte. */
+        char q[CK_QUOTE_BUF];
+        const char *file = ck_quote(q, ti->location.buf, ti->location.len);
         if (ti->ext_off > src->size)
             return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': external data "
-                           "offset %llu is past the end of %s (%llu bytes)", PATH(d),
-                           OFF(ti->ext_off_at), tensor_label(d, t), OFF(ti->ext_off),
-                           src->path, OFF(src->size));
+                           "offset %llu is past the end of '%s' (%llu bytes)", PATH(d),
+                           OFF(ti->ext_off_at), tensor_label(d, t), OFF(ti->ext_off), file,
+                           OFF(src->size));
         uint64_t len = ti->has_ext_len ? ti->ext_len : src->size - ti->ext_off;
         if (len > src->size - ti->ext_off)
             return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': external data range "
-                           "%llu+%llu runs past the end of %s (%llu bytes)", PATH(d),
+                           "%llu+%llu runs past the end of '%s' (%llu bytes)", PATH(d),
                            OFF(ti->ext_len_at), tensor_label(d, t), OFF(ti->ext_off), OFF(len),
-                           src->path, OFF(src->size));
+                           file, OFF(src->size));
         if (len != want)
             return mismatch(d, t, ti->has_ext_len ? ti->ext_len_at : pt->key_off,
                             "its external data", len, want);
@@ -961,10 +965,14 @@ static int walk_attr(rd *d, uint64_t body, uint64_t end, const where *w, void *c
     int rc = find_str(d, body, end, d->s->attr_name, "AttributeProto.name", attr);
     bool constant = rc == 0 && strcmp(n->op.buf, "Constant") == 0 &&
                     strcmp(attr->buf, "value") == 0;
+    /* The holder only goes into messages: kept quoted, one line whatever
+     * the node's name holds. */
     const char *holder = NULL;
-    if (constant && (holder = ck_arena_strndup(&d->m->index.arena, n->name.buf,
-                                               n->name.len)) == NULL)
-        rc = nomem(d);
+    if (constant) {
+        ck_quote(d->q, n->name.buf, n->name.len);
+        if ((holder = ck_arena_strndup(&d->m->index.arena, d->q, strlen(d->q))) == NULL)
+            rc = nomem(d);
+    }
     const char *sub_suffix = NULL;
     pb_seek(&d->r, body);
     pb_field f;
