@@ -94,13 +94,15 @@ demo: deps
 	$(MAKE) all
 	tests/demo.sh $(BUILD)
 
-# Coverage-guided fuzzing of the format readers (clang's libFuzzer + ASan +
-# UBSan), seeded with the real checkpoints in ../shared/fixtures.  A fixed
-# seed and run count make it deterministic: `make fuzz FUZZ_RUNS=N`.
+# Coverage-guided fuzzing of the readers and writers of .ckpt, ONNX and
+# MindIR (clang's libFuzzer + ASan + UBSan; one target, the format from
+# CKPTFS_FUZZ_FORMAT), seeded with the real models in ../shared/fixtures.
+# A fixed seed and run count make it deterministic: `make fuzz FUZZ_RUNS=N`
+# runs N inputs per format.
 FUZZ_RUNS ?= 200000
 $(BUILD)/fuzz-ckpt: tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) $(wildcard codec/*.h export/*.h)
 	@mkdir -p $(BUILD)
-	clang -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	clang -std=gnu11 -Wall -Wextra -Werror -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -D_FILE_OFFSET_BITS=64 -o $@ tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) -lz
 
 fuzz: $(BUILD)/fuzz-ckpt

@@ -87,15 +87,18 @@ typedef struct where {
     const char *suffix;         /* "%@NODE.ATTR" inside subgraphs */
 } where;
 
-/* One TensorProto's fields, as read. */
+/* One TensorProto's fields, as read.  An offset named "_at" is that of the
+ * key of the field that gave a value: what a message about the value names. */
 typedef struct tinfo {
     int64_t dims[CK_MAX_DIMS];
+    uint64_t dim_at[CK_MAX_DIMS + 1]; /* [CK_MAX_DIMS]: the first dim too many */
     uint32_t ndim;
-    uint64_t dims_off;
+    bool too_many_dims;
     long type;
+    uint64_t type_at;
     bool has_type;
     str name;
-    uint64_t raw_off, raw_len;
+    uint64_t raw_off, raw_len, raw_at;
     bool has_raw;
     uint32_t typed_field;       /* the one typed field present, 0 if none */
     uint32_t typed_runs;        /* its occurrences */
@@ -105,6 +108,7 @@ typedef struct tinfo {
     bool external;              /* data_location EXTERNAL / external_data present */
     str location;
     uint64_t ext_off, ext_len;
+    uint64_t ext_off_at, ext_len_at;
     bool has_ext_len;
 } tinfo;
 
@@ -310,6 +314,31 @@ static int is_typed(const rd *d, uint32_t f)
            f == s->t_double || f == s->t_uint64;
 }
 
+/* A typed field's name, for messages. */
+static const char *typed_name(const rd *d, uint32_t field)
+{
+    const schema *s = d->s;
+    if (field == s->t_float)
+        return "float_data";
+    if (field == s->t_double)
+        return "double_data";
+    if (field == s->t_int64)
+        return "int64_data";
+    if (field == s->t_uint64)
+        return "uint64_data";
+    return field == s->t_string ? "string_data" : "int32_data";
+}
+
+/* The wire type of one value of a typed field; LEN is a packed run. */
+static int typed_value_wire(const rd *d, uint32_t field)
+{
+    if (field == d->s->t_float)
+        return PB_WT_I32;
+    if (field == d->s->t_double)
+        return PB_WT_I64;
+    return field == d->s->t_string ? PB_WT_LEN : PB_WT_VARINT;
+}
+
 static int parse_decimal(const str *s, uint64_t *out)
 {
     if (s->len == 0 || s->len > 19)
@@ -358,10 +387,12 @@ static int read_onnx_external_entry(rd *d, const pb_field *f, uint64_t end, tinf
             return ck_fail(d->err, EINVAL, "%s: offset %llu: external_data %s '%s' is not a "
                            "non-negative decimal number", PATH(d), OFF(f->key_off), key.buf,
                            ck_quote(d->q, value->buf, value->len));
-        if (is_off)
+        if (is_off) {
             ti->ext_off = v;
-        else {
+            ti->ext_off_at = f->key_off;
+        } else {
             ti->ext_len = v;
+            ti->ext_len_at = f->key_off;
             ti->has_ext_len = true;
         }
     }
@@ -388,10 +419,12 @@ static int read_mindir_external(rd *d, const pb_field *f, uint64_t end, tinfo *t
             if ((int64_t)v < 0)
                 return ck_fail(d->err, EINVAL, "%s: offset %llu: negative external_data %s",
                                PATH(d), OFF(g.key_off), g.num == 2 ? "offset" : "length");
-            if (g.num == 2)
+            if (g.num == 2) {
                 ti->ext_off = v;
-            else {
+                ti->ext_off_at = g.key_off;
+            } else {
                 ti->ext_len = v;
+                ti->ext_len_at = g.key_off;
                 ti->has_ext_len = true;
             }
         } else if (pb_skip(&d->r, body_end, g.key_off, g.wire_type, d->err) < 0) {
@@ -401,18 +434,18 @@ static int read_mindir_external(rd *d, const pb_field *f, uint64_t end, tinfo *t
     return rc;
 }
 
-static int add_dim(rd *d, tinfo *ti, uint64_t v, uint64_t at)
+/* Dims are checked once the tensor's name is known (check_dims), so that
+ * the message can name it. */
+static void add_dim(tinfo *ti, uint64_t v, uint64_t at)
 {
-    if (ti->ndim == CK_MAX_DIMS)
-        return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor has more than %d dims",
-                       PATH(d), OFF(at), CK_MAX_DIMS);
-    if ((int64_t)v < 0)
-        return ck_fail(d->err, EINVAL, "%s: offset %llu: negative dim %" PRId64, PATH(d),
-                       OFF(at), (int64_t)v);
-    if (ti->ndim == 0)
-        ti->dims_off = at;
+    if (ti->ndim == CK_MAX_DIMS) {
+        if (!ti->too_many_dims)
+            ti->dim_at[CK_MAX_DIMS] = at;
+        ti->too_many_dims = true;
+        return;
+    }
+    ti->dim_at[ti->ndim] = at;
     ti->dims[ti->ndim++] = (int64_t)v;
-    return 0;
 }
 
 static int read_dims(rd *d, const pb_field *f, uint64_t end, tinfo *ti)
@@ -421,7 +454,8 @@ static int read_dims(rd *d, const pb_field *f, uint64_t end, tinfo *ti)
     if (f->wire_type == PB_WT_VARINT) {
         if (pb_read_varint(&d->r, end, &v, d->err) < 0)
             return -1;
-        return add_dim(d, ti, v, f->key_off);
+        add_dim(ti, v, f->key_off);
+        return 0;
     }
     if (f->wire_type != PB_WT_LEN)
         return bad_wire(d, f, "TensorProto.dims", PB_WT_VARINT);
@@ -430,8 +464,9 @@ static int read_dims(rd *d, const pb_field *f, uint64_t end, tinfo *ti)
         return -1;
     uint64_t stop = d->r.pos + len;
     while (d->r.pos < stop) {
-        if (pb_read_varint(&d->r, stop, &v, d->err) < 0 || add_dim(d, ti, v, f->key_off) < 0)
+        if (pb_read_varint(&d->r, stop, &v, d->err) < 0)
             return -1;
+        add_dim(ti, v, f->key_off);
     }
     return 0;
 }
@@ -441,6 +476,11 @@ static int note_typed(rd *d, const pb_field *f, uint64_t end, tinfo *ti)
     if (ti->typed_field != 0 && ti->typed_field != f->num)
         return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor has values in two typed "
                        "fields (%u and %u)", PATH(d), OFF(f->key_off), ti->typed_field, f->num);
+    /* Decoded as values, another wire type would show garbage (protobuf
+     * itself would keep it aside as an unknown field). */
+    int one = typed_value_wire(d, f->num);
+    if (f->wire_type != one && f->wire_type != PB_WT_LEN)
+        return bad_wire(d, f, typed_name(d, f->num), one);
     if (ti->typed_runs == 0)
         ti->typed_key_off = f->key_off;
     ti->typed_field = f->num;
@@ -476,6 +516,7 @@ static int read_tensor_fields(rd *d, uint64_t body, uint64_t end, tinfo *ti)
         } else if (f.num == s->t_type) {
             rc = read_varint_field(d, &f, end, "TensorProto.data_type", &v);
             ti->type = (long)(int32_t)v;
+            ti->type_at = f.key_off;
             ti->has_type = true;
         } else if (f.num == s->t_name) {
             rc = read_str(d, &f, end, "tensor name", &ti->name);
@@ -483,6 +524,7 @@ static int read_tensor_fields(rd *d, uint64_t body, uint64_t end, tinfo *ti)
             if (f.wire_type != PB_WT_LEN)
                 return bad_wire(d, &f, "TensorProto.raw_data", PB_WT_LEN);
             rc = pb_read_len(&d->r, end, f.key_off, &ti->raw_len, d->err);
+            ti->raw_at = f.key_off;
             ti->raw_off = d->r.pos;
             ti->has_raw = true;
             d->r.pos += ti->raw_len;
@@ -580,11 +622,12 @@ static long open_external(rd *d, ck_tensor *t, const str *loc)
                            "leads out of the model's directory", PATH(d), tensor_label(d, t),
                            ck_quote(q, loc->buf, loc->len));
         if (e == EMFILE || e == ENFILE)
-            return ck_fail_errno(d->err, e, "%s: tensor '%s': external data file %s (the "
+            return ck_fail_errno(d->err, e, "%s: tensor '%s': external data file %s/%s (the "
                                  "model has more data files than this process may open; "
-                                 "raise ulimit -n)", PATH(d), tensor_label(d, t), full);
-        return ck_fail_errno(d->err, e, "%s: tensor '%s': external data file %s", PATH(d),
-                             tensor_label(d, t), full);
+                                 "raise ulimit -n)", PATH(d), tensor_label(d, t), dir,
+                                 ck_quote(q, loc->buf, loc->len));
+        return ck_fail_errno(d->err, e, "%s: tensor '%s': external data file %s/%s", PATH(d),
+                             tensor_label(d, t), dir, ck_quote(q, loc->buf, loc->len));
     }
     struct stat st;
     if (fstat(fd, &st) < 0) {
@@ -635,7 +678,8 @@ static int decode_typed(rd *d, ck_tensor *t, uint64_t body, uint64_t end, uint32
                 return -1;
             stop = d->r.pos + len;
         }
-        do {
+        /* One value, or a packed run of any number of them (none too). */
+        while (!packed || d->r.pos < stop) {
             uint64_t v = 0;
             if (is_fixed) {
                 if (pb_read_bytes(&d->r, stop, &v, fixed_w, d->err) < 0)
@@ -650,7 +694,9 @@ static int decode_typed(rd *d, ck_tensor *t, uint64_t body, uint64_t end, uint32
             }
             for (unsigned k = 0; k < width; k++)
                 buf[used++] = (unsigned char)(v >> (8 * k));
-        } while (packed && d->r.pos < stop);
+            if (!packed)
+                break;
+        }
     }
     if (rc < 0 || dec_write(d, buf, used) < 0)
         return -1;
@@ -704,18 +750,30 @@ static int set_dims(rd *d, ck_tensor *t, const int64_t *dims, uint32_t ndim)
     return 0;
 }
 
-/* The bytes dims x type need; -1 when the product overflows. */
-static int want_bytes(const tinfo *ti, const ck_dtype *dt, uint64_t *out)
+static int check_dims(rd *d, const ck_tensor *t, const tinfo *ti)
 {
-    uint64_t n = 1;
     for (uint32_t i = 0; i < ti->ndim; i++)
-        if (__builtin_mul_overflow(n, (uint64_t)ti->dims[i], &n))
-            return -1;
-    if (dt->kind == CK_KIND_PACKED) {
-        *out = n / dt->per_byte + (n % dt->per_byte != 0);
-        return 0;
-    }
-    return __builtin_mul_overflow(n, (uint64_t)dt->itemsize, out) ? -1 : 0;
+        if (ti->dims[i] < 0)
+            return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': negative dim %" PRId64,
+                           PATH(d), OFF(ti->dim_at[i]), tensor_label(d, t), ti->dims[i]);
+    if (ti->too_many_dims)
+        return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': more than %d dims",
+                       PATH(d), OFF(ti->dim_at[CK_MAX_DIMS]), tensor_label(d, t), CK_MAX_DIMS);
+    return 0;
+}
+
+/* The bytes dims x type need, in *out; -1, or the index of the dim that
+ * takes the count past INT64_MAX (sizes are off_t, and no file is that
+ * large), for the message to name it. */
+static long want_bytes(const tinfo *ti, const ck_dtype *dt, uint64_t *out)
+{
+    bool packed = dt->kind == CK_KIND_PACKED;
+    uint64_t n = packed ? 1 : dt->itemsize;
+    for (uint32_t i = 0; i < ti->ndim; i++)
+        if (__builtin_mul_overflow(n, (uint64_t)ti->dims[i], &n) || n > INT64_MAX)
+            return (long)i;
+    *out = packed ? n / dt->per_byte + (n % dt->per_byte != 0) : n;
+    return -1;
 }
 
 static int mismatch(rd *d, ck_tensor *t, uint64_t at, const char *where_, uint64_t have,
@@ -736,21 +794,30 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
         if (sid < 0)
             return -1;
         ck_source *src = d->m->sources[sid];
+        /* Without a length the data runs to the end of the file, so only a
+         * given offset or length can be out of range.  The file is named as
+         * the model names it, quoted: it may hold any byte. */
+        char q[CK_QUOTE_BUF];
+        const char *file = ck_quote(q, ti->location.buf, ti->location.len);
         if (ti->ext_off > src->size)
-            return ck_fail(d->err, EINVAL, "%s: tensor '%s': external offset %llu is past the "
-                           "end of %s (%llu bytes)", PATH(d), tensor_label(d, t),
-                           OFF(ti->ext_off), src->path, OFF(src->size));
+            return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': external data "
+                           "offset %llu is past the end of '%s' (%llu bytes)", PATH(d),
+                           OFF(ti->ext_off_at), tensor_label(d, t), OFF(ti->ext_off), file,
+                           OFF(src->size));
         uint64_t len = ti->has_ext_len ? ti->ext_len : src->size - ti->ext_off;
         if (len > src->size - ti->ext_off)
-            return ck_fail(d->err, EINVAL, "%s: tensor '%s': external range %llu+%llu runs "
-                           "past the end of %s (%llu bytes)", PATH(d), tensor_label(d, t),
-                           OFF(ti->ext_off), OFF(len), src->path, OFF(src->size));
+            return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': external data range "
+                           "%llu+%llu runs past the end of '%s' (%llu bytes)", PATH(d),
+                           OFF(ti->ext_len_at), tensor_label(d, t), OFF(ti->ext_off), OFF(len),
+                           file, OFF(src->size));
         if (len != want)
-            return mismatch(d, t, t->rec_off, "its external data", len, want);
+            return mismatch(d, t, ti->has_ext_len ? ti->ext_len_at : pt->key_off,
+                            "its external data", len, want);
         if (d->pb->mindir && ti->ext_off < CK_MINDIR_DATA_HEADER && len > 0)
-            return ck_fail(d->err, EINVAL, "%s: tensor '%s': external offset %llu is inside "
-                           "the %u-byte header of %s", PATH(d), tensor_label(d, t),
-                           OFF(ti->ext_off), CK_MINDIR_DATA_HEADER, src->path);
+            return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': external data offset "
+                           "%llu is inside the %u-byte header of '%s'", PATH(d),
+                           OFF(ti->ext_off_at), tensor_label(d, t), OFF(ti->ext_off),
+                           CK_MINDIR_DATA_HEADER, file);
         pt->storage = CK_STORE_EXTERNAL;
         pt->ext_src = (uint32_t)sid;
         if (len > 0 && ck_tensor_add_extent(t, (uint32_t)sid, ti->ext_off, len) < 0)
@@ -760,10 +827,10 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
     }
     if (ti->has_raw) {
         if (dt->kind == CK_KIND_STR)
-            return ck_fail(d->err, EINVAL, "%s: tensor '%s': STRING data in raw_data",
-                           PATH(d), tensor_label(d, t));
+            return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': STRING data in "
+                           "raw_data", PATH(d), OFF(ti->raw_at), tensor_label(d, t));
         if (ti->raw_len != want)
-            return mismatch(d, t, ti->raw_off, "raw_data", ti->raw_len, want);
+            return mismatch(d, t, ti->raw_at, "raw_data", ti->raw_len, want);
         pt->storage = CK_STORE_RAW;
         if (want > 0 && ck_tensor_add_extent(t, d->src_id, ti->raw_off, want) < 0)
             return nomem(d);
@@ -774,7 +841,7 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
         if (want != 0)
             return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s' has no data (no "
                            "raw_data, typed values or external data) for %llu bytes", PATH(d),
-                           OFF(t->rec_off), tensor_label(d, t), OFF(want));
+                           OFF(pt->key_off), tensor_label(d, t), OFF(want));
         pt->storage = CK_STORE_NONE;
         return 0;
     }
@@ -794,7 +861,8 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
                ti->typed_wire == PB_WT_LEN) {
         /* Packed floats and doubles are little-endian already: zero copy. */
         if (ti->typed_len != want)
-            return mismatch(d, t, ti->typed_key_off, "its typed field", ti->typed_len, want);
+            return mismatch(d, t, ti->typed_key_off, typed_name(d, ti->typed_field),
+                            ti->typed_len, want);
         if (want > 0 && ck_tensor_add_extent(t, d->src_id, ti->typed_off, want) < 0)
             return nomem(d);
         t->nbytes = want;
@@ -808,7 +876,7 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
     }
     uint64_t start = d->dec_size - have;
     if (have != want)
-        return mismatch(d, t, ti->typed_key_off, "its typed field", have, want);
+        return mismatch(d, t, ti->typed_key_off, typed_name(d, ti->typed_field), have, want);
     if (want > 0 && ck_tensor_add_extent(t, UINT32_MAX, start, want) < 0)
         return nomem(d);
     t->nbytes = want;
@@ -865,18 +933,21 @@ static int add_tensor(rd *d, const pb_field *f, uint64_t end, const where *w, ck
         t->dir_suffix = "%const";
     else if (role == CK_ROLE_SUB)
         t->dir_suffix = w->suffix;
+    if (check_dims(d, t, ti) < 0)
+        return -1;
     if (!ti->has_type)
         return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s' has no data_type",
-                       PATH(d), OFF(body), tensor_label(d, t));
+                       PATH(d), OFF(f->key_off), tensor_label(d, t));
     t->dtype = ck_dtype_from_pb(ti->type, d->pb->mindir);
     t->type_name = ck_pb_type_name(ti->type, d->pb->mindir);
     if (t->dtype == NULL)
         return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': unknown data_type %ld",
-                       PATH(d), OFF(body), tensor_label(d, t), ti->type);
+                       PATH(d), OFF(ti->type_at), tensor_label(d, t), ti->type);
     uint64_t want = 0;
-    if (t->dtype->kind != CK_KIND_STR && want_bytes(ti, t->dtype, &want) < 0)
+    long bad_dim = t->dtype->kind == CK_KIND_STR ? -1 : want_bytes(ti, t->dtype, &want);
+    if (bad_dim >= 0)
         return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': dims overflow the byte "
-                       "count", PATH(d), OFF(ti->dims_off), tensor_label(d, t));
+                       "count", PATH(d), OFF(ti->dim_at[bad_dim]), tensor_label(d, t));
     if (locate_data(d, t, pt, ti, body, body_end, want) < 0)
         return -1;
     t->read_only = t->dtype->kind != CK_KIND_NUMERIC || role == CK_ROLE_MAP;
@@ -895,7 +966,34 @@ typedef struct node_info {
     long index;
 } node_info;
 
-static int walk_graph(rd *d, uint64_t body, uint64_t end, const where *w);
+/* Walks the body [body, end) of a message; w names its frame, ctx is the
+ * caller's. */
+typedef int (*walk_fn)(rd *d, uint64_t body, uint64_t end, const where *w, void *ctx);
+
+static int walk_graph(rd *d, uint64_t body, uint64_t end, const where *w, void *unused);
+
+/* Walk the message in the LEN field under the cursor with fn, as a new
+ * frame inside in.frame (fn sees `in` with the new frame), and leave the
+ * cursor after it.  The frame is given back if the walk found no tensor,
+ * unless keep: the main graph's is needed even empty, new tensors go there. */
+static int descend(rd *d, const pb_field *f, uint64_t end, const char *what, where in,
+                   bool keep, walk_fn fn, void *ctx)
+{
+    uint64_t len_off, body, body_end;
+    if (enter(d, f, end, what, &len_off, &body, &body_end) < 0)
+        return -1;
+    size_t frames_before = d->pb->n_frames, tensors_before = d->m->index.count;
+    long fr = push_frame(d, f, len_off, body, body_end, in.frame);
+    if (fr < 0)
+        return -1;
+    in.frame = (int32_t)fr;
+    if (fn(d, body, body_end, &in, ctx) < 0)
+        return -1;
+    if (!keep)
+        pop_if_empty(d, frames_before, tensors_before);
+    pb_seek(&d->r, body_end);
+    return 0;
+}
 
 /* A small string field of a message, wherever it is (first occurrence). */
 static int find_str(rd *d, uint64_t body, uint64_t end, uint32_t field, const char *what,
@@ -918,18 +1016,23 @@ static int find_str(rd *d, uint64_t body, uint64_t end, uint32_t field, const ch
     return rc;
 }
 
-static int walk_attr(rd *d, uint64_t body, uint64_t end, const where *w, const node_info *n)
+static int walk_attr(rd *d, uint64_t body, uint64_t end, const where *w, void *ctx)
 {
+    const node_info *n = ctx;
     str *attr = malloc(sizeof *attr);
     if (attr == NULL)
         return nomem(d);
     int rc = find_str(d, body, end, d->s->attr_name, "AttributeProto.name", attr);
     bool constant = rc == 0 && strcmp(n->op.buf, "Constant") == 0 &&
                     strcmp(attr->buf, "value") == 0;
+    /* The holder only goes into messages: kept quoted, one line whatever
+     * the node's name holds. */
     const char *holder = NULL;
-    if (constant && (holder = ck_arena_strndup(&d->m->index.arena, n->name.buf,
-                                               n->name.len)) == NULL)
-        rc = nomem(d);
+    if (constant) {
+        ck_quote(d->q, n->name.buf, n->name.len);
+        if ((holder = ck_arena_strndup(&d->m->index.arena, d->q, strlen(d->q))) == NULL)
+            rc = nomem(d);
+    }
     const char *sub_suffix = NULL;
     pb_seek(&d->r, body);
     pb_field f;
@@ -945,21 +1048,8 @@ static int walk_attr(rd *d, uint64_t body, uint64_t end, const where *w, const n
                 rc = nomem(d);
                 break;
             }
-            uint64_t len_off, gb, ge;
-            if (enter(d, &f, end, "AttributeProto.g", &len_off, &gb, &ge) < 0) {
-                rc = -1;
-                break;
-            }
-            size_t fb = d->pb->n_frames, tb = d->m->index.count;
-            long fr = push_frame(d, &f, len_off, gb, ge, w->frame);
-            if (fr < 0) {
-                rc = -1;
-                break;
-            }
-            where sub = {.frame = (int32_t)fr, .main = false, .suffix = sub_suffix};
-            rc = walk_graph(d, gb, ge, &sub);
-            pop_if_empty(d, fb, tb);
-            pb_seek(&d->r, ge);
+            where sub = {.frame = w->frame, .main = false, .suffix = sub_suffix};
+            rc = descend(d, &f, end, "AttributeProto.g", sub, false, walk_graph, NULL);
         } else {
             rc = pb_skip(&d->r, end, f.key_off, f.wire_type, d->err);
         }
@@ -968,8 +1058,9 @@ static int walk_attr(rd *d, uint64_t body, uint64_t end, const where *w, const n
     return rc;
 }
 
-static int walk_node(rd *d, uint64_t body, uint64_t end, const where *w, node_info *n)
+static int walk_node(rd *d, uint64_t body, uint64_t end, const where *w, void *ctx)
 {
+    node_info *n = ctx;
     if (find_str(d, body, end, d->s->node_name, "NodeProto.name", &n->name) < 0 ||
         find_str(d, body, end, d->s->node_op, "NodeProto.op_type", &n->op) < 0 ||
         find_str(d, body, end, d->s->node_output, "NodeProto.output", &n->output) < 0)
@@ -978,31 +1069,20 @@ static int walk_node(rd *d, uint64_t body, uint64_t end, const where *w, node_in
     pb_field f;
     int rc;
     while ((rc = pb_next_field(&d->r, end, &f, d->err)) > 0) {
-        if (f.num != d->s->node_attr) {
-            if (pb_skip(&d->r, end, f.key_off, f.wire_type, d->err) < 0)
-                return -1;
-            continue;
-        }
-        uint64_t len_off, ab, ae;
-        if (enter(d, &f, end, "NodeProto.attribute", &len_off, &ab, &ae) < 0)
+        if (f.num == d->s->node_attr)
+            rc = descend(d, &f, end, "NodeProto.attribute", *w, false, walk_attr, n);
+        else
+            rc = pb_skip(&d->r, end, f.key_off, f.wire_type, d->err);
+        if (rc < 0)
             return -1;
-        size_t fb = d->pb->n_frames, tb = d->m->index.count;
-        long fr = push_frame(d, &f, len_off, ab, ae, w->frame);
-        if (fr < 0)
-            return -1;
-        where in_attr = *w;
-        in_attr.frame = (int32_t)fr;
-        if (walk_attr(d, ab, ae, &in_attr, n) < 0)
-            return -1;
-        pop_if_empty(d, fb, tb);
-        pb_seek(&d->r, ae);
     }
     return rc;
 }
 
 /* MindIR map_parameter: three tensors under one name, read-only. */
-static int walk_map(rd *d, uint64_t body, uint64_t end, const where *w)
+static int walk_map(rd *d, uint64_t body, uint64_t end, const where *w, void *unused)
 {
+    (void)unused;
     str *name = malloc(sizeof *name);
     if (name == NULL)
         return nomem(d);
@@ -1025,11 +1105,13 @@ static int walk_map(rd *d, uint64_t body, uint64_t end, const where *w)
     return rc;
 }
 
-static int walk_graph(rd *d, uint64_t body, uint64_t end, const where *w)
+static int walk_graph(rd *d, uint64_t body, uint64_t end, const where *w, void *unused)
 {
+    (void)unused;
+    /* The walk recurses once per graph level: the limit bounds the stack. */
     if (++d->depth > CK_PB_MAX_DEPTH)
-        return ck_fail(d->err, EINVAL, "%s: offset %llu: graphs nested deeper than %d",
-                       PATH(d), OFF(body), CK_PB_MAX_DEPTH);
+        return ck_fail(d->err, EINVAL, "%s: offset %llu: graphs nested deeper than the limit "
+                       "of %d", PATH(d), OFF(d->pb->frames[w->frame].key_off), CK_PB_MAX_DEPTH);
     const schema *s = d->s;
     node_info *n = malloc(sizeof *n);
     if (n == NULL)
@@ -1041,25 +1123,11 @@ static int walk_graph(rd *d, uint64_t body, uint64_t end, const where *w)
     uint64_t insert = body;
     while ((rc = pb_next_field(&d->r, end, &f, d->err)) > 0) {
         rc = 0;
-        if (f.num == s->graph_node || (s->graph_map && f.num == s->graph_map && w->main)) {
-            uint64_t len_off, nb, ne;
-            if (enter(d, &f, end, "GraphProto.node", &len_off, &nb, &ne) < 0) {
-                rc = -1;
-                break;
-            }
-            size_t fb = d->pb->n_frames, tb = d->m->index.count;
-            long fr = push_frame(d, &f, len_off, nb, ne, w->frame);
-            if (fr < 0) {
-                rc = -1;
-                break;
-            }
-            where in = *w;
-            in.frame = (int32_t)fr;
-            rc = f.num == s->graph_node ? walk_node(d, nb, ne, &in, n) : walk_map(d, nb, ne, &in);
-            if (f.num == s->graph_node)
-                n->index++;
-            pop_if_empty(d, fb, tb);
-            pb_seek(&d->r, ne);
+        if (f.num == s->graph_node) {
+            rc = descend(d, &f, end, "GraphProto.node", *w, false, walk_node, n);
+            n->index++;
+        } else if (s->graph_map && f.num == s->graph_map && w->main) {
+            rc = descend(d, &f, end, "GraphProto.node", *w, false, walk_map, NULL);
         } else if (f.num == s->graph_tensor) {
             rc = add_tensor(d, &f, end, w, w->main ? CK_ROLE_TOP : CK_ROLE_SUB, NULL, NULL,
                             CK_PART_WHOLE);
@@ -1094,6 +1162,26 @@ static int walk_graph(rd *d, uint64_t body, uint64_t end, const where *w)
 
 /* ---- the model ---- */
 
+static int walk_main_graph(rd *d, uint64_t body, uint64_t end, const where *w, void *unused)
+{
+    d->pb->main_graph = w->frame;
+    return walk_graph(d, body, end, w, unused);
+}
+
+/* A MindIR function: its tensors are named NAME%@FUNCTION.function, an
+ * unnamed one by its frame number. */
+static int walk_function(rd *d, uint64_t body, uint64_t end, const where *w, void *unused)
+{
+    str *gname = &d->scratch;
+    str fn = {.buf = "function", .len = 8};
+    if (find_str(d, body, end, d->s->graph_name, "GraphProto.name", gname) < 0)
+        return -1;
+    where in = *w;
+    if ((in.suffix = make_suffix(d, gname, (long)w->frame, &fn)) == NULL)
+        return nomem(d);
+    return walk_graph(d, body, end, &in, unused);
+}
+
 static int check_mindir_header(rd *d, bool has_producer, bool has_version, bool has_le,
                                uint64_t le, bool has_irv, uint64_t irv, uint64_t irv_off)
 {
@@ -1125,35 +1213,16 @@ static int walk_model(rd *d)
     while ((rc = pb_next_field(&d->r, end, &f, d->err)) > 0) {
         rc = 0;
         bool mindir = d->pb->mindir;
-        if (f.num == s->model_graph || (s->model_functions && f.num == s->model_functions)) {
-            bool main = f.num == s->model_graph;
-            if (main && has_graph)
+        if (f.num == s->model_graph) {
+            if (has_graph)
                 return ck_fail(d->err, EINVAL, "%s: offset %llu: a second main graph",
                                PATH(d), OFF(f.key_off));
-            uint64_t len_off, gb, ge;
-            if (enter(d, &f, end, "ModelProto.graph", &len_off, &gb, &ge) < 0)
-                return -1;
-            size_t fb = d->pb->n_frames, tb = d->m->index.count;
-            long fr = push_frame(d, &f, len_off, gb, ge, CK_PB_NO_FRAME);
-            if (fr < 0)
-                return -1;
-            where w = {.frame = (int32_t)fr, .main = main};
-            if (!main) {
-                str gname;
-                str fn = {.buf = "function", .len = 8};
-                if (find_str(d, gb, ge, s->graph_name, "GraphProto.name", &gname) < 0 ||
-                    (w.suffix = make_suffix(d, &gname, (long)fb, &fn)) == NULL)
-                    return -1;
-            }
-            if (walk_graph(d, gb, ge, &w) < 0)
-                return -1;
-            if (main) {
-                d->pb->main_graph = (int32_t)fr;
-                has_graph = true;
-            } else {
-                pop_if_empty(d, fb, tb);
-            }
-            pb_seek(&d->r, ge);
+            where top = {.frame = CK_PB_NO_FRAME, .main = true};
+            rc = descend(d, &f, end, "ModelProto.graph", top, true, walk_main_graph, NULL);
+            has_graph = true;
+        } else if (s->model_functions && f.num == s->model_functions) {
+            where top = {.frame = CK_PB_NO_FRAME, .main = false};
+            rc = descend(d, &f, end, "ModelProto.graph", top, false, walk_function, NULL);
         } else if (!mindir && f.num == 1) {
             rc = read_varint_field(d, &f, end, "ModelProto.ir_version", &v);
             d->pb->ir_version = (int64_t)v;
@@ -1222,7 +1291,7 @@ static int walk_variables_file(rd *d, int dfd, const char *dir, const char *name
     d->src_id = (uint32_t)sid;
     pb_reader_init(&d->r, src, 0);
     where w = {.frame = CK_PB_NO_FRAME, .main = true};
-    if (walk_graph(d, 0, src->size, &w) < 0)
+    if (walk_graph(d, 0, src->size, &w, NULL) < 0)
         return -1;
     d->pb->new_pbfile = (uint32_t)sid; /* new parameters go to the last file */
     return 0;

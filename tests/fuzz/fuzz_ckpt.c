@@ -3,13 +3,20 @@
  * refused with a message or indexed into tensors whose every byte can be
  * read back — never a crash, a hang or an out-of-bounds access (built with
  * AddressSanitizer and UBSan by `make fuzz`).  Every accepted input must
- * also re-encode, unchanged, to exactly its own bytes.  The same bytes also
- * go through the meta parser.
+ * also re-encode, unchanged, to exactly its own bytes.  An ONNX or MindIR
+ * model must also survive its every editable tensor being rewritten with
+ * its own bytes (the path a commit takes): the result reads back as the
+ * same tensors.
  *
- * The input goes into a memfd and is opened through /proc/self/fd, the same
- * path-based entry point the mount uses.
+ * CKPTFS_FUZZ_FORMAT (ckpt, onnx or mindir; ckpt when unset) picks the
+ * format.  ck_model_open goes by the file name, so the input is written to
+ * fuzz.<format> in a private directory, through the same path-based entry
+ * point the mount uses; external data may name that file too.  For ckpt
+ * the same bytes also go through the meta parser.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +26,12 @@
 
 #include "../../codec/model.h"
 #include "../../codec/oneflow_meta.h"
-#include "../../export/ckpt_writer.h"
+#include "../../export/encoder.h"
+
+static char dir[PATH_MAX - 32];
+static char path[PATH_MAX], rewritten[PATH_MAX];
+static int fd = -1;
+static bool ckpt;
 
 static void read_everything(const ck_model *m)
 {
@@ -36,7 +48,23 @@ static void read_everything(const ck_model *m)
     }
 }
 
-/* The writer with every tensor unchanged must give back the input. */
+/* Encode into fd, as the model's one file: what the fuzzer rewrites never
+ * goes to an external data file. */
+static int encode_to_fd(const ck_model *m, const ck_write_tensor *w, size_t n, int fd,
+                        ck_error *err)
+{
+    ck_commit_group g = {.files = calloc(1, sizeof *g.files), .n = 1, .cap = 1};
+    if (g.files == NULL)
+        abort();
+    g.files[0].fd = fd;
+    int rc = ck_encode(m, w, n, &g, err);
+    if (g.n != 1)
+        abort();
+    free(g.files);
+    return rc;
+}
+
+/* The encoder with every tensor unchanged must give back the input. */
 static void check_identity(const ck_model *m, const uint8_t *data, size_t size)
 {
     static int out = -1;
@@ -48,7 +76,7 @@ static void check_identity(const ck_model *m, const uint8_t *data, size_t size)
         w[i] = (ck_write_tensor){.orig_id = ix->live[i], .unchanged = true};
     ck_error err;
     if (ftruncate(out, 0) < 0 || lseek(out, 0, SEEK_SET) < 0 ||
-        ck_ckpt_write(m, w, ix->n_live, NULL, out, &err) < 0)
+        encode_to_fd(m, w, ix->n_live, out, &err) < 0)
         abort();
     free(w);
     unsigned char *back = malloc(size + 1);
@@ -57,22 +85,130 @@ static void check_identity(const ck_model *m, const uint8_t *data, size_t size)
     free(back);
 }
 
+/* The tensors an edit through the mount may change: numeric, in the model
+ * file or decoded (models with external data mount read-only). */
+static bool editable(const ck_model *m, uint32_t id)
+{
+    const ck_tensor *t = &m->index.tensors[id];
+    return !t->read_only && m->pb->tensors[id].storage != CK_STORE_EXTERNAL;
+}
+
+/* Every editable tensor given as new bytes: its own, from its extents. */
+static ck_write_tensor *rewrite_all(const ck_model *m, ck_piece *pieces)
+{
+    const ck_index *ix = &m->index;
+    ck_write_tensor *w = calloc(ix->n_live + 1, sizeof *w);
+    for (size_t i = 0; i < ix->n_live; i++) {
+        uint32_t id = ix->live[i];
+        const ck_tensor *t = &ix->tensors[id];
+        w[i] = (ck_write_tensor){.orig_id = id, .unchanged = !editable(m, id),
+                                 .name = t->name, .name_len = t->name_len, .dtype = t->dtype,
+                                 .dims = t->dims, .ndim = t->ndim};
+        if (w[i].unchanged || t->n_ext == 0)
+            continue;
+        if (t->n_ext > 1)
+            abort(); /* ONNX and MindIR tensors are one extent */
+        pieces[i] = (ck_piece){.src = m->sources[t->ext0.src], .off = t->ext0.off,
+                               .len = t->ext0.len};
+        w[i].pieces = &pieces[i];
+        w[i].n_pieces = 1;
+    }
+    return w;
+}
+
+static void same_bytes(const ck_model *a, const ck_tensor *ta, const ck_model *b,
+                       const ck_tensor *tb)
+{
+    static unsigned char x[65536], y[65536];
+    ck_error err;
+    if (ta->nbytes != tb->nbytes)
+        abort();
+    for (uint64_t off = 0; off < ta->nbytes; off += sizeof x) {
+        long n = ck_model_read(a, ta, x, sizeof x, off, &err);
+        if (n <= 0 || ck_model_read(b, tb, y, sizeof y, off, &err) != n ||
+            memcmp(x, y, (size_t)n) != 0)
+            abort();
+    }
+}
+
+/* Each tensor of b is a's, in the same order, with the same bytes. */
+static void same_tensors(const ck_model *a, const ck_model *b)
+{
+    if (a->index.n_live != b->index.n_live)
+        abort();
+    for (size_t i = 0; i < a->index.n_live; i++) {
+        const ck_tensor *ta = &a->index.tensors[a->index.live[i]];
+        const ck_tensor *tb = &b->index.tensors[b->index.live[i]];
+        if (strcmp(ta->dir_name, tb->dir_name) != 0 || ta->dtype != tb->dtype ||
+            ta->ndim != tb->ndim || memcmp(ta->dims, tb->dims, ta->ndim * sizeof *ta->dims))
+            abort();
+        same_bytes(a, ta, b, tb);
+    }
+}
+
+static void check_rewrite(const ck_model *m)
+{
+    ck_piece *pieces = calloc(m->index.n_live + 1, sizeof *pieces);
+    ck_write_tensor *w = rewrite_all(m, pieces);
+    int out = open(rewritten, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ck_error err;
+    if (out < 0 || encode_to_fd(m, w, m->index.n_live, out, &err) < 0) {
+        fprintf(stderr, "rewrite failed: %s\n", err.msg);
+        abort();
+    }
+    close(out);
+    free(w);
+    free(pieces);
+    ck_model *back = ck_model_open(rewritten, NULL, &err);
+    if (back == NULL) {
+        fprintf(stderr, "rewritten model refused: %s\n", err.msg);
+        abort();
+    }
+    same_tensors(m, back);
+    ck_model_close(back);
+}
+
+static void remove_dir(void)
+{
+    unlink(path);
+    unlink(rewritten);
+    rmdir(dir);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    const char *format = getenv("CKPTFS_FUZZ_FORMAT");
+    if (format == NULL || *format == '\0')
+        format = "ckpt";
+    if (strcmp(format, "ckpt") != 0 && strcmp(format, "onnx") != 0 &&
+        strcmp(format, "mindir") != 0) {
+        fprintf(stderr, "CKPTFS_FUZZ_FORMAT must be ckpt, onnx or mindir, not '%s'\n", format);
+        exit(2);
+    }
+    ckpt = strcmp(format, "ckpt") == 0;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/ckptfs-fuzz-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(dir) == NULL)
+        abort();
+    snprintf(path, sizeof path, "%s/fuzz.%s", dir, format);
+    snprintf(rewritten, sizeof rewritten, "%s/rewritten.%s", dir, format);
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        abort();
+    atexit(remove_dir);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int fd = -1;
-    static char path[64];
-    if (fd < 0) {
-        fd = memfd_create("fuzz.ckpt", 0);
-        if (fd < 0)
-            abort();
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    }
     if (ftruncate(fd, 0) < 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
         abort();
     ck_error err;
     /* The same bytes as a meta someone wrote: parsed or refused, one line. */
     ck_meta meta;
-    if (ck_meta_parse((const char *)data, size, &meta, &err) < 0 &&
+    if (ckpt && ck_meta_parse((const char *)data, size, &meta, &err) < 0 &&
         (err.msg[0] == '\0' || strchr(err.msg, '\n')))
         abort();
     ck_model *m = ck_model_open(path, NULL, &err);
@@ -83,6 +219,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     read_everything(m);
     check_identity(m, data, size);
+    if (!ckpt)
+        check_rewrite(m);
     ck_model_close(m);
     return 0;
 }

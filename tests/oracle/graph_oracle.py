@@ -12,6 +12,18 @@ the official protobuf runtime and tests/oracle/mind_ir.proto, compiled here by p
     /usr/bin/python3 graph_oracle.py users MODEL NAME      the nodes that read a tensor
     /usr/bin/python3 graph_oracle.py users MODEL           each main-graph tensor and its
                                                            first reader (or nothing)
+    /usr/bin/python3 graph_oracle.py bad OUT.onnx|OUT.mindir --case NAME
+                                                 a malformed model; prints the offset
+                                                 ckptfs must name, or - (valid)
+
+`bad` cases (OUT's extension picks the format; the victim tensor sits between two good
+ones): truncated (cut inside raw_data), pastend (a raw_data length past the end of the
+tensor and of the file), deep (33 graphs nested through If.then_branch; deep32, 32 of
+them, is valid), negdim, overflow (dims [2^40, 2^40]), manydims (65), sizemismatch
+(raw_data), typedmismatch (float_data), typedwire (float_data as a varint), badtype
+(data_type 99), extoff / extlen / extsize (an external offset past, a range past the end
+of, a length not matching, OUT.data; extheader, MindIR only: bytes inside the
+64-byte front info); emptypacked (an empty packed int64_data) is valid.
 
 Naming (docs/design.md): main-graph initializers / MindIR parameters keep their name
 (MindIR: after the first ':'); Constant nodes of the main graph are OUTPUT%const;
@@ -39,7 +51,8 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
-from onnx import numpy_helper  # noqa: E402
+import onnx.external_data_helper  # noqa: E402
+from onnx import helper, numpy_helper  # noqa: E402
 
 import ckpt_oracle as co  # noqa: E402  (escaping, meta text and tree checks)
 
@@ -326,6 +339,265 @@ def cmd_users(model, dirname):
     for g in graphs:
         for label in readers(g, tags[0]):
             print(label)
+# ---------------------------------------------------------------------------------------
+# Malformed models (`bad`).  A valid model is built with onnx.helper or the MindIR
+# protobuf module, then one tensor ("the victim", between two good ones) is made bad,
+# by the official encoder where it can express the fault, by editing bytes where it
+# cannot.  The offset ckptfs must name is found here, in the serialized bytes, with
+# ckpt_oracle's wire walker: the key of the offending field, or for a truncated file the
+# key of the top-level field the cut falls in.
+# ---------------------------------------------------------------------------------------
+
+MAX_GRAPH_DEPTH = 32        # graphs nested, the main graph being the first
+MAX_DIMS = 64
+
+
+def field_numbers(pb, mindir):
+    """The field numbers the cases need, from the official descriptors."""
+    def num(msg, name):
+        return getattr(pb, msg).DESCRIPTOR.fields_by_name[name].number
+    return dict(model_graph=num("ModelProto", "graph"), graph_node=num("GraphProto", "node"),
+                graph_tensor=num("GraphProto", "parameter" if mindir else "initializer"),
+                node_attr=num("NodeProto", "attribute"), attr_g=num("AttributeProto", "g"),
+                t_dims=num("TensorProto", "dims"), t_type=num("TensorProto", "data_type"),
+                t_float=num("TensorProto", "float_data"), t_raw=num("TensorProto", "raw_data"),
+                t_external=num("TensorProto", "external_data"))
+
+
+def occurrences(buf, start, end, num):
+    """(key offset, payload) of every field numbered num in the message [start, end)."""
+    return [(off, payload) for field, _wt, off, payload in co._fields(buf, start, end)
+            if field == num]
+
+
+def locate(buf, steps):
+    """Follow (field, index) steps down from the top-level message; the key offset and
+    payload of the last one."""
+    start, end = 0, len(buf)
+    for num, index in steps:
+        off, payload = occurrences(buf, start, end, num)[index]
+        if isinstance(payload, tuple):
+            start, end = payload
+    return off, payload
+
+
+class Builder:
+    """Tensors, nodes and models of one format, built by its official protobuf code."""
+
+    def __init__(self, mindir):
+        self.mindir = mindir
+        self.pb = mindir_module() if mindir else onnx
+        self.f = field_numbers(self.pb, mindir)
+
+    def tensor(self, name, dims, data_type=1, raw=None):
+        t = self.pb.TensorProto()
+        t.name = "main:" + name if self.mindir else name
+        t.data_type = data_type
+        t.dims.extend(dims)
+        if raw is not None:
+            t.raw_data = raw
+        return t
+
+    def good(self, name):
+        return self.tensor(name, [2, 3], raw=np.arange(6, dtype="<f4").tobytes())
+
+    def external(self, t, location, offset, length):
+        if self.mindir:
+            t.external_data.location = location
+            t.external_data.offset = offset
+            t.external_data.length = length
+        else:
+            # as onnx.save_model does: the helper wants raw_data, which then goes
+            t.raw_data = b"\0"
+            onnx.external_data_helper.set_external_data(t, location, offset, length)
+            t.data_location = onnx.TensorProto.EXTERNAL
+            t.ClearField("raw_data")
+
+    def graph(self, name, tensors=(), nodes=()):
+        if self.mindir:
+            g = self.pb.GraphProto(name=name)
+            g.parameter.extend(tensors)
+            g.node.extend(nodes)
+            return g
+        return helper.make_graph(list(nodes), name, [], [], initializer=list(tensors))
+
+    def if_node(self, name, then_branch):
+        if self.mindir:
+            n = self.pb.NodeProto(name=name, op_type="If", input=["c"], output=[name + "_y"])
+            n.attribute.add(name="then_branch").g.CopyFrom(then_branch)
+            return n
+        return helper.make_node("If", ["c"], [name + "_y"], name=name,
+                                then_branch=then_branch)
+
+    def model(self, g):
+        if self.mindir:
+            m = self.pb.ModelProto(ir_version="1", producer_name="ckptfs-oracle",
+                                   model_version="1", little_endian=True, mind_ir_version=1)
+            m.graph.CopyFrom(g)
+            return m.SerializeToString()
+        return helper.make_model(g, producer_name="ckptfs-oracle",
+                                 opset_imports=[helper.make_opsetid("", 13)]
+                                 ).SerializeToString()
+
+    def with_victim(self, victim):
+        """A model whose main graph holds good tensors around the victim: the bytes and
+        the (field, index) steps to the victim."""
+        g = self.graph("main", [self.good("before"), victim, self.good("after")])
+        return self.model(g), [(self.f["model_graph"], 0), (self.f["graph_tensor"], 1)]
+
+    def in_victim(self, buf, steps, num, index=0):
+        """Key offset and payload of a field of the victim."""
+        return locate(buf, steps + [(num, index)])
+
+
+def splice(buf, steps, at, extra):
+    """Insert extra at offset at, inside every message on the steps' path, growing their
+    length prefixes (each kept at its width)."""
+    out = bytearray(buf[:at] + extra + buf[at:])
+    start, end = 0, len(buf)
+    for num, index in steps:
+        off, (body, body_end) = occurrences(buf, start, end, num)[index]
+        width = body - off - 1  # one-byte keys
+        new = body_end - body + len(extra)
+        assert new < 1 << (7 * width)
+        out[off + 1:body] = bytes(((new >> (7 * i)) & 0x7F) | (0x80 if i < width - 1 else 0)
+                                  for i in range(width))
+        start, end = body, body_end
+    return bytes(out)
+
+
+def nested(b, depth):
+    """A model whose graphs nest depth deep through If nodes' then_branch, with one
+    tensor in the innermost graph; the steps to the innermost graph's field."""
+    inner = b.graph("g%d" % depth, [b.good("deep")])
+    for level in range(depth - 1, 0, -1):
+        inner = b.graph("g%d" % level, nodes=[b.if_node("If_%d" % level, inner)])
+    steps = [(b.f["model_graph"], 0)]
+    steps += [(b.f["graph_node"], 0), (b.f["node_attr"], 0), (b.f["attr_g"], 0)] * (depth - 1)
+    return b.model(inner), steps
+
+
+def overflow_dim(dims, itemsize):
+    """Index of the dim at which itemsize x prod(dims) exceeds 2**63 - 1."""
+    n = itemsize
+    for i, d in enumerate(dims):
+        n *= d
+        if n > co.INT64_MAX:
+            return i
+    raise AssertionError("dims do not overflow")
+
+
+def external_case(b, out, offset, length, file_size):
+    """The victim's bytes in a side file of file_size bytes next to out.  A MindIR data
+    file opens with 64 bytes of front info, byte 0 = 1 (little-endian; section 4.4)."""
+    location = os.path.basename(out) + ".data"
+    data = bytes(range(256)) * (file_size // 256) + bytes(file_size % 256)
+    if b.mindir:
+        data = b"\1" + bytes(63) + data[64:]
+    with open(os.path.join(os.path.dirname(os.path.abspath(out)), location), "wb") as f:
+        f.write(data)
+    victim = b.tensor("ext", [3, 4])
+    b.external(victim, location, offset, length)
+    return b.with_victim(victim)
+
+
+def external_field(b, buf, steps, what):
+    """Key offset of the victim's external offset or length: MindIR's ExternalDataProto
+    field; ONNX's external_data entry whose key is `what`."""
+    if b.mindir:
+        ext = b.pb.TensorProto.ExternalDataProto.DESCRIPTOR.fields_by_name[what].number
+        return b.in_victim(buf, steps + [(b.f["t_external"], 0)], ext)[0]
+    key = onnx.StringStringEntryProto.DESCRIPTOR.fields_by_name["key"].number
+    for off, (start, end) in occurrences(buf, *locate(buf, steps)[1], b.f["t_external"]):
+        (_koff, (ks, ke)), = occurrences(buf, start, end, key)
+        if buf[ks:ke] == what.encode():
+            return off
+    raise AssertionError("no external_data entry " + what)
+
+
+def bad_model(case, out):
+    """(bytes, offset) of a malformed model for case; side files are written beside out."""
+    b = Builder(out.endswith(".mindir"))
+    f = b.f
+    if case in ("deep", "deep32"):
+        depth = MAX_GRAPH_DEPTH + (case == "deep")
+        buf, steps = nested(b, depth)
+        return buf, (locate(buf, steps)[0] if case == "deep" else None)
+    if case in ("truncated", "pastend"):
+        buf, steps = b.with_victim(b.tensor("cut", [50], raw=bytes(range(200))))
+        raw_off, (start, _end) = b.in_victim(buf, steps, f["t_raw"])
+        if case == "truncated":
+            cut = start + 100
+            top = [off for _n, _wt, off, p in co._fields(buf, 0, len(buf))
+                   if isinstance(p, tuple) and p[0] <= cut < p[1]]
+            return buf[:cut], top[0]
+        # raw_data's 2-byte length prefix (200) becomes 16383: past the end of the
+        # tensor, and of the file.
+        assert buf[start - 2:start] == b"\xc8\x01" and 16383 > len(buf) - start
+        return buf[:start - 2] + b"\xff\x7f" + buf[start:], raw_off
+    if case == "negdim":
+        buf, steps = b.with_victim(b.tensor("neg", [4, -3], raw=bytes(48)))
+        return buf, b.in_victim(buf, steps, f["t_dims"], 1)[0]
+    if case == "overflow":
+        dims = [2 ** 40, 2 ** 40]
+        buf, steps = b.with_victim(b.tensor("over", dims, raw=bytes(4)))
+        return buf, b.in_victim(buf, steps, f["t_dims"], overflow_dim(dims, 4))[0]
+    if case == "manydims":
+        buf, steps = b.with_victim(b.tensor("many", [1] * (MAX_DIMS + 1), raw=bytes(4)))
+        return buf, b.in_victim(buf, steps, f["t_dims"], MAX_DIMS)[0]
+    if case == "sizemismatch":
+        buf, steps = b.with_victim(b.tensor("mismatch", [3, 4], raw=bytes(40)))
+        return buf, b.in_victim(buf, steps, f["t_raw"])[0]
+    if case == "typedmismatch":
+        victim = b.tensor("typed", [2, 3])
+        victim.float_data.extend([1.0, 2.0, 3.0, 4.0, 5.0])
+        buf, steps = b.with_victim(victim)
+        return buf, b.in_victim(buf, steps, f["t_float"])[0]
+    if case == "typedwire":
+        # float_data's key gets wire type varint, its bytes one padded varint: the
+        # same size, so every enclosing length stays right
+        victim = b.tensor("typedwire", [1])
+        victim.float_data.append(1.0)
+        buf, steps = b.with_victim(victim)
+        key_off, _payload = b.in_victim(buf, steps, f["t_float"])
+        size = 6 if buf[key_off] & 7 == 2 else 5  # packed (ONNX), or one fixed32 (MindIR)
+        varint_key = bytes([f["t_float"] << 3])
+        return buf[:key_off] + varint_key + b"\x80" * (size - 2) + b"\0" + buf[key_off + size:], key_off
+    if case == "emptypacked":
+        # a 0-element tensor whose int64_data is an empty packed run: valid protobuf
+        victim = b.tensor("empty", [0], data_type=7)
+        buf, steps = b.with_victim(victim)
+        t_end = locate(buf, steps)[1][1]
+        int64 = b.pb.TensorProto.DESCRIPTOR.fields_by_name["int64_data"].number
+        return splice(buf, steps, t_end, bytes([int64 << 3 | 2, 0])), None
+    if case == "badtype":
+        buf, steps = b.with_victim(b.tensor("badtype", [2], data_type=99, raw=bytes(8)))
+        return buf, b.in_victim(buf, steps, f["t_type"])[0]
+    if case == "extoff":
+        buf, steps = external_case(b, out, 4096, 48, 1024)
+        return buf, external_field(b, buf, steps, "offset")
+    if case == "extlen":
+        buf, steps = external_case(b, out, 1000, 48, 1024)
+        return buf, external_field(b, buf, steps, "length")
+    if case == "extsize":
+        buf, steps = external_case(b, out, 0, 40, 1024)
+        return buf, external_field(b, buf, steps, "length")
+    if case == "extheader":  # MindIR: data inside a data file's front info
+        buf, steps = external_case(b, out, 16, 48, 1024)
+        return buf, external_field(b, buf, steps, "offset")
+    raise SystemExit(f"unknown bad case {case!r}")
+
+
+BAD_CASES = ["truncated", "pastend", "deep", "deep32", "negdim", "overflow", "manydims",
+             "sizemismatch", "typedmismatch", "typedwire", "emptypacked", "badtype", "extoff",
+             "extlen", "extsize", "extheader"]
+
+
+def cmd_bad(out, case):
+    buf, offset = bad_model(case, out)
+    with open(out, "wb") as f:
+        f.write(buf)
+    print("-" if offset is None else offset)
 
 
 def main():
@@ -342,6 +614,9 @@ def main():
     p = sub.add_parser("users")
     p.add_argument("model")
     p.add_argument("name", nargs="?")
+    p = sub.add_parser("bad")
+    p.add_argument("out")
+    p.add_argument("--case", required=True, choices=BAD_CASES)
     a = ap.parse_args()
     if a.cmd == "list":
         cmd_list(a.model)
@@ -349,6 +624,8 @@ def main():
         cmd_check(a.mount, a.model)
     elif a.cmd == "values":
         cmd_values(a.model, a.name)
+    elif a.cmd == "bad":
+        cmd_bad(a.out, a.case)
     else:
         cmd_users(a.model, a.name)
 
