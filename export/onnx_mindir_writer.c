@@ -852,7 +852,7 @@ static int put_pieces(ck_sink *s, const enc *e)
 static int write_data_file(writer *w, uint32_t f, int fd, unsigned char *buf)
 {
     ck_source *old = f < w->m->n_sources ? w->m->sources[f] : NULL;
-    uint64_t pos = old ? old->size : 0;
+    uint64_t size = old ? old->size : 0, pos = size;
     ck_sink s = {.fd = fd, .path = file_path(w, f), .err = w->err, .buf = buf};
     if (old != NULL && ck_sink_copy(&s, old, 0, old->size) < 0)
         return -1;
@@ -865,7 +865,7 @@ static int write_data_file(writer *w, uint32_t f, int fd, unsigned char *buf)
         pos = e->ext_off + e->ext_len;
     }
     /* MindSpore pads the last tensor of a data file too. */
-    if (w->pb->mindir && put_zeros(&s, align_up(pos, 64) - pos) < 0)
+    if (w->pb->mindir && pos > size && put_zeros(&s, align_up(pos, 64) - pos) < 0)
         return -1;
     for (size_t i = 0; i < w->n_encs; i++) {
         const enc *e = &w->encs[i];
