@@ -45,10 +45,7 @@ PY
     d=$(ext_copy)
     for f in external_data mixed_data multi_external_files; do
         mount_fg "$d/$f.onnx" "$BATS_TEST_TMPDIR/m$n" -o commit=manual
-        for t in "$BATS_TEST_TMPDIR/m$n"/*/; do
-            cat "$t/out" >"$BATS_TEST_TMPDIR/bytes"
-            cat "$BATS_TEST_TMPDIR/bytes" >"$t/out"
-        done
+        rewrite_outs "$BATS_TEST_TMPDIR/m$n"
         touch "$BATS_TEST_TMPDIR/m$n/snapshot_done"
         n=$((n + 1))
     done
@@ -76,7 +73,7 @@ PY
     local d mnt=$BATS_TEST_TMPDIR/m
     d=$(ext_copy)
     mount_fg "$d/mixed_data.onnx" "$mnt"
-    printf 'shape {\n  dim: 64\n  dim: 32\n}\ndata_type: kFloat\n' >"$mnt/weight/meta.new"
+    $ORACLE meta-of 64,32 kFloat >"$mnt/weight/meta.new"
     $PY -c 'import numpy as np,sys; np.arange(2048,dtype="<f4").tofile(sys.argv[1])' "$mnt/weight/out"
     mv "$mnt/weight/meta.new" "$mnt/weight/meta"
     touch "$mnt/snapshot_done"
@@ -103,7 +100,7 @@ PY
     state() { (cd "$d" && cat $files | sha256sum | cut -d' ' -f1); }
     edit() {
         $PY -c 'import numpy as np,sys; np.array([9,8,7,6],dtype="<f4").tofile(sys.argv[1])' "$1/bias/out"
-        printf 'shape {\n  dim: 2\n  dim: 4\n}\ndata_type: kFloat\n' >"$1/weight/meta.new"
+        $ORACLE meta-of 2,4 kFloat >"$1/weight/meta.new"
         $PY -c 'import numpy as np,sys; np.arange(8,dtype="<f4").tofile(sys.argv[1])' "$1/weight/out"
         mv "$1/weight/meta.new" "$1/weight/meta"
     }
@@ -152,7 +149,7 @@ PY
     chmod 644 "$m"
     mount_fg "$m" "$mnt" -o commit=manual
     mkdir "$mnt/big"
-    printf 'shape {\n  dim: 536870912\n}\ndata_type: kFloat\n' >"$mnt/big/meta"
+    $ORACLE meta-of 536870912 kFloat >"$mnt/big/meta"
     truncate -s $((2 << 30)) "$mnt/big/out"
     printf 'ckptfs!!' | dd of="$mnt/big/out" bs=1 seek=$((1 << 30)) conv=notrunc status=none
     touch "$mnt/snapshot_done"

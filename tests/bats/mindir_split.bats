@@ -60,10 +60,7 @@ PY
     m=$(split --sorted)
     snapshot "$m"
     mount_fg "$m" "$mnt" -o commit=manual
-    for d in "$mnt"/*/; do
-        cat "$d/out" >"$BATS_TEST_TMPDIR/bytes"
-        cat "$BATS_TEST_TMPDIR/bytes" >"$d/out"
-    done
+    rewrite_outs "$mnt"
     touch "$mnt/snapshot_done"
     diff -r "$BATS_TEST_TMPDIR/before" "$(dirname "$m")"
     $PY -c 'import numpy as np,sys; np.full(150, 0.25, dtype="<f4").tofile(sys.argv[1])' "$mnt/conv1.weight/out"
@@ -77,11 +74,11 @@ PY
     local m mnt=$BATS_TEST_TMPDIR/m
     m=$(split)
     mount_fg "$m" "$mnt"
-    printf 'shape {\n  dim: 3\n  dim: 5\n}\ndata_type: kFloat\n' >"$mnt/conv2.weight/meta.new"
+    $ORACLE meta-of 3,5 kFloat >"$mnt/conv2.weight/meta.new"
     $PY -c 'import numpy as np,sys; np.arange(15,dtype="<f4").tofile(sys.argv[1])' "$mnt/conv2.weight/out"
     mv "$mnt/conv2.weight/meta.new" "$mnt/conv2.weight/meta"
     mkdir "$mnt/fc.bias"
-    printf 'shape {\n  dim: 3\n}\ndata_type: kFloat\n' >"$mnt/fc.bias/meta"
+    $ORACLE meta-of 3 kFloat >"$mnt/fc.bias/meta"
     $PY -c 'import numpy as np,sys; np.array([1,2,3],dtype="<f4").tofile(sys.argv[1])' "$mnt/fc.bias/out"
     touch "$mnt/snapshot_done"
     check_layout "$m"
@@ -117,15 +114,12 @@ PY
     snapshot "$m"
     mount_fg "$m" "$mnt" -o commit=manual
     $GRAPH_ORACLE check "$mnt" "$m"
-    for d in "$mnt"/*/; do
-        cat "$d/out" >"$BATS_TEST_TMPDIR/bytes"
-        cat "$BATS_TEST_TMPDIR/bytes" >"$d/out"
-    done
+    rewrite_outs "$mnt"
     touch "$mnt/snapshot_done"
     diff -r "$BATS_TEST_TMPDIR/before" "$(dirname "$m")"
     $PY -c 'import numpy as np,sys; np.full(150, -1.5, dtype="<f4").tofile(sys.argv[1])' "$mnt/conv1.weight/out"
     mkdir "$mnt/fc.bias"
-    printf 'shape {\n  dim: 2\n}\ndata_type: kFloat\n' >"$mnt/fc.bias/meta"
+    $ORACLE meta-of 2 kFloat >"$mnt/fc.bias/meta"
     $PY -c 'import numpy as np,sys; np.array([7,8],dtype="<f4").tofile(sys.argv[1])' "$mnt/fc.bias/out"
     touch "$mnt/snapshot_done"
     # The graph file is untouched; the parameters changed in data_0.
