@@ -1,0 +1,65 @@
+/*
+ * envelope: the layer a model file may be wrapped in, around the bytes the
+ * format readers parse: MindSpore's encryption (AES-GCM or AES-CBC blocks,
+ * codec/ms_cipher.h) or zstd compression (codec/zstd_source.h).
+ *
+ * ck_envelope_open() recognises the wrapping by the file's leading bytes and
+ * turns the file's source into a source of its plaintext; the readers never
+ * know.  The envelope it describes is also what a save writes back
+ * (export/wrap_writer.h): the same mode and key, or the seekable zstd
+ * format.
+ */
+#ifndef CK_ENVELOPE_H
+#define CK_ENVELOPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "byte_source.h"
+#include "ck_error.h"
+#include "key.h"
+#include "page_cache.h"
+
+typedef enum ck_wrap {
+    CK_WRAP_NONE,
+    CK_WRAP_CIPHER,
+    CK_WRAP_ZSTD,
+} ck_wrap;
+
+typedef enum ck_cipher_mode {
+    CK_AES_GCM,
+    CK_AES_CBC,
+} ck_cipher_mode;
+
+typedef struct ck_envelope {
+    ck_wrap wrap;
+    ck_cipher_mode mode;        /* CK_WRAP_CIPHER */
+    bool legacy;                /* v1.3-1.6 layout (GCM without tag): read-only */
+    bool seekable;              /* CK_WRAP_ZSTD: the file has a seek table */
+    int zstd_level;             /* CK_WRAP_ZSTD: the level a save uses */
+    ck_key key;                 /* CK_WRAP_CIPHER */
+} ck_envelope;
+
+/* What the user asked for: a key, and the mode a plain model gets on save. */
+typedef struct ck_envelope_opts {
+    const ck_key *key;          /* NULL or len 0: none given */
+    int enc_mode;               /* -1, or a ck_cipher_mode to encrypt a plain model */
+    int zstd_level;             /* 0: the default */
+    ck_page_cache *cache;       /* decoded pages of every wrapped source */
+} ck_envelope_opts;
+
+#define CK_ZSTD_LEVEL_DEFAULT 3
+
+/* Look at file's first bytes.  A plain file is returned as it is; a
+ * wrapped one is replaced by the source of its plaintext (which owns file
+ * from then on).  Fills env for the save.  On failure file is closed and
+ * err says why in one line ("encrypted (AES-GCM); give -o key_file=...",
+ * the block that fails to authenticate, ...). */
+ck_source *ck_envelope_open(ck_source *file, const ck_envelope_opts *o, ck_envelope *env,
+                            ck_error *err);
+
+const char *ck_cipher_mode_name(ck_cipher_mode mode);
+/* "AES-GCM" or "AES-CBC" (any case) to a mode; -1 otherwise. */
+int ck_cipher_mode_parse(const char *name);
+
+#endif
