@@ -24,7 +24,7 @@ CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c 
              codec/oneflow_meta.c codec/ckpt_reader.c codec/onnx_mindir_reader.c \
              codec/model.c codec/pb_users.c codec/page_cache.c codec/zstd_source.c
 EXPORT_SRC:= export/atomic_writer.c export/commit_group.c export/byte_sink.c export/ckpt_writer.c \
-             export/onnx_mindir_writer.c export/encoder.c
+             export/onnx_mindir_writer.c export/encoder.c export/zstd_writer.c
 FS_SRC    := fs/main.c fs/ll_ops.c fs/tree.c
 PROTOS    := codec/proto/checkpoint.proto
 PROTO_C   := $(PROTOS:codec/proto/%.proto=$(BUILD)/gen/%.pb-c.c)
