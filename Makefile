@@ -47,7 +47,7 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: codec/proto/%.proto
 $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.o: %.c $(wildcard codec/*.h fs/*.h export/*.h) | $(PROTO_C)
+$(BUILD)/%.o: %.c $(wildcard codec/*.h fs/*.h export/*.h tests/unit/*.h) | $(PROTO_C)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -60,7 +60,7 @@ $(BUILD)/ckptfs-dump: $(BUILD)/codec/dump_main.o $(CODEC_OBJ)
 $(BUILD)/ckptfs-reencode: $(BUILD)/export/reencode_main.o $(EXPORT_OBJ) $(CODEC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/unit-tests: $(BUILD)/tests/unit/test_main.o $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)
+$(BUILD)/unit-tests: $(BUILD)/tests/unit/test_main.o $(BUILD)/tests/unit/test_zstd.o $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Install the Debian packages the build and the tests need (as root), or say

@@ -27,11 +27,12 @@
 #include <glob.h>
 #include <zlib.h>
 #include "checkpoint.pb-c.h"
+#include "unit.h"
 
 static int n_tests, n_failed;
-static char tmpdir[256];
+char tmpdir[256];
 
-static void check(int cond, const char *fmt, ...)
+void check(int cond, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -710,6 +711,7 @@ int main(void)
     test_atomic_writer();
     test_writer_identity_fixtures();
     test_writer_edits();
+    test_zstd();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

@@ -1,0 +1,14 @@
+/*
+ * What the unit-test files share: the TAP check and the private temporary
+ * directory (removed at the end by main).
+ */
+#ifndef CK_UNIT_H
+#define CK_UNIT_H
+
+extern char tmpdir[256];
+
+void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void test_zstd(void);
+
+#endif
