@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -222,6 +223,13 @@ static int dec_open(rd *d)
 {
     if (d->dec_fd >= 0)
         return 0;
+    if (d->m->env.wrap == CK_WRAP_CIPHER) { /* decrypted bytes stay off the disk */
+        d->dec_fd = memfd_create("ckptfs-decoded", MFD_CLOEXEC);
+        if (d->dec_fd < 0)
+            return ck_fail_errno(d->err, EIO, "%s: cannot create a memory file for decoded "
+                                 "typed fields", PATH(d));
+        return 0;
+    }
     const char *dir = getenv("TMPDIR");
     if (dir == NULL || *dir == '\0')
         dir = "/tmp";

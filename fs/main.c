@@ -35,6 +35,7 @@ struct cli {
     char *key_file;
     char *enc_mode;
     char *cache_size;
+    char *spill_max;
     int zstd_level;
 };
 
@@ -52,6 +53,7 @@ static const struct fuse_opt cli_opts[] = {
     {"enc_mode=%s", offsetof(struct cli, enc_mode), 0},
     {"cache_size=%s", offsetof(struct cli, cache_size), 0},
     {"zstd_level=%d", offsetof(struct cli, zstd_level), 0},
+    {"spill_max=%s", offsetof(struct cli, spill_max), 0},
     FUSE_OPT_END,
 };
 
@@ -95,6 +97,8 @@ static void usage(FILE *to)
             "    -o cache_size=N    memory for decrypted or decompressed pages, in bytes\n"
             "                       or with K, M, G (default 16M)\n"
             "    -o zstd_level=N    the level a compressed model is saved with (default 3)\n"
+            "    -o spill_max=N     edits of an encrypted model are kept in memory, never\n"
+            "                       on disk: at most N bytes (default a quarter of the RAM)\n"
             "    -o nocrc           do not verify a CRC-32 trailer (saves reading the file)\n"
             "    -o nosplice        copy tensor bytes instead of splicing them\n"
             "    -f                 stay in the foreground\n"
@@ -358,10 +362,17 @@ int main(int argc, char **argv)
         remove_leftovers(model);
     ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice,
                .commit_delay = cli.manual ? -1 : cli.commit_delay};
-    if (tree_init(&fs.tr, model, &oo, rw, &err) < 0) {
+    size_t spill_max = 0;
+    if (cli.spill_max != NULL && parse_size(cli.spill_max, &spill_max) < 0) {
+        fprintf(stderr, "ckptfs: -o spill_max=%s: give a size in bytes, or with K, M or G\n",
+                cli.spill_max);
+        ck_model_close(model);
+    } else if (tree_init(&fs.tr, model, &oo, rw, &err) < 0) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         ck_model_close(model);
     } else {
+        if (spill_max != 0)
+            fs.tr.spill_max = spill_max;
         if (add_mount_opts(&args, path, rw) < 0)
             fprintf(stderr, "ckptfs: out of memory\n");
         else
@@ -378,6 +389,7 @@ out:
     free(cli.key_file);
     free(cli.enc_mode);
     free(cli.cache_size);
+    free(cli.spill_max);
     fuse_opt_free_args(&args);
     return rc;
 }
