@@ -4,8 +4,12 @@
  * It uses the codec alone (no FUSE), like squashfuse_ls: handy to see what a
  * mount would show, where each tensor's bytes are, and why a file is refused.
  *
- *   ckptfs-dump [--nocrc] MODEL
+ *   ckptfs-dump [--nocrc] [-o key_file=PATH] MODEL
  *   one line per visible tensor: directory name, type, shape, bytes, extents
+ *   (of the plaintext, for an encrypted or compressed model)
+ *
+ * The key of an encrypted model comes as for a mount: -o key_file=PATH or
+ * CKPTFS_KEY_HEX.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,33 +32,56 @@ static void print_tensor(const ck_tensor *t)
     printf("\n");
 }
 
+static const char *envelope_name(const ck_envelope *env)
+{
+    switch (env->wrap) {
+    case CK_WRAP_NONE: return "";
+    case CK_WRAP_ZSTD: return env->seekable ? "seekable zstd" : "zstd";
+    case CK_WRAP_CIPHER: break;
+    }
+    if (env->legacy)
+        return "AES-GCM without tag (MindSpore 1.3-1.6)";
+    return env->mode == CK_AES_GCM ? "AES-GCM" : "AES-CBC";
+}
+
 int main(int argc, char **argv)
 {
     ck_open_opts opts = {0};
-    const char *path = NULL;
+    const char *path = NULL, *key_file = NULL;
     bool bad = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--nocrc") == 0)
             opts.skip_crc = true;
+        else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
+                 strncmp(argv[i + 1], "key_file=", 9) == 0)
+            key_file = argv[++i] + 9;
         else if (path == NULL && argv[i][0] != '-')
             path = argv[i];
         else
             bad = true;
     }
     if (path == NULL || bad) {
-        fprintf(stderr, "usage: ckptfs-dump [--nocrc] MODEL\n");
+        fprintf(stderr, "usage: ckptfs-dump [--nocrc] [-o key_file=PATH] MODEL\n");
         return 2;
     }
     ck_error err;
+    ck_key key;
+    if (ck_key_load(key_file, &key, &err) < 0) {
+        fprintf(stderr, "ckptfs-dump: %s\n", err.msg);
+        return 1;
+    }
+    opts.key = &key;
     ck_model *m = ck_model_open(path, &opts, &err);
+    ck_key_wipe(&key);
     if (m == NULL) {
         fprintf(stderr, "ckptfs-dump: %s\n", err.msg);
         return 1;
     }
     const ck_index *ix = &m->index;
-    printf("# %s: format %s, %zu tensors (%zu records), index memory %zu bytes%s\n", m->path,
-           ck_format_name(m->format), ix->n_live, ix->count, ck_index_memory(ix),
-           m->has_crc ? ", CRC trailer" : "");
+    printf("# %s: format %s, %zu tensors (%zu records), index memory %zu bytes%s%s%s\n",
+           m->path, ck_format_name(m->format), ix->n_live, ix->count, ck_index_memory(ix),
+           m->has_crc ? ", CRC trailer" : "", m->env.wrap == CK_WRAP_NONE ? "" : ", ",
+           envelope_name(&m->env));
     for (size_t i = 0; i < ix->n_live; i++)
         print_tensor(&ix->tensors[ix->live[i]]);
     ck_model_close(m);

@@ -38,12 +38,14 @@ typedef struct ck_envelope {
     bool seekable;              /* CK_WRAP_ZSTD: the file has a seek table */
     int zstd_level;             /* CK_WRAP_ZSTD: the level a save uses */
     ck_key key;                 /* CK_WRAP_CIPHER */
+    bool fresh;                 /* not wrapped on disk yet: the next save wraps it */
 } ck_envelope;
 
 /* What the user asked for: a key, and the mode a plain model gets on save. */
 typedef struct ck_envelope_opts {
     const ck_key *key;          /* NULL or len 0: none given */
-    int enc_mode;               /* -1, or a ck_cipher_mode to encrypt a plain model */
+    bool encrypt;               /* -o enc_mode was given: */
+    ck_cipher_mode enc_mode;    /* the mode a plain model is encrypted with on save */
     int zstd_level;             /* 0: the default */
     ck_page_cache *cache;       /* decoded pages of every wrapped source */
 } ck_envelope_opts;

@@ -10,6 +10,7 @@
 #ifndef CK_KEY_H
 #define CK_KEY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "ck_error.h"

@@ -1,12 +1,15 @@
 #include "model.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "cipher_source.h"
 #include "ckpt_reader.h"
+#include "ms_cipher.h"
 #include "onnx_mindir_reader.h"
 
 const char *ck_format_name(ck_format f)
@@ -19,54 +22,31 @@ const char *ck_format_name(ck_format f)
     return "?";
 }
 
-static uint32_t le32(const unsigned char *p)
-{
-    return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 static bool has_suffix(const char *s, const char *suffix)
 {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* Refuse, with the reason, files that are recognisably something ckptfs
- * does not read (yet).  Magic numbers: MindSpore crypto.h, zstd format. */
-static int refuse_unsupported(ck_source *src, ck_error *err)
-{
-    if (src->size == 0)
-        return ck_fail(err, EINVAL, "%s: empty file (0 bytes)", src->path);
-    unsigned char head[4] = {0};
-    size_t n = src->size < 4 ? (size_t)src->size : 4;
-    if (ck_source_read(src, head, n, 0, err) < 0)
-        return -1;
-    if (n == 4) {
-        switch (le32(head)) {
-        case 0x7F3A5ED8u:
-            return ck_fail(err, ENOTSUP, "%s: offset 0: encrypted MindSpore model (AES-GCM, "
-                           "magic 0x7F3A5ED8); decryption is not supported yet", src->path);
-        case 0x7F3A5ED9u:
-            return ck_fail(err, ENOTSUP, "%s: offset 0: encrypted MindSpore model (AES-CBC, "
-                           "magic 0x7F3A5ED9); decryption is not supported yet", src->path);
-        case 0x7F3A5EDAu:
-            return ck_fail(err, ENOTSUP, "%s: offset 0: encrypted MindSpore model (SM4-CBC, "
-                           "magic 0x7F3A5EDA); decryption is not supported", src->path);
-        case 0xFD2FB528u:
-            return ck_fail(err, ENOTSUP, "%s: offset 0: zstd-compressed file; compressed "
-                           "models are not supported yet", src->path);
-        }
-    }
-    return 0;
-}
-
-/* By name: the three formats have no magic number of their own. */
+/* By name: the three formats have no magic number of their own.  A
+ * compressed model is named after what it holds: model.onnx.zst. */
 static ck_format format_of(const char *path)
 {
-    if (has_suffix(path, ".onnx"))
+    size_t n = strlen(path);
+    if (has_suffix(path, ".zst"))
+        n -= 4;
+    if (n >= 5 && memcmp(path + n - 5, ".onnx", 5) == 0)
         return CK_FORMAT_ONNX;
-    if (has_suffix(path, ".mindir"))
+    if (n >= 7 && memcmp(path + n - 7, ".mindir", 7) == 0)
         return CK_FORMAT_MINDIR;
     return CK_FORMAT_CKPT;
+}
+
+static ck_envelope_opts envelope_opts(const ck_model *m, const ck_open_opts *o)
+{
+    return (ck_envelope_opts){.key = o ? o->key : NULL, .encrypt = o && o->encrypt,
+                              .enc_mode = o ? o->enc_mode : CK_AES_GCM,
+                              .zstd_level = o ? o->zstd_level : 0, .cache = m->cache};
 }
 
 long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err)
@@ -91,7 +71,32 @@ long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err)
     return (long)m->n_sources++;
 }
 
-static ck_model *model_alloc(const char *path, ck_error *err)
+long ck_model_add_data_file(ck_model *m, ck_source *src, ck_error *err)
+{
+    if (m->format != CK_FORMAT_MINDIR || m->env.wrap != CK_WRAP_CIPHER || m->env.fresh)
+        return ck_model_add_source(m, src, err);
+    /* MindSpore encrypts every file of a split model, and its loader
+     * decrypts every one. */
+    unsigned char head[CK_MS_HEADER_MAX];
+    size_t n = src->size < sizeof head ? (size_t)src->size : sizeof head;
+    ck_ms_layout l;
+    int found = ck_source_read(src, head, n, 0, err) < 0 ? -1
+                                                          : ck_ms_detect(head, n, src->path, &l, err);
+    if (found == 0)
+        ck_fail(err, EINVAL, "%s: not encrypted, but its model %s is (MindSpore encrypts every "
+                "file of a split model)", src->path, m->path);
+    else if (found > 0 && (l.mode != m->env.mode || l.legacy != m->env.legacy))
+        ck_fail(err, EINVAL, "%s: encrypted in another layout than its model %s", src->path,
+                m->path);
+    if (found <= 0 || err->errnum != 0) {
+        ck_source_close(src);
+        return -1;
+    }
+    src = ck_cipher_source_open(src, l, &m->env.key, m->cache, err);
+    return src == NULL ? -1 : ck_model_add_source(m, src, err);
+}
+
+static ck_model *model_alloc(const char *path, const ck_open_opts *o, ck_error *err)
 {
     ck_model *m = calloc(1, sizeof *m);
     if (m == NULL || (m->path = strdup(path)) == NULL) {
@@ -100,37 +105,86 @@ static ck_model *model_alloc(const char *path, ck_error *err)
         return NULL;
     }
     ck_index_init(&m->index);
+    size_t budget = o && o->cache_size ? o->cache_size : CK_CACHE_SIZE_DEFAULT;
+    m->cache = ck_page_cache_new(budget, true, err);
+    if (m->cache == NULL) {
+        ck_model_close(m);
+        return NULL;
+    }
     return m;
+}
+
+/* A save can encrypt the model file on its own, not a model with data
+ * files MindSpore would also expect encrypted. */
+static int check_fresh_encryption(const ck_model *m, ck_error *err)
+{
+    if (!m->env.fresh)
+        return 0;
+    if (m->format == CK_FORMAT_ONNX)
+        return ck_fail(err, ENOTSUP, "%s: -o enc_mode: MindSpore encrypts .ckpt and .mindir "
+                       "models, not ONNX", m->path);
+    uint32_t decoded = m->pb ? m->pb->decoded_src : UINT32_MAX;
+    for (uint32_t i = 1; i < m->n_sources; i++)
+        if (i != decoded)
+            return ck_fail(err, ENOTSUP, "%s: -o enc_mode: the model has data files (%s); "
+                           "encrypting a split MindIR is not supported", m->path,
+                           m->sources[i]->path);
+    return 0;
+}
+
+/* Offsets in a reader's message are the plaintext's: say so. */
+static void note_plaintext(const ck_model *m, ck_error *err)
+{
+    if (m->env.wrap == CK_WRAP_NONE || m->env.fresh || err->errnum == ENOMEM)
+        return;
+    size_t len = strlen(err->msg);
+    snprintf(err->msg + len, sizeof err->msg - len, " (offsets in the %s content%s)",
+             m->env.wrap == CK_WRAP_ZSTD ? "decompressed" : "decrypted",
+             m->env.wrap == CK_WRAP_CIPHER && (m->env.legacy || m->env.mode == CK_AES_CBC)
+                 ? "; a wrong key also gives this" : "");
 }
 
 ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err)
 {
-    ck_model *m = model_alloc(path, err);
+    ck_model *m = model_alloc(path, opts, err);
     if (m == NULL)
         return NULL;
+    m->format = format_of(path);
     ck_source *src = ck_source_open_file(path, err);
     if (src == NULL)
         goto fail;
-    if (ck_model_add_source(m, src, err) < 0)
-        goto fail;
     if (fstat(src->fd, &m->st) < 0) {
         ck_fail_errno(err, errno, "%s: cannot stat", path);
+        ck_source_close(src);
         goto fail;
     }
-    if (refuse_unsupported(src, err) < 0)
+    if (src->size == 0) {
+        ck_fail(err, EINVAL, "%s: empty file (0 bytes)", path);
+        ck_source_close(src);
         goto fail;
-
-    m->format = format_of(path);
+    }
+    ck_envelope_opts eo = envelope_opts(m, opts);
+    if ((src = ck_envelope_open(src, &eo, &m->env, err)) == NULL ||
+        ck_model_add_source(m, src, err) < 0)
+        goto fail;
+    if (src->size == 0) {
+        ck_fail(err, EINVAL, "%s: empty content (0 bytes)", path);
+        goto fail;
+    }
+    int rc;
     if (m->format == CK_FORMAT_CKPT) {
-        ck_ckpt_info info;
-        if (ck_ckpt_read(src, 0, !(opts && opts->skip_crc), &m->index, &info, err) < 0)
-            goto fail;
+        ck_ckpt_info info = {0};
+        rc = ck_ckpt_read(src, 0, !(opts && opts->skip_crc), &m->index, &info, err);
         m->has_crc = info.has_crc;
         m->records_end = info.records_end;
-    } else if (ck_onnx_mindir_read(m, m->format == CK_FORMAT_MINDIR, err) < 0) {
+    } else {
+        rc = ck_onnx_mindir_read(m, m->format == CK_FORMAT_MINDIR, err);
+    }
+    if (rc < 0) {
+        note_plaintext(m, err);
         goto fail;
     }
-    if (ck_index_finalize(&m->index, path, err) < 0)
+    if (check_fresh_encryption(m, err) < 0 || ck_index_finalize(&m->index, path, err) < 0)
         goto fail;
     return m;
 
@@ -139,18 +193,36 @@ fail:
     return NULL;
 }
 
-ck_model *ck_model_empty(const char *path, const char *format_name, ck_error *err)
+ck_model *ck_model_empty(const char *path, const char *format_name, const ck_open_opts *opts,
+                         ck_error *err)
 {
-    bool ckpt = format_name ? strcmp(format_name, "ckpt") == 0 : has_suffix(path, ".ckpt");
+    bool zst = has_suffix(path, ".zst");
+    size_t n = strlen(path) - (zst ? 4 : 0);
+    bool ckpt = format_name ? strcmp(format_name, "ckpt") == 0
+                            : n >= 5 && memcmp(path + n - 5, ".ckpt", 5) == 0;
     if (!ckpt) {
         ck_fail(err, ENOTSUP, "%s: cannot create a model of this type (give a .ckpt name or "
                 "-o format=ckpt)", path);
         return NULL;
     }
-    ck_model *m = model_alloc(path, err);
+    bool key = opts && opts->key && opts->key->len > 0;
+    if ((opts && opts->encrypt) != key || (key && zst)) {
+        ck_fail(err, EINVAL, "%s: %s", path, key && zst ? "a new model is encrypted or "
+                "compressed, not both" : key ? "a key was given without -o enc_mode"
+                : "-o enc_mode needs a key: -o key_file=PATH or " CK_KEY_ENV);
+        return NULL;
+    }
+    ck_model *m = model_alloc(path, opts, err);
     if (m == NULL)
         return NULL;
     m->format = CK_FORMAT_CKPT;
+    if (key)
+        m->env = (ck_envelope){.wrap = CK_WRAP_CIPHER, .mode = opts->enc_mode,
+                               .key = *opts->key, .fresh = true};
+    else if (zst)
+        m->env = (ck_envelope){.wrap = CK_WRAP_ZSTD, .fresh = true,
+                               .zstd_level = opts && opts->zstd_level ? opts->zstd_level
+                                                                     : CK_ZSTD_LEVEL_DEFAULT};
     m->st.st_mode = S_IFREG | 0644;
     m->st.st_uid = getuid();
     m->st.st_gid = getgid();
@@ -169,6 +241,8 @@ void ck_model_close(ck_model *m)
     for (uint32_t i = 0; i < m->n_sources; i++)
         ck_source_close(m->sources[i]);
     free(m->sources);
+    ck_page_cache_free(m->cache);
+    ck_key_wipe(&m->env.key);
     ck_pb_layout_free(m->pb);
     ck_index_free(&m->index);
     free(m->path);

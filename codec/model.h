@@ -18,6 +18,7 @@
 
 #include "byte_source.h"
 #include "ck_error.h"
+#include "envelope.h"
 #include "pb_layout.h"
 #include "tensor_index.h"
 
@@ -29,7 +30,14 @@ typedef enum ck_format {
 
 typedef struct ck_open_opts {
     bool skip_crc;          /* do not verify a .ckpt CRC trailer */
+    const ck_key *key;      /* for an encrypted model (NULL: none given) */
+    bool encrypt;           /* a plain model is encrypted on save, with enc_mode */
+    ck_cipher_mode enc_mode;
+    size_t cache_size;      /* bytes of decrypted/decompressed pages (0: the default) */
+    int zstd_level;         /* for saving a compressed model (0: the default) */
 } ck_open_opts;
+
+#define CK_CACHE_SIZE_DEFAULT (16u << 20)
 
 /* The model file, its external data files and a temp file of decoded
  * typed fields: each an open descriptor, so the count is capped. */
@@ -45,17 +53,23 @@ typedef struct ck_model {
     uint64_t records_end;           /* end of the records (a CRC trailer follows) */
     bool has_crc;
     ck_pb_layout *pb;               /* ONNX and MindIR: where the tensors sit */
+    ck_envelope env;                /* how the model file is wrapped, and will be saved */
+    ck_page_cache *cache;           /* pages of the wrapped sources */
 } ck_model;
 
 /* Take ownership of src; returns its id, or -1 (src closed) on failure. */
 long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err);
+/* The same for a data file of a split MindIR: decrypted, and required to
+ * be encrypted, when the model is. */
+long ck_model_add_data_file(ck_model *m, ck_source *src, ck_error *err);
 
 ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err);
 
 /* A model with no tensors for a file that does not exist yet (mount -o
  * create); the first commit creates the file.  format_name: "ckpt", or NULL
  * to go by the file name's extension. */
-ck_model *ck_model_empty(const char *path, const char *format_name, ck_error *err);
+ck_model *ck_model_empty(const char *path, const char *format_name, const ck_open_opts *opts,
+                         ck_error *err);
 void ck_model_close(ck_model *m);
 
 const char *ck_format_name(ck_format f);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -222,6 +223,13 @@ static int dec_open(rd *d)
 {
     if (d->dec_fd >= 0)
         return 0;
+    if (d->m->env.wrap == CK_WRAP_CIPHER) { /* decrypted bytes stay off the disk */
+        d->dec_fd = memfd_create("ckptfs-decoded", MFD_CLOEXEC);
+        if (d->dec_fd < 0)
+            return ck_fail_errno(d->err, EIO, "%s: cannot create a memory file for decoded "
+                                 "typed fields", PATH(d));
+        return 0;
+    }
     const char *dir = getenv("TMPDIR");
     if (dir == NULL || *dir == '\0')
         dir = "/tmp";
@@ -642,11 +650,10 @@ static long open_external(rd *d, ck_tensor *t, const str *loc)
         }
     }
     ck_source *src = ck_source_adopt_fd(fd, full, d->err);
-    if (src == NULL || (d->pb->mindir && check_data_header(d, src) < 0)) {
-        ck_source_close(src);
+    long id = src == NULL ? -1 : ck_model_add_data_file(d->m, src, d->err);
+    if (id >= 0 && d->pb->mindir && check_data_header(d, d->m->sources[id]) < 0)
         return -1;
-    }
-    return ck_model_add_source(d->m, src, d->err);
+    return id;
 }
 
 /* Decode a typed field into the temporary file (little-endian, width
@@ -1284,7 +1291,7 @@ static int walk_variables_file(rd *d, int dfd, const char *dir, const char *name
         return 0; /* MindSpore's loader reads regular files only */
     }
     ck_source *src = ck_source_adopt_fd(fd, path, d->err);
-    long sid = src == NULL ? -1 : ck_model_add_source(d->m, src, d->err);
+    long sid = src == NULL ? -1 : ck_model_add_data_file(d->m, src, d->err);
     if (sid < 0)
         return -1;
     d->src = src;

@@ -4,11 +4,32 @@
 #include <errno.h>
 #include <unistd.h>
 
+int ck_sink_wrap(ck_sink *s, const ck_envelope *env)
+{
+    s->wrap = ck_wrap_writer_new(env, s->fd, s->path, s->err);
+    return s->wrap == NULL && s->err->errnum != 0 ? -1 : 0;
+}
+
+int ck_sink_end(ck_sink *s)
+{
+    int rc = s->wrap ? ck_wrap_writer_finish(s->wrap, s->err) : 0;
+    ck_sink_drop(s);
+    return rc;
+}
+
+void ck_sink_drop(ck_sink *s)
+{
+    ck_wrap_writer_free(s->wrap);
+    s->wrap = NULL;
+}
+
 int ck_sink_write(ck_sink *s, const void *data, size_t len)
 {
     const unsigned char *p = data;
     if (s->crc_on)
         s->crc = crc32(s->crc, p, (uInt)len);
+    if (s->wrap != NULL)
+        return ck_wrap_writer_write(s->wrap, data, len, s->err);
     while (len > 0) {
         ssize_t n = write(s->fd, p, len);
         if (n < 0 && errno == EINTR)
@@ -35,7 +56,7 @@ static int copy_through_memory(ck_sink *s, ck_source *src, uint64_t off, uint64_
 
 int ck_sink_copy(ck_sink *s, ck_source *src, uint64_t off, uint64_t len)
 {
-    while (len > 0 && !s->crc_on && src->fd >= 0) {
+    while (len > 0 && !s->crc_on && s->wrap == NULL && src->fd >= 0) {
         loff_t in = (loff_t)off;
         size_t want = len > (1u << 30) ? (1u << 30) : (size_t)len;
         ssize_t n = copy_file_range(src->fd, &in, s->fd, NULL, want, 0);

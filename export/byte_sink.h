@@ -5,6 +5,8 @@
  * (the old model, a spill file) with copy_file_range, so an encoder streams
  * a model of any size through a 1 MiB buffer.  A running CRC-32 can be kept
  * (the .ckpt trailer); then copies go through memory so the CRC sees them.
+ * So do they when the file is wrapped (encrypted or compressed): what the
+ * encoder writes is then the plaintext, handed to a wrap writer.
  */
 #ifndef CK_BYTE_SINK_H
 #define CK_BYTE_SINK_H
@@ -16,6 +18,8 @@
 
 #include "../codec/byte_source.h"
 #include "../codec/ck_error.h"
+#include "../codec/envelope.h"
+#include "wrap_writer.h"
 
 #define CK_SINK_BUF (1u << 20)
 
@@ -26,6 +30,7 @@ typedef struct ck_sink {
     uLong crc;
     unsigned char *buf;         /* CK_SINK_BUF bytes, the caller's */
     ck_error *err;
+    ck_wrap_writer *wrap;       /* NULL: plaintext goes to fd as it is */
 } ck_sink;
 
 /* Part of a tensor's bytes: len bytes from src at off, or from mem. */
@@ -34,6 +39,13 @@ typedef struct ck_piece {
     const void *mem;
     uint64_t off, len;
 } ck_piece;
+
+/* Wrap what is written from now on in env's envelope (NULL or none:
+ * plain); ck_sink_end finishes the wrapping (the last block, the seek
+ * table) and frees it, ck_sink_drop only frees it (on failure). */
+int ck_sink_wrap(ck_sink *s, const ck_envelope *env);
+int ck_sink_end(ck_sink *s);
+void ck_sink_drop(ck_sink *s);
 
 int ck_sink_write(ck_sink *s, const void *data, size_t len);
 /* Copy bytes [off, off + len) of src; in-kernel when nothing needs to see

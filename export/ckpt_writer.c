@@ -344,8 +344,10 @@ int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
         }
         w.entry_of[id] = (uint32_t)i;
     }
-    rc = walk(&w);
+    if (ck_sink_wrap(&w.s, &m->env) == 0 && (rc = walk(&w)) == 0)
+        rc = ck_sink_end(&w.s);
 out:
+    ck_sink_drop(&w.s);
     free(w.s.buf);
     free(w.entry_of);
     ck_name_map_free(&w.live_by_dir);

@@ -804,12 +804,12 @@ static uint64_t edit_len(const writer *w, const edit *e)
     return n;
 }
 
-static int emit(writer *w, int out_fd)
+static int emit(writer *w, int out_fd, const ck_envelope *env)
 {
     ck_sink s = {.fd = out_fd, .path = w->m->path, .err = w->err, .buf = malloc(CK_SINK_BUF)};
     if (s.buf == NULL)
         return nomem(w);
-    int rc = 0;
+    int rc = ck_sink_wrap(&s, env);
     uint64_t pos = 0;
     for (size_t i = 0; i < w->n_edits && rc == 0; i++) {
         const edit *e = &w->edits[i];
@@ -820,6 +820,9 @@ static int emit(writer *w, int out_fd)
     }
     if (rc == 0)
         rc = ck_sink_copy(&s, w->file, pos, w->file->size - pos);
+    if (rc == 0)
+        rc = ck_sink_end(&s);
+    ck_sink_drop(&s);
     free(s.buf);
     return rc;
 }
@@ -846,37 +849,88 @@ static int put_pieces(ck_sink *s, const enc *e)
     return 0;
 }
 
-/* The new version of data file f: its old bytes, the tensors appended to
- * it in the order they were placed (increasing offsets), padding, then
- * the tensors written over their old bytes. */
+/* A split MindIR's data files are encrypted when its model is (and were
+ * read decrypted); the model's own envelope may be new (fresh), which a
+ * model with data files cannot have. */
+static const ck_envelope *data_envelope(const writer *w)
+{
+    const ck_envelope *env = &w->m->env;
+    return w->pb->mindir && env->wrap == CK_WRAP_CIPHER && !env->fresh ? env : NULL;
+}
+
+static int by_ext_off(const void *a, const void *b)
+{
+    const enc *x = *(const enc *const *)a, *y = *(const enc *const *)b;
+    return x->ext_off < y->ext_off ? -1 : x->ext_off > y->ext_off;
+}
+
+/* The tensors of file f written over their old bytes, in file order. */
+static const enc **in_place(writer *w, uint32_t f, size_t *count)
+{
+    const enc **list = malloc((w->n_encs ? w->n_encs : 1) * sizeof *list);
+    size_t k = 0;
+    for (size_t i = 0; list != NULL && i < w->n_encs; i++) {
+        const enc *e = &w->encs[i];
+        if (e->external && e->ext_file == f && !e->ext_moved && e->ext_write)
+            list[k++] = e;
+    }
+    if (list != NULL)
+        qsort(list, k, sizeof *list, by_ext_off);
+    *count = k;
+    return list;
+}
+
+/* The old bytes of data file f with the tensors written over theirs,
+ * in one pass so that it can go through a wrap writer. */
+static int put_old_with_edits(writer *w, ck_sink *s, uint32_t f)
+{
+    ck_source *old = f < w->m->n_sources ? w->m->sources[f] : NULL;
+    size_t k;
+    const enc **list = in_place(w, f, &k);
+    if (list == NULL)
+        return nomem(w);
+    uint64_t pos = 0;
+    int rc = 0;
+    for (size_t i = 0; i < k && rc == 0; i++) {
+        if (list[i]->ext_off < pos) /* the planner moves overlapping tensors */
+            rc = ck_fail(w->err, EIO, "%s: internal error: overlapping tensors written in "
+                         "place", s->path);
+        else if ((rc = ck_sink_copy(s, old, pos, list[i]->ext_off - pos)) == 0)
+            rc = put_pieces(s, list[i]);
+        pos = list[i]->ext_off + list[i]->ext_len;
+    }
+    free(list);
+    if (rc == 0 && old != NULL)
+        rc = ck_sink_copy(s, old, pos, old->size - pos);
+    return rc;
+}
+
+/* The new version of data file f: its old bytes, with the tensors that
+ * keep their place written over them, then the tensors appended to it in
+ * the order they were placed (increasing offsets), and padding. */
 static int write_data_file(writer *w, uint32_t f, int fd, unsigned char *buf)
 {
     ck_source *old = f < w->m->n_sources ? w->m->sources[f] : NULL;
     uint64_t size = old ? old->size : 0, pos = size;
     ck_sink s = {.fd = fd, .path = file_path(w, f), .err = w->err, .buf = buf};
-    if (old != NULL && ck_sink_copy(&s, old, 0, old->size) < 0)
-        return -1;
-    for (size_t i = 0; i < w->n_encs; i++) {
+    int rc = ck_sink_wrap(&s, data_envelope(w));
+    if (rc == 0)
+        rc = put_old_with_edits(w, &s, f);
+    for (size_t i = 0; i < w->n_encs && rc == 0; i++) {
         const enc *e = &w->encs[i];
         if (!e->external || e->ext_file != f || !e->ext_moved)
             continue;
-        if (put_zeros(&s, e->ext_off - pos) < 0 || put_pieces(&s, e) < 0)
-            return -1;
+        if ((rc = put_zeros(&s, e->ext_off - pos)) == 0)
+            rc = put_pieces(&s, e);
         pos = e->ext_off + e->ext_len;
     }
     /* MindSpore pads the last tensor of a data file too. */
-    if (w->pb->mindir && pos > size && put_zeros(&s, align_up(pos, 64) - pos) < 0)
-        return -1;
-    for (size_t i = 0; i < w->n_encs; i++) {
-        const enc *e = &w->encs[i];
-        if (!e->external || e->ext_file != f || e->ext_moved || !e->ext_write)
-            continue;
-        if (lseek(fd, (off_t)e->ext_off, SEEK_SET) < 0)
-            return ck_fail_errno(w->err, errno, "%s: seek in the new version failed", s.path);
-        if (put_pieces(&s, e) < 0)
-            return -1;
-    }
-    return 0;
+    if (rc == 0 && w->pb->mindir && pos > size)
+        rc = put_zeros(&s, align_up(pos, 64) - pos);
+    if (rc == 0)
+        rc = ck_sink_end(&s);
+    ck_sink_drop(&s);
+    return rc;
 }
 
 static int write_data_files(writer *w, ck_commit_group *g)
@@ -1047,11 +1101,11 @@ static int write_pbfile(writer *w, uint32_t p, const ck_write_tensor *ts, size_t
     if (plan(w, ts, n, state) < 0 || fit(w, ts, n, state) < 0)
         return -1;
     if (p == 0)
-        return write_data_files(w, g) < 0 ? -1 : emit(w, g->files[0].fd);
+        return write_data_files(w, g) < 0 ? -1 : emit(w, g->files[0].fd, &w->m->env);
     if (w->n_edits == 0)
         return 0;
     int fd = ck_group_add(g, w->file->path, w->err);
-    return fd < 0 ? -1 : emit(w, fd);
+    return fd < 0 ? -1 : emit(w, fd, data_envelope(w));
 }
 
 int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,

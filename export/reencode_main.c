@@ -9,7 +9,8 @@
  *
  * The first form checks that a commit of an untouched mount would be a
  * no-op; the second runs every tensor through the path an edit takes.  Both
- * write OUT atomically.
+ * write OUT atomically.  An encrypted MODEL (key in CKPTFS_KEY_HEX) gives an
+ * OUT encrypted the same way, with fresh IVs; a compressed one, seekable zstd.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,12 @@ int main(int argc, char **argv)
     }
     const char *in = argv[1 + all], *out = argv[2 + all];
     ck_error err;
-    ck_model *m = ck_group_recover(in, &err) < 0 ? NULL : ck_model_open(in, NULL, &err);
+    ck_key key;
+    ck_open_opts opts = {.key = &key};
+    ck_model *m = NULL;
+    if (ck_key_load(NULL, &key, &err) >= 0 && ck_group_recover(in, &err) >= 0)
+        m = ck_model_open(in, &opts, &err);
+    ck_key_wipe(&key);
     if (m == NULL) {
         fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
         return 1;

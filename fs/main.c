@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <syslog.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "../export/commit_group.h"
 #include "ckptfs.h"
@@ -31,6 +32,11 @@ struct cli {
     double commit_delay;
     int create;
     char *format;
+    char *key_file;
+    char *enc_mode;
+    char *cache_size;
+    char *spill_max;
+    int zstd_level;
 };
 
 static const struct fuse_opt cli_opts[] = {
@@ -43,6 +49,11 @@ static const struct fuse_opt cli_opts[] = {
     {"commit_delay=%lf", offsetof(struct cli, commit_delay), 0},
     {"create", offsetof(struct cli, create), 1},
     {"format=%s", offsetof(struct cli, format), 0},
+    {"key_file=%s", offsetof(struct cli, key_file), 0},
+    {"enc_mode=%s", offsetof(struct cli, enc_mode), 0},
+    {"cache_size=%s", offsetof(struct cli, cache_size), 0},
+    {"zstd_level=%d", offsetof(struct cli, zstd_level), 0},
+    {"spill_max=%s", offsetof(struct cli, spill_max), 0},
     FUSE_OPT_END,
 };
 
@@ -78,12 +89,75 @@ static void usage(FILE *to)
             "    -o create          MODEL may not exist yet: mount an empty model, the\n"
             "                       first save creates the file\n"
             "    -o format=ckpt     the type of a model to create (default: by extension)\n"
+            "    -o key_file=PATH   the AES key of an encrypted model: 16, 24 or 32 raw bytes\n"
+            "                       in a file only its owner may read (or the key in hex in\n"
+            "                       the environment variable CKPTFS_KEY_HEX)\n"
+            "    -o enc_mode=MODE   AES-GCM or AES-CBC: encrypt a plain model on save\n"
+            "                       (an encrypted one keeps its own mode)\n"
+            "    -o cache_size=N    memory for decrypted or decompressed pages, in bytes\n"
+            "                       or with K, M, G (default 16M)\n"
+            "    -o zstd_level=N    the level a compressed model is saved with (default 3)\n"
+            "    -o spill_max=N     edits of an encrypted model are kept in memory, never\n"
+            "                       on disk: at most N bytes (default a quarter of the RAM)\n"
             "    -o nocrc           do not verify a CRC-32 trailer (saves reading the file)\n"
             "    -o nosplice        copy tensor bytes instead of splicing them\n"
             "    -f                 stay in the foreground\n"
             "    -d                 debug output (implies -f)\n"
             "    --help, --version\n"
             "\n");
+}
+
+/* "16M" and the like: bytes, or K, M, G (binary). */
+static int parse_size(const char *text, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    int shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    }
+    if (errno != 0 || end == text || *end != '\0' || *text == '-' || v == 0 ||
+        v > (SIZE_MAX >> shift))
+        return -1;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+/* The encryption and compression options into oo; the key into key. */
+static int envelope_options(const struct cli *cli, ck_open_opts *oo, ck_key *key)
+{
+    ck_error err;
+    if (cli->cache_size != NULL && parse_size(cli->cache_size, &oo->cache_size) < 0) {
+        fprintf(stderr, "ckptfs: -o cache_size=%s: give a size in bytes, or with K, M or G\n",
+                cli->cache_size);
+        return -1;
+    }
+    if (cli->zstd_level != 0 &&
+        (cli->zstd_level < ZSTD_minCLevel() || cli->zstd_level > ZSTD_maxCLevel())) {
+        fprintf(stderr, "ckptfs: -o zstd_level=%d: zstd levels are %d to %d\n", cli->zstd_level,
+                ZSTD_minCLevel(), ZSTD_maxCLevel());
+        return -1;
+    }
+    oo->zstd_level = cli->zstd_level;
+    if (cli->enc_mode != NULL) {
+        int mode = ck_cipher_mode_parse(cli->enc_mode);
+        if (mode < 0) {
+            fprintf(stderr, "ckptfs: -o enc_mode=%s: the modes are AES-GCM and AES-CBC\n",
+                    cli->enc_mode);
+            return -1;
+        }
+        oo->encrypt = true;
+        oo->enc_mode = (ck_cipher_mode)mode;
+    }
+    if (ck_key_load(cli->key_file, key, &err) < 0) {
+        fprintf(stderr, "ckptfs: %s\n", err.msg);
+        return -1;
+    }
+    oo->key = key;
+    return 0;
 }
 
 /* Temporary files of an interrupted save that never reached its commit
@@ -249,6 +323,11 @@ int main(int argc, char **argv)
     const char *path = abs ? abs : cli.model;
     ck_error err;
     ck_open_opts oo = {.skip_crc = cli.nocrc};
+    ck_key key = {0};
+    if (envelope_options(&cli, &oo, &key) < 0) {
+        free(abs);
+        goto out;
+    }
     /* External data files each hold a descriptor, and every edited tensor
      * holds a spill file until the next save. */
     raise_open_file_limit();
@@ -260,7 +339,7 @@ int main(int argc, char **argv)
         goto out;
     }
     ck_model *model = cli.create && access(path, F_OK) != 0
-                          ? ck_model_empty(path, cli.format, &err)
+                          ? ck_model_empty(path, cli.format, &oo, &err)
                           : ck_model_open(path, &oo, &err);
     if (model != NULL && model->n_sources == 0)
         cli.rw = 1; /* a model to create is written, whatever its mode says */
@@ -269,17 +348,31 @@ int main(int argc, char **argv)
         free(abs);
         goto out;
     }
+    if (model->env.legacy && cli.rw == 1) {
+        fprintf(stderr, "ckptfs: %s: encrypted in MindSpore 1.3-1.6's layout (no GCM tag), "
+                "which ckptfs reads but does not write: mount it without -o rw\n", path);
+        ck_model_close(model);
+        free(abs);
+        goto out;
+    }
     /* MindSpore saves checkpoints 0400: such a file is not edited unless
      * asked for. */
-    bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 : cli.rw;
+    bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 && !model->env.legacy : cli.rw;
     if (rw)
         remove_leftovers(model);
     ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice,
                .commit_delay = cli.manual ? -1 : cli.commit_delay};
-    if (tree_init(&fs.tr, model, &oo, rw, &err) < 0) {
+    size_t spill_max = 0;
+    if (cli.spill_max != NULL && parse_size(cli.spill_max, &spill_max) < 0) {
+        fprintf(stderr, "ckptfs: -o spill_max=%s: give a size in bytes, or with K, M or G\n",
+                cli.spill_max);
+        ck_model_close(model);
+    } else if (tree_init(&fs.tr, model, &oo, rw, &err) < 0) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         ck_model_close(model);
     } else {
+        if (spill_max != 0)
+            fs.tr.spill_max = spill_max;
         if (add_mount_opts(&args, path, rw) < 0)
             fprintf(stderr, "ckptfs: out of memory\n");
         else
@@ -289,9 +382,14 @@ int main(int argc, char **argv)
     }
     free(abs);
 out:
+    ck_key_wipe(&key);
     free(opts.mountpoint);
     free(cli.model);
     free(cli.format);
+    free(cli.key_file);
+    free(cli.enc_mode);
+    free(cli.cache_size);
+    free(cli.spill_max);
     fuse_opt_free_args(&args);
     return rc;
 }

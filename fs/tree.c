@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../export/commit_group.h"
@@ -51,6 +52,8 @@ int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable
     tr->model = model;
     tr->open_opts = opts ? *opts : (ck_open_opts){0};
     tr->writable = writable;
+    /* A quarter of the RAM unless -o spill_max says otherwise. */
+    tr->spill_max = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 4;
     ck_name_map_init(&tr->by_dir);
     const ck_index *ix = &model->index;
     tr->cap_entries = ix->n_live ? ix->n_live : 16;
@@ -213,16 +216,58 @@ static edit *edit_of(tree *tr, entry *e, ck_error *err)
     return e->edit;
 }
 
+/* Edits of an encrypted model hold decrypted bytes: they are kept in
+ * memory (memfd), never in a file on disk, and capped at spill_max so a
+ * big copy fails with ENOSPC instead of exhausting memory. */
+static bool spill_in_memory(const tree *tr)
+{
+    return tr->model->env.wrap == CK_WRAP_CIPHER;
+}
+
+static uint64_t spill_in_use(const tree *tr)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < tr->n_entries; i++) {
+        const edit *ed = tr->entries[i].edit;
+        if (ed != NULL && ed->overlay_fd >= 0)
+            n += ed->overlay_size;
+    }
+    for (size_t i = 0; i < tr->n_extras; i++)
+        if (tr->extras[i].fd >= 0)
+            n += tr->extras[i].size;
+    return n;
+}
+
+/* Room for a spill file to grow from old to new bytes. */
+static int spill_room(const tree *tr, uint64_t old, uint64_t new, ck_error *err)
+{
+    if (!spill_in_memory(tr) || new <= old)
+        return 0;
+    uint64_t used = spill_in_use(tr);
+    if (new - old > tr->spill_max || used > tr->spill_max - (new - old))
+        return ck_fail(err, ENOSPC, "%s: edits of an encrypted model are held in memory, not "
+                       "on disk, and would pass -o spill_max=%lluM; save them (touch "
+                       "snapshot_done) or mount with a larger spill_max", tr->model->path,
+                       (unsigned long long)(tr->spill_max >> 20));
+    return 0;
+}
+
 /* A nameless file beside the model (same filesystem, so the commit can
- * copy_file_range from it), or in $TMPDIR when that directory refuses. */
+ * copy_file_range from it), or in $TMPDIR when that directory refuses;
+ * in memory for an encrypted model. */
 static int spill_file(const tree *tr, ck_error *err)
 {
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s", tr->model->path);
-    int fd = open(dirname(path), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        const char *tmp = getenv("TMPDIR");
-        fd = open(tmp && *tmp ? tmp : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    int fd;
+    if (spill_in_memory(tr)) {
+        fd = memfd_create("ckptfs-spill", MFD_CLOEXEC);
+    } else {
+        snprintf(path, sizeof path, "%s", tr->model->path);
+        fd = open(dirname(path), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            const char *tmp = getenv("TMPDIR");
+            fd = open(tmp && *tmp ? tmp : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        }
     }
     if (fd < 0 && (errno == EMFILE || errno == ENFILE))
         return ck_fail(err, errno, "%s: too many edited files at once (the open-file limit); "
@@ -273,6 +318,8 @@ static edit *with_overlay(tree *tr, entry *e, bool empty, ck_error *err)
     edit *ed = editable_edit(tr, e, err);
     if (ed == NULL || ed->overlay_fd >= 0)
         return ed;
+    if (!empty && spill_room(tr, 0, entry_out_size(tr, e), err) < 0)
+        return NULL;
     int fd = spill_file(tr, err);
     if (fd < 0)
         return NULL;
@@ -288,7 +335,7 @@ static edit *with_overlay(tree *tr, entry *e, bool empty, ck_error *err)
 int entry_out_truncate(tree *tr, entry *e, uint64_t size, ck_error *err)
 {
     edit *ed = with_overlay(tr, e, size == 0, err);
-    if (ed == NULL)
+    if (ed == NULL || spill_room(tr, ed->overlay_size, size, err) < 0)
         return -1;
     if (ftruncate(ed->overlay_fd, (off_t)size) < 0)
         return ck_fail_errno(err, errno, "%s: truncating a spill file failed", tr->model->path);
@@ -300,7 +347,7 @@ int entry_out_write(tree *tr, entry *e, const void *buf, size_t size, uint64_t o
                     ck_error *err)
 {
     edit *ed = with_overlay(tr, e, false, err);
-    if (ed == NULL)
+    if (ed == NULL || spill_room(tr, ed->overlay_size, off + size, err) < 0)
         return -1;
     if (write_at(ed->overlay_fd, buf, size, off) < 0)
         return ck_fail_errno(err, errno, "%s: writing a spill file failed", tr->model->path);
@@ -879,6 +926,8 @@ int tree_extra_write(tree *tr, size_t id, const void *buf, size_t size, uint64_t
                      ck_error *err)
 {
     extra *x = &tr->extras[id];
+    if (spill_room(tr, x->size, off + size, err) < 0)
+        return -1;
     if (write_at(x->fd, buf, size, off) < 0)
         return ck_fail_errno(err, errno, "%s: writing a spill file failed", tr->model->path);
     if (off + size > x->size)
@@ -889,6 +938,8 @@ int tree_extra_write(tree *tr, size_t id, const void *buf, size_t size, uint64_t
 int tree_extra_truncate(tree *tr, size_t id, uint64_t size, ck_error *err)
 {
     extra *x = &tr->extras[id];
+    if (spill_room(tr, x->size, size, err) < 0)
+        return -1;
     if (ftruncate(x->fd, (off_t)size) < 0)
         return ck_fail_errno(err, errno, "%s: truncating a spill file failed", tr->model->path);
     x->size = size;

@@ -81,6 +81,7 @@ typedef struct tree {
      * the model at a commit. */
     ck_pb_users *users;
     bool writable;
+    uint64_t spill_max;         /* bytes of edits an encrypted model keeps in memory */
     char last_error[CK_ERROR_MSG_MAX]; /* of the last failed commit */
 } tree;
 

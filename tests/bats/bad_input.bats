@@ -28,9 +28,28 @@ refuse() {
 @test "dims whose product overflows" { refuse overflow "overflow the byte count"; }
 @test "content length not prod(dims) x itemsize" { refuse sizemismatch "content is 40 bytes but dims [3,4] of Float32 need 48"; }
 @test "an unknown tensor_type, named" { refuse badtype "unknown tensor_type 'Float128'"; }
-@test "an AES-GCM encrypted file says so" { refuse encgcm "encrypted MindSpore model (AES-GCM"; }
-@test "an AES-CBC encrypted file says so" { refuse enccbc "encrypted MindSpore model (AES-CBC"; }
-@test "a zstd-compressed file says so" { refuse zstd "zstd-compressed"; }
+@test "an AES-GCM magic before a header that does not add up says so" { refuse encgcm "encrypted MindSpore model (AES-GCM"; }
+
+# refuse_envelope CASE EXPECTED-TEXT: refused in one line naming the file,
+# with no offset when the reason is not in the bytes (a key is missing).
+refuse_envelope() {
+    local f=$BATS_TEST_TMPDIR/$1.ckpt
+    $ORACLE bad "$f" --case "$1" >/dev/null
+    before=$(sha "$f")
+    mkdir -p "$BATS_TEST_TMPDIR/m"
+    run "$CKPTFS" "$f" "$BATS_TEST_TMPDIR/m"
+    echo "ckptfs said: $output"
+    [ "$status" -ne 0 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ $output == "ckptfs: $f: "*"$2"* ]]
+    ! mountpoint -q "$BATS_TEST_TMPDIR/m"
+    [ "$(sha "$f")" = "$before" ]
+}
+
+@test "an AES-CBC encrypted file without a key says how to give one" {
+    refuse_envelope enccbc "encrypted (AES-CBC); give -o key_file=PATH or CKPTFS_KEY_HEX"
+}
+@test "a damaged zstd file says it is zstd" { refuse_envelope zstd "zstd"; }
 
 @test "a missing model file" {
     mkdir "$BATS_TEST_TMPDIR/m"
