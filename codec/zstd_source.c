@@ -190,6 +190,11 @@ static int add_entry(ck_source *file, seek_table *t, uint32_t i, const unsigned 
 {
     uint32_t csize = le32(e), dsize = le32(e + 4);
     zframe *f = &t->idx[i], *next = &t->idx[i + 1];
+    /* Every entry is a frame, and the smallest frame (a skippable one) is
+     * 8 bytes; zstd's seekable library never writes an empty entry. */
+    if (csize == 0)
+        return ck_fail(err, EINVAL, "%s: offset %llu: zstd seek table entry %u: "
+                       "Compressed_Size 0", file->path, (unsigned long long)entry_off, i);
     if (__builtin_add_overflow(f->c_off, csize, &next->c_off) || next->c_off > table_off)
         return ck_fail(err, EINVAL, "%s: offset %llu: zstd seek table entry %u: its frame "
                        "(%u bytes at offset %llu) runs past the seek table at offset %llu",

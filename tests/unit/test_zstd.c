@@ -536,6 +536,15 @@ static void test_bad_seek_tables(ck_page_cache *cache)
     wr32(c + entries + 8, 0xFFFFFFFFu);
     expect_refused("sum-huge.zst", c, zlen, "runs past", "huge compressed sizes", cache);
 
+    /* An empty entry added (Frame_Size and Number_Of_Frames to match). */
+    memcpy(c, z, table + 8 + 8 * n);
+    memset(c + table + 8 + 8 * n, 0, 8);
+    memcpy(c + table + 16 + 8 * n, z + zlen - 9, 9);
+    wr32(c + table + 4, rd32(z + table + 4) + 8);
+    wr32(c + zlen + 8 - 9, 5);
+    expect_refused("empty-entry.zst", c, zlen + 8, "entry 4: Compressed_Size 0",
+                   "a seek table entry of 0 bytes", cache);
+
     memcpy(c, z, zlen);
     wr32(c + zlen - 9, 0xFFFFFFFFu);
     expect_refused("n-huge.zst", c, zlen, "more than the format's",
