@@ -3,6 +3,11 @@
  * pieces, each compressed into one independent frame, and a seek table
  * (zstd's contrib/seekable_format, without checksums: every frame carries
  * zstd's own content checksum) ends the file.
+ *
+ * Memory: the plaintext buffer (2 MiB), one compressed frame (its bound),
+ * the compression context with its workers (about 4 MiB at level 3 with
+ * 2 workers, 9 MiB with 8; tens of MiB at levels 19 and up) and 8 bytes
+ * of seek table per frame.
  */
 #include "wrap_writer.h"
 
@@ -20,7 +25,9 @@
 #define SEEK_HEADER 8
 #define SEEK_ENTRY 8
 #define SEEK_FOOTER 9
-/* More threads than this do not pay for a 2 MiB frame (four 512 KiB jobs). */
+/* A 2 MiB frame is four 512 KiB jobs, so past four workers some idle;
+ * the cap keeps the pool's memory (one compression context per worker)
+ * bounded on large machines, and leaves room for a larger frame. */
 #define MAX_WORKERS 8
 #define JOB_SIZE (512u << 10)
 
@@ -47,32 +54,32 @@ static void put32(unsigned char *p, uint32_t v)
     p[3] = (unsigned char)(v >> 24);
 }
 
-static int add_entry(zstd_writer *z, uint32_t csize, uint32_t dsize, ck_error *err)
+/* Room for one more seek-table entry (and the footer), made before the
+ * frame is written, so that a frame on disk always has its entry. */
+static int reserve_entry(zstd_writer *z, ck_error *err)
 {
     if (z->frames == SEEK_MAX_FRAMES)
         return ck_fail(err, EFBIG, "%s: offset %llu: more than %u zstd frames, the seekable "
                        "format's limit", z->base.path, (unsigned long long)z->base.out_off,
                        SEEK_MAX_FRAMES);
-    if (z->table_cap - z->table_len < SEEK_ENTRY + SEEK_FOOTER) {
-        /* At most 8 * 2^27 + 17 bytes (1 GiB): no overflow in the doubling. */
-        size_t cap = z->table_cap * 2;
-        unsigned char *t = realloc(z->table, cap);
-        if (t == NULL)
-            return ck_fail(err, ENOMEM, "%s: out of memory for the zstd seek table (%u frames)",
-                           z->base.path, z->frames);
-        z->table = t;
-        z->table_cap = cap;
-    }
-    put32(z->table + z->table_len, csize);
-    put32(z->table + z->table_len + 4, dsize);
-    z->table_len += SEEK_ENTRY;
-    z->frames++;
+    if (z->table_cap - z->table_len >= SEEK_ENTRY + SEEK_FOOTER)
+        return 0;
+    /* At most 8 * 2^27 + 17 bytes (1 GiB): no overflow in the doubling. */
+    size_t cap = z->table_cap * 2;
+    unsigned char *t = realloc(z->table, cap);
+    if (t == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory for the zstd seek table (%u frames)",
+                       z->base.path, z->frames);
+    z->table = t;
+    z->table_cap = cap;
     return 0;
 }
 
 /* One frame of len (<= CK_ZSTD_FRAME) bytes, appended to the file. */
 static int write_frame(zstd_writer *z, const void *src, size_t len, ck_error *err)
 {
+    if (reserve_entry(z, err) < 0)
+        return -1;
     size_t r = ZSTD_compress2(z->cctx, z->cbuf, z->ccap, src, len);
     if (ZSTD_isError(r))
         return ck_fail(err, ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation ? ENOMEM : EIO,
@@ -83,7 +90,11 @@ static int write_frame(zstd_writer *z, const void *src, size_t len, ck_error *er
         return -1;
     z->base.out_off += r;
     /* r <= ZSTD_compressBound(CK_ZSTD_FRAME) and len <= CK_ZSTD_FRAME: both fit. */
-    return add_entry(z, (uint32_t)r, (uint32_t)len, err);
+    put32(z->table + z->table_len, (uint32_t)r);
+    put32(z->table + z->table_len + 4, (uint32_t)len);
+    z->table_len += SEEK_ENTRY;
+    z->frames++;
+    return 0;
 }
 
 /* A writer that failed half-way has left the file in no known state. */
