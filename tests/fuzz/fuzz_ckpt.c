@@ -13,6 +13,12 @@
  * fuzz.<format> in a private directory, through the same path-based entry
  * point the mount uses; external data may name that file too.  For ckpt
  * the same bytes also go through the meta parser.
+ *
+ * FORMAT.enc and FORMAT.zst fuzz the envelopes: the input is opened with
+ * the key "0123456789ABCDEF", or named fuzz.FORMAT.zst.  A wrapped model
+ * cannot re-encode to its own bytes (fresh IVs; the seekable format), so
+ * instead the unchanged tree is saved, wrapped again, and must reopen as
+ * the same tensors.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -31,7 +37,9 @@
 static char dir[PATH_MAX - 32];
 static char path[PATH_MAX], rewritten[PATH_MAX];
 static int fd = -1;
-static bool ckpt;
+static bool ckpt, wrapped;
+static ck_key key = {.bytes = "0123456789ABCDEF", .len = 16};
+static ck_open_opts opts;
 
 static void read_everything(const ck_model *m)
 {
@@ -90,7 +98,7 @@ static void check_identity(const ck_model *m, const uint8_t *data, size_t size)
 static bool editable(const ck_model *m, uint32_t id)
 {
     const ck_tensor *t = &m->index.tensors[id];
-    return !t->read_only && m->pb->tensors[id].storage != CK_STORE_EXTERNAL;
+    return !t->read_only && m->pb != NULL && m->pb->tensors[id].storage != CK_STORE_EXTERNAL;
 }
 
 /* Every editable tensor given as new bytes: its own, from its extents. */
@@ -146,10 +154,14 @@ static void same_tensors(const ck_model *a, const ck_model *b)
     }
 }
 
-static void check_rewrite(const ck_model *m)
+/* Save the tree (every editable tensor given as its own bytes when all is
+ * set, else unchanged) and reopen it: the same tensors. */
+static void check_reencode(const ck_model *m, bool all)
 {
     ck_piece *pieces = calloc(m->index.n_live + 1, sizeof *pieces);
     ck_write_tensor *w = rewrite_all(m, pieces);
+    for (size_t i = 0; !all && i < m->index.n_live; i++)
+        w[i].unchanged = true;
     int out = open(rewritten, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     ck_error err;
     if (out < 0 || encode_to_fd(m, w, m->index.n_live, out, &err) < 0) {
@@ -159,7 +171,7 @@ static void check_rewrite(const ck_model *m)
     close(out);
     free(w);
     free(pieces);
-    ck_model *back = ck_model_open(rewritten, NULL, &err);
+    ck_model *back = ck_model_open(rewritten, &opts, &err);
     if (back == NULL) {
         fprintf(stderr, "rewritten model refused: %s\n", err.msg);
         abort();
@@ -182,18 +194,28 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     const char *format = getenv("CKPTFS_FUZZ_FORMAT");
     if (format == NULL || *format == '\0')
         format = "ckpt";
-    if (strcmp(format, "ckpt") != 0 && strcmp(format, "onnx") != 0 &&
-        strcmp(format, "mindir") != 0) {
-        fprintf(stderr, "CKPTFS_FUZZ_FORMAT must be ckpt, onnx or mindir, not '%s'\n", format);
+    size_t base = strcspn(format, ".");
+    const char *wrap = format + base;
+    bool known = (base == 4 && strncmp(format, "ckpt", 4) == 0) ||
+                 (base == 4 && strncmp(format, "onnx", 4) == 0) ||
+                 (base == 6 && strncmp(format, "mindir", 6) == 0);
+    if (!known || (*wrap && strcmp(wrap, ".enc") != 0 && strcmp(wrap, ".zst") != 0)) {
+        fprintf(stderr, "CKPTFS_FUZZ_FORMAT must be ckpt, onnx or mindir, then maybe .enc or "
+                ".zst, not '%s'\n", format);
         exit(2);
     }
-    ckpt = strcmp(format, "ckpt") == 0;
+    ckpt = base == 4 && strncmp(format, "ckpt", 4) == 0;
+    wrapped = *wrap != '\0';
+    if (strcmp(wrap, ".enc") == 0)
+        opts.key = &key;
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/ckptfs-fuzz-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (mkdtemp(dir) == NULL)
         abort();
-    snprintf(path, sizeof path, "%s/fuzz.%s", dir, format);
-    snprintf(rewritten, sizeof rewritten, "%s/rewritten.%s", dir, format);
+    /* The name says the format (and .zst); ".enc" is only in the variable. */
+    const char *zst = strcmp(wrap, ".zst") == 0 ? ".zst" : "";
+    snprintf(path, sizeof path, "%s/fuzz.%.*s%s", dir, (int)base, format, zst);
+    snprintf(rewritten, sizeof rewritten, "%s/rewritten.%.*s%s", dir, (int)base, format, zst);
     fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         abort();
@@ -208,19 +230,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ck_error err;
     /* The same bytes as a meta someone wrote: parsed or refused, one line. */
     ck_meta meta;
-    if (ckpt && ck_meta_parse((const char *)data, size, &meta, &err) < 0 &&
+    if (ckpt && !wrapped && ck_meta_parse((const char *)data, size, &meta, &err) < 0 &&
         (err.msg[0] == '\0' || strchr(err.msg, '\n')))
         abort();
-    ck_model *m = ck_model_open(path, NULL, &err);
+    ck_model *m = ck_model_open(path, &opts, &err);
     if (m == NULL) {
         if (err.msg[0] == '\0' || strchr(err.msg, '\n'))
             abort(); /* every refusal is one line */
         return 0;
     }
     read_everything(m);
-    check_identity(m, data, size);
+    if (m->env.legacy) { /* read-only: the 1.3-1.6 encryption layout is not written */
+        ck_model_close(m);
+        return 0;
+    }
+    if (wrapped)
+        check_reencode(m, false);
+    else
+        check_identity(m, data, size);
     if (!ckpt)
-        check_rewrite(m);
+        check_reencode(m, true);
     ck_model_close(m);
     return 0;
 }

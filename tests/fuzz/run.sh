@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # run.sh FUZZER RUNS [FORMAT...]: fuzz the reader and writer of each format
-# (ckpt, onnx, mindir; all three by default) from a corpus seeded with the
-# real fixtures and the regression inputs in tests/fuzz/regress/FORMAT
-# (copied to a temporary directory, never into the repository).
+# (ckpt, onnx, mindir, and the envelopes ckpt.enc, mindir.enc, ckpt.zst; all
+# by default) from a corpus seeded with the real fixtures and the regression
+# inputs in tests/fuzz/regress/FORMAT (copied to a temporary directory,
+# never into the repository).  Envelope seeds are the fixtures encrypted by
+# the test oracle (key "0123456789ABCDEF", small blocks, every mode) or
+# compressed by zstd (plain, and seekable with small frames).
 # Deterministic: fixed seed, fixed number of runs per format.  Prints one TAP
 # line per format.  To replay a crash file: CKPTFS_FUZZ_FORMAT=FORMAT FUZZER FILE
 set -u
@@ -10,7 +13,7 @@ cd "$(dirname "$0")/../.."
 fuzzer=$1
 runs=${2:-200000}
 shift $(($# < 2 ? $# : 2))
-[ $# -gt 0 ] || set -- ckpt onnx mindir
+[ $# -gt 0 ] || set -- ckpt onnx mindir ckpt.enc mindir.enc ckpt.zst
 # Each input is written to a file in $TMPDIR (decoded typed fields to another):
 # on tmpfs that is free, on a disk it takes most of the run.
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
@@ -22,7 +25,26 @@ seeds() { # seeds FORMAT: the fixture files that seed its corpus
     ckpt) echo ../shared/fixtures/mindspore/*.ckpt \
         ../shared/fixtures/oneflow/legacy_v2_java_mlp_adam/dense1-weight/meta ;;
     onnx) echo ../shared/fixtures/onnx/*.onnx ;;
-    mindir) echo ../shared/fixtures/mindspore/*.mindir ;;
+    mindir | mindir.enc) echo ../shared/fixtures/mindspore/*.mindir ;;
+    ckpt.*) echo ../shared/fixtures/mindspore/goldenstick_test_*.ckpt \
+        ../shared/fixtures/mindspore/mindscience_SciAI_example_net_10000.ckpt ;;
+    esac
+}
+
+# wrap FORMAT FILE OUT-PREFIX: the envelope seeds made from one fixture.
+oracle="/usr/bin/python3 tests/oracle/envelope_oracle.py"
+wrap() {
+    case $1 in
+    *.enc)
+        cp "$2" "$3" # the real encrypted MindIR fixture has this key
+        for mode in AES-GCM AES-CBC legacy; do
+            $oracle encrypt --mode $mode --key-hex 30313233343536373839414243444546 \
+                --block-size 256 "$2" "$3-$mode" || return 1
+        done ;;
+    *.zst)
+        zstd -q -c "$2" >"$3-plain.zst" &&
+            $oracle zstd-seekable "$2" "$3-seekable.zst" --frame-size 256 --checksums ;;
+    *) cp "$2" "$3" ;;
     esac
 }
 
@@ -33,11 +55,18 @@ for format in "$@"; do
     for f in $(seeds "$format") tests/fuzz/regress/"$format"/*; do
         [ -s "$f" ] || continue
         n=$((n + 1))
-        cp "$f" "$corpus/$n-$(basename "$f")"
+        case $f in
+        tests/fuzz/regress/*) cp "$f" "$corpus/$n-$(basename "$f")" ;;
+        *) wrap "$format" "$f" "$corpus/$n-$(basename "$f")" ;;
+        esac
     done
     if CKPTFS_FUZZ_FORMAT=$format "$fuzzer" -seed=1 -runs="$runs" -max_len=4096 -timeout=10 \
         -rss_limit_mb=1024 "$corpus" >"$corpus.log" 2>&1; then
-        echo "ok - fuzz: $runs inputs through the $format reader and writer, no crash, every accepted input re-encoded to itself ($(grep -o 'cov: [0-9]*' "$corpus.log" | tail -1))"
+        case $format in
+        *.*) what="every accepted input saved again and reopened as the same tensors" ;;
+        *) what="every accepted input re-encoded to itself" ;;
+        esac
+        echo "ok - fuzz: $runs inputs through the $format reader and writer, no crash, $what ($(grep -o 'cov: [0-9]*' "$corpus.log" | tail -1))"
     else
         tail -40 "$corpus.log"
         echo "not ok - fuzz: the $format reader or writer failed on an input (log above; crash file in $(pwd))"
