@@ -15,7 +15,7 @@ static int file_read_at(ck_source *src, void *buf, size_t len, uint64_t off, ck_
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            return ck_fail_errno(err, EIO, "%s: offset %llu: read failed", src->path,
+            return ck_fail_errno(err, errno, "%s: offset %llu: read failed", src->path,
                                  (unsigned long long)off);
         }
         if (n == 0)

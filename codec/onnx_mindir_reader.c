@@ -226,7 +226,7 @@ static int dec_open(rd *d)
     if (d->m->env.wrap == CK_WRAP_CIPHER) { /* decrypted bytes stay off the disk */
         d->dec_fd = memfd_create("ckptfs-decoded", MFD_CLOEXEC);
         if (d->dec_fd < 0)
-            return ck_fail_errno(d->err, EIO, "%s: cannot create a memory file for decoded "
+            return ck_fail_errno(d->err, errno, "%s: cannot create a memory file for decoded "
                                  "typed fields", PATH(d));
         return 0;
     }
@@ -235,7 +235,7 @@ static int dec_open(rd *d)
         dir = "/tmp";
     d->dec_fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (d->dec_fd < 0)
-        return ck_fail_errno(d->err, EIO, "%s: cannot create a temporary file in %s for "
+        return ck_fail_errno(d->err, errno, "%s: cannot create a temporary file in %s for "
                              "decoded typed fields", PATH(d), dir);
     return 0;
 }
@@ -248,7 +248,7 @@ static int dec_write(rd *d, const void *buf, size_t len)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            return ck_fail_errno(d->err, EIO, "%s: cannot write decoded typed fields to a "
+            return ck_fail_errno(d->err, errno, "%s: cannot write decoded typed fields to a "
                                  "temporary file", PATH(d));
         p += n;
         len -= (size_t)n;
@@ -616,7 +616,7 @@ static long open_external(rd *d, ck_tensor *t, const str *loc)
                  d->m->path);
     int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
-        return ck_fail_errno(d->err, EIO, "%s: cannot open the model's directory", dir);
+        return ck_fail_errno(d->err, errno, "%s: cannot open the model's directory", dir);
     struct open_how how = {.flags = O_RDONLY | O_CLOEXEC,
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
     int fd = (int)syscall(SYS_openat2, dfd, loc->buf, &how, sizeof how);

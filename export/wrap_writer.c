@@ -32,8 +32,9 @@ int ck_wrap_pwrite(ck_wrap_writer *w, const void *buf, size_t len, uint64_t off,
         ssize_t n = pwrite(w->fd, p, len, (off_t)off);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0)
-            return ck_fail_errno(err, errno, "%s: writing the new version failed", w->path);
+        if (n <= 0)
+            return ck_fail_errno(err, n < 0 ? errno : EIO, "%s: writing the new version "
+                                 "failed at offset %llu", w->path, (unsigned long long)off);
         p += n;
         off += (uint64_t)n;
         len -= (size_t)n;
