@@ -248,8 +248,8 @@ static int dec_write(rd *d, const void *buf, size_t len)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            return ck_fail_errno(d->err, errno, "%s: cannot write decoded typed fields to a "
-                                 "temporary file", PATH(d));
+            return ck_fail_errno(d->err, n < 0 ? errno : EIO, "%s: cannot write decoded "
+                                 "typed fields to a temporary file", PATH(d));
         p += n;
         len -= (size_t)n;
         d->dec_size += (uint64_t)n;
