@@ -5,13 +5,9 @@
 #include <strings.h>
 
 #include "cipher_source.h"
+#include "le_bytes.h"
 #include "ms_cipher.h"
 #include "zstd_source.h"
-
-static uint32_t le32(const unsigned char *p)
-{
-    return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 const char *ck_cipher_mode_name(ck_cipher_mode mode)
 {
@@ -31,7 +27,7 @@ static bool is_zstd(const unsigned char *head, size_t n)
 {
     if (n < 4)
         return false;
-    uint32_t magic = le32(head);
+    uint32_t magic = ck_le32(head);
     /* pzstd and others may start with a skippable frame */
     return magic == CK_ZSTD_MAGIC ||
            (magic & CK_ZSTD_SKIPPABLE_MASK) == CK_ZSTD_SKIPPABLE_MAGIC;

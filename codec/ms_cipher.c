@@ -1,20 +1,8 @@
 #include "ms_cipher.h"
+#include "le_bytes.h"
 
 #include <errno.h>
 #include <string.h>
-
-static uint32_t le32(const unsigned char *p)
-{
-    return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void put_le32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16);
-    p[3] = (unsigned char)(v >> 24);
-}
 
 /* Field offsets after the magic (and the tag). */
 static size_t fields_at(ck_ms_layout l)
@@ -31,8 +19,8 @@ size_t ck_ms_header_len(ck_ms_layout l)
  * ParseEncryptData requires. */
 static bool fields_agree(const unsigned char *f)
 {
-    uint32_t block_size = le32(f), iv_len = le32(f + 4);
-    uint32_t cipher_len = le32(f + 8 + CK_MS_IV_LEN);
+    uint32_t block_size = ck_le32(f), iv_len = ck_le32(f + 4);
+    uint32_t cipher_len = ck_le32(f + 8 + CK_MS_IV_LEN);
     return iv_len == CK_MS_IV_LEN && cipher_len <= INT32_MAX - 24 &&
            block_size == 24 + cipher_len;
 }
@@ -42,7 +30,7 @@ int ck_ms_detect(const unsigned char *head, size_t n, const char *path, ck_ms_la
 {
     if (n < 4)
         return 0;
-    switch (le32(head)) {
+    switch (ck_le32(head)) {
     case CK_MS_MAGIC_GCM:
         /* Both layouts share this magic: the header that adds up tells
          * them apart (a tag that happens to add up: 2^-64). */
@@ -76,17 +64,17 @@ int ck_ms_parse_header(const unsigned char *h, ck_ms_layout l, uint64_t off, uin
         return ck_fail(err, EINVAL, "%s: block %u at offset %llu: truncated header (%llu bytes "
                        "left, %zu needed)", path, index, (unsigned long long)off,
                        (unsigned long long)(file_size - off), hl);
-    if (le32(h) != ck_ms_magic(l.mode))
+    if (ck_le32(h) != ck_ms_magic(l.mode))
         return ck_fail(err, EINVAL, "%s: block %u at offset %llu: magic 0x%08X, not %s's "
-                       "0x%08X", path, index, (unsigned long long)off, le32(h),
+                       "0x%08X", path, index, (unsigned long long)off, ck_le32(h),
                        ck_cipher_mode_name(l.mode), ck_ms_magic(l.mode));
     const unsigned char *f = h + fields_at(l);
     if (!fields_agree(f))
         return ck_fail(err, EINVAL, "%s: block %u at offset %llu: inconsistent header "
                        "(block_size %d, iv_len %d, cipher_len %d)", path, index,
-                       (unsigned long long)off, (int32_t)le32(f), (int32_t)le32(f + 4),
-                       (int32_t)le32(f + 8 + CK_MS_IV_LEN));
-    uint32_t len = le32(f + 8 + CK_MS_IV_LEN);
+                       (unsigned long long)off, (int32_t)ck_le32(f), (int32_t)ck_le32(f + 4),
+                       (int32_t)ck_le32(f + 8 + CK_MS_IV_LEN));
+    uint32_t len = ck_le32(f + 8 + CK_MS_IV_LEN);
     uint64_t max = l.legacy ? CK_MS_LEGACY_BLOCK_MAX : CK_MS_BLOCK_MAX;
     if (l.mode == CK_AES_CBC)
         max += CK_MS_AES_BLOCK; /* a full block of padding */
@@ -111,14 +99,14 @@ int ck_ms_parse_header(const unsigned char *h, ck_ms_layout l, uint64_t off, uin
 
 void ck_ms_put_header(unsigned char *h, ck_ms_layout l, const ck_ms_block *b)
 {
-    put_le32(h, ck_ms_magic(l.mode));
+    ck_put_le32(h, ck_ms_magic(l.mode));
     if (fields_at(l) > 4)
         memcpy(h + 4, b->tag, CK_MS_TAG_LEN);
     unsigned char *f = h + fields_at(l);
-    put_le32(f, 24 + b->cipher_len);
-    put_le32(f + 4, CK_MS_IV_LEN);
+    ck_put_le32(f, 24 + b->cipher_len);
+    ck_put_le32(f + 4, CK_MS_IV_LEN);
     memcpy(f + 8, b->iv, CK_MS_IV_LEN);
-    put_le32(f + 8 + CK_MS_IV_LEN, b->cipher_len);
+    ck_put_le32(f + 8 + CK_MS_IV_LEN, b->cipher_len);
 }
 
 const EVP_CIPHER *ck_ms_block_cipher(ck_cipher_mode mode, size_t key_len)

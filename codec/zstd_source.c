@@ -1,5 +1,6 @@
 #define _GNU_SOURCE /* O_TMPFILE */
 #include "zstd_source.h"
+#include "le_bytes.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,16 +52,6 @@ typedef struct zsource {
     size_t ccap;
 } zsource;
 
-static uint32_t le32(const unsigned char *p)
-{
-    return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t le64(const unsigned char *p)
-{
-    return le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
 /* ---- XXH64 ----
  *
  * The seek table's checksums are the low 32 bits of XXH64 (seed 0) of a
@@ -96,10 +87,10 @@ static uint64_t xxh64(const unsigned char *p, size_t len)
     if (len >= 32) {
         uint64_t v1 = XXP1 + XXP2, v2 = XXP2, v3 = 0, v4 = -XXP1;
         for (; end - p >= 32; p += 32) {
-            v1 = xx_round(v1, le64(p));
-            v2 = xx_round(v2, le64(p + 8));
-            v3 = xx_round(v3, le64(p + 16));
-            v4 = xx_round(v4, le64(p + 24));
+            v1 = xx_round(v1, ck_le64(p));
+            v2 = xx_round(v2, ck_le64(p + 8));
+            v3 = xx_round(v3, ck_le64(p + 16));
+            v4 = xx_round(v4, ck_le64(p + 24));
         }
         acc = rotl64(v1, 1) + rotl64(v2, 7) + rotl64(v3, 12) + rotl64(v4, 18);
         acc = xx_merge(xx_merge(xx_merge(xx_merge(acc, v1), v2), v3), v4);
@@ -108,9 +99,9 @@ static uint64_t xxh64(const unsigned char *p, size_t len)
     }
     acc += len;
     for (; end - p >= 8; p += 8)
-        acc = rotl64(acc ^ xx_round(0, le64(p)), 27) * XXP1 + XXP4;
+        acc = rotl64(acc ^ xx_round(0, ck_le64(p)), 27) * XXP1 + XXP4;
     if (end - p >= 4) {
-        acc = rotl64(acc ^ le32(p) * XXP1, 23) * XXP2 + XXP3;
+        acc = rotl64(acc ^ ck_le32(p) * XXP1, 23) * XXP2 + XXP3;
         p += 4;
     }
     for (; p < end; p++)
@@ -141,9 +132,9 @@ static int read_footer(ck_source *file, uint32_t *n, unsigned *desc, ck_error *e
     unsigned char f[SEEK_FOOTER];
     if (ck_source_read(file, f, sizeof f, file->size - SEEK_FOOTER, err) < 0)
         return -1;
-    if (le32(f + 5) != CK_ZSTD_SEEKABLE_MAGIC)
+    if (ck_le32(f + 5) != CK_ZSTD_SEEKABLE_MAGIC)
         return 0;
-    *n = le32(f);
+    *n = ck_le32(f);
     *desc = f[4];
     return 1;
 }
@@ -173,12 +164,12 @@ static int locate_table(ck_source *file, uint32_t n, unsigned desc, uint64_t *ta
     unsigned char h[SEEK_HEADER];
     if (ck_source_read(file, h, sizeof h, *table_off, err) < 0)
         return -1;
-    if (le32(h) != CK_ZSTD_SEEK_TABLE_MAGIC || le32(h + 4) != content)
+    if (ck_le32(h) != CK_ZSTD_SEEK_TABLE_MAGIC || ck_le32(h + 4) != content)
         return ck_fail(err, EINVAL, "%s: offset %llu: zstd seek table: expected a skippable "
                        "frame header (magic 0x%08X, Frame_Size %llu) for %u frames, found "
                        "magic 0x%08X, Frame_Size %u", file->path,
                        (unsigned long long)*table_off, CK_ZSTD_SEEK_TABLE_MAGIC,
-                       (unsigned long long)content, n, le32(h), le32(h + 4));
+                       (unsigned long long)content, n, ck_le32(h), ck_le32(h + 4));
     return 0;
 }
 
@@ -188,7 +179,7 @@ static int locate_table(ck_source *file, uint32_t n, unsigned desc, uint64_t *ta
 static int add_entry(ck_source *file, seek_table *t, uint32_t i, const unsigned char *e,
                      uint64_t table_off, uint64_t entry_off, ck_error *err)
 {
-    uint32_t csize = le32(e), dsize = le32(e + 4);
+    uint32_t csize = ck_le32(e), dsize = ck_le32(e + 4);
     zframe *f = &t->idx[i], *next = &t->idx[i + 1];
     /* Every entry is a frame, and the smallest frame (a skippable one) is
      * 8 bytes; zstd's seekable library never writes an empty entry. */
@@ -205,7 +196,7 @@ static int add_entry(ck_source *file, seek_table *t, uint32_t i, const unsigned 
                        "decompressed size overflows", file->path,
                        (unsigned long long)entry_off, i);
     if (t->sums != NULL)
-        t->sums[i] = le32(e + 8);
+        t->sums[i] = ck_le32(e + 8);
     if (csize > t->max_csize)
         t->max_csize = csize;
     if (dsize > t->max_dsize)

@@ -19,6 +19,8 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include "../codec/le_bytes.h"
+
 #include "../codec/zstd_source.h"
 
 #define SEEK_MAX_FRAMES 0x8000000u
@@ -45,14 +47,6 @@ typedef struct zstd_writer {
     uint32_t frames;
     bool failed, finished;
 } zstd_writer;
-
-static void put32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16);
-    p[3] = (unsigned char)(v >> 24);
-}
 
 /* Room for one more seek-table entry (and the footer), made before the
  * frame is written, so that a frame on disk always has its entry. */
@@ -90,8 +84,8 @@ static int write_frame(zstd_writer *z, const void *src, size_t len, ck_error *er
         return -1;
     z->base.out_off += r;
     /* r <= ZSTD_compressBound(CK_ZSTD_FRAME) and len <= CK_ZSTD_FRAME: both fit. */
-    put32(z->table + z->table_len, (uint32_t)r);
-    put32(z->table + z->table_len + 4, (uint32_t)len);
+    ck_put_le32(z->table + z->table_len, (uint32_t)r);
+    ck_put_le32(z->table + z->table_len + 4, (uint32_t)len);
     z->table_len += SEEK_ENTRY;
     z->frames++;
     return 0;
@@ -150,11 +144,11 @@ static int write_table(zstd_writer *z, ck_error *err)
 {
     unsigned char *t = z->table;
     size_t len = z->table_len;          /* room for the footer was kept */
-    put32(t, CK_ZSTD_SEEK_TABLE_MAGIC);
-    put32(t + 4, (uint32_t)(len - SEEK_HEADER + SEEK_FOOTER));
-    put32(t + len, z->frames);
+    ck_put_le32(t, CK_ZSTD_SEEK_TABLE_MAGIC);
+    ck_put_le32(t + 4, (uint32_t)(len - SEEK_HEADER + SEEK_FOOTER));
+    ck_put_le32(t + len, z->frames);
     t[len + 4] = 0;                     /* descriptor: no checksums */
-    put32(t + len + 5, CK_ZSTD_SEEKABLE_MAGIC);
+    ck_put_le32(t + len + 5, CK_ZSTD_SEEKABLE_MAGIC);
     len += SEEK_FOOTER;
     if (ck_wrap_pwrite(&z->base, t, len, z->base.out_off, err) < 0)
         return -1;

@@ -1,0 +1,28 @@
+/*
+ * le_bytes: little-endian integers in byte buffers, as the wrapping formats
+ * store them (MindSpore's encrypted block headers, zstd's seek table).
+ */
+#ifndef CK_LE_BYTES_H
+#define CK_LE_BYTES_H
+
+#include <stdint.h>
+
+static inline uint32_t ck_le32(const unsigned char *p)
+{
+    return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t ck_le64(const unsigned char *p)
+{
+    return ck_le32(p) | (uint64_t)ck_le32(p + 4) << 32;
+}
+
+static inline void ck_put_le32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
+#endif
