@@ -164,6 +164,10 @@ size_t entry_meta_text(const tree *tr, const entry *e, char *buf, size_t cap)
 
 bool tree_dirty(const tree *tr)
 {
+    /* -o enc_mode on a plain model: the file is not what a save writes
+     * until it is saved encrypted. */
+    if (tr->writable && tr->model->env.fresh && tr->model->n_sources > 0)
+        return true;
     for (size_t i = 0; i < tr->n_entries; i++) {
         const entry *e = &tr->entries[i];
         const edit *ed = e->edit;
