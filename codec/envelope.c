@@ -87,17 +87,18 @@ fail:
 static ck_source *open_zstd(ck_source *file, const ck_envelope_opts *o, ck_envelope *env,
                             ck_error *err)
 {
-    if (o->encrypt || has_key(o)) {
-        ck_fail(err, ENOTSUP, "%s: zstd-compressed, not encrypted; a compressed model is not "
-                "encrypted (MindSpore does not read compressed encrypted models)", file->path);
-        ck_source_close(file);
-        return NULL;
-    }
     bool seekable;
     ck_source *plain = ck_zstd_source_open(file, o->cache, &seekable, err);
     if (plain == NULL)
         return NULL;
     if (refuse_nested(plain, "zstd-compressed", err) < 0) {
+        ck_source_close(plain);
+        return NULL;
+    }
+    if (o->encrypt || has_key(o)) {
+        ck_fail(err, EINVAL, "%s: zstd-compressed, not encrypted, but %s was given (MindSpore "
+                "does not read compressed encrypted models)", plain->path,
+                o->encrypt ? "-o enc_mode" : "a key");
         ck_source_close(plain);
         return NULL;
     }
