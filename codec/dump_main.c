@@ -64,7 +64,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: ckptfs-dump [--nocrc] [-o key_file=PATH] MODEL\n");
         return 2;
     }
-    ck_error err;
+    ck_error err = {0};
     ck_key key;
     if (ck_key_load(key_file, &key, &err) < 0) {
         fprintf(stderr, "ckptfs-dump: %s\n", err.msg);

@@ -83,12 +83,12 @@ long ck_model_add_data_file(ck_model *m, ck_source *src, ck_error *err)
     int found = ck_source_read(src, head, n, 0, err) < 0 ? -1
                                                           : ck_ms_detect(head, n, src->path, &l, err);
     if (found == 0)
-        ck_fail(err, EINVAL, "%s: not encrypted, but its model %s is (MindSpore encrypts every "
-                "file of a split model)", src->path, m->path);
+        found = ck_fail(err, EINVAL, "%s: not encrypted, but its model %s is (MindSpore "
+                        "encrypts every file of a split model)", src->path, m->path);
     else if (found > 0 && (l.mode != m->env.mode || l.legacy != m->env.legacy))
-        ck_fail(err, EINVAL, "%s: encrypted in another layout than its model %s", src->path,
-                m->path);
-    if (found <= 0 || err->errnum != 0) {
+        found = ck_fail(err, EINVAL, "%s: encrypted in another layout than its model %s",
+                        src->path, m->path);
+    if (found < 0) {
         ck_source_close(src);
         return -1;
     }
@@ -135,7 +135,7 @@ static int check_fresh_encryption(const ck_model *m, ck_error *err)
 /* Offsets in a reader's message are the plaintext's: say so. */
 static void note_plaintext(const ck_model *m, ck_error *err)
 {
-    if (m->env.wrap == CK_WRAP_NONE || m->env.fresh || err->errnum == ENOMEM)
+    if (m->env.wrap == CK_WRAP_NONE || m->env.fresh || strstr(err->msg, "offset") == NULL)
         return;
     size_t len = strlen(err->msg);
     snprintf(err->msg + len, sizeof err->msg - len, " (offsets in the %s content%s)",

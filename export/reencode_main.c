@@ -66,7 +66,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *in = argv[1 + all], *out = argv[2 + all];
-    ck_error err;
+    ck_error err = {0};
     ck_key key;
     ck_open_opts opts = {.key = &key};
     ck_model *m = NULL;

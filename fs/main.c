@@ -129,7 +129,7 @@ static int parse_size(const char *text, size_t *out)
 /* The encryption and compression options into oo; the key into key. */
 static int envelope_options(const struct cli *cli, ck_open_opts *oo, ck_key *key)
 {
-    ck_error err;
+    ck_error err = {0};
     if (cli->cache_size != NULL && parse_size(cli->cache_size, &oo->cache_size) < 0) {
         fprintf(stderr, "ckptfs: -o cache_size=%s: give a size in bytes, or with K, M or G\n",
                 cli->cache_size);
@@ -321,7 +321,7 @@ int main(int argc, char **argv)
     /* The daemon changes directory to /: keep an absolute path. */
     char *abs = absolute_path(cli.model);
     const char *path = abs ? abs : cli.model;
-    ck_error err;
+    ck_error err = {0};
     ck_open_opts oo = {.skip_crc = cli.nocrc};
     ck_key key = {0};
     if (envelope_options(&cli, &oo, &key) < 0) {
