@@ -113,6 +113,7 @@ fuzz: $(BUILD)/fuzz-ckpt
 bench: all
 	bench/bench_ckpt.sh $(BUILD)
 	bench/bench_onnx.sh $(BUILD)
+	bench/bench_envelope.sh $(BUILD)
 
 # mount(8) looks for mount.<type> in /sbin only.
 SBINDIR   ?= /sbin

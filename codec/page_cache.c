@@ -5,9 +5,8 @@
 #include <string.h>
 
 /* Pages are found by a scan: a mount reads a handful of pages at a time,
- * and the count is capped so that tiny pages (a file of 1-byte zstd frames)
- * cannot make the scan long. */
-#define CK_CACHE_MAX_PAGES 256
+ * and the count is capped (page_cache.h) so that tiny pages (a file of
+ * 1-byte zstd frames) cannot make the scan long. */
 
 typedef struct page {
     const void *owner;          /* NULL: a free slot */
@@ -95,16 +94,25 @@ unsigned char *ck_page_cache_reserve(ck_page_cache *c, const void *owner, uint64
 {
     if (c->pending != NULL)
         ck_page_cache_abandon(c);
-    page *victim;
-    while (c->total + len > c->budget && (victim = oldest(c)) != NULL)
-        evict(c, victim);
-    page *p = free_slot(c);
-    if (p == NULL) {
+    page *p, *victim;
+    unsigned char *buf = NULL;
+    while (c->total + len > c->budget && (victim = oldest(c)) != NULL) {
+        /* A page of the same size is taken over as it is: the new bytes
+         * overwrite all of it, so it needs neither a wipe nor a free
+         * (sequential reads evict one 1 MiB page per page read). */
+        if (buf == NULL && victim->len == len) {
+            buf = victim->buf;
+            c->total -= victim->len;
+            *victim = (page){0};
+        } else {
+            evict(c, victim);
+        }
+    }
+    if ((p = free_slot(c)) == NULL) {
         p = oldest(c);
         evict(c, p);
     }
-    unsigned char *buf = malloc(len ? len : 1);
-    if (buf == NULL) {
+    if (buf == NULL && (buf = malloc(len ? len : 1)) == NULL) {
         ck_fail(err, ENOMEM, "out of memory for a %zu-byte cache page", len);
         return NULL;
     }

@@ -9,7 +9,9 @@
  * filled is never evicted, even when it alone is over the budget.
  *
  * Sources that hold decrypted plaintext ask for a secret cache: its buffers
- * are wiped before they are freed or reused.
+ * are wiped before they are freed (a buffer reused for another page is
+ * overwritten whole).  At most CK_CACHE_MAX_PAGES pages are kept, whatever
+ * the budget: 256 MiB of 1 MiB decrypted pages, 512 MiB of 2 MiB frames.
  */
 #ifndef CK_PAGE_CACHE_H
 #define CK_PAGE_CACHE_H
@@ -19,6 +21,8 @@
 #include <stdint.h>
 
 #include "ck_error.h"
+
+#define CK_CACHE_MAX_PAGES 256
 
 typedef struct ck_page_cache ck_page_cache;
 

@@ -197,8 +197,11 @@ static void set_workers(ZSTD_CCtx *cctx)
         return;
     }
     /* The smallest jobs zstd takes, so that one frame keeps every worker
-     * busy; it raises them itself to the overlap a level needs. */
+     * busy; each job sees the whole window before it (overlapLog 9), so
+     * splitting a frame costs no matches: with the default overlap, a
+     * repeat 1 MiB back went unseen and such frames were stored raw. */
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_jobSize, JOB_SIZE);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_overlapLog, 9);
 }
 
 static int setup_cctx(ZSTD_CCtx *cctx, int level, const char *path, ck_error *err)
