@@ -28,16 +28,22 @@ static bool has_suffix(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* By name: the three formats have no magic number of their own.  A
- * compressed model is named after what it holds: model.onnx.zst. */
-static ck_format format_of(const char *path)
+/* Whether path ends in ext, before a ".zst": a compressed model is named
+ * after what it holds (model.onnx.zst). */
+static bool named(const char *path, const char *ext)
 {
-    size_t n = strlen(path);
+    size_t n = strlen(path), k = strlen(ext);
     if (has_suffix(path, ".zst"))
         n -= 4;
-    if (n >= 5 && memcmp(path + n - 5, ".onnx", 5) == 0)
+    return n >= k && memcmp(path + n - k, ext, k) == 0;
+}
+
+/* By name: the three formats have no magic number of their own. */
+static ck_format format_of(const char *path)
+{
+    if (named(path, ".onnx"))
         return CK_FORMAT_ONNX;
-    if (n >= 7 && memcmp(path + n - 7, ".mindir", 7) == 0)
+    if (named(path, ".mindir"))
         return CK_FORMAT_MINDIR;
     return CK_FORMAT_CKPT;
 }
@@ -197,9 +203,7 @@ ck_model *ck_model_empty(const char *path, const char *format_name, const ck_ope
                          ck_error *err)
 {
     bool zst = has_suffix(path, ".zst");
-    size_t n = strlen(path) - (zst ? 4 : 0);
-    bool ckpt = format_name ? strcmp(format_name, "ckpt") == 0
-                            : n >= 5 && memcmp(path + n - 5, ".ckpt", 5) == 0;
+    bool ckpt = format_name ? strcmp(format_name, "ckpt") == 0 : named(path, ".ckpt");
     if (!ckpt) {
         ck_fail(err, ENOTSUP, "%s: cannot create a model of this type (give a .ckpt name or "
                 "-o format=ckpt)", path);
