@@ -38,6 +38,9 @@ typedef struct ckfs {
     double timeout;         /* entry/attr cache timeout */
     bool splice;            /* serve `out` by splicing from the file */
     bool final_commit_failed; /* the save at unmount failed: exit non-zero */
+    /* ckptfs-umount saved and is unmounting: no edit is taken, so the save
+     * at unmount has nothing left to do, hence nothing left to fail. */
+    bool sealed;
     /* Saving on its own: commit_delay seconds after the last edit, with no
      * file open for writing (never when commit_delay < 0: -o commit=manual). */
     double commit_delay;

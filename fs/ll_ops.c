@@ -37,6 +37,7 @@
 #define XATTR_SHAPE "user.ckptfs.shape"
 #define XATTR_LAST_ERROR "user.ckptfs.last_error"
 #define XATTR_PID "user.ckptfs.pid"
+#define XATTR_UNMOUNT "user.ckptfs.unmount" /* set by ckptfs-umount */
 /* The listxattr reply: the names, each NUL-terminated. */
 static const char xattr_list[] = XATTR_NAME "\0" XATTR_TYPE "\0" XATTR_SHAPE;
 
@@ -93,6 +94,21 @@ void ckfs_refused(ckfs *fs, const char *path, const ck_error *err)
 static ckfs *fs_of(fuse_req_t req)
 {
     return fuse_req_userdata(req);
+}
+
+/* Whether edits are taken now: a writable mount, not sealed for unmount. */
+static bool takes_edits(const ckfs *fs)
+{
+    return fs->tr.writable && !fs->sealed;
+}
+
+/* Refuse an edit request with EROFS when edits are not taken now. */
+static bool refused_now(fuse_req_t req, const ckfs *fs)
+{
+    if (takes_edits(fs))
+        return false;
+    fuse_reply_err(req, EROFS);
+    return true;
 }
 
 #define MODEL(fs) ((fs)->tr.model)
@@ -542,10 +558,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_open(req, fi);
         return;
     }
-    if (!fs->tr.writable) {
-        fuse_reply_err(req, EROFS);
+    if (refused_now(req, fs))
         return;
-    }
     ck_error err = {0};
     int rc = 0;
     if (k == NODE_SNAPSHOT_DONE)
@@ -721,6 +735,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     node_kind k = resolve(fs, ino, &e);
     ck_error err;
     int rc;
+    if (refused_now(req, fs))
+        return;
     if (off < 0)
         rc = ck_fail(&err, EINVAL, "negative offset");
     else if (k == NODE_META)
@@ -816,10 +832,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
         fuse_reply_err(req, ENOENT);
         return;
     }
-    if (!fs->tr.writable) {
-        fuse_reply_err(req, EROFS);
+    if (refused_now(req, fs))
         return;
-    }
     int rc = 0;
     ck_error err = {0};
     int own_mode = k == NODE_EXTRA ? FUSE_SET_ATTR_MODE : 0;
@@ -877,7 +891,7 @@ static entry *file_of(ckfs *fs, fuse_ino_t parent, const char *name, bool *meta)
  * tensor directory's meta or out.  Returns an errno; *ino is the new node. */
 static int make_file(ckfs *fs, fuse_ino_t parent, const char *name, fuse_ino_t *ino)
 {
-    if (!fs->tr.writable)
+    if (!takes_edits(fs))
         return EROFS;
     if (parent == INO_ROOT && strcmp(name, "snapshot_done") == 0) {
         *ino = INO_SNAPSHOT_DONE;
@@ -1071,6 +1085,8 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     (void)mode;
     ckfs *fs = fs_of(req);
     ck_error err = {0};
+    if (refused_now(req, fs))
+        return;
     if (parent != INO_ROOT) {
         fuse_reply_err(req, fs->tr.writable ? EPERM : EROFS); /* tensors are one level */
         return;
@@ -1093,6 +1109,8 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     ckfs *fs = fs_of(req);
     ck_error err = {0};
+    if (refused_now(req, fs))
+        return;
     int64_t pos = parent == INO_ROOT ? tree_lookup(&fs->tr, name) : -1;
     if (pos < 0) {
         fuse_reply_err(req, ENOENT);
@@ -1111,6 +1129,8 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     ckfs *fs = fs_of(req);
     ck_error err = {0};
     bool meta;
+    if (refused_now(req, fs))
+        return;
     if (parent == INO_ROOT && strcmp(name, "snapshot_done") == 0) {
         fuse_reply_err(req, fs->tr.writable ? EPERM : EROFS);
         return;
@@ -1168,10 +1188,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
     ckfs *fs = fs_of(req);
     ck_error err = {0};
-    if (!fs->tr.writable) {
-        fuse_reply_err(req, EROFS);
+    if (refused_now(req, fs))
         return;
-    }
     int64_t x = tree_extra_lookup(&fs->tr, extra_dir(parent), name);
     if (x >= 0) {
         rename_extra(req, fs, (size_t)x, parent, newparent, newname);
@@ -1201,11 +1219,34 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                  &err);
 }
 
+/* user.ckptfs.unmount=1 on the root, from ckptfs-umount before it
+ * unmounts: save, and if that worked take no more edits, so that no edit
+ * made in between can fail the save at unmount, when nobody is left to
+ * tell.  =0 takes edits again (the unmount failed: the mount is busy).
+ * Edits still open for writing keep it from being unmounted anyway. */
+static int seal(ckfs *fs, const char *value, size_t size)
+{
+    if (size != 1 || (value[0] != '0' && value[0] != '1'))
+        return EINVAL;
+    fs->sealed = false;
+    if (value[0] == '0')
+        return 0;
+    int rc = commit(fs, INO_ROOT);
+    fs->sealed = rc == 0;
+    return rc;
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                         size_t size, int flags)
 {
-    (void)ino, (void)name, (void)value, (void)size, (void)flags;
-    fuse_reply_err(req, fs_of(req)->tr.writable ? ENOTSUP : EROFS);
+    (void)flags;
+    ckfs *fs = fs_of(req);
+    if (!fs->tr.writable)
+        fuse_reply_err(req, EROFS);
+    else if (ino == INO_ROOT && strcmp(name, XATTR_UNMOUNT) == 0)
+        fuse_reply_err(req, seal(fs, value, size));
+    else
+        fuse_reply_err(req, ENOTSUP);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
