@@ -41,6 +41,7 @@ daemonized() {
 @test "allow_other: another user gets EACCES on out and meta of a 0600 model" {
     chmod 600 "$F"
     mount_fg "$F" "$M" -o allow_other
+    grep -q " $M fuse.ckptfs .*default_permissions" /proc/mounts
     cat "$M/linear1.bias/out" >/dev/null   # its owner reads
     run nobody cat "linear1.bias/out"
     [ "$status" -ne 0 ]

@@ -53,7 +53,7 @@ umount_spelled() {
             mkdir "$mnt/new"     # no meta, no out: the save must fail
             umount_spelled "$spelling" "$BATS_TEST_TMPDIR"
             [ "$status" -eq 1 ]
-            [[ $output == *"not unmounted, the save failed"*"$mnt/snapshot_done: "*"tensor 'new' has no meta"* ]]
+            [[ $output == *"not unmounted, the save failed: "*" $mnt: "*"tensor 'new' has no meta"* ]]
             mountpoint -q "$mnt"
             [ -d "$mnt/new" ]          # the edit is still there
             [ "$(sha "$F")" = "$before" ]
@@ -66,6 +66,31 @@ umount_spelled() {
             cp "$MS/goldenstick_test_linears_woq_predict_2stage_fp32.ckpt" "$F"
         done
     done
+}
+
+@test "ckptfs-umount: no edit can slip in between its save and the unmount; a busy mount stays editable" {
+    mount_fg "$F" "$M" -o commit=manual
+    # What ckptfs-umount asks for: save, then take no more edits...
+    setfattr -n user.ckptfs.unmount -v 1 "$M"
+    run sh -c "printf 'x' >'$M/linear1.bias/out'"
+    [[ $output == *"Read-only file system"* ]]
+    run mkdir "$M/new"
+    [[ $output == *"Read-only file system"* ]]
+    # ...until told the unmount did not happen.
+    setfattr -n user.ckptfs.unmount -v 0 "$M"
+    printf '\x00\x00\x80\x3f' | dd of="$M/linear1.bias/out" conv=notrunc status=none
+    # A busy mount (a file open) is not unmounted, and stays editable.
+    exec 5<"$M/linear1.weight/out"
+    run "$UMOUNT" "$M"
+    [ "$status" -eq 1 ]
+    mountpoint -q "$M"
+    printf '\x00\x00\x00\x40' | dd of="$M/linear2.bias/out" conv=notrunc status=none
+    exec 5<&-
+    "$UMOUNT" "$M"
+    ! mountpoint -q "$M" || false
+    mount_fg "$F" "$BATS_TEST_TMPDIR/again" -o ro
+    [ "$(od -A n -t f4 -N 4 "$BATS_TEST_TMPDIR/again/linear1.bias/out" | tr -d ' ')" = 1 ]
+    [ "$(od -A n -t f4 -N 4 "$BATS_TEST_TMPDIR/again/linear2.bias/out" | tr -d ' ')" = 2 ]
 }
 
 @test "ckptfs-umount --help" {
