@@ -13,11 +13,17 @@ static bool valid_len(size_t n)
 }
 
 /* A key file must be private: anyone who can read it can read the model,
- * and anyone who can write it can make the next save use their key. */
+ * and anyone who can write it can make the next save use their key.  So
+ * it is ours (another user could change it, or swap it), and it is not a
+ * symlink (its target's owner and mode are not what we checked). */
 static int check_private(const char *path, const struct stat *st, ck_error *err)
 {
     if (!S_ISREG(st->st_mode))
         return ck_fail(err, EINVAL, "%s: key file is not a regular file", path);
+    if (st->st_uid != geteuid())
+        return ck_fail(err, EACCES, "%s: key file is owned by uid %u, not by the user "
+                       "mounting (uid %u); a key must be private", path,
+                       (unsigned)st->st_uid, (unsigned)geteuid());
     if (st->st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH))
         return ck_fail(err, EACCES, "%s: key file is %s by group or others (mode %04o); a key "
                        "must be private: chmod 600 it", path,
@@ -28,7 +34,10 @@ static int check_private(const char *path, const struct stat *st, ck_error *err)
 
 static int load_file(const char *path, ck_key *key, ck_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO put there must not hang the mount. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0 && errno == ELOOP)
+        return ck_fail(err, EACCES, "%s: key file is a symbolic link; give the file itself", path);
     if (fd < 0)
         return ck_fail_errno(err, errno, "%s: cannot open the key file", path);
     struct stat st;
@@ -90,15 +99,40 @@ static int load_hex(const char *hex, ck_key *key, ck_error *err)
     return 1;
 }
 
+extern char **environ;
+
+/* Take CKPTFS_KEY_HEX out of the environment.  unsetenv() alone is not
+ * enough: /proc/PID/environ shows the block the process started with,
+ * where the string stays, so it is overwritten there: the value first,
+ * then (once unsetenv, which never frees the strings, has dropped it) the
+ * name. */
+static void forget_env_key(void)
+{
+    size_t name_len = strlen(CK_KEY_ENV);
+    char *hits[8];
+    size_t n = 0;
+    for (char **e = environ; *e != NULL; e++)
+        if (strncmp(*e, CK_KEY_ENV "=", name_len + 1) == 0) {
+            explicit_bzero(*e + name_len + 1, strlen(*e + name_len + 1));
+            if (n < sizeof hits / sizeof hits[0])
+                hits[n++] = *e;
+        }
+    unsetenv(CK_KEY_ENV);
+    for (size_t i = 0; i < n; i++)
+        explicit_bzero(hits[i], name_len + 1);
+}
+
 int ck_key_load(const char *key_file, ck_key *key, ck_error *err)
 {
     *key = (ck_key){0};
     if (key_file != NULL)
         return load_file(key_file, key, err);
     const char *hex = getenv(CK_KEY_ENV);
-    if (hex == NULL || *hex == '\0')
+    if (hex == NULL)
         return 0;
-    return load_hex(hex, key, err);
+    int rc = *hex == '\0' ? 0 : load_hex(hex, key, err);
+    forget_env_key();
+    return rc;
 }
 
 void ck_key_wipe(ck_key *key)

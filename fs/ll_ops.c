@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,26 +37,78 @@
 #define XATTR_SHAPE "user.ckptfs.shape"
 #define XATTR_LAST_ERROR "user.ckptfs.last_error"
 #define XATTR_PID "user.ckptfs.pid"
+#define XATTR_UNMOUNT "user.ckptfs.unmount" /* set by ckptfs-umount */
 /* The listxattr reply: the names, each NUL-terminated. */
 static const char xattr_list[] = XATTR_NAME "\0" XATTR_TYPE "\0" XATTR_SHAPE;
 
+/* Now, in ISO 8601 (UTC). */
+static void iso_time(char *buf, size_t cap)
+{
+    struct timespec now;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* One line appended to the -o log file, in a single write so that lines of
+ * several daemons sharing the file do not interleave. */
+static void log_to_file(const ckfs *fs, const char *msg)
+{
+    char line[CKFS_LAST_ERROR_MAX + 64], when[32];
+    iso_time(when, sizeof when);
+    int n = snprintf(line, sizeof line, "%s ckptfs[%ld]: %s\n", when, (long)getpid(), msg);
+    if (n >= (int)sizeof line) {
+        n = (int)sizeof line - 1;
+        line[n - 1] = '\n';
+    }
+    if (n > 0 && write(fs->log_fd, line, (size_t)n) < 0) {
+        /* Nowhere left to say it. */
+    }
+}
+
 void ckfs_log(const ckfs *fs, int priority, const char *fmt, ...)
 {
+    char msg[CKFS_LAST_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    if (fs->use_syslog) {
-        vsyslog(priority, fmt, ap);
-    } else {
-        fputs("ckptfs: ", stderr);
-        vfprintf(stderr, fmt, ap);
-        fputc('\n', stderr);
-    }
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (fs->use_syslog)
+        syslog(priority, "%s", msg);
+    else
+        fprintf(stderr, "ckptfs: %s\n", msg);
+    if (fs->log_fd >= 0)
+        log_to_file(fs, msg);
+}
+
+void ckfs_refused(ckfs *fs, const char *path, const ck_error *err)
+{
+    char when[32];
+    const char *why = err->msg[0] ? err->msg : strerror(err->errnum ? err->errnum : EIO);
+    ckfs_log(fs, LOG_ERR, "%s: %s", path, why);
+    iso_time(when, sizeof when);
+    snprintf(fs->last_error, sizeof fs->last_error, "%s %s: %s", when, path, why);
 }
 
 static ckfs *fs_of(fuse_req_t req)
 {
     return fuse_req_userdata(req);
+}
+
+/* Whether edits are taken now: a writable mount, not sealed for unmount. */
+static bool takes_edits(const ckfs *fs)
+{
+    return fs->tr.writable && !fs->sealed;
+}
+
+/* Refuse an edit request with EROFS when edits are not taken now. */
+static bool refused_now(fuse_req_t req, const ckfs *fs)
+{
+    if (takes_edits(fs))
+        return false;
+    fuse_reply_err(req, EROFS);
+    return true;
 }
 
 #define MODEL(fs) ((fs)->tr.model)
@@ -114,13 +167,75 @@ static uint32_t extra_dir(fuse_ino_t parent)
     return ino_kind(parent, &pos) == NODE_TENSOR_DIR ? pos : EXTRA_IN_ROOT;
 }
 
+/* The directory name of the entry at pos, if it still has one. */
+static const char *dir_name_at(const ckfs *fs, uint32_t pos)
+{
+    const entry *e = pos < fs->tr.n_entries ? &fs->tr.entries[pos] : NULL;
+    if (e == NULL || (e->tensor_id == ENTRY_NEW && (e->edit == NULL || !e->edit->dir_name)))
+        return NULL;
+    return entry_dir_name(&fs->tr, e);
+}
+
+/* Room for the mount point, a tensor directory and a name from FUSE. */
+#define NODE_PATH_MAX (PATH_MAX + 2 * 1024 + 8)
+
+/* Where node ino is, with /name appended when name is not NULL: the path a
+ * refusal is about, such as MNT/conv1.weight/meta. */
+static const char *path_of(const ckfs *fs, fuse_ino_t ino, const char *name, char *buf,
+                           size_t cap)
+{
+    uint32_t pos = 0;
+    const char *dir = NULL, *file = NULL;
+    node_kind k = ino_kind(ino, &pos);
+    if (k == NODE_SNAPSHOT_DONE) {
+        file = "snapshot_done";
+    } else if (k == NODE_TENSOR_DIR || k == NODE_META || k == NODE_OUT) {
+        dir = dir_name_at(fs, pos);
+        file = k == NODE_META ? "meta" : k == NODE_OUT ? "out" : NULL;
+    } else if (k == NODE_EXTRA && pos < fs->tr.n_extras) {
+        const extra *x = &fs->tr.extras[pos];
+        dir = x->dir == EXTRA_IN_ROOT ? NULL : dir_name_at(fs, x->dir);
+        file = x->name;
+    }
+    snprintf(buf, cap, "%s%s%s%s%s%s%s", fs->mountpoint, dir ? "/" : "", dir ? dir : "",
+             file ? "/" : "", file ? file : "", name ? "/" : "", name ? name : "");
+    return buf;
+}
+
+/* Refuse a request on ino (/name): say why, reply the errno. */
+static void reply_refused(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *name,
+                          const ck_error *err)
+{
+    char path[NODE_PATH_MAX];
+    ckfs_refused(fs, path_of(fs, ino, name, path, sizeof path), err);
+    fuse_reply_err(req, err->errnum ? err->errnum : EIO);
+}
+
+/* Who may see what: the tree has the model file's owner and permission
+ * bits, which the kernel checks (default_permissions), so no one reads
+ * through the mount, even with allow_other, what the file would not let
+ * them read.  Files get the r and w bits; directories also x wherever r
+ * is.  A read-only mount drops every w; a writable one lets the owner
+ * write (-o rw of a 0400 model). */
+static mode_t file_mode_of(const ckfs *fs)
+{
+    mode_t m = MODEL(fs)->st.st_mode & 0666;
+    return fs->tr.writable ? m | S_IWUSR : m & ~(mode_t)0222;
+}
+
+static mode_t dir_mode_of(const ckfs *fs)
+{
+    mode_t m = file_mode_of(fs);
+    return m | (m & 0444) >> 2;
+}
+
 static int fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
 {
     entry *e;
     node_kind k = resolve(fs, ino, &e);
     const struct stat *ms = &MODEL(fs)->st;
-    mode_t file_mode = fs->tr.writable ? 0644 : 0444;
-    mode_t dir_mode = fs->tr.writable ? 0755 : 0555;
+    mode_t file_mode = file_mode_of(fs);
+    mode_t dir_mode = dir_mode_of(fs);
     memset(st, 0, sizeof *st);
     st->st_ino = ino;
     st->st_uid = ms->st_uid;
@@ -153,7 +268,7 @@ static int fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
         st->st_size = (off_t)entry_out_size(&fs->tr, e);
         break;
     case NODE_EXTRA:
-        st->st_mode = S_IFREG | file_mode;
+        st->st_mode = extra_of(fs, ino)->mode ? extra_of(fs, ino)->mode : S_IFREG | file_mode;
         st->st_size = (off_t)extra_of(fs, ino)->size;
         break;
     default:
@@ -377,13 +492,17 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 /* ---- files ---- */
 
-/* Save the edits; on failure reply the error class and say why. */
-static int commit(ckfs *fs)
+/* Save the edits, asked for through ino (the root: on its own or at
+ * unmount); on failure say why and return the errno. */
+static int commit(ckfs *fs, fuse_ino_t ino)
 {
     ck_error err;
-    if (tree_commit(&fs->tr, &err) == 0)
+    char path[NODE_PATH_MAX];
+    if (tree_commit(&fs->tr, &err) == 0) {
+        fs->last_error[0] = '\0';
         return 0;
-    ckfs_log(fs, LOG_ERR, "%s", err.msg);
+    }
+    ckfs_refused(fs, path_of(fs, ino, NULL, path, sizeof path), &err);
     return err.errnum ? err.errnum : EIO;
 }
 
@@ -409,7 +528,7 @@ static void edited(ckfs *fs)
 
 void ckfs_auto_commit(ckfs *fs)
 {
-    if (commit(fs) != 0)
+    if (commit(fs, INO_ROOT) != 0)
         fs->auto_commit_failed = true;
 }
 
@@ -439,14 +558,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_open(req, fi);
         return;
     }
-    if (!fs->tr.writable) {
-        fuse_reply_err(req, EROFS);
+    if (refused_now(req, fs))
         return;
-    }
     ck_error err = {0};
     int rc = 0;
     if (k == NODE_SNAPSHOT_DONE)
-        rc = commit(fs); /* `: > snapshot_done` asks for a save too */
+        rc = commit(fs, ino); /* `: > snapshot_done` asks for a save too */
     else if (k == NODE_EXTRA)
         rc = (fi->flags & O_TRUNC) && tree_extra_truncate(&fs->tr, ino - INO_EXTRA_BASE, 0,
                                                           &err) < 0 ? err.errnum : 0;
@@ -454,8 +571,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         rc = entry_meta_begin(&fs->tr, e, fi->flags & O_TRUNC, &err) < 0 ? err.errnum : 0;
     else if (fi->flags & O_TRUNC)
         rc = entry_out_truncate(&fs->tr, e, 0, &err) < 0 ? err.errnum : 0;
-    if (err.msg[0] != '\0')
-        ckfs_log(fs, LOG_ERR, "%s", err.msg);
+    if (rc != 0 && err.msg[0] != '\0') {
+        reply_refused(req, fs, ino, NULL, &err);
+        return;
+    }
     if (rc != 0) {
         fuse_reply_err(req, rc);
         return;
@@ -616,6 +735,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     node_kind k = resolve(fs, ino, &e);
     ck_error err;
     int rc;
+    if (refused_now(req, fs))
+        return;
     if (off < 0)
         rc = ck_fail(&err, EINVAL, "negative offset");
     else if (k == NODE_META)
@@ -629,7 +750,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
     else
         rc = ck_fail(&err, k == NODE_NONE ? ENOENT : EISDIR, "not a file");
     if (rc < 0) {
-        fuse_reply_err(req, err.errnum);
+        reply_refused(req, fs, ino, NULL, &err);
         return;
     }
     edited(fs);
@@ -645,8 +766,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     entry *e;
     ck_error err;
     if (resolve(fs, ino, &e) == NODE_META && entry_meta_check(&fs->tr, e, &err) < 0) {
-        ckfs_log(fs, LOG_ERR, "%s", err.msg);
-        fuse_reply_err(req, err.errnum);
+        reply_refused(req, fs, ino, NULL, &err);
         return;
     }
     fuse_reply_err(req, 0);
@@ -658,8 +778,9 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     entry *e;
     ck_error err;
     node_kind k = resolve(fs, ino, &e);
+    char path[NODE_PATH_MAX];
     if (k == NODE_META && entry_meta_finish(&fs->tr, e, &err) < 0)
-        ckfs_log(fs, LOG_ERR, "%s", err.msg);
+        ckfs_refused(fs, path_of(fs, ino, NULL, path, sizeof path), &err);
     if (fs->tr.writable && is_writer(fi) && (k == NODE_META || k == NODE_OUT) &&
         fs->open_writers > 0) {
         fs->open_writers--;
@@ -670,9 +791,34 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-    (void)ino, (void)datasync, (void)fi;
+    (void)datasync, (void)fi;
     ckfs *fs = fs_of(req);
-    fuse_reply_err(req, fs->tr.writable ? commit(fs) : 0);
+    fuse_reply_err(req, fs->tr.writable ? commit(fs, ino) : 0);
+}
+
+/* chmod and chown: the tree has the model file's modes and owner, so a
+ * change is refused rather than ignored.  Setting what is already there
+ * succeeds, as cp -a, rsync -a and tar x do on a tree that matches.  A
+ * tool's temporary file (an extra file, never saved) takes a chmod: rsync
+ * gives up on a temporary file it cannot chmod. */
+static int mode_or_owner_change(ckfs *fs, fuse_ino_t ino, const struct stat *attr, int to_set,
+                                ck_error *err)
+{
+    struct stat cur;
+    const char *model = MODEL(fs)->path;
+    if (fill_attr(fs, ino, &cur) < 0)
+        return ck_fail(err, ENOENT, "no such file");
+    if ((to_set & FUSE_SET_ATTR_MODE) && (attr->st_mode & 07777) != (cur.st_mode & 07777))
+        return ck_fail(err, EPERM, "chmod %04o: the tree has the modes of the model file "
+                       "(%04o here); change those of %s instead",
+                       (unsigned)(attr->st_mode & 07777), (unsigned)(cur.st_mode & 07777),
+                       model);
+    if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != cur.st_uid) ||
+        ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != cur.st_gid))
+        return ck_fail(err, EPERM, "chown: the tree has the owner of the model file (%u:%u); "
+                       "change that of %s instead", (unsigned)cur.st_uid,
+                       (unsigned)cur.st_gid, model);
+    return 0;
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -686,12 +832,17 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
         fuse_reply_err(req, ENOENT);
         return;
     }
-    if (!fs->tr.writable) {
-        fuse_reply_err(req, EROFS);
+    if (refused_now(req, fs))
         return;
-    }
     int rc = 0;
     ck_error err = {0};
+    int own_mode = k == NODE_EXTRA ? FUSE_SET_ATTR_MODE : 0;
+    if (mode_or_owner_change(fs, ino, attr, to_set & ~own_mode, &err) < 0) {
+        reply_refused(req, fs, ino, NULL, &err);
+        return;
+    }
+    if (to_set & own_mode)
+        extra_of(fs, ino)->mode = S_IFREG | (attr->st_mode & 0777);
     if (to_set & FUSE_SET_ATTR_SIZE) {
         edited(fs);
         if (k == NODE_OUT)
@@ -703,15 +854,16 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
             rc = entry_meta_truncate(&fs->tr, e, (uint64_t)attr->st_size, &err) < 0 ? err.errnum
                                                                                : 0;
         else if (k != NODE_SNAPSHOT_DONE || attr->st_size != 0)
-            rc = EINVAL;
+            rc = ck_fail(&err, EINVAL, "%s", k == NODE_SNAPSHOT_DONE ? "snapshot_done stays "
+                         "empty" : "not a file");
     }
-    /* touch snapshot_done: save.  Mode, owner and times are accepted so that
-     * cp -a and rsync -a work; the tree keeps its own. */
-    if (rc == 0 && k == NODE_SNAPSHOT_DONE)
-        rc = commit(fs);
-    if (err.msg[0] != '\0')
-        ckfs_log(fs, LOG_ERR, "%s", err.msg);
     if (rc != 0) {
+        reply_refused(req, fs, ino, NULL, &err);
+        return;
+    }
+    /* touch snapshot_done: save.  Times are accepted so that cp -a and
+     * rsync -a work; the tree keeps its own. */
+    if (k == NODE_SNAPSHOT_DONE && (rc = commit(fs, ino)) != 0) {
         fuse_reply_err(req, rc);
         return;
     }
@@ -739,28 +891,31 @@ static entry *file_of(ckfs *fs, fuse_ino_t parent, const char *name, bool *meta)
  * tensor directory's meta or out.  Returns an errno; *ino is the new node. */
 static int make_file(ckfs *fs, fuse_ino_t parent, const char *name, fuse_ino_t *ino)
 {
-    if (!fs->tr.writable)
+    if (!takes_edits(fs))
         return EROFS;
     if (parent == INO_ROOT && strcmp(name, "snapshot_done") == 0) {
         *ino = INO_SNAPSHOT_DONE;
-        return commit(fs);
+        return commit(fs, INO_SNAPSHOT_DONE);
     }
     bool meta;
     entry *e = file_of(fs, parent, name, &meta);
     ck_error err = {0};
+    char path[NODE_PATH_MAX];
     if (e == NULL) { /* any other name: a temporary file of some tool */
         entry *dir;
         node_kind k = resolve(fs, parent, &dir);
         if (k != NODE_ROOT && k != NODE_TENSOR_DIR)
             return k == NODE_NONE ? ENOENT : ENOTDIR;
         int64_t id = tree_extra_create(&fs->tr, extra_dir(parent), name, &err);
-        if (id < 0)
+        if (id < 0) {
+            ckfs_refused(fs, path_of(fs, parent, name, path, sizeof path), &err);
             return err.errnum;
+        }
         *ino = INO_EXTRA_BASE + (uint64_t)id;
         return 0;
     }
     if (entry_create(&fs->tr, e, meta, &err) < 0) {
-        ckfs_log(fs, LOG_ERR, "%s", err.msg);
+        ckfs_refused(fs, path_of(fs, parent, name, path, sizeof path), &err);
         return err.errnum;
     }
     edited(fs);
@@ -843,8 +998,8 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         fuse_reply_err(req, ENOENT);
         return;
     }
-    if (k == NODE_ROOT && strcmp(name, XATTR_LAST_ERROR) == 0 && fs->tr.last_error[0]) {
-        reply_xattr_value(req, fs->tr.last_error, strlen(fs->tr.last_error), size);
+    if (k == NODE_ROOT && strcmp(name, XATTR_LAST_ERROR) == 0 && fs->last_error[0]) {
+        reply_xattr_value(req, fs->last_error, strlen(fs->last_error), size);
         return;
     }
     if (k == NODE_ROOT && strcmp(name, XATTR_PID) == 0) {
@@ -887,7 +1042,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
         fuse_reply_err(req, ENOENT);
     else if (k == NODE_TENSOR_DIR)
         reply_xattr_value(req, xattr_list, sizeof xattr_list, size);
-    else if (k == NODE_ROOT && fs->tr.last_error[0])
+    else if (k == NODE_ROOT && fs->last_error[0])
         reply_xattr_value(req, XATTR_PID "\0" XATTR_LAST_ERROR, sizeof XATTR_PID +
                           sizeof XATTR_LAST_ERROR, size);
     else if (k == NODE_ROOT)
@@ -913,13 +1068,16 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 
 /* ---- tensor directories ---- */
 
-static void reply_status(fuse_req_t req, ckfs *fs, int rc, const ck_error *err)
+/* The outcome of a change to parent/name: an edit, or a refusal. */
+static void reply_status(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *name, int rc,
+                         const ck_error *err)
 {
-    if (rc < 0 && err->msg[0] != '\0')
-        ckfs_log(fs, LOG_ERR, "%s", err->msg);
-    if (rc == 0)
-        edited(fs);
-    fuse_reply_err(req, rc < 0 ? err->errnum : 0);
+    if (rc < 0) {
+        reply_refused(req, fs, parent, name, err);
+        return;
+    }
+    edited(fs);
+    fuse_reply_err(req, 0);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -927,6 +1085,8 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     (void)mode;
     ckfs *fs = fs_of(req);
     ck_error err = {0};
+    if (refused_now(req, fs))
+        return;
     if (parent != INO_ROOT) {
         fuse_reply_err(req, fs->tr.writable ? EPERM : EROFS); /* tensors are one level */
         return;
@@ -938,7 +1098,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     }
     int64_t pos = tree_mkdir(&fs->tr, name, &err);
     if (pos < 0) {
-        reply_status(req, fs, -1, &err);
+        reply_status(req, fs, parent, name, -1, &err);
         return;
     }
     edited(fs);
@@ -949,6 +1109,8 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     ckfs *fs = fs_of(req);
     ck_error err = {0};
+    if (refused_now(req, fs))
+        return;
     int64_t pos = parent == INO_ROOT ? tree_lookup(&fs->tr, name) : -1;
     if (pos < 0) {
         fuse_reply_err(req, ENOENT);
@@ -959,7 +1121,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
             fuse_reply_err(req, ENOTEMPTY);
             return;
         }
-    reply_status(req, fs, tree_rmdir(&fs->tr, &fs->tr.entries[pos], &err), &err);
+    reply_status(req, fs, parent, name, tree_rmdir(&fs->tr, &fs->tr.entries[pos], &err), &err);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -967,6 +1129,8 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
     ckfs *fs = fs_of(req);
     ck_error err = {0};
     bool meta;
+    if (refused_now(req, fs))
+        return;
     if (parent == INO_ROOT && strcmp(name, "snapshot_done") == 0) {
         fuse_reply_err(req, fs->tr.writable ? EPERM : EROFS);
         return;
@@ -984,7 +1148,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
         fuse_reply_err(req, ENOENT);
         return;
     }
-    reply_status(req, fs, entry_unlink(&fs->tr, e, meta, &err), &err);
+    reply_status(req, fs, parent, name, entry_unlink(&fs->tr, e, meta, &err), &err);
 }
 
 /* How rsync, sed -i and editors replace a file: write a temporary one, then
@@ -1003,7 +1167,7 @@ static void rename_extra(fuse_req_t req, ckfs *fs, size_t x, fuse_ino_t parent,
         /* A save; rsync renames its copy of a snapshot's snapshot_done
          * before the tensors are complete, so a failed save (logged, and
          * in user.ckptfs.last_error) does not fail the rename. */
-        commit(fs);
+        commit(fs, INO_SNAPSHOT_DONE);
         tree_extra_unlink(&fs->tr, x, &err);
         fs->tr.extras[x].alias = ALIAS_SNAPSHOT_DONE;
         fuse_reply_err(req, 0);
@@ -1016,7 +1180,7 @@ static void rename_extra(fuse_req_t req, ckfs *fs, size_t x, fuse_ino_t parent,
     entry *e = file_of(fs, parent, newname, &meta);
     int rc = e ? tree_extra_replace_file(&fs->tr, x, e, meta, &err)
                : tree_extra_rename(&fs->tr, x, newname, &err);
-    reply_status(req, fs, rc, &err);
+    reply_status(req, fs, parent, newname, rc, &err);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
@@ -1024,10 +1188,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
     ckfs *fs = fs_of(req);
     ck_error err = {0};
-    if (!fs->tr.writable) {
-        fuse_reply_err(req, EROFS);
+    if (refused_now(req, fs))
         return;
-    }
     int64_t x = tree_extra_lookup(&fs->tr, extra_dir(parent), name);
     if (x >= 0) {
         rename_extra(req, fs, (size_t)x, parent, newparent, newname);
@@ -1053,14 +1215,38 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
         fuse_reply_err(req, flags & RENAME_NOREPLACE ? EEXIST : EINVAL);
         return;
     }
-    reply_status(req, fs, tree_rename(&fs->tr, &fs->tr.entries[pos], newname, &err), &err);
+    reply_status(req, fs, parent, name, tree_rename(&fs->tr, &fs->tr.entries[pos], newname, &err),
+                 &err);
+}
+
+/* user.ckptfs.unmount=1 on the root, from ckptfs-umount before it
+ * unmounts: save, and if that worked take no more edits, so that no edit
+ * made in between can fail the save at unmount, when nobody is left to
+ * tell.  =0 takes edits again (the unmount failed: the mount is busy).
+ * Edits still open for writing keep it from being unmounted anyway. */
+static int seal(ckfs *fs, const char *value, size_t size)
+{
+    if (size != 1 || (value[0] != '0' && value[0] != '1'))
+        return EINVAL;
+    fs->sealed = false;
+    if (value[0] == '0')
+        return 0;
+    int rc = commit(fs, INO_ROOT);
+    fs->sealed = rc == 0;
+    return rc;
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                         size_t size, int flags)
 {
-    (void)ino, (void)name, (void)value, (void)size, (void)flags;
-    fuse_reply_err(req, fs_of(req)->tr.writable ? ENOTSUP : EROFS);
+    (void)flags;
+    ckfs *fs = fs_of(req);
+    if (!fs->tr.writable)
+        fuse_reply_err(req, EROFS);
+    else if (ino == INO_ROOT && strcmp(name, XATTR_UNMOUNT) == 0)
+        fuse_reply_err(req, seal(fs, value, size));
+    else
+        fuse_reply_err(req, ENOTSUP);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -1079,7 +1265,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_destroy(void *userdata)
 {
     ckfs *fs = userdata;
-    if (fs->tr.writable && tree_dirty(&fs->tr) && commit(fs) != 0)
+    if (fs->tr.writable && tree_dirty(&fs->tr) && commit(fs, INO_ROOT) != 0)
         fs->final_commit_failed = true;
 }
 

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE /* asprintf */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stddef.h>
@@ -37,6 +38,7 @@ struct cli {
     char *cache_size;
     char *spill_max;
     int zstd_level;
+    char *log;
 };
 
 static const struct fuse_opt cli_opts[] = {
@@ -54,6 +56,7 @@ static const struct fuse_opt cli_opts[] = {
     {"cache_size=%s", offsetof(struct cli, cache_size), 0},
     {"zstd_level=%d", offsetof(struct cli, zstd_level), 0},
     {"spill_max=%s", offsetof(struct cli, spill_max), 0},
+    {"log=%s", offsetof(struct cli, log), 0},
     FUSE_OPT_END,
 };
 
@@ -102,6 +105,8 @@ static void usage(FILE *to)
             "                       on disk: at most N bytes (default a quarter of the RAM)\n"
             "    -o nocrc           do not verify a CRC-32 trailer (saves reading the file)\n"
             "    -o nosplice        copy tensor bytes instead of splicing them\n"
+            "    -o log=PATH        also append the reason of every refused operation to\n"
+            "                       PATH, with the time\n"
             "    -f                 stay in the foreground\n"
             "    -d                 debug output (implies -f)\n"
             "    --help, --version\n"
@@ -192,6 +197,17 @@ static char *absolute_path(const char *path)
     free(absdir);
     free(copy);
     return out;
+}
+
+/* -o log=PATH, opened before daemonizing (which changes directory to /).
+ * Appended to; never through a symlink, which another user could have
+ * pointed at a file of ours. */
+static int open_log(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        fprintf(stderr, "ckptfs: -o log=%s: %s\n", path, strerror(errno));
+    return fd;
 }
 
 /* Mount options every ckptfs mount gets. */
@@ -361,10 +377,12 @@ int main(int argc, char **argv)
     bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 && !model->env.legacy : cli.rw;
     if (rw)
         remove_leftovers(model);
-    ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice,
-               .commit_delay = cli.manual ? -1 : cli.commit_delay};
+    ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice, .mountpoint = opts.mountpoint,
+               .commit_delay = cli.manual ? -1 : cli.commit_delay, .log_fd = -1};
     size_t spill_max = 0;
-    if (cli.spill_max != NULL && parse_size(cli.spill_max, &spill_max) < 0) {
+    if (cli.log != NULL && (fs.log_fd = open_log(cli.log)) < 0) {
+        ck_model_close(model);
+    } else if (cli.spill_max != NULL && parse_size(cli.spill_max, &spill_max) < 0) {
         fprintf(stderr, "ckptfs: -o spill_max=%s: give a size in bytes, or with K, M or G\n",
                 cli.spill_max);
         ck_model_close(model);
@@ -381,6 +399,8 @@ int main(int argc, char **argv)
         ck_model_close(fs.tr.model); /* a commit may have replaced it */
         tree_free(&fs.tr);
     }
+    if (fs.log_fd >= 0)
+        close(fs.log_fd);
     free(abs);
 out:
     ck_key_wipe(&key);
@@ -391,6 +411,7 @@ out:
     free(cli.enc_mode);
     free(cli.cache_size);
     free(cli.spill_max);
+    free(cli.log);
     fuse_opt_free_args(&args);
     return rc;
 }

@@ -622,12 +622,9 @@ int tree_commit(tree *tr, ck_error *err)
     free(w);
     free(pieces);
     free(spills);
-    if (rc == 0 && rebind(tr, err) == 0) {
-        tr->last_error[0] = '\0';
+    if (rc == 0 && rebind(tr, err) == 0)
         return 0;
-    }
 failed:
-    snprintf(tr->last_error, sizeof tr->last_error, "%s", err->msg);
     return -1;
 }
 

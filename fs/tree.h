@@ -66,6 +66,7 @@ typedef struct extra {
     /* Renamed over meta, out or snapshot_done: the kernel now knows that
      * file by this inode, which therefore stands for it from then on. */
     extra_alias alias;
+    unsigned mode;              /* S_IFREG | bits after a chmod; 0: the tree's */
 } extra;
 
 typedef struct tree {
@@ -82,7 +83,6 @@ typedef struct tree {
     ck_pb_users *users;
     bool writable;
     uint64_t spill_max;         /* bytes of edits an encrypted model keeps in memory */
-    char last_error[CK_ERROR_MSG_MAX]; /* of the last failed commit */
 } tree;
 
 int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable,

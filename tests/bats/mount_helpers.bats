@@ -38,6 +38,71 @@ setup() {
     ! mountpoint -q "$M"
 }
 
+# umount_spelled SPELLING DIR: ckptfs-umount run from DIR with the mount
+# point spelled SPELLING; sets $status and $output.
+umount_spelled() {
+    run sh -c 'cd "$2" && "$1" "$3"' sh "$UMOUNT" "$2" "$1"
+}
+
+@test "ckptfs-umount finds the mount however it is spelled: relative, trailing slash, a space" {
+    for name in m "with space"; do
+        for spelling in "$name" "$name/" "./$name//" "$BATS_TEST_TMPDIR/$name/"; do
+            mnt=$BATS_TEST_TMPDIR/$name
+            mount_fg "$F" "$mnt" -o commit=manual
+            before=$(sha "$F")
+            mkdir "$mnt/new"     # no meta, no out: the save must fail
+            umount_spelled "$spelling" "$BATS_TEST_TMPDIR"
+            [ "$status" -eq 1 ]
+            [[ $output == *"not unmounted, the save failed: "*" $mnt: "*"tensor 'new' has no meta"* ]]
+            mountpoint -q "$mnt"
+            [ -d "$mnt/new" ]          # the edit is still there
+            [ "$(sha "$F")" = "$before" ]
+            rmdir "$mnt/new"
+            printf '\x00\x00\x80\x3f' | dd of="$mnt/linear1.bias/out" conv=notrunc status=none
+            umount_spelled "$spelling" "$BATS_TEST_TMPDIR"
+            [ "$status" -eq 0 ]
+            ! mountpoint -q "$mnt" || false
+            [ "$(sha "$F")" != "$before" ]
+            cp "$MS/goldenstick_test_linears_woq_predict_2stage_fp32.ckpt" "$F"
+        done
+    done
+}
+
+@test "ckptfs-umount: no edit can slip in between its save and the unmount; a busy mount stays editable" {
+    mount_fg "$F" "$M" -o commit=manual
+    # What ckptfs-umount asks for: save, then take no more edits...
+    setfattr -n user.ckptfs.unmount -v 1 "$M"
+    run sh -c "printf 'x' >'$M/linear1.bias/out'"
+    [[ $output == *"Read-only file system"* ]]
+    run mkdir "$M/new"
+    [[ $output == *"Read-only file system"* ]]
+    # ...until told the unmount did not happen.
+    setfattr -n user.ckptfs.unmount -v 0 "$M"
+    printf '\x00\x00\x80\x3f' | dd of="$M/linear1.bias/out" conv=notrunc status=none
+    # A busy mount (a file open) is not unmounted, and stays editable.
+    exec 5<"$M/linear1.weight/out"
+    run "$UMOUNT" "$M"
+    [ "$status" -eq 1 ]
+    mountpoint -q "$M"
+    printf '\x00\x00\x00\x40' | dd of="$M/linear2.bias/out" conv=notrunc status=none
+    exec 5<&-
+    "$UMOUNT" "$M"
+    ! mountpoint -q "$M" || false
+    mount_fg "$F" "$BATS_TEST_TMPDIR/again" -o ro
+    [ "$(od -A n -t f4 -N 4 "$BATS_TEST_TMPDIR/again/linear1.bias/out" | tr -d ' ')" = 1 ]
+    [ "$(od -A n -t f4 -N 4 "$BATS_TEST_TMPDIR/again/linear2.bias/out" | tr -d ' ')" = 2 ]
+}
+
+@test "ckptfs-umount --help" {
+    run "$UMOUNT" --help
+    [ "$status" -eq 0 ]
+    [[ $output == "usage: ckptfs-umount MOUNTPOINT"* ]]
+    [[ $output == *"Exit status"* ]]
+    run "$UMOUNT"
+    [ "$status" -eq 2 ]
+    [[ $output == "usage: "* ]]
+}
+
 @test "ckptfs-umount on a read-only mount just unmounts; on anything else it refuses" {
     mount_fg "$MS/goldenstick_test_linears_woq_predict_2stage_fp32.ckpt" "$M"
     "$UMOUNT" "$M"
