@@ -52,7 +52,8 @@ static ck_envelope_opts envelope_opts(const ck_model *m, const ck_open_opts *o)
 {
     return (ck_envelope_opts){.key = o ? o->key : NULL, .encrypt = o && o->encrypt,
                               .enc_mode = o ? o->enc_mode : CK_AES_GCM,
-                              .zstd_level = o ? o->zstd_level : 0, .cache = m->cache};
+                              .zstd_level = o ? o->zstd_level : 0,
+                              .tmp_max = o ? o->tmp_max : 0, .cache = m->cache};
 }
 
 long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err)
@@ -251,6 +252,25 @@ void ck_model_close(ck_model *m)
     ck_index_free(&m->index);
     free(m->path);
     free(m);
+}
+
+/* "16M" and the like: bytes, or K, M, G (binary). */
+int ck_parse_size(const char *text, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    int shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    }
+    if (errno != 0 || end == text || *end != '\0' || *text == '-' || v == 0 ||
+        v > (SIZE_MAX >> shift))
+        return -1;
+    *out = (size_t)(v << shift);
+    return 0;
 }
 
 struct read_ctx {

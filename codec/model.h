@@ -35,6 +35,8 @@ typedef struct ck_open_opts {
     ck_cipher_mode enc_mode;
     size_t cache_size;      /* bytes of decrypted/decompressed pages (0: the default) */
     int zstd_level;         /* for saving a compressed model (0: the default) */
+    uint64_t tmp_max;       /* most a non-seekable zstd model may decompress to in
+                             * $TMPDIR (0: the default, see zstd_source.h) */
 } ck_open_opts;
 
 #define CK_CACHE_SIZE_DEFAULT (16u << 20)
@@ -73,6 +75,10 @@ ck_model *ck_model_empty(const char *path, const char *format_name, const ck_ope
 void ck_model_close(ck_model *m);
 
 const char *ck_format_name(ck_format f);
+
+/* An option's size, "16M" and the like: bytes, or K, M, G (binary); more
+ * than 0.  -1 for anything else. */
+int ck_parse_size(const char *text, size_t *out);
 
 /* Copy bytes [off, off + size) of tensor t's `out` into buf; returns the
  * number of bytes copied (short only at the end of the tensor), or -1. */
