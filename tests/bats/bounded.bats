@@ -124,3 +124,134 @@ zeros_zst() {
     refused_mount "$BATS_TEST_TMPDIR/plain.ckpt" -o tmp_max=lots
     [[ $output == *"-o tmp_max=lots: give a size"* ]]
 }
+
+# low_nofile_ckptfs: a ckptfs that starts with `ulimit -n 64` (soft and hard,
+# so the daemon cannot raise it back), for mount_fg: CKPTFS=$LOW mount_fg ...
+low_nofile_ckptfs() {
+    LOW=$BATS_TEST_TMPDIR/ckptfs-nofile-64
+    printf '#!/bin/bash\nulimit -n 64 || exit 99\nexec "%s" "$@"\n' "$CKPTFS" >"$LOW"
+    chmod +x "$LOW"
+}
+
+@test "ulimit -n 64: 200 edited tensors (writes and rsync-style renames) are all kept, and the save succeeds" {
+    $ORACLE gen "$BATS_TEST_TMPDIR/many.ckpt" --case many --count 210
+    chmod 644 "$BATS_TEST_TMPDIR/many.ckpt"
+    $ORACLE parse "$BATS_TEST_TMPDIR/many.ckpt" >"$BATS_TEST_TMPDIR/orig.json"
+    low_nofile_ckptfs
+    CKPTFS=$LOW mount_fg "$BATS_TEST_TMPDIR/many.ckpt" "$M" -o commit=manual
+    pid=$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)
+    grep -E "^Max open files +64 +64 " "/proc/$pid/limits"
+    # Tensors 0-99 are written in place, 100-199 through a temporary file
+    # renamed over out (as rsync does); each write is checked by its exit
+    # status, so none may fail silently.  The expected bytes go to a JSON
+    # file for the check after the save.
+    run $PY - "$M" "$BATS_TEST_TMPDIR/want.json" <<'PY'
+import json, os, sys
+import numpy as np
+mnt, want = sys.argv[1], {}
+rng = np.random.default_rng(7)
+for i in range(200):
+    d = os.path.join(mnt, f"layer.{i}.w")
+    data = rng.standard_normal(4).astype("<f4").tobytes()
+    if i < 100:
+        with open(os.path.join(d, "out"), "r+b") as f:
+            f.write(data)
+    else:
+        tmp = os.path.join(d, ".out.tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.rename(tmp, os.path.join(d, "out"))
+    want[f"layer.{i}.w"] = data.hex()
+json.dump(want, open(sys.argv[2], "w"))
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # The edits hold no descriptor each: the daemon has a handful open.
+    nfd=$(ls "/proc/$pid/fd" | wc -l)
+    echo "descriptors: $nfd"
+    [ "$nfd" -lt 16 ]
+    # Every edit reads back, then the save succeeds and says so.
+    run $PY - "$M" "$BATS_TEST_TMPDIR/want.json" <<'PY'
+import json, os, sys
+for d, h in json.load(open(sys.argv[2])).items():
+    got = open(os.path.join(sys.argv[1], d, "out"), "rb").read().hex()
+    assert got == h, (d, got, h)
+PY
+    [ "$status" -eq 0 ]
+    touch "$M/snapshot_done"
+    [ -e "$M/snapshot_done" ]
+    [ -z "$(getfattr --only-values -n user.ckptfs.last_error "$M" 2>/dev/null)" ]
+    # The oracle's parse of the saved file holds exactly the edits.
+    $ORACLE parse "$BATS_TEST_TMPDIR/many.ckpt" >"$BATS_TEST_TMPDIR/parse.json"
+    run $PY - "$BATS_TEST_TMPDIR/parse.json" "$BATS_TEST_TMPDIR/want.json" "$BATS_TEST_TMPDIR/orig.json" <<'PY'
+import hashlib, json, sys
+got = {e["dir"]: e for e in json.load(open(sys.argv[1]))}
+want = json.load(open(sys.argv[2]))
+assert len(got) == 210, len(got)
+for d, h in want.items():
+    assert got[d]["sha256"] == hashlib.sha256(bytes.fromhex(h)).hexdigest(), d
+    assert got[d]["dims"] == [4] and got[d]["type"] == "Float32", got[d]
+orig = {e["dir"]: e for e in json.load(open(sys.argv[3]))}
+for d in orig:
+    if d not in want:
+        assert got[d] == orig[d], d
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "ulimit -n 64: 100 other files at once, interleaved writes, truncates and renames read back as on a plain file" {
+    $ORACLE gen "$BATS_TEST_TMPDIR/many.ckpt" --case many --count 4
+    chmod 644 "$BATS_TEST_TMPDIR/many.ckpt"
+    low_nofile_ckptfs
+    CKPTFS=$LOW mount_fg "$BATS_TEST_TMPDIR/many.ckpt" "$M" -o commit=manual
+    mkdir "$BATS_TEST_TMPDIR/ref"
+    cp "$M/layer.0.w/out" "$BATS_TEST_TMPDIR/ref/out0"
+    # The same random operations on files of the mount (two tensors' out,
+    # two other files, one renamed over an out midway, and 100 more other
+    # files, as rsync --delay-updates keeps) and on plain files; after each
+    # one every file must read the same.
+    run $PY - "$M" "$BATS_TEST_TMPDIR/ref" <<'PY'
+import os, random, sys
+mnt, ref = sys.argv[1], sys.argv[2]
+files = {"out0": f"{mnt}/layer.0.w/out", "out1": f"{mnt}/layer.1.w/out",
+         "x": f"{mnt}/notes.bin", "y": f"{mnt}/layer.2.w/.out.tmp"}
+open(f"{ref}/out1", "wb").write(open(files["out1"], "rb").read())
+for k in ("x", "y"):
+    open(files[k], "wb").close()
+    open(f"{ref}/{k}", "wb").close()
+rng = random.Random(11)
+for i in range(100):
+    files[f"n{i}"] = f"{mnt}/n{i}"
+    data = os.urandom(rng.randrange(0, 5000))
+    open(files[f"n{i}"], "wb").write(data)
+    open(f"{ref}/n{i}", "wb").write(data)
+main = ["out0", "out1", "x", "y"]
+def same(step, keys):
+    for k in keys:
+        a, b = open(files[k], "rb").read(), open(f"{ref}/{k}", "rb").read()
+        assert a == b, (step, k, len(a), len(b))
+same("start", files)
+for step in range(400):
+    k = rng.choice(main) if rng.random() < 0.8 else f"n{rng.randrange(100)}"
+    if rng.random() < 0.25:
+        n = rng.randrange(0, 300000)
+        os.truncate(files[k], n)
+        os.truncate(f"{ref}/{k}", n)
+    else:
+        off, data = rng.randrange(0, 300000), os.urandom(rng.randrange(1, 70000))
+        for p in (files[k], f"{ref}/{k}"):
+            with open(p, "r+b") as f:
+                f.seek(off)
+                f.write(data)
+    if step == 200:  # rsync: the temporary file becomes the out
+        os.rename(files["y"], f"{mnt}/layer.2.w/out")
+        files["y"] = f"{mnt}/layer.2.w/out"
+    same(step, main + [k])
+same("end", files)
+for k in ("out0", "out1", "y"):  # sizes their meta accepts: the unmount saves
+    os.truncate(files[k], 16)
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
