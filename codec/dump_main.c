@@ -25,8 +25,8 @@ static void print_tensor(const ck_tensor *t)
     for (uint32_t i = 0; i < t->ndim; i++)
         printf("%s%" PRId64, i ? "," : "", t->dims[i]);
     printf("]\t%" PRIu64 "\t", t->nbytes);
-    if (t->inline_data != NULL)
-        printf("decoded from ");
+    if (t->dtype->kind == CK_KIND_STR)
+        printf("decoded ");
     for (uint32_t i = 0; i < t->n_ext; i++)
         printf("%s%" PRIu64 "+%" PRIu64, i ? "," : "", ck_tensor_ext(t, i)->off,
                ck_tensor_ext(t, i)->len);

@@ -67,6 +67,11 @@ long ck_model_add_data_file(ck_model *m, ck_source *src, ck_error *err);
 
 ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err);
 
+/* Whether source i is a data file of the model (an ONNX external data
+ * file, a split MindIR's data file), not the model file or a temporary
+ * file of decoded values. */
+bool ck_model_is_data_file(const ck_model *m, uint32_t i);
+
 /* A model with no tensors for a file that does not exist yet (mount -o
  * create); the first commit creates the file.  format_name: "ckpt", or NULL
  * to go by the file name's extension. */

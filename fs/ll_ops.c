@@ -562,7 +562,7 @@ static void read_out(fuse_req_t req, const ckfs *fs, const entry *e, size_t size
         read_spill(req, fs, &e->edit->overlay, size, off);
     else if (t == NULL || (uint64_t)off >= t->nbytes || size == 0)
         fuse_reply_buf(req, NULL, 0);
-    else if (t->inline_data == NULL && all_sources_are_files(MODEL(fs)))
+    else if (all_sources_are_files(MODEL(fs)))
         read_extents(req, fs, t, size, off);
     else
         read_copy(req, fs, t, size, off);

@@ -161,7 +161,7 @@ static void remove_leftovers(const ck_model *m)
     char big[PATH_MAX];
     ck_atomic_cleanup(m->path);
     for (uint32_t i = 1; i < m->n_sources; i++)
-        if (m->pb == NULL || i != m->pb->decoded_src)
+        if (ck_model_is_data_file(m, i))
             ck_atomic_cleanup(m->sources[i]->path);
     if (snprintf(big, sizeof big, "%s.data", m->path) < (int)sizeof big)
         ck_atomic_cleanup(big); /* where an ONNX model over 2 GiB puts its data */

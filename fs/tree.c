@@ -645,10 +645,6 @@ static int describe(tree *tr, entry *e, ck_write_tensor *w, ck_piece *piece,
         char q[CK_QUOTE_BUF];
         return ck_fail(err, EIO, "%s: tensor '%s' has no bytes", tr->model->path,
                        quoted(tr, e, q));
-    } else if (t->inline_data != NULL) {
-        *piece = (ck_piece){.mem = t->inline_data, .len = t->nbytes};
-        w->pieces = piece;
-        w->n_pieces = 1;
     } else {
         ck_piece *p = calloc(t->n_ext ? t->n_ext : 1, sizeof *p);
         if (p == NULL)

@@ -255,3 +255,41 @@ PY
     echo "$output"
     [ "$status" -eq 0 ]
 }
+
+@test "20,000 str values mount under ulimit -d 32M and read as the oracle says; a renamed and a rewritten one are saved" {
+    # 80 MB of UTF-32 text: held in memory it would pass the data limit
+    # (the mount would fail: out of memory); memory must not grow with it.
+    $ORACLE gen "$BATS_TEST_TMPDIR/strs.ckpt" --case strs --count 20000 --str-chars 1024
+    chmod 644 "$BATS_TEST_TMPDIR/strs.ckpt"
+    $ORACLE parse "$BATS_TEST_TMPDIR/strs.ckpt" >"$BATS_TEST_TMPDIR/orig.json"
+    LOW=$BATS_TEST_TMPDIR/ckptfs-data-32m
+    printf '#!/bin/bash\nulimit -d 32768 || exit 99\nexec "%s" "$@"\n' "$CKPTFS" >"$LOW"
+    chmod +x "$LOW"
+    CKPTFS=$LOW mount_fg "$BATS_TEST_TMPDIR/strs.ckpt" "$M" -o commit=manual
+    pid=$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)
+    grep -E "^Max data size +33554432 +33554432 " "/proc/$pid/limits"
+    run $ORACLE check "$M" "$BATS_TEST_TMPDIR/strs.ckpt"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    # Edits of str values: a rename (re-encoded from the decoded text) and
+    # new text; the saved file, parsed by the oracle, holds both.
+    mv "$M/note.1" "$M/renamed.1"
+    printf 'h\xc3\xa9llo \xe4\xb8\xad' >"$M/note.2/out"
+    touch "$M/snapshot_done"
+    fusermount3 -u "$M"
+    $ORACLE parse "$BATS_TEST_TMPDIR/strs.ckpt" >"$BATS_TEST_TMPDIR/parse.json"
+    run $PY - "$BATS_TEST_TMPDIR/parse.json" "$BATS_TEST_TMPDIR/orig.json" <<'PY'
+import hashlib, json, sys
+got = {e["dir"]: e for e in json.load(open(sys.argv[1]))}
+orig = {e["dir"]: e for e in json.load(open(sys.argv[2]))}
+assert "note.1" not in got and len(got) == 20200, len(got)
+assert got["renamed.1"]["type"] == "str", got["renamed.1"]
+assert got["renamed.1"]["sha256"] == orig["note.1"]["sha256"], got["renamed.1"]
+for d in orig:
+    if d not in ("note.1", "note.2"):
+        assert got[d] == orig[d], d
+assert got["note.2"]["sha256"] == hashlib.sha256("héllo 中".encode()).hexdigest(), got["note.2"]
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
