@@ -117,6 +117,19 @@ zeros_zst() {
     # One byte less is refused.
     TMPDIR=$T refused_mount "$BATS_TEST_TMPDIR/a.ckpt.zst" -o tmp_max=$((size - 1))
     [[ $output == *"decompresses to $size bytes"* ]]
+    # Several frames (with and without checksums) and a skippable frame:
+    # their declared sizes are summed.
+    head -c 1000 "$BATS_TEST_TMPDIR/plain.ckpt" | zstd -q --stream-size=1000 -c >"$BATS_TEST_TMPDIR/c.ckpt.zst"
+    printf '\x50\x2a\x4d\x18\x04\x00\x00\x00abcd' >>"$BATS_TEST_TMPDIR/c.ckpt.zst"
+    tail -c +1001 "$BATS_TEST_TMPDIR/plain.ckpt" | zstd -q --no-check --stream-size=$((size - 1000)) -c \
+        >>"$BATS_TEST_TMPDIR/c.ckpt.zst"
+    cmp <(zstd -q -d -c "$BATS_TEST_TMPDIR/c.ckpt.zst") "$BATS_TEST_TMPDIR/plain.ckpt"
+    TMPDIR=$T refused_mount "$BATS_TEST_TMPDIR/c.ckpt.zst" -o tmp_max=$((size - 1))
+    [[ $output == *"decompresses to $size bytes (declared by its frames)"* ]]
+    TMPDIR=$T mount_fg "$BATS_TEST_TMPDIR/c.ckpt.zst" "$M" -o ro,tmp_max=$size
+    run $ORACLE check "$M" "$BATS_TEST_TMPDIR/plain.ckpt"
+    echo "$output"
+    [ "$status" -eq 0 ]
 }
 
 @test "-o tmp_max with a bad size is refused" {
