@@ -315,14 +315,22 @@ static int spill_fd(tree *tr, ck_error *err)
     return tr->spill_fd;
 }
 
-/* Bytes [off, off + len) of the spill file read as zeros again, and their
- * space is given back where the filesystem can (tmpfs, memfd, ext4, xfs,
- * btrfs); elsewhere zeros are written. */
+/* Give the space of bytes [off, off + len) of the spill file back, where
+ * the filesystem can (tmpfs, memfd, ext4, xfs, btrfs); they read as zeros
+ * then.  0 when done. */
+static int punch(int fd, uint64_t off, uint64_t len)
+{
+    if (len == 0)
+        return 0;
+    return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
+}
+
+/* Bytes [off, off + len) of the spill file read as zeros again: punched,
+ * or else zeros written. */
 static int zero_range(int fd, uint64_t off, uint64_t len)
 {
     static const char zeros[65536];
-    if (len == 0 ||
-        fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0)
+    if (punch(fd, off, len) == 0)
         return 0;
     for (uint64_t at = 0; at < len;) {
         size_t n = len - at < sizeof zeros ? (size_t)(len - at) : sizeof zeros;
@@ -336,7 +344,7 @@ static int zero_range(int fd, uint64_t off, uint64_t len)
 static void area_free(tree *tr, spill_area *a)
 {
     if (a->used && tr->spill_fd >= 0)
-        zero_range(tr->spill_fd, a->base, a->cap); /* only space: the range is not reused */
+        punch(tr->spill_fd, a->base, a->cap); /* only space: the range is never reused */
     *a = (spill_area){0};
 }
 
@@ -396,7 +404,7 @@ static int area_reserve(tree *tr, spill_area *a, uint64_t need, ck_error *err)
     if (spill_copy(tr->spill_fd, from, to, a->size) < 0)
         return ck_fail_errno(err, errno, "%s: moving bytes in the spill file failed",
                              tr->model->path);
-    zero_range(tr->spill_fd, from, a->cap);
+    punch(tr->spill_fd, from, a->cap);
     a->base = to;
     a->cap = need;
     return 0;
