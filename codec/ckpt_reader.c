@@ -1,10 +1,14 @@
+#define _GNU_SOURCE /* O_TMPFILE, memfd_create */
 #include "ckpt_reader.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "pb_wire.h"
@@ -52,6 +56,9 @@ typedef struct parser {
     group g;
     raw_value v;
     ck_error *err;
+    bool str_in_memory;         /* the decoded str values go to a memfd */
+    int str_fd;                 /* ... or a temporary file; -1 until the first */
+    uint64_t str_size;
     char q[CK_QUOTE_BUF];       /* for names in messages */
 } parser;
 
@@ -293,7 +300,54 @@ static void format_dims(const int64_t *dims, uint32_t ndim, char *buf, size_t ca
         snprintf(buf + n, cap - n, "]");
 }
 
-/* UTF-32LE -> UTF-8, trailing U+0000 dropped (as numpy does). */
+/* ---- the decoded str values' file ---- */
+
+static int str_file(parser *p)
+{
+    if (p->str_fd >= 0)
+        return 0;
+    if (p->str_in_memory) { /* decrypted bytes stay off the disk */
+        p->str_fd = memfd_create("ckptfs-str", MFD_CLOEXEC);
+        if (p->str_fd < 0)
+            return ck_fail_errno(p->err, errno, "%s: cannot create a memory file for decoded "
+                                 "str values", PATH(p));
+        return 0;
+    }
+    const char *dir = getenv("TMPDIR");
+    if (dir == NULL || *dir == '\0')
+        dir = "/tmp";
+    p->str_fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (p->str_fd < 0)
+        return ck_fail_errno(p->err, errno, "%s: cannot create a temporary file in %s for "
+                             "decoded str values", PATH(p), dir);
+    return 0;
+}
+
+/* Append a decoded value to the file; t's one extent becomes its range. */
+static int str_store(parser *p, ck_tensor *t, const unsigned char *u8, size_t len)
+{
+    if (str_file(p) < 0)
+        return -1;
+    t->n_ext = 1;
+    t->ext0 = (ck_extent){.src = CK_CKPT_STR_SRC, .off = p->str_size, .len = len};
+    while (len > 0) {
+        ssize_t n = pwrite(p->str_fd, u8, len, (off_t)p->str_size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return ck_fail_errno(p->err, n < 0 ? errno : EIO, "%s: tensor '%s': cannot write "
+                                 "the decoded str value to a temporary file", PATH(p),
+                                 NAME(p, t));
+        u8 += n;
+        len -= (size_t)n;
+        p->str_size += (uint64_t)n;
+    }
+    return 0;
+}
+
+/* UTF-32LE -> UTF-8, trailing U+0000 dropped (as numpy does), into the
+ * decoded values' file: however many str values there are, none is kept
+ * in memory. */
 static int decode_str(parser *p, ck_tensor *t, uint64_t total)
 {
     if (total % 4 != 0)
@@ -304,9 +358,10 @@ static int decode_str(parser *p, ck_tensor *t, uint64_t total)
                        "the %u-byte limit", PATH(p), NAME(p, t), OFF(total),
                        CK_CKPT_MAX_STR);
     unsigned char *u32 = malloc(total ? total : 1);
-    unsigned char *u8 = ck_arena_alloc(&p->ix->arena, total ? total : 1);
+    unsigned char *u8 = malloc(total ? total : 1);
     if (u32 == NULL || u8 == NULL) {
         free(u32);
+        free(u8);
         return nomem(p);
     }
     uint64_t at = 0;
@@ -314,6 +369,7 @@ static int decode_str(parser *p, ck_tensor *t, uint64_t total)
         const ck_extent *e = ck_tensor_ext(t, i);
         if (ck_source_read(p->src, u32 + at, e->len, e->off, p->err) < 0) {
             free(u32);
+            free(u8);
             return -1;
         }
         at += e->len;
@@ -327,6 +383,7 @@ static int decode_str(parser *p, ck_tensor *t, uint64_t total)
         uint32_t c = q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
         if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
             free(u32);
+            free(u8);
             return ck_fail(p->err, EINVAL, "%s: tensor '%s': str holds invalid code point "
                            "U+%X at character %llu", PATH(p), NAME(p, t), c,
                            OFF(i));
@@ -349,9 +406,10 @@ static int decode_str(parser *p, ck_tensor *t, uint64_t total)
         }
     }
     free(u32);
-    t->inline_data = u8;
     t->nbytes = n;
-    return 0;
+    int rc = str_store(p, t, u8, n);
+    free(u8);
+    return rc;
 }
 
 static int set_dims(parser *p, ck_tensor *t, const int64_t *dims, uint32_t ndim)
@@ -599,10 +657,11 @@ static int parse_records(parser *p, ck_ckpt_info *info)
     return 0;
 }
 
-int ck_ckpt_read(ck_source *src, uint32_t src_id, bool verify_crc, ck_index *ix,
-                 ck_ckpt_info *info, ck_error *err)
+int ck_ckpt_read(ck_source *src, uint32_t src_id, bool verify_crc, bool str_in_memory,
+                 ck_index *ix, ck_ckpt_info *info, ck_error *err)
 {
     memset(info, 0, sizeof *info);
+    info->str_fd = -1;
     if (check_crc(src, verify_crc, info, err) < 0)
         return -1;
     /* The parser holds a 4 KiB tag buffer and a read window: keep it off
@@ -614,9 +673,15 @@ int ck_ckpt_read(ck_source *src, uint32_t src_id, bool verify_crc, ck_index *ix,
     p->src_id = src_id;
     p->ix = ix;
     p->err = err;
+    p->str_in_memory = str_in_memory;
+    p->str_fd = -1;
     ck_name_map_init(&p->by_tag);
     int rc = parse_records(p, info);
     ck_name_map_free(&p->by_tag);
+    if (rc == 0)
+        info->str_fd = p->str_fd;
+    else if (p->str_fd >= 0)
+        close(p->str_fd);
     free(p);
     return rc;
 }

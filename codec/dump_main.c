@@ -4,12 +4,13 @@
  * It uses the codec alone (no FUSE), like squashfuse_ls: handy to see what a
  * mount would show, where each tensor's bytes are, and why a file is refused.
  *
- *   ckptfs-dump [--nocrc] [-o key_file=PATH] MODEL
+ *   ckptfs-dump [--nocrc] [-o key_file=PATH] [-o tmp_max=SIZE] MODEL
  *   one line per visible tensor: directory name, type, shape, bytes, extents
  *   (of the plaintext, for an encrypted or compressed model)
  *
  * The key of an encrypted model comes as for a mount: -o key_file=PATH or
- * CKPTFS_KEY_HEX.
+ * CKPTFS_KEY_HEX; a zstd model without a seek table is decompressed into
+ * $TMPDIR within -o tmp_max, as for a mount.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,8 +25,8 @@ static void print_tensor(const ck_tensor *t)
     for (uint32_t i = 0; i < t->ndim; i++)
         printf("%s%" PRId64, i ? "," : "", t->dims[i]);
     printf("]\t%" PRIu64 "\t", t->nbytes);
-    if (t->inline_data != NULL)
-        printf("decoded from ");
+    if (t->dtype->kind == CK_KIND_STR)
+        printf("decoded ");
     for (uint32_t i = 0; i < t->n_ext; i++)
         printf("%s%" PRIu64 "+%" PRIu64, i ? "," : "", ck_tensor_ext(t, i)->off,
                ck_tensor_ext(t, i)->len);
@@ -48,6 +49,7 @@ int main(int argc, char **argv)
 {
     ck_open_opts opts = {0};
     const char *path = NULL, *key_file = NULL;
+    size_t tmp_max = 0;
     bool bad = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--nocrc") == 0)
@@ -55,13 +57,17 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
                  strncmp(argv[i + 1], "key_file=", 9) == 0)
             key_file = argv[++i] + 9;
+        else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
+                 strncmp(argv[i + 1], "tmp_max=", 8) == 0)
+            bad |= ck_parse_size(argv[++i] + 8, &tmp_max) < 0;
         else if (path == NULL && argv[i][0] != '-')
             path = argv[i];
         else
             bad = true;
     }
     if (path == NULL || bad) {
-        fprintf(stderr, "usage: ckptfs-dump [--nocrc] [-o key_file=PATH] MODEL\n");
+        fprintf(stderr, "usage: ckptfs-dump [--nocrc] [-o key_file=PATH] [-o tmp_max=SIZE] "
+                "MODEL\n");
         return 2;
     }
     ck_error err = {0};
@@ -71,6 +77,7 @@ int main(int argc, char **argv)
         return 1;
     }
     opts.key = &key;
+    opts.tmp_max = tmp_max;
     ck_model *m = ck_model_open(path, &opts, &err);
     ck_key_wipe(&key);
     if (m == NULL) {

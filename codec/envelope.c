@@ -88,7 +88,7 @@ static ck_source *open_zstd(ck_source *file, const ck_envelope_opts *o, ck_envel
                             ck_error *err)
 {
     bool seekable;
-    ck_source *plain = ck_zstd_source_open(file, o->cache, &seekable, err);
+    ck_source *plain = ck_zstd_source_open(file, o->cache, o->tmp_max, &seekable, err);
     if (plain == NULL)
         return NULL;
     if (refuse_nested(plain, "zstd-compressed", err) < 0) {

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "byte_source.h"
 #include "ck_error.h"
@@ -47,6 +48,7 @@ typedef struct ck_envelope_opts {
     bool encrypt;               /* -o enc_mode was given: */
     ck_cipher_mode enc_mode;    /* the mode a plain model is encrypted with on save */
     int zstd_level;             /* 0: the default */
+    uint64_t tmp_max;           /* non-seekable zstd: bound in $TMPDIR (0: the default) */
     ck_page_cache *cache;       /* decoded pages of every wrapped source */
 } ck_envelope_opts;
 

@@ -52,7 +52,8 @@ static ck_envelope_opts envelope_opts(const ck_model *m, const ck_open_opts *o)
 {
     return (ck_envelope_opts){.key = o ? o->key : NULL, .encrypt = o && o->encrypt,
                               .enc_mode = o ? o->enc_mode : CK_AES_GCM,
-                              .zstd_level = o ? o->zstd_level : 0, .cache = m->cache};
+                              .zstd_level = o ? o->zstd_level : 0,
+                              .tmp_max = o ? o->tmp_max : 0, .cache = m->cache};
 }
 
 long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err)
@@ -129,12 +130,36 @@ static int check_fresh_encryption(const ck_model *m, ck_error *err)
     if (m->format == CK_FORMAT_ONNX)
         return ck_fail(err, ENOTSUP, "%s: -o enc_mode: MindSpore encrypts .ckpt and .mindir "
                        "models, not ONNX", m->path);
-    uint32_t decoded = m->pb ? m->pb->decoded_src : UINT32_MAX;
     for (uint32_t i = 1; i < m->n_sources; i++)
-        if (i != decoded)
+        if (ck_model_is_data_file(m, i))
             return ck_fail(err, ENOTSUP, "%s: -o enc_mode: the model has data files (%s); "
                            "encrypting a split MindIR is not supported", m->path,
                            m->sources[i]->path);
+    return 0;
+}
+
+bool ck_model_is_data_file(const ck_model *m, uint32_t i)
+{
+    if (i == 0 || i >= m->n_sources || m->format == CK_FORMAT_CKPT)
+        return false; /* a .ckpt's other source is its decoded str values */
+    return m->pb == NULL || i != m->pb->decoded_src;
+}
+
+/* The decoded str values of a .ckpt become a source, and their extents
+ * name it. */
+static int bind_str_values(ck_model *m, int fd, ck_error *err)
+{
+    if (fd < 0)
+        return 0;
+    ck_source *src = ck_source_adopt_fd(fd, "decoded str values", err);
+    long id = src == NULL ? -1 : ck_model_add_source(m, src, err);
+    if (id < 0)
+        return -1;
+    for (size_t i = 0; i < m->index.count; i++) {
+        ck_tensor *t = &m->index.tensors[i];
+        if (t->n_ext == 1 && t->ext0.src == CK_CKPT_STR_SRC)
+            t->ext0.src = (uint32_t)id;
+    }
     return 0;
 }
 
@@ -180,9 +205,12 @@ ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *er
     int rc;
     if (m->format == CK_FORMAT_CKPT) {
         ck_ckpt_info info = {0};
-        rc = ck_ckpt_read(src, 0, !(opts && opts->skip_crc), &m->index, &info, err);
+        rc = ck_ckpt_read(src, 0, !(opts && opts->skip_crc), m->env.wrap == CK_WRAP_CIPHER,
+                          &m->index, &info, err);
         m->has_crc = info.has_crc;
         m->records_end = info.records_end;
+        if (rc == 0)
+            rc = bind_str_values(m, info.str_fd, err);
     } else {
         rc = ck_onnx_mindir_read(m, m->format == CK_FORMAT_MINDIR, err);
     }
@@ -253,6 +281,25 @@ void ck_model_close(ck_model *m)
     free(m);
 }
 
+/* "16M" and the like: bytes, or K, M, G (binary). */
+int ck_parse_size(const char *text, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    int shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    }
+    if (errno != 0 || end == text || *end != '\0' || *text == '-' || v == 0 ||
+        v > (SIZE_MAX >> shift))
+        return -1;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
 struct read_ctx {
     const ck_model *m;
     unsigned char *dst;
@@ -275,10 +322,6 @@ long ck_model_read(const ck_model *m, const ck_tensor *t, void *buf, size_t size
         return 0;
     if (size > t->nbytes - off)
         size = (size_t)(t->nbytes - off);
-    if (t->inline_data != NULL) {
-        memcpy(buf, t->inline_data + off, size);
-        return (long)size;
-    }
     struct read_ctx c = {.m = m, .dst = buf, .err = err};
     if (ck_tensor_for_range(t, off, size, read_piece, &c) != 0)
         return -1;

@@ -35,6 +35,8 @@ typedef struct ck_open_opts {
     ck_cipher_mode enc_mode;
     size_t cache_size;      /* bytes of decrypted/decompressed pages (0: the default) */
     int zstd_level;         /* for saving a compressed model (0: the default) */
+    uint64_t tmp_max;       /* most a non-seekable zstd model may decompress to in
+                             * $TMPDIR (0: the default, see zstd_source.h) */
 } ck_open_opts;
 
 #define CK_CACHE_SIZE_DEFAULT (16u << 20)
@@ -65,6 +67,11 @@ long ck_model_add_data_file(ck_model *m, ck_source *src, ck_error *err);
 
 ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err);
 
+/* Whether source i is a data file of the model (an ONNX external data
+ * file, a split MindIR's data file), not the model file or a temporary
+ * file of decoded values. */
+bool ck_model_is_data_file(const ck_model *m, uint32_t i);
+
 /* A model with no tensors for a file that does not exist yet (mount -o
  * create); the first commit creates the file.  format_name: "ckpt", or NULL
  * to go by the file name's extension. */
@@ -73,6 +80,10 @@ ck_model *ck_model_empty(const char *path, const char *format_name, const ck_ope
 void ck_model_close(ck_model *m);
 
 const char *ck_format_name(ck_format f);
+
+/* An option's size, "16M" and the like: bytes, or K, M, G (binary); more
+ * than 0.  -1 for anything else. */
+int ck_parse_size(const char *text, size_t *out);
 
 /* Copy bytes [off, off + size) of tensor t's `out` into buf; returns the
  * number of bytes copied (short only at the end of the tensor), or -1. */

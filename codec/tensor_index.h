@@ -2,10 +2,10 @@
  * tensor_index: what a format reader produces and everything above reads.
  *
  * For each tensor the index holds its name, type, presented shape, and where
- * its bytes are: a list of extents (plaintext ranges of a byte source), or,
- * for the rare tensors whose bytes must be transformed (MindSpore `str`
- * values, shown as UTF-8), a small decoded copy.  Tensor bytes themselves
- * are never loaded.  Every reader (ckpt today; MindIR, ONNX next) fills the
+ * its bytes are: a list of extents (plaintext ranges of a byte source; for
+ * the rare tensors whose bytes must be transformed, such as MindSpore `str`
+ * values shown as UTF-8, ranges of a temporary file the reader decoded them
+ * into).  Tensor bytes themselves are never loaded.  Every reader (ckpt today; MindIR, ONNX next) fills the
  * same structure, and the FUSE front-end and the encoders only see this.
  *
  * Tensors are kept in file order, including entries a later record of the
@@ -55,8 +55,7 @@ typedef struct ck_tensor {
     const int64_t *dims;        /* presented shape (0-d: ndim 0) */
     uint64_t nbytes;            /* size of `out` */
     ck_extent ext0;             /* where `out` comes from: ext0, then ... */
-    ck_extent *ext_more;        /* ... n_ext - 1 more (sliced tensors), */
-    const unsigned char *inline_data; /* ... or these decoded bytes */
+    ck_extent *ext_more;        /* ... n_ext - 1 more (sliced tensors) */
     uint64_t rec_off, rec_end;  /* file span of the tensor's records */
     uint32_t name_len, dir_src_len;
     uint32_t ndim;

@@ -4,8 +4,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zstd.h>
 #include <zstd_errors.h>
@@ -26,6 +28,11 @@
  * (ZSTD_WINDOWLOG_LIMIT_DEFAULT), which `zstd -d` also keeps unless given
  * --memory.  --long (2^27) fits; --long=28 and up are refused. */
 #define STREAM_WINDOW_LOG 27
+/* Walking the frames for their declared sizes reads one 3-byte header per
+ * block (at most 128 KiB of plaintext each); past this many blocks (128 GiB
+ * of plaintext at least) the walk stops and only the check while
+ * decompressing applies. */
+#define WALK_MAX_BLOCKS (1u << 20)
 
 typedef struct zframe {
     uint64_t c_off;                     /* in the file */
@@ -430,6 +437,158 @@ static int tmp_write(int fd, const unsigned char *p, size_t len, uint64_t off,
     return 0;
 }
 
+/* ---- what the temporary file may take ----
+ *
+ * A few KiB of zstd can declare, or produce, gigabytes.  The output is
+ * bounded twice: by tmp_max (-o tmp_max, else the default rule in
+ * zstd_source.h) and by the free space of the temporary directory less a
+ * margin left to everyone else.  Both are checked before anything is
+ * written, against the sizes the frames declare, and again as the output
+ * grows, which catches frames that declare none. */
+
+typedef struct tmp_budget {
+    uint64_t max;                       /* tmp_max */
+    bool by_default;                    /* max is the default rule's */
+    uint64_t room;                      /* free space less the margin (UINT64_MAX: unknown) */
+    uint64_t free;
+} tmp_budget;
+
+/* The margin: 5% of the filesystem, at most 1 GiB. */
+#define TMP_MARGIN_MAX (1ull << 30)
+
+static const char *tmp_dir_name(void)
+{
+    const char *dir = getenv("TMPDIR");
+    return dir != NULL && *dir != '\0' ? dir : "/tmp";
+}
+
+static tmp_budget budget_of(uint64_t tmp_max, uint64_t csize)
+{
+    tmp_budget b = {.max = tmp_max, .room = UINT64_MAX, .free = UINT64_MAX};
+    if (tmp_max == 0) {
+        b.by_default = true;
+        b.max = csize > UINT64_MAX / CK_ZSTD_TMP_RATIO ? UINT64_MAX : csize * CK_ZSTD_TMP_RATIO;
+        if (b.max < CK_ZSTD_TMP_FLOOR)
+            b.max = CK_ZSTD_TMP_FLOOR;
+    }
+    return b;
+}
+
+/* The free space where fd (the temporary file) lives.  If it cannot be
+ * known, ENOSPC still stops the output. */
+static void measure_room(int fd, tmp_budget *b)
+{
+    struct statvfs v;
+    if (fstatvfs(fd, &v) < 0)
+        return;
+    uint64_t size = (uint64_t)v.f_blocks * v.f_frsize;
+    uint64_t margin = size / 20 < TMP_MARGIN_MAX ? size / 20 : TMP_MARGIN_MAX;
+    b->free = (uint64_t)v.f_bavail * v.f_frsize;
+    b->room = b->free > margin ? b->free - margin : 0;
+}
+
+/* 0 when size bytes of output fit the budget, else the refusal.  declared:
+ * size is what the frames (or a seek table) declare, checked before
+ * decompressing; else it is the output so far, at compressed offset c_off. */
+static int check_budget(const tmp_budget *b, const char *path, uint64_t size, bool declared,
+                        uint64_t c_off, ck_error *err)
+{
+    char what[128];
+    if (size <= b->max && size <= b->room)
+        return 0;
+    if (declared)
+        snprintf(what, sizeof what, "decompresses to %llu bytes (declared by its frames)",
+                 (unsigned long long)size);
+    else
+        snprintf(what, sizeof what, "offset %llu: the decompressed output passes %llu bytes "
+                 "(no declared size)", (unsigned long long)c_off, (unsigned long long)size);
+    if (size > b->max)
+        return ck_fail(err, EFBIG, "%s: %s, over tmp_max, the %llu-byte limit for "
+                       "decompressing into %s%s; give a larger -o tmp_max=SIZE to mount it",
+                       path, what, (unsigned long long)b->max, tmp_dir_name(),
+                       b->by_default ? " (by default 64 times the compressed size, at least "
+                                       "256M)" : "");
+    return ck_fail(err, ENOSPC, "%s: %s, but %s has %llu bytes free and %llu must stay free; "
+                   "make room or point TMPDIR at a larger directory", path, what,
+                   tmp_dir_name(), (unsigned long long)b->free,
+                   (unsigned long long)(b->free - b->room));
+}
+
+/* A frame header (RFC 8878, 3.1.1.1): its length, the content size it
+ * declares (*known false: none) and whether a checksum ends the frame. */
+static int frame_header(const unsigned char *h, size_t n, size_t *hsize, uint64_t *fcs,
+                        bool *known, bool *checksum)
+{
+    static const unsigned did_len[4] = {0, 1, 2, 4}, fcs_len[4] = {0, 2, 4, 8};
+    if (n < 5)
+        return -1;
+    unsigned d = h[4], single = (d >> 5) & 1;
+    unsigned flen = (d >> 6) == 0 && single ? 1 : fcs_len[d >> 6];
+    const unsigned char *f = h + 5 + !single + did_len[d & 3];
+    *hsize = (size_t)(f - h) + flen;
+    if (n < *hsize)
+        return -1;
+    *checksum = (d >> 2) & 1;
+    *known = flen != 0;
+    *fcs = flen == 1 ? f[0] : flen == 2 ? (uint64_t)(f[0] | f[1] << 8) + 256
+         : flen == 4 ? ck_le32(f) : flen == 8 ? ck_le64(f) : 0;
+    return 0;
+}
+
+/* Past the blocks of the frame whose header ends at *off (nothing is
+ * decompressed: one 3-byte header per block).  -1 when the file ends
+ * first, the walk is too long (*blocks) or a read fails. */
+static int skip_blocks(ck_source *file, uint64_t *off, uint32_t *blocks)
+{
+    unsigned char b[3];
+    ck_error ignored;
+    for (bool last = false; !last;) {
+        if (file->size - *off < 3 || ++*blocks > WALK_MAX_BLOCKS ||
+            ck_source_read(file, b, 3, *off, &ignored) < 0)
+            return -1;
+        uint32_t bh = b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16;
+        last = bh & 1;
+        *off += 3 + (((bh >> 1) & 3) == 1 ? 1 : bh >> 3); /* an RLE block stores 1 byte */
+        if (*off > file->size)
+            return -1;
+    }
+    return 0;
+}
+
+/* The plaintext size the frames declare, summed (saturating), walking
+ * them by their headers.  *known is false when a frame declares none (zstd
+ * --no-content-size, or a pipe), when the walk would be too long, or at a
+ * bad header: decompressing then says what is wrong. */
+static uint64_t declared_size(ck_source *file, bool *known)
+{
+    uint64_t off = 0, sum = 0, fcs;
+    uint32_t blocks = 0;
+    unsigned char h[18];
+    size_t hsize;
+    bool checksum, declared;
+    ck_error ignored;
+    *known = false;
+    while (off < file->size) {
+        size_t n = file->size - off < sizeof h ? (size_t)(file->size - off) : sizeof h;
+        if (n < 8 || ck_source_read(file, h, n, off, &ignored) < 0)
+            return 0;
+        if ((ck_le32(h) & CK_ZSTD_SKIPPABLE_MASK) == CK_ZSTD_SKIPPABLE_MAGIC) {
+            off += 8 + (uint64_t)ck_le32(h + 4);
+            continue;
+        }
+        if (ck_le32(h) != CK_ZSTD_MAGIC ||
+            frame_header(h, n, &hsize, &fcs, &declared, &checksum) < 0 || !declared)
+            return 0;
+        sum = fcs > UINT64_MAX - sum ? UINT64_MAX : sum + fcs;
+        off += hsize;
+        if (skip_blocks(file, &off, &blocks) < 0)
+            return 0;
+        off += checksum ? 4 : 0;
+    }
+    *known = true;
+    return sum;
+}
+
 typedef struct stream {
     ck_source *file;
     int fd;
@@ -437,6 +596,7 @@ typedef struct stream {
     unsigned char *in, *out;
     uint64_t c_off, d_off;              /* consumed, produced */
     size_t last;                        /* ZSTD_decompressStream's last hint: 0 at a frame's end */
+    tmp_budget budget;
 } stream;
 
 /* Why zstd stopped, at compressed offset c_off (how far it had read: the
@@ -473,6 +633,9 @@ static int stream_piece(stream *s, size_t n, ck_error *err)
         if (out.pos > (uint64_t)INT64_MAX - s->d_off)
             return ck_fail(err, EFBIG, "%s: offset %llu: decompressed data passes 2^63 bytes",
                            s->file->path, (unsigned long long)(s->c_off + in.pos));
+        if (check_budget(&s->budget, s->file->path, s->d_off + out.pos, false,
+                         s->c_off + in.pos, err) < 0)
+            return -1;
         if (tmp_write(s->fd, s->out, out.pos, s->d_off, s->file->path, err) < 0)
             return -1;
         s->d_off += out.pos;
@@ -500,21 +663,28 @@ static int stream_all(stream *s, ck_error *err)
 }
 
 /* The whole file decompressed into an unlinked temporary file, served as
- * a plain file.  No bound on the output beyond the temporary directory's
- * free space: it never goes to memory, ENOSPC ends it, and the space comes
- * back when the descriptor is closed.  zstd's own memory is its window,
- * at most 2^STREAM_WINDOW_LOG bytes.  expected: the plaintext size a seek
- * table announced, or UINT64_MAX. */
-static ck_source *inflate_to_tmpfile(ck_source *file, uint64_t expected, ck_error *err)
+ * a plain file.  It never goes to memory, and the output is bounded by
+ * tmp_max and the temporary directory's free space (see tmp_budget); the
+ * space comes back when the descriptor is closed, on failure at once.
+ * zstd's own memory is its window, at most 2^STREAM_WINDOW_LOG bytes.
+ * expected: the plaintext size a seek table announced, or UINT64_MAX. */
+static ck_source *inflate_to_tmpfile(ck_source *file, uint64_t expected, uint64_t tmp_max,
+                                     ck_error *err)
 {
-    stream s = {.file = file, .fd = -1};
+    stream s = {.file = file, .fd = -1, .budget = budget_of(tmp_max, file->size)};
     ck_source *res = NULL;
+    bool known = expected != UINT64_MAX;
+    uint64_t declared = known ? expected : 0;
     if (file->size == 0) {
         /* Not a stream of zero frames: the caller saw a magic number. */
         ck_fail(err, EINVAL, "%s: offset 0: empty file, not zstd", file->path);
         ck_source_close(file);
         return NULL;
     }
+    if (!known)
+        declared = declared_size(file, &known);
+    if (known && check_budget(&s.budget, file->path, declared, true, 0, err) < 0)
+        goto done;
     s.ds = ZSTD_createDStream();
     s.in = malloc(STREAM_BUF);
     s.out = malloc(STREAM_BUF);
@@ -523,7 +693,11 @@ static ck_source *inflate_to_tmpfile(ck_source *file, uint64_t expected, ck_erro
         ck_fail(err, ENOMEM, "%s: out of memory for zstd decompression", file->path);
         goto done;
     }
-    if ((s.fd = tmp_open(file->path, err)) < 0 || stream_all(&s, err) < 0)
+    if ((s.fd = tmp_open(file->path, err)) < 0)
+        goto done;
+    measure_room(s.fd, &s.budget);
+    if ((known && check_budget(&s.budget, file->path, declared, true, 0, err) < 0) ||
+        stream_all(&s, err) < 0)
         goto done;
     if (expected != UINT64_MAX && s.d_off != expected) {
         ck_fail(err, EINVAL, "%s: offset %llu: zstd seek table: the frames decompress to "
@@ -544,8 +718,8 @@ done:
     return res;
 }
 
-ck_source *ck_zstd_source_open(ck_source *file, ck_page_cache *cache, bool *seekable,
-                               ck_error *err)
+ck_source *ck_zstd_source_open(ck_source *file, ck_page_cache *cache, uint64_t tmp_max,
+                               bool *seekable, ck_error *err)
 {
     seek_table t = {0};
     *seekable = false;
@@ -560,5 +734,5 @@ ck_source *ck_zstd_source_open(ck_source *file, ck_page_cache *cache, bool *seek
     }
     uint64_t expected = rc == 1 ? t.idx[t.n].d_off : UINT64_MAX;
     table_free(&t);
-    return inflate_to_tmpfile(file, expected, err);
+    return inflate_to_tmpfile(file, expected, tmp_max, err);
 }

@@ -38,21 +38,15 @@ static ck_write_tensor *tree(const ck_model *m, bool all, ck_piece **pieces_out)
                                  .ndim = t->ndim, .scalar_dims_zero = t->scalar_dims_zero};
         if (!all || t->part != CK_PART_WHOLE)
             continue;
-        /* The bytes `out` shows: decoded text for str, else the extents. */
+        /* The bytes `out` shows (for str, the decoded text): its extents. */
         w[i].unchanged = false;
-        if (t->inline_data != NULL) {
-            pieces[i] = (ck_piece){.mem = t->inline_data, .len = t->nbytes};
-            w[i].pieces = &pieces[i];
-            w[i].n_pieces = 1;
-        } else {
-            ck_piece *p = calloc(t->n_ext ? t->n_ext : 1, sizeof *p);
-            for (uint32_t k = 0; p && k < t->n_ext; k++) {
-                const ck_extent *e = ck_tensor_ext(t, k);
-                p[k] = (ck_piece){.src = m->sources[e->src], .off = e->off, .len = e->len};
-            }
-            w[i].pieces = p;
-            w[i].n_pieces = t->n_ext;
+        ck_piece *p = calloc(t->n_ext ? t->n_ext : 1, sizeof *p);
+        for (uint32_t k = 0; p && k < t->n_ext; k++) {
+            const ck_extent *e = ck_tensor_ext(t, k);
+            p[k] = (ck_piece){.src = m->sources[e->src], .off = e->off, .len = e->len};
         }
+        w[i].pieces = p;
+        w[i].n_pieces = t->n_ext;
     }
     *pieces_out = pieces;
     return w;

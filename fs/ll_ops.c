@@ -269,7 +269,7 @@ static int fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
         break;
     case NODE_EXTRA:
         st->st_mode = extra_of(fs, ino)->mode ? extra_of(fs, ino)->mode : S_IFREG | file_mode;
-        st->st_size = (off_t)extra_of(fs, ino)->size;
+        st->st_size = (off_t)extra_of(fs, ino)->area.size;
         break;
     default:
         return -ENOENT;
@@ -638,18 +638,20 @@ static void read_extents(fuse_req_t req, const ckfs *fs, const ck_tensor *t, siz
     free(bv);
 }
 
-static void read_overlay(fuse_req_t req, const ckfs *fs, const edit *ed, size_t size, off_t off)
+/* An edited out or an extra file: spliced from its range of the spill file. */
+static void read_spill(fuse_req_t req, const ckfs *fs, const spill_area *a, size_t size,
+                       off_t off)
 {
-    if ((uint64_t)off >= ed->overlay_size) {
+    if (!a->used || (uint64_t)off >= a->size) {
         fuse_reply_buf(req, NULL, 0);
         return;
     }
-    if (size > ed->overlay_size - (uint64_t)off)
-        size = (size_t)(ed->overlay_size - (uint64_t)off);
+    if (size > a->size - (uint64_t)off)
+        size = (size_t)(a->size - (uint64_t)off);
     struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
     bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
-    bv.buf[0].fd = ed->overlay_fd;
-    bv.buf[0].pos = off;
+    bv.buf[0].fd = fs->tr.spill_fd;
+    bv.buf[0].pos = (off_t)a->base + off;
     reply_bufvec(req, fs, &bv, off);
 }
 
@@ -675,11 +677,11 @@ static void read_copy(fuse_req_t req, const ckfs *fs, const ck_tensor *t, size_t
 static void read_out(fuse_req_t req, const ckfs *fs, const entry *e, size_t size, off_t off)
 {
     const ck_tensor *t = entry_tensor(&fs->tr, e);
-    if (e->edit != NULL && e->edit->overlay_fd >= 0)
-        read_overlay(req, fs, e->edit, size, off);
+    if (e->edit != NULL && e->edit->overlay.used)
+        read_spill(req, fs, &e->edit->overlay, size, off);
     else if (t == NULL || (uint64_t)off >= t->nbytes || size == 0)
         fuse_reply_buf(req, NULL, 0);
-    else if (t->inline_data == NULL && all_sources_are_files(MODEL(fs)))
+    else if (all_sources_are_files(MODEL(fs)))
         read_extents(req, fs, t, size, off);
     else
         read_copy(req, fs, t, size, off);
@@ -713,9 +715,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         read_out(req, fs, e, size, off);
         return;
     case NODE_EXTRA: {
-        const extra *x = extra_of(fs, ino);
-        edit view = {.overlay_fd = x->fd, .overlay_size = x->size};
-        read_overlay(req, fs, &view, size, off);
+        read_spill(req, fs, &extra_of(fs, ino)->area, size, off);
         return;
     }
     case NODE_NONE:

@@ -37,6 +37,7 @@ struct cli {
     char *enc_mode;
     char *cache_size;
     char *spill_max;
+    char *tmp_max;
     int zstd_level;
     char *log;
 };
@@ -57,6 +58,7 @@ static const struct fuse_opt cli_opts[] = {
     {"zstd_level=%d", offsetof(struct cli, zstd_level), 0},
     {"spill_max=%s", offsetof(struct cli, spill_max), 0},
     {"log=%s", offsetof(struct cli, log), 0},
+    {"tmp_max=%s", offsetof(struct cli, tmp_max), 0},
     FUSE_OPT_END,
 };
 
@@ -101,6 +103,9 @@ static void usage(FILE *to)
             "                       or with K, M, G (default 16M; at most 256 pages: 1M\n"
             "                       decrypted, 2M of zstd frames each)\n"
             "    -o zstd_level=N    the level a compressed model is saved with (default 3)\n"
+            "    -o tmp_max=N       the most a zstd model without a seek table may\n"
+            "                       decompress to in $TMPDIR (default 64 times its\n"
+            "                       compressed size, at least 256M)\n"
             "    -o spill_max=N     edits of an encrypted model are kept in memory, never\n"
             "                       on disk: at most N bytes (default a quarter of the RAM)\n"
             "    -o nocrc           do not verify a CRC-32 trailer (saves reading the file)\n"
@@ -113,30 +118,11 @@ static void usage(FILE *to)
             "\n");
 }
 
-/* "16M" and the like: bytes, or K, M, G (binary). */
-static int parse_size(const char *text, size_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    int shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    }
-    if (errno != 0 || end == text || *end != '\0' || *text == '-' || v == 0 ||
-        v > (SIZE_MAX >> shift))
-        return -1;
-    *out = (size_t)(v << shift);
-    return 0;
-}
-
 /* The encryption and compression options into oo; the key into key. */
 static int envelope_options(const struct cli *cli, ck_open_opts *oo, ck_key *key)
 {
     ck_error err = {0};
-    if (cli->cache_size != NULL && parse_size(cli->cache_size, &oo->cache_size) < 0) {
+    if (cli->cache_size != NULL && ck_parse_size(cli->cache_size, &oo->cache_size) < 0) {
         fprintf(stderr, "ckptfs: -o cache_size=%s: give a size in bytes, or with K, M or G\n",
                 cli->cache_size);
         return -1;
@@ -148,6 +134,13 @@ static int envelope_options(const struct cli *cli, ck_open_opts *oo, ck_key *key
         return -1;
     }
     oo->zstd_level = cli->zstd_level;
+    size_t tmp_max = 0;
+    if (cli->tmp_max != NULL && ck_parse_size(cli->tmp_max, &tmp_max) < 0) {
+        fprintf(stderr, "ckptfs: -o tmp_max=%s: give a size in bytes, or with K, M or G\n",
+                cli->tmp_max);
+        return -1;
+    }
+    oo->tmp_max = tmp_max;
     if (cli->enc_mode != NULL) {
         int mode = ck_cipher_mode_parse(cli->enc_mode);
         if (mode < 0) {
@@ -173,7 +166,7 @@ static void remove_leftovers(const ck_model *m)
     char big[PATH_MAX];
     ck_atomic_cleanup(m->path);
     for (uint32_t i = 1; i < m->n_sources; i++)
-        if (m->pb == NULL || i != m->pb->decoded_src)
+        if (ck_model_is_data_file(m, i))
             ck_atomic_cleanup(m->sources[i]->path);
     if (snprintf(big, sizeof big, "%s.data", m->path) < (int)sizeof big)
         ck_atomic_cleanup(big); /* where an ONNX model over 2 GiB puts its data */
@@ -345,8 +338,8 @@ int main(int argc, char **argv)
         free(abs);
         goto out;
     }
-    /* External data files each hold a descriptor, and every edited tensor
-     * holds a spill file until the next save. */
+    /* External data files each hold a descriptor (edits share one spill
+     * file, whatever their number). */
     raise_open_file_limit();
     /* A save of several files that a crash interrupted after its commit
      * point is finished before anything reads them. */
@@ -382,7 +375,7 @@ int main(int argc, char **argv)
     size_t spill_max = 0;
     if (cli.log != NULL && (fs.log_fd = open_log(cli.log)) < 0) {
         ck_model_close(model);
-    } else if (cli.spill_max != NULL && parse_size(cli.spill_max, &spill_max) < 0) {
+    } else if (cli.spill_max != NULL && ck_parse_size(cli.spill_max, &spill_max) < 0) {
         fprintf(stderr, "ckptfs: -o spill_max=%s: give a size in bytes, or with K, M or G\n",
                 cli.spill_max);
         ck_model_close(model);
@@ -412,6 +405,7 @@ out:
     free(cli.cache_size);
     free(cli.spill_max);
     free(cli.log);
+    free(cli.tmp_max);
     fuse_opt_free_args(&args);
     return rc;
 }

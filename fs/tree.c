@@ -52,6 +52,7 @@ int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable
     tr->model = model;
     tr->open_opts = opts ? *opts : (ck_open_opts){0};
     tr->writable = writable;
+    tr->spill_fd = -1;
     /* A quarter of the RAM unless -o spill_max says otherwise. */
     tr->spill_max = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 4;
     ck_name_map_init(&tr->by_dir);
@@ -66,12 +67,13 @@ int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable
     return index_names(tr, err);
 }
 
-static void edit_free(edit *ed)
+static void area_free(tree *tr, spill_area *a);
+
+static void edit_free(tree *tr, edit *ed)
 {
     if (ed == NULL)
         return;
-    if (ed->overlay_fd >= 0)
-        close(ed->overlay_fd);
+    area_free(tr, &ed->overlay);
     free(ed->meta_buf);
     free(ed->name);
     free(ed->dir_name);
@@ -80,14 +82,14 @@ static void edit_free(edit *ed)
 
 void tree_free(tree *tr)
 {
-    for (size_t i = 0; i < tr->n_extras; i++) {
-        if (tr->extras[i].fd >= 0)
-            close(tr->extras[i].fd);
+    if (tr->spill_fd >= 0)
+        close(tr->spill_fd); /* every area goes with it */
+    tr->spill_fd = -1;
+    for (size_t i = 0; i < tr->n_extras; i++)
         free(tr->extras[i].name);
-    }
     free(tr->extras);
     for (size_t i = 0; i < tr->n_entries; i++)
-        edit_free(tr->entries[i].edit);
+        edit_free(tr, tr->entries[i].edit);
     free(tr->entries);
     ck_name_map_free(&tr->by_dir);
     ck_pb_users_free(tr->users);
@@ -142,8 +144,8 @@ const int64_t *entry_dims(const tree *tr, const entry *e, uint32_t *ndim)
 
 uint64_t entry_out_size(const tree *tr, const entry *e)
 {
-    if (e->edit != NULL && e->edit->overlay_fd >= 0)
-        return e->edit->overlay_size;
+    if (e->edit != NULL && e->edit->overlay.used)
+        return e->edit->overlay.size;
     return e->tensor_id == ENTRY_NEW ? 0 : entry_tensor(tr, e)->nbytes;
 }
 
@@ -175,7 +177,7 @@ bool tree_dirty(const tree *tr)
             return true;
         if (e->deleted)
             continue; /* made and removed again: its edits are gone with it */
-        if (ed != NULL && (ed->meta_changed || ed->overlay_fd >= 0 || ed->name ||
+        if (ed != NULL && (ed->meta_changed || ed->overlay.used || ed->name ||
                            ed->no_meta || ed->no_out))
             return true;
     }
@@ -216,7 +218,6 @@ static edit *edit_of(tree *tr, entry *e, ck_error *err)
         ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
         return NULL;
     }
-    e->edit->overlay_fd = -1;
     return e->edit;
 }
 
@@ -233,12 +234,12 @@ static uint64_t spill_in_use(const tree *tr)
     uint64_t n = 0;
     for (size_t i = 0; i < tr->n_entries; i++) {
         const edit *ed = tr->entries[i].edit;
-        if (ed != NULL && ed->overlay_fd >= 0)
-            n += ed->overlay_size;
+        if (ed != NULL && ed->overlay.used)
+            n += ed->overlay.size;
     }
     for (size_t i = 0; i < tr->n_extras; i++)
-        if (tr->extras[i].fd >= 0)
-            n += tr->extras[i].size;
+        if (tr->extras[i].area.used)
+            n += tr->extras[i].area.size;
     return n;
 }
 
@@ -297,21 +298,176 @@ static int write_at(int fd, const void *buf, size_t len, uint64_t off)
     return 0;
 }
 
-/* Copy the model's bytes of the tensor into the spill file. */
-static int fill_overlay(tree *tr, entry *e, int fd, ck_error *err)
+/* ---- spill areas ----
+ *
+ * One spill file per mount, made on the first write, holds every area: a
+ * new area starts at spill_end, the area at the end grows in place, and an
+ * area that must grow past its reservation elsewhere moves to the end
+ * (copied; its old range is given back).  Bytes past an area's size read
+ * as zeros, like a file's: ranges are zeroed when given back or cut off.
+ * Freed ranges are punched out of the file, and once a save leaves no
+ * area in use the file is emptied. */
+
+static int spill_fd(tree *tr, ck_error *err)
+{
+    if (tr->spill_fd < 0)
+        tr->spill_fd = spill_file(tr, err);
+    return tr->spill_fd;
+}
+
+/* Give the space of bytes [off, off + len) of the spill file back, where
+ * the filesystem can (tmpfs, memfd, ext4, xfs, btrfs); they read as zeros
+ * then.  0 when done. */
+static int punch(int fd, uint64_t off, uint64_t len)
+{
+    if (len == 0)
+        return 0;
+    return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
+}
+
+/* Bytes [off, off + len) of the spill file read as zeros again: punched,
+ * or else zeros written. */
+static int zero_range(int fd, uint64_t off, uint64_t len)
+{
+    static const char zeros[65536];
+    if (punch(fd, off, len) == 0)
+        return 0;
+    for (uint64_t at = 0; at < len;) {
+        size_t n = len - at < sizeof zeros ? (size_t)(len - at) : sizeof zeros;
+        if (write_at(fd, zeros, n, off + at) < 0)
+            return -1;
+        at += n;
+    }
+    return 0;
+}
+
+static void area_free(tree *tr, spill_area *a)
+{
+    if (a->used && tr->spill_fd >= 0)
+        punch(tr->spill_fd, a->base, a->cap); /* only space: the range is never reused */
+    *a = (spill_area){0};
+}
+
+static void area_new(tree *tr, spill_area *a)
+{
+    *a = (spill_area){.used = true, .base = tr->spill_end};
+}
+
+/* Copy len bytes of the spill file from one offset to another. */
+static int spill_copy(int fd, uint64_t from, uint64_t to, uint64_t len)
+{
+    char buf[65536];
+    for (uint64_t at = 0; at < len;) {
+        size_t n = len - at < sizeof buf ? (size_t)(len - at) : sizeof buf;
+        ssize_t r = pread(fd, buf, n, (off_t)(from + at));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0 || write_at(fd, buf, (size_t)r, to + at) < 0) {
+            if (r == 0)
+                errno = EIO;
+            return -1;
+        }
+        at += (uint64_t)r;
+    }
+    return 0;
+}
+
+/* The spill file ends at end or later: reads (spliced) up to an area's
+ * size must not stop short at the end of the file. */
+static int spill_extend(tree *tr, uint64_t end, ck_error *err)
+{
+    if (ftruncate(tr->spill_fd, (off_t)end) < 0)
+        return ck_fail_errno(err, errno, "%s: growing the spill file failed", tr->model->path);
+    tr->spill_end = end;
+    return 0;
+}
+
+/* Make the area hold at least need bytes: in place at the end of the
+ * spill file, else moved there. */
+static int area_reserve(tree *tr, spill_area *a, uint64_t need, ck_error *err)
+{
+    if (need <= a->cap)
+        return 0;
+    if (spill_fd(tr, err) < 0)
+        return -1;
+    if (need > (uint64_t)INT64_MAX - tr->spill_end)
+        return ck_fail(err, EFBIG, "%s: the spill file would pass 2^63 bytes", tr->model->path);
+    if (a->base + a->cap == tr->spill_end) {
+        if (spill_extend(tr, a->base + need, err) < 0)
+            return -1;
+        a->cap = need;
+        return 0;
+    }
+    uint64_t from = a->base, to = tr->spill_end;
+    if (spill_extend(tr, to + need, err) < 0)
+        return -1;
+    if (spill_copy(tr->spill_fd, from, to, a->size) < 0)
+        return ck_fail_errno(err, errno, "%s: moving bytes in the spill file failed",
+                             tr->model->path);
+    punch(tr->spill_fd, from, a->cap);
+    a->base = to;
+    a->cap = need;
+    return 0;
+}
+
+static int area_write(tree *tr, spill_area *a, const void *buf, size_t size, uint64_t off,
+                      ck_error *err)
+{
+    if (off > (uint64_t)INT64_MAX - size)
+        return ck_fail(err, EFBIG, "%s: write past 2^63 bytes", tr->model->path);
+    if (area_reserve(tr, a, off + size, err) < 0)
+        return -1;
+    if (write_at(tr->spill_fd, buf, size, a->base + off) < 0)
+        return ck_fail_errno(err, errno, "%s: writing the spill file failed", tr->model->path);
+    if (off + size > a->size)
+        a->size = off + size;
+    return 0;
+}
+
+static int area_truncate(tree *tr, spill_area *a, uint64_t size, ck_error *err)
+{
+    if (size > (uint64_t)INT64_MAX)
+        return ck_fail(err, EFBIG, "%s: truncate past 2^63 bytes", tr->model->path);
+    if (area_reserve(tr, a, size, err) < 0)
+        return -1;
+    if (size < a->size && zero_range(tr->spill_fd, a->base + size, a->size - size) < 0)
+        return ck_fail_errno(err, errno, "%s: truncating in the spill file failed",
+                             tr->model->path);
+    a->size = size;
+    return 0;
+}
+
+/* After a save: with no area left in use, the spill file is emptied. */
+static void spill_reclaim(tree *tr)
+{
+    if (tr->spill_fd < 0)
+        return;
+    for (size_t i = 0; i < tr->n_extras; i++)
+        if (tr->extras[i].area.used)
+            return;
+    for (size_t i = 0; i < tr->n_entries; i++)
+        if (tr->entries[i].edit != NULL && tr->entries[i].edit->overlay.used)
+            return;
+    if (ftruncate(tr->spill_fd, 0) == 0)
+        tr->spill_end = 0;
+}
+
+/* Copy the model's bytes of the tensor into its overlay. */
+static int fill_overlay(tree *tr, entry *e, spill_area *a, ck_error *err)
 {
     const ck_tensor *t = entry_tensor(tr, e);
     if (t == NULL)
         return 0;
+    if (area_reserve(tr, a, t->nbytes, err) < 0)
+        return -1;
     uint64_t at = 0;
     char buf[65536];
     while (at < t->nbytes) {
         long n = ck_model_read(tr->model, t, buf, sizeof buf, at, err);
         if (n <= 0)
             return n < 0 ? -1 : ck_fail(err, EIO, "%s: short read", tr->model->path);
-        if (write_at(fd, buf, (size_t)n, at) < 0)
-            return ck_fail_errno(err, errno, "%s: writing a spill file failed",
-                                 tr->model->path);
+        if (area_write(tr, a, buf, (size_t)n, at, err) < 0)
+            return -1;
         at += (uint64_t)n;
     }
     return 0;
@@ -320,44 +476,35 @@ static int fill_overlay(tree *tr, entry *e, int fd, ck_error *err)
 static edit *with_overlay(tree *tr, entry *e, bool empty, ck_error *err)
 {
     edit *ed = editable_edit(tr, e, err);
-    if (ed == NULL || ed->overlay_fd >= 0)
+    if (ed == NULL || ed->overlay.used)
         return ed;
     if (!empty && spill_room(tr, 0, entry_out_size(tr, e), err) < 0)
         return NULL;
-    int fd = spill_file(tr, err);
-    if (fd < 0)
-        return NULL;
-    if (!empty && fill_overlay(tr, e, fd, err) < 0) {
-        close(fd);
+    spill_area a;
+    area_new(tr, &a);
+    if (!empty && fill_overlay(tr, e, &a, err) < 0) {
+        area_free(tr, &a);
         return NULL;
     }
-    ed->overlay_size = empty ? 0 : entry_out_size(tr, e);
-    ed->overlay_fd = fd;
+    ed->overlay = a;
     return ed;
 }
 
 int entry_out_truncate(tree *tr, entry *e, uint64_t size, ck_error *err)
 {
     edit *ed = with_overlay(tr, e, size == 0, err);
-    if (ed == NULL || spill_room(tr, ed->overlay_size, size, err) < 0)
+    if (ed == NULL || spill_room(tr, ed->overlay.size, size, err) < 0)
         return -1;
-    if (ftruncate(ed->overlay_fd, (off_t)size) < 0)
-        return ck_fail_errno(err, errno, "%s: truncating a spill file failed", tr->model->path);
-    ed->overlay_size = size;
-    return 0;
+    return area_truncate(tr, &ed->overlay, size, err);
 }
 
 int entry_out_write(tree *tr, entry *e, const void *buf, size_t size, uint64_t off,
                     ck_error *err)
 {
     edit *ed = with_overlay(tr, e, false, err);
-    if (ed == NULL || spill_room(tr, ed->overlay_size, off + size, err) < 0)
+    if (ed == NULL || spill_room(tr, ed->overlay.size, off + size, err) < 0)
         return -1;
-    if (write_at(ed->overlay_fd, buf, size, off) < 0)
-        return ck_fail_errno(err, errno, "%s: writing a spill file failed", tr->model->path);
-    if (off + size > ed->overlay_size)
-        ed->overlay_size = off + size;
-    return 0;
+    return area_write(tr, &ed->overlay, buf, size, off, err);
 }
 
 int entry_meta_begin(tree *tr, entry *e, bool truncate, ck_error *err)
@@ -486,33 +633,26 @@ static int validate(const tree *tr, const entry *e, ck_error *err)
 
 /* The writer's view of one entry; pieces/sources are filled for edits. */
 static int describe(tree *tr, entry *e, ck_write_tensor *w, ck_piece *piece,
-                    ck_source **spill, ck_error *err)
+                    ck_source *spill, ck_error *err)
 {
     const ck_tensor *t = entry_tensor(tr, e);
     edit *ed = e->edit;
     *w = (ck_write_tensor){.orig_id = t ? e->tensor_id : CK_WRITE_NEW, .unchanged = true};
-    if (t != NULL && (ed == NULL || (!ed->meta_changed && ed->overlay_fd < 0 && !ed->name)))
+    if (t != NULL && (ed == NULL || (!ed->meta_changed && !ed->overlay.used && !ed->name)))
         return 0;
     w->unchanged = false;
     w->name = entry_name(tr, e, &w->name_len);
     w->dtype = entry_dtype(tr, e);
     w->dims = entry_dims(tr, e, &w->ndim);
     w->scalar_dims_zero = t && t->scalar_dims_zero && w->ndim == 0;
-    if (ed != NULL && ed->overlay_fd >= 0) {
-        *spill = ck_source_wrap_fd(ed->overlay_fd, ed->overlay_size, "spill file", err);
-        if (*spill == NULL)
-            return -1;
-        *piece = (ck_piece){.src = *spill, .off = 0, .len = ed->overlay_size};
+    if (ed != NULL && ed->overlay.used) {
+        *piece = (ck_piece){.src = spill, .off = ed->overlay.base, .len = ed->overlay.size};
         w->pieces = piece;
         w->n_pieces = 1;
     } else if (t == NULL) { /* validation guarantees a new tensor's out exists */
         char q[CK_QUOTE_BUF];
         return ck_fail(err, EIO, "%s: tensor '%s' has no bytes", tr->model->path,
                        quoted(tr, e, q));
-    } else if (t->inline_data != NULL) {
-        *piece = (ck_piece){.mem = t->inline_data, .len = t->nbytes};
-        w->pieces = piece;
-        w->n_pieces = 1;
     } else {
         ck_piece *p = calloc(t->n_ext ? t->n_ext : 1, sizeof *p);
         if (p == NULL)
@@ -577,7 +717,7 @@ static int rebind(tree *tr, ck_error *err)
     }
     for (size_t i = 0; i < tr->n_entries; i++) {
         entry *e = &tr->entries[i];
-        edit_free(e->edit);
+        edit_free(tr, e->edit);
         e->edit = NULL;
         e->tensor_id = e->deleted ? ENTRY_NEW : ids[i];
     }
@@ -599,16 +739,17 @@ int tree_commit(tree *tr, ck_error *err)
             goto failed;
     ck_write_tensor *w = calloc(tr->n_entries + 1, sizeof *w);
     ck_piece *pieces = calloc(tr->n_entries + 1, sizeof *pieces);
-    ck_source **spills = calloc(tr->n_entries + 1, sizeof *spills);
+    /* Every overlay is a range of the one spill file. */
+    ck_source *spill = ck_source_wrap_fd(tr->spill_fd, tr->spill_end, "spill file", err);
     size_t n = 0;
     int rc = -1;
-    if (w == NULL || pieces == NULL || spills == NULL) {
+    if (w == NULL || pieces == NULL || spill == NULL) {
         ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
     } else {
         rc = 0;
         for (size_t i = 0; i < tr->n_entries && rc == 0; i++)
             if (!tr->entries[i].deleted) {
-                rc = describe(tr, &tr->entries[i], &w[n], &pieces[n], &spills[n], err);
+                rc = describe(tr, &tr->entries[i], &w[n], &pieces[n], spill, err);
                 n++;
             }
         if (rc == 0)
@@ -617,13 +758,13 @@ int tree_commit(tree *tr, ck_error *err)
     for (size_t i = 0; w && pieces && i < n; i++)
         if (w[i].pieces != NULL && w[i].pieces != &pieces[i])
             free((void *)w[i].pieces);
-    for (size_t i = 0; spills && i < n; i++)
-        ck_source_close(spills[i]);
+    ck_source_close(spill);
     free(w);
     free(pieces);
-    free(spills);
-    if (rc == 0 && rebind(tr, err) == 0)
+    if (rc == 0 && rebind(tr, err) == 0) {
+        spill_reclaim(tr);
         return 0;
+    }
 failed:
     return -1;
 }
@@ -691,7 +832,7 @@ int64_t tree_mkdir(tree *tr, const char *dir_name, ck_error *err)
     }
     return (int64_t)tr->n_entries++;
 fail:
-    edit_free(ed);
+    edit_free(tr, ed);
     e->edit = NULL;
     return -1;
 }
@@ -701,10 +842,8 @@ static void forget_entry(tree *tr, entry *e)
     const char *dir = entry_dir_name(tr, e);
     ck_name_map_del(&tr->by_dir, dir, strlen(dir));
     e->deleted = true;
-    if (e->edit && e->edit->overlay_fd >= 0) {
-        close(e->edit->overlay_fd); /* its bytes are not needed any more */
-        e->edit->overlay_fd = -1;
-    }
+    if (e->edit != NULL)
+        area_free(tr, &e->edit->overlay); /* its bytes are not needed any more */
 }
 
 /* A tensor that lives inside a node (a Constant's value, a subgraph's
@@ -865,9 +1004,7 @@ int entry_unlink(tree *tr, entry *e, bool meta, ck_error *err)
         ed->meta_buf = NULL;
     } else {
         ed->no_out = true;
-        if (ed->overlay_fd >= 0)
-            close(ed->overlay_fd);
-        ed->overlay_fd = -1;
+        area_free(tr, &ed->overlay);
     }
     return 0;
 }
@@ -899,27 +1036,21 @@ int64_t tree_extra_create(tree *tr, uint32_t dir, const char *name, ck_error *er
     char *copy = strdup(name);
     if (copy == NULL)
         return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
-    int fd = spill_file(tr, err);
-    if (fd < 0) {
-        free(copy);
-        return -1;
-    }
-    tr->extras[tr->n_extras] = (extra){.dir = dir, .name = copy, .fd = fd};
+    tr->extras[tr->n_extras] = (extra){.dir = dir, .name = copy};
+    area_new(tr, &tr->extras[tr->n_extras].area);
     return (int64_t)tr->n_extras++;
 }
 
-static void drop_extra(extra *x)
+static void drop_extra(tree *tr, extra *x)
 {
-    if (x->fd >= 0)
-        close(x->fd);
-    x->fd = -1;
+    area_free(tr, &x->area);
     x->deleted = true;
 }
 
 int tree_extra_unlink(tree *tr, size_t id, ck_error *err)
 {
     (void)err;
-    drop_extra(&tr->extras[id]);
+    drop_extra(tr, &tr->extras[id]);
     return 0;
 }
 
@@ -927,24 +1058,17 @@ int tree_extra_write(tree *tr, size_t id, const void *buf, size_t size, uint64_t
                      ck_error *err)
 {
     extra *x = &tr->extras[id];
-    if (spill_room(tr, x->size, off + size, err) < 0)
+    if (spill_room(tr, x->area.size, off + size, err) < 0)
         return -1;
-    if (write_at(x->fd, buf, size, off) < 0)
-        return ck_fail_errno(err, errno, "%s: writing a spill file failed", tr->model->path);
-    if (off + size > x->size)
-        x->size = off + size;
-    return 0;
+    return area_write(tr, &x->area, buf, size, off, err);
 }
 
 int tree_extra_truncate(tree *tr, size_t id, uint64_t size, ck_error *err)
 {
     extra *x = &tr->extras[id];
-    if (spill_room(tr, x->size, size, err) < 0)
+    if (spill_room(tr, x->area.size, size, err) < 0)
         return -1;
-    if (ftruncate(x->fd, (off_t)size) < 0)
-        return ck_fail_errno(err, errno, "%s: truncating a spill file failed", tr->model->path);
-    x->size = size;
-    return 0;
+    return area_truncate(tr, &x->area, size, err);
 }
 
 int tree_extra_rename(tree *tr, size_t id, const char *new_name, ck_error *err)
@@ -955,7 +1079,7 @@ int tree_extra_rename(tree *tr, size_t id, const char *new_name, ck_error *err)
         return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
     int64_t target = tree_extra_lookup(tr, x->dir, new_name);
     if (target >= 0 && (size_t)target != id)
-        drop_extra(&tr->extras[target]);
+        drop_extra(tr, &tr->extras[target]);
     free(x->name);
     x->name = copy;
     return 0;
@@ -968,20 +1092,18 @@ int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *
     if (ed == NULL)
         return -1;
     if (!meta) {
-        /* The file's bytes become the new out: hand the spill file over. */
-        if (ed->overlay_fd >= 0)
-            close(ed->overlay_fd);
-        ed->overlay_fd = x->fd;
-        ed->overlay_size = x->size;
+        /* The file's bytes become the new out: hand its area over. */
+        area_free(tr, &ed->overlay);
+        ed->overlay = x->area;
         ed->no_out = false;
-        x->fd = -1;
+        x->area = (spill_area){0};
         x->deleted = true;
         x->alias = ALIAS_OUT;
         return 0;
     }
-    if (x->size > TREE_META_MAX)
+    if (x->area.size > TREE_META_MAX)
         return ck_fail(err, EFBIG, "%s: a meta of %llu bytes", tr->model->path,
-                       (unsigned long long)x->size);
+                       (unsigned long long)x->area.size);
     char *saved = ed->meta_buf;
     size_t saved_len = ed->meta_len;
     bool saved_no_meta = ed->no_meta;
@@ -990,8 +1112,9 @@ int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *
         ed->meta_buf = saved;
         return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
     }
-    ed->meta_len = (size_t)x->size;
-    ssize_t n = pread(x->fd, ed->meta_buf, ed->meta_len, 0);
+    ed->meta_len = (size_t)x->area.size;
+    ssize_t n = ed->meta_len == 0 ? 0 : pread(tr->spill_fd, ed->meta_buf, ed->meta_len,
+                                               (off_t)x->area.base);
     ed->no_meta = false;
     if (n != (ssize_t)ed->meta_len || entry_meta_finish(tr, e, err) < 0) {
         if (n != (ssize_t)ed->meta_len)
@@ -1004,7 +1127,7 @@ int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *
     }
     ed->meta_buf = saved;
     ed->meta_len = saved_len;
-    drop_extra(x);
+    drop_extra(tr, x);
     x->alias = ALIAS_META;
     return 0;
 }

@@ -2,8 +2,8 @@
  * tree: the mounted tree and the edits not yet saved, without FUSE.
  *
  * Each visible tensor is an entry: its shown meta (type and shape), and
- * where `out` comes from — the model's extents, or an overlay spill file
- * once it has been written to.  A meta being written is buffered and only
+ * where `out` comes from — the model's extents, or an overlay in the spill
+ * file once it has been written to.  A meta being written is buffered and only
  * replaces the entry's meta when it parses.  tree_commit() validates every
  * entry, re-encodes the model through export/ (unchanged tensors copied byte
  * for byte), replaces the file atomically and rebinds the entries to the new
@@ -29,6 +29,17 @@
 
 #define ENTRY_NEW UINT32_MAX
 
+/* Bytes written into the tree (an edited `out`, an extra file) live in a
+ * range of the mount's one spill file (tree.spill_fd), so that edits hold
+ * no descriptor of their own: however many tensors are edited, the mount
+ * holds one, and a save always has the descriptors it needs. */
+typedef struct spill_area {
+    bool used;                  /* false: no bytes here (not written yet, or freed) */
+    uint64_t base;              /* offset in the spill file */
+    uint64_t cap;               /* bytes reserved from base; past size they read 0 */
+    uint64_t size;              /* the file's size */
+} spill_area;
+
 /* What an entry's edits hold; allocated on the first edit only, so an
  * untouched mount costs 16 bytes per tensor here. */
 typedef struct edit {
@@ -38,8 +49,7 @@ typedef struct edit {
     bool no_meta, no_out;       /* removed, or not yet made in a new directory */
     bool meta_changed;          /* meta holds the shown type and shape */
     ck_meta meta;
-    int overlay_fd;             /* -1 while `out` is the model's bytes */
-    uint64_t overlay_size;
+    spill_area overlay;         /* unused while `out` is the model's bytes */
     char *meta_buf;             /* a meta being written, or NULL */
     size_t meta_len;
 } edit;
@@ -53,15 +63,14 @@ typedef struct entry {
 #define EXTRA_IN_ROOT UINT32_MAX
 
 /* Any other file made in the tree: the temporary files of rsync, sed -i,
- * editors.  They live in spill files until renamed over a meta or out (or
- * removed) and are never saved into the model. */
+ * editors.  Their bytes live in the spill file until renamed over a meta or
+ * out (or removed) and are never saved into the model. */
 typedef enum extra_alias { ALIAS_NONE, ALIAS_META, ALIAS_OUT, ALIAS_SNAPSHOT_DONE } extra_alias;
 
 typedef struct extra {
     uint32_t dir;               /* entry position, or EXTRA_IN_ROOT */
     char *name;
-    int fd;
-    uint64_t size;
+    spill_area area;
     bool deleted;               /* a tombstone: ids are inode numbers */
     /* Renamed over meta, out or snapshot_done: the kernel now knows that
      * file by this inode, which therefore stands for it from then on. */
@@ -82,6 +91,8 @@ typedef struct tree {
      * the model at a commit. */
     ck_pb_users *users;
     bool writable;
+    int spill_fd;               /* every spill_area's bytes; -1 until the first */
+    uint64_t spill_end;         /* where the next area starts */
     uint64_t spill_max;         /* bytes of edits an encrypted model keeps in memory */
 } tree;
 

@@ -631,7 +631,7 @@ def slices_by_bytes(tag, ms_type, dims, content, sizes):
     return out
 
 
-def gen_records(case, rng, count):
+def gen_records(case, rng, count, str_chars=64):
     """Return the list of byte records making the checkpoint for a `gen` case."""
     if case == "alltypes":
         return [record(v) for v in alltypes_values(rng)]
@@ -700,11 +700,20 @@ def gen_records(case, rng, count):
     if case == "many":
         return [record(tensor_value(f"layer.{i}.w", "Float32", [4], random_tensor(rng, "Float32", [4])))
                 for i in range(count)]
+    if case == "strs":  # count str values of str_chars characters, some beyond ASCII
+        alphabet = "abcdefghijklmnopqrstuvwxyz0123456789 \u00e9\u00fc\u4e2d\u6587\U0001f600"
+        recs = []
+        for i in range(count):
+            text = "".join(alphabet[j] for j in rng.integers(0, len(alphabet), size=str_chars))
+            recs.append(record(str_value(f"note.{i}", text)))
+            if i % 100 == 0:
+                recs.append(record(tensor_value(f"w.{i}", "Float32", [3], random_tensor(rng, "Float32", [3]))))
+        return recs
     raise SystemExit(f"unknown gen case {case!r}")
 
 
 GEN_CASES = ["alltypes", "oneshot", "sliced", "repeat", "packed", "crc", "crcbad", "names",
-             "maptensor", "int4", "many"]
+             "maptensor", "int4", "many", "strs"]
 
 
 def write_file(path, chunks):
@@ -1082,7 +1091,8 @@ def main(argv=None):
     p.add_argument("out")
     p.add_argument("--case", required=True, choices=GEN_CASES)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--count", type=int, default=10, help="tensor count for --case many")
+    p.add_argument("--count", type=int, default=10, help="tensor count for --case many, strs")
+    p.add_argument("--str-chars", type=int, default=64, help="characters per value for --case strs")
     p = sub.add_parser("parse", help="reference parse, JSON on stdout")
     p.add_argument("ckpt")
     p.add_argument("--full", action="store_true", help='print {"crc": ..., "tensors": [...]}')
@@ -1113,7 +1123,8 @@ def main(argv=None):
 
     try:
         if args.cmd == "gen":
-            write_file(args.out, gen_records(args.case, np.random.default_rng(args.seed), args.count))
+            write_file(args.out, gen_records(args.case, np.random.default_rng(args.seed), args.count,
+                                             args.str_chars))
         elif args.cmd == "parse":
             cmd_parse(args.ckpt, args.full)
         elif args.cmd == "check":
