@@ -30,6 +30,7 @@ typedef struct ckfs {
     double timeout;         /* entry/attr cache timeout */
     bool splice;            /* serve `out` by splicing from the file */
     bool final_commit_failed; /* the save at unmount failed: exit non-zero */
+    bool changed_logged;    /* the model changed under the mount: said once */
     /* Saving on its own: commit_delay seconds after the last edit, with no
      * file open for writing (never when commit_delay < 0: -o commit=manual). */
     double commit_delay;
