@@ -21,6 +21,7 @@
 #include <zstd.h>
 
 #include "../export/commit_group.h"
+#include "../export/writer_lock.h"
 #include "ckptfs.h"
 
 struct cli {
@@ -242,7 +243,8 @@ static int run_loop(struct fuse_session *se, ckfs *fs)
     return res < 0 ? res : 0;
 }
 
-static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opts)
+static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opts,
+                 ck_writer_lock *lock, const char *where)
 {
     struct fuse_session *se = fuse_session_new(args, &ckfs_ops, sizeof ckfs_ops, fs);
     if (se == NULL)
@@ -257,6 +259,7 @@ static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opt
     if (fuse_daemonize(opts->foreground) != 0)
         goto out_unmount;
     if (!opts->foreground) {
+        ck_writer_lock_note(lock, getpid(), where); /* the daemon's pid, not the parent's */
         fs->use_syslog = true;
         openlog("ckptfs", LOG_PID, LOG_DAEMON);
     }
@@ -275,6 +278,19 @@ out_destroy:
     return fs->final_commit_failed ? 1 : rc;
 }
 
+/* Whether the mount will write the model, as far as can be told before
+ * opening it (-o rw, the owner's write bit, a model to create): the lock
+ * is taken before anything is written beside the model. */
+static bool wants_writing(const struct cli *cli, const char *path)
+{
+    struct stat st;
+    if (cli->rw != -1)
+        return cli->rw == 1;
+    if (stat(path, &st) < 0)
+        return errno == ENOENT && cli->create;
+    return (st.st_mode & S_IWUSR) != 0;
+}
+
 /* Allow as many open files as the system lets this process have. */
 static void raise_open_file_limit(void)
 {
@@ -290,6 +306,8 @@ int main(int argc, char **argv)
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct cli cli = {.rw = -1, .commit_delay = 1.0}; /* rw -1: by the owner write bit */
     struct fuse_cmdline_opts opts = {0};
+    ck_writer_lock lock = {.fd = -1};
+    char *where = NULL;
     int rc = 1;
 
     if (fuse_opt_parse(&args, &cli, cli_opts, cli_proc) != 0 ||
@@ -329,6 +347,15 @@ int main(int argc, char **argv)
         free(abs);
         goto out;
     }
+    /* One writer per model: a second writable mount would undo the first's
+     * saves, and remove its temporary files as leftovers. */
+    where = realpath(opts.mountpoint, NULL);
+    if (wants_writing(&cli, path) &&
+        ck_writer_lock_take(&lock, path, where ? where : opts.mountpoint, &err) < 0) {
+        fprintf(stderr, "ckptfs: %s\n", err.msg);
+        free(abs);
+        goto out;
+    }
     /* External data files each hold a descriptor, and every edited tensor
      * holds a spill file until the next save. */
     raise_open_file_limit();
@@ -359,6 +386,15 @@ int main(int argc, char **argv)
     /* MindSpore saves checkpoints 0400: such a file is not edited unless
      * asked for. */
     bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 && !model->env.legacy : cli.rw;
+    if (!rw) {
+        ck_writer_lock_release(&lock); /* a read-only mount holds nothing */
+    } else if (lock.fd < 0 &&
+               ck_writer_lock_take(&lock, path, where ? where : opts.mountpoint, &err) < 0) {
+        fprintf(stderr, "ckptfs: %s\n", err.msg); /* made writable since the stat above */
+        ck_model_close(model);
+        free(abs);
+        goto out;
+    }
     if (rw)
         remove_leftovers(model);
     ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice,
@@ -377,12 +413,14 @@ int main(int argc, char **argv)
         if (add_mount_opts(&args, path, rw) < 0)
             fprintf(stderr, "ckptfs: out of memory\n");
         else
-            rc = serve(&fs, &args, &opts);
+            rc = serve(&fs, &args, &opts, &lock, where ? where : opts.mountpoint);
         ck_model_close(fs.tr.model); /* a commit may have replaced it */
         tree_free(&fs.tr);
     }
     free(abs);
 out:
+    ck_writer_lock_release(&lock); /* after the last save, in serve */
+    free(where);
     ck_key_wipe(&key);
     free(opts.mountpoint);
     free(cli.model);
