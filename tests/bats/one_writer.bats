@@ -9,6 +9,14 @@
 
 load helpers
 
+# A test may use a shared directory outside the test's own ($S).
+teardown() {
+    local rc=0
+    ckptfs_teardown || rc=$?
+    if [ -n "${S:-}" ]; then rm -rf "$S"; fi
+    return "$rc"
+}
+
 setup() {
     D=$BATS_TEST_TMPDIR/d
     mkdir -p "$D"
@@ -314,4 +322,20 @@ PY
     [ "$status" -ne 0 ]
     [[ $output == *"Input/output error"* ]]
     grep -q "$OTHER: rewritten in place since it was mounted" "$BATS_TEST_TMPDIR/daemon.log"
+}
+
+@test "a lock path another user made a symlink is not followed: the writable mount is refused" {
+    # A sticky world-writable directory (like /tmp) that nobody can reach.
+    S=$(mktemp -d /tmp/ckptfs-one-writer.XXXXXX)
+    chmod 1777 "$S"
+    cp "$F" "$S/model.ckpt"
+    echo "victim" >"$S/victim"
+    setpriv --reuid=65534 --regid=65534 --clear-groups \
+        ln -s "$S/victim" "$S/.model.ckpt.ckptfs-lock"
+    second_rw "$S/model.ckpt"
+    [ "$status" -ne 0 ]
+    [[ $output == *"$S/model.ckpt: cannot create the lock file $S/.model.ckpt.ckptfs-lock"*"mount it -o ro"* ]]
+    [ "$(cat "$S/victim")" = victim ]
+    mount_fg "$S/model.ckpt" "$M" -o ro
+    [ -f "$M/linear1.bias/out" ]
 }
