@@ -73,13 +73,14 @@ int ck_writer_lock_take(ck_writer_lock *l, const char *model, const char *where,
     for (int tries = 0; tries < LOCK_TRIES; tries++) {
         bool mine = true;
         int fd = open(l->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        int open_errno = errno;
         if (fd < 0 && errno == EACCES) {
             /* Left by another user: flock needs no write access. */
             fd = open(l->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
             mine = false;
         }
         if (fd < 0)
-            return ck_fail_errno(err, errno, "%s: cannot create the lock file %s (a writable "
+            return ck_fail_errno(err, open_errno, "%s: cannot create the lock file %s (a writable "
                                  "mount writes in the model's directory; mount it -o ro)",
                                  model, l->path);
         if (flock(fd, LOCK_EX | LOCK_NB) < 0) {

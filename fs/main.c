@@ -291,6 +291,27 @@ static bool wants_writing(const struct cli *cli, const char *path)
     return (st.st_mode & S_IWUSR) != 0;
 }
 
+/* Take the writer lock when the mount will write.  A mount writable only
+ * by default (the owner's write bit) in a directory that cannot hold the
+ * lock, on a read-only filesystem say, could never save either: it is
+ * mounted read-only, as it would have been without the write bit. */
+static int take_lock(struct cli *cli, const char *path, const char *where,
+                     ck_writer_lock *lock)
+{
+    ck_error err = {0};
+    if (!wants_writing(cli, path) || ck_writer_lock_take(lock, path, where, &err) == 0)
+        return 0;
+    if (cli->rw == -1 && access(path, F_OK) == 0 &&
+        (err.errnum == EROFS || err.errnum == EACCES)) {
+        fprintf(stderr, "ckptfs: %s: its directory is not writable (%s), so a save could not "
+                "replace it: mounted read-only\n", path, strerror(err.errnum));
+        cli->rw = 0;
+        return 0;
+    }
+    fprintf(stderr, "ckptfs: %s\n", err.msg);
+    return -1;
+}
+
 /* Allow as many open files as the system lets this process have. */
 static void raise_open_file_limit(void)
 {
@@ -350,9 +371,7 @@ int main(int argc, char **argv)
     /* One writer per model: a second writable mount would undo the first's
      * saves, and remove its temporary files as leftovers. */
     where = realpath(opts.mountpoint, NULL);
-    if (wants_writing(&cli, path) &&
-        ck_writer_lock_take(&lock, path, where ? where : opts.mountpoint, &err) < 0) {
-        fprintf(stderr, "ckptfs: %s\n", err.msg);
+    if (take_lock(&cli, path, where ? where : opts.mountpoint, &lock) < 0) {
         free(abs);
         goto out;
     }

@@ -13,6 +13,7 @@ load helpers
 teardown() {
     local rc=0
     ckptfs_teardown || rc=$?
+    if [ -n "${RO:-}" ] && mountpoint -q "$RO"; then umount "$RO"; fi
     if [ -n "${S:-}" ]; then rm -rf "$S"; fi
     return "$rc"
 }
@@ -338,4 +339,23 @@ PY
     [ "$(cat "$S/victim")" = victim ]
     mount_fg "$S/model.ckpt" "$M" -o ro
     [ -f "$M/linear1.bias/out" ]
+}
+
+@test "writable by default, in a directory that cannot hold the lock (read-only filesystem): mounted read-only" {
+    S=$(mktemp -d /tmp/ckptfs-one-writer.XXXXXX)
+    mkdir "$S/src" "$S/ro"
+    cp "$F" "$S/src/model.ckpt"          # 0644: writable by its owner
+    mount --bind "$S/src" "$S/ro"
+    RO=$S/ro                             # teardown unmounts it
+    mount -o remount,bind,ro "$S/ro"
+    mount_fg "$S/ro/model.ckpt" "$M"
+    grep -q " $M fuse.ckptfs ro," /proc/mounts
+    grep -q "$S/ro/model.ckpt: its directory is not writable (Read-only file system), so a save could not replace it: mounted read-only" \
+        "$BATS_TEST_TMPDIR/daemon.log"
+    [ "$(od -An -tx1 -v "$M/linear1.bias/out")" = "$(od -An -tx1 -v -j 188 -N 24 "$F")" ]
+    # Asked for explicitly, writable is refused with the reason.
+    second_rw "$S/ro/model.ckpt"
+    [ "$status" -ne 0 ]
+    [[ $output == *"cannot create the lock file $S/ro/.model.ckpt.ckptfs-lock"*"Read-only file system"* ]]
+    ! mountpoint -q "$BATS_TEST_TMPDIR/second"
 }
