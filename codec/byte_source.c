@@ -100,8 +100,45 @@ ck_source *ck_source_adopt_fd(int fd, const char *path, ck_error *err)
     src->size = (uint64_t)st.st_size;
     src->dev = st.st_dev;
     src->ino = st.st_ino;
+    src->file_size = (uint64_t)st.st_size;
+    src->mtime = st.st_mtim;
     src->fd = fd;
     return src;
+}
+
+int ck_source_check_fd(const ck_source *src, uint64_t end, ck_error *err)
+{
+    struct stat st;
+    if (fstat(src->fd, &st) < 0)
+        return ck_fail_errno(err, errno, "%s: cannot stat", src->path);
+    if ((uint64_t)st.st_size < end)
+        return ck_fail(err, EIO, "%s: truncated to %lld bytes since it was mounted; the bytes "
+                       "up to offset %llu are gone (remount)", src->path,
+                       (long long)st.st_size, (unsigned long long)end);
+    if ((uint64_t)st.st_size != src->file_size || st.st_mtim.tv_sec != src->mtime.tv_sec ||
+        st.st_mtim.tv_nsec != src->mtime.tv_nsec)
+        return ck_fail(err, EIO, "%s: rewritten in place since it was mounted (%s); its bytes "
+                       "are no longer the ones indexed (remount)", src->path,
+                       (uint64_t)st.st_size != src->file_size ? "its size changed"
+                                                                : "its mtime changed");
+    return 0;
+}
+
+int ck_source_check_path(const ck_source *src, ck_error *err)
+{
+    struct stat st;
+    const char *what = NULL;
+    if (fstatat(AT_FDCWD, src->path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        what = errno == ENOENT ? "it was removed" : "it cannot be examined";
+    else if (st.st_dev != src->dev || st.st_ino != src->ino)
+        what = "another file was put in its place";
+    else if ((uint64_t)st.st_size != src->file_size)
+        what = "its size changed";
+    else if (st.st_mtim.tv_sec != src->mtime.tv_sec || st.st_mtim.tv_nsec != src->mtime.tv_nsec)
+        what = "it was modified";
+    if (what == NULL)
+        return 0;
+    return ck_fail(err, ESTALE, "%s: changed on disk since it was mounted (%s)", src->path, what);
 }
 
 void ck_source_close(ck_source *src)

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "ck_error.h"
 
@@ -37,6 +38,11 @@ struct ck_source {
     int fd;             /* backing file when offsets are file offsets, else -1 */
     dev_t dev;          /* the file's identity, when it is one (fd >= 0) */
     ino_t ino;
+    /* The file as it was opened (a wrapper copies its file's): another
+     * program's truncation or rewrite changes the size or the mtime;
+     * chmod and chown change only the ctime, which is not compared. */
+    uint64_t file_size;
+    struct timespec mtime;
 };
 
 /* Open a regular file read-only as an identity source. */
@@ -55,5 +61,16 @@ static inline int ck_source_read(ck_source *src, void *buf, size_t len, uint64_t
 ck_source *ck_source_wrap_fd(int fd, uint64_t size, const char *name, ck_error *err);
 
 void ck_source_close(ck_source *src);
+
+/* A plain file source (fd >= 0) that no longer holds what it held when it
+ * was opened: shorter than end (the end of the bytes about to be read), or
+ * resized or rewritten since (size or mtime differ).  -1 with EIO and the
+ * reason; one fstat. */
+int ck_source_check_fd(const ck_source *src, uint64_t end, ck_error *err);
+
+/* Whether path still names the file src was opened from, unchanged: same
+ * inode, size and mtime (fstatat, no symlink followed).  -1 with ESTALE
+ * and what changed. */
+int ck_source_check_path(const ck_source *src, ck_error *err);
 
 #endif

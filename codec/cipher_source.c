@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* Blocks a file may have: MindSpore writes one per 64 MiB, and one per
  * parameter in a split MindIR's data files; the cap bounds the table a
@@ -21,7 +20,6 @@ typedef struct cipher_source {
     uint64_t *plain_off;        /* n_blocks + 1 entries: where each block's plaintext starts */
     uint32_t n_blocks;
     unsigned char *scratch;     /* ciphertext of one page, and the 16 bytes before it */
-    struct timespec ctime;      /* of the file when its tags were checked */
 } cipher_source;
 
 static uint32_t block_plain_len(const cipher_source *c, uint32_t i)
@@ -176,15 +174,17 @@ static int authenticate(cipher_source *c, ck_error *err)
 
 /* ---- reads ---- */
 
+/* The tags cover the file as it was at mount: a resized or rewritten file
+ * (its size or mtime differ; chmod and chown touch only the ctime) is no
+ * longer what they authenticated. */
 static int check_unchanged(cipher_source *c, ck_error *err)
 {
-    struct stat st;
-    if (fstat(c->file->fd, &st) < 0)
-        return ck_fail_errno(err, errno, "%s: cannot stat", c->base.path);
-    if (st.st_ctim.tv_sec != c->ctime.tv_sec || st.st_ctim.tv_nsec != c->ctime.tv_nsec)
-        return ck_fail(err, EIO, "%s: the encrypted file changed after it was mounted; its "
-                       "blocks were authenticated only then (remount)", c->base.path);
-    return 0;
+    if (ck_source_check_fd(c->file, 0, err) == 0)
+        return 0;
+    if (err == NULL || err->errnum != EIO)
+        return -1;
+    return ck_fail(err, EIO, "%s: the encrypted file changed after it was mounted; its "
+                   "blocks were authenticated only then (remount)", c->base.path);
 }
 
 /* Page p of block i, from the cache or decrypted into it; *len is its
@@ -279,7 +279,6 @@ ck_source *ck_cipher_source_open(ck_source *file, ck_ms_layout layout, const ck_
 {
     cipher_source *c = calloc(1, sizeof *c);
     char *path = strdup(file->path);
-    struct stat st;
     if (c == NULL || path == NULL) {
         free(c);
         free(path);
@@ -288,7 +287,8 @@ ck_source *ck_cipher_source_open(ck_source *file, ck_ms_layout layout, const ck_
         return NULL;
     }
     c->base = (ck_source){.ops = &cipher_ops, .path = path, .fd = -1, .dev = file->dev,
-                          .ino = file->ino};
+                          .ino = file->ino, .file_size = file->file_size,
+                          .mtime = file->mtime};
     c->file = file;
     c->layout = layout;
     c->key = *key;
@@ -297,9 +297,7 @@ ck_source *ck_cipher_source_open(ck_source *file, ck_ms_layout layout, const ck_
     c->scratch = malloc(CK_CIPHER_PAGE + CK_MS_AES_BLOCK);
     if (c->ctx == NULL || c->scratch == NULL)
         ck_fail(err, ENOMEM, "%s: out of memory", path);
-    else if (fstat(file->fd, &st) < 0)
-        ck_fail_errno(err, errno, "%s: cannot stat", path);
-    else if (c->ctime = st.st_ctim, read_blocks(c, err) == 0 && authenticate(c, err) == 0)
+    else if (read_blocks(c, err) == 0 && authenticate(c, err) == 0)
         return &c->base;
     ck_source_close(&c->base);
     return NULL;

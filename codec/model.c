@@ -1,6 +1,7 @@
 #include "model.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -326,4 +327,43 @@ long ck_model_read(const ck_model *m, const ck_tensor *t, void *buf, size_t size
     if (ck_tensor_for_range(t, off, size, read_piece, &c) != 0)
         return -1;
     return (long)size;
+}
+
+int ck_model_check_extents(const ck_model *m, const ck_tensor *t, ck_error *err)
+{
+    uint32_t n = t->n_ext;
+    for (uint32_t k = 0; k < n; k++) {
+        const ck_extent *e = ck_tensor_ext(t, k);
+        uint64_t end = e->off + e->len;
+        /* One fstat for a run of extents in one source (a sliced tensor). */
+        while (k + 1 < n && ck_tensor_ext(t, k + 1)->src == e->src) {
+            const ck_extent *x = ck_tensor_ext(t, ++k);
+            if (x->off + x->len > end)
+                end = x->off + x->len;
+        }
+        const ck_source *src = m->sources[e->src];
+        if (src->fd >= 0 && ck_source_check_fd(src, end, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int ck_model_check_unchanged(const ck_model *m, ck_error *err)
+{
+    if (m->n_sources == 0) {
+        struct stat st;
+        if (fstatat(AT_FDCWD, m->path, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            return ck_fail(err, ESTALE, "%s: changed on disk since it was mounted (another "
+                           "program created it)", m->path);
+        return 0;
+    }
+    /* sources[0] may be a decompressed copy: the file is m->st. */
+    const ck_source file = {.path = m->path, .dev = m->st.st_dev, .ino = m->st.st_ino,
+                            .file_size = (uint64_t)m->st.st_size, .mtime = m->st.st_mtim};
+    if (ck_source_check_path(&file, err) < 0)
+        return -1;
+    for (uint32_t i = 1; i < m->n_sources; i++)
+        if (ck_model_is_data_file(m, i) && ck_source_check_path(m->sources[i], err) < 0)
+            return -1;
+    return 0;
 }

@@ -90,4 +90,16 @@ int ck_parse_size(const char *text, size_t *out);
 long ck_model_read(const ck_model *m, const ck_tensor *t, void *buf, size_t size,
                    uint64_t off, ck_error *err);
 
+/* Before tensor t's bytes are read straight from its plain file sources:
+ * fail with EIO and the reason when such a file was truncated below t's
+ * extents or rewritten since it was opened (ck_source_check_fd). */
+int ck_model_check_extents(const ck_model *m, const ck_tensor *t, ck_error *err);
+
+/* Before a save replaces the files: fail (ESTALE, naming the file and what
+ * changed) when the model file or one of its data files is no longer what
+ * was opened, because another program renamed a file over it, resized it
+ * or rewrote it (inode, size, mtime; chmod and chown are not changes).
+ * For a model not yet created (-o create), when the file now exists. */
+int ck_model_check_unchanged(const ck_model *m, ck_error *err);
+
 #endif

@@ -330,6 +330,11 @@ static const unsigned char *frame_bytes(zsource *z, uint32_t i, ck_error *err)
     const unsigned char *p = ck_page_cache_get(z->cache, z, i, &len);
     if (p != NULL)
         return p;
+    /* The seek table is the file's as it was at mount: a resized or
+     * rewritten file (size or mtime; not chmod's ctime) is refused rather
+     * than decompressed by a stale table. */
+    if (ck_source_check_fd(z->file, z->t.idx[i + 1].c_off, err) < 0)
+        return NULL;
     unsigned char *buf = ck_page_cache_reserve(z->cache, z, i, dsize, err);
     if (buf == NULL)
         return NULL;
@@ -397,7 +402,8 @@ static ck_source *seekable_open(ck_source *file, ck_page_cache *cache, seek_tabl
         return NULL;
     }
     z->base = (ck_source){.ops = &zs_ops, .path = path, .size = t->idx[t->n].d_off, .fd = -1,
-                          .dev = file->dev, .ino = file->ino};
+                          .dev = file->dev, .ino = file->ino, .file_size = file->file_size,
+                          .mtime = file->mtime};
     z->file = file;
     z->cache = cache;
     z->t = *t;

@@ -9,7 +9,8 @@
  *
  * The first form checks that a commit of an untouched mount would be a
  * no-op; the second runs every tensor through the path an edit takes.  Both
- * write OUT atomically.  An encrypted MODEL (key in CKPTFS_KEY_HEX) gives an
+ * write OUT atomically, holding its writer lock: OUT mounted writable is
+ * refused.  An encrypted MODEL (key in CKPTFS_KEY_HEX) gives an
  * OUT encrypted the same way, with fresh IVs; a compressed one, seekable zstd.
  */
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "../codec/model.h"
 #include "commit_group.h"
 #include "encoder.h"
+#include "writer_lock.h"
 
 static ck_write_tensor *tree(const ck_model *m, bool all, ck_piece **pieces_out)
 {
@@ -74,10 +76,12 @@ int main(int argc, char **argv)
     ck_piece *inline_pieces = NULL;
     ck_write_tensor *w = tree(m, all, &inline_pieces);
     ck_commit_group g = {0};
+    ck_writer_lock lock = {.fd = -1};
     int rc = 1;
     if (w == NULL) {
         fprintf(stderr, "ckptfs-reencode: out of memory\n");
-    } else if (ck_group_begin(&g, out, &err) < 0 ||
+    } else if (ck_writer_lock_take(&lock, out, "ckptfs-reencode", &err) < 0 ||
+               ck_group_begin(&g, out, &err) < 0 ||
                ck_encode(m, w, m->index.n_live, &g, &err) < 0 ||
                ck_group_commit(&g, &err) < 0) {
         fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
@@ -85,6 +89,7 @@ int main(int argc, char **argv)
         rc = 0;
     }
     ck_group_abort(&g);
+    ck_writer_lock_release(&lock);
     for (size_t i = 0; w && i < m->index.n_live; i++)
         if (w[i].pieces != NULL && w[i].pieces != &inline_pieces[i])
             free((void *)w[i].pieces);

@@ -41,6 +41,7 @@ typedef struct ckfs {
     /* ckptfs-umount saved and is unmounting: no edit is taken, so the save
      * at unmount has nothing left to do, hence nothing left to fail. */
     bool sealed;
+    bool changed_logged;    /* the model changed under the mount: said once */
     /* Saving on its own: commit_delay seconds after the last edit, with no
      * file open for writing (never when commit_delay < 0: -o commit=manual). */
     double commit_delay;

@@ -674,13 +674,31 @@ static void read_copy(fuse_req_t req, const ckfs *fs, const ck_tensor *t, size_t
     free(buf);
 }
 
-static void read_out(fuse_req_t req, const ckfs *fs, const entry *e, size_t size, off_t off)
+/* The model file was truncated or rewritten under the mount (another
+ * program; a save of ours opens the new file): its bytes are no longer the
+ * indexed ones, and a splice past its end would end the read short and
+ * silently.  One fstat per request; the reason is logged once. */
+static bool model_changed(fuse_req_t req, ckfs *fs, const ck_tensor *t)
+{
+    ck_error err = {0};
+    if (ck_model_check_extents(MODEL(fs), t, &err) == 0)
+        return false;
+    if (!fs->changed_logged)
+        ckfs_log(fs, LOG_ERR, "%s", err.msg);
+    fs->changed_logged = true;
+    fuse_reply_err(req, err.errnum ? err.errnum : EIO);
+    return true;
+}
+
+static void read_out(fuse_req_t req, ckfs *fs, const entry *e, size_t size, off_t off)
 {
     const ck_tensor *t = entry_tensor(&fs->tr, e);
     if (e->edit != NULL && e->edit->overlay.used)
         read_spill(req, fs, &e->edit->overlay, size, off);
     else if (t == NULL || (uint64_t)off >= t->nbytes || size == 0)
         fuse_reply_buf(req, NULL, 0);
+    else if (model_changed(req, fs, t))
+        return;
     else if (all_sources_are_files(MODEL(fs)))
         read_extents(req, fs, t, size, off);
     else

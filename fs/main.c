@@ -22,6 +22,7 @@
 #include <zstd.h>
 
 #include "../export/commit_group.h"
+#include "../export/writer_lock.h"
 #include "ckptfs.h"
 
 struct cli {
@@ -251,7 +252,8 @@ static int run_loop(struct fuse_session *se, ckfs *fs)
     return res < 0 ? res : 0;
 }
 
-static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opts)
+static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opts,
+                 ck_writer_lock *lock, const char *where)
 {
     struct fuse_session *se = fuse_session_new(args, &ckfs_ops, sizeof ckfs_ops, fs);
     if (se == NULL)
@@ -266,6 +268,7 @@ static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opt
     if (fuse_daemonize(opts->foreground) != 0)
         goto out_unmount;
     if (!opts->foreground) {
+        ck_writer_lock_note(lock, getpid(), where); /* the daemon's pid, not the parent's */
         fs->use_syslog = true;
         openlog("ckptfs", LOG_PID, LOG_DAEMON);
     }
@@ -284,6 +287,40 @@ out_destroy:
     return fs->final_commit_failed ? 1 : rc;
 }
 
+/* Whether the mount will write the model, as far as can be told before
+ * opening it (-o rw, the owner's write bit, a model to create): the lock
+ * is taken before anything is written beside the model. */
+static bool wants_writing(const struct cli *cli, const char *path)
+{
+    struct stat st;
+    if (cli->rw != -1)
+        return cli->rw == 1;
+    if (stat(path, &st) < 0)
+        return errno == ENOENT && cli->create;
+    return (st.st_mode & S_IWUSR) != 0;
+}
+
+/* Take the writer lock when the mount will write.  A mount writable only
+ * by default (the owner's write bit) in a directory that cannot hold the
+ * lock, on a read-only filesystem say, could never save either: it is
+ * mounted read-only, as it would have been without the write bit. */
+static int take_lock(struct cli *cli, const char *path, const char *where,
+                     ck_writer_lock *lock)
+{
+    ck_error err = {0};
+    if (!wants_writing(cli, path) || ck_writer_lock_take(lock, path, where, &err) == 0)
+        return 0;
+    if (cli->rw == -1 && access(path, F_OK) == 0 &&
+        (err.errnum == EROFS || err.errnum == EACCES)) {
+        fprintf(stderr, "ckptfs: %s: its directory is not writable (%s), so a save could not "
+                "replace it: mounted read-only\n", path, strerror(err.errnum));
+        cli->rw = 0;
+        return 0;
+    }
+    fprintf(stderr, "ckptfs: %s\n", err.msg);
+    return -1;
+}
+
 /* Allow as many open files as the system lets this process have. */
 static void raise_open_file_limit(void)
 {
@@ -299,6 +336,8 @@ int main(int argc, char **argv)
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     struct cli cli = {.rw = -1, .commit_delay = 1.0}; /* rw -1: by the owner write bit */
     struct fuse_cmdline_opts opts = {0};
+    ck_writer_lock lock = {.fd = -1};
+    char *where = NULL;
     int rc = 1;
 
     if (fuse_opt_parse(&args, &cli, cli_opts, cli_proc) != 0 ||
@@ -338,6 +377,13 @@ int main(int argc, char **argv)
         free(abs);
         goto out;
     }
+    /* One writer per model: a second writable mount would undo the first's
+     * saves, and remove its temporary files as leftovers. */
+    where = realpath(opts.mountpoint, NULL);
+    if (take_lock(&cli, path, where ? where : opts.mountpoint, &lock) < 0) {
+        free(abs);
+        goto out;
+    }
     /* External data files each hold a descriptor (edits share one spill
      * file, whatever their number). */
     raise_open_file_limit();
@@ -368,6 +414,15 @@ int main(int argc, char **argv)
     /* MindSpore saves checkpoints 0400: such a file is not edited unless
      * asked for. */
     bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 && !model->env.legacy : cli.rw;
+    if (!rw) {
+        ck_writer_lock_release(&lock); /* a read-only mount holds nothing */
+    } else if (lock.fd < 0 &&
+               ck_writer_lock_take(&lock, path, where ? where : opts.mountpoint, &err) < 0) {
+        fprintf(stderr, "ckptfs: %s\n", err.msg); /* made writable since the stat above */
+        ck_model_close(model);
+        free(abs);
+        goto out;
+    }
     if (rw)
         remove_leftovers(model);
     ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice, .mountpoint = opts.mountpoint,
@@ -388,7 +443,7 @@ int main(int argc, char **argv)
         if (add_mount_opts(&args, path, rw) < 0)
             fprintf(stderr, "ckptfs: out of memory\n");
         else
-            rc = serve(&fs, &args, &opts);
+            rc = serve(&fs, &args, &opts, &lock, where ? where : opts.mountpoint);
         ck_model_close(fs.tr.model); /* a commit may have replaced it */
         tree_free(&fs.tr);
     }
@@ -396,6 +451,8 @@ int main(int argc, char **argv)
         close(fs.log_fd);
     free(abs);
 out:
+    ck_writer_lock_release(&lock); /* after the last save, in serve */
+    free(where);
     ck_key_wipe(&key);
     free(opts.mountpoint);
     free(cli.model);

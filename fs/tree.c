@@ -458,7 +458,9 @@ static int fill_overlay(tree *tr, entry *e, spill_area *a, ck_error *err)
     const ck_tensor *t = entry_tensor(tr, e);
     if (t == NULL)
         return 0;
-    if (area_reserve(tr, a, t->nbytes, err) < 0)
+    /* Not the bytes of a file rewritten under the mount. */
+    if (ck_model_check_extents(tr->model, t, err) < 0 ||
+        area_reserve(tr, a, t->nbytes, err) < 0)
         return -1;
     uint64_t at = 0;
     char buf[65536];
@@ -667,12 +669,28 @@ static int describe(tree *tr, entry *e, ck_write_tensor *w, ck_piece *piece,
     return 0;
 }
 
+/* Just before the commit point: another program may have replaced or
+ * rewritten the model since it was mounted or last saved (a training job
+ * saving it again, a mv over it).  Its file wins; the edits stay in the
+ * tree, to be copied out. */
+static int unchanged_on_disk(const tree *tr, ck_error *err)
+{
+    if (ck_model_check_unchanged(tr->model, err) == 0)
+        return 0;
+    size_t len = strlen(err->msg);
+    snprintf(err->msg + len, sizeof err->msg - len, "; the edits are kept: copy them out of "
+             "the tree, then unmount and mount the new file");
+    return -1;
+}
+
 static int write_model(tree *tr, ck_write_tensor *w, size_t n, ck_error *err)
 {
     ck_commit_group g;
     if (ck_group_begin(&g, tr->model->path, err) < 0)
         return -1;
-    int rc = ck_encode(tr->model, w, n, &g, err) < 0 ? -1 : ck_group_commit(&g, err);
+    int rc = ck_encode(tr->model, w, n, &g, err) < 0 || unchanged_on_disk(tr, err) < 0
+                 ? -1
+                 : ck_group_commit(&g, err);
     ck_group_abort(&g);
     return rc;
 }

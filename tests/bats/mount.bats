@@ -62,6 +62,10 @@ load helpers
     grep -q " $BATS_TEST_TMPDIR/m1 fuse.ckptfs ro," /proc/mounts
     mount_fg "$BATS_TEST_TMPDIR/a.ckpt" "$BATS_TEST_TMPDIR/m2" -o rw
     grep -q " $BATS_TEST_TMPDIR/m2 fuse.ckptfs rw," /proc/mounts
+    # One writable mount at a time: end this one (and wait for its daemon).
+    pid=$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)
+    umount_wait "$BATS_TEST_TMPDIR/m2" "$pid"
+    sed -i '$d' "$BATS_TEST_TMPDIR/mounts"
     chmod 0600 "$BATS_TEST_TMPDIR/a.ckpt"
     mount_fg "$BATS_TEST_TMPDIR/a.ckpt" "$BATS_TEST_TMPDIR/m3"
     grep -q " $BATS_TEST_TMPDIR/m3 fuse.ckptfs rw," /proc/mounts

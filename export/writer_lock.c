@@ -1,0 +1,138 @@
+/*
+ * writer_lock: the flock'd ".<model>.ckptfs-lock" that makes a model's
+ * writer the only one (see writer_lock.h).
+ */
+#define _GNU_SOURCE
+#include "writer_lock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Tries at taking a lock file that its holder removes as we open it. */
+#define LOCK_TRIES 100
+
+static int lock_path(const char *model, char out[PATH_MAX], ck_error *err)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    if (strlen(model) >= PATH_MAX)
+        return ck_fail(err, ENAMETOOLONG, "%s: path too long", model);
+    strcpy(a, model);
+    strcpy(b, model);
+    int n = snprintf(out, PATH_MAX, "%s/.%s.ckptfs-lock", dirname(a), basename(b));
+    if (n < 0 || n >= PATH_MAX)
+        return ck_fail(err, ENAMETOOLONG, "%s: path too long", model);
+    return 0;
+}
+
+/* The refusal, naming the holder from the line it wrote: "PID WHERE". */
+static int refuse(const char *model, const char *lock, int fd, ck_error *err)
+{
+    char text[PATH_MAX + 32];
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    text[n > 0 ? n : 0] = '\0';
+    text[strcspn(text, "\n")] = '\0';
+    for (char *c = text; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?'; /* any process may have written it: keep one line */
+    char *where;
+    long pid = strtol(text, &where, 10);
+    where += *where == ' ';
+    if (pid <= 0)
+        return ck_fail(err, EBUSY, "%s: mounted writable by another ckptfs (it holds %s); "
+                       "mount it -o ro, or unmount that first", model, lock);
+    if (where[0] == '/')
+        return ck_fail(err, EBUSY, "%s: mounted writable by pid %ld at %s; mount it -o ro, "
+                       "or unmount that first", model, pid, where);
+    return ck_fail(err, EBUSY, "%s: being written by pid %ld%s%s%s; mount it -o ro, or wait "
+                   "for it to finish", model, pid, *where ? " (" : "", where, *where ? ")" : "");
+}
+
+/* Whether fd is still the file at path: a holder that released the lock
+ * removed the file first, and a new one may be there now. */
+static bool still_there(int fd, const char *path)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && fstatat(AT_FDCWD, path, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino && S_ISREG(a.st_mode);
+}
+
+int ck_writer_lock_take(ck_writer_lock *l, const char *model, const char *where,
+                        ck_error *err)
+{
+    l->fd = -1;
+    if (lock_path(model, l->path, err) < 0)
+        return -1;
+    for (int tries = 0; tries < LOCK_TRIES; tries++) {
+        bool mine = true;
+        int fd = open(l->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        int open_errno = errno;
+        if (fd < 0 && errno == EACCES) {
+            /* Left by another user: flock needs no write access. */
+            fd = open(l->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            mine = false;
+        }
+        if (fd < 0)
+            return ck_fail_errno(err, open_errno, "%s: cannot create the lock file %s (a writable "
+                                 "mount writes in the model's directory; mount it -o ro)",
+                                 model, l->path);
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+            int e = errno;
+            if (e == EWOULDBLOCK)
+                refuse(model, l->path, fd, err);
+            else
+                ck_fail_errno(err, e, "%s: cannot lock %s", model, l->path);
+            close(fd);
+            return -1;
+        }
+        if (still_there(fd, l->path)) {
+            if (mine) {
+                l->fd = fd;
+                ck_writer_lock_note(l, getpid(), where);
+                return 0;
+            }
+            /* A stale one we cannot rewrite: locked, so no one else
+             * uses it; replace it with our own. */
+            if (unlink(l->path) < 0) {
+                ck_fail_errno(err, errno, "%s: cannot replace the stale lock file %s", model,
+                              l->path);
+                close(fd);
+                return -1;
+            }
+        }
+        close(fd);
+    }
+    return ck_fail(err, EAGAIN, "%s: the lock file %s keeps being replaced", model, l->path);
+}
+
+void ck_writer_lock_note(ck_writer_lock *l, pid_t pid, const char *where)
+{
+    char line[PATH_MAX + 32];
+    if (l->fd < 0)
+        return;
+    int n = snprintf(line, sizeof line, "%ld %s\n", (long)pid, where ? where : "");
+    if (n < 0 || (size_t)n >= sizeof line)
+        n = snprintf(line, sizeof line, "%ld\n", (long)pid);
+    /* Write, then cut: a reader never sees an empty file between.  A
+     * failure only leaves another mount's refusal without the pid. */
+    if (pwrite(l->fd, line, (size_t)n, 0) != n || ftruncate(l->fd, n) < 0)
+        return;
+}
+
+void ck_writer_lock_release(ck_writer_lock *l)
+{
+    if (l->fd < 0)
+        return;
+    /* Removed while still held: whoever opened it meanwhile finds it gone
+     * once it gets the lock, and makes a new one. */
+    unlink(l->path);
+    close(l->fd);
+    l->fd = -1;
+}

@@ -1,0 +1,39 @@
+/*
+ * writer_lock: one writer per model.
+ *
+ * A writable mount (and ckptfs-reencode, for the file it writes) holds an
+ * exclusive flock(2) on ".<model>.ckptfs-lock" beside the model, a file of
+ * the model's own like the save's journal.  Not on the model itself: every
+ * save renames a new inode over it.  flock, not fcntl: the lock belongs to
+ * the open file, so it survives fuse_daemonize's fork and goes away with
+ * the last process holding it, kill -9 included; a POSIX lock would be
+ * lost in the fork and dropped by any close of the file.
+ *
+ * The file holds the holder's pid and where it is mounted, as one line
+ * "PID WHERE", for the refusal message.  A clean exit removes it; one left
+ * behind by a killed holder is unlocked and simply taken over.
+ */
+#ifndef CK_WRITER_LOCK_H
+#define CK_WRITER_LOCK_H
+
+#include <limits.h>
+#include <sys/types.h>
+
+#include "../codec/ck_error.h"
+
+typedef struct ck_writer_lock {
+    int fd;                     /* -1: not held */
+    char path[PATH_MAX];
+} ck_writer_lock;
+
+/* Take model's lock, recording pid and where (a mount point, or a word
+ * such as "ckptfs-reencode").  When another process holds it: -1 with
+ * EBUSY and "MODEL: mounted writable by pid N at WHERE; ...". */
+int ck_writer_lock_take(ck_writer_lock *l, const char *model, const char *where,
+                        ck_error *err);
+/* Record another holder pid (the daemon's, after fuse_daemonize forked). */
+void ck_writer_lock_note(ck_writer_lock *l, pid_t pid, const char *where);
+/* Remove the lock file and drop the lock (nothing if not held). */
+void ck_writer_lock_release(ck_writer_lock *l);
+
+#endif
