@@ -24,6 +24,7 @@
 #include "../../codec/oneflow_meta.h"
 #include "../../export/atomic_writer.h"
 #include "../../export/ckpt_writer.h"
+#include "../../export/verify.h"
 #include <glob.h>
 #include <zlib.h>
 #include "checkpoint.pb-c.h"
@@ -694,6 +695,63 @@ static void test_writer_edits(void)
     ck_model_close(m);
 }
 
+/* ---- the read-back check of a save ---- */
+
+/* Verify the tree w against a save whose new model file holds `file`. */
+static int verify_with(const ck_model *m, const ck_write_tensor *w, size_t n,
+                       const unsigned char *file, size_t len, ck_error *err)
+{
+    ck_commit_group g;
+    if (ck_group_begin(&g, m->path, err) < 0)
+        return -2;
+    int rc = write(g.files[0].fd, file, len) == (ssize_t)len ? ck_verify_save(m, w, n, &g, err)
+                                                             : -2;
+    ck_group_abort(&g);
+    return rc;
+}
+
+static void test_verifier(void)
+{
+    float a[2] = {1, 2}, b[2] = {3, 4}, edit[2] = {9, 9};
+    spec ab[] = {{"a", "Float32", {2}, 1, a, sizeof a}, {"b", "Float32", {2}, 1, b, sizeof b}};
+    spec ba[] = {ab[1], ab[0]};
+    size_t lab, lba, la;
+    unsigned char *fab = encode(ab, 2, &lab), *fba = encode(ba, 2, &lba),
+                  *fa = encode(ab, 1, &la);
+    const char *path = write_tmp("verify.ckpt", fab, lab);
+    ck_error err;
+    ck_model *m = ck_model_open(path, NULL, &err);
+    if (m == NULL) {
+        check(0, "verifier model opens: %s", err.msg);
+        return;
+    }
+    size_t n;
+    ck_write_tensor *w = tree_of(m, &n);
+    check(verify_with(m, w, n, fab, lab, &err) == 0, "the file itself verifies as its tree");
+    int rc = verify_with(m, w, n, fa, la, &err);
+    check(rc == -1 && strstr(err.msg, "nothing was saved: tensor 'b': missing"),
+          "a tensor missing from the saved file is named: %s", err.msg);
+    rc = verify_with(m, w, n, fba, lba, &err);
+    check(rc == -1 && strstr(err.msg, "tensor 'a': at position 1, expected 0"),
+          "tensors out of order are named: %s", err.msg);
+    ck_piece p = {.mem = edit, .len = sizeof edit};
+    w[0].unchanged = false;
+    w[0].pieces = &p;
+    w[0].n_pieces = 1;
+    rc = verify_with(m, w, n, fab, lab, &err);
+    check(rc == -1 && strstr(err.msg, "tensor 'a': its bytes differ from offset 2") &&
+              err.errnum == EIO, "an edit the file does not hold is named: %s", err.msg);
+    size_t len;
+    unsigned char *orig = slurp(path, &len);
+    check(orig && len == lab && memcmp(orig, fab, lab) == 0, "the model is left as it was");
+    free(orig);
+    free(w);
+    ck_model_close(m);
+    free(fab);
+    free(fba);
+    free(fa);
+}
+
 int main(void)
 {
     const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -711,6 +769,7 @@ int main(void)
     test_atomic_writer();
     test_writer_identity_fixtures();
     test_writer_edits();
+    test_verifier();
     test_zstd();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
