@@ -176,13 +176,31 @@ static void note_plaintext(const ck_model *m, ck_error *err)
                  ? "; a wrong key also gives this" : "");
 }
 
+/* The model file, or the descriptor an override gives for it. */
+static ck_source *open_model_file(const ck_model *m, const char *path, ck_error *err)
+{
+    if (m->n_overrides == 0)
+        return ck_source_open_file(path, err);
+    int fd = ck_override_fd(m->overrides, m->n_overrides, path,
+                            open(path, O_RDONLY | O_CLOEXEC));
+    if (fd < 0) {
+        ck_fail_errno(err, errno, "%s: cannot open", path);
+        return NULL;
+    }
+    return ck_source_adopt_fd(fd, path, err);
+}
+
 ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err)
 {
     ck_model *m = model_alloc(path, opts, err);
     if (m == NULL)
         return NULL;
     m->format = format_of(path);
-    ck_source *src = ck_source_open_file(path, err);
+    if (opts != NULL) {
+        m->overrides = opts->overrides;
+        m->n_overrides = opts->n_overrides;
+    }
+    ck_source *src = open_model_file(m, path, err);
     if (src == NULL)
         goto fail;
     if (fstat(src->fd, &m->st) < 0) {
@@ -221,6 +239,8 @@ ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *er
     }
     if (check_fresh_encryption(m, err) < 0 || ck_index_finalize(&m->index, path, err) < 0)
         goto fail;
+    m->overrides = NULL; /* the caller's, valid only during the open */
+    m->n_overrides = 0;
     return m;
 
 fail:

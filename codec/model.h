@@ -19,6 +19,7 @@
 #include "byte_source.h"
 #include "ck_error.h"
 #include "envelope.h"
+#include "file_override.h"
 #include "pb_layout.h"
 #include "tensor_index.h"
 
@@ -37,6 +38,8 @@ typedef struct ck_open_opts {
     int zstd_level;         /* for saving a compressed model (0: the default) */
     uint64_t tmp_max;       /* most a non-seekable zstd model may decompress to in
                              * $TMPDIR (0: the default, see zstd_source.h) */
+    const ck_file_override *overrides; /* files to read from other descriptors */
+    size_t n_overrides;     /* (a save's new files, read back before the rename) */
 } ck_open_opts;
 
 #define CK_CACHE_SIZE_DEFAULT (16u << 20)
@@ -57,6 +60,8 @@ typedef struct ck_model {
     ck_pb_layout *pb;               /* ONNX and MindIR: where the tensors sit */
     ck_envelope env;                /* how the model file is wrapped, and will be saved */
     ck_page_cache *cache;           /* pages of the wrapped sources */
+    const ck_file_override *overrides; /* the open's, while ck_model_open runs */
+    size_t n_overrides;
 } ck_model;
 
 /* Take ownership of src; returns its id, or -1 (src closed) on failure. */

@@ -619,11 +619,12 @@ static long open_external(rd *d, ck_tensor *t, const str *loc)
         return ck_fail_errno(d->err, errno, "%s: cannot open the model's directory", dir);
     struct open_how how = {.flags = O_RDONLY | O_CLOEXEC,
                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
-    int fd = (int)syscall(SYS_openat2, dfd, loc->buf, &how, sizeof how);
-    int e = errno;
-    close(dfd);
     char full[8192];
     snprintf(full, sizeof full, "%s/%s", dir, loc->buf);
+    int fd = (int)syscall(SYS_openat2, dfd, loc->buf, &how, sizeof how);
+    fd = ck_override_fd(d->m->overrides, d->m->n_overrides, full, fd);
+    int e = errno;
+    close(dfd);
     if (fd < 0) {
         if (e == EXDEV)
             return ck_fail(d->err, EPERM, "%s: tensor '%s': external data location '%s' "
@@ -1284,6 +1285,7 @@ static int walk_variables_file(rd *d, int dfd, const char *dir, const char *name
     if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
         return ck_fail(d->err, ENAMETOOLONG, "%s/%s: path too long", dir, name);
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    fd = ck_override_fd(d->m->overrides, d->m->n_overrides, path, fd);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         if (fd >= 0)

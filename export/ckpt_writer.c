@@ -197,6 +197,7 @@ typedef struct writer {
     size_t n;
     uint32_t *entry_of;         /* original id -> index in tensors, or UINT32_MAX */
     ck_name_map live_by_dir;    /* built only when the file has replaced records */
+    bool *keep_old;             /* per id of a replaced record: written again */
     uint64_t slice_bytes;
     ck_sink s;
 } writer;
@@ -241,6 +242,83 @@ static int map_group_state(writer *w, uint32_t key_id, bool *keep)
     return 0;
 }
 
+/* One group of records as it will be written: its name and whether it is
+ * a map parameter, the two things the reader joins adjacent records by. */
+typedef struct out_group {
+    const char *name;
+    size_t name_len;
+    bool map, old;              /* old: a replaced record kept */
+    uint32_t id;
+} out_group;
+
+/* How the original group at id is written (false: it is not). */
+static int out_group_of(writer *w, uint32_t id, out_group *g, bool *written)
+{
+    const ck_tensor *t = &w->m->index.tensors[id];
+    *g = (out_group){.name = t->name, .name_len = t->name_len,
+                     .map = t->part != CK_PART_WHOLE, .old = t->superseded, .id = id};
+    if (t->superseded) {
+        *written = keep_superseded(w, t);
+        return 0;
+    }
+    if (g->map)
+        return map_group_state(w, id, written);
+    const ck_write_tensor *e = entry(w, id);
+    *written = e != NULL;
+    if (e != NULL && !e->unchanged) {
+        g->name = e->name;
+        g->name_len = e->name_len;
+    }
+    return 0;
+}
+
+static bool joins(const out_group *a, const out_group *b)
+{
+    return a->map == b->map && a->name_len == b->name_len &&
+           memcmp(a->name, b->name, a->name_len) == 0;
+}
+
+/* Which replaced records are written again.  The reader joins adjacent
+ * records of one name as slices of one tensor, so a kept replaced record
+ * must never end up next to another record of its name: [v, w, v] with w
+ * deleted would read back as one v of both contents.  Such a record is
+ * dropped (it is invisible to the reader either way).  In the original
+ * file two neighbouring groups never join (the reader would have made them
+ * one), so an unchanged tree keeps every record and stays byte-identical.
+ * The record before a dropped one never has the name of the record after
+ * it: a replaced record comes before every other record of its name, and
+ * a record of that name before it was dropped in its turn. */
+static int plan_superseded(writer *w)
+{
+    const ck_index *ix = &w->m->index;
+    out_group prev = {0}, cur;
+    bool have_prev = false, written;
+    for (uint32_t id = 0; id < ix->count;) {
+        const ck_tensor *t = &ix->tensors[id];
+        uint32_t next = id + (t->part == CK_PART_WHOLE ? 1 : 3);
+        if (out_group_of(w, id, &cur, &written) < 0)
+            return -1;
+        w->keep_old[id] = t->superseded && written;
+        id = next;
+        if (!written)
+            continue;
+        if (have_prev && prev.old && joins(&prev, &cur))
+            w->keep_old[prev.id] = false;
+        prev = cur;
+        have_prev = true;
+    }
+    /* New tensors follow; a kept replaced record cannot share a name with
+     * one (its live tensor holds the name), but the rule is the same. */
+    for (size_t i = 0; i < w->n && have_prev && prev.old; i++)
+        if (w->tensors[i].orig_id == CK_WRITE_NEW) {
+            cur = (out_group){.name = w->tensors[i].name, .name_len = w->tensors[i].name_len};
+            if (joins(&prev, &cur))
+                w->keep_old[prev.id] = false;
+            break;
+        }
+    return 0;
+}
+
 static int write_original(writer *w, uint32_t id, uint32_t *next)
 {
     const ck_index *ix = &w->m->index;
@@ -251,14 +329,14 @@ static int write_original(writer *w, uint32_t id, uint32_t *next)
         *next = id + 3;
         bool keep = false;
         if (t->superseded)
-            keep = keep_superseded(w, t);
+            keep = w->keep_old[id];
         else if (map_group_state(w, id, &keep) < 0)
             return -1;
         return keep ? ck_sink_copy(&w->s, file, t->rec_off, t->rec_end - t->rec_off) : 0;
     }
     if (t->superseded)
-        return keep_superseded(w, t) ? ck_sink_copy(&w->s, file, t->rec_off,
-                                                  t->rec_end - t->rec_off) : 0;
+        return w->keep_old[id] ? ck_sink_copy(&w->s, file, t->rec_off, t->rec_end - t->rec_off)
+                               : 0;
     const ck_write_tensor *e = entry(w, id);
     if (e == NULL)
         return 0; /* deleted */
@@ -325,9 +403,10 @@ int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                  .err = err};
     w.s.buf = malloc(CK_SINK_BUF);
     w.entry_of = malloc((m->index.count ? m->index.count : 1) * sizeof *w.entry_of);
+    w.keep_old = calloc(m->index.count ? m->index.count : 1, sizeof *w.keep_old);
     ck_name_map_init(&w.live_by_dir);
     int rc = -1;
-    if (w.s.buf == NULL || w.entry_of == NULL || index_live(&w) < 0) {
+    if (w.s.buf == NULL || w.entry_of == NULL || w.keep_old == NULL || index_live(&w) < 0) {
         ck_fail(err, ENOMEM, "%s: out of memory", m->path);
         goto out;
     }
@@ -344,12 +423,15 @@ int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
         }
         w.entry_of[id] = (uint32_t)i;
     }
+    if (plan_superseded(&w) < 0)
+        goto out;
     if (ck_sink_wrap(&w.s, &m->env) == 0 && (rc = walk(&w)) == 0)
         rc = ck_sink_end(&w.s);
 out:
     ck_sink_drop(&w.s);
     free(w.s.buf);
     free(w.entry_of);
+    free(w.keep_old);
     ck_name_map_free(&w.live_by_dir);
     return rc;
 }

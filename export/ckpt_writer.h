@@ -4,7 +4,8 @@
  * The writer walks the original file in order.  A tensor that is unchanged
  * (same name, type, shape and bytes) is copied as its original records, byte
  * for byte, and so are the bytes between records (unknown fields) and the
- * earlier records a later one replaced.  A tree equal to the file therefore
+ * earlier records a later one replaced (unless that one changed, or the
+ * replaced record would end up next to another of its name).  A tree equal to the file therefore
  * re-encodes to an identical file.  A changed tensor is written where its
  * last record was, the way MindSpore >= 2.3 writes: one Checkpoint message
  * per value, content over 512 MiB cut into slices that each repeat the full

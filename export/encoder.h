@@ -34,8 +34,9 @@ typedef struct ck_write_tensor {
 } ck_write_tensor;
 
 /* Encode the tree in m's format into the group's first file, adding the
- * data files that change (see ckpt_writer.h and onnx_mindir_writer.h).
- * Errors name the tensor. */
+ * data files that change (see ckpt_writer.h and onnx_mindir_writer.h),
+ * then read the new files back and check them against the tree
+ * (verify.h).  Errors name the tensor. */
 int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
               ck_commit_group *g, ck_error *err);
 

@@ -392,6 +392,13 @@ static bool is_data_field(const writer *w, uint32_t num)
            num == f->t_external || (f->t_location && num == f->t_location);
 }
 
+/* The fields that say where the data is (ONNX external_data entries and
+ * data_location; MindIR's ExternalDataProto). */
+static bool is_location_field(const writer *w, uint32_t num)
+{
+    return num == w->f->t_external || (w->f->t_location && num == w->f->t_location);
+}
+
 /* Copy the original field [from, to) into b. */
 static int copy_field(writer *w, membuf *b, uint64_t from, uint64_t to)
 {
@@ -487,10 +494,13 @@ static int encode_changed(writer *w, enc *e, const ck_write_tensor *t, const ck_
             if (!name_done && put_name(w, b, t, prefixed) < 0)
                 return -1;
             name_done = true;
-        } else if (is_data_field(w, fl.num) && keep_location) {
-            if ((fl.num == w->f->t_external || fl.num == w->f->t_location) &&
-                copy_field(w, b, fl.key_off, w->r.pos) < 0)
+        } else if (is_location_field(w, fl.num) && (keep_location || !e->external)) {
+            /* Not the data itself: an inline tensor keeps them too (onnx's
+             * load of external data leaves data_location: DEFAULT). */
+            if (copy_field(w, b, fl.key_off, w->r.pos) < 0)
                 return -1;
+        } else if (is_data_field(w, fl.num) && keep_location) {
+            continue;
         } else if (is_data_field(w, fl.num)) {
             if (!data_done && (e->external ? put_external(w, b, e) : put_data(w, e, b, t,
                                                                              pt->storage)) < 0)

@@ -688,7 +688,10 @@ static int write_model(tree *tr, ck_write_tensor *w, size_t n, ck_error *err)
     ck_commit_group g;
     if (ck_group_begin(&g, tr->model->path, err) < 0)
         return -1;
-    int rc = ck_encode(tr->model, w, n, &g, err) < 0 || unchanged_on_disk(tr, err) < 0
+    /* Checked first so that a changed file is named as such (its bytes
+     * would not read back), and again just before the commit point. */
+    int rc = unchanged_on_disk(tr, err) < 0 || ck_encode(tr->model, w, n, &g, err) < 0 ||
+                     unchanged_on_disk(tr, err) < 0
                  ? -1
                  : ck_group_commit(&g, err);
     ck_group_abort(&g);

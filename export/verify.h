@@ -1,0 +1,27 @@
+/*
+ * verify: read a save's new files back before they replace the model.
+ *
+ * An encoder's output is only committed once the codec's own reader, run
+ * on the temporary files exactly as a mount would open them (through the
+ * envelope, external and split data files included), yields the tree it
+ * was given: the same tensors in the same order, with the same names,
+ * types, shapes and sizes.  Bytes are compared in full for every changed
+ * or new tensor; an unchanged tensor was copied as its original record, so
+ * its extents must keep their lengths and their places in that record (or
+ * in their data file).  A mismatch fails the save with one line naming the
+ * model, the first tensor that differs and how, and nothing is replaced.
+ */
+#ifndef CK_VERIFY_H
+#define CK_VERIFY_H
+
+#include <stddef.h>
+
+#include "commit_group.h"
+#include "encoder.h"
+
+/* The group's files (not yet committed) against the tree that was
+ * encoded into them from m. */
+int ck_verify_save(const ck_model *m, const ck_write_tensor *tensors, size_t n,
+                   const ck_commit_group *g, ck_error *err);
+
+#endif
