@@ -65,7 +65,7 @@ ck_source *ck_source_wrap_fd(int fd, uint64_t size, const char *name, ck_error *
 
 ck_source *ck_source_open_file(const char *path, ck_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block */
     if (fd < 0) {
         ck_fail_errno(err, errno, "%s: cannot open", path);
         return NULL;

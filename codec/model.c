@@ -102,7 +102,8 @@ long ck_model_add_data_file(ck_model *m, ck_source *src, ck_error *err)
     return src == NULL ? -1 : ck_model_add_source(m, src, err);
 }
 
-static ck_model *model_alloc(const char *path, const ck_open_opts *o, ck_error *err)
+static ck_model *model_alloc(ck_model_dir *dir, const char *path, const ck_open_opts *o,
+                             ck_error *err)
 {
     ck_model *m = calloc(1, sizeof *m);
     if (m == NULL || (m->path = strdup(path)) == NULL) {
@@ -110,6 +111,7 @@ static ck_model *model_alloc(const char *path, const ck_open_opts *o, ck_error *
         ck_fail(err, ENOMEM, "%s: out of memory", path);
         return NULL;
     }
+    m->dir = ck_dir_ref(dir);
     ck_index_init(&m->index);
     size_t budget = o && o->cache_size ? o->cache_size : CK_CACHE_SIZE_DEFAULT;
     m->cache = ck_page_cache_new(budget, true, err);
@@ -152,18 +154,25 @@ static void note_plaintext(const ck_model *m, ck_error *err)
 
 ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err)
 {
-    ck_model *m = model_alloc(path, opts, err);
+    ck_model_dir *dir = ck_dir_open(path, err);
+    if (dir == NULL)
+        return NULL;
+    ck_model *m = ck_model_open_at(dir, path, opts, err);
+    ck_dir_unref(dir);
+    return m;
+}
+
+ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_opts *opts,
+                           ck_error *err)
+{
+    ck_model *m = model_alloc(dir, path, opts, err);
     if (m == NULL)
         return NULL;
     m->format = format_of(path);
-    ck_source *src = ck_source_open_file(path, err);
+    int fd = ck_dir_open_regular(dir, dir->base, &m->st, err);
+    ck_source *src = fd < 0 ? NULL : ck_source_adopt_fd(fd, path, err);
     if (src == NULL)
         goto fail;
-    if (fstat(src->fd, &m->st) < 0) {
-        ck_fail_errno(err, errno, "%s: cannot stat", path);
-        ck_source_close(src);
-        goto fail;
-    }
     if (src->size == 0) {
         ck_fail(err, EINVAL, "%s: empty file (0 bytes)", path);
         ck_source_close(src);
@@ -199,8 +208,8 @@ fail:
     return NULL;
 }
 
-ck_model *ck_model_empty(const char *path, const char *format_name, const ck_open_opts *opts,
-                         ck_error *err)
+ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format_name,
+                         const ck_open_opts *opts, ck_error *err)
 {
     bool zst = has_suffix(path, ".zst");
     bool ckpt = format_name ? strcmp(format_name, "ckpt") == 0 : named(path, ".ckpt");
@@ -216,7 +225,7 @@ ck_model *ck_model_empty(const char *path, const char *format_name, const ck_ope
                 : "-o enc_mode needs a key: -o key_file=PATH or " CK_KEY_ENV);
         return NULL;
     }
-    ck_model *m = model_alloc(path, opts, err);
+    ck_model *m = model_alloc(dir, path, opts, err);
     if (m == NULL)
         return NULL;
     m->format = CK_FORMAT_CKPT;
@@ -249,6 +258,7 @@ void ck_model_close(ck_model *m)
     ck_key_wipe(&m->env.key);
     ck_pb_layout_free(m->pb);
     ck_index_free(&m->index);
+    ck_dir_unref(m->dir);
     free(m->path);
     free(m);
 }

@@ -425,7 +425,13 @@ static void test_atomic_writer(void)
     chmod(target, 0400);
     ck_atomic_file f;
     ck_error err;
-    int ok = ck_atomic_begin(&f, target, &err) == 0 && write(f.fd, "new!", 4) == 4;
+    ck_model_dir *d = ck_dir_open(target, &err);
+    char tmp[PATH_MAX + 600] = "";
+    int ok = d != NULL && ck_atomic_begin(&f, d, d->base, &err) == 0 &&
+             write(f.fd, "new!", 4) == 4;
+    if (ok)
+        snprintf(tmp, sizeof tmp, "%s/%s", tmpdir, f.tmp);
+    ok = ok && access(tmp, F_OK) == 0;
     ck_atomic_abort(&f);
     struct stat st;
     char got[8] = {0};
@@ -433,10 +439,11 @@ static void test_atomic_writer(void)
     size_t n = in ? fread(got, 1, sizeof got, in) : 0;
     if (in)
         fclose(in);
-    check(ok && n == 3 && memcmp(got, "old", 3) == 0 && access(f.tmp, F_OK) != 0,
+    check(ok && n == 3 && memcmp(got, "old", 3) == 0 && access(tmp, F_OK) != 0,
           "an aborted save leaves the old file and no temporary");
-    ok = ck_atomic_begin(&f, target, &err) == 0 && write(f.fd, "new!", 4) == 4 &&
-         ck_atomic_commit(&f, &err) == 0;
+    ok = d != NULL && ck_atomic_begin(&f, d, d->base, &err) == 0 &&
+         write(f.fd, "new!", 4) == 4 && ck_atomic_commit(&f, &err) == 0;
+    ck_dir_unref(d);
     in = fopen(target, "rb");
     n = in ? fread(got, 1, sizeof got, in) : 0;
     if (in)
