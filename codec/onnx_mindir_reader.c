@@ -579,9 +579,10 @@ static void normalize_location(const str *loc, char *out, size_t size);
 static long open_external(rd *d, ck_tensor *t, const str *loc, const char *rel);
 
 /* The source of an external location, opened on first use.  Locations
- * are looked up by their text first; a new text is opened and compared by
- * file identity, so "w.bin" and "./w.bin" share a source (a save writes
- * each file once) and "w.bin" and "sub/w.bin" never do. */
+ * are looked up by their canonical text, so "w.bin" and "./w.bin" share a
+ * source (a save writes each file once) and "w.bin" and "sub/w.bin" never
+ * do; a new text naming a file already open under another name is
+ * refused (open_external). */
 static long external_source(rd *d, ck_tensor *t, const str *loc)
 {
     if (loc->len == 0 || memchr(loc->buf, '\0', loc->len) != NULL)
