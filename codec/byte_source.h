@@ -68,9 +68,4 @@ void ck_source_close(ck_source *src);
  * reason; one fstat. */
 int ck_source_check_fd(const ck_source *src, uint64_t end, ck_error *err);
 
-/* Whether path still names the file src was opened from, unchanged: same
- * inode, size and mtime (fstatat, no symlink followed).  -1 with ESTALE
- * and what changed. */
-int ck_source_check_path(const ck_source *src, ck_error *err);
-
 #endif

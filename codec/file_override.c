@@ -6,11 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-void ck_override_init(ck_file_override *o, const char *path, int fd)
+void ck_override_init(ck_file_override *o, const ck_model_dir *d, const char *rel,
+                      const char *path, int fd)
 {
     struct stat st;
     *o = (ck_file_override){.path = path, .fd = fd};
-    if (stat(path, &st) == 0) {
+    if (ck_dir_stat(d, rel, &st) == 0) {
         o->exists = true;
         o->dev = st.st_dev;
         o->ino = st.st_ino;

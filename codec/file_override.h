@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "model_dir.h"
+
 typedef struct ck_file_override {
     const char *path;       /* the file as the readers name it */
     int fd;                 /* what to read instead; the caller keeps it */
@@ -27,8 +29,10 @@ typedef struct ck_file_override {
     ino_t ino;
 } ck_file_override;
 
-/* Fill o for path (stat'ing it) and fd. */
-void ck_override_init(ck_file_override *o, const char *path, int fd);
+/* Fill o for path, which is rel beneath d (stat'ed through d's
+ * descriptor: the model's directory may be covered by the mount), and fd. */
+void ck_override_init(ck_file_override *o, const ck_model_dir *d, const char *rel,
+                      const char *path, int fd);
 
 /* fd was just opened for path (or is -1 with errno set).  Returns a
  * duplicate of the descriptor of the override standing for that file (fd

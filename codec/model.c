@@ -104,7 +104,8 @@ long ck_model_add_data_file(ck_model *m, ck_source *src, ck_error *err)
     return src == NULL ? -1 : ck_model_add_source(m, src, err);
 }
 
-static ck_model *model_alloc(const char *path, const ck_open_opts *o, ck_error *err)
+static ck_model *model_alloc(ck_model_dir *dir, const char *path, const ck_open_opts *o,
+                             ck_error *err)
 {
     ck_model *m = calloc(1, sizeof *m);
     if (m == NULL || (m->path = strdup(path)) == NULL) {
@@ -112,6 +113,7 @@ static ck_model *model_alloc(const char *path, const ck_open_opts *o, ck_error *
         ck_fail(err, ENOMEM, "%s: out of memory", path);
         return NULL;
     }
+    m->dir = ck_dir_ref(dir);
     ck_index_init(&m->index);
     size_t budget = o && o->cache_size ? o->cache_size : CK_CACHE_SIZE_DEFAULT;
     m->cache = ck_page_cache_new(budget, true, err);
@@ -176,23 +178,41 @@ static void note_plaintext(const ck_model *m, ck_error *err)
                  ? "; a wrong key also gives this" : "");
 }
 
-/* The model file, or the descriptor an override gives for it. */
-static ck_source *open_model_file(const ck_model *m, const char *path, ck_error *err)
+/* The model file, through its directory's descriptor (a regular file,
+ * never a link), or the descriptor an override gives for it. */
+static ck_source *open_model_file(ck_model *m, const char *path, ck_error *err)
 {
-    if (m->n_overrides == 0)
-        return ck_source_open_file(path, err);
-    int fd = ck_override_fd(m->overrides, m->n_overrides, path,
-                            open(path, O_RDONLY | O_CLOEXEC));
-    if (fd < 0) {
-        ck_fail_errno(err, errno, "%s: cannot open", path);
-        return NULL;
+    const ck_model_dir *dir = m->dir;
+    int fd;
+    if (m->n_overrides == 0) {
+        fd = ck_dir_open_regular(dir, dir->base, &m->st, err);
+    } else {
+        fd = ck_override_fd(m->overrides, m->n_overrides, path,
+                            ck_dir_openat(dir, dir->base, O_RDONLY, 0));
+        if (fd < 0 || fstat(fd, &m->st) < 0) {
+            ck_fail_errno(err, errno, "%s: cannot open", path);
+            if (fd >= 0)
+                close(fd);
+            return NULL;
+        }
     }
-    return ck_source_adopt_fd(fd, path, err);
+    return fd < 0 ? NULL : ck_source_adopt_fd(fd, path, err);
 }
 
 ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err)
 {
-    ck_model *m = model_alloc(path, opts, err);
+    ck_model_dir *dir = ck_dir_open(path, err);
+    if (dir == NULL)
+        return NULL;
+    ck_model *m = ck_model_open_at(dir, path, opts, err);
+    ck_dir_unref(dir);
+    return m;
+}
+
+ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_opts *opts,
+                           ck_error *err)
+{
+    ck_model *m = model_alloc(dir, path, opts, err);
     if (m == NULL)
         return NULL;
     m->format = format_of(path);
@@ -203,11 +223,6 @@ ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *er
     ck_source *src = open_model_file(m, path, err);
     if (src == NULL)
         goto fail;
-    if (fstat(src->fd, &m->st) < 0) {
-        ck_fail_errno(err, errno, "%s: cannot stat", path);
-        ck_source_close(src);
-        goto fail;
-    }
     if (src->size == 0) {
         ck_fail(err, EINVAL, "%s: empty file (0 bytes)", path);
         ck_source_close(src);
@@ -248,8 +263,8 @@ fail:
     return NULL;
 }
 
-ck_model *ck_model_empty(const char *path, const char *format_name, const ck_open_opts *opts,
-                         ck_error *err)
+ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format_name,
+                         const ck_open_opts *opts, ck_error *err)
 {
     bool zst = has_suffix(path, ".zst");
     bool ckpt = format_name ? strcmp(format_name, "ckpt") == 0 : named(path, ".ckpt");
@@ -265,7 +280,7 @@ ck_model *ck_model_empty(const char *path, const char *format_name, const ck_ope
                 : "-o enc_mode needs a key: -o key_file=PATH or " CK_KEY_ENV);
         return NULL;
     }
-    ck_model *m = model_alloc(path, opts, err);
+    ck_model *m = model_alloc(dir, path, opts, err);
     if (m == NULL)
         return NULL;
     m->format = CK_FORMAT_CKPT;
@@ -298,6 +313,7 @@ void ck_model_close(ck_model *m)
     ck_key_wipe(&m->env.key);
     ck_pb_layout_free(m->pb);
     ck_index_free(&m->index);
+    ck_dir_unref(m->dir);
     free(m->path);
     free(m);
 }
@@ -368,11 +384,31 @@ int ck_model_check_extents(const ck_model *m, const ck_tensor *t, ck_error *err)
     return 0;
 }
 
+/* Whether the file at path (beneath the model's directory, reached
+ * through its descriptor: the mount may cover that directory's name) is
+ * still the one src was opened as. */
+static int check_on_disk(const ck_model *m, const ck_source *src, ck_error *err)
+{
+    struct stat st;
+    const char *what = NULL, *rel = ck_dir_rel(m->dir, src->path);
+    if (rel == NULL || ck_dir_stat(m->dir, rel, &st) < 0)
+        what = rel && errno == ENOENT ? "it was removed" : "it cannot be examined";
+    else if (st.st_dev != src->dev || st.st_ino != src->ino)
+        what = "another file was put in its place";
+    else if ((uint64_t)st.st_size != src->file_size)
+        what = "its size changed";
+    else if (st.st_mtim.tv_sec != src->mtime.tv_sec || st.st_mtim.tv_nsec != src->mtime.tv_nsec)
+        what = "it was modified";
+    if (what == NULL)
+        return 0;
+    return ck_fail(err, ESTALE, "%s: changed on disk since it was mounted (%s)", src->path, what);
+}
+
 int ck_model_check_unchanged(const ck_model *m, ck_error *err)
 {
     if (m->n_sources == 0) {
         struct stat st;
-        if (fstatat(AT_FDCWD, m->path, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        if (ck_dir_stat(m->dir, m->dir->base, &st) == 0)
             return ck_fail(err, ESTALE, "%s: changed on disk since it was mounted (another "
                            "program created it)", m->path);
         return 0;
@@ -380,10 +416,10 @@ int ck_model_check_unchanged(const ck_model *m, ck_error *err)
     /* sources[0] may be a decompressed copy: the file is m->st. */
     const ck_source file = {.path = m->path, .dev = m->st.st_dev, .ino = m->st.st_ino,
                             .file_size = (uint64_t)m->st.st_size, .mtime = m->st.st_mtim};
-    if (ck_source_check_path(&file, err) < 0)
+    if (check_on_disk(m, &file, err) < 0)
         return -1;
     for (uint32_t i = 1; i < m->n_sources; i++)
-        if (ck_model_is_data_file(m, i) && ck_source_check_path(m->sources[i], err) < 0)
+        if (ck_model_is_data_file(m, i) && check_on_disk(m, m->sources[i], err) < 0)
             return -1;
     return 0;
 }

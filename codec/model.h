@@ -20,6 +20,7 @@
 #include "ck_error.h"
 #include "envelope.h"
 #include "file_override.h"
+#include "model_dir.h"
 #include "pb_layout.h"
 #include "tensor_index.h"
 
@@ -49,7 +50,8 @@ typedef struct ck_open_opts {
 #define CK_MAX_SOURCES 4096
 
 typedef struct ck_model {
-    char *path;
+    char *path;                     /* for messages; files are reached through dir */
+    ck_model_dir *dir;              /* the model's directory (a reference) */
     ck_format format;
     struct stat st;                 /* of the model file, at open */
     ck_source **sources;
@@ -70,6 +72,11 @@ long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err);
  * be encrypted, when the model is. */
 long ck_model_add_data_file(ck_model *m, ck_source *src, ck_error *err);
 
+/* Open dir->base in dir, and its data files beneath dir; path names it in
+ * messages.  The model keeps a reference to dir. */
+ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_opts *opts,
+                           ck_error *err);
+/* The same, opening path's directory first (ckptfs-dump, tests). */
 ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err);
 
 /* Whether source i is a data file of the model (an ONNX external data
@@ -78,10 +85,10 @@ ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *er
 bool ck_model_is_data_file(const ck_model *m, uint32_t i);
 
 /* A model with no tensors for a file that does not exist yet (mount -o
- * create); the first commit creates the file.  format_name: "ckpt", or NULL
- * to go by the file name's extension. */
-ck_model *ck_model_empty(const char *path, const char *format_name, const ck_open_opts *opts,
-                         ck_error *err);
+ * create); the first commit creates dir->base.  format_name: "ckpt", or
+ * NULL to go by the file name's extension. */
+ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format_name,
+                         const ck_open_opts *opts, ck_error *err);
 void ck_model_close(ck_model *m);
 
 const char *ck_format_name(ck_format f);

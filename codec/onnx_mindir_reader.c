@@ -556,8 +556,6 @@ static int read_tensor_fields(rd *d, uint64_t body, uint64_t end, tinfo *ti)
     return rc;
 }
 
-/* Open an external data file beneath the model's directory: no absolute
- * path, no "..", no symlink that leads out (openat2 RESOLVE_BENEATH). */
 /* A MindIR data file (<prefix>_variables/data_N) opens with 64 bytes of
  * "front info" whose first byte is 1 when the exporter was little-endian;
  * MindSpore's loader refuses a file whose byte order is not the host's. */
@@ -577,12 +575,14 @@ static int check_data_header(rd *d, ck_source *src)
     return 0;
 }
 
-static long open_external(rd *d, ck_tensor *t, const str *loc);
+static void normalize_location(const str *loc, char *out, size_t size);
+static long open_external(rd *d, ck_tensor *t, const str *loc, const char *rel);
 
 /* The source of an external location, opened on first use.  Locations
- * are looked up by their text first; a new text is opened and compared by
- * file identity, so "w.bin" and "./w.bin" share a source (a save writes
- * each file once) and "w.bin" and "sub/w.bin" never do. */
+ * are looked up by their canonical text, so "w.bin" and "./w.bin" share a
+ * source (a save writes each file once) and "w.bin" and "sub/w.bin" never
+ * do; a new text naming a file already open under another name is
+ * refused (open_external). */
 static long external_source(rd *d, ck_tensor *t, const str *loc)
 {
     if (loc->len == 0 || memchr(loc->buf, '\0', loc->len) != NULL)
@@ -593,62 +593,109 @@ static long external_source(rd *d, ck_tensor *t, const str *loc)
         return ck_fail(d->err, EPERM, "%s: tensor '%s': external data location '%s' is "
                        "absolute; only paths inside the model's directory are allowed",
                        PATH(d), tensor_label(d, t), ck_quote(q, loc->buf, loc->len));
-    uint32_t known = ck_name_map_get(&d->locations, loc->buf, loc->len);
+    char rel[PATH_MAX];
+    normalize_location(loc, rel, sizeof rel);
+    if (rel[0] == '\0')
+        return ck_fail(d->err, EINVAL, "%s: tensor '%s': external data location '%s' names "
+                       "no file", PATH(d), tensor_label(d, t), ck_quote(q, loc->buf, loc->len));
+    size_t rl = strlen(rel);
+    uint32_t known = ck_name_map_get(&d->locations, rel, rl);
     if (known != CK_NAME_MAP_NONE)
         return known;
-    long sid = open_external(d, t, loc);
-    const char *key = sid < 0 ? NULL : ck_arena_strndup(&d->m->index.arena, loc->buf, loc->len);
-    if (sid >= 0 && (key == NULL || ck_name_map_put(&d->locations, key, loc->len,
-                                                    (uint32_t)sid) < 0))
+    long sid = open_external(d, t, loc, rel);
+    const char *key = sid < 0 ? NULL : ck_arena_strndup(&d->m->index.arena, rel, rl);
+    if (sid >= 0 && (key == NULL || ck_name_map_put(&d->locations, key, rl, (uint32_t)sid) < 0))
         return nomem(d);
     return sid;
 }
 
-static long open_external(rd *d, ck_tensor *t, const str *loc)
+/* loc with "." components and repeated slashes dropped and "dir/.."
+ * folded: the name a save writes the file by, and the key two spellings
+ * of one location share.  Folding ".." textually is right because no
+ * component may be a symbolic link; a ".." that climbs out is left for
+ * the open to refuse. */
+static void normalize_location(const str *loc, char *out, size_t size)
 {
-    char q[CK_QUOTE_BUF];
-    char dir[4096];
-    const char *slash = strrchr(d->m->path, '/');
-    if (slash == NULL)
-        snprintf(dir, sizeof dir, ".");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash == d->m->path ? 1 : slash - d->m->path),
-                 d->m->path);
-    int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return ck_fail_errno(d->err, errno, "%s: cannot open the model's directory", dir);
-    struct open_how how = {.flags = O_RDONLY | O_CLOEXEC,
-                           .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
-    char full[8192];
-    snprintf(full, sizeof full, "%s/%s", dir, loc->buf);
-    int fd = (int)syscall(SYS_openat2, dfd, loc->buf, &how, sizeof how);
+    size_t n = 0;
+    const char *p = loc->buf, *end = loc->buf + loc->len;
+    while (p < end) {
+        const char *q = memchr(p, '/', (size_t)(end - p));
+        size_t k = (size_t)((q ? q : end) - p);
+        const char *slash = n ? memrchr(out, '/', n) : NULL;
+        const char *last = slash ? slash + 1 : out;
+        bool last_up = n > 0 && out + n - last == 2 && memcmp(last, "..", 2) == 0;
+        if (k == 2 && memcmp(p, "..", 2) == 0 && n > 0 && !last_up) {
+            n = slash ? (size_t)(slash - out) : 0; /* "dir/.." */
+        } else if (k > 0 && !(k == 1 && *p == '.') && n + k + 2 < size) {
+            if (n > 0)
+                out[n++] = '/';
+            memcpy(out + n, p, k);
+            n += k;
+        }
+        p += k + 1;
+    }
+    out[n] = '\0';
+}
+
+static long open_external(rd *d, ck_tensor *t, const str *loc, const char *rel)
+{
+    char q[CK_QUOTE_BUF], full[PATH_MAX];
+    const ck_model_dir *dir = d->m->dir;
+    ck_dir_join(dir, rel, full, sizeof full);
+    /* Beneath the model's directory, no symbolic link followed: a link
+     * swapped in for a directory after mounting cannot redirect a save,
+     * and two names of one file cannot hide behind a link. */
+    int fd = ck_dir_openat(dir, rel, O_RDONLY | O_NONBLOCK, 0);
     fd = ck_override_fd(d->m->overrides, d->m->n_overrides, full, fd);
-    int e = errno;
-    close(dfd);
     if (fd < 0) {
+        int e = errno;
         if (e == EXDEV)
             return ck_fail(d->err, EPERM, "%s: tensor '%s': external data location '%s' "
                            "leads out of the model's directory", PATH(d), tensor_label(d, t),
                            ck_quote(q, loc->buf, loc->len));
+        if (e == ELOOP)
+            return ck_fail(d->err, ELOOP, "%s: tensor '%s': external data location '%s' is "
+                           "or passes through a symbolic link, which ckptfs does not follow",
+                           PATH(d), tensor_label(d, t), ck_quote(q, loc->buf, loc->len));
         if (e == EMFILE || e == ENFILE)
-            return ck_fail_errno(d->err, e, "%s: tensor '%s': external data file %s/%s (the "
+            return ck_fail_errno(d->err, e, "%s: tensor '%s': external data file %s (the "
                                  "model has more data files than this process may open; "
-                                 "raise ulimit -n)", PATH(d), tensor_label(d, t), dir,
-                                 ck_quote(q, loc->buf, loc->len));
-        return ck_fail_errno(d->err, e, "%s: tensor '%s': external data file %s/%s", PATH(d),
-                             tensor_label(d, t), dir, ck_quote(q, loc->buf, loc->len));
+                                 "raise ulimit -n)", PATH(d), tensor_label(d, t), full);
+        return ck_fail_errno(d->err, e, "%s: tensor '%s': external data file %s", PATH(d),
+                             tensor_label(d, t), full);
     }
     struct stat st;
     if (fstat(fd, &st) < 0) {
         close(fd);
         return ck_fail_errno(d->err, errno, "%s: cannot stat %s", PATH(d), full);
     }
-    for (uint32_t i = 1; i < d->m->n_sources; i++) {
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return ck_fail(d->err, EINVAL, "%s: tensor '%s': external data file %s is %s, not a "
+                       "regular file", PATH(d), tensor_label(d, t), full,
+                       ck_file_kind(st.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    /* Another name of a file already open (a hard link, or the model
+     * itself): a save would write one name and lose the edits made
+     * through the other, so such a model is not mounted. */
+    for (uint32_t i = 0; i < d->m->n_sources; i++) {
         const ck_source *s = d->m->sources[i];
-        if (s->dev == st.st_dev && s->ino == st.st_ino) {
-            close(fd);
-            return i;
-        }
+        if (s->dev != st.st_dev || s->ino != st.st_ino)
+            continue;
+        close(fd);
+        char q2[CK_QUOTE_BUF];
+        const char *other = i == 0 ? NULL : ck_dir_rel(dir, s->path);
+        if (other == NULL)
+            return ck_fail(d->err, EINVAL, "%s: tensor '%s': external data location '%s' "
+                           "is the model file itself", PATH(d), tensor_label(d, t),
+                           ck_quote(q, loc->buf, loc->len));
+        return ck_fail(d->err, EINVAL, "%s: external data locations '%s' and '%s' are the "
+                       "same file (a hard link); a save would lose the edits made through "
+                       "one of them", PATH(d), ck_quote(q2, other, strlen(other)),
+                       ck_quote(q, loc->buf, loc->len));
     }
     ck_source *src = ck_source_adopt_fd(fd, full, d->err);
     long id = src == NULL ? -1 : ck_model_add_data_file(d->m, src, d->err);
@@ -1265,11 +1312,6 @@ static int walk_model(rd *d)
 
 /* ---- the legacy split layout ---- */
 
-static int visible(const struct dirent *e)
-{
-    return e->d_name[0] != '.';
-}
-
 static bool has_parameters(const rd *d)
 {
     for (size_t i = 0; i < d->m->index.count; i++)
@@ -1284,14 +1326,23 @@ static int walk_variables_file(rd *d, int dfd, const char *dir, const char *name
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
         return ck_fail(d->err, ENAMETOOLONG, "%s/%s: path too long", dir, name);
-    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO here must be refused, not waited on. */
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     fd = ck_override_fd(d->m->overrides, d->m->n_overrides, path, fd);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    if (fd < 0 || fstat(fd, &st) < 0 || S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode)) {
         if (fd >= 0)
             close(fd);
         return 0; /* MindSpore's loader reads regular files only */
     }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return ck_fail(d->err, EINVAL, "%s: variables file %s is %s, not a regular file",
+                       PATH(d), path, ck_file_kind(st.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     ck_source *src = ck_source_adopt_fd(fd, path, d->err);
     long sid = src == NULL ? -1 : ck_model_add_data_file(d->m, src, d->err);
     if (sid < 0)
@@ -1306,6 +1357,63 @@ static int walk_variables_file(rd *d, int dfd, const char *dir, const char *name
     return 0;
 }
 
+static int by_version(const void *a, const void *b)
+{
+    return strverscmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The visible names in the directory dfd, sorted by version (data_2
+ * before data_10); *n of them, or NULL. */
+static char **list_variables(rd *d, int dfd, const char *dir, size_t *n)
+{
+    int lfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *ds = lfd < 0 ? NULL : fdopendir(lfd);
+    if (ds == NULL) {
+        if (lfd >= 0)
+            close(lfd);
+        ck_fail_errno(d->err, errno, "%s: cannot list %s", PATH(d), dir);
+        return NULL;
+    }
+    char **names = NULL;
+    size_t cap = 0;
+    *n = 0;
+    struct dirent *e;
+    while ((e = readdir(ds)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (*n == CK_MAX_SOURCES) {
+            ck_fail(d->err, EMFILE, "%s: more than %d files in %s", PATH(d), CK_MAX_SOURCES,
+                    dir);
+            break;
+        }
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **more = realloc(names, cap * sizeof *names);
+            if (more == NULL) {
+                nomem(d);
+                break;
+            }
+            names = more;
+        }
+        if ((names[*n] = strdup(e->d_name)) == NULL) {
+            nomem(d);
+            break;
+        }
+        (*n)++;
+    }
+    bool failed = e != NULL;
+    closedir(ds);
+    if (failed) {
+        while (*n > 0)
+            free(names[--*n]);
+        free(names);
+        return NULL;
+    }
+    if (*n > 0)
+        qsort(names, *n, sizeof *names, by_version);
+    return names != NULL ? names : calloc(1, sizeof *names);
+}
+
 /* The v1.2-1.5 split layout: a "<prefix>_graph.mindir" whose graph has no
  * parameters keeps them in the regular files of "<prefix>_variables/",
  * each a serialized GraphProto.  MindSpore's loader takes them in readdir
@@ -1314,34 +1422,33 @@ static int walk_variables_file(rd *d, int dfd, const char *dir, const char *name
 static int walk_legacy_variables(rd *d)
 {
     static const char suffix[] = "_graph.mindir";
-    size_t pl = strlen(d->m->path), sl = sizeof suffix - 1;
-    if (!d->pb->mindir || pl < sl || strcmp(d->m->path + pl - sl, suffix) != 0 ||
+    const ck_model_dir *md = d->m->dir;
+    size_t pl = strlen(md->base), sl = sizeof suffix - 1;
+    if (!d->pb->mindir || pl < sl || strcmp(md->base + pl - sl, suffix) != 0 ||
         has_parameters(d))
         return 0;
-    char dir[PATH_MAX];
-    if (snprintf(dir, sizeof dir, "%.*s_variables", (int)(pl - sl), d->m->path) >=
-        (int)sizeof dir)
-        return ck_fail(d->err, ENAMETOOLONG, "%s: path too long", PATH(d));
-    struct dirent **names;
-    int n = scandir(dir, &names, visible, versionsort);
-    if (n < 0)
-        return errno == ENOENT ? 0 : ck_fail_errno(d->err, errno, "%s: cannot list %s",
+    char rel[PATH_MAX], dir[PATH_MAX];
+    snprintf(rel, sizeof rel, "%.*s_variables", (int)(pl - sl), md->base);
+    ck_dir_join(md, rel, dir, sizeof dir);
+    int dfd = ck_dir_openat(md, rel, O_PATH | O_DIRECTORY, 0);
+    if (dfd < 0)
+        return errno == ENOENT ? 0 : ck_fail_errno(d->err, errno, "%s: cannot open %s",
                                                    PATH(d), dir);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = dfd < 0 ? ck_fail_errno(d->err, errno, "%s: cannot open %s", PATH(d), dir) : 0;
+    size_t n = 0;
+    char **names = list_variables(d, dfd, dir, &n);
+    int rc = names == NULL ? -1 : 0;
     /* Parameter names keep the main graph's prefix; a data file's graph
      * has no name of its own to take. */
     const char *gname = d->pb->graph_name;
     size_t glen = d->pb->graph_name_len;
     uint64_t insert = d->pb->insert_off;
-    for (int i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         if (rc == 0)
-            rc = walk_variables_file(d, dfd, dir, names[i]->d_name);
+            rc = walk_variables_file(d, dfd, dir, names[i]);
         free(names[i]);
     }
     free(names);
-    if (dfd >= 0)
-        close(dfd);
+    close(dfd);
     d->pb->graph_name = gname;
     d->pb->graph_name_len = glen;
     if (d->pb->new_pbfile == 0)

@@ -1,50 +1,77 @@
-#define _GNU_SOURCE /* mkostemp */
+#define _GNU_SOURCE
 #include "atomic_writer.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int split_path(const char *target, char *dir, char *base, ck_error *err)
+const char *ck_base_name(const char *rel)
 {
-    char a[PATH_MAX], b[PATH_MAX];
-    if (strlen(target) >= PATH_MAX)
-        return ck_fail(err, ENAMETOOLONG, "%s: path too long", target);
-    strcpy(a, target);
-    strcpy(b, target);
-    strcpy(dir, dirname(a));
-    strcpy(base, basename(b));
-    return 0;
+    const char *slash = strrchr(rel, '/');
+    return slash ? slash + 1 : rel;
 }
 
-int ck_atomic_begin(ck_atomic_file *f, const char *target, ck_error *err)
+/* mkostemp's six characters, but relative to a directory descriptor:
+ * O_CREAT | O_EXCL, never through a link. */
+static int create_tmp(ck_atomic_file *f)
 {
-    char dir[PATH_MAX], base[PATH_MAX];
+    static const char chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    char *x = f->tmp + strlen(f->tmp) - 6;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        unsigned char r[6];
+        if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+            return -1;
+        for (int i = 0; i < 6; i++)
+            x[i] = chars[r[i] % (sizeof chars - 1)];
+        int fd = openat(f->dir_fd, ck_base_name(f->tmp),
+                        O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+int ck_atomic_begin(ck_atomic_file *f, const ck_model_dir *d, const char *rel, ck_error *err)
+{
     f->fd = -1;
     f->tmp[0] = '\0';
-    if (split_path(target, dir, base, err) < 0)
-        return -1;
-    strcpy(f->target, target);
-    int n = snprintf(f->tmp, sizeof f->tmp, "%s/.%s.ckptfs-XXXXXX", dir, base);
-    if (n < 0 || (size_t)n >= sizeof f->tmp)
-        return ck_fail(err, ENAMETOOLONG, "%s: path too long", target);
-    f->fd = mkostemp(f->tmp, O_CLOEXEC);
+    ck_dir_join(d, rel, f->target, sizeof f->target);
+    const char *base = ck_base_name(rel);
+    int n = snprintf(f->rel, sizeof f->rel, "%s", rel);
+    int m = snprintf(f->tmp, sizeof f->tmp, "%.*s.%s.ckptfs-XXXXXX", (int)(base - rel), rel,
+                     base);
+    if (n < 0 || (size_t)n >= sizeof f->rel || m < 0 || (size_t)m >= sizeof f->tmp) {
+        f->tmp[0] = '\0';
+        f->dir_fd = -1;
+        return ck_fail(err, ENAMETOOLONG, "%s: path too long", f->target);
+    }
+    const char *name;
+    f->dir_fd = ck_dir_parent(d, rel, O_PATH, &name);
+    if (f->dir_fd < 0) {
+        f->tmp[0] = '\0';
+        return ck_fail_errno(err, errno, "%s: cannot open its directory beneath %s "
+                             "(without following a link)", f->target, d->path);
+    }
+    f->fd = create_tmp(f);
     if (f->fd < 0) {
         f->tmp[0] = '\0';
-        return ck_fail_errno(err, errno, "%s: cannot create a temporary file in %s", target, dir);
+        ck_fail_errno(err, errno, "%s: cannot create a temporary file beside it", f->target);
+        ck_atomic_abort(f);
+        return -1;
     }
     /* Keep the old file's mode and owner; a new file gets 0644 less umask. */
     struct stat st;
-    if (stat(target, &st) == 0) {
+    if (fstatat(f->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
         if (fchmod(f->fd, st.st_mode & 07777) < 0 ||
             (fchown(f->fd, st.st_uid, st.st_gid) < 0 && errno != EPERM)) {
-            ck_fail_errno(err, errno, "%s: cannot copy mode and owner", target);
+            ck_fail_errno(err, errno, "%s: cannot copy mode and owner", f->target);
             ck_atomic_abort(f);
             return -1;
         }
@@ -56,19 +83,16 @@ int ck_atomic_begin(ck_atomic_file *f, const char *target, ck_error *err)
     return 0;
 }
 
-int ck_fsync_parent(const char *target, ck_error *err)
+static int fsync_dir(const ck_atomic_file *f, ck_error *err)
 {
-    char dir[PATH_MAX], base[PATH_MAX];
-    if (split_path(target, dir, base, err) < 0)
-        return -1;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = openat(f->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return ck_fail_errno(err, errno, "%s: cannot open its directory", target);
+        return ck_fail_errno(err, errno, "%s: cannot open its directory", f->target);
     int rc = fsync(fd);
     int saved = errno;
     close(fd);
     if (rc < 0)
-        return ck_fail_errno(err, saved, "%s: fsync of its directory failed", target);
+        return ck_fail_errno(err, saved, "%s: fsync of its directory failed", f->target);
     return 0;
 }
 
@@ -89,17 +113,21 @@ int ck_atomic_sync(ck_atomic_file *f, ck_error *err)
     return 0;
 }
 
+int ck_atomic_rename(ck_atomic_file *f, ck_error *err)
+{
+    if (renameat(f->dir_fd, ck_base_name(f->tmp), f->dir_fd, ck_base_name(f->rel)) < 0)
+        return ck_fail_errno(err, errno, "%s: rename of the new version failed", f->target);
+    f->tmp[0] = '\0';
+    return fsync_dir(f, err);
+}
+
 int ck_atomic_commit(ck_atomic_file *f, ck_error *err)
 {
     if (ck_atomic_sync(f, err) < 0)
         return -1;
-    if (rename(f->tmp, f->target) < 0) {
-        ck_fail_errno(err, errno, "%s: rename of the new version failed", f->target);
-        ck_atomic_abort(f);
-        return -1;
-    }
-    f->tmp[0] = '\0';
-    return ck_fsync_parent(f->target, err);
+    int rc = ck_atomic_rename(f, err);
+    ck_atomic_abort(f); /* closes; the temporary file is gone unless the rename failed */
+    return rc;
 }
 
 void ck_atomic_abort(ck_atomic_file *f)
@@ -107,28 +135,42 @@ void ck_atomic_abort(ck_atomic_file *f)
     if (f->fd >= 0)
         close(f->fd);
     f->fd = -1;
-    if (f->tmp[0] != '\0')
-        unlink(f->tmp);
+    if (f->tmp[0] != '\0' && f->dir_fd >= 0)
+        unlinkat(f->dir_fd, ck_base_name(f->tmp), 0);
     f->tmp[0] = '\0';
+    if (f->dir_fd >= 0)
+        close(f->dir_fd);
+    f->dir_fd = -1;
 }
 
-int ck_atomic_cleanup(const char *target)
+int ck_atomic_cleanup(const ck_model_dir *d, const char *rel, uid_t owner)
 {
-    char dir[PATH_MAX], base[PATH_MAX], prefix[PATH_MAX + 16];
-    if (split_path(target, dir, base, NULL) < 0)
+    char prefix[PATH_MAX + 16];
+    const char *name;
+    int dfd = ck_dir_parent(d, rel, O_RDONLY, &name);
+    if (dfd < 0)
         return 0;
-    int plen = snprintf(prefix, sizeof prefix, ".%s.ckptfs-", base);
-    DIR *d = opendir(dir);
-    if (d == NULL)
+    int plen = snprintf(prefix, sizeof prefix, ".%s.ckptfs-", name);
+    DIR *dir = fdopendir(dfd);
+    if (dir == NULL) {
+        close(dfd);
         return 0;
+    }
     int removed = 0;
     struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
+    struct stat st;
+    while ((de = readdir(dir)) != NULL) {
         /* mkostemp's six characters follow the prefix. */
-        if (strncmp(de->d_name, prefix, (size_t)plen) != 0 || strlen(de->d_name) != (size_t)plen + 6)
+        if (strncmp(de->d_name, prefix, (size_t)plen) != 0 ||
+            strlen(de->d_name) != (size_t)plen + 6)
             continue;
-        removed += unlinkat(dirfd(d), de->d_name, 0) == 0;
+        /* Only what the model's owner could have made: nobody else's file
+         * is removed, whatever its name. */
+        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+            st.st_uid != owner)
+            continue;
+        removed += unlinkat(dfd, de->d_name, 0) == 0;
     }
-    closedir(d);
+    closedir(dir);
     return removed;
 }

@@ -7,33 +7,47 @@
  * the directory is fsync'd so the rename itself is durable.  The target's
  * mode and owner are kept.  Temporary names start with ".<target>.ckptfs-",
  * so a later mount can find and remove leftovers of an interrupted save.
+ *
+ * Targets are named relative to the model's directory (codec/model_dir.h)
+ * and reached through its descriptor: the target's own directory is opened
+ * once, beneath it and through no symbolic link, and the temporary file,
+ * the rename and the fsync all go through that descriptor.
  */
 #ifndef CK_ATOMIC_WRITER_H
 #define CK_ATOMIC_WRITER_H
 
 #include <limits.h>
+#include <sys/types.h>
 
 #include "../codec/ck_error.h"
+#include "../codec/model_dir.h"
 
 typedef struct ck_atomic_file {
     int fd;                         /* write the new content here */
-    char target[PATH_MAX];
-    char tmp[PATH_MAX];
+    int dir_fd;                     /* the target's directory (O_PATH), or -1 */
+    char target[PATH_MAX];          /* the full path, for messages */
+    char rel[PATH_MAX];             /* the target, relative to the model's directory */
+    char tmp[PATH_MAX];             /* the temporary file, relative too; "" when none */
 } ck_atomic_file;
 
-int ck_atomic_begin(ck_atomic_file *f, const char *target, ck_error *err);
+int ck_atomic_begin(ck_atomic_file *f, const ck_model_dir *d, const char *rel, ck_error *err);
 /* fsync, rename over the target, fsync the directory.  On failure the
  * target is untouched and the temporary file removed. */
 int ck_atomic_commit(ck_atomic_file *f, ck_error *err);
 /* The first half of a commit: fsync and close the new version (a group
  * commit renames later).  On failure the temporary file is removed. */
 int ck_atomic_sync(ck_atomic_file *f, ck_error *err);
-/* fsync the directory holding target, so a rename in it is durable. */
-int ck_fsync_parent(const char *target, ck_error *err);
+/* The second half: rename the synced temporary file over the target and
+ * fsync the directory. */
+int ck_atomic_rename(ck_atomic_file *f, ck_error *err);
+/* Close everything; remove the temporary file unless tmp was cleared. */
 void ck_atomic_abort(ck_atomic_file *f);
 
-/* Remove the temporary files an interrupted save of target left behind;
- * returns how many were removed. */
-int ck_atomic_cleanup(const char *target);
+/* The last component of a relative name. */
+const char *ck_base_name(const char *rel);
+
+/* Remove the temporary files an interrupted save of rel left behind:
+ * regular files owned by owner only.  Returns how many were removed. */
+int ck_atomic_cleanup(const ck_model_dir *d, const char *rel, uid_t owner);
 
 #endif

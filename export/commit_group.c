@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,32 +14,32 @@
 #define JOURNAL_END "end\n"
 #define JOURNAL_MAX ((size_t)CK_GROUP_MAX * 2 * PATH_MAX)
 
-/* The model's directory (dir) and the journal's path beside it. */
-static int model_paths(const char *model, char dir[PATH_MAX], char journal[PATH_MAX],
-                       ck_error *err)
+/* The journal's name in the model's directory, and its full path. */
+static int journal_names(const ck_model_dir *d, char name[PATH_MAX], char full[PATH_MAX],
+                         ck_error *err)
 {
-    char a[PATH_MAX], b[PATH_MAX];
-    if (strlen(model) >= PATH_MAX)
-        return ck_fail(err, ENAMETOOLONG, "%s: path too long", model);
-    strcpy(a, model);
-    strcpy(b, model);
-    strcpy(dir, dirname(a));
-    int n = snprintf(journal, PATH_MAX, "%s/.%s.ckptfs-journal", dir, basename(b));
+    int n = snprintf(name, PATH_MAX, ".%s.ckptfs-journal", d->base);
     if (n < 0 || n >= PATH_MAX)
-        return ck_fail(err, ENAMETOOLONG, "%s: path too long", model);
+        return ck_fail(err, ENAMETOOLONG, "%s/%s: path too long", d->path, d->base);
+    ck_dir_join(d, name, full, PATH_MAX);
     return 0;
 }
 
-int ck_group_begin(ck_commit_group *g, const char *model, ck_error *err)
+int ck_group_begin(ck_commit_group *g, const ck_model_dir *dir, ck_error *err)
 {
-    *g = (ck_commit_group){0};
-    return ck_group_add(g, model, err) < 0 ? -1 : 0;
+    char model[PATH_MAX];
+    *g = (ck_commit_group){.dir = dir};
+    return ck_group_add(g, ck_dir_join(dir, dir->base, model, sizeof model), err) < 0 ? -1 : 0;
 }
 
 int ck_group_add(ck_commit_group *g, const char *target, ck_error *err)
 {
     if (g->n == CK_GROUP_MAX)
         return ck_fail(err, EMFILE, "%s: too many files in one save", target);
+    const char *rel = ck_dir_rel(g->dir, target);
+    if (rel == NULL)
+        return ck_fail(err, EINVAL, "%s: not inside the model's directory %s", target,
+                       g->dir->path);
     if (g->n == g->cap) {
         size_t cap = g->cap ? g->cap * 2 : 4;
         ck_atomic_file *f = realloc(g->files, cap * sizeof *f);
@@ -50,7 +49,7 @@ int ck_group_add(ck_commit_group *g, const char *target, ck_error *err)
         g->cap = cap;
     }
     ck_atomic_file *f = &g->files[g->n];
-    if (ck_atomic_begin(f, target, err) < 0)
+    if (ck_atomic_begin(f, g->dir, rel, err) < 0)
         return -1;
     g->n++;
     return f->fd;
@@ -67,15 +66,6 @@ void ck_group_abort(ck_commit_group *g)
     *g = (ck_commit_group){0};
 }
 
-/* p relative to dir ("dir/x/y" -> "x/y"). */
-static const char *relative(const char *dir, const char *p)
-{
-    size_t n = strlen(dir);
-    if (strncmp(p, dir, n) != 0 || p[n] != '/')
-        return NULL;
-    return p + n + 1;
-}
-
 static int put(int fd, const void *p, size_t n)
 {
     return write(fd, p, n) == (ssize_t)n ? 0 : -1;
@@ -83,24 +73,21 @@ static int put(int fd, const void *p, size_t n)
 
 /* Write the journal through a temporary file and rename it into place:
  * the commit point. */
-static int write_journal(const ck_commit_group *g, const char *dir, const char *journal,
+static int write_journal(const ck_commit_group *g, const char *name, const char *journal,
                          ck_error *err)
 {
     const char *model = g->files[0].target;
+    /* Named as a temporary file of the model, so that a crash before the
+     * journal is in place leaves a file the next mount removes. */
     ck_atomic_file j;
-    if (ck_atomic_begin(&j, model, err) < 0)
+    if (ck_atomic_begin(&j, g->dir, g->dir->base, err) < 0)
         return -1;
-    strcpy(j.target, journal);
+    snprintf(j.rel, sizeof j.rel, "%s", name);
+    snprintf(j.target, sizeof j.target, "%s", journal);
     int rc = put(j.fd, JOURNAL_MAGIC, strlen(JOURNAL_MAGIC));
     for (size_t k = 1; k <= g->n && rc == 0; k++) {
         const ck_atomic_file *f = &g->files[k % g->n]; /* the model last */
-        const char *tmp = relative(dir, f->tmp), *target = relative(dir, f->target);
-        if (tmp == NULL || target == NULL) {
-            ck_atomic_abort(&j);
-            return ck_fail(err, EINVAL, "%s: %s is not inside the model's directory", model,
-                           f->target);
-        }
-        rc = put(j.fd, tmp, strlen(tmp) + 1) | put(j.fd, target, strlen(target) + 1);
+        rc = put(j.fd, f->tmp, strlen(f->tmp) + 1) | put(j.fd, f->rel, strlen(f->rel) + 1);
     }
     if (rc == 0)
         rc = put(j.fd, JOURNAL_END, strlen(JOURNAL_END));
@@ -119,25 +106,27 @@ int ck_group_commit(ck_commit_group *g, ck_error *err)
     for (size_t i = 0; i < g->n; i++)
         if (ck_atomic_sync(&g->files[i], err) < 0)
             return -1;
-    char dir[PATH_MAX], journal[PATH_MAX];
+    char name[PATH_MAX], journal[PATH_MAX];
     const char *model = g->files[0].target;
-    if (model_paths(model, dir, journal, err) < 0 || write_journal(g, dir, journal, err) < 0)
+    if (journal_names(g->dir, name, journal, err) < 0 ||
+        write_journal(g, name, journal, err) < 0)
         return -1;
     /* Committed: from here on, a failure leaves the journal for the next
      * mount to finish. */
     g->committed = true;
     for (size_t k = 1; k <= g->n; k++) {
         ck_atomic_file *f = &g->files[k % g->n];
-        if (rename(f->tmp, f->target) < 0)
-            return ck_fail_errno(err, errno, "%s: rename of the new %s failed; the next mount "
-                                 "completes the save", model, f->target);
-        f->tmp[0] = '\0';
-        if (ck_fsync_parent(f->target, err) < 0)
-            return -1;
+        if (ck_atomic_rename(f, err) < 0) {
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err->msg);
+            return ck_fail(err, err->errnum, "%s; the next mount completes the save", why);
+        }
     }
-    if (unlink(journal) < 0)
+    if (unlinkat(g->dir->fd, name, 0) < 0)
         return ck_fail_errno(err, errno, "%s: cannot remove the journal %s", model, journal);
-    return ck_fsync_parent(journal, err);
+    if (ck_dir_fsync(g->dir, name) < 0)
+        return ck_fail_errno(err, errno, "%s: fsync of its directory failed", model);
+    return 0;
 }
 
 /* ---- recovery ---- */
@@ -166,33 +155,18 @@ static bool is_tmp_of(const char *tmp, const char *target)
            strncmp(tb + 1 + gl, ".ckptfs-", 8) == 0 && strlen(tb + 1 + gl + 8) == 6;
 }
 
-static int fsync_dir_of(int dfd, const char *rel)
+static char *read_journal(const ck_model_dir *d, const char *name, size_t *len,
+                          const char *journal, uid_t owner, ck_error *err)
 {
-    char d[PATH_MAX];
-    const char *slash = strrchr(rel, '/');
-    if (slash == NULL)
-        return fsync(dfd);
-    snprintf(d, sizeof d, "%.*s", (int)(slash - rel), rel);
-    int fd = openat(dfd, d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
-static char *read_journal(int dfd, const char *name, size_t *len, const char *journal,
-                          ck_error *err)
-{
-    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-        if (errno != ENOENT)
-            ck_fail_errno(err, errno, "%s: cannot open the journal", journal);
-        return NULL;
-    }
     struct stat st;
+    int fd = ck_dir_open_regular(d, name, &st, err);
+    if (fd < 0)
+        return NULL;
     char *buf = NULL;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > JOURNAL_MAX) {
+    if (st.st_uid != owner) {
+        ck_fail(err, EPERM, "%s: the journal is owned by uid %u, not by the model's owner "
+                "(uid %u); not used", journal, (unsigned)st.st_uid, (unsigned)owner);
+    } else if ((uint64_t)st.st_size > JOURNAL_MAX) {
         ck_fail(err, EINVAL, "%s: not a ckptfs journal", journal);
     } else if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
         ck_fail(err, ENOMEM, "%s: out of memory", journal);
@@ -233,49 +207,90 @@ static int parse_journal(const char *buf, size_t len, const char *journal, ck_er
     return pairs == 0 ? ck_fail(err, EINVAL, "%s: empty journal", journal) : 0;
 }
 
-static int roll_forward(int dfd, const char *buf, size_t len, const char *journal,
-                        ck_error *err)
+/* Whether name in the directory pfd may take part in a recovery: absent
+ * (0), or a regular file of the model's owner (1), with no other name
+ * when it is to be renamed. */
+static int check_owned(int pfd, const char *name, uid_t owner, bool one_name,
+                       const char *journal, const char *rel, ck_error *err)
+{
+    struct stat st;
+    if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : ck_fail_errno(err, errno, "%s: cannot stat %s", journal,
+                                                   rel);
+    if (!S_ISREG(st.st_mode) || st.st_uid != owner || (one_name && st.st_nlink != 1))
+        return ck_fail(err, EPERM, "%s: %s is not a regular file of the model's owner "
+                       "(uid %u)%s; the journal is not used", journal, rel, (unsigned)owner,
+                       one_name ? " with one name" : "");
+    return 1;
+}
+
+/* Check (rename false) or do (rename true) the journal's renames.  Each
+ * happens in the target's own directory, opened beneath the model's
+ * without following a link. */
+static int roll_forward(const ck_model_dir *d, const char *buf, size_t len,
+                        const char *journal, uid_t owner, bool rename, ck_error *err)
 {
     size_t at = strlen(JOURNAL_MAGIC), end = len - strlen(JOURNAL_END);
+    const char *target = NULL;
     while (at < end) {
-        const char *tmp = buf + at, *target = tmp + strlen(tmp) + 1;
+        const char *tmp = buf + at, *name;
+        target = tmp + strlen(tmp) + 1;
         at += strlen(tmp) + 1 + strlen(target) + 1;
-        if (renameat(dfd, tmp, dfd, target) < 0) {
-            if (errno == ENOENT)
-                continue; /* renamed before the interruption */
-            return ck_fail_errno(err, errno, "%s: cannot complete the interrupted save: "
-                                 "rename %s", journal, tmp);
+        int pfd = ck_dir_parent(d, target, O_RDONLY, &name);
+        if (pfd < 0)
+            return ck_fail_errno(err, errno, "%s: cannot open the directory of %s beneath "
+                                 "the model's (without following a link)", journal, target);
+        const char *tname = ck_base_name(tmp);
+        int rc = 0;
+        if (!rename) {
+            if ((rc = check_owned(pfd, tname, owner, true, journal, tmp, err)) > 0)
+                rc = check_owned(pfd, name, owner, false, journal, target, err);
+        } else if (renameat(pfd, tname, pfd, name) < 0) {
+            if (errno != ENOENT) /* ENOENT: renamed before the interruption */
+                rc = ck_fail_errno(err, errno, "%s: cannot complete the interrupted save: "
+                                   "rename %s", journal, tmp);
+        } else if (fsync(pfd) < 0) {
+            rc = ck_fail_errno(err, errno, "%s: fsync after renaming %s", journal, tmp);
         }
-        if (fsync_dir_of(dfd, target) < 0)
-            return ck_fail_errno(err, errno, "%s: fsync after renaming %s", journal, tmp);
+        close(pfd);
+        if (rc < 0)
+            return -1;
     }
+    /* The model is renamed last: a journal that ends elsewhere is not
+     * this model's. */
+    if (target == NULL || strcmp(target, d->base) != 0)
+        return ck_fail(err, EINVAL, "%s: the journal does not end with the model %s; not used",
+                       journal, d->base);
     return 0;
 }
 
-int ck_group_recover(const char *model, ck_error *err)
+int ck_group_recover(const ck_model_dir *d, bool read_only, ck_error *err)
 {
-    char dir[PATH_MAX], journal[PATH_MAX];
-    if (model_paths(model, dir, journal, err) < 0)
+    char name[PATH_MAX], journal[PATH_MAX], model[PATH_MAX];
+    if (journal_names(d, name, journal, err) < 0)
         return -1;
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return 0; /* opening the model will say what is wrong */
-    const char *name = journal + strlen(dir) + 1;
+    ck_dir_join(d, d->base, model, sizeof model);
+    struct stat st;
+    if (ck_dir_stat(d, name, &st) < 0)
+        return errno == ENOENT ? 0 : ck_fail_errno(err, errno, "%s: cannot stat", journal);
+    if (read_only)
+        return ck_fail(err, EROFS, "%s: a save was interrupted (journal %s); mount it "
+                       "writable once (-o rw) to finish it", model, journal);
+    struct stat ms;
+    if (ck_dir_stat(d, d->base, &ms) < 0 || !S_ISREG(ms.st_mode))
+        return ck_fail(err, ENOENT, "%s: a journal %s is there, but the model is not a "
+                       "regular file; not used", model, journal);
     size_t len = 0;
-    err->msg[0] = '\0';
-    char *buf = read_journal(dfd, name, &len, journal, err);
-    int rc = 0;
-    if (buf == NULL) {
-        rc = err->msg[0] ? -1 : 0;
-    } else if (parse_journal(buf, len, journal, err) < 0 ||
-               roll_forward(dfd, buf, len, journal, err) < 0) {
+    char *buf = read_journal(d, name, &len, journal, ms.st_uid, err);
+    if (buf == NULL)
+        return -1;
+    int rc = 1;
+    if (parse_journal(buf, len, journal, err) < 0 ||
+        roll_forward(d, buf, len, journal, ms.st_uid, false, err) < 0 ||
+        roll_forward(d, buf, len, journal, ms.st_uid, true, err) < 0)
         rc = -1;
-    } else if (unlinkat(dfd, name, 0) < 0 || fsync(dfd) < 0) {
+    else if (unlinkat(d->fd, name, 0) < 0 || ck_dir_fsync(d, name) < 0)
         rc = ck_fail_errno(err, errno, "%s: cannot remove the journal", journal);
-    } else {
-        rc = 1;
-    }
     free(buf);
-    close(dfd);
     return rc;
 }

@@ -19,6 +19,13 @@
  * Journal format: "ckptfs-journal 1\n", then for each pair the temporary
  * and the target path, relative to the model's directory, each ended by a
  * NUL byte, then "end\n".
+ *
+ * Every file is reached through the model's directory descriptor
+ * (codec/model_dir.h), and recovery only renames what a save of this
+ * model by its owner could have left: the journal, each temporary file
+ * and each existing target must be regular files owned by the model's
+ * owner, beneath the model's directory and through no symbolic link, and
+ * the last target must be the model itself.
  */
 #ifndef CK_COMMIT_GROUP_H
 #define CK_COMMIT_GROUP_H
@@ -32,16 +39,17 @@
 #define CK_GROUP_MAX 4097
 
 typedef struct ck_commit_group {
+    const ck_model_dir *dir;    /* the model's directory; its base is the model */
     ck_atomic_file *files;      /* files[0] is the model, renamed last */
     size_t n, cap;
     bool committed;             /* the journal is in place: keep the files */
 } ck_commit_group;
 
-/* Start a group whose first file replaces model; write it to
- * g->files[0].fd. */
-int ck_group_begin(ck_commit_group *g, const char *model, ck_error *err);
-/* Add a file that replaces target, which must be inside the model's
- * directory; returns the descriptor to write it to, or -1. */
+/* Start a group whose first file replaces the model, dir->base; write it
+ * to g->files[0].fd.  dir must outlive the group. */
+int ck_group_begin(ck_commit_group *g, const ck_model_dir *dir, ck_error *err);
+/* Add a file that replaces target, a full path "<dir>/<name>" inside the
+ * model's directory; returns the descriptor to write it to, or -1. */
 int ck_group_add(ck_commit_group *g, const char *target, ck_error *err);
 /* Make every new file durable and replace the targets (see above).  On
  * failure before the commit point nothing is replaced; after it, the rest
@@ -51,9 +59,11 @@ int ck_group_commit(ck_commit_group *g, ck_error *err);
  * them (call it after ck_group_commit too). */
 void ck_group_abort(ck_commit_group *g);
 
-/* Before opening model: finish a commit that its journal records.
- * Returns 1 if it rolled one forward, 0 if there was none, -1 if a journal
- * exists but cannot be completed (unreadable, or no write access). */
-int ck_group_recover(const char *model, ck_error *err);
+/* Before opening the model dir->base: finish a commit that its journal
+ * records.  Returns 1 if it rolled one forward, 0 if there was none, -1 if
+ * a journal exists but cannot be completed (unreadable, not this model's
+ * owner's, or no write access).  read_only: change nothing; a journal
+ * found is an error that says how to finish the save. */
+int ck_group_recover(const ck_model_dir *dir, bool read_only, ck_error *err);
 
 #endif

@@ -76,7 +76,6 @@ typedef struct writer {
     bool *shared;               /* per tensor: its external bytes overlap another's */
     bool *to_external;          /* per listed tensor: write it as external data */
     uint32_t new_ext;           /* where new tensors' bytes go, or NO_FILE: inline */
-    char dir[PATH_MAX];         /* the model's directory, external locations' base */
     char big_path[PATH_MAX];    /* "<model>.data" ... */
     uint32_t big;               /* ... and its files index */
     ck_error *err;
@@ -266,10 +265,11 @@ static const char *file_path(const writer *w, uint32_t f)
 }
 
 /* The location a TensorProto names a data file by: the reader opened it
- * as "<model's directory>/<location>". */
+ * as "<model's directory>/<location>", the location made canonical. */
 static const char *location_of(const writer *w, uint32_t f)
 {
-    return file_path(w, f) + strlen(w->dir) + 1;
+    const char *rel = ck_dir_rel(w->m->dir, file_path(w, f));
+    return rel ? rel : file_path(w, f);
 }
 
 /* The new bytes are the original's own extent. */
@@ -1046,7 +1046,9 @@ static int fit(writer *w, const ck_write_tensor *ts, size_t n, int32_t *state)
         over -= saved > over ? over : saved;
     }
     free(order);
-    if (w->big == w->m->n_sources && access(w->big_path, F_OK) == 0)
+    struct stat st;
+    if (w->big == w->m->n_sources && (ck_dir_stat(w->m->dir, location_of(w, w->big), &st) == 0 ||
+                                      errno != ENOENT))
         return ck_fail(w->err, EEXIST, "%s: the new model passes protobuf's 2 GiB limit and "
                        "its data would go to %s, which exists and is not this model's",
                        w->m->path, w->big_path);
@@ -1066,13 +1068,9 @@ static int setup(writer *w, size_t n)
     const ck_model *m = w->m;
     const ck_pb_layout *pb = w->pb;
     size_t count = m->index.count;
-    const char *slash = strrchr(m->path, '/');
-    if (slash == NULL)
-        snprintf(w->dir, sizeof w->dir, ".");
-    else
-        snprintf(w->dir, sizeof w->dir, "%.*s",
-                 (int)(slash == m->path ? 1 : slash - m->path), m->path);
-    snprintf(w->big_path, sizeof w->big_path, "%s.data", m->path);
+    char big[PATH_MAX];
+    snprintf(big, sizeof big, "%s.data", m->dir->base);
+    ck_dir_join(m->dir, big, w->big_path, sizeof w->big_path);
     w->n_files = m->n_sources + 1;
     w->big = m->n_sources;
     for (uint32_t f = 1; f < m->n_sources; f++)

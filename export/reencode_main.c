@@ -66,10 +66,14 @@ int main(int argc, char **argv)
     ck_key key;
     ck_open_opts opts = {.key = &key};
     ck_model *m = NULL;
-    if (ck_key_load(NULL, &key, &err) >= 0 && ck_group_recover(in, &err) >= 0)
-        m = ck_model_open(in, &opts, &err);
+    ck_model_dir *dir = NULL, *out_dir = NULL;
+    if (ck_key_load(NULL, &key, &err) >= 0 && (dir = ck_dir_open(in, &err)) != NULL &&
+        ck_group_recover(dir, false, &err) >= 0 && (out_dir = ck_dir_open(out, &err)) != NULL)
+        m = ck_model_open_at(dir, in, &opts, &err);
     ck_key_wipe(&key);
+    ck_dir_unref(dir);
     if (m == NULL) {
+        ck_dir_unref(out_dir);
         fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
         return 1;
     }
@@ -81,7 +85,7 @@ int main(int argc, char **argv)
     if (w == NULL) {
         fprintf(stderr, "ckptfs-reencode: out of memory\n");
     } else if (ck_writer_lock_take(&lock, out, "ckptfs-reencode", &err) < 0 ||
-               ck_group_begin(&g, out, &err) < 0 ||
+               ck_group_begin(&g, out_dir, &err) < 0 ||
                ck_encode(m, w, m->index.n_live, &g, &err) < 0 ||
                ck_group_commit(&g, &err) < 0) {
         fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
@@ -96,5 +100,6 @@ int main(int argc, char **argv)
     free(w);
     free(inline_pieces);
     ck_model_close(m);
+    ck_dir_unref(out_dir);
     return rc;
 }

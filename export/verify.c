@@ -45,13 +45,17 @@ static ck_model *reopen(const ck_model *m, const ck_commit_group *g, ck_error *e
     /* The model is read as m->path: ckptfs-reencode writes elsewhere, but
      * the data files it names are found beside m. */
     for (size_t i = 0; i < g->n; i++)
-        ck_override_init(&ov[i], i == 0 ? m->path : g->files[i].target, g->files[i].fd);
+        if (i == 0)
+            ck_override_init(&ov[i], m->dir, m->dir->base, m->path, g->files[i].fd);
+        else
+            ck_override_init(&ov[i], g->dir, g->files[i].rel, g->files[i].target,
+                             g->files[i].fd);
     /* The CRC trailer was computed over the very bytes written; reading
      * the whole file again for it would double the cost of a save. */
     ck_open_opts o = {.skip_crc = true, .overrides = ov, .n_overrides = g->n,
                       .key = m->env.wrap == CK_WRAP_CIPHER ? &m->env.key : NULL};
     ck_error e = {0};
-    ck_model *nm = ck_model_open(m->path, &o, &e);
+    ck_model *nm = ck_model_open_at(m->dir, m->path, &o, &e);
     free(ov);
     if (nm == NULL) {
         /* The reader's message names the model too: say it once. */

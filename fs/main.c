@@ -161,16 +161,20 @@ static int envelope_options(const struct cli *cli, ck_open_opts *oo, ck_key *key
 }
 
 /* Temporary files of an interrupted save that never reached its commit
- * point: beside the model and beside each of its data files. */
+ * point: beside the model and beside each of its data files, those of the
+ * model's owner only. */
 static void remove_leftovers(const ck_model *m)
 {
     char big[PATH_MAX];
-    ck_atomic_cleanup(m->path);
-    for (uint32_t i = 1; i < m->n_sources; i++)
-        if (ck_model_is_data_file(m, i))
-            ck_atomic_cleanup(m->sources[i]->path);
-    if (snprintf(big, sizeof big, "%s.data", m->path) < (int)sizeof big)
-        ck_atomic_cleanup(big); /* where an ONNX model over 2 GiB puts its data */
+    const ck_model_dir *d = m->dir;
+    ck_atomic_cleanup(d, d->base, m->st.st_uid);
+    for (uint32_t i = 1; i < m->n_sources; i++) {
+        const char *rel = ck_dir_rel(d, m->sources[i]->path);
+        if (ck_model_is_data_file(m, i) && rel != NULL)
+            ck_atomic_cleanup(d, rel, m->st.st_uid);
+    }
+    if (snprintf(big, sizeof big, "%s.data", d->base) < (int)sizeof big)
+        ck_atomic_cleanup(d, big, m->st.st_uid); /* where an ONNX model over 2 GiB puts its data */
 }
 
 /* realpath() of a path whose last component may not exist yet (-o create). */
@@ -367,6 +371,14 @@ int main(int argc, char **argv)
         goto out;
     }
 
+    /* libfuse would mount on a regular file too, and answer every access
+     * with EIO. */
+    struct stat mst;
+    if (stat(opts.mountpoint, &mst) == 0 && !S_ISDIR(mst.st_mode)) {
+        fprintf(stderr, "ckptfs: %s: the mount point is %s, not a directory\n",
+                opts.mountpoint, ck_file_kind(mst.st_mode));
+        goto out;
+    }
     /* The daemon changes directory to /: keep an absolute path. */
     char *abs = absolute_path(cli.model);
     const char *path = abs ? abs : cli.model;
@@ -387,16 +399,25 @@ int main(int argc, char **argv)
     /* External data files each hold a descriptor (edits share one spill
      * file, whatever their number). */
     raise_open_file_limit();
-    /* A save of several files that a crash interrupted after its commit
-     * point is finished before anything reads them. */
-    if (ck_group_recover(path, &err) < 0) {
+    /* The model's directory is opened here, once, before mounting: every
+     * file access of the mount goes through it (the mount point may be
+     * that very directory). */
+    ck_model_dir *dir = ck_dir_open(path, &err);
+    if (dir == NULL) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         free(abs);
         goto out;
     }
-    ck_model *model = cli.create && access(path, F_OK) != 0
-                          ? ck_model_empty(path, cli.format, &oo, &err)
-                          : ck_model_open(path, &oo, &err);
+    /* A save of several files that a crash interrupted after its commit
+     * point is finished before anything reads them; a read-only mount
+     * changes nothing and says how to finish it. */
+    struct stat st;
+    ck_model *model = NULL;
+    if (ck_group_recover(dir, !wants_writing(&cli, path), &err) >= 0)
+        model = cli.create && ck_dir_stat(dir, dir->base, &st) < 0 && errno == ENOENT
+                    ? ck_model_empty(dir, path, cli.format, &oo, &err)
+                    : ck_model_open_at(dir, path, &oo, &err);
+    ck_dir_unref(dir); /* the model holds it */
     if (model != NULL && model->n_sources == 0)
         cli.rw = 1; /* a model to create is written, whatever its mode says */
     if (model == NULL) {

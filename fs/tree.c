@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,16 +258,16 @@ static int spill_room(const tree *tr, uint64_t old, uint64_t new, ck_error *err)
 
 /* A nameless file beside the model (same filesystem, so the commit can
  * copy_file_range from it), or in $TMPDIR when that directory refuses;
- * in memory for an encrypted model. */
+ * in memory for an encrypted model.  Beside the model means through the
+ * directory's descriptor, never its name, which may lead into the mount
+ * itself. */
 static int spill_file(const tree *tr, ck_error *err)
 {
-    char path[PATH_MAX];
     int fd;
     if (spill_in_memory(tr)) {
         fd = memfd_create("ckptfs-spill", MFD_CLOEXEC);
     } else {
-        snprintf(path, sizeof path, "%s", tr->model->path);
-        fd = open(dirname(path), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        fd = ck_dir_openat(tr->model->dir, ".", O_TMPFILE | O_RDWR, 0600);
         if (fd < 0) {
             const char *tmp = getenv("TMPDIR");
             fd = open(tmp && *tmp ? tmp : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -686,7 +685,7 @@ static int unchanged_on_disk(const tree *tr, ck_error *err)
 static int write_model(tree *tr, ck_write_tensor *w, size_t n, ck_error *err)
 {
     ck_commit_group g;
-    if (ck_group_begin(&g, tr->model->path, err) < 0)
+    if (ck_group_begin(&g, tr->model->dir, err) < 0)
         return -1;
     /* Checked first so that a changed file is named as such (its bytes
      * would not read back), and again just before the commit point. */
@@ -702,7 +701,7 @@ static int write_model(tree *tr, ck_write_tensor *w, size_t n, ck_error *err)
  * name (an encoder may place new tensors anywhere in the file). */
 static int rebind(tree *tr, ck_error *err)
 {
-    ck_model *m = ck_model_open(tr->model->path, &tr->open_opts, err);
+    ck_model *m = ck_model_open_at(tr->model->dir, tr->model->path, &tr->open_opts, err);
     if (m == NULL)
         return -1;
     uint32_t *ids = malloc((tr->n_entries ? tr->n_entries : 1) * sizeof *ids);

@@ -427,7 +427,13 @@ static void test_atomic_writer(void)
     chmod(target, 0400);
     ck_atomic_file f;
     ck_error err;
-    int ok = ck_atomic_begin(&f, target, &err) == 0 && write(f.fd, "new!", 4) == 4;
+    ck_model_dir *d = ck_dir_open(target, &err);
+    char tmp[PATH_MAX + 600] = "";
+    int ok = d != NULL && ck_atomic_begin(&f, d, d->base, &err) == 0 &&
+             write(f.fd, "new!", 4) == 4;
+    if (ok)
+        snprintf(tmp, sizeof tmp, "%s/%s", tmpdir, f.tmp);
+    ok = ok && access(tmp, F_OK) == 0;
     ck_atomic_abort(&f);
     struct stat st;
     char got[8] = {0};
@@ -435,10 +441,11 @@ static void test_atomic_writer(void)
     size_t n = in ? fread(got, 1, sizeof got, in) : 0;
     if (in)
         fclose(in);
-    check(ok && n == 3 && memcmp(got, "old", 3) == 0 && access(f.tmp, F_OK) != 0,
+    check(ok && n == 3 && memcmp(got, "old", 3) == 0 && access(tmp, F_OK) != 0,
           "an aborted save leaves the old file and no temporary");
-    ok = ck_atomic_begin(&f, target, &err) == 0 && write(f.fd, "new!", 4) == 4 &&
-         ck_atomic_commit(&f, &err) == 0;
+    ok = d != NULL && ck_atomic_begin(&f, d, d->base, &err) == 0 &&
+         write(f.fd, "new!", 4) == 4 && ck_atomic_commit(&f, &err) == 0;
+    ck_dir_unref(d);
     in = fopen(target, "rb");
     n = in ? fread(got, 1, sizeof got, in) : 0;
     if (in)
@@ -703,7 +710,7 @@ static int verify_with(const ck_model *m, const ck_write_tensor *w, size_t n,
                        const unsigned char *file, size_t len, ck_error *err)
 {
     ck_commit_group g;
-    if (ck_group_begin(&g, m->path, err) < 0)
+    if (ck_group_begin(&g, m->dir, err) < 0)
         return -2;
     int rc = write(g.files[0].fd, file, len) == (ssize_t)len ? ck_verify_save(m, w, n, &g, err)
                                                              : -2;
@@ -800,7 +807,7 @@ static void test_replaced_records_random(void)
             kept++;
         }
         ck_commit_group g;
-        int rc = ck_group_begin(&g, path, &err) == 0 ? ck_encode(m, w, kept, &g, &err) : -1;
+        int rc = ck_group_begin(&g, m->dir, &err) == 0 ? ck_encode(m, w, kept, &g, &err) : -1;
         ck_group_abort(&g);
         /* No tensor left: an empty file, which the reader refuses. */
         if (kept == 0 && rc == -1 && strstr(err.msg, "empty file"))

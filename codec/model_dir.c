@@ -1,0 +1,218 @@
+#define _GNU_SOURCE
+#include "model_dir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static int dir_fail(ck_error *err, int e, const char *fmt, const char *a, const char *b)
+{
+    if (err == NULL)
+        return -1;
+    return ck_fail_errno(err, e, fmt, a, b);
+}
+
+/* Split path into its directory (as spelled; "." for a bare name) and its
+ * last component, and open the directory. */
+static ck_model_dir *dir_open_split(const char *path, ck_error *err)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+        ck_fail(err, EISDIR, "%s: not a file name", path);
+        return NULL;
+    }
+    ck_model_dir *d = calloc(1, sizeof *d);
+    if (d != NULL) {
+        d->path = slash == NULL ? strdup(".")
+                  : slash == path ? strdup("/") : strndup(path, (size_t)(slash - path));
+        d->base = strdup(base);
+    }
+    if (d == NULL || d->path == NULL || d->base == NULL) {
+        if (d != NULL) {
+            free(d->path);
+            free(d->base);
+        }
+        free(d);
+        ck_fail(err, ENOMEM, "%s: out of memory", path);
+        return NULL;
+    }
+    d->refs = 1;
+    d->fd = open(d->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (d->fd < 0) {
+        dir_fail(err, errno, "%s: cannot open its directory %s", path, d->path);
+        d->refs = 0;
+        free(d->path);
+        free(d->base);
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+ck_model_dir *ck_dir_open(const char *model_path, ck_error *err)
+{
+    ck_model_dir *d = dir_open_split(model_path, err);
+    struct stat st;
+    if (d == NULL || fstatat(d->fd, d->base, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+        !S_ISLNK(st.st_mode))
+        return d;
+    /* A model named through a symbolic link is taken where the link
+     * points, once: from here on no link is followed. */
+    char *real = realpath(model_path, NULL);
+    if (real == NULL)
+        return d; /* a dangling link: opening the model says so */
+    ck_dir_unref(d);
+    d = dir_open_split(real, err);
+    free(real);
+    return d;
+}
+
+ck_model_dir *ck_dir_ref(ck_model_dir *d)
+{
+    if (d != NULL)
+        d->refs++;
+    return d;
+}
+
+void ck_dir_unref(ck_model_dir *d)
+{
+    if (d == NULL || --d->refs > 0)
+        return;
+    close(d->fd);
+    free(d->path);
+    free(d->base);
+    free(d);
+}
+
+static int openat2_beneath(int dfd, const char *rel, int flags, mode_t mode)
+{
+    struct open_how how = {
+        .flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+        .mode = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? mode : 0,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
+    long fd;
+    do
+        fd = syscall(SYS_openat2, dfd, rel, &how, sizeof how);
+    while (fd < 0 && errno == EINTR);
+    return (int)fd;
+}
+
+int ck_dir_openat(const ck_model_dir *d, const char *rel, int flags, mode_t mode)
+{
+    return openat2_beneath(d->fd, rel, flags, mode);
+}
+
+const char *ck_file_kind(mode_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symbolic link";
+    }
+    return "not a regular file";
+}
+
+int ck_dir_open_regular(const ck_model_dir *d, const char *rel, struct stat *st,
+                        ck_error *err)
+{
+    char full[PATH_MAX];
+    ck_dir_join(d, rel, full, sizeof full);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+    int fd = ck_dir_openat(d, rel, O_RDONLY | O_NONBLOCK, 0);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ELOOP)
+            return ck_fail(err, ELOOP, "%s: a symbolic link (or beneath one); ckptfs follows "
+                           "no link in the model's directory", full);
+        if (e == EXDEV)
+            return ck_fail(err, EPERM, "%s: leads out of the model's directory", full);
+        return ck_fail_errno(err, e, "%s: cannot open", full);
+    }
+    if (fstat(fd, st) < 0) {
+        int e = errno;
+        close(fd);
+        return ck_fail_errno(err, e, "%s: cannot stat", full);
+    }
+    if (!S_ISREG(st->st_mode)) {
+        close(fd);
+        return ck_fail(err, EINVAL, "%s: is %s, not a regular file", full,
+                       ck_file_kind(st->st_mode));
+    }
+    /* Back to blocking reads, which splice and copy_file_range expect. */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+int ck_dir_parent(const ck_model_dir *d, const char *rel, int flags, const char **name)
+{
+    const char *slash = strrchr(rel, '/');
+    *name = slash ? slash + 1 : rel;
+    if (**name == '\0' || strcmp(*name, ".") == 0 || strcmp(*name, "..") == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (slash == NULL)
+        return ck_dir_openat(d, ".", flags | O_DIRECTORY, 0);
+    char sub[PATH_MAX];
+    if ((size_t)(slash - rel) >= sizeof sub) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(sub, rel, (size_t)(slash - rel));
+    sub[slash - rel] = '\0';
+    return ck_dir_openat(d, sub, flags | O_DIRECTORY, 0);
+}
+
+int ck_dir_stat(const ck_model_dir *d, const char *rel, struct stat *st)
+{
+    const char *name;
+    int pfd = ck_dir_parent(d, rel, O_PATH, &name);
+    if (pfd < 0)
+        return -1;
+    int rc = fstatat(pfd, name, st, AT_SYMLINK_NOFOLLOW);
+    int e = errno;
+    close(pfd);
+    errno = e;
+    return rc;
+}
+
+int ck_dir_fsync(const ck_model_dir *d, const char *rel)
+{
+    const char *name;
+    int pfd = ck_dir_parent(d, rel, O_RDONLY, &name);
+    if (pfd < 0)
+        return -1;
+    int rc = fsync(pfd);
+    int e = errno;
+    close(pfd);
+    errno = e;
+    return rc;
+}
+
+const char *ck_dir_join(const ck_model_dir *d, const char *rel, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/%s", strcmp(d->path, "/") == 0 ? "" : d->path, rel);
+    return buf;
+}
+
+const char *ck_dir_rel(const ck_model_dir *d, const char *path)
+{
+    size_t n = strcmp(d->path, "/") == 0 ? 0 : strlen(d->path);
+    if (strncmp(path, d->path, n) != 0 || path[n] != '/' || path[n + 1] == '\0')
+        return NULL;
+    return path + n + 1;
+}

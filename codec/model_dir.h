@@ -1,0 +1,68 @@
+/*
+ * model_dir: the model's directory, opened once, and every file access of
+ * a mount made relative to it.
+ *
+ * The directory is resolved by name once, before mounting (the mount point
+ * may even be that very directory: a name would then lead into the mount
+ * itself).  After that, the model, its data files, spill files, temporary
+ * files, the journal and the renames of a save are all reached from this
+ * descriptor with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) and the
+ * *at() calls: no name is resolved again, no symbolic link is followed,
+ * nothing outside the directory is reached.  Every open is O_NONBLOCK, so
+ * a FIFO planted where a file is expected is refused after fstat instead
+ * of blocking the daemon.
+ *
+ * Paths in messages stay full: "<dir>/<name>", with dir as the model's
+ * path spells it.
+ */
+#ifndef CK_MODEL_DIR_H
+#define CK_MODEL_DIR_H
+
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "ck_error.h"
+
+typedef struct ck_model_dir {
+    int fd;             /* O_PATH | O_DIRECTORY */
+    char *path;         /* the directory, for messages ("." for a bare name) */
+    char *base;         /* the model's name in it */
+    int refs;           /* a model and the ones a save reopens share it */
+} ck_model_dir;
+
+/* Open the directory of model_path (the one name resolution).  A model
+ * that is a symbolic link is taken where it points, once, here. */
+ck_model_dir *ck_dir_open(const char *model_path, ck_error *err);
+ck_model_dir *ck_dir_ref(ck_model_dir *d);
+void ck_dir_unref(ck_model_dir *d);
+
+/* openat2 beneath the directory, never following a symbolic link;
+ * O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK are added.  -1 with errno set. */
+int ck_dir_openat(const ck_model_dir *d, const char *rel, int flags, mode_t mode);
+
+/* Open rel read-only and require a regular file: one line naming the full
+ * path and what it is instead (a FIFO, a directory...).  Returns the fd. */
+int ck_dir_open_regular(const ck_model_dir *d, const char *rel, struct stat *st,
+                        ck_error *err);
+
+/* fstatat without following a link; -1 with errno set (ENOENT...). */
+int ck_dir_stat(const ck_model_dir *d, const char *rel, struct stat *st);
+
+/* A descriptor of the directory holding rel (the model's own, or a
+ * subdirectory beneath it) and rel's last component; -1 with errno. */
+int ck_dir_parent(const ck_model_dir *d, const char *rel, int flags, const char **name);
+
+/* fsync the directory holding rel; -1 with errno. */
+int ck_dir_fsync(const ck_model_dir *d, const char *rel);
+
+/* "<dir>/<rel>" into buf, for messages and source paths. */
+const char *ck_dir_join(const ck_model_dir *d, const char *rel, char *buf, size_t size);
+
+/* path relative to the directory, when path is "<dir>/<rel>"; else NULL. */
+const char *ck_dir_rel(const ck_model_dir *d, const char *path);
+
+/* What a file of this mode is, for "... is a FIFO, not a regular file". */
+const char *ck_file_kind(mode_t mode);
+
+#endif
