@@ -1,9 +1,11 @@
+#define _GNU_SOURCE /* O_TMPFILE, memfd_create */
 #include "byte_source.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -131,4 +133,22 @@ void ck_source_close(ck_source *src)
     src->ops->destroy(src);
     free(src->path);
     free(src);
+}
+
+int ck_scratch_fd(bool in_memory, const char *model, const char *what, ck_error *err)
+{
+    if (in_memory) {
+        int fd = memfd_create("ckptfs-scratch", MFD_CLOEXEC);
+        if (fd < 0)
+            ck_fail_errno(err, errno, "%s: cannot create a memory file for %s", model, what);
+        return fd;
+    }
+    const char *dir = getenv("TMPDIR");
+    if (dir == NULL || *dir == '\0')
+        dir = "/tmp";
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        ck_fail_errno(err, errno, "%s: cannot create a temporary file in %s for %s", model, dir,
+                      what);
+    return fd;
 }

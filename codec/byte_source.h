@@ -15,6 +15,7 @@
 #ifndef CK_BYTE_SOURCE_H
 #define CK_BYTE_SOURCE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -50,6 +51,12 @@ ck_source *ck_source_open_file(const char *path, ck_error *err);
 /* The same over an open descriptor, which the source then owns (closed on
  * failure too); path is for messages. */
 ck_source *ck_source_adopt_fd(int fd, const char *path, ck_error *err);
+
+/* A nameless scratch file for bytes decoded at open (str values, typed
+ * fields, a decompressed model): an O_TMPFILE in $TMPDIR, or a memfd when
+ * in_memory (decrypted bytes never reach the disk in clear).  what says
+ * what it holds, for the message naming model. */
+int ck_scratch_fd(bool in_memory, const char *model, const char *what, ck_error *err);
 
 static inline int ck_source_read(ck_source *src, void *buf, size_t len, uint64_t off,
                                  ck_error *err)

@@ -1,4 +1,3 @@
-#define _GNU_SOURCE /* O_TMPFILE, memfd_create */
 #include "ckpt_reader.h"
 
 #include <errno.h>
@@ -7,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -304,23 +302,9 @@ static void format_dims(const int64_t *dims, uint32_t ndim, char *buf, size_t ca
 
 static int str_file(parser *p)
 {
-    if (p->str_fd >= 0)
-        return 0;
-    if (p->str_in_memory) { /* decrypted bytes stay off the disk */
-        p->str_fd = memfd_create("ckptfs-str", MFD_CLOEXEC);
-        if (p->str_fd < 0)
-            return ck_fail_errno(p->err, errno, "%s: cannot create a memory file for decoded "
-                                 "str values", PATH(p));
-        return 0;
-    }
-    const char *dir = getenv("TMPDIR");
-    if (dir == NULL || *dir == '\0')
-        dir = "/tmp";
-    p->str_fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (p->str_fd < 0)
-        return ck_fail_errno(p->err, errno, "%s: cannot create a temporary file in %s for "
-                             "decoded str values", PATH(p), dir);
-    return 0;
+        p->str_fd = ck_scratch_fd(p->str_in_memory, PATH(p), "decoded str values", p->err);
+    return p->str_fd < 0 ? -1 : 0;
 }
 
 /* Append a decoded value to the file; t's one extent becomes its range. */

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -221,23 +220,10 @@ static void pop_if_empty(rd *d, size_t frames_before, size_t tensors_before)
 
 static int dec_open(rd *d)
 {
-    if (d->dec_fd >= 0)
-        return 0;
-    if (d->m->env.wrap == CK_WRAP_CIPHER) { /* decrypted bytes stay off the disk */
-        d->dec_fd = memfd_create("ckptfs-decoded", MFD_CLOEXEC);
-        if (d->dec_fd < 0)
-            return ck_fail_errno(d->err, errno, "%s: cannot create a memory file for decoded "
-                                 "typed fields", PATH(d));
-        return 0;
-    }
-    const char *dir = getenv("TMPDIR");
-    if (dir == NULL || *dir == '\0')
-        dir = "/tmp";
-    d->dec_fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (d->dec_fd < 0)
-        return ck_fail_errno(d->err, errno, "%s: cannot create a temporary file in %s for "
-                             "decoded typed fields", PATH(d), dir);
-    return 0;
+        d->dec_fd = ck_scratch_fd(d->m->env.wrap == CK_WRAP_CIPHER, PATH(d),
+                                  "decoded typed fields", d->err);
+    return d->dec_fd < 0 ? -1 : 0;
 }
 
 static int dec_write(rd *d, const void *buf, size_t len)
@@ -639,9 +625,10 @@ static void normalize_location(const str *loc, char *out, size_t size)
 
 static long open_external(rd *d, ck_tensor *t, const str *loc, const char *rel)
 {
-    char q[CK_QUOTE_BUF], full[PATH_MAX];
+    char q[CK_QUOTE_BUF], full[PATH_MAX], shown[CK_QUOTE_BUF];
     const ck_model_dir *dir = d->m->dir;
     ck_dir_join(dir, rel, full, sizeof full);
+    ck_quote(shown, full, strlen(full)); /* the location is text from the file */
     /* Beneath the model's directory, no symbolic link followed: a link
      * swapped in for a directory after mounting cannot redirect a save,
      * and two names of one file cannot hide behind a link. */
@@ -660,19 +647,19 @@ static long open_external(rd *d, ck_tensor *t, const str *loc, const char *rel)
         if (e == EMFILE || e == ENFILE)
             return ck_fail_errno(d->err, e, "%s: tensor '%s': external data file %s (the "
                                  "model has more data files than this process may open; "
-                                 "raise ulimit -n)", PATH(d), tensor_label(d, t), full);
+                                 "raise ulimit -n)", PATH(d), tensor_label(d, t), shown);
         return ck_fail_errno(d->err, e, "%s: tensor '%s': external data file %s", PATH(d),
-                             tensor_label(d, t), full);
+                             tensor_label(d, t), shown);
     }
     struct stat st;
     if (fstat(fd, &st) < 0) {
         close(fd);
-        return ck_fail_errno(d->err, errno, "%s: cannot stat %s", PATH(d), full);
+        return ck_fail_errno(d->err, errno, "%s: cannot stat %s", PATH(d), shown);
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
         return ck_fail(d->err, EINVAL, "%s: tensor '%s': external data file %s is %s, not a "
-                       "regular file", PATH(d), tensor_label(d, t), full,
+                       "regular file", PATH(d), tensor_label(d, t), shown,
                        ck_file_kind(st.st_mode));
     }
     int fl = fcntl(fd, F_GETFL);

@@ -1,4 +1,3 @@
-#define _GNU_SOURCE /* O_TMPFILE */
 #include "zstd_source.h"
 #include "le_bytes.h"
 
@@ -413,18 +412,6 @@ static ck_source *seekable_open(ck_source *file, ck_page_cache *cache, seek_tabl
 
 /* ---- the temporary-file path ---- */
 
-static int tmp_open(const char *path, ck_error *err)
-{
-    const char *dir = getenv("TMPDIR");
-    if (dir == NULL || *dir == '\0')
-        dir = "/tmp";
-    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0)
-        ck_fail_errno(err, errno, "%s: cannot create a temporary file in %s to decompress "
-                      "into", path, dir);
-    return fd;
-}
-
 static int tmp_write(int fd, const unsigned char *p, size_t len, uint64_t off,
                      const char *path, ck_error *err)
 {
@@ -699,7 +686,7 @@ static ck_source *inflate_to_tmpfile(ck_source *file, uint64_t expected, uint64_
         ck_fail(err, ENOMEM, "%s: out of memory for zstd decompression", file->path);
         goto done;
     }
-    if ((s.fd = tmp_open(file->path, err)) < 0)
+    if ((s.fd = ck_scratch_fd(false, file->path, "the decompressed model", err)) < 0)
         goto done;
     measure_room(s.fd, &s.budget);
     if ((known && check_budget(&s.budget, file->path, declared, true, 0, err) < 0) ||

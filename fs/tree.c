@@ -268,9 +268,9 @@ static int spill_file(const tree *tr, ck_error *err)
         fd = memfd_create("ckptfs-spill", MFD_CLOEXEC);
     } else {
         fd = ck_dir_openat(tr->model->dir, ".", O_TMPFILE | O_RDWR, 0600);
-        if (fd < 0) {
-            const char *tmp = getenv("TMPDIR");
-            fd = open(tmp && *tmp ? tmp : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EMFILE && errno != ENFILE) {
+            ck_error ignored;
+            fd = ck_scratch_fd(false, tr->model->path, "edits", &ignored);
         }
     }
     if (fd < 0 && (errno == EMFILE || errno == ENFILE))
