@@ -141,6 +141,9 @@ PY
             [ "$(onnx_values "$d/multi_external_files.onnx" | tr '\n' ' ')" = \
               "weight 0.0 1.0 2.0 3.0 4.0 5.0 6.0 7.0 bias 9.0 8.0 7.0 6.0 " ]
         fi
+        # It holds the model's writer lock: end it before the next round.
+        umount_wait "$mnt.$when.after" "$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)"
+        sed -i '$d' "$BATS_TEST_TMPDIR/mounts"
     done
     # A writable mount also removes what the killed saves left behind.
     mount_fg "$d/multi_external_files.onnx" "$mnt.rw"
