@@ -183,6 +183,21 @@ def view(state):
     return [(e[D], co.meta_bytes(list(e[S]), e[T]), e[B]) for e in state]
 
 
+def unescape(dirname):
+    """A tensor's name from its directory name (the listing rule reversed)."""
+    if dirname == b"%":
+        return b""
+    out, i = bytearray(), 0
+    while i < len(dirname):
+        if dirname[i] == 0x25:
+            out.append(int(dirname[i + 1:i + 3], 16))
+            i += 3
+        else:
+            out.append(dirname[i])
+            i += 1
+    return bytes(out)
+
+
 def first_diff(a, b):
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
@@ -885,6 +900,15 @@ class Run:
             wm = co.meta_bytes(list(e[S]), e[T])
             if got != wm:
                 self.fail("tensor %r: meta reads %r, expected %r" % (e[D], got, wm))
+            shape = os.getxattr(d, b"user.ckptfs.shape")
+            if shape != co.shape_text(list(e[S])):
+                self.fail("tensor %r: user.ckptfs.shape is %r, expected %r" % (
+                    e[D], shape, co.shape_text(list(e[S]))))
+        if not self.model.mindir and e[D] not in self.nontop:
+            name = os.getxattr(d, b"user.ckptfs.name")
+            if name != unescape(e[D]):
+                self.fail("tensor %r: user.ckptfs.name is %r, expected %r" % (
+                    e[D], name, unescape(e[D])))
         if e[B] is not None:
             path = os.path.join(d, b"out")
             st = os.stat(path)
@@ -964,7 +988,8 @@ class Run:
             n = self.r.randint(1, 16)
         elif size > MIB and self.r.random() < 0.7:
             # across a 1 MiB decrypted page or a 2 MiB zstd frame, sometimes a long run
-            off = min(size - 1, max(0, self.r.randint(1, size // MIB) * MIB + self.r.randint(-40, 40)))
+            off = self.r.randint(1, size // MIB) * MIB + self.r.randint(-40, 40)
+            off = min(size - 1, max(0, off))
             n = self.r.randint(1, min(self.r.choice([64, 300 << 10]), size - off))
         else:
             off = self.r.randrange(size)
@@ -973,15 +998,14 @@ class Run:
         if off + n <= size and self.r.random() < 0.15:
             self.op_memmap(e, off, data)
             return
-        else:
-            self.note("pwrite %r off %d len %d%s" % (e[D], off, n,
-                                                     " (grows)" if off + n > size else ""))
-            fd = os.open(self.p(e[D], b"out"), os.O_WRONLY)
-            try:
-                if os.pwrite(fd, data, off) != n:
-                    self.fail("short pwrite")
-            finally:
-                os.close(fd)
+        self.note("pwrite %r off %d len %d%s" % (e[D], off, n,
+                                                 " (grows)" if off + n > size else ""))
+        fd = os.open(self.p(e[D], b"out"), os.O_WRONLY)
+        try:
+            if os.pwrite(fd, data, off) != n:
+                self.fail("short pwrite")
+        finally:
+            os.close(fd)
         old = e[B]
         new = old[:off] + bytes(max(0, off - len(old))) + data + old[off + n:]
         self.set(self.idx(e[D]), b=new)
@@ -1006,6 +1030,44 @@ class Run:
             self.after_save("msync")
         else:
             self.after_failed_save("msync")
+
+    def op_held_fd(self):
+        """Descriptors that stay open across edits and a save: a reader opened first, a
+        writer that writes before and after the save; both then read the reference."""
+        e = self.pick(lambda e: e[B] is not None and len(e[B]) > 0 and self.editable(e))
+        if e is None:
+            return
+        path = self.p(e[D], b"out")
+        rfd = os.open(path, os.O_RDONLY)
+        wfd = None
+        try:
+            os.pread(rfd, len(e[B]) + 1, 0)
+            wfd = os.open(path, os.O_RDWR)
+            for round_ in (1, 2):
+                e = self.state[self.idx(e[D])]
+                size = len(e[B])
+                off = self.r.randrange(size)
+                n = self.r.randint(1, min(64, size - off))
+                data = slice_of_valid(self.np, e[T], off, n)
+                self.note("held fd: pwrite %r off %d len %d" % (e[D], off, n))
+                if os.pwrite(wfd, data, off) != n:
+                    self.fail("short pwrite")
+                i = self.idx(e[D])
+                self.state[i] = e[:B] + (e[B][:off] + data + e[B][off + n:],) + e[B + 1:]
+                if round_ == 1:
+                    self.op_save(self.r.choice(["touch", "fsyncdir"]))
+            want = self.state[self.idx(e[D])][B]
+            for fd, what in ((rfd, "reader"), (wfd, "writer")):
+                got = os.pread(fd, len(want) + 1, 0)
+                if got != want:
+                    self.fail("held fd: the %s opened before the edits reads %d bytes, expected "
+                              "%d; first difference at byte %d" % (
+                                  what, len(got), len(want), first_diff(got, want)))
+        finally:
+            os.close(rfd)
+            if wfd is not None:
+                os.close(wfd)
+        self.primitive()
 
     def op_truncate(self):
         e = self.pick(lambda e: e[B] is not None and self.editable(e))
@@ -1347,7 +1409,7 @@ class Run:
 
     OPS = [("op_write", 20), ("op_truncate", 5), ("op_meta", 10), ("op_bad_meta", 2),
            ("op_mkdir", 6), ("op_complete", 8), ("op_rm", 5), ("op_mv", 6), ("op_save", 10),
-           ("op_check", 6), ("op_remount", 2), ("op_kill", 2)]
+           ("op_check", 6), ("op_remount", 2), ("op_kill", 2), ("op_held_fd", 3)]
 
     def choose(self):
         ops = list(self.OPS)
@@ -1389,6 +1451,8 @@ class Run:
             self.mount.start()
             self.read_tree(order=True)
             for self.step in range(1, self.steps + 1):
+                if TERMINATED:
+                    raise SystemExit(143)
                 getattr(self, self.choose())()
             self.step += 1
             self.op_complete()
@@ -1409,10 +1473,15 @@ def parse_seeds(text):
     return out
 
 
+TERMINATED = []
+
+
 def on_sigterm(_signum, _frame):
-    # SIGTERM (a CI timeout, a killed bats) ends the run through the finally clauses, which
-    # unmount what this run mounted.
-    raise SystemExit(143)
+    """SIGTERM (a CI timeout, a killed bats) ends the run between two steps, through the
+    finally clauses that unmount what it mounted; a second one ends it at once."""
+    if TERMINATED:
+        raise SystemExit(143)
+    TERMINATED.append(True)
 
 
 def main():
