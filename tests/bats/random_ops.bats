@@ -49,9 +49,10 @@ teardown() {
     model_test --format mindir --seeds 1-2 --steps 300 $AVOID
 }
 
-@test "random ops, manual saves: encrypted .ckpt (AES-GCM key file, AES-CBC CKPTFS_KEY_HEX)" {
+@test "random ops, manual saves: encrypted .ckpt (AES-GCM key file, AES-CBC CKPTFS_KEY_HEX) and MindIR" {
     model_test --format ckpt-gcm --seeds 1-3 --steps 300 $AVOID
     model_test --format ckpt-cbc --seeds 1-3 --steps 300 $AVOID
+    model_test --format mindir-gcm --seeds 1-2 --steps 300 $AVOID
 }
 
 @test "random ops, manual saves: zstd .ckpt and ONNX" {
@@ -74,7 +75,7 @@ teardown() {
     # next to the live one, and the two adjacent records read back as slices
     # of one tensor; the saved file is refused.
     skip "issue 11: superseded .ckpt records saved adjacent after rm -r of the tensor between them"
-    model_test --format ckpt-superseded --seeds 7,10 --steps 300 --avoid=empty-ckpt
+    model_test --format ckpt-superseded --seeds 2,6 --steps 300 --avoid=empty-ckpt
 }
 
 @test "random ops: ONNX inline tensors with an explicit data_location DEFAULT" {
@@ -91,7 +92,7 @@ teardown() {
     # save reports EINVAL only after the rename.  A save must fail before
     # touching the file (MindSpore cannot load an empty checkpoint either).
     skip "issue 11: saving a .ckpt with no tensor left replaces it with an empty file"
-    model_test --format ckpt,ckpt-gcm --seeds 12 --steps 600 --avoid=dl-default,superseded-gap
+    model_test --format ckpt --seeds 10 --steps 600 --avoid=dl-default,superseded-gap
 }
 
 # last_tensor_deleted MODEL [ckptfs options]: rm -r of the model's only

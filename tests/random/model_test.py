@@ -64,7 +64,7 @@ ITEMSIZE = {"kFloat": 4, "kDouble": 8, "kFloat16": 2, "kBFloat16": 2, "kInt8": 1
 EDIT_TYPES = [t for t in ITEMSIZE if t != "kChar"]
 
 FORMATS = ["ckpt", "ckpt-superseded", "onnx-external", "mindir-split", "mindir",
-           "ckpt-gcm", "ckpt-cbc", "ckpt-zst", "onnx-zst"]
+           "ckpt-gcm", "ckpt-cbc", "mindir-gcm", "ckpt-zst", "onnx-zst"]
 
 
 class Mismatch(Exception):
@@ -636,6 +636,34 @@ class MindIR(Model):
         return None
 
 
+class MindIRCipher(MindIR):
+    """ori_net.mindir encrypted with AES-GCM, as mindspore.export(enc_key=...) writes it."""
+
+    def build(self):
+        self.split = False
+        plain = os.path.join(self.tmp, "plain.tmp")
+        shutil.copyfile(ORI_NET, plain)
+        self.path = os.path.join(self.tmp, "net.mindir")
+        eo.cmd_encrypt(argparse.Namespace(mode="AES-GCM", key_hex=KEY_HEX, inp=plain, out=self.path,
+                                          block_size=64 << 20, force_block_size=False))
+        os.unlink(plain)
+        self.env = {"CKPTFS_KEY_HEX": KEY_HEX}
+
+    def model_path(self):
+        p = os.path.join(self.tmp, "plain", "net.mindir")
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        try:
+            eo.cmd_decrypt(argparse.Namespace(key_hex=KEY_HEX, inp=self.path, out=p,
+                                              expect_mode="AES-GCM"))
+        except SystemExit as exc:
+            raise Mismatch("the saved file does not decrypt as AES-GCM: exit %s" % exc)
+        return p
+
+    def parse(self):
+        v, busy, stores, _ = graph_entries(self.model_path(), True)
+        return v, busy, stores
+
+
 def make_model(fmt, tmp, rng, avoid=()):
     if fmt == "ckpt":
         m = Ckpt(tmp, rng, avoid)
@@ -664,6 +692,9 @@ def make_model(fmt, tmp, rng, avoid=()):
     elif fmt == "mindir":
         m = MindIR(tmp, rng, avoid)
         m.build(split=False)
+    elif fmt == "mindir-gcm":
+        m = MindIRCipher(tmp, rng, avoid)
+        m.build()
     else:
         raise SystemExit("unknown format %r (one of %s)" % (fmt, ", ".join(FORMATS)))
     m.fmt = fmt
