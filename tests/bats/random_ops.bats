@@ -4,7 +4,7 @@
 # mv of tensors, saves, remounts, kill -9) on writable mounts of every
 # format, each save checked against a Python reference model and the
 # independent oracles (ckpt_oracle, python3-onnx, MindIR protobuf,
-# envelope_oracle, zstd -d).  About 11 000 steps in all.  A longer run:
+# envelope_oracle, zstd -d).  About 12 000 steps in all.  A longer run:
 # docs/design.md, "The model-based random test".
 #
 # The runs that steer clear of the defects issue 11 lists (--avoid) must
