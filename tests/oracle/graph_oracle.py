@@ -172,6 +172,11 @@ def tensor_bytes(t, types, base_dir, mindir):
                  13: "uint64_data"}.get(code, "int32_data")
         vals = getattr(t, field)
         out = np.array(vals).astype(np_dtype).tobytes()
+    elif code in (14, 15):
+        # complex in float_data / double_data, real and imaginary parts interleaved (onnx
+        # 1.12's numpy_helper cannot read these)
+        vals = t.float_data if code == 14 else t.double_data
+        out = np.array(vals, dtype="<f4" if code == 14 else "<f8").tobytes()
     else:
         out = numpy_helper.to_array(t).astype(np_dtype).tobytes()
     if kind == "flat":

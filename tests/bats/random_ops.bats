@@ -1,0 +1,153 @@
+#!/usr/bin/env bats
+# The model-based random test, tests/random/model_test.py: fixed seeds of
+# random operations (ranged writes, truncates, meta edits, mkdir / rm -r /
+# mv of tensors, saves, remounts, kill -9) on writable mounts of every
+# format, each save checked against a Python reference model and the
+# independent oracles (ckpt_oracle, python3-onnx, MindIR protobuf,
+# envelope_oracle, zstd -d).  About 12 000 steps in all.  A longer run:
+# docs/design.md, "The model-based random test".
+#
+# The runs that steer clear of the defects issue 11 lists (--avoid) must
+# pass today; the strict runs of those cases are skipped until the fixes
+# land: remove the skip line to check a fix.
+
+load helpers
+
+# A failure prints the seed, the step, the operation and the sequence so
+# far; rerun it with the printed command and --trace.
+model_test() {
+    $PY "$REPO/tests/random/model_test.py" --ckptfs "$CKPTFS" --tmpdir "$BATS_TEST_TMPDIR" "$@"
+}
+
+AVOID=--avoid=dl-default,superseded-gap,empty-ckpt,autosave-tmpfile
+
+# The driver unmounts its own mounts (try/finally, daemons it started);
+# should it die, whatever it left mounted in this test's directory is
+# unmounted here, which also ends those daemons.
+teardown() {
+    local mnt
+    while read -r mnt; do
+        fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || true
+    done < <(awk -v d="$BATS_TEST_TMPDIR/" 'index($2, d) == 1 {print $2}' /proc/mounts)
+    ckptfs_teardown
+}
+
+@test "random ops, manual saves: .ckpt (with and without a CRC trailer)" {
+    model_test --format ckpt --seeds 1-4 --steps 300 $AVOID
+}
+
+@test "random ops, manual saves: .ckpt with superseded and sliced records" {
+    model_test --format ckpt-superseded --seeds 1-4 --steps 300 $AVOID
+}
+
+@test "random ops, manual saves: ONNX with external data in two files" {
+    model_test --format onnx-external --seeds 1-4 --steps 300 $AVOID
+}
+
+@test "random ops, manual saves: split MindIR, and a plain MindIR" {
+    model_test --format mindir-split --seeds 1-4 --steps 300 $AVOID
+    model_test --format mindir --seeds 1-2 --steps 300 $AVOID
+}
+
+@test "random ops, manual saves: encrypted .ckpt (AES-GCM key file, AES-CBC CKPTFS_KEY_HEX) and MindIR" {
+    model_test --format ckpt-gcm --seeds 1-3 --steps 300 $AVOID
+    model_test --format ckpt-cbc --seeds 1-3 --steps 300 $AVOID
+    model_test --format mindir-gcm --seeds 1-2 --steps 300 $AVOID
+}
+
+@test "random ops, manual saves: zstd .ckpt and ONNX" {
+    model_test --format ckpt-zst --seeds 1-3 --steps 300 $AVOID
+    model_test --format onnx-zst --seeds 1-3 --steps 300 $AVOID
+}
+
+@test "random ops, automatic saves (commit_delay=0): every format" {
+    model_test --format all --seeds 1 --steps 200 --auto --commit-delay 0 $AVOID
+}
+
+@test "random ops, the default automatic save (commit_delay 1 s)" {
+    model_test --format ckpt,onnx-external --seeds 2 --steps 150 --auto $AVOID
+}
+
+# ---- the strict runs: the known defects of issue 11 ----
+
+@test "random ops: .ckpt superseded records, the tensor between them deleted" {
+    # issue 11: [v,w,v], rm -r w, save: the writer keeps the superseded v
+    # next to the live one, and the two adjacent records read back as slices
+    # of one tensor; the saved file is refused.
+    skip "issue 11: superseded .ckpt records saved adjacent after rm -r of the tensor between them"
+    model_test --format ckpt-superseded --seeds 2,6 --steps 300 --avoid=empty-ckpt
+}
+
+@test "random ops: ONNX inline tensors with an explicit data_location DEFAULT" {
+    # issue 11: a changed inline tensor is re-encoded without its explicit
+    # data_location field.
+    skip "issue 11: ONNX inline tensor with explicit data_location DEFAULT loses the field"
+    model_test --format onnx-external --seeds 1-4 --steps 300
+    model_test --format onnx-zst --seeds 1-2 --steps 300
+}
+
+@test "random ops: a checkpoint whose every tensor is deleted" {
+    # issue 11 (found by this test): rm -r of every tensor, then a save,
+    # replaces the model with an empty file that ckptfs itself refuses; the
+    # save reports EINVAL only after the rename.  A save must fail before
+    # touching the file (MindSpore cannot load an empty checkpoint either).
+    skip "issue 11: saving a .ckpt with no tensor left replaces it with an empty file"
+    model_test --format ckpt --seeds 10 --steps 600 --avoid=dl-default,superseded-gap
+}
+
+# last_tensor_deleted MODEL [ckptfs options]: rm -r of the model's only
+# tensor; the save fails, at touch and at unmount (exit 1), and the file
+# stays as it was.
+last_tensor_deleted() {
+    local f=$1 mnt=$BATS_TEST_TMPDIR/m pid
+    shift
+    cp "$f" "$BATS_TEST_TMPDIR/before"
+    mount_fg "$f" "$mnt" -o commit=manual "$@"
+    rm -r "$mnt/layer.0.w"
+    run touch "$mnt/snapshot_done"
+    [ "$status" -ne 0 ]
+    cmp "$BATS_TEST_TMPDIR/before" "$f"
+    pid=$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)
+    : >"$BATS_TEST_TMPDIR/mounts"
+    run umount_wait "$mnt" "$pid"
+    [ "$status" -eq 1 ]
+    cmp "$BATS_TEST_TMPDIR/before" "$f"
+}
+
+@test "a save of a checkpoint whose every tensor is deleted fails and keeps the file" {
+    skip "issue 11: saving a .ckpt with no tensor left replaces it with an empty file"
+    local d=$BATS_TEST_TMPDIR key=$BATS_TEST_TMPDIR/key
+    $ORACLE gen "$d/one.ckpt" --case many --count 1
+    last_tensor_deleted "$d/one.ckpt"
+    zstd -q "$d/one.ckpt" -o "$d/one.ckpt.zst"
+    last_tensor_deleted "$d/one.ckpt.zst"
+    (umask 077; printf 0123456789ABCDEF >"$key")
+    $PY "$REPO/tests/oracle/envelope_oracle.py" encrypt --mode AES-GCM \
+        --key-hex 30313233343536373839414243444546 "$d/one.ckpt" "$d/enc.ckpt"
+    last_tensor_deleted "$d/enc.ckpt" -o key_file="$key"
+}
+
+@test "random ops, automatic saves, temporary files renamed over meta and out" {
+    # issue 11 (found by this test): a file created in the mount (rsync's or
+    # an editor's temporary file) counts as a writer that never closes
+    # (op_create counts it, op_release only counts down meta and out), so no
+    # automatic save happens again until unmount.
+    skip "issue 11: after a temporary file is created in the mount, automatic saves stop"
+    model_test --format ckpt,onnx-external,mindir-split --seeds 1-2 --steps 300 --auto \
+        --commit-delay 0 --avoid=dl-default,superseded-gap,empty-ckpt
+}
+
+@test "the automatic save still happens after a temporary file is renamed over out" {
+    skip "issue 11: after a temporary file is created in the mount, automatic saves stop"
+    local f=$BATS_TEST_TMPDIR/two.ckpt mnt=$BATS_TEST_TMPDIR/m
+    $ORACLE gen "$f" --case many --count 2
+    mount_fg "$f" "$mnt" -o commit_delay=0.2
+    head -c 16 /dev/urandom >"$BATS_TEST_TMPDIR/bytes"
+    cp "$BATS_TEST_TMPDIR/bytes" "$mnt/layer.1.w/out.tmp"
+    mv "$mnt/layer.1.w/out.tmp" "$mnt/layer.1.w/out"
+    # a bounded wait for the daemon's save, not a timing check
+    for _ in $(seq 1 200); do [ -e "$mnt/snapshot_done" ] && break; sleep 0.05; done
+    [ -e "$mnt/snapshot_done" ]
+    [ "$($ORACLE parse "$f" | $PY -c 'import json,sys; print([t["sha256"] for t in json.load(sys.stdin) if t["tag"] == "layer.1.w"][0])')" = \
+      "$(sha "$BATS_TEST_TMPDIR/bytes")" ]
+}
