@@ -537,6 +537,17 @@ static bool is_writer(const struct fuse_file_info *fi)
     return (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
 }
 
+/* An open file that holds the automatic save back.  The handle itself
+ * says so (fh), because by its release the file may have become another
+ * (a temporary file renamed over out is then known by out's inode). */
+#define FH_WRITER 1
+
+static void writer_opened(ckfs *fs, struct fuse_file_info *fi)
+{
+    fi->fh = FH_WRITER;
+    fs->open_writers++;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     ckfs *fs = fs_of(req);
@@ -579,8 +590,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, rc);
         return;
     }
-    if (k == NODE_META || k == NODE_OUT) {
-        fs->open_writers++;
+    if (k != NODE_SNAPSHOT_DONE) { /* another file may yet be renamed over out */
+        writer_opened(fs, fi);
         edited(fs);
     }
     fuse_reply_open(req, fi);
@@ -799,8 +810,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     char path[NODE_PATH_MAX];
     if (k == NODE_META && entry_meta_finish(&fs->tr, e, &err) < 0)
         ckfs_refused(fs, path_of(fs, ino, NULL, path, sizeof path), &err);
-    if (fs->tr.writable && is_writer(fi) && (k == NODE_META || k == NODE_OUT) &&
-        fs->open_writers > 0) {
+    if (fi->fh == FH_WRITER && fs->open_writers > 0) {
         fs->open_writers--;
         edited(fs);
     }
@@ -956,7 +966,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         return;
     }
     if (ino != INO_SNAPSHOT_DONE && is_writer(fi))
-        fs->open_writers++;
+        writer_opened(fs, fi);
     fuse_reply_create(req, &e, fi);
 }
 

@@ -7,9 +7,10 @@
 # envelope_oracle, zstd -d).  About 12 000 steps in all.  A longer run:
 # docs/design.md, "The model-based random test".
 #
-# The runs that steer clear of the defects issue 11 lists (--avoid) must
-# pass today; the strict runs of those cases are skipped until the fixes
-# land: remove the skip line to check a fix.
+# The tests that name seeds were the reproductions of defects the random
+# test found (superseded records saved adjacent, data_location DEFAULT
+# lost, a .ckpt emptied by deleting every tensor, automatic saves stopped
+# by a file created in the mount); they stay as regressions.
 
 load helpers
 
@@ -18,8 +19,6 @@ load helpers
 model_test() {
     $PY "$REPO/tests/random/model_test.py" --ckptfs "$CKPTFS" --tmpdir "$BATS_TEST_TMPDIR" "$@"
 }
-
-AVOID=--avoid=dl-default,superseded-gap,empty-ckpt,autosave-tmpfile
 
 # The driver unmounts its own mounts (try/finally, daemons it started);
 # should it die, whatever it left mounted in this test's directory is
@@ -33,39 +32,39 @@ teardown() {
 }
 
 @test "random ops, manual saves: .ckpt (with and without a CRC trailer)" {
-    model_test --format ckpt --seeds 1-4 --steps 300 $AVOID
+    model_test --format ckpt --seeds 1-4 --steps 300
 }
 
 @test "random ops, manual saves: .ckpt with superseded and sliced records" {
-    model_test --format ckpt-superseded --seeds 1-4 --steps 300 $AVOID
+    model_test --format ckpt-superseded --seeds 1-4 --steps 300
 }
 
 @test "random ops, manual saves: ONNX with external data in two files" {
-    model_test --format onnx-external --seeds 1-4 --steps 300 $AVOID
+    model_test --format onnx-external --seeds 1-4 --steps 300
 }
 
 @test "random ops, manual saves: split MindIR, and a plain MindIR" {
-    model_test --format mindir-split --seeds 1-4 --steps 300 $AVOID
-    model_test --format mindir --seeds 1-2 --steps 300 $AVOID
+    model_test --format mindir-split --seeds 1-4 --steps 300
+    model_test --format mindir --seeds 1-2 --steps 300
 }
 
 @test "random ops, manual saves: encrypted .ckpt (AES-GCM key file, AES-CBC CKPTFS_KEY_HEX) and MindIR" {
-    model_test --format ckpt-gcm --seeds 1-3 --steps 300 $AVOID
-    model_test --format ckpt-cbc --seeds 1-3 --steps 300 $AVOID
-    model_test --format mindir-gcm --seeds 1-2 --steps 300 $AVOID
+    model_test --format ckpt-gcm --seeds 1-3 --steps 300
+    model_test --format ckpt-cbc --seeds 1-3 --steps 300
+    model_test --format mindir-gcm --seeds 1-2 --steps 300
 }
 
 @test "random ops, manual saves: zstd .ckpt and ONNX" {
-    model_test --format ckpt-zst --seeds 1-3 --steps 300 $AVOID
-    model_test --format onnx-zst --seeds 1-3 --steps 300 $AVOID
+    model_test --format ckpt-zst --seeds 1-3 --steps 300
+    model_test --format onnx-zst --seeds 1-3 --steps 300
 }
 
 @test "random ops, automatic saves (commit_delay=0): every format" {
-    model_test --format all --seeds 1 --steps 200 --auto --commit-delay 0 $AVOID
+    model_test --format all --seeds 1 --steps 200 --auto --commit-delay 0
 }
 
 @test "random ops, the default automatic save (commit_delay 1 s)" {
-    model_test --format ckpt,onnx-external --seeds 2 --steps 150 --auto $AVOID
+    model_test --format ckpt,onnx-external --seeds 2 --steps 150 --auto
 }
 
 # ---- the strict runs: the known defects of issue 11 ----
@@ -74,14 +73,12 @@ teardown() {
     # issue 11: [v,w,v], rm -r w, save: the writer keeps the superseded v
     # next to the live one, and the two adjacent records read back as slices
     # of one tensor; the saved file is refused.
-    skip "issue 11: superseded .ckpt records saved adjacent after rm -r of the tensor between them"
     model_test --format ckpt-superseded --seeds 2,6 --steps 300 --avoid=empty-ckpt
 }
 
 @test "random ops: ONNX inline tensors with an explicit data_location DEFAULT" {
     # issue 11: a changed inline tensor is re-encoded without its explicit
     # data_location field.
-    skip "issue 11: ONNX inline tensor with explicit data_location DEFAULT loses the field"
     model_test --format onnx-external --seeds 1-4 --steps 300
     model_test --format onnx-zst --seeds 1-2 --steps 300
 }
@@ -91,7 +88,6 @@ teardown() {
     # replaces the model with an empty file that ckptfs itself refuses; the
     # save reports EINVAL only after the rename.  A save must fail before
     # touching the file (MindSpore cannot load an empty checkpoint either).
-    skip "issue 11: saving a .ckpt with no tensor left replaces it with an empty file"
     model_test --format ckpt --seeds 10 --steps 600 --avoid=dl-default,superseded-gap
 }
 
@@ -109,13 +105,13 @@ last_tensor_deleted() {
     cmp "$BATS_TEST_TMPDIR/before" "$f"
     pid=$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)
     : >"$BATS_TEST_TMPDIR/mounts"
-    run umount_wait "$mnt" "$pid"
-    [ "$status" -eq 1 ]
+    local rc=0
+    umount_wait "$mnt" "$pid" || rc=$? # not under run: a subshell cannot wait for it
+    [ "$rc" -eq 1 ]
     cmp "$BATS_TEST_TMPDIR/before" "$f"
 }
 
 @test "a save of a checkpoint whose every tensor is deleted fails and keeps the file" {
-    skip "issue 11: saving a .ckpt with no tensor left replaces it with an empty file"
     local d=$BATS_TEST_TMPDIR key=$BATS_TEST_TMPDIR/key
     $ORACLE gen "$d/one.ckpt" --case many --count 1
     last_tensor_deleted "$d/one.ckpt"
@@ -132,13 +128,11 @@ last_tensor_deleted() {
     # an editor's temporary file) counts as a writer that never closes
     # (op_create counts it, op_release only counts down meta and out), so no
     # automatic save happens again until unmount.
-    skip "issue 11: after a temporary file is created in the mount, automatic saves stop"
     model_test --format ckpt,onnx-external,mindir-split --seeds 1-2 --steps 300 --auto \
         --commit-delay 0 --avoid=dl-default,superseded-gap,empty-ckpt
 }
 
 @test "the automatic save still happens after a temporary file is renamed over out" {
-    skip "issue 11: after a temporary file is created in the mount, automatic saves stop"
     local f=$BATS_TEST_TMPDIR/two.ckpt mnt=$BATS_TEST_TMPDIR/m
     $ORACLE gen "$f" --case many --count 2
     mount_fg "$f" "$mnt" -o commit_delay=0.2

@@ -899,7 +899,7 @@ class Run:
         if msg:
             self.fail(msg)
         for d, _dirs, files in os.walk(self.model.tmp):
-            left = [f for f in files if ".ckptfs-" in f]
+            left = [f for f in files if ".ckptfs-" in f and not f.endswith(".ckptfs-lock")]
             if left:
                 self.fail("a save left %r in %s" % (left, d))
         return busy
