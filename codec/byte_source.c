@@ -61,7 +61,7 @@ ck_source *ck_source_wrap_fd(int fd, uint64_t size, const char *name, ck_error *
         ck_fail(err, ENOMEM, "%s: out of memory", name);
         return NULL;
     }
-    *src = (ck_source){.ops = &wrapped_ops, .path = copy, .size = size, .fd = fd};
+    *src = (ck_source){.ops = &wrapped_ops, .path = copy, .size = size, .fd = fd, .wd = -1};
     return src;
 }
 
@@ -105,10 +105,11 @@ ck_source *ck_source_adopt_fd(int fd, const char *path, ck_error *err)
     src->file_size = (uint64_t)st.st_size;
     src->mtime = st.st_mtim;
     src->fd = fd;
+    src->wd = -1;
     return src;
 }
 
-int ck_source_check_fd(const ck_source *src, uint64_t end, ck_error *err)
+int ck_source_check_fd(ck_source *src, uint64_t end, ck_error *err)
 {
     struct stat st;
     if (fstat(src->fd, &st) < 0)
@@ -117,12 +118,15 @@ int ck_source_check_fd(const ck_source *src, uint64_t end, ck_error *err)
         return ck_fail(err, EIO, "%s: truncated to %lld bytes since it was mounted; the bytes "
                        "up to offset %llu are gone (remount)", src->path,
                        (long long)st.st_size, (unsigned long long)end);
-    if ((uint64_t)st.st_size != src->file_size || st.st_mtim.tv_sec != src->mtime.tv_sec ||
-        st.st_mtim.tv_nsec != src->mtime.tv_nsec)
-        return ck_fail(err, EIO, "%s: rewritten in place since it was mounted (%s); its bytes "
-                       "are no longer the ones indexed (remount)", src->path,
-                       (uint64_t)st.st_size != src->file_size ? "its size changed"
-                                                                : "its mtime changed");
+    if ((uint64_t)st.st_size != src->file_size)
+        return ck_fail(err, EIO, "%s: rewritten in place since it was mounted (its size "
+                       "changed); its bytes are no longer the ones indexed (remount)", src->path);
+    if (st.st_mtim.tv_sec == src->mtime.tv_sec && st.st_mtim.tv_nsec == src->mtime.tv_nsec)
+        return 0;
+    if (ck_watch_written(src->watch, src->wd))
+        return ck_fail(err, EIO, "%s: rewritten in place since it was mounted (it was written "
+                       "to); its bytes are no longer the ones indexed (remount)", src->path);
+    src->mtime = st.st_mtim; /* touched, not written */
     return 0;
 }
 

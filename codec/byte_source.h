@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "ck_error.h"
+#include "file_watch.h"
 
 typedef struct ck_source ck_source;
 
@@ -44,6 +45,10 @@ struct ck_source {
      * chmod and chown change only the ctime, which is not compared. */
     uint64_t file_size;
     struct timespec mtime;
+    /* Tells a write from a touch when the mtime changed (file_watch.h);
+     * NULL: every mtime change counts as a write. */
+    ck_file_watch *watch;
+    int wd;
 };
 
 /* Open a regular file read-only as an identity source. */
@@ -71,8 +76,9 @@ void ck_source_close(ck_source *src);
 
 /* A plain file source (fd >= 0) that no longer holds what it held when it
  * was opened: shorter than end (the end of the bytes about to be read), or
- * resized or rewritten since (size or mtime differ).  -1 with EIO and the
- * reason; one fstat. */
-int ck_source_check_fd(const ck_source *src, uint64_t end, ck_error *err);
+ * resized or written since (the size differs, or the mtime does and the
+ * watch saw a write).  -1 with EIO and the reason; one fstat.  A new mtime
+ * without a write (touch) becomes the source's. */
+int ck_source_check_fd(ck_source *src, uint64_t end, ck_error *err);
 
 #endif

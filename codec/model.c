@@ -114,6 +114,7 @@ static ck_model *model_alloc(ck_model_dir *dir, const char *path, const ck_open_
         return NULL;
     }
     m->dir = ck_dir_ref(dir);
+    m->file_wd = -1;
     ck_index_init(&m->index);
     size_t budget = o && o->cache_size ? o->cache_size : CK_CACHE_SIZE_DEFAULT;
     m->cache = ck_page_cache_new(budget, true, err);
@@ -178,6 +179,21 @@ static void note_plaintext(const ck_model *m, ck_error *err)
                  ? "; a wrong key also gives this" : "");
 }
 
+/* Watch a file of the model for writes by other programs (file_watch.h).
+ * A write between its open and the watch would go unseen, so a file that
+ * no longer matches what was opened counts as written from the start. */
+static void watch_file(const ck_model *m, ck_source *src)
+{
+    struct stat st;
+    src->wd = ck_watch_add(m->dir->watch, src->fd);
+    if (src->wd < 0)
+        return;
+    src->watch = m->dir->watch;
+    if (fstat(src->fd, &st) < 0 || (uint64_t)st.st_size != src->file_size ||
+        st.st_mtim.tv_sec != src->mtime.tv_sec || st.st_mtim.tv_nsec != src->mtime.tv_nsec)
+        ck_watch_mark(src->watch, src->wd);
+}
+
 /* The model file, through its directory's descriptor (a regular file,
  * never a link), or the descriptor an override gives for it. */
 static ck_source *open_model_file(ck_model *m, const char *path, ck_error *err)
@@ -196,7 +212,12 @@ static ck_source *open_model_file(ck_model *m, const char *path, ck_error *err)
             return NULL;
         }
     }
-    return fd < 0 ? NULL : ck_source_adopt_fd(fd, path, err);
+    ck_source *src = fd < 0 ? NULL : ck_source_adopt_fd(fd, path, err);
+    if (src != NULL && m->n_overrides == 0) { /* a save's files are read once */
+        watch_file(m, src);
+        m->file_wd = src->wd;
+    }
+    return src;
 }
 
 ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err)
@@ -254,6 +275,9 @@ ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_op
     }
     if (check_fresh_encryption(m, err) < 0 || ck_index_finalize(&m->index, path, err) < 0)
         goto fail;
+    for (uint32_t i = 1; i < m->n_sources && m->n_overrides == 0; i++)
+        if (ck_model_is_data_file(m, i) && m->sources[i]->fd >= 0)
+            watch_file(m, m->sources[i]);
     m->overrides = NULL; /* the caller's, valid only during the open */
     m->n_overrides = 0;
     return m;
@@ -377,17 +401,18 @@ int ck_model_check_extents(const ck_model *m, const ck_tensor *t, ck_error *err)
             if (x->off + x->len > end)
                 end = x->off + x->len;
         }
-        const ck_source *src = m->sources[e->src];
+        ck_source *src = m->sources[e->src];
         if (src->fd >= 0 && ck_source_check_fd(src, end, err) < 0)
             return -1;
     }
     return 0;
 }
 
-/* Whether the file at path (beneath the model's directory, reached
+/* Whether the file at src->path (beneath the model's directory, reached
  * through its descriptor: the mount may cover that directory's name) is
- * still the one src was opened as. */
-static int check_on_disk(const ck_model *m, const ck_source *src, ck_error *err)
+ * still the one src was opened as.  A new mtime without a write is a
+ * touch: it becomes src's. */
+static int check_on_disk(const ck_model *m, ck_source *src, ck_error *err)
 {
     struct stat st;
     const char *what = NULL, *rel = ck_dir_rel(m->dir, src->path);
@@ -398,13 +423,15 @@ static int check_on_disk(const ck_model *m, const ck_source *src, ck_error *err)
     else if ((uint64_t)st.st_size != src->file_size)
         what = "its size changed";
     else if (st.st_mtim.tv_sec != src->mtime.tv_sec || st.st_mtim.tv_nsec != src->mtime.tv_nsec)
-        what = "it was modified";
-    if (what == NULL)
-        return 0;
-    return ck_fail(err, ESTALE, "%s: changed on disk since it was mounted (%s)", src->path, what);
+        what = ck_watch_written(src->watch, src->wd) ? "it was written to" : NULL;
+    if (what != NULL)
+        return ck_fail(err, ESTALE, "%s: changed on disk since it was mounted (%s)", src->path,
+                       what);
+    src->mtime = st.st_mtim;
+    return 0;
 }
 
-int ck_model_check_unchanged(const ck_model *m, ck_error *err)
+int ck_model_check_unchanged(ck_model *m, ck_error *err)
 {
     if (m->n_sources == 0) {
         struct stat st;
@@ -414,10 +441,12 @@ int ck_model_check_unchanged(const ck_model *m, ck_error *err)
         return 0;
     }
     /* sources[0] may be a decompressed copy: the file is m->st. */
-    const ck_source file = {.path = m->path, .dev = m->st.st_dev, .ino = m->st.st_ino,
-                            .file_size = (uint64_t)m->st.st_size, .mtime = m->st.st_mtim};
+    ck_source file = {.path = m->path, .dev = m->st.st_dev, .ino = m->st.st_ino,
+                      .file_size = (uint64_t)m->st.st_size, .mtime = m->st.st_mtim,
+                      .watch = m->file_wd >= 0 ? m->dir->watch : NULL, .wd = m->file_wd};
     if (check_on_disk(m, &file, err) < 0)
         return -1;
+    m->st.st_mtim = file.mtime;
     for (uint32_t i = 1; i < m->n_sources; i++)
         if (ck_model_is_data_file(m, i) && check_on_disk(m, m->sources[i], err) < 0)
             return -1;

@@ -53,7 +53,8 @@ typedef struct ck_model {
     char *path;                     /* for messages; files are reached through dir */
     ck_model_dir *dir;              /* the model's directory (a reference) */
     ck_format format;
-    struct stat st;                 /* of the model file, at open */
+    struct stat st;                 /* of the model file, at open (a touch's mtime adopted) */
+    int file_wd;                    /* its watch in dir->watch, or -1 */
     ck_source **sources;
     uint32_t n_sources, cap_sources; /* sources[0] is the model file */
     ck_index index;
@@ -110,8 +111,9 @@ int ck_model_check_extents(const ck_model *m, const ck_tensor *t, ck_error *err)
 /* Before a save replaces the files: fail (ESTALE, naming the file and what
  * changed) when the model file or one of its data files is no longer what
  * was opened, because another program renamed a file over it, resized it
- * or rewrote it (inode, size, mtime; chmod and chown are not changes).
+ * or wrote to it (inode, size; an mtime that another program's write
+ * changed: touch, chmod and chown are not changes, see file_watch.h).
  * For a model not yet created (-o create), when the file now exists. */
-int ck_model_check_unchanged(const ck_model *m, ck_error *err);
+int ck_model_check_unchanged(ck_model *m, ck_error *err);
 
 #endif

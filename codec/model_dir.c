@@ -45,10 +45,12 @@ static ck_model_dir *dir_open_split(const char *path, ck_error *err)
         return NULL;
     }
     d->refs = 1;
+    d->watch = ck_watch_new();
     d->fd = open(d->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (d->fd < 0) {
         dir_fail(err, errno, "%s: cannot open its directory %s", path, d->path);
         d->refs = 0;
+        ck_watch_free(d->watch);
         free(d->path);
         free(d->base);
         free(d);
@@ -87,6 +89,7 @@ void ck_dir_unref(ck_model_dir *d)
     if (d == NULL || --d->refs > 0)
         return;
     close(d->fd);
+    ck_watch_free(d->watch);
     free(d->path);
     free(d->base);
     free(d);

@@ -23,12 +23,14 @@
 #include <sys/types.h>
 
 #include "ck_error.h"
+#include "file_watch.h"
 
 typedef struct ck_model_dir {
     int fd;             /* O_PATH | O_DIRECTORY */
     char *path;         /* the directory, for messages ("." for a bare name) */
     char *base;         /* the model's name in it */
     int refs;           /* a model and the ones a save reopens share it */
+    ck_file_watch *watch; /* writes to its files by other programs (or NULL) */
 } ck_model_dir;
 
 /* Open the directory of model_path (the one name resolution).  A model

@@ -1,0 +1,108 @@
+#include "file_watch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+/* The watches of one mount: its model and data files, again after each
+ * save (new inodes).  Past this many written files, every file counts as
+ * written: the set stays bounded. */
+#define WRITTEN_MAX 8192
+
+struct ck_file_watch {
+    int fd;                 /* inotify, non-blocking */
+    int *written;           /* watch descriptors seen with IN_MODIFY */
+    size_t n_written, cap;
+    bool all_written;       /* an event was lost: assume the worst */
+};
+
+ck_file_watch *ck_watch_new(void)
+{
+    ck_file_watch *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return NULL;
+    w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (w->fd < 0) {
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void ck_watch_free(ck_file_watch *w)
+{
+    if (w == NULL)
+        return;
+    close(w->fd);
+    free(w->written);
+    free(w);
+}
+
+int ck_watch_add(ck_file_watch *w, int fd)
+{
+    char proc[64];
+    if (w == NULL)
+        return -1;
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    return inotify_add_watch(w->fd, proc, IN_MODIFY);
+}
+
+void ck_watch_mark(ck_file_watch *w, int wd)
+{
+    if (w == NULL || w->all_written)
+        return;
+    for (size_t i = 0; i < w->n_written; i++)
+        if (w->written[i] == wd)
+            return;
+    if (w->n_written == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 16;
+        int *more = cap <= WRITTEN_MAX ? realloc(w->written, cap * sizeof *more) : NULL;
+        if (more == NULL) {
+            w->all_written = true;
+            return;
+        }
+        w->written = more;
+        w->cap = cap;
+    }
+    w->written[w->n_written++] = wd;
+}
+
+/* Read every queued event into the written set. */
+static void drain(ck_file_watch *w)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    for (;;) {
+        ssize_t n = read(w->fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno != EAGAIN)
+            w->all_written = true; /* cannot tell any more */
+        if (n <= 0)
+            return;
+        for (char *p = buf; p < buf + n;) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            if (ev->mask & IN_Q_OVERFLOW)
+                w->all_written = true;
+            else if (ev->mask & IN_MODIFY)
+                ck_watch_mark(w, ev->wd);
+            p += sizeof *ev + ev->len;
+        }
+    }
+}
+
+bool ck_watch_written(ck_file_watch *w, int wd)
+{
+    if (w == NULL || wd < 0)
+        return true;
+    drain(w);
+    if (w->all_written)
+        return true;
+    for (size_t i = 0; i < w->n_written; i++)
+        if (w->written[i] == wd)
+            return true;
+    return false;
+}
