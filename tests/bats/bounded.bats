@@ -276,11 +276,15 @@ PY
     chmod 644 "$BATS_TEST_TMPDIR/strs.ckpt"
     $ORACLE parse "$BATS_TEST_TMPDIR/strs.ckpt" >"$BATS_TEST_TMPDIR/orig.json"
     LOW=$BATS_TEST_TMPDIR/ckptfs-data-32m
-    printf '#!/bin/bash\nulimit -d 32768 || exit 99\nexec "%s" "$@"\n' "$CKPTFS" >"$LOW"
+    # AddressSanitizer's shadow memory cannot live under a data limit: a
+    # sanitized build (make asan) checks the rest without it.
+    local limit=32768
+    ! ldd "$CKPTFS" | grep -q libasan || limit=unlimited
+    printf '#!/bin/bash\nulimit -d %s || exit 99\nexec "%s" "$@"\n' "$limit" "$CKPTFS" >"$LOW"
     chmod +x "$LOW"
     CKPTFS=$LOW mount_fg "$BATS_TEST_TMPDIR/strs.ckpt" "$M" -o commit=manual
     pid=$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)
-    grep -E "^Max data size +33554432 +33554432 " "/proc/$pid/limits"
+    [ "$limit" = unlimited ] || grep -E "^Max data size +33554432 +33554432 " "/proc/$pid/limits"
     run $ORACLE check "$M" "$BATS_TEST_TMPDIR/strs.ckpt"
     echo "$output"
     [ "$status" -eq 0 ]
