@@ -11,8 +11,9 @@
  * have been lost, or there is no watch).  Writes through a shared mmap
  * raise no event: such a rewrite of the same size is taken for a touch.
  *
- * One inotify descriptor per model directory; a watch is added through
- * /proc/self/fd, never a name.
+ * One inotify descriptor per mount (ck_dir_watch_files: one-shot opens
+ * such as ckptfs-dump do without); a watch is added through /proc/self/fd,
+ * never a name.
  */
 #ifndef CK_FILE_WATCH_H
 #define CK_FILE_WATCH_H

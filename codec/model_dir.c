@@ -45,7 +45,6 @@ static ck_model_dir *dir_open_split(const char *path, ck_error *err)
         return NULL;
     }
     d->refs = 1;
-    d->watch = ck_watch_new();
     d->fd = open(d->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (d->fd < 0) {
         dir_fail(err, errno, "%s: cannot open its directory %s", path, d->path);
@@ -75,6 +74,12 @@ ck_model_dir *ck_dir_open(const char *model_path, ck_error *err)
     d = dir_open_split(real, err);
     free(real);
     return d;
+}
+
+void ck_dir_watch_files(ck_model_dir *d)
+{
+    if (d->watch == NULL)
+        d->watch = ck_watch_new();
 }
 
 ck_model_dir *ck_dir_ref(ck_model_dir *d)

@@ -30,13 +30,19 @@ typedef struct ck_model_dir {
     char *path;         /* the directory, for messages ("." for a bare name) */
     char *base;         /* the model's name in it */
     int refs;           /* a model and the ones a save reopens share it */
-    ck_file_watch *watch; /* writes to its files by other programs (or NULL) */
+    ck_file_watch *watch; /* writes to its files by other programs, or NULL */
 } ck_model_dir;
 
 /* Open the directory of model_path (the one name resolution).  A model
  * that is a symbolic link is taken where it points, once, here. */
 ck_model_dir *ck_dir_open(const char *model_path, ck_error *err);
 ck_model_dir *ck_dir_ref(ck_model_dir *d);
+
+/* Watch the files of models opened from here on for writes by other
+ * programs (file_watch.h): what a mount does.  Not by default: closing an
+ * inotify instance waits for an RCU grace period, which one-shot opens
+ * (ckptfs-dump, the fuzz target) should not pay. */
+void ck_dir_watch_files(ck_model_dir *d);
 void ck_dir_unref(ck_model_dir *d);
 
 /* openat2 beneath the directory, never following a symbolic link;

@@ -408,6 +408,7 @@ int main(int argc, char **argv)
         free(abs);
         goto out;
     }
+    ck_dir_watch_files(dir); /* tell another program's write from a touch */
     /* A save of several files that a crash interrupted after its commit
      * point is finished before anything reads them; a read-only mount
      * changes nothing and says how to finish it. */
