@@ -18,6 +18,8 @@
 
 /* Tries at taking a lock file that its holder removes as we open it. */
 #define LOCK_TRIES 100
+/* How long a mount waits for an unmounted daemon's last save. */
+#define UNMOUNT_WAIT_MS 60000
 
 static int lock_path(const char *model, char out[PATH_MAX], ck_error *err)
 {
@@ -32,19 +34,77 @@ static int lock_path(const char *model, char out[PATH_MAX], ck_error *err)
     return 0;
 }
 
-/* The refusal, naming the holder from the line it wrote: "PID WHERE". */
-static int refuse(const char *model, const char *lock, int fd, ck_error *err)
+/* The holder, from the line it wrote: "PID WHERE"; where points into
+ * text.  Returns the pid, or 0 when the line is not one. */
+static long holder(int fd, char text[PATH_MAX + 32], char **where)
 {
-    char text[PATH_MAX + 32];
-    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    ssize_t n = pread(fd, text, PATH_MAX + 31, 0);
     text[n > 0 ? n : 0] = '\0';
     text[strcspn(text, "\n")] = '\0';
     for (char *c = text; *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f)
             *c = '?'; /* any process may have written it: keep one line */
-    char *where;
-    long pid = strtol(text, &where, 10);
-    where += *where == ' ';
+    long pid = strtol(text, where, 10);
+    *where += **where == ' ';
+    return pid > 0 ? pid : 0;
+}
+
+/* Whether path is a mount point now: /proc/self/mounts, whose second
+ * field escapes space, tab, newline and backslash in octal. */
+static bool mounted(const char *path)
+{
+    FILE *f = fopen("/proc/self/mounts", "re");
+    char *line = NULL;
+    size_t cap = 0;
+    bool found = false;
+    while (f != NULL && !found && getline(&line, &cap, f) > 0) {
+        char *p = strchr(line, ' '), *q, *out;
+        if (p == NULL)
+            continue;
+        for (q = out = ++p; *q != '\0' && *q != ' ';) {
+            if (q[0] == '\\' && q[1] >= '0' && q[1] <= '3' && q[2] >= '0' && q[2] <= '7' &&
+                q[3] >= '0' && q[3] <= '7') {
+                *out++ = (char)((q[1] - '0') << 6 | (q[2] - '0') << 3 | (q[3] - '0'));
+                q += 4;
+            } else {
+                *out++ = *q++;
+            }
+        }
+        *out = '\0';
+        found = strcmp(p, path) == 0;
+    }
+    free(line);
+    if (f != NULL)
+        fclose(f);
+    return found;
+}
+
+/* A holder whose mount point is gone is a daemon finishing its last save
+ * after an unmount: a new mount waits for it (and then reads the saved
+ * file) instead of being refused.  True once the lock is ours. */
+static bool waited_for_unmounting_holder(int fd)
+{
+    char text[PATH_MAX + 32], *where;
+    if (holder(fd, text, &where) == 0 || where[0] != '/' || mounted(where)) {
+        errno = EWOULDBLOCK;
+        return false;
+    }
+    for (int i = 0; i < UNMOUNT_WAIT_MS / 20; i++) {
+        usleep(20000);
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+            return true;
+        if (errno != EWOULDBLOCK)
+            return false;
+    }
+    errno = EWOULDBLOCK;
+    return false;
+}
+
+/* The refusal, naming the holder. */
+static int refuse(const char *model, const char *lock, int fd, ck_error *err)
+{
+    char text[PATH_MAX + 32], *where;
+    long pid = holder(fd, text, &where);
     if (pid <= 0)
         return ck_fail(err, EBUSY, "%s: mounted writable by another ckptfs (it holds %s); "
                        "mount it -o ro, or unmount that first", model, lock);
@@ -83,7 +143,8 @@ int ck_writer_lock_take(ck_writer_lock *l, const char *model, const char *where,
             return ck_fail_errno(err, open_errno, "%s: cannot create the lock file %s (a writable "
                                  "mount writes in the model's directory; mount it -o ro)",
                                  model, l->path);
-        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0 &&
+            !(errno == EWOULDBLOCK && waited_for_unmounting_holder(fd))) {
             int e = errno;
             if (e == EWOULDBLOCK)
                 refuse(model, l->path, fd, err);

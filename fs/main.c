@@ -466,6 +466,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "ckptfs: out of memory\n");
         else
             rc = serve(&fs, &args, &opts, &lock, where ? where : opts.mountpoint);
+        /* The last save is done (in serve): a mount waiting for the model
+         * goes on while this one tears down (closing its inotify instance
+         * waits for an RCU grace period). */
+        ck_writer_lock_release(&lock);
         ck_model_close(fs.tr.model); /* a commit may have replaced it */
         tree_free(&fs.tr);
     }
@@ -473,7 +477,7 @@ int main(int argc, char **argv)
         close(fs.log_fd);
     free(abs);
 out:
-    ck_writer_lock_release(&lock); /* after the last save, in serve */
+    ck_writer_lock_release(&lock); /* if not released above */
     free(where);
     ck_key_wipe(&key);
     free(opts.mountpoint);

@@ -378,3 +378,14 @@ PY
     [[ $output == *"cannot create the lock file $S/ro/.model.ckpt.ckptfs-lock"*"Read-only file system"* ]]
     ! mountpoint -q "$BATS_TEST_TMPDIR/second"
 }
+
+@test "a writable mount right after an unmount waits for the old daemon's last save" {
+    mount_fg "$F" "$M" -o rw,commit=manual
+    cp "$NEW" "$M/linear1.bias/out"
+    # The unmount returns before the daemon has saved: the new mount must
+    # wait for that save (its lock), not be refused, and then read it.
+    fusermount3 -u "$M"
+    mount_fg "$F" "$BATS_TEST_TMPDIR/m2" -o rw,commit=manual
+    cmp "$NEW" "$BATS_TEST_TMPDIR/m2/linear1.bias/out"
+    [ "$(od -An -tx1 -v -j 188 -N 24 "$F")" = "$(od -An -tx1 -v "$NEW")" ]
+}
