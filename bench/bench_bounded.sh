@@ -17,16 +17,16 @@ cleanup() {
 trap cleanup EXIT
 mkdir "$W/m"
 
-hwm() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
+. bench/bench_lib.sh
 
 # str_rss BUILD: mount the str model read-only, read every out, report.
 str_rss() {
     local b=$1 pid
     "$b/ckptfs" -f -o ro "$W/strs.ckpt" "$W/m" & pid=$!
     until mountpoint -q "$W/m"; do kill -0 "$pid"; sleep 0.1; done
-    local after_mount; after_mount=$(hwm "$pid")
+    local after_mount; after_mount=$(hwm_kib "$pid")
     find "$W/m" -name out -exec cat {} + >/dev/null
-    echo "$b: VmHWM after mount ${after_mount} KiB, after reading every out $(hwm "$pid") KiB"
+    echo "$b: VmHWM after mount ${after_mount} KiB, after reading every out $(hwm_kib "$pid") KiB"
     fusermount3 -u "$W/m"
     wait "$pid"
 }

@@ -121,13 +121,20 @@ int ck_source_check_fd(ck_source *src, uint64_t end, ck_error *err)
     if ((uint64_t)st.st_size != src->file_size)
         return ck_fail(err, EIO, "%s: rewritten in place since it was mounted (its size "
                        "changed); its bytes are no longer the ones indexed (remount)", src->path);
-    if (st.st_mtim.tv_sec == src->mtime.tv_sec && st.st_mtim.tv_nsec == src->mtime.tv_nsec)
-        return 0;
-    if (ck_watch_written(src->watch, src->wd))
+    if (ck_source_written(src, &st.st_mtim))
         return ck_fail(err, EIO, "%s: rewritten in place since it was mounted (it was written "
                        "to); its bytes are no longer the ones indexed (remount)", src->path);
-    src->mtime = st.st_mtim; /* touched, not written */
     return 0;
+}
+
+bool ck_source_written(ck_source *src, const struct timespec *mtime)
+{
+    if (mtime->tv_sec == src->mtime.tv_sec && mtime->tv_nsec == src->mtime.tv_nsec)
+        return false;
+    if (ck_watch_written(src->watch, src->wd))
+        return true;
+    src->mtime = *mtime; /* touched, not written */
+    return false;
 }
 
 void ck_source_close(ck_source *src)

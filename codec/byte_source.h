@@ -81,4 +81,8 @@ void ck_source_close(ck_source *src);
  * without a write (touch) becomes the source's. */
 int ck_source_check_fd(ck_source *src, uint64_t end, ck_error *err);
 
+/* The mtime of src's file is now mtime: true when that is a write (the
+ * watch saw one, or there is none); a touch instead becomes src's mtime. */
+bool ck_source_written(ck_source *src, const struct timespec *mtime);
+
 #endif

@@ -422,12 +422,11 @@ static int check_on_disk(const ck_model *m, ck_source *src, ck_error *err)
         what = "another file was put in its place";
     else if ((uint64_t)st.st_size != src->file_size)
         what = "its size changed";
-    else if (st.st_mtim.tv_sec != src->mtime.tv_sec || st.st_mtim.tv_nsec != src->mtime.tv_nsec)
-        what = ck_watch_written(src->watch, src->wd) ? "it was written to" : NULL;
+    else if (ck_source_written(src, &st.st_mtim))
+        what = "it was written to";
     if (what != NULL)
         return ck_fail(err, ESTALE, "%s: changed on disk since it was mounted (%s)", src->path,
                        what);
-    src->mtime = st.st_mtim;
     return 0;
 }
 
