@@ -1,0 +1,401 @@
+#!/usr/bin/env bats
+# Requests during a save (issue 12).  A save runs beside the request loop:
+# lookups, getattr, reads, readdir, getxattr and statfs are answered while it
+# runs and show the tree as it was when it began; writes made meanwhile go to
+# the next save and none is lost; unmount and kill -9 in the middle of a save
+# leave a whole model.  Every wait here is a deadlock guard (it fails the test
+# instead of hanging the suite), never a bound on how fast anything is: the
+# order of events is forced by freezing the filesystem the model lives on.
+#
+# The cases that name the multi-threaded loop run again with it, when the
+# build has the option (MT_OPT below).
+
+load helpers
+
+RACE="$PY $REPO/tests/concurrent/race.py"
+
+# The -o option that selects libfuse's multi-threaded loop, as `ckptfs --help`
+# names it; empty when this build has none.
+MT_OPT=$("$CKPTFS" --help 2>&1 | grep -o -- '-o multithread[a-z_]*\(=[0-9]*\)\?\|-o threads=[0-9]*\|-o mt\b' |
+         head -1 | sed 's/^-o //')
+
+setup() {
+    M=$BATS_TEST_TMPDIR/m
+    FROZEN=
+    EXT=
+    LOOPDEV=
+}
+
+need_mt() {
+    [ -n "$MT_OPT" ] || skip "this build has no multi-threaded loop option (ckptfs --help)"
+}
+
+# alive PID: the process runs (an exited child not yet collected is a zombie).
+alive() {
+    [ -e "/proc/$1" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)" != Z ]
+}
+
+# wait_until CMD...: poll CMD for up to 120 s.  A deadlock guard only.
+wait_until() {
+    local _
+    for _ in $(seq 1 2400); do
+        "$@" && return 0
+        sleep 0.05
+    done
+    echo "gave up waiting (120 s) for: $*" >&2
+    return 1
+}
+
+# bg PID: a background client this test started, ended in teardown.
+bg() { echo "$1" >>"$BATS_TEST_TMPDIR/bg"; }
+
+daemon_pid() { tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1; }
+
+# forget_daemon PID: the test collected this daemon itself.
+forget_daemon() { sed -i "/^$1 /d" "$BATS_TEST_TMPDIR/mounts"; }
+
+teardown() {
+    local rc=0 pid mnt _
+    # First the filesystem: a save blocked on it would keep its daemon alive.
+    if [ -n "$FROZEN" ]; then fsfreeze -u "$FROZEN" 2>/dev/null || true; fi
+    # Our own clients, by pid: one stuck on a hung daemon keeps the mount busy.
+    if [ -f "$BATS_TEST_TMPDIR/bg" ]; then
+        while read -r pid; do
+            kill -9 "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        done <"$BATS_TEST_TMPDIR/bg"
+    fi
+    # A daemon that does not exit after its unmount (a deadlocked save) is
+    # killed after a guard, so that the suite goes on; the test then fails.
+    if [ -f "$BATS_TEST_TMPDIR/mounts" ]; then
+        while read -r pid mnt; do
+            if mountpoint -q "$mnt"; then
+                fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || true
+            fi
+            for _ in $(seq 1 1200); do alive "$pid" || break; sleep 0.1; done
+            if alive "$pid"; then
+                echo "daemon $pid still runs 120 s after its unmount: killed" >&2
+                kill -9 "$pid" 2>/dev/null || true
+                rc=1
+            fi
+        done < <(tac "$BATS_TEST_TMPDIR/mounts")
+    fi
+    ckptfs_teardown || rc=1
+    # A mount whose daemon the test killed itself.
+    while read -r mnt; do
+        fusermount3 -uz "$mnt" 2>/dev/null || true
+    done < <(awk -v d="$BATS_TEST_TMPDIR/" 'index($2, d) == 1 && $3 ~ /^fuse/ {print $2}' /proc/mounts)
+    if [ -n "$EXT" ] && mountpoint -q "$EXT"; then umount "$EXT" || rc=1; fi
+    if [ -n "$LOOPDEV" ]; then losetup -d "$LOOPDEV" 2>/dev/null || true; fi
+    return "$rc"
+}
+
+# ext4_image SIZE: a small ext4 on a loop device, mounted at $EXT (root only).
+ext4_image() {
+    [ "$(id -u)" = 0 ] || skip "a loop-mounted ext4 needs root"
+    command -v fsfreeze >/dev/null || skip "no fsfreeze"
+    truncate -s "$1" "$BATS_TEST_TMPDIR/ext4.img"
+    mkfs.ext4 -q "$BATS_TEST_TMPDIR/ext4.img"
+    LOOPDEV=$(losetup -f --show "$BATS_TEST_TMPDIR/ext4.img" 2>/dev/null) || {
+        LOOPDEV=
+        skip "no loop device"
+    }
+    EXT=$BATS_TEST_TMPDIR/ext
+    mkdir -p "$EXT"
+    mount -o noatime "$LOOPDEV" "$EXT"
+}
+
+# save_blocked PID: a thread of the daemon waits for the frozen filesystem
+# (sb_start_write sleeps in percpu_rwsem_wait): its save is under way.
+save_blocked() {
+    grep -qx percpu_rwsem_wait /proc/"$1"/task/*/wchan 2>/dev/null
+}
+
+# save_running DIR MODEL DONE: the save's temporary file is beside the model,
+# or the save has already returned (DONE exists).
+save_running() {
+    [ -e "$3" ] || ls -A "$1" | grep "^\.$2\.ckptfs-" | grep -qv -- '-lock$'
+}
+
+# read_is FILE SKIP WANT: the 4 KiB block SKIP of FILE equals the file WANT.
+read_is() {
+    dd if="$1" bs=4096 skip="$2" count=1 status=none | cmp - "$3"
+}
+
+# frozen_save HOW [ckptfs options]: the save that HOW asks for (touch,
+# fsync, setfattr: ckptfs-umount's save) waits on the frozen ext4 the model
+# lives on; requests made from another process meanwhile are all answered,
+# and show the tree as it was (the edited tensor with its new bytes); the
+# save returns only after the unfreeze, and the file holds the edit.
+frozen_save() {
+    local how=$1 pid log=$BATS_TEST_TMPDIR/order T=$BATS_TEST_TMPDIR
+    shift
+    ext4_image 64M
+    F=$EXT/model.ckpt
+    $RACE gen "$F" --count 6 --min-kib 64 --max-kib 256 --seed 3
+    mount_fg "$F" "$M" -o commit=manual "$@"
+    pid=$(daemon_pid)
+    $RACE extract "$F" t.1 "$T/t1"
+    $RACE extract "$F" t.2 "$T/t2"
+    # The edit: its overlay is in the spill file beside the model, so it is
+    # made before the freeze; nothing writes into the mount after it.
+    printf 'EDITED!!' >"$T/patch"
+    dd if="$T/patch" of="$M/t.1/out" bs=1 seek=4100 conv=notrunc status=none
+    dd if="$T/patch" of="$T/t1" bs=1 seek=4100 conv=notrunc status=none
+    dd if="$T/t1" of="$T/t1.want" bs=4096 skip=1 count=1 status=none
+    dd if="$T/t2" of="$T/t2.want" bs=4096 skip=2 count=1 status=none
+    [ ! -e "$M/snapshot_done" ]
+    # The tensor directories' entries are cached (directories keep long
+    # timeouts), as in any use: a lookup in the root then needs no lock on
+    # it, which `touch`'s create holds for as long as the save runs.
+    ls "$M" >/dev/null
+    stat "$M"/t.*/ >/dev/null
+
+    FROZEN=$EXT
+    fsfreeze -f "$EXT"
+    case $how in
+    touch) (rc=0; touch "$M/snapshot_done" || rc=$?; echo "save $rc" >>"$log") & ;;
+    fsync) (rc=0; $PY -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' \
+                "$M/t.3/meta" || rc=$?; echo "save $rc" >>"$log") & ;;
+    setfattr) (rc=0; setfattr -n user.ckptfs.unmount -v 1 "$M" || rc=$?; echo "save $rc" >>"$log") & ;;
+    esac
+    bg $!
+    wait_until save_blocked "$pid"
+    (
+        r() {
+            local what=$1
+            shift
+            if "$@" >"$T/reader.$what" 2>&1; then echo "reader $what ok"; else echo "reader $what FAILED"; fi >>"$log"
+        }
+        r stat-meta stat "$M/t.2/meta"
+        r read-edited read_is "$M/t.1/out" 1 "$T/t1.want"
+        r read read_is "$M/t.2/out" 2 "$T/t2.want"
+        r ls-tensor sh -c '[ "$(ls "$1" | tr "\n" " ")" = "meta out " ]' - "$M/t.2"
+        r getfattr sh -c '[ "$(getfattr --only-values -n user.ckptfs.type "$1")" = Float32 ]' - "$M/t.4"
+        r statfs stat -f "$M"
+        # A create (touch) and setxattr (setfattr) hold the root's lock in the
+        # kernel for as long as they wait: a listing of the root waits there
+        # with them, whatever the daemon does.  fsync locks only its file.
+        if [ "$how" = fsync ]; then
+            r ls-root sh -c '[ "$(ls "$1" | grep -c "^t\.[0-5]$")" = 6 ]' - "$M"
+        fi
+        echo "readers done" >>"$log"
+    ) &
+    bg $!
+    wait_until grep -qx "readers done" "$log" || true
+    echo "unfreeze" >>"$log"
+    fsfreeze -u "$EXT"
+    FROZEN=
+    wait_until grep -q "^save " "$log"
+    cat "$log"
+    # Every reader answered, correctly, before the unfreeze; the save after.
+    [ "$(sed -n '/^unfreeze$/q;p' "$log" | grep -c ' ok$')" -eq "$([ "$how" = fsync ] && echo 7 || echo 6)" ]
+    sed -n '/^unfreeze$/q;p' "$log" | grep -qx "readers done"
+    ! grep -q FAILED "$log"
+    sed -n '/^unfreeze$/,$p' "$log" | grep -qx "save 0"
+    ! sed -n '/^unfreeze$/q;p' "$log" | grep -q "^save"
+    # The save holds the edit; the tree switched to the new file.
+    [ -e "$M/snapshot_done" ]
+    $RACE extract "$F" t.1 "$T/t1.saved"
+    cmp "$T/t1" "$T/t1.saved"
+    $ORACLE check "$M" "$F"
+}
+
+@test "touch snapshot_done: stat, reads, listings, getxattr and statfs are answered while the save waits on a frozen fs" {
+    frozen_save touch
+}
+
+@test "fsync: the root's listing too is answered while the save waits on a frozen fs" {
+    frozen_save fsync
+}
+
+@test "ckptfs-umount's save (setfattr user.ckptfs.unmount): requests are answered while it waits on a frozen fs" {
+    frozen_save setfattr
+}
+
+@test "multi-threaded loop: requests are answered while touch's save waits on a frozen fs" {
+    need_mt
+    frozen_save touch -o "$MT_OPT"
+}
+
+@test "multi-threaded loop: requests are answered while fsync's save waits on a frozen fs" {
+    need_mt
+    frozen_save fsync -o "$MT_OPT"
+}
+
+# race [ckptfs options]: 64 tensors of 1-4 MiB, 4 writers, a saver, 2
+# readers and the automatic save (tests/concurrent/race.py).
+race() {
+    F=$BATS_TEST_TMPDIR/model.ckpt
+    $RACE gen "$F" --count 64 --min-kib 1024 --max-kib 4096 --seed 5
+    mount_fg "$F" "$M" -o commit_delay=0.1 "$@"
+    # touch is several requests (lookup, open or create, futimens of the open
+    # file): when a writer makes the tree dirty between them, snapshot_done is
+    # gone and touch fails with ENOENT, on any build.  race.py counts those and
+    # does not fail them; every other save must succeed.
+    run $RACE race "$M" "$F" --writers 4 --readers 2 --rounds 6 --seed 5
+    echo "$output"
+    [ "$status" -eq 0 ]
+}
+
+@test "writers racing saves lose nothing; readers of other tensors see their bytes, never an error" {
+    race
+}
+
+@test "multi-threaded loop: writers racing saves lose nothing" {
+    need_mt
+    race -o "$MT_OPT"
+}
+
+# big_model: 512 MiB in 8 tensors layer.N.weight of 16777216 Float32, so
+# that a save takes a while; orig.bin holds a tensor's bytes (all are alike).
+big_model() {
+    F=$BATS_TEST_TMPDIR/model.ckpt
+    $PY "$REPO/bench/gen_ckpt.py" "$F" --size $((512 << 20)) --count 8
+    $RACE extract "$F" layer.0.weight "$BATS_TEST_TMPDIR/orig.bin"
+}
+
+# tree_of MODEL: the oracle's parse, one line per tensor: dir dims type sha256.
+tree_of() {
+    $ORACLE parse "$1" | $PY -c 'import json, sys
+for t in json.load(sys.stdin):
+    print(t["dir"], ",".join(map(str, t["dims"])) or "-", t["oneflow_type"], t["sha256"])'
+}
+
+# patched_sha FILE OFFSET TEXT: sha256 of FILE with TEXT written at OFFSET.
+patched_sha() {
+    $PY -c 'import hashlib, sys
+b = bytearray(open(sys.argv[1], "rb").read()); o = int(sys.argv[2]); t = sys.argv[3].encode()
+b[o:o + len(t)] = t; print(hashlib.sha256(b).hexdigest())' "$@"
+}
+
+@test "renames, mkdir, rmdir, rm -r, meta and out edits during a save: that save has the tree it began with, the next one the final tree" {
+    local T=$BATS_TEST_TMPDIR
+    big_model
+    mount_fg "$F" "$M" -o commit=manual
+    orig=$(sha "$T/orig.bin")
+    printf 'abcd' | dd of="$M/layer.0.weight/out" bs=1 seek=100 conv=notrunc status=none
+    (rc=0; touch "$M/snapshot_done" || rc=$?; echo "$rc" >"$T/touch.rc") &
+    bg $!
+    wait_until save_running "$T" model.ckpt "$T/touch.rc"
+    mv "$M/layer.1.weight" "$M/renamed.1"
+    mkdir "$M/new.a"
+    $ORACLE meta-of 2,3 kInt32 >"$M/new.a/meta"
+    head -c 24 /dev/urandom >"$T/new.bin"
+    cp "$T/new.bin" "$M/new.a/out"
+    mkdir "$M/new.empty"
+    rmdir "$M/new.empty"
+    rm -r "$M/layer.2.weight"
+    $ORACLE meta-of 4096,4096 kFloat >"$M/layer.3.weight/meta"
+    $ORACLE meta-of 16777216 kInt32 >"$M/layer.4.weight/meta"
+    mv "$M/layer.5.weight" "$M/layer.5.tmp"
+    mv "$M/layer.5.tmp" "$M/layer.5.weight"
+    printf 'wxyz' | dd of="$M/layer.6.weight/out" bs=1 seek=0 conv=notrunc status=none
+    wait_until [ -s "$T/touch.rc" ]
+    [ "$(cat "$T/touch.rc")" = 0 ]
+    # That save wrote the tree as it began: the first edit only.  The edits
+    # made during it wait for the next one.
+    edited0=$(patched_sha "$T/orig.bin" 100 abcd)
+    {
+        echo "layer.0.weight 16777216 kFloat $edited0"
+        for i in 1 2 3 4 5 6 7; do echo "layer.$i.weight 16777216 kFloat $orig"; done
+    } >"$T/want1"
+    tree_of "$F" >"$T/got1"
+    diff "$T/want1" "$T/got1"
+    [ ! -e "$M/snapshot_done" ]
+    touch "$M/snapshot_done"
+    {
+        echo "layer.0.weight 16777216 kFloat $edited0"
+        echo "renamed.1 16777216 kFloat $orig"
+        echo "layer.3.weight 4096,4096 kFloat $orig"
+        echo "layer.4.weight 16777216 kInt32 $orig"
+        echo "layer.5.weight 16777216 kFloat $orig"
+        echo "layer.6.weight 16777216 kFloat $(patched_sha "$T/orig.bin" 0 wxyz)"
+        echo "layer.7.weight 16777216 kFloat $orig"
+        echo "new.a 2,3 kInt32 $(sha "$T/new.bin")"
+    } >"$T/want2"
+    tree_of "$F" >"$T/got2"
+    diff "$T/want2" "$T/got2"
+    $ORACLE check "$M" "$F"
+}
+
+# unmount_during_save HOW [ckptfs options]: an automatic save of a big
+# model is under way; an edit made meanwhile, then an unmount (HOW:
+# fusermount3 or ckptfs-umount).  The daemon exits 0, and the file holds
+# both edits.
+unmount_during_save() {
+    local how=$1 pid T=$BATS_TEST_TMPDIR rc=0
+    shift
+    big_model
+    mount_fg "$F" "$M" -o commit_delay=0 "$@"
+    pid=$(daemon_pid)
+    printf 'abcd' | dd of="$M/layer.0.weight/out" bs=1 seek=100 conv=notrunc status=none
+    wait_until save_running "$T" model.ckpt "$M/snapshot_done"
+    printf 'LAST' | dd of="$M/layer.1.weight/out" bs=1 seek=200 conv=notrunc status=none
+    if [ "$how" = ckptfs-umount ]; then
+        "$REPO/mount-helpers/ckptfs-umount" "$M"
+        ! mountpoint -q "$M"
+    fi
+    umount_wait "$M" "$pid" || rc=$?
+    forget_daemon "$pid"
+    [ "$rc" -eq 0 ]
+    tree_of "$F" >"$T/got"
+    grep -qx "layer.0.weight 16777216 kFloat $(patched_sha "$T/orig.bin" 100 abcd)" "$T/got"
+    grep -qx "layer.1.weight 16777216 kFloat $(patched_sha "$T/orig.bin" 200 LAST)" "$T/got"
+    [ "$(wc -l <"$T/got")" -eq 8 ]
+    [ -z "$(ls -A "$T" | grep '^\.model\.ckpt\.ckptfs-')" ]
+}
+
+@test "fusermount3 -u during an automatic save: the daemon saves the edits made meanwhile too, exits 0" {
+    unmount_during_save fusermount3
+}
+
+@test "ckptfs-umount during an automatic save: the edits made meanwhile are saved" {
+    unmount_during_save ckptfs-umount
+}
+
+@test "multi-threaded loop: fusermount3 -u during a save keeps the last edits" {
+    need_mt
+    unmount_during_save fusermount3 -o "$MT_OPT"
+}
+
+@test "multi-threaded loop: ckptfs-umount during a save keeps the last edits" {
+    need_mt
+    unmount_during_save ckptfs-umount -o "$MT_OPT"
+}
+
+# kill_during_save [ckptfs options]: kill -9 while a save writes its
+# temporary file: the model is the whole old or the whole new one, and a
+# writable remount removes the leftover and shows that file.
+kill_during_save() {
+    local pid T=$BATS_TEST_TMPDIR
+    big_model
+    tree_of "$F" >"$T/old"
+    mount_fg "$F" "$M" -o commit=manual "$@"
+    pid=$(daemon_pid)
+    printf 'abcd' | dd of="$M/layer.3.weight/out" bs=1 seek=4096 conv=notrunc status=none
+    sed "s/^\(layer\.3\.weight .* \)[0-9a-f]*$/\1$(patched_sha "$T/orig.bin" 4096 abcd)/" \
+        "$T/old" >"$T/new"
+    (rc=0; touch "$M/snapshot_done" || rc=$?; echo "$rc" >"$T/touch.rc") &
+    bg $!
+    wait_until save_running "$T" model.ckpt "$T/touch.rc"
+    kill -9 "$pid"
+    wait "$pid" || true
+    forget_daemon "$pid"
+    wait_until [ -s "$T/touch.rc" ]
+    fusermount3 -uz "$M"
+    tree_of "$F" >"$T/got"
+    cmp -s "$T/got" "$T/old" || cmp -s "$T/got" "$T/new"
+    mount_fg "$F" "$M" "$@"
+    [ -z "$(ls -A "$T" | grep '^\.model\.ckpt\.ckptfs-' | grep -v -- '-lock$')" ]
+    $ORACLE check "$M" "$F"
+}
+
+@test "kill -9 in the middle of a save: the model is the whole old or new one, a remount recovers" {
+    kill_during_save
+}
+
+@test "multi-threaded loop: kill -9 in the middle of a save" {
+    need_mt
+    kill_during_save -o "$MT_OPT"
+}
