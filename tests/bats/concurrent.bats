@@ -247,6 +247,31 @@ race() {
     race -o "$MT_OPT"
 }
 
+@test "a meta open for writing across a save keeps its buffer; the write goes to the next save" {
+    F=$BATS_TEST_TMPDIR/model.ckpt
+    $ORACLE gen "$F" --case many --count 3
+    mount_fg "$F" "$M" -o commit=manual
+    printf 'x' | dd of="$M/layer.0.w/out" bs=1 seek=0 conv=notrunc status=none
+    # open, save from elsewhere, then write and close: the new shape counts
+    run $PY - "$M" <<'PY'
+import os, subprocess, sys
+m = sys.argv[1]
+fd = os.open(os.path.join(m, "layer.1.w/meta"), os.O_WRONLY | os.O_TRUNC)
+if subprocess.run(["touch", os.path.join(m, "snapshot_done")]).returncode:
+    sys.exit("the save failed")
+os.write(fd, b"shape { dim: 2 dim: 2 } data_type: kFloat\n")
+os.close(fd)
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
+    cmp <($ORACLE meta-of 2,2 kFloat) "$M/layer.1.w/meta"
+    [ ! -e "$M/snapshot_done" ]
+    touch "$M/snapshot_done"
+    $ORACLE check "$M" "$F"
+    [ "$($ORACLE parse "$F" | $PY -c 'import json, sys
+print([t["dims"] for t in json.load(sys.stdin) if t["tag"] == "layer.1.w"][0])')" = "[2, 2]" ]
+}
+
 # big_model: 512 MiB in 8 tensors layer.N.weight of 16777216 Float32, so
 # that a save takes a while; orig.bin holds a tensor's bytes (all are alike).
 big_model() {

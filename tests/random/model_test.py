@@ -31,6 +31,7 @@ Exit status: 0 all passed, 1 a mismatch, 2 usage or setup error.
 """
 
 import argparse
+import contextlib
 import errno
 import hashlib
 import os
@@ -39,6 +40,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import random as pyrandom
@@ -1475,6 +1477,8 @@ class Run:
             opts.append("commit_delay=%g" % self.args.commit_delay)
         else:
             opts.append("commit=manual")
+        if self.args.mount_opts:
+            opts.append(self.args.mount_opts)
         self.mount = Mount(self.args.ckptfs, self.model.path, self.mnt, opts, self.model.env,
                            os.path.join(self.tmp, "daemon.log"))
         try:
@@ -1485,6 +1489,336 @@ class Run:
                 if TERMINATED:
                     raise SystemExit(143)
                 getattr(self, self.choose())()
+            self.step += 1
+            self.op_complete()
+            self.op_save("touch")
+            self.op_remount()
+        finally:
+            self.mount.cleanup()
+
+
+# ---------------------------------------------------------------------------------------
+# --threads N: client threads racing each other's saves.
+# ---------------------------------------------------------------------------------------
+
+class Fence:
+    """Saves never overlap the edit sequences that leave a tensor incomplete for a
+    moment (a new type: meta, then out; mkdir, meta, out; rm -r: out and meta, then the
+    directory), so that every save must succeed.  Saves overlap each other, and those
+    sequences each other; plain edits (pwrite, reshape, mv, a refused meta) race all."""
+
+    def __init__(self):
+        self.cv = threading.Condition()
+        self.n = {"save": 0, "incomplete": 0}
+
+    @contextlib.contextmanager
+    def hold(self, kind):
+        other = "incomplete" if kind == "save" else "save"
+        with self.cv:
+            while self.n[other]:
+                self.cv.wait()
+            self.n[kind] += 1
+        try:
+            yield
+        finally:
+            with self.cv:
+                self.n[kind] -= 1
+                self.cv.notify_all()
+
+
+class Worker:
+    """One client thread: random operations on its own tensors only, so that what it
+    expects of them does not depend on the other threads; saves of the whole tree."""
+
+    def __init__(self, run, k, mine):
+        self.run, self.k, self.mine = run, k, list(mine)
+        self.r = pyrandom.Random("%s/%d/thread%d" % (run.fmt, run.seed, k))
+        self.np = np.random.default_rng([run.seed, FORMATS.index(run.fmt)
+                                         if run.fmt in FORMATS else 99, 1000 + k])
+        self.count = 0
+        self.step = 0
+
+    def note(self, text):
+        self.run.log.append("thread %d step %d: %s" % (self.k, self.step, text))
+        if self.run.args.trace:
+            print("  " + self.run.log[-1], file=sys.stderr, flush=True)
+
+    def entry(self, name):
+        with self.run.lock:
+            return self.run.state[self.run.idx(name)]
+
+    def update(self, name, **kw):
+        with self.run.lock:
+            i = self.run.idx(name)
+            e = list(self.run.state[i])
+            for key, v in kw.items():
+                e[{"t": T, "s": S, "b": B, "d": D}[key]] = v
+            self.run.state[i] = tuple(e)
+
+    def new_shape(self):
+        ndim = self.r.choice([0, 1, 1, 2, 2, 3])
+        return self.r.choice(EDIT_TYPES), tuple(self.r.randint(1, 5) for _ in range(ndim))
+
+    def fresh_name(self, prefix):
+        self.count += 1
+        return co.escape_tag(("%s%d.%d" % (prefix, self.k, self.count)).encode())
+
+    # -- operations on its own tensors --------------------------------------------------
+
+    def op_write(self, n):
+        e = self.entry(n)
+        size = len(e[B])
+        if size == 0:
+            return
+        if size > MIB and self.r.random() < 0.5:
+            off = min(size - 1, self.r.randint(1, size // MIB) * MIB + self.r.randint(-40, 40))
+            k = self.r.randint(1, min(self.r.choice([64, 300 << 10]), size - off))
+        else:
+            off = self.r.randrange(size)
+            k = self.r.randint(1, min(64, size - off))
+        data = slice_of_valid(self.np, e[T], off, k)
+        self.note("pwrite %r off %d len %d" % (n, off, k))
+        fd = os.open(self.run.p(n, b"out"), os.O_WRONLY)
+        try:
+            if os.pwrite(fd, data, off) != k:
+                self.run.fail("short pwrite")
+        finally:
+            os.close(fd)
+        self.update(n, b=e[B][:off] + data + e[B][off + k:])
+
+    def op_reshape(self, n):
+        e = self.entry(n)
+        if not e[S]:
+            return
+        count = 1
+        for d in e[S]:
+            count *= d
+        dims = (count,) if len(e[S]) > 1 else (1, count)
+        how = self.r.choice(["inplace", "rename"])
+        self.note("meta %r: reshape %s -> %s (%s)" % (n, list(e[S]), list(dims), how))
+        with self.meta_fence():
+            self.run.write_file(self.run.p(n, b"meta"), meta_text(self.np, e[T], list(dims)), how)
+        self.update(n, s=dims)
+
+    def meta_fence(self):
+        """--avoid meta-across-save: no save while a meta is open for writing."""
+        if "meta-across-save" in self.run.args.avoid:
+            return self.run.fence.hold("incomplete")
+        return contextlib.nullcontext()
+
+    def op_retype(self, n):
+        of_type, dims = self.new_shape()
+        out = valid_bytes(self.np, of_type, nbytes_of(of_type, dims) // ITEMSIZE[of_type])
+        meta_first = self.r.random() < 0.5
+        self.note("meta %r -> %s %s, and its out (%s first)" % (
+            n, of_type, list(dims), "meta" if meta_first else "out"))
+        with self.run.fence.hold("incomplete"):
+            for part in (("meta", "out") if meta_first else ("out", "meta")):
+                if part == "meta":
+                    self.run.write_file(self.run.p(n, b"meta"),
+                                        meta_text(self.np, of_type, list(dims)), "inplace")
+                    self.update(n, t=of_type, s=dims)
+                else:
+                    self.run.write_file(self.run.p(n, b"out"), out, "inplace")
+                    self.update(n, b=out)
+
+    def op_mv(self, n):
+        target = self.fresh_name("t")
+        self.note("mv %r %r" % (n, target))
+        os.rename(self.run.p(n), self.run.p(target))
+        self.update(n, d=target)
+        self.mine[self.mine.index(n)] = target
+
+    def op_rm(self, n):
+        with self.run.fence.hold("incomplete"), self.run.lock:
+            if self.run.model.fmt.startswith("ckpt") and len(self.run.state) < 2:
+                return
+            self.note("rm -r %r" % n)
+            shutil.rmtree(self.run.p(n))
+            del self.run.state[self.run.idx(n)]
+        self.mine.remove(n)
+
+    def op_mkdir(self, _n):
+        name = self.fresh_name("n")
+        of_type, dims = self.new_shape()
+        out = valid_bytes(self.np, of_type, nbytes_of(of_type, dims) // ITEMSIZE[of_type])
+        # Under the run's lock: new tensors go to the end in the order of their mkdir.
+        with self.run.fence.hold("incomplete"), self.run.lock:
+            self.note("mkdir %r, meta %s %s, out" % (name, of_type, list(dims)))
+            os.mkdir(self.run.p(name))
+            self.run.write_file(self.run.p(name, b"meta"), meta_text(self.np, of_type, list(dims)),
+                                "inplace")
+            self.run.write_file(self.run.p(name, b"out"), out, "inplace")
+            tops = [i for i, e in enumerate(self.run.state) if e[D] not in self.run.nontop]
+            self.run.state.insert(tops[-1] + 1 if tops else len(self.run.state),
+                                  (name, of_type, dims, out, None))
+        self.mine.append(name)
+
+    def op_bad_meta(self, n):
+        text = self.r.choice(BAD_METAS)
+        self.note("bad meta %r: %r, expect EINVAL" % (n, text))
+
+        def inplace():
+            fd = os.open(self.run.p(n, b"meta"), os.O_WRONLY | os.O_TRUNC)
+            try:
+                os.write(fd, text)
+            finally:
+                os.close(fd)
+
+        with self.meta_fence():
+            self.run.expect_errno(inplace, errno.EINVAL, "bad meta")
+        self.run.check_entry(self.entry(n))
+
+    def op_check(self, n):
+        self.note("read %r" % n)
+        self.run.check_entry(self.entry(n))
+
+    def op_save(self, _n):
+        how = self.r.choice(["touch", "create", "fsync", "fsyncdir"])
+        snap = self.run.p(b"snapshot_done")
+        with self.run.fence.hold("save"):
+            self.note("save (%s)" % how)
+            fallback = None
+            if how == "touch":
+                p = subprocess.run(["touch", snap], stderr=subprocess.PIPE)
+                if p.returncode != 0:
+                    fallback = p.stderr.decode().strip()
+                    if "No such file" not in fallback:
+                        self.run.fail("save (touch) failed: %s" % fallback)
+            else:
+                try:
+                    if how == "create":
+                        fd = os.open(snap, os.O_WRONLY | os.O_CREAT, 0o644)
+                    elif how == "fsync" and self.mine:
+                        fd = os.open(self.run.p(self.r.choice(self.mine), b"out"), os.O_RDONLY)
+                    else:
+                        fd = os.open(os.fsencode(self.run.mnt), os.O_RDONLY | os.O_DIRECTORY)
+                    try:
+                        if how != "create":
+                            os.fsync(fd)
+                    finally:
+                        os.close(fd)
+                except OSError as exc:
+                    if how != "create" or exc.errno != errno.ENOENT:
+                        self.run.fail("save (%s): %s" % (how, exc))
+                    fallback = str(exc)
+            if fallback is not None:
+                # touch and create are several requests: another thread's edit between
+                # them takes snapshot_done away (ENOENT).  Save by fsync of the root.
+                self.note("%s: %s; save by fsync of the root instead" % (how, fallback))
+                fd = os.open(os.fsencode(self.run.mnt), os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    self.run.expect_errno(lambda: os.fsync(fd), 0, "save (fsyncdir)")
+                finally:
+                    os.close(fd)
+        self.check_saved(how)
+
+    def check_saved(self, how):
+        """The save returned: the file holds every edit this thread made before it (the
+        save that answers a request begins after it), in the tree's order; the mount
+        shows them.  Other threads' tensors may have changed since: not checked here."""
+        with self.run.lock:
+            mine = [e for e in self.run.state if e[D] in self.mine]
+        for e in mine:
+            self.run.check_entry(e)
+        with self.run.parse_lock:
+            v, _busy = self.run.parse_file()
+        got = {name: (meta, out) for name, meta, out in v}
+        order = [name for name, _m, _o in v if name in self.mine]
+        want = view(mine)
+        for name, meta, out in want:
+            if name not in got:
+                self.run.fail("thread %d: after its save (%s) the file has no tensor %r" % (
+                    self.k, how, name))
+            gm, go_ = got[name]
+            if gm != meta:
+                self.run.fail("thread %d: after its save (%s) tensor %r has meta %r in the file, "
+                              "expected %r" % (self.k, how, name, gm, meta))
+            if go_ != out:
+                self.run.fail("thread %d: after its save (%s) tensor %r has %d bytes in the file, "
+                              "expected %d; first difference at byte %d" % (
+                                  self.k, how, name, len(go_), len(out), first_diff(go_, out)))
+        if order != [w[0] for w in want]:
+            self.run.fail("thread %d: its tensors are in the file in the order %r, expected %r" % (
+                self.k, order, [w[0] for w in want]))
+        self.run.saves += 1
+
+    OPS = [("op_write", 30), ("op_reshape", 8), ("op_retype", 6), ("op_mv", 5), ("op_rm", 2),
+           ("op_mkdir", 4), ("op_bad_meta", 2), ("op_check", 8), ("op_save", 12)]
+
+    def run_steps(self, steps):
+        total = sum(w for _, w in self.OPS)
+        for self.step in range(1, steps + 1):
+            if TERMINATED or self.run.stop.is_set():
+                return
+            x = self.r.uniform(0, total)
+            for name, w in self.OPS:
+                x -= w
+                if x <= 0:
+                    break
+            if not self.mine and name not in ("op_mkdir", "op_save"):
+                continue
+            getattr(self, name)(self.r.choice(self.mine) if self.mine else None)
+
+
+class ThreadedRun(Run):
+    """--threads N: N client threads at once, each on its own tensors (the free ones,
+    dealt round-robin: no graph node reads them, not a str), each saving the whole tree
+    now and then and checking its own tensors in the saved file.  Then, single-threaded,
+    the whole tree is completed, saved and checked, and remounted, as in Run."""
+
+    def run(self):
+        self.lock = threading.RLock()
+        self.parse_lock = threading.Lock()
+        self.fence = Fence()
+        self.stop = threading.Event()
+        model_dir = os.path.join(self.tmp, "model")
+        os.makedirs(model_dir)
+        self.model = make_model(self.fmt, model_dir, self.np, self.args.avoid)
+        self.state, self.busy_set = self.model.initial_state()
+        self.nontop = set()
+        if self.model.graph:
+            _v, _b, _s, entries = graph_entries(self.model_file(), self.model.mindir)
+            self.nontop = {e.dirname for e in entries if not e.top}
+        self.saved = list(self.state)
+        self.saved_sha = sha_files(self.model.files())
+        self.candidates = [list(self.state)]
+        self.mnt = os.path.join(self.tmp, "mnt")
+        opts = list(self.model.opts)
+        opts.append("commit_delay=%g" % self.args.commit_delay if self.auto else "commit=manual")
+        if self.args.mount_opts:
+            opts.append(self.args.mount_opts)
+        self.mount = Mount(self.args.ckptfs, self.model.path, self.mnt, opts, self.model.env,
+                           os.path.join(self.tmp, "daemon.log"))
+        free = [e[D] for e in self.state if self.editable(e) and not self.busy(e)
+                and e[D] not in self.nontop and e[ST] != "gap"]
+        n = self.args.threads
+        workers = [Worker(self, k, free[k::n]) for k in range(n)]
+        errors = []
+
+        def body(w):
+            try:
+                w.run_steps(max(1, self.steps // n))
+            except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+                errors.append((w, exc, traceback.format_exc()))
+                self.stop.set()
+
+        try:
+            self.note("mount %s (%s), %d threads" % (os.path.basename(self.model.path),
+                                                      ",".join(opts), n))
+            self.mount.start()
+            self.read_tree(order=True)
+            threads = [threading.Thread(target=body, args=(w,)) for w in workers]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.step = sum(w.step for w in workers)
+            if errors:
+                w, exc, tb = errors[0]
+                if isinstance(exc, Mismatch):
+                    raise exc
+                raise Mismatch("thread %d: %s: %s\n%s" % (w.k, type(exc).__name__, exc, tb))
             self.step += 1
             self.op_complete()
             self.op_save("touch")
@@ -1531,13 +1865,20 @@ def main():
                     "data_location DEFAULT), superseded-gap (no rm -r of a .ckpt tensor between "
                     "two records of one tag), empty-ckpt (never rm -r a checkpoint's last "
                     "tensor), autosave-tmpfile (with --auto, no temporary file renamed over "
-                    "meta or out)")
+                    "meta or out), meta-across-save (with --threads, no save while a meta is "
+                    "open for writing: issue 12, the save drops its buffer)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="N client threads at once, each on its own tensors, saving concurrently "
+                    "(the steps are shared among them; no remount or kill -9 until they end)")
+    ap.add_argument("--mount-opts", default="", help="more -o options for the daemon (with "
+                    "--threads: the multi-threaded loop, say)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     ap.add_argument("--tmpdir", default=None, help="where the runs' directories are made")
     args = ap.parse_args()
     args.avoid = [a for a in args.avoid.split(",") if a]
     for a in args.avoid:
-        if a not in ("dl-default", "superseded-gap", "empty-ckpt", "autosave-tmpfile"):
+        if a not in ("dl-default", "superseded-gap", "empty-ckpt", "autosave-tmpfile",
+                     "meta-across-save"):
             ap.error("--avoid: unknown %r" % a)
     check_bad_metas()
     if not os.access(args.ckptfs, os.X_OK):
@@ -1550,7 +1891,8 @@ def main():
     for fmt in formats:
         for seed in seeds:
             tmp = tempfile.mkdtemp(prefix="ckptfs-random-", dir=args.tmpdir)
-            run = Run(args, fmt, seed, args.steps, args.auto, tmp)
+            run = (ThreadedRun if args.threads > 1 else Run)(args, fmt, seed, args.steps,
+                                                             args.auto, tmp)
             ok = False
             try:
                 run.run()
@@ -1578,8 +1920,9 @@ def report(run, msg):
     print("FAIL format %s seed %d%s step %d" % (run.fmt, run.seed, " (auto)" if run.auto else "",
                                                 run.step), file=sys.stderr)
     print("  " + msg, file=sys.stderr)
-    print("  reproduce: tests/random/model_test.py --format %s --seed %d --steps %d%s%s --trace" % (
+    print("  reproduce: tests/random/model_test.py --format %s --seed %d --steps %d%s%s%s --trace" % (
         run.fmt, run.seed, run.steps, " --auto" if run.auto else "",
+        " --threads %d" % run.args.threads if run.args.threads > 1 else "",
         " --avoid " + ",".join(run.args.avoid) if run.args.avoid else ""), file=sys.stderr)
     print("  operations:", file=sys.stderr)
     for line in run.log[-60:]:
