@@ -40,7 +40,7 @@ PROTO_OBJ := $(PROTO_C:%.c=%.o)
 BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-reencode $(BUILD)/unit-tests
 
 .SECONDARY: $(PROTO_C) $(PROTO_C:.c=.h)
-.PHONY: all deps test check asan demo install clean bench fuzz
+.PHONY: all deps test check asan tsan demo install clean bench fuzz
 all: $(BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: codec/proto/%.proto
@@ -93,6 +93,23 @@ asan: deps
 	  SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all build-asan/fuzz-ckpt
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 tests/run-all.sh build-asan
 
+# The concurrency tests (a save beside the request loop, client threads
+# racing saves) under ThreadSanitizer.  gcc's libtsan2 comes with gcc
+# (libgcc-12-dev depends on it).  Every report fails the test that was
+# running: TSAN_OPTIONS halts the process (exit 66) and writes the report to
+# build-tsan/tsan-logs/tsan.PID, which tests/bats/helpers.bash checks in each
+# test's teardown (daemons run in the background, their stderr may be gone).
+TSAN_LOGS := $(CURDIR)/build-tsan/tsan-logs
+tsan: deps
+	$(MAKE) BUILD=build-tsan OPTFLAGS="-O1 -g -fno-omit-frame-pointer" SANFLAGS="-fsanitize=thread" all
+	rm -rf $(TSAN_LOGS) && mkdir -p $(TSAN_LOGS)
+	export TSAN_OPTIONS="halt_on_error=1:exitcode=66:second_deadlock_stack=1:log_path=$(TSAN_LOGS)/tsan" \
+	  CKPTFS_BUILD=$(CURDIR)/build-tsan CKPTFS_TSAN_LOGS=$(TSAN_LOGS); \
+	  bats tests/bats/concurrent.bats; a=$$?; \
+	  bats --filter 'client threads' tests/bats/random_ops.bats; b=$$?; \
+	  if [ -n "$$(ls -A $(TSAN_LOGS))" ]; then echo "tsan: reports in $(TSAN_LOGS)"; exit 1; fi; \
+	  [ $$a -eq 0 ] && [ $$b -eq 0 ]
+
 demo: deps
 	$(MAKE) all
 	tests/demo.sh $(BUILD)
@@ -129,4 +146,4 @@ install: $(BUILD)/ckptfs $(BUILD)/ckptfs-dump
 	chmod 0755 $(DESTDIR)$(SBINDIR)/mount.ckptfs
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-tsan

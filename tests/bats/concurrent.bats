@@ -8,16 +8,11 @@
 # order of events is forced by freezing the filesystem the model lives on.
 #
 # The cases that name the multi-threaded loop run again with it, when the
-# build has the option (MT_OPT below).
+# build has the option (MT_OPT, helpers.bash).
 
 load helpers
 
 RACE="$PY $REPO/tests/concurrent/race.py"
-
-# The -o option that selects libfuse's multi-threaded loop, as `ckptfs --help`
-# names it; empty when this build has none.
-MT_OPT=$("$CKPTFS" --help 2>&1 | grep -o -- '-o multithread[a-z_]*\(=[0-9]*\)\?\|-o threads=[0-9]*\|-o mt\b' |
-         head -1 | sed 's/^-o //')
 
 setup() {
     M=$BATS_TEST_TMPDIR/m

@@ -57,6 +57,15 @@ ckptfs_teardown() {
         cat "$BATS_TEST_TMPDIR/daemon.log" >&2
         failed=1
     fi
+    # make tsan: ThreadSanitizer writes each report to $CKPTFS_TSAN_LOGS/tsan.PID
+    # (log_path), whether the daemon still has a stderr or not.  A report
+    # fails the test that was running; it is then kept in reported/.
+    if [ -n "${CKPTFS_TSAN_LOGS:-}" ] && compgen -G "$CKPTFS_TSAN_LOGS/tsan.*" >/dev/null; then
+        cat "$CKPTFS_TSAN_LOGS"/tsan.* >&2
+        mkdir -p "$CKPTFS_TSAN_LOGS/reported"
+        mv "$CKPTFS_TSAN_LOGS"/tsan.* "$CKPTFS_TSAN_LOGS/reported/"
+        failed=1
+    fi
     return "$failed"
 }
 
@@ -73,6 +82,12 @@ rewrite_outs() {
         cat "$BATS_TEST_TMPDIR/bytes" >"$d/out"
     done
 }
+
+# The -o option that selects the multi-threaded request loop, as `ckptfs
+# --help` names it; empty when the build has none.  Suites run their
+# concurrency cases once more with it.
+MT_OPT=$("$CKPTFS" --help 2>&1 | grep -o -- '-o multithread[a-z_]*\(=[0-9]*\)\?\|-o threads=[0-9]*\|-o mt\b' |
+         head -1 | sed 's/^-o //')
 
 ONNX_FIX=$FIXTURES/onnx
 GRAPH_ORACLE="$PY $REPO/tests/oracle/graph_oracle.py"

@@ -148,19 +148,25 @@ last_tensor_deleted() {
 
 # ---- issue 12: client threads racing saves ----
 
+# threads_run [model_test options]: with --threads 4, on the default loop and
+# on the multi-threaded one (MT_OPT, helpers.bash) when the build has it.
+threads_run() {
+    model_test --threads 4 --avoid meta-across-save "$@"
+    if [ -n "$MT_OPT" ]; then
+        model_test --threads 4 --avoid meta-across-save --mount-opts "$MT_OPT" "$@"
+    fi
+}
+
 @test "random ops, 4 client threads on their own tensors, saving concurrently: every format" {
     # Each thread checks, after each save it asked for, that the file holds
     # every edit it made before; the whole tree is checked at the end.
     # meta-across-save: a save drops the buffer of a meta open for writing
     # (concurrent.bats has the deterministic case).
-    model_test --format all --seeds 1 --steps 1200 --threads 4 --avoid meta-across-save \
-        ${CKPTFS_MT_OPT:+--mount-opts "$CKPTFS_MT_OPT"}
-    model_test --format ckpt,onnx-external --seeds 2 --steps 1200 --threads 4 \
-        --avoid meta-across-save ${CKPTFS_MT_OPT:+--mount-opts "$CKPTFS_MT_OPT"}
+    threads_run --format all --seeds 1 --steps 1200
+    threads_run --format ckpt,onnx-external --seeds 2 --steps 1200
 }
 
 @test "random ops, 4 client threads with automatic saves (commit_delay=0)" {
-    model_test --format ckpt,onnx-external,mindir-split,ckpt-zst --seeds 1 --steps 800 \
-        --threads 4 --auto --commit-delay 0 --avoid meta-across-save \
-        ${CKPTFS_MT_OPT:+--mount-opts "$CKPTFS_MT_OPT"}
+    threads_run --format ckpt,onnx-external,mindir-split,ckpt-zst --seeds 1 --steps 800 \
+        --auto --commit-delay 0
 }
