@@ -135,6 +135,7 @@ bench: all
 	bench/bench_commit.sh $(BUILD)
 	bench/bench_verify.sh $(BUILD)
 	bench/bench_bounded.sh $(BUILD)
+	bench/bench_save.sh $(BUILD)
 
 # mount(8) looks for mount.<type> in /sbin only.
 SBINDIR   ?= /sbin
