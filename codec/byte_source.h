@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
@@ -49,6 +50,11 @@ struct ck_source {
      * NULL: every mtime change counts as a write. */
     ck_file_watch *watch;
     int wd;
+    /* Held around read_at when set: a source that decodes (decrypts,
+     * decompresses) keeps state, its page cache and codec context, which
+     * the request loop and a save running beside it both use.  A plain
+     * file's reads are positional and need none. */
+    pthread_mutex_t *serial;
 };
 
 /* Open a regular file read-only as an identity source. */
@@ -66,7 +72,12 @@ int ck_scratch_fd(bool in_memory, const char *model, const char *what, ck_error 
 static inline int ck_source_read(ck_source *src, void *buf, size_t len, uint64_t off,
                                  ck_error *err)
 {
-    return src->ops->read_at(src, buf, len, off, err);
+    if (src->serial == NULL)
+        return src->ops->read_at(src, buf, len, off, err);
+    pthread_mutex_lock(src->serial);
+    int rc = src->ops->read_at(src, buf, len, off, err);
+    pthread_mutex_unlock(src->serial);
+    return rc;
 }
 
 /* A source over an fd the caller keeps owning (a spill file, say). */

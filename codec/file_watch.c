@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,9 @@
 #define WRITTEN_MAX 8192
 
 struct ck_file_watch {
+    /* One per mount, shared by the model being served and the one a save
+     * opens on its own thread. */
+    pthread_mutex_t lock;
     int fd;                 /* inotify, non-blocking */
     int *written;           /* watch descriptors seen with IN_MODIFY */
     size_t n_written, cap;
@@ -30,6 +34,7 @@ ck_file_watch *ck_watch_new(void)
         free(w);
         return NULL;
     }
+    pthread_mutex_init(&w->lock, NULL);
     return w;
 }
 
@@ -38,6 +43,7 @@ void ck_watch_free(ck_file_watch *w)
     if (w == NULL)
         return;
     close(w->fd);
+    pthread_mutex_destroy(&w->lock);
     free(w->written);
     free(w);
 }
@@ -51,9 +57,9 @@ int ck_watch_add(ck_file_watch *w, int fd)
     return inotify_add_watch(w->fd, proc, IN_MODIFY);
 }
 
-void ck_watch_mark(ck_file_watch *w, int wd)
+static void mark(ck_file_watch *w, int wd)
 {
-    if (w == NULL || w->all_written)
+    if (w->all_written)
         return;
     for (size_t i = 0; i < w->n_written; i++)
         if (w->written[i] == wd)
@@ -88,21 +94,30 @@ static void drain(ck_file_watch *w)
             if (ev->mask & IN_Q_OVERFLOW)
                 w->all_written = true;
             else if (ev->mask & IN_MODIFY)
-                ck_watch_mark(w, ev->wd);
+                mark(w, ev->wd);
             p += sizeof *ev + ev->len;
         }
     }
+}
+
+void ck_watch_mark(ck_file_watch *w, int wd)
+{
+    if (w == NULL)
+        return;
+    pthread_mutex_lock(&w->lock);
+    mark(w, wd);
+    pthread_mutex_unlock(&w->lock);
 }
 
 bool ck_watch_written(ck_file_watch *w, int wd)
 {
     if (w == NULL || wd < 0)
         return true;
+    pthread_mutex_lock(&w->lock);
     drain(w);
-    if (w->all_written)
-        return true;
-    for (size_t i = 0; i < w->n_written; i++)
-        if (w->written[i] == wd)
-            return true;
-    return false;
+    bool written = w->all_written;
+    for (size_t i = 0; i < w->n_written && !written; i++)
+        written = w->written[i] == wd;
+    pthread_mutex_unlock(&w->lock);
+    return written;
 }

@@ -59,6 +59,8 @@ static ck_envelope_opts envelope_opts(const ck_model *m, const ck_open_opts *o)
 
 long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err)
 {
+    if (src->fd < 0)
+        src->serial = &m->lock; /* it decodes: see ck_model.lock */
     if (m->n_sources == CK_MAX_SOURCES) {
         ck_fail(err, EMFILE, "%s: more than %d data files", m->path, CK_MAX_SOURCES);
         ck_source_close(src);
@@ -115,6 +117,7 @@ static ck_model *model_alloc(ck_model_dir *dir, const char *path, const ck_open_
     }
     m->dir = ck_dir_ref(dir);
     m->file_wd = -1;
+    pthread_mutex_init(&m->lock, NULL);
     ck_index_init(&m->index);
     size_t budget = o && o->cache_size ? o->cache_size : CK_CACHE_SIZE_DEFAULT;
     m->cache = ck_page_cache_new(budget, true, err);
@@ -338,6 +341,7 @@ void ck_model_close(ck_model *m)
     ck_pb_layout_free(m->pb);
     ck_index_free(&m->index);
     ck_dir_unref(m->dir);
+    pthread_mutex_destroy(&m->lock);
     free(m->path);
     free(m);
 }
@@ -389,7 +393,14 @@ long ck_model_read(const ck_model *m, const ck_tensor *t, void *buf, size_t size
     return (long)size;
 }
 
-int ck_model_check_extents(const ck_model *m, const ck_tensor *t, ck_error *err)
+/* The model's lock, taken by checks that take a const model: it guards
+ * what they may update, not the model's shape. */
+static pthread_mutex_t *lock_of(const ck_model *m)
+{
+    return (pthread_mutex_t *)&m->lock;
+}
+
+static int check_extents(const ck_model *m, const ck_tensor *t, ck_error *err)
 {
     uint32_t n = t->n_ext;
     for (uint32_t k = 0; k < n; k++) {
@@ -406,6 +417,14 @@ int ck_model_check_extents(const ck_model *m, const ck_tensor *t, ck_error *err)
             return -1;
     }
     return 0;
+}
+
+int ck_model_check_extents(const ck_model *m, const ck_tensor *t, ck_error *err)
+{
+    pthread_mutex_lock(lock_of(m));
+    int rc = check_extents(m, t, err);
+    pthread_mutex_unlock(lock_of(m));
+    return rc;
 }
 
 /* Whether the file at src->path (beneath the model's directory, reached
@@ -430,7 +449,7 @@ static int check_on_disk(const ck_model *m, ck_source *src, ck_error *err)
     return 0;
 }
 
-int ck_model_check_unchanged(ck_model *m, ck_error *err)
+static int check_unchanged(ck_model *m, ck_error *err)
 {
     if (m->n_sources == 0) {
         struct stat st;
@@ -450,4 +469,12 @@ int ck_model_check_unchanged(ck_model *m, ck_error *err)
         if (ck_model_is_data_file(m, i) && check_on_disk(m, m->sources[i], err) < 0)
             return -1;
     return 0;
+}
+
+int ck_model_check_unchanged(ck_model *m, ck_error *err)
+{
+    pthread_mutex_lock(&m->lock);
+    int rc = check_unchanged(m, err);
+    pthread_mutex_unlock(&m->lock);
+    return rc;
 }

@@ -63,6 +63,11 @@ typedef struct ck_model {
     ck_pb_layout *pb;               /* ONNX and MindIR: where the tensors sit */
     ck_envelope env;                /* how the model file is wrapped, and will be saved */
     ck_page_cache *cache;           /* pages of the wrapped sources */
+    /* Serializes what changes after the open: the decoding sources'
+     * reads (their page cache is this model's) and the adoption of a
+     * touched file's mtime by the checks below.  A save reads the model
+     * on its own thread while requests are answered. */
+    pthread_mutex_t lock;
     const ck_file_override *overrides; /* the open's, while ck_model_open runs */
     size_t n_overrides;
 } ck_model;

@@ -84,14 +84,14 @@ void ck_dir_watch_files(ck_model_dir *d)
 
 ck_model_dir *ck_dir_ref(ck_model_dir *d)
 {
-    if (d != NULL)
-        d->refs++;
+    if (d != NULL) /* a save opens models on its own thread */
+        __atomic_add_fetch(&d->refs, 1, __ATOMIC_RELAXED);
     return d;
 }
 
 void ck_dir_unref(ck_model_dir *d)
 {
-    if (d == NULL || --d->refs > 0)
+    if (d == NULL || __atomic_sub_fetch(&d->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
     close(d->fd);
     ck_watch_free(d->watch);

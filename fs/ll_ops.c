@@ -219,7 +219,7 @@ static void reply_refused(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *
  * write (-o rw of a 0400 model). */
 static mode_t file_mode_of(const ckfs *fs)
 {
-    mode_t m = MODEL(fs)->st.st_mode & 0666;
+    mode_t m = fs->tr.file_st.st_mode & 0666;
     return fs->tr.writable ? m | S_IWUSR : m & ~(mode_t)0222;
 }
 
@@ -233,7 +233,7 @@ static int fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
 {
     entry *e;
     node_kind k = resolve(fs, ino, &e);
-    const struct stat *ms = &MODEL(fs)->st;
+    const struct stat *ms = &fs->tr.file_st;
     mode_t file_mode = file_mode_of(fs);
     mode_t dir_mode = dir_mode_of(fs);
     memset(st, 0, sizeof *st);
@@ -1087,7 +1087,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
     memset(&sv, 0, sizeof sv);
     sv.f_bsize = 4096;
     sv.f_frsize = 4096;
-    sv.f_blocks = ((uint64_t)MODEL(fs)->st.st_size + 4095) / 4096;
+    sv.f_blocks = ((uint64_t)fs->tr.file_st.st_size + 4095) / 4096;
     sv.f_files = 2 + 3 * fs->tr.n_entries;
     sv.f_namemax = 255;
     sv.f_flag = fs->tr.writable ? 0 : ST_RDONLY;

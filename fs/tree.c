@@ -13,6 +13,7 @@
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
 
+#include "../codec/arena.h"
 #include "../codec/dir_name.h"
 
 /* The entry's name, quoted for a message. */
@@ -49,6 +50,7 @@ int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable
 {
     memset(tr, 0, sizeof *tr);
     tr->model = model;
+    tr->file_st = model->st;
     tr->open_opts = opts ? *opts : (ck_open_opts){0};
     tr->writable = writable;
     tr->spill_fd = -1;
@@ -92,6 +94,7 @@ void tree_free(tree *tr)
     free(tr->entries);
     ck_name_map_free(&tr->by_dir);
     ck_pb_users_free(tr->users);
+    free(tr->freed);
     memset(tr, 0, sizeof *tr);
 }
 
@@ -163,24 +166,55 @@ size_t entry_meta_text(const tree *tr, const entry *e, char *buf, size_t cap)
     return ck_meta_format(dt, dims, ndim, buf, cap);
 }
 
+/* Whether the entry is not what the model file holds. */
+static bool entry_differs(const entry *e)
+{
+    const edit *ed = e->edit;
+    if (e->tensor_id == ENTRY_NEW ? !e->deleted : e->deleted)
+        return true;
+    if (e->deleted)
+        return false; /* made and removed again: its edits are gone with it */
+    return ed != NULL && (ed->meta_changed || ed->overlay.used || ed->name || ed->no_meta ||
+                          ed->no_out);
+}
+
 bool tree_dirty(const tree *tr)
 {
     /* -o enc_mode on a plain model: the file is not what a save writes
      * until it is saved encrypted. */
     if (tr->writable && tr->model->env.fresh && tr->model->n_sources > 0)
         return true;
-    for (size_t i = 0; i < tr->n_entries; i++) {
-        const entry *e = &tr->entries[i];
-        const edit *ed = e->edit;
-        if (e->tensor_id == ENTRY_NEW ? !e->deleted : e->deleted)
-            return true;
-        if (e->deleted)
-            continue; /* made and removed again: its edits are gone with it */
-        if (ed != NULL && (ed->meta_changed || ed->overlay.used || ed->name ||
-                           ed->no_meta || ed->no_out))
-            return true;
+    return tr->n_differ > 0;
+}
+
+/* After any change to e (idempotent, so nested edits may each call it):
+ * keep the count of entries that differ from the file, and mark e as
+ * changed since a running save began.  Returns rc, for `return
+ * changed(tr, e, edit(...))`. */
+static int changed(tree *tr, entry *e, int rc)
+{
+    bool now = entry_differs(e);
+    if (now != e->counted) {
+        if (now)
+            tr->n_differ++;
+        else
+            tr->n_differ--;
+        e->counted = now;
     }
-    return false;
+    if (tr->saving)
+        e->touched = true;
+    return rc;
+}
+
+/* The count, from scratch: after a save changed every entry at once. */
+static void recount(tree *tr)
+{
+    tr->n_differ = 0;
+    for (size_t i = 0; i < tr->n_entries; i++) {
+        entry *e = &tr->entries[i];
+        e->counted = entry_differs(e);
+        tr->n_differ += e->counted;
+    }
 }
 
 /* ---- edits ---- */
@@ -340,10 +374,29 @@ static int zero_range(int fd, uint64_t off, uint64_t len)
     return 0;
 }
 
+/* Give a range up: punched now, or when the save that reads it ends.
+ * Only space: a range is never reused (new areas start at spill_end). */
+static void release_range(tree *tr, uint64_t base, uint64_t len, bool frozen)
+{
+    if (!frozen || !tr->saving) {
+        punch(tr->spill_fd, base, len);
+        return;
+    }
+    if (tr->n_freed == tr->cap_freed) {
+        size_t cap = tr->cap_freed ? 2 * tr->cap_freed : 16;
+        spill_range *more = realloc(tr->freed, cap * sizeof *more);
+        if (more == NULL)
+            return; /* its space comes back when the file is emptied */
+        tr->freed = more;
+        tr->cap_freed = cap;
+    }
+    tr->freed[tr->n_freed++] = (spill_range){base, len};
+}
+
 static void area_free(tree *tr, spill_area *a)
 {
     if (a->used && tr->spill_fd >= 0)
-        punch(tr->spill_fd, a->base, a->cap); /* only space: the range is never reused */
+        release_range(tr, a->base, a->cap, a->frozen);
     *a = (spill_area){0};
 }
 
@@ -381,17 +434,22 @@ static int spill_extend(tree *tr, uint64_t end, ck_error *err)
     return 0;
 }
 
-/* Make the area hold at least need bytes: in place at the end of the
- * spill file, else moved there. */
+/* Make the area hold at least need bytes, and be free to change: in
+ * place at the end of the spill file, else moved there.  A frozen area
+ * (a running save reads it) always moves, its old range kept until the
+ * save ends: this is how an edit made during a save leaves the saved
+ * bytes alone. */
 static int area_reserve(tree *tr, spill_area *a, uint64_t need, ck_error *err)
 {
-    if (need <= a->cap)
+    if (need <= a->cap && !a->frozen)
         return 0;
+    if (need < a->cap)
+        need = a->cap;
     if (spill_fd(tr, err) < 0)
         return -1;
     if (need > (uint64_t)INT64_MAX - tr->spill_end)
         return ck_fail(err, EFBIG, "%s: the spill file would pass 2^63 bytes", tr->model->path);
-    if (a->base + a->cap == tr->spill_end) {
+    if (!a->frozen && a->base + a->cap == tr->spill_end) {
         if (spill_extend(tr, a->base + need, err) < 0)
             return -1;
         a->cap = need;
@@ -403,9 +461,10 @@ static int area_reserve(tree *tr, spill_area *a, uint64_t need, ck_error *err)
     if (spill_copy(tr->spill_fd, from, to, a->size) < 0)
         return ck_fail_errno(err, errno, "%s: moving bytes in the spill file failed",
                              tr->model->path);
-    punch(tr->spill_fd, from, a->cap);
+    release_range(tr, from, a->cap, a->frozen);
     a->base = to;
     a->cap = need;
+    a->frozen = false;
     return 0;
 }
 
@@ -491,7 +550,7 @@ static edit *with_overlay(tree *tr, entry *e, bool empty, ck_error *err)
     return ed;
 }
 
-int entry_out_truncate(tree *tr, entry *e, uint64_t size, ck_error *err)
+static int out_truncate_edit(tree *tr, entry *e, uint64_t size, ck_error *err)
 {
     edit *ed = with_overlay(tr, e, size == 0, err);
     if (ed == NULL || spill_room(tr, ed->overlay.size, size, err) < 0)
@@ -499,13 +558,24 @@ int entry_out_truncate(tree *tr, entry *e, uint64_t size, ck_error *err)
     return area_truncate(tr, &ed->overlay, size, err);
 }
 
-int entry_out_write(tree *tr, entry *e, const void *buf, size_t size, uint64_t off,
+int entry_out_truncate(tree *tr, entry *e, uint64_t size, ck_error *err)
+{
+    return changed(tr, e, out_truncate_edit(tr, e, size, err));
+}
+
+static int out_write_edit(tree *tr, entry *e, const void *buf, size_t size, uint64_t off,
                     ck_error *err)
 {
     edit *ed = with_overlay(tr, e, false, err);
     if (ed == NULL || spill_room(tr, ed->overlay.size, off + size, err) < 0)
         return -1;
     return area_write(tr, &ed->overlay, buf, size, off, err);
+}
+
+int entry_out_write(tree *tr, entry *e, const void *buf, size_t size, uint64_t off,
+                    ck_error *err)
+{
+    return changed(tr, e, out_write_edit(tr, e, buf, size, off, err));
 }
 
 int entry_meta_begin(tree *tr, entry *e, bool truncate, ck_error *err)
@@ -553,7 +623,7 @@ int entry_meta_truncate(tree *tr, entry *e, uint64_t size, ck_error *err)
     return 0;
 }
 
-int entry_meta_check(tree *tr, entry *e, ck_error *err)
+static int meta_check_edit(tree *tr, entry *e, ck_error *err)
 {
     edit *ed = e->edit;
     if (ed == NULL || ed->meta_buf == NULL)
@@ -582,7 +652,12 @@ int entry_meta_check(tree *tr, entry *e, ck_error *err)
     return 0;
 }
 
-int entry_meta_finish(tree *tr, entry *e, ck_error *err)
+int entry_meta_check(tree *tr, entry *e, ck_error *err)
+{
+    return changed(tr, e, meta_check_edit(tr, e, err));
+}
+
+static int meta_finish_edit(tree *tr, entry *e, ck_error *err)
 {
     if (e->edit == NULL || e->edit->meta_buf == NULL)
         return 0;
@@ -590,6 +665,11 @@ int entry_meta_finish(tree *tr, entry *e, ck_error *err)
     free(e->edit->meta_buf);
     e->edit->meta_buf = NULL;
     return rc;
+}
+
+int entry_meta_finish(tree *tr, entry *e, ck_error *err)
+{
+    return changed(tr, e, meta_finish_edit(tr, e, err));
 }
 
 /* ---- commit ---- */
@@ -632,39 +712,142 @@ static int validate(const tree *tr, const entry *e, ck_error *err)
     return 0;
 }
 
-/* The writer's view of one entry; pieces/sources are filled for edits. */
-static int describe(tree *tr, entry *e, ck_write_tensor *w, ck_piece *piece,
-                    ck_source *spill, ck_error *err)
+/* ---- saving ----
+ *
+ * tree_save_begin copies what the encoder needs (names, shapes, where the
+ * bytes are) into the save, and freezes the spill areas it reads: an edit
+ * made before the save ends moves a frozen area's bytes before changing
+ * them (area_reserve), and a frozen range given up is punched only when
+ * the save ends.  The old model file stays open, and readable, until
+ * tree_save_end switches the tree to the new one. */
+
+struct tree_save {
+    ck_model *model;            /* the file saved over: the tree's, until the switch */
+    ck_open_opts open_opts;     /* to open the new file */
+    ck_arena arena;             /* copies of names, shapes, directory names, pieces */
+    ck_write_tensor *w;         /* the tree when the save began, in order */
+    uint32_t *pos;              /* w[k]'s entry */
+    const char **dir;           /* w[k]'s directory name, as saved */
+    size_t n;
+    size_t n_entries;           /* entries when the save began */
+    ck_source *spill;           /* the frozen areas' bytes */
+    ck_model *saved;            /* the new file, opened after the commit */
+};
+
+static int out_of_memory(const tree *tr, ck_error *err)
+{
+    return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+}
+
+/* The writer's view of entry e, copied into the save: an edit made while
+ * the save runs may free or change the edit's own name and shape. */
+static int describe(tree *tr, const entry *e, ck_write_tensor *w, tree_save *save,
+                    ck_error *err)
 {
     const ck_tensor *t = entry_tensor(tr, e);
-    edit *ed = e->edit;
+    const edit *ed = e->edit;
     *w = (ck_write_tensor){.orig_id = t ? e->tensor_id : CK_WRITE_NEW, .unchanged = true};
     if (t != NULL && (ed == NULL || (!ed->meta_changed && !ed->overlay.used && !ed->name)))
         return 0;
-    w->unchanged = false;
-    w->name = entry_name(tr, e, &w->name_len);
-    w->dtype = entry_dtype(tr, e);
-    w->dims = entry_dims(tr, e, &w->ndim);
-    w->scalar_dims_zero = t && t->scalar_dims_zero && w->ndim == 0;
-    if (ed != NULL && ed->overlay.used) {
-        *piece = (ck_piece){.src = spill, .off = ed->overlay.base, .len = ed->overlay.size};
-        w->pieces = piece;
-        w->n_pieces = 1;
-    } else if (t == NULL) { /* validation guarantees a new tensor's out exists */
+    bool overlay = ed != NULL && ed->overlay.used;
+    if (!overlay && t == NULL) { /* validation guarantees a new tensor's out exists */
         char q[CK_QUOTE_BUF];
         return ck_fail(err, EIO, "%s: tensor '%s' has no bytes", tr->model->path,
                        quoted(tr, e, q));
+    }
+    size_t len;
+    uint32_t ndim;
+    const char *name = entry_name(tr, e, &len);
+    const int64_t *dims = entry_dims(tr, e, &ndim);
+    size_t n_pieces = overlay ? 1 : t->n_ext;
+    int64_t *dims_copy = ck_arena_alloc(&save->arena, (ndim ? ndim : 1) * sizeof *dims_copy);
+    ck_piece *p = ck_arena_alloc(&save->arena, (n_pieces ? n_pieces : 1) * sizeof *p);
+    w->name = ck_arena_strndup(&save->arena, name, len);
+    if (dims_copy == NULL || p == NULL || w->name == NULL)
+        return out_of_memory(tr, err);
+    if (ndim > 0)
+        memcpy(dims_copy, dims, ndim * sizeof *dims_copy);
+    w->unchanged = false;
+    w->name_len = len;
+    w->dtype = entry_dtype(tr, e);
+    w->dims = dims_copy;
+    w->ndim = ndim;
+    w->scalar_dims_zero = t && t->scalar_dims_zero && ndim == 0;
+    if (overlay) {
+        p[0] = (ck_piece){.src = save->spill, .off = ed->overlay.base, .len = ed->overlay.size};
     } else {
-        ck_piece *p = calloc(t->n_ext ? t->n_ext : 1, sizeof *p);
-        if (p == NULL)
-            return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
         for (uint32_t k = 0; k < t->n_ext; k++) {
             const ck_extent *x = ck_tensor_ext(t, k);
             p[k] = (ck_piece){.src = tr->model->sources[x->src], .off = x->off, .len = x->len};
         }
-        w->pieces = p;
-        w->n_pieces = t->n_ext;
     }
+    w->pieces = p;
+    w->n_pieces = n_pieces;
+    return 0;
+}
+
+static void save_free(tree_save *save)
+{
+    if (save == NULL)
+        return;
+    ck_source_close(save->spill);
+    ck_model_close(save->saved);
+    ck_arena_free(&save->arena);
+    free(save->w);
+    free(save->pos);
+    free(save->dir);
+    free(save);
+}
+
+int tree_save_begin(tree *tr, tree_save **out, ck_error *err)
+{
+    *out = NULL;
+    if (!tree_dirty(tr))
+        return 0;
+    for (size_t i = 0; i < tr->n_entries; i++)
+        if (!tr->entries[i].deleted && validate(tr, &tr->entries[i], err) < 0)
+            return -1;
+    size_t cap = tr->n_entries + 1;
+    tree_save *save = calloc(1, sizeof *save);
+    if (save == NULL)
+        return out_of_memory(tr, err);
+    ck_arena_init(&save->arena);
+    save->w = calloc(cap, sizeof *save->w);
+    save->pos = calloc(cap, sizeof *save->pos);
+    save->dir = calloc(cap, sizeof *save->dir);
+    /* Every overlay is a range of the one spill file. */
+    save->spill = ck_source_wrap_fd(tr->spill_fd, tr->spill_end, "spill file", err);
+    if (save->w == NULL || save->pos == NULL || save->dir == NULL || save->spill == NULL) {
+        save_free(save);
+        return out_of_memory(tr, err);
+    }
+    for (size_t i = 0; i < tr->n_entries; i++) {
+        entry *e = &tr->entries[i];
+        if (e->deleted)
+            continue;
+        const char *dir = entry_dir_name(tr, e);
+        save->pos[save->n] = (uint32_t)i;
+        save->dir[save->n] = ck_arena_strndup(&save->arena, dir, strlen(dir));
+        if (save->dir[save->n] == NULL) {
+            save_free(save);
+            return out_of_memory(tr, err);
+        }
+        if (describe(tr, e, &save->w[save->n], save, err) < 0) {
+            save_free(save);
+            return -1;
+        }
+        save->n++;
+    }
+    for (size_t i = 0; i < tr->n_entries; i++) {
+        edit *ed = tr->entries[i].edit;
+        if (ed != NULL && ed->overlay.used)
+            ed->overlay.frozen = true;
+    }
+    save->model = tr->model;
+    save->open_opts = tr->open_opts;
+    save->n_entries = tr->n_entries;
+    tr->saving = true;
+    *out = save;
     return 0;
 }
 
@@ -672,9 +855,9 @@ static int describe(tree *tr, entry *e, ck_write_tensor *w, ck_piece *piece,
  * rewritten the model since it was mounted or last saved (a training job
  * saving it again, a mv over it).  Its file wins; the edits stay in the
  * tree, to be copied out. */
-static int unchanged_on_disk(const tree *tr, ck_error *err)
+static int unchanged_on_disk(ck_model *m, ck_error *err)
 {
-    if (ck_model_check_unchanged(tr->model, err) == 0)
+    if (ck_model_check_unchanged(m, err) == 0)
         return 0;
     size_t len = strlen(err->msg);
     snprintf(err->msg + len, sizeof err->msg - len, "; the edits are kept: copy them out of "
@@ -682,111 +865,155 @@ static int unchanged_on_disk(const tree *tr, ck_error *err)
     return -1;
 }
 
-static int write_model(tree *tr, ck_write_tensor *w, size_t n, ck_error *err)
+int tree_save_run(tree_save *save, ck_error *err)
 {
+    ck_model *m = save->model;
     ck_commit_group g;
-    if (ck_group_begin(&g, tr->model->dir, err) < 0)
+    if (ck_group_begin(&g, m->dir, err) < 0)
         return -1;
     /* Checked first so that a changed file is named as such (its bytes
      * would not read back), and again just before the commit point. */
-    int rc = unchanged_on_disk(tr, err) < 0 || ck_encode(tr->model, w, n, &g, err) < 0 ||
-                     unchanged_on_disk(tr, err) < 0
+    int rc = unchanged_on_disk(m, err) < 0 || ck_encode(m, save->w, save->n, &g, err) < 0 ||
+                     unchanged_on_disk(m, err) < 0
                  ? -1
                  : ck_group_commit(&g, err);
     ck_group_abort(&g);
-    return rc;
+    if (rc == 0)
+        save->saved = ck_model_open_at(m->dir, m->path, &save->open_opts, err);
+    return rc == 0 && save->saved != NULL ? 0 : -1;
 }
 
-/* Serve the new file: each live entry is the saved tensor of its directory
- * name (an encoder may place new tensors anywhere in the file). */
-static int rebind(tree *tr, ck_error *err)
+/* An entry changed during the save keeps its edits, now over the saved
+ * tensor: a shape it shows from the old tensor is pinned as an edit, since
+ * the saved tensor has the shape the save began with. */
+static void keep_edits(tree *tr, entry *e)
 {
-    ck_model *m = ck_model_open_at(tr->model->dir, tr->model->path, &tr->open_opts, err);
-    if (m == NULL)
+    const ck_tensor *t = entry_tensor(tr, e);
+    edit *ed = e->edit;
+    if (ed == NULL || ed->meta_changed || t == NULL)
+        return;
+    ed->meta = (ck_meta){.dtype = t->dtype, .ndim = t->ndim};
+    memcpy(ed->meta.dims, t->dims, t->ndim * sizeof t->dims[0]);
+    ed->meta_changed = true;
+}
+
+/* An entry unchanged since the save began is the saved tensor, with no
+ * edit left but a meta still open for writing. */
+static int drop_edits(tree *tr, entry *e, ck_error *err)
+{
+    edit *ed = e->edit;
+    if (ed == NULL)
+        return 0;
+    char *meta_buf = ed->meta_buf;
+    size_t meta_len = ed->meta_len;
+    ed->meta_buf = NULL;
+    edit_free(tr, ed);
+    e->edit = NULL;
+    if (meta_buf == NULL)
+        return 0;
+    if (edit_of(tr, e, err) == NULL) {
+        free(meta_buf);
         return -1;
-    uint32_t *ids = malloc((tr->n_entries ? tr->n_entries : 1) * sizeof *ids);
-    ck_name_map saved;
-    ck_name_map_init(&saved);
-    int rc = ids == NULL ? ck_fail(err, ENOMEM, "%s: out of memory", m->path) : 0;
+    }
+    e->edit->meta_buf = meta_buf;
+    e->edit->meta_len = meta_len;
+    return 0;
+}
+
+/* The saved file's id of each saved entry, found by the directory name
+ * it was saved under (an encoder may place new tensors anywhere). */
+static uint32_t *saved_ids(const tree *tr, const tree_save *save, ck_error *err)
+{
+    const ck_model *m = save->saved;
+    uint32_t *ids = malloc((save->n_entries ? save->n_entries : 1) * sizeof *ids);
+    ck_name_map by_dir;
+    ck_name_map_init(&by_dir);
+    int rc = ids == NULL ? out_of_memory(tr, err) : 0;
+    for (size_t i = 0; rc == 0 && i < save->n_entries; i++)
+        ids[i] = ENTRY_NEW;
     for (size_t k = 0; rc == 0 && k < m->index.n_live; k++) {
         const ck_tensor *t = &m->index.tensors[m->index.live[k]];
-        if (ck_name_map_put(&saved, t->dir_name, strlen(t->dir_name), m->index.live[k]) < 0)
-            rc = ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        if (ck_name_map_put(&by_dir, t->dir_name, strlen(t->dir_name), m->index.live[k]) < 0)
+            rc = out_of_memory(tr, err);
     }
-    size_t n_live = 0;
-    for (size_t i = 0; rc == 0 && i < tr->n_entries; i++) {
-        const entry *e = &tr->entries[i];
-        if (e->deleted)
-            continue;
-        const char *dir = entry_dir_name(tr, e);
-        uint32_t id = ck_name_map_get(&saved, dir, strlen(dir));
+    for (size_t k = 0; rc == 0 && k < save->n; k++) {
+        uint32_t id = ck_name_map_get(&by_dir, save->dir[k], strlen(save->dir[k]));
         if (id == CK_NAME_MAP_NONE)
-            rc = ck_fail(err, EIO, "%s: the saved file's tensors are not the tree's",
-                         tr->model->path);
-        ids[i] = id;
-        n_live++;
+            rc = ck_fail(err, EIO, "%s: the saved file's tensors are not the tree's", m->path);
+        ids[save->pos[k]] = id;
     }
-    if (rc == 0 && n_live != m->index.n_live)
-        rc = ck_fail(err, EIO, "%s: the saved file's tensors are not the tree's",
-                     tr->model->path);
-    ck_name_map_free(&saved);
+    if (rc == 0 && save->n != m->index.n_live)
+        rc = ck_fail(err, EIO, "%s: the saved file's tensors are not the tree's", m->path);
+    ck_name_map_free(&by_dir);
     if (rc < 0) {
         free(ids);
-        ck_model_close(m);
-        return -1;
+        return NULL;
     }
-    for (size_t i = 0; i < tr->n_entries; i++) {
+    return ids;
+}
+
+/* Serve the new file: each entry saved is the saved tensor of its
+ * directory name; entries made during the save stay new. */
+static int switch_to_saved(tree *tr, tree_save *save, ck_error *err)
+{
+    uint32_t *ids = saved_ids(tr, save, err);
+    if (ids == NULL)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < save->n_entries; i++) {
         entry *e = &tr->entries[i];
-        edit_free(tr, e->edit);
-        e->edit = NULL;
-        e->tensor_id = e->deleted ? ENTRY_NEW : ids[i];
+        if (ids[i] == ENTRY_NEW) { /* removed before the save: gone from the file */
+            edit_free(tr, e->edit);
+            e->edit = NULL;
+            e->tensor_id = ENTRY_NEW;
+            continue;
+        }
+        if (e->touched)
+            keep_edits(tr, e);
+        else if (drop_edits(tr, e, err) < 0)
+            rc = -1; /* out of memory: an open meta's buffer is lost, nothing else */
+        e->tensor_id = ids[i];
     }
     free(ids);
     /* It borrows the old model's names, and the new file has other users. */
     ck_pb_users_free(tr->users);
     tr->users = NULL;
     ck_model_close(tr->model);
-    tr->model = m;
-    return index_names(tr, err);
+    tr->model = save->saved;
+    save->saved = NULL;
+    tr->file_st = tr->model->st;
+    return index_names(tr, err) < 0 ? -1 : rc;
+}
+
+int tree_save_end(tree *tr, tree_save *save, int rc, ck_error *err)
+{
+    if (rc == 0)
+        rc = switch_to_saved(tr, save, err);
+    tr->saving = false;
+    for (size_t i = 0; i < tr->n_entries; i++) {
+        entry *e = &tr->entries[i];
+        e->touched = false;
+        if (e->edit != NULL)
+            e->edit->overlay.frozen = false;
+    }
+    for (size_t i = 0; i < tr->n_freed; i++)
+        punch(tr->spill_fd, tr->freed[i].base, tr->freed[i].len);
+    tr->n_freed = 0;
+    save_free(save);
+    recount(tr);
+    if (rc == 0)
+        spill_reclaim(tr);
+    return rc;
 }
 
 int tree_commit(tree *tr, ck_error *err)
 {
-    if (!tree_dirty(tr))
+    tree_save *save;
+    if (tree_save_begin(tr, &save, err) < 0)
+        return -1;
+    if (save == NULL)
         return 0;
-    for (size_t i = 0; i < tr->n_entries; i++)
-        if (!tr->entries[i].deleted && validate(tr, &tr->entries[i], err) < 0)
-            goto failed;
-    ck_write_tensor *w = calloc(tr->n_entries + 1, sizeof *w);
-    ck_piece *pieces = calloc(tr->n_entries + 1, sizeof *pieces);
-    /* Every overlay is a range of the one spill file. */
-    ck_source *spill = ck_source_wrap_fd(tr->spill_fd, tr->spill_end, "spill file", err);
-    size_t n = 0;
-    int rc = -1;
-    if (w == NULL || pieces == NULL || spill == NULL) {
-        ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
-    } else {
-        rc = 0;
-        for (size_t i = 0; i < tr->n_entries && rc == 0; i++)
-            if (!tr->entries[i].deleted) {
-                rc = describe(tr, &tr->entries[i], &w[n], &pieces[n], spill, err);
-                n++;
-            }
-        if (rc == 0)
-            rc = write_model(tr, w, n, err);
-    }
-    for (size_t i = 0; w && pieces && i < n; i++)
-        if (w[i].pieces != NULL && w[i].pieces != &pieces[i])
-            free((void *)w[i].pieces);
-    ck_source_close(spill);
-    free(w);
-    free(pieces);
-    if (rc == 0 && rebind(tr, err) == 0) {
-        spill_reclaim(tr);
-        return 0;
-    }
-failed:
-    return -1;
+    return tree_save_end(tr, save, tree_save_run(save, err), err);
 }
 
 /* ---- tensor directories ---- */
@@ -850,6 +1077,7 @@ int64_t tree_mkdir(tree *tr, const char *dir_name, ck_error *err)
         ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
         goto fail;
     }
+    changed(tr, e, 0);
     return (int64_t)tr->n_entries++;
 fail:
     edit_free(tr, ed);
@@ -864,6 +1092,7 @@ static void forget_entry(tree *tr, entry *e)
     e->deleted = true;
     if (e->edit != NULL)
         area_free(tr, &e->edit->overlay); /* its bytes are not needed any more */
+    changed(tr, e, 0);
 }
 
 /* A tensor that lives inside a node (a Constant's value, a subgraph's
@@ -920,12 +1149,13 @@ static int in_use(tree *tr, const entry *e, ck_error *err)
  * refused rm -r leaves the tensor whole and the tree saveable.  (Removing
  * them is allowed: `mv` from another filesystem replaces out that way.)
  * A directory only partly emptied is left as it is: the user's own edit. */
-static void put_back_files(entry *e)
+static void put_back_files(tree *tr, entry *e)
 {
     if (e->edit == NULL || entry_has_meta(e) || entry_has_out(e))
         return;
     e->edit->no_meta = false;
     e->edit->no_out = false;
+    changed(tr, e, 0);
 }
 
 /* in_use(), and an emptied directory of a tensor that must stay is made
@@ -934,7 +1164,7 @@ static int keep_if_in_use(tree *tr, entry *e, ck_error *err)
 {
     if (in_use(tr, e, err) == 0)
         return 0;
-    put_back_files(e);
+    put_back_files(tr, e);
     return -1;
 }
 
@@ -949,7 +1179,7 @@ static int removable(tree *tr, entry *e, ck_error *err)
     return editable(tr, e, err);
 }
 
-int tree_rmdir(tree *tr, entry *e, ck_error *err)
+static int rmdir_edit(tree *tr, entry *e, ck_error *err)
 {
     if (removable(tr, e, err) < 0)
         return -1;
@@ -959,7 +1189,12 @@ int tree_rmdir(tree *tr, entry *e, ck_error *err)
     return 0;
 }
 
-int tree_rename(tree *tr, entry *e, const char *new_dir_name, ck_error *err)
+int tree_rmdir(tree *tr, entry *e, ck_error *err)
+{
+    return changed(tr, e, rmdir_edit(tr, e, err));
+}
+
+static int rename_edit(tree *tr, entry *e, const char *new_dir_name, ck_error *err)
 {
     if (removable(tr, e, err) < 0)
         return -1;
@@ -999,7 +1234,12 @@ int tree_rename(tree *tr, entry *e, const char *new_dir_name, ck_error *err)
     return 0;
 }
 
-int entry_create(tree *tr, entry *e, bool meta, ck_error *err)
+int tree_rename(tree *tr, entry *e, const char *new_dir_name, ck_error *err)
+{
+    return changed(tr, e, rename_edit(tr, e, new_dir_name, err));
+}
+
+static int create_edit(tree *tr, entry *e, bool meta, ck_error *err)
 {
     edit *ed = editable_edit(tr, e, err);
     if (ed == NULL)
@@ -1012,7 +1252,12 @@ int entry_create(tree *tr, entry *e, bool meta, ck_error *err)
     return entry_out_truncate(tr, e, 0, err);
 }
 
-int entry_unlink(tree *tr, entry *e, bool meta, ck_error *err)
+int entry_create(tree *tr, entry *e, bool meta, ck_error *err)
+{
+    return changed(tr, e, create_edit(tr, e, meta, err));
+}
+
+static int unlink_edit(tree *tr, entry *e, bool meta, ck_error *err)
 {
     edit *ed = editable_edit(tr, e, err);
     if (ed == NULL)
@@ -1027,6 +1272,11 @@ int entry_unlink(tree *tr, entry *e, bool meta, ck_error *err)
         area_free(tr, &ed->overlay);
     }
     return 0;
+}
+
+int entry_unlink(tree *tr, entry *e, bool meta, ck_error *err)
+{
+    return changed(tr, e, unlink_edit(tr, e, meta, err));
 }
 
 /* ---- extra files ---- */
@@ -1105,7 +1355,7 @@ int tree_extra_rename(tree *tr, size_t id, const char *new_name, ck_error *err)
     return 0;
 }
 
-int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *err)
+static int extra_replace_file_edit(tree *tr, size_t id, entry *e, bool meta, ck_error *err)
 {
     extra *x = &tr->extras[id];
     edit *ed = editable_edit(tr, e, err);
@@ -1150,4 +1400,9 @@ int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *
     drop_extra(tr, x);
     x->alias = ALIAS_META;
     return 0;
+}
+
+int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *err)
+{
+    return changed(tr, e, extra_replace_file_edit(tr, id, e, meta, err));
 }

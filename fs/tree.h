@@ -4,14 +4,18 @@
  * Each visible tensor is an entry: its shown meta (type and shape), and
  * where `out` comes from — the model's extents, or an overlay in the spill
  * file once it has been written to.  A meta being written is buffered and only
- * replaces the entry's meta when it parses.  tree_commit() validates every
- * entry, re-encodes the model through export/ (unchanged tensors copied byte
- * for byte), replaces the file atomically and rebinds the entries to the new
- * file, which then serves every read.
+ * replaces the entry's meta when it parses.  A save validates every entry,
+ * re-encodes the model through export/ (unchanged tensors copied byte for
+ * byte), replaces the file atomically and rebinds the entries to the new
+ * file, which then serves every read.  The save runs beside the requests
+ * (tree_save_begin/run/end): edits made meanwhile are kept for the next.
  *
  * Entries keep their position for the life of the mount (new directories
  * are appended, removed ones stay as tombstones), so the front-end can
  * derive inode numbers from it.
+ *
+ * Not thread-safe: the caller serializes every call on a tree, except
+ * tree_save_run, which touches only its save.
  */
 #ifndef CKPTFS_TREE_H
 #define CKPTFS_TREE_H
@@ -19,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "../codec/model.h"
 #include "../codec/oneflow_meta.h"
@@ -35,6 +40,7 @@
  * holds one, and a save always has the descriptors it needs. */
 typedef struct spill_area {
     bool used;                  /* false: no bytes here (not written yet, or freed) */
+    bool frozen;                /* a running save reads these bytes: copy before changing */
     uint64_t base;              /* offset in the spill file */
     uint64_t cap;               /* bytes reserved from base; past size they read 0 */
     uint64_t size;              /* the file's size */
@@ -57,6 +63,8 @@ typedef struct edit {
 typedef struct entry {
     uint32_t tensor_id;         /* in the model's index, or ENTRY_NEW */
     bool deleted;               /* kept as a tombstone: positions are inodes */
+    bool touched;               /* changed since the running save began */
+    bool counted;               /* in tree.n_differ */
     edit *edit;
 } entry;
 
@@ -78,8 +86,18 @@ typedef struct extra {
     unsigned mode;              /* S_IFREG | bits after a chmod; 0: the tree's */
 } extra;
 
+/* Bytes of the spill file freed while a save reads them: punched when
+ * the save ends. */
+typedef struct spill_range {
+    uint64_t base, len;
+} spill_range;
+
 typedef struct tree {
     ck_model *model;
+    /* The model file's owner, modes and mtime as shown, taken at the mount
+     * and at each save: a save checks (and updates) the model's own on its
+     * thread. */
+    struct stat file_st;
     extra *extras;
     size_t n_extras, cap_extras;
     ck_open_opts open_opts;     /* to reopen the model after a commit */
@@ -94,6 +112,10 @@ typedef struct tree {
     int spill_fd;               /* every spill_area's bytes; -1 until the first */
     uint64_t spill_end;         /* where the next area starts */
     uint64_t spill_max;         /* bytes of edits an encrypted model keeps in memory */
+    size_t n_differ;            /* entries that differ from the file: O(1) tree_dirty */
+    bool saving;                /* between tree_save_begin and tree_save_end */
+    spill_range *freed;         /* frozen ranges given up during the save */
+    size_t n_freed, cap_freed;
 } tree;
 
 int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable,
@@ -119,7 +141,8 @@ const ck_dtype *entry_dtype(const tree *tr, const entry *e);
 const int64_t *entry_dims(const tree *tr, const entry *e, uint32_t *ndim);
 uint64_t entry_out_size(const tree *tr, const entry *e);
 size_t entry_meta_text(const tree *tr, const entry *e, char *buf, size_t cap);
-/* Any change not yet in the model file (snapshot_done is absent then). */
+/* Any change not yet in the model file (snapshot_done is absent then);
+ * O(1). */
 bool tree_dirty(const tree *tr);
 
 /* Tensor directories: make one (its name is unescaped by the listing
@@ -165,7 +188,23 @@ int entry_meta_finish(tree *tr, entry *e, ck_error *err);
 /* truncate(2) on a meta: only to 0, or within a meta being written. */
 int entry_meta_truncate(tree *tr, entry *e, uint64_t size, ck_error *err);
 
-/* Save every change into the model file (a no-op when nothing changed). */
+/* A save, in three steps so that requests are answered while it encodes:
+ *   begin  (serialized with the other calls): validate every entry and
+ *          describe the tree as it is now; 0 and no save when nothing
+ *          changed, -1 and err when the tree cannot be saved as it is;
+ *   run    (on any thread, beside the other calls): encode, verify, commit
+ *          and open the new file; the result goes to end;
+ *   end    (serialized again): switch the tree to the new file, or on
+ *          failure leave it as it is; frees the save.
+ * Edits made between begin and end are kept as edits of the new file, for
+ * the next save. */
+typedef struct tree_save tree_save;
+int tree_save_begin(tree *tr, tree_save **save, ck_error *err);
+int tree_save_run(tree_save *save, ck_error *err);
+int tree_save_end(tree *tr, tree_save *save, int rc, ck_error *err);
+
+/* Save every change into the model file now (a no-op when nothing
+ * changed): the three steps in one. */
 int tree_commit(tree *tr, ck_error *err);
 
 #endif
