@@ -16,6 +16,7 @@
 #define FUSE_USE_VERSION 34
 
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <time.h>
 
@@ -27,7 +28,37 @@
 /* "TIME PATH: reason" of the last refused operation. */
 #define CKFS_LAST_ERROR_MAX 4096
 
+/* A request whose reply waits for a save. */
+typedef struct ckfs_waiter ckfs_waiter;
+struct ckfs_waiter {
+    ckfs_waiter *next;
+    fuse_req_t req;
+    fuse_ino_t ino;             /* the node the save was asked through */
+    int reply;                  /* how to answer it: see ll_ops.c */
+    struct fuse_file_info fi;   /* an open's or a create's */
+};
+
+/* The thread that saves, beside the request loop: asked by a request
+ * (touch snapshot_done, fsync, ckptfs-umount's seal), or on its own when
+ * the automatic save is due.  Its mutex is taken after the mount's lock,
+ * never before. */
+typedef struct ckfs_saver {
+    pthread_t thread;
+    bool running;
+    pthread_mutex_t mu;     /* guards what follows */
+    pthread_cond_t wake;
+    bool stop;              /* unmounting: answer who asked, then end */
+    bool armed;             /* sleeping until the automatic save is due */
+    bool poked;             /* the tree changed since the saver last looked */
+    ckfs_waiter *asked;     /* waiting for the next save */
+} ckfs_saver;
+
 typedef struct ckfs {
+    /* Every request holds it, shared when it only looks at the tree and
+     * exclusive when it changes it; the saver holds it exclusively only to
+     * begin and to end a save, so a save's encoding runs beside requests. */
+    pthread_rwlock_t lock;
+    ckfs_saver saver;
     tree tr;                /* the model and the edits not yet saved */
     bool use_syslog;        /* daemonized: log to syslog instead of stderr */
     int log_fd;             /* -o log=PATH, appended to; -1 without */
@@ -41,7 +72,8 @@ typedef struct ckfs {
     /* ckptfs-umount saved and is unmounting: no edit is taken, so the save
      * at unmount has nothing left to do, hence nothing left to fail. */
     bool sealed;
-    bool changed_logged;    /* the model changed under the mount: said once */
+    bool sealing;           /* a seal's save is running: edits wait for its outcome */
+    bool changed_logged;    /* the model changed under the mount: said once (atomic) */
     /* Saving on its own: commit_delay seconds after the last edit, with no
      * file open for writing (never when commit_delay < 0: -o commit=manual). */
     double commit_delay;
@@ -52,10 +84,21 @@ typedef struct ckfs {
 
 extern const struct fuse_lowlevel_ops ckfs_ops;
 
-/* Milliseconds until the automatic save is due, or -1 for none pending. */
+/* Milliseconds until the automatic save is due, or -1 for none pending.
+ * Under the mount's lock. */
 int ckfs_commit_wait_ms(const ckfs *fs);
-/* The automatic save, run by the session loop when it is due. */
-void ckfs_auto_commit(ckfs *fs);
+/* After a save (rc, err) under the mount's lock: record the outcome and
+ * answer the requests that waited for it; automatic: nobody asked. */
+void ckfs_saved(ckfs *fs, int rc, const ck_error *err, ckfs_waiter *waiters, bool automatic);
+
+/* fs/saver.c.  Start the saver (after the daemon has forked); ask it for a
+ * save with a waiter (the mount's lock held); tell it the tree changed
+ * (the lock held); stop it at unmount, after the last request, and make
+ * the final save: 0, or -1 when that save failed. */
+int ckfs_saver_start(ckfs *fs);
+void ckfs_saver_ask(ckfs *fs, ckfs_waiter *w);
+void ckfs_saver_poke(ckfs *fs);
+int ckfs_saver_stop(ckfs *fs);
 
 /* One line to stderr or syslog, and to the -o log file. */
 void ckfs_log(const ckfs *fs, int priority, const char *fmt, ...)

@@ -96,10 +96,11 @@ static ckfs *fs_of(fuse_req_t req)
     return fuse_req_userdata(req);
 }
 
-/* Whether edits are taken now: a writable mount, not sealed for unmount. */
+/* Whether edits are taken now: a writable mount, not sealed for unmount
+ * (nor being sealed: the seal's save decides). */
 static bool takes_edits(const ckfs *fs)
 {
-    return fs->tr.writable && !fs->sealed;
+    return fs->tr.writable && !fs->sealed && !fs->sealing;
 }
 
 /* Refuse an edit request with EROFS when edits are not taken now. */
@@ -229,10 +230,9 @@ static mode_t dir_mode_of(const ckfs *fs)
     return m | (m & 0444) >> 2;
 }
 
-static int fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
+/* The attributes of node ino, of kind k (entry e). */
+static int attr_of(ckfs *fs, fuse_ino_t ino, node_kind k, const entry *e, struct stat *st)
 {
-    entry *e;
-    node_kind k = resolve(fs, ino, &e);
     const struct stat *ms = &fs->tr.file_st;
     mode_t file_mode = file_mode_of(fs);
     mode_t dir_mode = dir_mode_of(fs);
@@ -276,6 +276,13 @@ static int fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
     }
     st->st_blocks = (st->st_size + 511) / 512;
     return 0;
+}
+
+static int fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
+{
+    entry *e;
+    node_kind k = resolve(fs, ino, &e);
+    return attr_of(fs, ino, k, e, st);
 }
 
 /* snapshot_done comes and goes on a writable mount, and the temporary files
@@ -492,18 +499,93 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 /* ---- files ---- */
 
-/* Save the edits, asked for through ino (the root: on its own or at
- * unmount); on failure say why and return the errno. */
-static int commit(ckfs *fs, fuse_ino_t ino)
+/* ---- saves ----
+ *
+ * A request that asks for a save gets its reply when the saver has saved
+ * (fs/saver.c), in the form the request needs. */
+
+enum reply {
+    REPLY_ERR,      /* fsync: the save's errno */
+    REPLY_OK,       /* a rename over snapshot_done: 0 whatever the save did */
+    REPLY_ATTR,     /* touch snapshot_done (setattr) */
+    REPLY_OPEN,     /* `: > snapshot_done` */
+    REPLY_CREATE,   /* touch of an absent snapshot_done */
+    REPLY_ENTRY,    /* mknod snapshot_done */
+    REPLY_SEAL,     /* ckptfs-umount: take no more edits once saved */
+};
+
+/* Ask for a save, through node ino, answered as `reply` says; fi is the
+ * open's or create's. */
+static void ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
+                     const struct fuse_file_info *fi)
 {
-    ck_error err;
-    char path[NODE_PATH_MAX];
-    if (tree_commit(&fs->tr, &err) == 0) {
-        fs->last_error[0] = '\0';
-        return 0;
+    ckfs_waiter *w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        fuse_reply_err(req, ENOMEM);
+        return;
     }
-    ckfs_refused(fs, path_of(fs, ino, NULL, path, sizeof path), &err);
-    return err.errnum ? err.errnum : EIO;
+    *w = (ckfs_waiter){.req = req, .ino = ino, .reply = (int)reply};
+    if (fi != NULL)
+        w->fi = *fi;
+    ckfs_saver_ask(fs, w);
+}
+
+/* snapshot_done as the request that saved sees it, even if edits made
+ * during the save have taken it away again. */
+static void snapshot_done_entry(ckfs *fs, struct fuse_entry_param *e)
+{
+    memset(e, 0, sizeof *e);
+    e->ino = INO_SNAPSHOT_DONE;
+    attr_of(fs, INO_SNAPSHOT_DONE, NODE_SNAPSHOT_DONE, NULL, &e->attr);
+}
+
+static void answer(ckfs *fs, ckfs_waiter *w, int errnum)
+{
+    struct fuse_entry_param e;
+    if (w->reply == REPLY_SEAL) {
+        fs->sealed = errnum == 0;
+        fs->sealing = false;
+    }
+    if (w->reply == REPLY_OK || (errnum != 0 && w->reply != REPLY_ERR && w->reply != REPLY_SEAL)) {
+        fuse_reply_err(w->req, w->reply == REPLY_OK ? 0 : errnum);
+        return;
+    }
+    snapshot_done_entry(fs, &e);
+    switch (w->reply) {
+    case REPLY_ATTR:
+        fuse_reply_attr(w->req, &e.attr, 0.0);
+        break;
+    case REPLY_OPEN:
+        fuse_reply_open(w->req, &w->fi);
+        break;
+    case REPLY_CREATE:
+        fuse_reply_create(w->req, &e, &w->fi);
+        break;
+    case REPLY_ENTRY:
+        fuse_reply_entry(w->req, &e);
+        break;
+    default:
+        fuse_reply_err(w->req, errnum);
+    }
+}
+
+void ckfs_saved(ckfs *fs, int rc, const ck_error *err, ckfs_waiter *waiters, bool automatic)
+{
+    char path[NODE_PATH_MAX];
+    int errnum = rc == 0 ? 0 : err->errnum ? err->errnum : EIO;
+    if (rc == 0)
+        fs->last_error[0] = '\0';
+    else
+        ckfs_refused(fs, path_of(fs, waiters ? waiters->ino : INO_ROOT, NULL, path, sizeof path),
+                     err);
+    if (rc != 0 && automatic)
+        fs->auto_commit_failed = true; /* wait for a new edit before trying again */
+    while (waiters != NULL) {
+        ckfs_waiter *next = waiters->next;
+        answer(fs, waiters, errnum);
+        free(waiters);
+        waiters = next;
+    }
 }
 
 int ckfs_commit_wait_ms(const ckfs *fs)
@@ -524,12 +606,7 @@ static void edited(ckfs *fs)
 {
     clock_gettime(CLOCK_MONOTONIC, &fs->last_edit);
     fs->auto_commit_failed = false;
-}
-
-void ckfs_auto_commit(ckfs *fs)
-{
-    if (commit(fs, INO_ROOT) != 0)
-        fs->auto_commit_failed = true;
+    ckfs_saver_poke(fs);
 }
 
 static bool is_writer(const struct fuse_file_info *fi)
@@ -573,9 +650,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     ck_error err = {0};
     int rc = 0;
-    if (k == NODE_SNAPSHOT_DONE)
-        rc = commit(fs, ino); /* `: > snapshot_done` asks for a save too */
-    else if (k == NODE_EXTRA)
+    if (k == NODE_SNAPSHOT_DONE) {
+        ask_save(req, fs, ino, REPLY_OPEN, fi); /* `: > snapshot_done` asks for a save too */
+        return;
+    }
+    if (k == NODE_EXTRA)
         rc = (fi->flags & O_TRUNC) && tree_extra_truncate(&fs->tr, ino - INO_EXTRA_BASE, 0,
                                                           &err) < 0 ? err.errnum : 0;
     else if (k == NODE_META)
@@ -590,10 +669,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, rc);
         return;
     }
-    if (k != NODE_SNAPSHOT_DONE) { /* another file may yet be renamed over out */
-        writer_opened(fs, fi);
-        edited(fs);
-    }
+    writer_opened(fs, fi); /* another file may yet be renamed over out */
+    edited(fs);
     fuse_reply_open(req, fi);
 }
 
@@ -694,9 +771,8 @@ static bool model_changed(fuse_req_t req, ckfs *fs, const ck_tensor *t)
     ck_error err = {0};
     if (ck_model_check_extents(MODEL(fs), t, &err) == 0)
         return false;
-    if (!fs->changed_logged)
+    if (!__atomic_exchange_n(&fs->changed_logged, true, __ATOMIC_RELAXED))
         ckfs_log(fs, LOG_ERR, "%s", err.msg);
-    fs->changed_logged = true;
     fuse_reply_err(req, err.errnum ? err.errnum : EIO);
     return true;
 }
@@ -821,7 +897,10 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 {
     (void)datasync, (void)fi;
     ckfs *fs = fs_of(req);
-    fuse_reply_err(req, fs->tr.writable ? commit(fs, ino) : 0);
+    if (fs->tr.writable)
+        ask_save(req, fs, ino, REPLY_ERR, NULL);
+    else
+        fuse_reply_err(req, 0);
 }
 
 /* chmod and chown: the tree has the model file's modes and owner, so a
@@ -891,8 +970,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     }
     /* touch snapshot_done: save.  Times are accepted so that cp -a and
      * rsync -a work; the tree keeps its own. */
-    if (k == NODE_SNAPSHOT_DONE && (rc = commit(fs, ino)) != 0) {
-        fuse_reply_err(req, rc);
+    if (k == NODE_SNAPSHOT_DONE) {
+        ask_save(req, fs, ino, REPLY_ATTR, NULL);
         return;
     }
     struct stat st;
@@ -915,16 +994,23 @@ static entry *file_of(ckfs *fs, fuse_ino_t parent, const char *name, bool *meta)
     return e;
 }
 
-/* What create and mknod make: snapshot_done (which saves the tree), or a
- * tensor directory's meta or out.  Returns an errno; *ino is the new node. */
+/* Whether create or mknod of parent/name makes snapshot_done, which
+ * asks for a save (answered by the saver). */
+static bool makes_snapshot_done(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *name,
+                                enum reply reply, const struct fuse_file_info *fi)
+{
+    if (parent != INO_ROOT || strcmp(name, "snapshot_done") != 0 || !takes_edits(fs))
+        return false;
+    ask_save(req, fs, INO_SNAPSHOT_DONE, reply, fi);
+    return true;
+}
+
+/* What create and mknod make otherwise: a tensor directory's meta or out,
+ * or another file.  Returns an errno; *ino is the new node. */
 static int make_file(ckfs *fs, fuse_ino_t parent, const char *name, fuse_ino_t *ino)
 {
     if (!takes_edits(fs))
         return EROFS;
-    if (parent == INO_ROOT && strcmp(name, "snapshot_done") == 0) {
-        *ino = INO_SNAPSHOT_DONE;
-        return commit(fs, INO_SNAPSHOT_DONE);
-    }
     bool meta;
     entry *e = file_of(fs, parent, name, &meta);
     ck_error err = {0};
@@ -958,6 +1044,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     ckfs *fs = fs_of(req);
     fuse_ino_t ino = 0;
     struct fuse_entry_param e;
+    if (makes_snapshot_done(req, fs, parent, name, REPLY_CREATE, fi))
+        return;
     int rc = make_file(fs, parent, name, &ino);
     if (rc == 0 && fill_entry(fs, ino, &e) < 0)
         rc = EIO;
@@ -965,7 +1053,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         fuse_reply_err(req, rc);
         return;
     }
-    if (ino != INO_SNAPSHOT_DONE && is_writer(fi))
+    if (is_writer(fi))
         writer_opened(fs, fi);
     fuse_reply_create(req, &e, fi);
 }
@@ -976,6 +1064,8 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
     (void)rdev;
     ckfs *fs = fs_of(req);
     fuse_ino_t ino = 0;
+    if (S_ISREG(mode) && makes_snapshot_done(req, fs, parent, name, REPLY_ENTRY, NULL))
+        return;
     int rc = S_ISREG(mode) ? make_file(fs, parent, name, &ino) : EPERM;
     if (rc != 0)
         fuse_reply_err(req, rc);
@@ -1195,10 +1285,9 @@ static void rename_extra(fuse_req_t req, ckfs *fs, size_t x, fuse_ino_t parent,
         /* A save; rsync renames its copy of a snapshot's snapshot_done
          * before the tensors are complete, so a failed save (logged, and
          * in user.ckptfs.last_error) does not fail the rename. */
-        commit(fs, INO_SNAPSHOT_DONE);
         tree_extra_unlink(&fs->tr, x, &err);
         fs->tr.extras[x].alias = ALIAS_SNAPSHOT_DONE;
-        fuse_reply_err(req, 0);
+        ask_save(req, fs, INO_SNAPSHOT_DONE, REPLY_OK, NULL);
         return;
     }
     if (parent == INO_ROOT && tree_lookup(&fs->tr, newname) >= 0) {
@@ -1252,16 +1341,18 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
  * made in between can fail the save at unmount, when nobody is left to
  * tell.  =0 takes edits again (the unmount failed: the mount is busy).
  * Edits still open for writing keep it from being unmounted anyway. */
-static int seal(ckfs *fs, const char *value, size_t size)
+static void seal(fuse_req_t req, ckfs *fs, const char *value, size_t size)
 {
-    if (size != 1 || (value[0] != '0' && value[0] != '1'))
-        return EINVAL;
+    if (size != 1 || (value[0] != '0' && value[0] != '1')) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
     fs->sealed = false;
+    fs->sealing = value[0] == '1'; /* no edit from now until the save says */
     if (value[0] == '0')
-        return 0;
-    int rc = commit(fs, INO_ROOT);
-    fs->sealed = rc == 0;
-    return rc;
+        fuse_reply_err(req, 0);
+    else
+        ask_save(req, fs, INO_ROOT, REPLY_SEAL, NULL);
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
@@ -1272,7 +1363,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
     if (!fs->tr.writable)
         fuse_reply_err(req, EROFS);
     else if (ino == INO_ROOT && strcmp(name, XATTR_UNMOUNT) == 0)
-        fuse_reply_err(req, seal(fs, value, size));
+        seal(req, fs, value, size);
     else
         fuse_reply_err(req, ENOTSUP);
 }
@@ -1293,34 +1384,118 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_destroy(void *userdata)
 {
     ckfs *fs = userdata;
-    if (fs->tr.writable && tree_dirty(&fs->tr) && commit(fs, INO_ROOT) != 0)
+    if (ckfs_saver_stop(fs) != 0)
         fs->final_commit_failed = true;
+}
+
+/* ---- the table ----
+ *
+ * Every request holds the mount's lock (ckfs.lock): shared when it only
+ * looks at the tree, exclusive when it may change it.  Reads of `out`
+ * share it, so with the multi-threaded loop they run side by side, and
+ * beside a save's encoding, which holds it only to begin and to end. */
+
+#define LOCKED(mode, op, params, args)                                                     \
+    static void locked_##op params                                                         \
+    {                                                                                      \
+        ckfs *fs = fs_of(req);                                                             \
+        pthread_rwlock_##mode##lock(&fs->lock);                                            \
+        op_##op args;                                                                      \
+        pthread_rwlock_unlock(&fs->lock);                                                  \
+    }
+
+LOCKED(rd, lookup, (fuse_req_t req, fuse_ino_t parent, const char *name), (req, parent, name))
+LOCKED(rd, getattr, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), (req, ino, fi))
+LOCKED(rd, opendir, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), (req, ino, fi))
+LOCKED(rd, readdir, (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                     struct fuse_file_info *fi), (req, ino, size, off, fi))
+LOCKED(rd, readdirplus, (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                         struct fuse_file_info *fi), (req, ino, size, off, fi))
+LOCKED(rd, read, (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                  struct fuse_file_info *fi), (req, ino, size, off, fi))
+LOCKED(rd, getxattr, (fuse_req_t req, fuse_ino_t ino, const char *name, size_t size),
+       (req, ino, name, size))
+LOCKED(rd, listxattr, (fuse_req_t req, fuse_ino_t ino, size_t size), (req, ino, size))
+LOCKED(rd, statfs, (fuse_req_t req, fuse_ino_t ino), (req, ino))
+LOCKED(wr, setattr, (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                     struct fuse_file_info *fi), (req, ino, attr, to_set, fi))
+LOCKED(wr, write, (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                   struct fuse_file_info *fi), (req, ino, buf, size, off, fi))
+LOCKED(wr, fsync, (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
+       (req, ino, datasync, fi))
+LOCKED(wr, create, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                    struct fuse_file_info *fi), (req, parent, name, mode, fi))
+LOCKED(wr, mknod, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                   dev_t rdev), (req, parent, name, mode, rdev))
+LOCKED(wr, mkdir, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode),
+       (req, parent, name, mode))
+LOCKED(wr, unlink, (fuse_req_t req, fuse_ino_t parent, const char *name), (req, parent, name))
+LOCKED(wr, rmdir, (fuse_req_t req, fuse_ino_t parent, const char *name), (req, parent, name))
+LOCKED(wr, rename, (fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                    const char *newname, unsigned int flags),
+       (req, parent, name, newparent, newname, flags))
+LOCKED(wr, setxattr, (fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                      size_t size, int flags), (req, ino, name, value, size, flags))
+
+/* Opening for reading, and closing, change nothing on a read-only mount
+ * and when nothing was written. */
+static void locked_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    ckfs *fs = fs_of(req);
+    if (is_writer(fi))
+        pthread_rwlock_wrlock(&fs->lock);
+    else
+        pthread_rwlock_rdlock(&fs->lock);
+    op_open(req, ino, fi);
+    pthread_rwlock_unlock(&fs->lock);
+}
+
+static void locked_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    ckfs *fs = fs_of(req);
+    if (fs->tr.writable)
+        pthread_rwlock_wrlock(&fs->lock); /* a meta written is parsed at close */
+    else
+        pthread_rwlock_rdlock(&fs->lock);
+    op_flush(req, ino, fi);
+    pthread_rwlock_unlock(&fs->lock);
+}
+
+static void locked_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    ckfs *fs = fs_of(req);
+    if (fs->tr.writable)
+        pthread_rwlock_wrlock(&fs->lock);
+    else
+        pthread_rwlock_rdlock(&fs->lock);
+    op_release(req, ino, fi);
+    pthread_rwlock_unlock(&fs->lock);
 }
 
 const struct fuse_lowlevel_ops ckfs_ops = {
     .init = op_init,
     .destroy = op_destroy,
-    .lookup = op_lookup,
-    .getattr = op_getattr,
-    .setattr = op_setattr,
-    .opendir = op_opendir,
-    .readdir = op_readdir,
-    .readdirplus = op_readdirplus,
-    .open = op_open,
-    .read = op_read,
-    .write = op_write,
-    .flush = op_flush,
-    .release = op_release,
-    .fsync = op_fsync,
-    .fsyncdir = op_fsync,
-    .create = op_create,
-    .mknod = op_mknod,
-    .getxattr = op_getxattr,
-    .listxattr = op_listxattr,
-    .statfs = op_statfs,
-    .mkdir = op_mkdir,
-    .unlink = op_unlink,
-    .rmdir = op_rmdir,
-    .rename = op_rename,
-    .setxattr = op_setxattr,
+    .lookup = locked_lookup,
+    .getattr = locked_getattr,
+    .setattr = locked_setattr,
+    .opendir = locked_opendir,
+    .readdir = locked_readdir,
+    .readdirplus = locked_readdirplus,
+    .open = locked_open,
+    .read = locked_read,
+    .write = locked_write,
+    .flush = locked_flush,
+    .release = locked_release,
+    .fsync = locked_fsync,
+    .fsyncdir = locked_fsync,
+    .create = locked_create,
+    .mknod = locked_mknod,
+    .getxattr = locked_getxattr,
+    .listxattr = locked_listxattr,
+    .statfs = locked_statfs,
+    .mkdir = locked_mkdir,
+    .unlink = locked_unlink,
+    .rmdir = locked_rmdir,
+    .rename = locked_rename,
+    .setxattr = locked_setxattr,
 };

@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +40,7 @@ struct cli {
     char *tmp_max;
     int zstd_level;
     char *log;
+    int threads;
 };
 
 static const struct fuse_opt cli_opts[] = {
@@ -60,6 +60,7 @@ static const struct fuse_opt cli_opts[] = {
     {"spill_max=%s", offsetof(struct cli, spill_max), 0},
     {"log=%s", offsetof(struct cli, log), 0},
     {"tmp_max=%s", offsetof(struct cli, tmp_max), 0},
+    {"threads", offsetof(struct cli, threads), 1},
     FUSE_OPT_END,
 };
 
@@ -113,6 +114,9 @@ static void usage(FILE *to)
             "    -o nosplice        copy tensor bytes instead of splicing them\n"
             "    -o log=PATH        also append the reason of every refused operation to\n"
             "                       PATH, with the time\n"
+            "    -o threads         answer requests on several threads (libfuse's pool;\n"
+            "                       -o clone_fd and max_idle_threads apply); one is the\n"
+            "                       default, faster on few cores\n"
             "    -f                 stay in the foreground\n"
             "    -d                 debug output (implies -f)\n"
             "    --help, --version\n"
@@ -224,40 +228,20 @@ static int add_mount_opts(struct fuse_args *args, const char *model, bool rw)
     return rc;
 }
 
-/* libfuse's single-threaded loop, plus the automatic save: poll the FUSE
- * device with the time left until the save is due. */
-static int run_loop(struct fuse_session *se, ckfs *fs)
+/* Requests on one thread, or on libfuse's pool (-o threads; -s wins).
+ * One measured faster on 2 cores (docs/benchmarks.md): a request costs
+ * a wakeup either way, and the pool adds its own. */
+static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *opts, bool threads)
 {
-    struct fuse_buf buf = {0};
-    struct pollfd pfd = {.fd = fuse_session_fd(se), .events = POLLIN};
-    int res = 0;
-    while (!fuse_session_exited(se)) {
-        int r = poll(&pfd, 1, ckfs_commit_wait_ms(fs));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            res = -errno;
-            break;
-        }
-        if (r == 0) {
-            ckfs_auto_commit(fs);
-            continue;
-        }
-        res = fuse_session_receive_buf(se, &buf);
-        if (res == -EINTR)
-            continue;
-        if (res <= 0)
-            break; /* 0: unmounted */
-        fuse_session_process_buf(se, &buf);
-        res = 0;
-    }
-    free(buf.mem);
-    fuse_session_reset(se);
-    return res < 0 ? res : 0;
+    if (!threads || opts->singlethread)
+        return fuse_session_loop(se);
+    struct fuse_loop_config cfg = {.clone_fd = opts->clone_fd,
+                                   .max_idle_threads = opts->max_idle_threads};
+    return fuse_session_loop_mt(se, &cfg);
 }
 
 static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opts,
-                 ck_writer_lock *lock, const char *where)
+                 bool threads, ck_writer_lock *lock, const char *where)
 {
     struct fuse_session *se = fuse_session_new(args, &ckfs_ops, sizeof ckfs_ops, fs);
     if (se == NULL)
@@ -276,8 +260,11 @@ static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opt
         fs->use_syslog = true;
         openlog("ckptfs", LOG_PID, LOG_DAEMON);
     }
-    /* A signal (SIGTERM, SIGINT, SIGHUP) ends the loop like an unmount. */
-    int loop = run_loop(se, fs);
+    /* Threads do not survive the fork: the saver starts in the daemon.
+     * A signal (SIGTERM, SIGINT, SIGHUP) ends the loop like an unmount. */
+    if (ckfs_saver_start(fs) != 0)
+        goto out_unmount;
+    int loop = run_loop(se, opts, threads);
     rc = loop < 0 ? 1 : 0;
     if (loop < 0)
         ckfs_log(fs, LOG_ERR, "%s: session loop failed: %s", fs->tr.model->path,
@@ -462,16 +449,24 @@ int main(int argc, char **argv)
     } else {
         if (spill_max != 0)
             fs.tr.spill_max = spill_max;
+        /* Writers first: a save waiting to switch the tree is not starved
+         * by a stream of reads. */
+        pthread_rwlockattr_t la;
+        pthread_rwlockattr_init(&la);
+        pthread_rwlockattr_setkind_np(&la, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        pthread_rwlock_init(&fs.lock, &la);
+        pthread_rwlockattr_destroy(&la);
         if (add_mount_opts(&args, path, rw) < 0)
             fprintf(stderr, "ckptfs: out of memory\n");
         else
-            rc = serve(&fs, &args, &opts, &lock, where ? where : opts.mountpoint);
+            rc = serve(&fs, &args, &opts, cli.threads, &lock, where ? where : opts.mountpoint);
         /* The last save is done (in serve): a mount waiting for the model
          * goes on while this one tears down (closing its inotify instance
          * waits for an RCU grace period). */
         ck_writer_lock_release(&lock);
         ck_model_close(fs.tr.model); /* a commit may have replaced it */
         tree_free(&fs.tr);
+        pthread_rwlock_destroy(&fs.lock);
     }
     if (fs.log_fd >= 0)
         close(fs.log_fd);

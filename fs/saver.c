@@ -1,0 +1,163 @@
+/*
+ * saver: the thread that saves a writable mount's edits, beside the
+ * request loop.
+ *
+ * A save takes seconds for a model of gigabytes; answering no request
+ * meanwhile would hang every program that touches the mount.  So the
+ * saver takes the mount's lock only to begin a save (describe the tree,
+ * freeze what it reads) and to end it (switch the tree to the new file,
+ * answer who asked); encoding, verifying and committing run without it
+ * (fs/tree.h, tree_save_*).
+ *
+ * A request that asks for a save (touch snapshot_done, fsync, a seal) is
+ * queued and answered after the next save that begins after it, so that
+ * the save covers every edit made before the request.  The automatic save
+ * is the saver's own: it sleeps until commit_delay after the last edit
+ * (ckfs_commit_wait_ms), and is woken only when it was not already going
+ * to wake up, so that edits cost no wakeup.
+ */
+#include "ckptfs.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+
+/* One save, with the requests that wait for it; 0 or -1. */
+static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
+{
+    ck_error err = {0};
+    tree_save *job = NULL;
+    pthread_rwlock_wrlock(&fs->lock);
+    int rc = tree_save_begin(&fs->tr, &job, &err);
+    if (job != NULL) {
+        pthread_rwlock_unlock(&fs->lock);
+        rc = tree_save_run(job, &err);
+        pthread_rwlock_wrlock(&fs->lock);
+        rc = tree_save_end(&fs->tr, job, rc, &err);
+    }
+    ckfs_saved(fs, rc, &err, waiters, automatic);
+    pthread_rwlock_unlock(&fs->lock);
+    return rc;
+}
+
+/* Milliseconds until the automatic save is due (-1: none pending). */
+static int due_in(ckfs *fs)
+{
+    pthread_rwlock_rdlock(&fs->lock);
+    int ms = ckfs_commit_wait_ms(fs);
+    pthread_rwlock_unlock(&fs->lock);
+    return ms;
+}
+
+static void wait_ms(ckfs_saver *s, int ms)
+{
+    if (ms < 0) {
+        pthread_cond_wait(&s->wake, &s->mu);
+        return;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&s->wake, &s->mu, &until);
+}
+
+static void *saver_main(void *arg)
+{
+    ckfs *fs = arg;
+    ckfs_saver *s = &fs->saver;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        ckfs_waiter *asked = s->asked;
+        if (asked == NULL && s->stop)
+            break;
+        if (asked == NULL) {
+            s->poked = false;
+            pthread_mutex_unlock(&s->mu);
+            int ms = due_in(fs);
+            pthread_mutex_lock(&s->mu);
+            if (ms != 0) {
+                if (s->poked || s->asked != NULL || s->stop)
+                    continue; /* changed while we looked */
+                s->armed = ms > 0;
+                wait_ms(s, ms);
+                s->armed = false;
+                continue;
+            }
+        }
+        asked = s->asked; /* with any that came while we looked */
+        s->asked = NULL;
+        pthread_mutex_unlock(&s->mu);
+        save(fs, asked, asked == NULL);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int ckfs_saver_start(ckfs *fs)
+{
+    ckfs_saver *s = &fs->saver;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* commit_delay is measured so */
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    if (!fs->tr.writable)
+        return 0; /* nothing to save, ever */
+    int rc = pthread_create(&s->thread, NULL, saver_main, fs);
+    if (rc != 0) {
+        ckfs_log(fs, LOG_ERR, "%s: cannot start the saving thread: %s", fs->tr.model->path,
+                 strerror(rc));
+        return -1;
+    }
+    s->running = true;
+    return 0;
+}
+
+void ckfs_saver_ask(ckfs *fs, ckfs_waiter *w)
+{
+    ckfs_saver *s = &fs->saver;
+    pthread_mutex_lock(&s->mu);
+    ckfs_waiter **tail = &s->asked;
+    while (*tail != NULL)
+        tail = &(*tail)->next;
+    w->next = NULL;
+    *tail = w;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void ckfs_saver_poke(ckfs *fs)
+{
+    ckfs_saver *s = &fs->saver;
+    pthread_mutex_lock(&s->mu);
+    s->poked = true;
+    if (!s->armed) /* an armed saver wakes up anyway, and looks again */
+        pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int ckfs_saver_stop(ckfs *fs)
+{
+    ckfs_saver *s = &fs->saver;
+    if (s->running) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = true;
+        pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+        s->running = false;
+    }
+    int rc = fs->tr.writable ? save(fs, NULL, false) : 0;
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->mu);
+    return rc;
+}
