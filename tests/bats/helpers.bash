@@ -86,7 +86,7 @@ rewrite_outs() {
 # The -o option that selects the multi-threaded request loop, as `ckptfs
 # --help` names it; empty when the build has none.  Suites run their
 # concurrency cases once more with it.
-MT_OPT=$("$CKPTFS" --help 2>&1 | grep -o -- '-o multithread[a-z_]*\(=[0-9]*\)\?\|-o threads=[0-9]*\|-o mt\b' |
+MT_OPT=$("$CKPTFS" --help 2>&1 | grep -o -- '-o threads\(=[0-9]*\)\?\b\|-o multithread[a-z_]*' |
          head -1 | sed 's/^-o //')
 
 ONNX_FIX=$FIXTURES/onnx
