@@ -56,7 +56,7 @@ def once():
         os.pread(fd, 4096, off)
     finally:
         os.close(fd)
-    lat.append(time.perf_counter() - t0)
+    lat.append((time.perf_counter() - t0, t0))
 
 if mode == "idle":
     for _ in range(samples):
@@ -80,25 +80,34 @@ else:
     if p.returncode != 0:
         sys.exit("the save failed")
     dur = end[0] - t_start
+if mode == "idle":
+    t_start = lat[0][1]
 lat.sort()
-print("%d %.6f %.6f %.6f" % (len(lat), lat[(len(lat) - 1) // 2], lat[-1], dur))
+worst = lat[-1]
+# count, median, p95, max, the max's start into the save, the save's duration
+print("%d %.6f %.6f %.6f %.3f %.6f" % (len(lat), lat[(len(lat) - 1) // 2][0],
+                                       lat[(len(lat) * 95 - 1) // 100][0], worst[0],
+                                       worst[1] - t_start, dur))
 PY
 
 # during_save BUILD: idle latency, then the latency during one save.
 during_save() {
-    local b=$1 n med mx dur idle_med idle_max
+    local b=$1 n med p95 mx at dur idle_med idle_max
+    # no writeback of earlier runs' files under this one's save
+    sync
     "$b/ckptfs" -o commit=manual${OPTS:+,$OPTS} "$W/model.ckpt" "$W/m"
-    read -r n idle_med idle_max dur < <(/usr/bin/python3 "$W/sample.py" idle "$W/m" \
+    read -r n idle_med p95 idle_max at dur < <(/usr/bin/python3 "$W/sample.py" idle "$W/m" \
         "$W/m/layer.1.weight/meta" "$W/m/layer.1.weight/out" "$SAMPLES")
     printf '%04d' "$RANDOM" | dd of="$W/m/layer.0.weight/out" bs=1 seek=4096 conv=notrunc \
         status=none
-    read -r n med mx dur < <(/usr/bin/python3 "$W/sample.py" save "$W/m" \
+    read -r n med p95 mx at dur < <(/usr/bin/python3 "$W/sample.py" save "$W/m" \
         "$W/m/layer.2.weight/meta" "$W/m/layer.2.weight/out" 0)
     fusermount3 -u "$W/m"
     # the next mount waits for this daemon's exit (the writer lock)
     while pgrep -f -- "$b/ckptfs -o commit=manual" >/dev/null; do sleep 0.1; done
     echo "$b: idle: stat+4KiB read median ${idle_med}s max ${idle_max}s ($SAMPLES samples)"
-    echo "$b: during a save of ${dur}s: $n samples, median ${med}s max ${mx}s;" \
+    echo "$b: during a save of ${dur}s: $n samples, median ${med}s p95 ${p95}s max ${mx}s" \
+        "(issued ${at}s into the save);" \
         "median/idle $(ratio "$med" "$idle_med"), max/save $(ratio "$mx" "$dur")" \
         "(targets: median < 0.05s, max/save < 0.05)"
 }
