@@ -285,15 +285,43 @@ static int fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
     return attr_of(fs, ino, k, e, st);
 }
 
-/* snapshot_done comes and goes on a writable mount, and the temporary files
- * of tools are renamed over other names: never cache those. */
+/* How long the kernel may keep a name and attributes.  On a writable
+ * mount, snapshot_done comes and goes with the edits, and the temporary
+ * files of tools are renamed over meta, out and snapshot_done: the kernel
+ * never caches those (invalidating snapshot_done's name from a request
+ * would wait for the very directory lock that request holds).  Everything
+ * else is cached long, and what changes without the kernel seeing it is
+ * invalidated: a meta reformatted when it is parsed at close, the times
+ * after a save (invalidate_attrs). */
 static double timeout_of(const ckfs *fs, fuse_ino_t ino)
 {
     uint32_t pos;
     node_kind k = ino_kind(ino, &pos);
-    if (fs->tr.writable && k != NODE_ROOT && k != NODE_TENSOR_DIR)
-        return 0.0; /* files can be replaced by a rename the kernel cannot see */
+    if (fs->tr.writable && (k == NODE_SNAPSHOT_DONE || k == NODE_EXTRA))
+        return 0.0;
     return fs->timeout;
+}
+
+/* The kernel's attributes of ino are stale.  Only attributes: that takes
+ * no lock a request may hold, so it is safe from anywhere. */
+static void invalidate_attrs(const ckfs *fs, fuse_ino_t ino)
+{
+    if (fs->se != NULL)
+        fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+}
+
+void ckfs_invalidate_times(ckfs *fs)
+{
+    pthread_rwlock_rdlock(&fs->lock);
+    invalidate_attrs(fs, INO_ROOT);
+    for (size_t i = 0; fs->se != NULL && i < fs->tr.n_entries; i++) {
+        if (fs->tr.entries[i].deleted)
+            continue;
+        invalidate_attrs(fs, ino_of_tensor((uint32_t)i, NODE_TENSOR_DIR));
+        invalidate_attrs(fs, ino_of_tensor((uint32_t)i, NODE_META));
+        invalidate_attrs(fs, ino_of_tensor((uint32_t)i, NODE_OUT));
+    }
+    pthread_rwlock_unlock(&fs->lock);
 }
 
 static int fill_entry(ckfs *fs, fuse_ino_t ino, struct fuse_entry_param *e)
@@ -870,11 +898,16 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     ckfs *fs = fs_of(req);
     entry *e;
     ck_error err;
-    if (resolve(fs, ino, &e) == NODE_META && entry_meta_check(&fs->tr, e, &err) < 0) {
-        reply_refused(req, fs, ino, NULL, &err);
+    if (resolve(fs, ino, &e) != NODE_META) {
+        fuse_reply_err(req, 0);
         return;
     }
-    fuse_reply_err(req, 0);
+    int rc = entry_meta_check(&fs->tr, e, &err);
+    invalidate_attrs(fs, ino); /* shown as parsed: its size may differ from what was written */
+    if (rc < 0)
+        reply_refused(req, fs, ino, NULL, &err);
+    else
+        fuse_reply_err(req, 0);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -886,6 +919,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     char path[NODE_PATH_MAX];
     if (k == NODE_META && entry_meta_finish(&fs->tr, e, &err) < 0)
         ckfs_refused(fs, path_of(fs, ino, NULL, path, sizeof path), &err);
+    if (k == NODE_META)
+        invalidate_attrs(fs, ino);
     if (fi->fh == FH_WRITER && fs->open_writers > 0) {
         fs->open_writers--;
         edited(fs);

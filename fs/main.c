@@ -246,6 +246,7 @@ static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opt
     struct fuse_session *se = fuse_session_new(args, &ckfs_ops, sizeof ckfs_ops, fs);
     if (se == NULL)
         return 1; /* libfuse said why (e.g. an unknown option) */
+    fs->se = se;
     int rc = 1;
     if (fuse_set_signal_handlers(se) != 0)
         goto out_destroy;
@@ -265,6 +266,9 @@ static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opt
     if (ckfs_saver_start(fs) != 0)
         goto out_unmount;
     int loop = run_loop(se, opts, threads);
+    pthread_rwlock_wrlock(&fs->lock);
+    fs->se = NULL; /* unmounting: nothing left to invalidate */
+    pthread_rwlock_unlock(&fs->lock);
     rc = loop < 0 ? 1 : 0;
     if (loop < 0)
         ckfs_log(fs, LOG_ERR, "%s: session loop failed: %s", fs->tr.model->path,

@@ -39,6 +39,8 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
     }
     ckfs_saved(fs, rc, &err, waiters, automatic);
     pthread_rwlock_unlock(&fs->lock);
+    if (job != NULL && rc == 0)
+        ckfs_invalidate_times(fs); /* the kernel caches them long */
     return rc;
 }
 
