@@ -570,16 +570,14 @@ static void snapshot_done_entry(ckfs *fs, struct fuse_entry_param *e)
 static void answer(ckfs *fs, ckfs_waiter *w, int errnum)
 {
     struct fuse_entry_param e;
+    snapshot_done_entry(fs, &e);
     if (w->reply == REPLY_SEAL) {
         fs->sealed = errnum == 0;
         fs->sealing = false;
     }
-    if (w->reply == REPLY_OK || (errnum != 0 && w->reply != REPLY_ERR && w->reply != REPLY_SEAL)) {
-        fuse_reply_err(w->req, w->reply == REPLY_OK ? 0 : errnum);
-        return;
-    }
-    snapshot_done_entry(fs, &e);
-    switch (w->reply) {
+    if (w->reply == REPLY_OK)
+        errnum = 0;
+    switch (errnum != 0 ? REPLY_ERR : (enum reply)w->reply) {
     case REPLY_ATTR:
         fuse_reply_attr(w->req, &e.attr, 0.0);
         break;
@@ -592,7 +590,7 @@ static void answer(ckfs *fs, ckfs_waiter *w, int errnum)
     case REPLY_ENTRY:
         fuse_reply_entry(w->req, &e);
         break;
-    default:
+    default: /* REPLY_ERR, REPLY_OK, REPLY_SEAL */
         fuse_reply_err(w->req, errnum);
     }
 }
