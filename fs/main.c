@@ -322,6 +322,8 @@ static int answer_init(struct fuse_session *se, const ckfs *fs)
     const char *why = init_error[0] ? init_error : res < 0 ? strerror(-res) : "the session ended";
     if (strncmp(why, "fuse: ", 6) == 0)
         why += 6;
+    if (strncmp(why, "error: ", 7) == 0)
+        why += 7;
     fprintf(stderr, "ckptfs: %s: the kernel's FUSE INIT failed, nothing is mounted: %s\n",
             fs->tr.model->path, why);
     return -1;
