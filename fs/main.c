@@ -115,6 +115,8 @@ static void usage(FILE *to)
             "                       on disk: at most N bytes (default a quarter of the RAM)\n"
             "    -o nocrc           do not verify a CRC-32 trailer (saves reading the file)\n"
             "    -o nosplice        copy tensor bytes instead of splicing them\n"
+            "    -o max_read=N      the largest read request (default and most: what fits\n"
+            "                       the splice pipe, pipe-max-size less 32K)\n"
             "    -o log=PATH        also append the reason of every refused operation to\n"
             "                       PATH, with the time\n"
             "    -f                 stay in the foreground\n"
