@@ -118,6 +118,8 @@ bench: all
 	bench/bench_commit.sh $(BUILD)
 	bench/bench_verify.sh $(BUILD)
 	bench/bench_bounded.sh $(BUILD)
+	bench/bench_requests.sh $(BUILD)
+	bench/bench_walk.sh $(BUILD)
 
 # mount(8) looks for mount.<type> in /sbin only.
 SBINDIR   ?= /sbin

@@ -69,6 +69,7 @@ typedef struct ckfs {
     char last_error[CKFS_LAST_ERROR_MAX];
     double timeout;         /* entry/attr cache timeout */
     bool splice;            /* serve `out` by splicing from the file */
+    unsigned max_read;      /* the mount's max_read, which op_init must repeat */
     bool final_commit_failed; /* the save at unmount failed: exit non-zero */
     /* ckptfs-umount saved and is unmounting: no edit is taken, so the save
      * at unmount has nothing left to do, hence nothing left to fail. */

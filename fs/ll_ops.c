@@ -510,10 +510,26 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
     do_readdir(req, ino, size, off, true);
 }
 
+/* A read-only tree never changes, so nothing needs a handle: ENOSYS tells
+ * the kernel that this connection has no open, opendir or flush at all
+ * (FUSE's no-open support).  It then stops sending OPEN/RELEASE,
+ * OPENDIR/RELEASEDIR and FLUSH, and keeps page and directory caches as
+ * keep_cache and cache_readdir did; ENOENT and EISDIR still come from
+ * lookup and the inode's type, and a write open from the ro mount (EROFS). */
+static bool no_handles(fuse_req_t req, const ckfs *fs)
+{
+    if (fs->tr.writable)
+        return false;
+    fuse_reply_err(req, ENOSYS);
+    return true;
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     ckfs *fs = fs_of(req);
     entry *e;
+    if (no_handles(req, fs))
+        return;
     int rc = resolve_dir(fs, ino, &e);
     if (rc != 0) {
         fuse_reply_err(req, rc);
@@ -655,6 +671,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     ckfs *fs = fs_of(req);
     entry *e;
+    if (no_handles(req, fs))
+        return;
     node_kind k = resolve(fs, ino, &e);
     if (k == NODE_NONE) {
         fuse_reply_err(req, ENOENT);
@@ -896,6 +914,8 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     ckfs *fs = fs_of(req);
     entry *e;
     ck_error err;
+    if (no_handles(req, fs))
+        return;
     if (resolve(fs, ino, &e) != NODE_META) {
         fuse_reply_err(req, 0);
         return;
@@ -1140,6 +1160,15 @@ static size_t format_shape(const int64_t *dims, uint32_t ndim, char *buf, size_t
     return n < cap ? n : cap - 1;
 }
 
+/* SELinux labels, capabilities and POSIX ACLs (security.*, system.*): the
+ * tree has none.  EOPNOTSUPP rather than ENODATA says the filesystem has
+ * no such attributes at all, so ls -l (coreutils) stops asking for every
+ * further file of the mount; the kernel caches neither answer. */
+static bool unserved_xattr(const char *name)
+{
+    return strncmp(name, "security.", 9) == 0 || strncmp(name, "system.", 7) == 0;
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     ckfs *fs = fs_of(req);
@@ -1147,6 +1176,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     node_kind k = resolve(fs, ino, &e);
     if (k == NODE_NONE) {
         fuse_reply_err(req, ENOENT);
+        return;
+    }
+    if (unserved_xattr(name)) {
+        fuse_reply_err(req, EOPNOTSUPP);
         return;
     }
     if (k == NODE_ROOT && strcmp(name, XATTR_LAST_ERROR) == 0 && fs->last_error[0]) {
@@ -1411,6 +1444,14 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     if (conn->capable & FUSE_CAP_READDIRPLUS)
         conn->want |= FUSE_CAP_READDIRPLUS;
     conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
+    /* libfuse refuses INIT unless this repeats the mount's max_read
+     * (fs/main.c, mount_max_read). */
+    conn->max_read = fs->max_read;
+    /* Tests only: ask for capabilities the kernel may not have, for the
+     * refused-INIT path (tests/bats/roundtrips.bats). */
+    const char *want = getenv("CKPTFS_TEST_INIT_WANT");
+    if (want != NULL)
+        conn->want |= (unsigned)strtoul(want, NULL, 0);
 }
 
 /* Unmount: pending edits are saved before the daemon exits. */
