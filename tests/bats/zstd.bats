@@ -44,8 +44,10 @@ seekable() {
 unz() { zstd -q -d -c "$1"; }
 
 # written FILE PLAINTEXT: FILE is what a save writes: the oracle accepts its
-# seek table and frames, every frame holds 2 MiB but the last (1..2 MiB),
-# and `zstd -d` gives exactly PLAINTEXT.  Prints the number of frames.
+# seek table and frames, every frame holds 1 byte to 2 MiB (a save cuts
+# frames at 2 MiB, where large payloads start and end, and around the
+# frames it copies), and `zstd -d` gives exactly PLAINTEXT.  Prints the
+# number of frames.
 written() {
     $ENVELOPE zstd-layout "$1" >"$BATS_TEST_TMPDIR/layout.json" || return 1
     cmp <(unz "$1") "$2" >&2 || return 1
@@ -54,8 +56,47 @@ import json, sys
 d = [f["decompressed"] for f in json.load(open(sys.argv[1]))["frames"]]
 size, frame = int(sys.argv[2]), int(sys.argv[3])
 assert sum(d) == size, (sum(d), size)
-assert d and all(x == frame for x in d[:-1]) and 0 < d[-1] <= frame, d
+assert d and all(0 < x <= frame for x in d), d
 print(len(d))
+PY
+}
+
+# zframes FILE: one line per frame of FILE's seek table, "D_OFF D_SIZE
+# SHA256" (the plaintext range, the hash of the compressed frame bytes).
+# Its own small parser of the seekable format, not ckptfs's nor the
+# oracle's: the checks below prove that a save copied frames.
+zframes() {
+    $PY - "$1" <<'PY'
+import hashlib, struct, sys
+data = open(sys.argv[1], "rb").read()
+n, desc, magic = struct.unpack("<IBI", data[-9:])
+assert magic == 0x8F92EAB1 and desc & 0x7C == 0, "no seek table"
+es = 12 if desc & 0x80 else 8
+start = len(data) - 9 - n * es - 8
+assert start >= 0 and struct.unpack_from("<II", data, start) == (0x184D2A5E, n * es + 9)
+c = d = 0
+for i in range(n):
+    cs, ds = struct.unpack_from("<II", data, start + 8 + i * es)
+    print(d, ds, hashlib.sha256(data[c:c + cs]).hexdigest())
+    c += cs
+    d += ds
+assert c == start, "frames do not end where the seek table starts"
+PY
+}
+
+# kept_frames OLD NEW LO HI: every frame of OLD whose plaintext lies wholly
+# before LO or at or after HI is in NEW, the same compressed bytes at the
+# same plaintext offset.  Prints how many.
+kept_frames() {
+    $PY - <(zframes "$1") <(zframes "$2") "$3" "$4" <<'PY'
+import sys
+old = [l.split() for l in open(sys.argv[1])]
+new = {(int(a), int(b), h) for a, b, h in (l.split() for l in open(sys.argv[2]))}
+lo, hi = int(sys.argv[3]), int(sys.argv[4])
+want = [(int(a), int(b), h) for a, b, h in old if int(a) + int(b) <= lo or int(a) >= hi]
+missing = [f for f in want if f not in new]
+assert want and not missing, ("frames not copied", len(missing), missing[:3])
+print(len(want))
 PY
 }
 
@@ -343,7 +384,7 @@ PY
     mount_fg "$f" "$M" -o commit=manual
     poke "$M" "$d" $((100000 - off)) 'zstd-MARK'
     touch "$M/snapshot_done"
-    [ "$(written "$f" "$BATS_TEST_TMPDIR/want1")" -eq 1 ]
+    written "$f" "$BATS_TEST_TMPDIR/want1" >/dev/null
     dump_says "$f" "seekable zstd"
     # the oracle's parse: fc1.weight changed, every other tensor as it was
     unz "$f" >"$BATS_TEST_TMPDIR/got.ckpt"
@@ -361,7 +402,7 @@ PY
     patched "$BATS_TEST_TMPDIR/want1" "$BATS_TEST_TMPDIR/want2" 480000 'second'
     poke "$M" "$d" $((480000 - off)) 'second'
     unmount "$M"
-    [ "$(written "$f" "$BATS_TEST_TMPDIR/want2")" -eq 1 ]
+    written "$f" "$BATS_TEST_TMPDIR/want2" >/dev/null
 }
 
 @test "seekable input: an edit straddling two input frames is saved; the next mount reads it back" {
@@ -371,10 +412,16 @@ PY
     read -r d off < <(holder "$BATS_TEST_TMPDIR/ext" $((25 * 4096)))
     [ "$d" = fc1.weight ]
     patched "$LENET" "$BATS_TEST_TMPDIR/want" $((25 * 4096 - 5)) '0123456789'
+    cp "$f" "$BATS_TEST_TMPDIR/old.zst"
     mount_fg "$f" "$M" -o commit=manual
     poke "$M" "$d" $((25 * 4096 - 5 - off)) '0123456789'
     touch "$M/snapshot_done"
-    [ "$(written "$f" "$BATS_TEST_TMPDIR/want")" -eq 1 ]
+    written "$f" "$BATS_TEST_TMPDIR/want" >/dev/null
+    # every input frame that holds no byte of fc1.weight's record (its
+    # header is under 256 bytes) is in the saved file as it was, at the
+    # same plaintext offset (the edit changed no size)
+    read -r d off len < <(grep '^fc1.weight ' "$BATS_TEST_TMPDIR/ext")
+    kept_frames "$BATS_TEST_TMPDIR/old.zst" "$f" $((off - 256)) $((off + len))
     $ORACLE check "$M" "$BATS_TEST_TMPDIR/want"
     unmount "$M"
     mount_fg "$f" "$M.again" -o ro,cache_size=4096
@@ -461,7 +508,6 @@ PY
     done
     touch "$M/snapshot_done"
     n=$(written "$f" "$BATS_TEST_TMPDIR/want")
-    [ "$n" -eq $(( ($(stat -c %s "$plain") + FRAME - 1) / FRAME )) ]
     [ "$n" -ge 3 ]
     dump_says "$f" "seekable zstd"
     unmount "$M"
@@ -469,7 +515,7 @@ PY
     mount_fg "$f" "$M.again" -o ro,cache_size=4096
     $ORACLE check "$M.again" "$BATS_TEST_TMPDIR/want"
     n=$(straddle "$M.again" "$BATS_TEST_TMPDIR/want" "$f")
-    [ "$n" -eq 2 ]
+    [ "$n" -ge 2 ]
 }
 
 @test "-o zstd_level: 19 is no larger than the default, 1 is larger; all give the same plaintext" {
@@ -538,7 +584,7 @@ PY
 }
 
 @test "a flipped byte in one frame of a seekable file: EIO for the tensors in that frame only, the frame named" {
-    local f=$D/model.ckpt.zst k fo fc lo hi d off len before
+    local f=$D/model.ckpt.zst k fo fc lo hi d off len before dmg
     seekable "$LENET" "$D/good.zst" 4096
     extents "$LENET" >"$BATS_TEST_TMPDIR/ext"
     # frame 10 (plaintext 40960..45055) lies inside fc1.weight, which no other tensor shares
@@ -554,6 +600,7 @@ f = json.load(sys.stdin)["frames"][int(sys.argv[1])]; print(f["offset"], f["comp
     ! cmp -s "$f" "$D/good.zst"
     ! $ENVELOPE zstd-layout "$f" >/dev/null 2>&1 # the oracle finds it too
     before=$(sha "$f")
+    dmg=$(tail -c +$((fo + 1)) "$f" | head -c "$fc" | sha256sum | cut -c1-64)
     mount_fg "$f" "$M" -o commit=manual
     for _ in 1 2; do # and not served from a cache the second time
         run cat "$M/fc1.weight/out"
@@ -572,16 +619,20 @@ for e in json.load(sys.stdin):
         continue
     got = open(os.path.join(sys.argv[1], e["dir"], "out"), "rb").read()
     assert hashlib.sha256(got).hexdigest() == e["sha256"], e["dir"]' "$M"
-    # a save, which needs that frame, fails and leaves the file as it was
+    # a save of an edit elsewhere copies the damaged frame as it is, without
+    # decompressing it (as cp would): the edit is saved, the damage stays
+    # where it was, and fc1.weight still fails to read
     poke "$M" conv1.weight 0 'XY'
-    run touch "$M/snapshot_done"
-    [ "$status" -ne 0 ]
-    [ "$(sha "$f")" = "$before" ]
-    local st=0
-    unmount "$M" || st=$? # not under `run`: the daemon is this shell's child
-    [ "$st" -ne 0 ]       # the save at unmount fails too, and the daemon says so
-    [ "$(sha "$f")" = "$before" ]
+    touch "$M/snapshot_done"
+    [ "$(sha "$f")" != "$before" ]
+    unmount "$M"
     [ "$(ls -A "$D")" = "$(printf 'good.zst\nmodel.ckpt.zst')" ]
+    zframes "$f" | grep -q " $dmg\$"
+    mount_fg "$f" "$M" -o ro
+    run cat "$M/fc1.weight/out"
+    [ "$status" -ne 0 ]
+    [ "$(od -An -c -N2 "$M/conv1.weight/out" | tr -d ' ')" = XY ]
+    unmount "$M"
 }
 
 @test "an encrypted model that is also zstd-compressed, either way round, is refused" {

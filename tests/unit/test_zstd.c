@@ -111,7 +111,7 @@ static int write_zst(const char *path, const unsigned char *data, size_t len, in
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return ck_fail_errno(err, errno, "%s: cannot create", path);
-    ck_wrap_writer *w = ck_zstd_writer_new(fd, path, level, err);
+    ck_wrap_writer *w = ck_zstd_writer_new(fd, path, level, false, err);
     int rc = w == NULL ? -1 : 0;
     for (size_t off = 0, i = 0; rc == 0 && off < len; i++) {
         size_t k = pieces[i % 5] < len - off ? pieces[i % 5] : len - off;
@@ -309,13 +309,13 @@ static void test_writer_refusals(void)
     ck_error err = {0};
     tmp_path(path, "refused.zst");
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    ck_wrap_writer *w = ck_zstd_writer_new(fd, path, 1000, &err);
+    ck_wrap_writer *w = ck_zstd_writer_new(fd, path, 1000, false, &err);
     check(w == NULL && err.errnum == EINVAL && strstr(err.msg, "level 1000"),
           "zstd writer refuses level 1000 (%s)", err.msg);
     close(fd);
 
     fd = open(path, O_RDONLY | O_CLOEXEC);
-    w = ck_zstd_writer_new(fd, path, 1, &err);
+    w = ck_zstd_writer_new(fd, path, 1, false, &err);
     unsigned char *data = plaintext(F + 10);
     int rc = w ? ck_wrap_writer_write(w, data, F + 10, &err) : 0;
     check(w && rc < 0 && strstr(err.msg, path), "a failed frame write is reported (%s)", err.msg);
