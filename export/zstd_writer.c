@@ -79,18 +79,20 @@ typedef struct zstd_writer {
     bool failed, finished;
 } zstd_writer;
 
-/* Room for one more seek-table entry (and the footer), made before the
- * frame is written, so that a frame on disk always has its entry. */
-static int reserve_entry(zstd_writer *z, ck_error *err)
+/* Room for count more seek-table entries (and the footer), made before
+ * their frames are written, so that a frame on disk always has its entry. */
+static int reserve_entries(zstd_writer *z, uint32_t count, ck_error *err)
 {
-    if (z->frames == SEEK_MAX_FRAMES)
+    if (count > SEEK_MAX_FRAMES - z->frames)
         return ck_fail(err, EFBIG, "%s: offset %llu: more than %u zstd frames, the seekable "
                        "format's limit", z->base.path, (unsigned long long)z->base.out_off,
                        SEEK_MAX_FRAMES);
-    if (z->table_cap - z->table_len >= SEEK_ENTRY + SEEK_FOOTER)
+    /* At most 12 * 2^27 + 17 bytes (1.5 GiB): no overflow below. */
+    size_t need = z->table_len + (size_t)count * SEEK_ENTRY + SEEK_FOOTER, cap = z->table_cap;
+    if (need <= cap)
         return 0;
-    /* At most 12 * 2^27 + 17 bytes (1.5 GiB): no overflow in the doubling. */
-    size_t cap = z->table_cap * 2;
+    while (cap < need)
+        cap *= 2;
     unsigned char *t = realloc(z->table, cap);
     if (t == NULL)
         return ck_fail(err, ENOMEM, "%s: out of memory for the zstd seek table (%u frames)",
@@ -113,7 +115,7 @@ static void add_entry(zstd_writer *z, uint32_t csize, uint32_t dsize, uint32_t s
 /* One frame of len (<= CK_ZSTD_FRAME) bytes, compressed and appended. */
 static int compress_frame(zstd_writer *z, const void *src, size_t len, ck_error *err)
 {
-    if (reserve_entry(z, err) < 0)
+    if (reserve_entries(z, 1, err) < 0)
         return -1;
     size_t r = ZSTD_compress2(z->cctx, z->cbuf, z->ccap, src, len);
     if (ZSTD_isError(r))
@@ -239,9 +241,8 @@ static int copy_frames(zstd_writer *z, const ck_zstd_frames *f, uint32_t j, uint
      * was cut or rewritten since is not copied blind. */
     if (ck_source_check_fd(f->file, f->idx[k].c_off, err) < 0)
         return -1;
-    for (uint32_t i = j; i < k; i++)
-        if (reserve_entry(z, err) < 0)
-            return -1;
+    if (reserve_entries(z, k - j, err) < 0)
+        return -1;
     if (copy_bytes(z, f->file, f->idx[j].c_off, f->idx[k].c_off - f->idx[j].c_off, err) < 0)
         return -1;
     /* Each size was a 32-bit seek-table entry of the source. */
