@@ -115,6 +115,7 @@ bench: all
 	bench/bench_ckpt.sh $(BUILD)
 	bench/bench_onnx.sh $(BUILD)
 	bench/bench_envelope.sh $(BUILD)
+	bench/bench_zstd.sh $(BUILD)
 	bench/bench_commit.sh $(BUILD)
 	bench/bench_verify.sh $(BUILD)
 	bench/bench_bounded.sh $(BUILD)
