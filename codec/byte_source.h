@@ -92,9 +92,14 @@ static inline int ck_source_read_some(ck_source *src, void *buf, size_t len, uin
 {
     if (src->ops->read_some == NULL) {
         *got = len;
-        return src->ops->read_at(src, buf, len, off, err);
+        return ck_source_read(src, buf, len, off, err);
     }
-    return src->ops->read_some(src, buf, len, off, got, err);
+    if (src->serial != NULL)
+        pthread_mutex_lock(src->serial);
+    int rc = src->ops->read_some(src, buf, len, off, got, err);
+    if (src->serial != NULL)
+        pthread_mutex_unlock(src->serial);
+    return rc;
 }
 
 /* A source over an fd the caller keeps owning (a spill file, say). */
