@@ -132,9 +132,12 @@ bench: all
 	bench/bench_ckpt.sh $(BUILD)
 	bench/bench_onnx.sh $(BUILD)
 	bench/bench_envelope.sh $(BUILD)
+	bench/bench_zstd.sh $(BUILD)
 	bench/bench_commit.sh $(BUILD)
 	bench/bench_verify.sh $(BUILD)
 	bench/bench_bounded.sh $(BUILD)
+	bench/bench_requests.sh $(BUILD)
+	bench/bench_walk.sh $(BUILD)
 	bench/bench_save.sh $(BUILD)
 
 # mount(8) looks for mount.<type> in /sbin only.

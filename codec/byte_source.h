@@ -31,6 +31,11 @@ struct ck_source_ops {
     /* Read exactly len bytes at plaintext offset off; -1 and err on failure
      * (including a short read, which means the file shrank under us). */
     int (*read_at)(ck_source *src, void *buf, size_t len, uint64_t off, ck_error *err);
+    /* Optional: read between 1 and len bytes at off, *got of them, as many
+     * as come cheaply (a zstd source stops at the end of a frame).  NULL:
+     * read_at of all len. */
+    int (*read_some)(ck_source *src, void *buf, size_t len, uint64_t off, size_t *got,
+                     ck_error *err);
     void (*destroy)(ck_source *src);
 };
 
@@ -77,6 +82,23 @@ static inline int ck_source_read(ck_source *src, void *buf, size_t len, uint64_t
     pthread_mutex_lock(src->serial);
     int rc = src->ops->read_at(src, buf, len, off, err);
     pthread_mutex_unlock(src->serial);
+    return rc;
+}
+
+/* For a window over the source (pb_wire): 1 to len bytes at off, *got of
+ * them; len > 0. */
+static inline int ck_source_read_some(ck_source *src, void *buf, size_t len, uint64_t off,
+                                      size_t *got, ck_error *err)
+{
+    if (src->ops->read_some == NULL) {
+        *got = len;
+        return ck_source_read(src, buf, len, off, err);
+    }
+    if (src->serial != NULL)
+        pthread_mutex_lock(src->serial);
+    int rc = src->ops->read_some(src, buf, len, off, got, err);
+    if (src->serial != NULL)
+        pthread_mutex_unlock(src->serial);
     return rc;
 }
 

@@ -102,7 +102,9 @@ static ck_source *open_zstd(ck_source *file, const ck_envelope_opts *o, ck_envel
         ck_source_close(plain);
         return NULL;
     }
+    ck_zstd_frames frames;
     *env = (ck_envelope){.wrap = CK_WRAP_ZSTD, .seekable = seekable,
+                         .zstd_sums = ck_zstd_frames_of(plain, &frames) && frames.sums != NULL,
                          .zstd_level = o->zstd_level ? o->zstd_level : CK_ZSTD_LEVEL_DEFAULT};
     return plain;
 }

@@ -38,6 +38,7 @@ typedef struct ck_envelope {
     bool legacy;                /* v1.3-1.6 layout (GCM without tag): read-only */
     bool seekable;              /* CK_WRAP_ZSTD: the file has a seek table */
     int zstd_level;             /* CK_WRAP_ZSTD: the level a save uses */
+    bool zstd_sums;             /* CK_WRAP_ZSTD: the seek table has checksums (a save keeps them) */
     ck_key key;                 /* CK_WRAP_CIPHER */
     bool fresh;                 /* not wrapped on disk yet: the next save wraps it */
 } ck_envelope;

@@ -37,10 +37,16 @@ static int fill(pb_reader *r, uint64_t limit, ck_error *err)
     uint64_t want = limit - r->pos;
     if (want > PB_WINDOW)
         want = PB_WINDOW;
-    if (ck_source_read(r->src, r->win, (size_t)want, r->pos, err) < 0)
+    /* The window may come back shorter (a zstd frame's end): each use of
+     * it refills as it goes. */
+    size_t got = 0;
+    if (ck_source_read_some(r->src, r->win, (size_t)want, r->pos, &got, err) < 0)
         return -1;
+    if (got == 0 || got > want)
+        return ck_fail(err, EIO, "%s: offset %llu: internal error: short window read",
+                       r->src->path, (unsigned long long)r->pos);
     r->win_off = r->pos;
-    r->win_len = (size_t)want;
+    r->win_len = got;
     return 0;
 }
 

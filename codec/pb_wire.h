@@ -3,7 +3,9 @@
  *
  * Model files can be many gigabytes, so messages are never unpacked whole:
  * a reader walks fields with a cursor over a byte source, reads the small
- * fields it needs (names, dims, type strings) through a small window buffer,
+ * fields it needs (names, dims, type strings) through a small window buffer
+ * (filled with ck_source_read_some, so a zstd source may give less of it
+ * rather than decompress a frame the reader will skip),
  * and skips payloads by their length prefix.  Every length is checked against
  * the end of the enclosing message (the caller's `limit`, itself checked
  * against the file size) before it is used, varints are capped at 10 bytes,

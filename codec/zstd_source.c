@@ -33,10 +33,7 @@
  * decompressing applies. */
 #define WALK_MAX_BLOCKS (1u << 20)
 
-typedef struct zframe {
-    uint64_t c_off;                     /* in the file */
-    uint64_t d_off;                     /* in the plaintext */
-} zframe;
+typedef ck_zstd_frame zframe;
 
 /* What the seek table says: n frames, then one more entry holding the
  * ends (where the seek table starts, the plaintext size), so a frame's
@@ -45,6 +42,7 @@ typedef struct seek_table {
     uint32_t n;
     zframe *idx;                        /* n + 1 entries */
     uint32_t *sums;                     /* n checksums, or NULL */
+    unsigned desc;
     uint64_t max_csize, max_dsize;
 } seek_table;
 
@@ -254,6 +252,7 @@ static int read_seek_table(ck_source *file, seek_table *t, ck_error *err)
     if (locate_table(file, n, desc, &table_off, err) < 0)
         return -1;
     t->n = n;
+    t->desc = desc;
     if (load_entries(file, t, desc, table_off, err) < 0) {
         table_free(t);
         return -1;
@@ -369,6 +368,37 @@ static int zs_read_at(ck_source *src, void *buf, size_t len, uint64_t off, ck_er
     return 0;
 }
 
+/* What a reader's window asks for (pb_wire): at most to the end of the
+ * frame holding off.  Frames that ckptfs writes end where a large tensor
+ * payload starts (export/zstd_writer.c), so the window over a record
+ * header decompresses that header's small frame, not the payload's. */
+static int zs_read_some(ck_source *src, void *buf, size_t len, uint64_t off, size_t *got,
+                        ck_error *err)
+{
+    zsource *z = (zsource *)src;
+    if (off >= src->size)
+        return zs_read_at(src, buf, len, off, err);     /* the message */
+    uint32_t i = frame_of(&z->t, off);
+    uint64_t avail = z->t.idx[i + 1].d_off - off;
+    *got = avail < len ? (size_t)avail : len;
+    return zs_read_at(src, buf, *got, off, err);
+}
+
+bool ck_zstd_frames_of(ck_source *src, ck_zstd_frames *f)
+{
+    if (src == NULL || src->ops->read_at != zs_read_at)
+        return false;
+    zsource *z = (zsource *)src;
+    *f = (ck_zstd_frames){.n = z->t.n, .idx = z->t.idx, .sums = z->t.sums, .desc = z->t.desc,
+                          .file = z->file};
+    return true;
+}
+
+uint32_t ck_zstd_checksum(const void *p, size_t len)
+{
+    return (uint32_t)xxh64(p, len);
+}
+
 static void zs_destroy(ck_source *src)
 {
     zsource *z = (zsource *)src;
@@ -381,6 +411,7 @@ static void zs_destroy(ck_source *src)
 
 static const struct ck_source_ops zs_ops = {
     .read_at = zs_read_at,
+    .read_some = zs_read_some,
     .destroy = zs_destroy,
 };
 

@@ -13,6 +13,8 @@
 #define CK_ZSTD_SOURCE_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "byte_source.h"
 #include "ck_error.h"
@@ -36,6 +38,32 @@
  * space of the temporary directory bounds it too. */
 #define CK_ZSTD_TMP_RATIO 64u
 #define CK_ZSTD_TMP_FLOOR (256ull << 20)
+
+/* The frames of a seekable source, for a writer that copies them as they
+ * are (export/zstd_writer.c): frame i holds plaintext [idx[i].d_off,
+ * idx[i + 1].d_off) and is the compressed bytes [idx[i].c_off,
+ * idx[i + 1].c_off) of file.  Checked at open: offsets grow, every frame
+ * lies before the seek table, sizes fit 32 bits. */
+typedef struct ck_zstd_frame {
+    uint64_t c_off;                     /* in the file */
+    uint64_t d_off;                     /* in the plaintext */
+} ck_zstd_frame;
+
+typedef struct ck_zstd_frames {
+    uint32_t n;
+    const ck_zstd_frame *idx;           /* n + 1 entries: the last holds the ends */
+    const uint32_t *sums;               /* the seek table's n checksums, or NULL */
+    unsigned desc;                      /* the seek table's descriptor byte */
+    ck_source *file;                    /* the compressed file (a plain file source) */
+} ck_zstd_frames;
+
+/* true and *f filled when src is a seekable zstd source; false for any
+ * other source (a plain file, a decompressed temporary file, a cipher). */
+bool ck_zstd_frames_of(ck_source *src, ck_zstd_frames *f);
+
+/* The low 32 bits of XXH64 (seed 0): the seek table's checksum of a
+ * frame's plaintext, and zstd's content checksum. */
+uint32_t ck_zstd_checksum(const void *p, size_t len);
 
 /* file: the compressed file, owned by the result from then on (closed on
  * failure too).  tmp_max: the most a non-seekable file may decompress to

@@ -54,8 +54,34 @@ static int copy_through_memory(ck_sink *s, ck_source *src, uint64_t off, uint64_
     return 0;
 }
 
+/* The CRC of bytes that go to the wrap writer by name (ck_sink_copy). */
+static int crc_through_memory(ck_sink *s, ck_source *src, uint64_t off, uint64_t len)
+{
+    while (len > 0) {
+        size_t n = len < CK_SINK_BUF ? (size_t)len : CK_SINK_BUF;
+        if (ck_source_read(src, s->buf, n, off, s->err) < 0)
+            return -1;
+        s->crc = crc32(s->crc, s->buf, (uInt)n);
+        off += n;
+        len -= n;
+    }
+    return 0;
+}
+
+int ck_sink_payload(ck_sink *s, uint64_t len)
+{
+    if (s->wrap == NULL || s->wrap->ops->payload == NULL)
+        return 0;
+    return s->wrap->ops->payload(s->wrap, len, s->err);
+}
+
 int ck_sink_copy(ck_sink *s, ck_source *src, uint64_t off, uint64_t len)
 {
+    if (s->wrap != NULL && s->wrap->ops->copy != NULL) {
+        if (s->crc_on && crc_through_memory(s, src, off, len) < 0)
+            return -1;
+        return s->wrap->ops->copy(s->wrap, src, off, len, s->err);
+    }
     while (len > 0 && !s->crc_on && s->wrap == NULL && src->fd >= 0) {
         loff_t in = (loff_t)off;
         size_t want = len > (1u << 30) ? (1u << 30) : (size_t)len;

@@ -49,8 +49,13 @@ void ck_sink_drop(ck_sink *s);
 
 int ck_sink_write(ck_sink *s, const void *data, size_t len);
 /* Copy bytes [off, off + len) of src; in-kernel when nothing needs to see
- * them. */
+ * them.  Into a wrap writer that copies (zstd), src's bytes are named, not
+ * read: compressed frames they cover whole are copied as they are.  This
+ * is how an encoder says "unchanged": it copies from the model's source. */
 int ck_sink_copy(ck_sink *s, ck_source *src, uint64_t off, uint64_t len);
+/* The next len bytes written are one payload that readers skip by its
+ * length (a tensor's content); a hint for the wrap writer's frames. */
+int ck_sink_payload(ck_sink *s, uint64_t len);
 /* Bytes [off, off + len) of a piece. */
 int ck_sink_piece(ck_sink *s, const ck_piece *p, uint64_t off, uint64_t len);
 

@@ -179,7 +179,8 @@ static int encode_tensor(ck_sink *s, const ck_write_tensor *t, uint64_t slice_by
         uint64_t len = total - off < slice_bytes ? total - off : slice_bytes;
         size_t h = encode_header(header, t->name, t->name_len, t->dtype->ms_name, dims, ndim,
                                  len);
-        if (ck_sink_write(s, header, h) < 0 || write_range(s, pieces, n_pieces, off, len) < 0) {
+        if (ck_sink_write(s, header, h) < 0 || ck_sink_payload(s, len) < 0 ||
+            write_range(s, pieces, n_pieces, off, len) < 0) {
             rc = -1;
             break;
         }

@@ -771,6 +771,9 @@ static int emit_enc(ck_sink *s, const enc *e, const void *key, size_t key_len)
         ck_sink_write(s, len, ck_put_varint(len, enc_body_len(e))) < 0 ||
         ck_sink_write(s, e->pre.p, e->pre.len) < 0)
         return -1;
+    /* The data bytes, which a reader skips by their length. */
+    if (!e->external && e->n_pieces > 0 && ck_sink_payload(s, e->data_len) < 0)
+        return -1;
     for (size_t i = 0; i < e->n_pieces && !e->external; i++)
         if (ck_sink_piece(s, &e->pieces[i], 0, e->pieces[i].len) < 0)
             return -1;

@@ -10,7 +10,7 @@ ck_wrap_writer *ck_wrap_writer_new(const ck_envelope *env, int fd, const char *p
     if (env == NULL || env->wrap == CK_WRAP_NONE)
         return NULL;
     if (env->wrap == CK_WRAP_ZSTD)
-        return ck_zstd_writer_new(fd, path, env->zstd_level, err);
+        return ck_zstd_writer_new(fd, path, env->zstd_level, env->zstd_sums, err);
     if (env->legacy) {
         ck_fail(err, EROFS, "%s: encrypted in MindSpore 1.3-1.6's layout (no GCM tag), which "
                 "ckptfs reads but does not write", path);

@@ -12,6 +12,7 @@
 #ifndef CK_WRAP_WRITER_H
 #define CK_WRAP_WRITER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,16 @@ typedef struct ck_wrap_writer ck_wrap_writer;
 
 struct ck_wrap_writer_ops {
     int (*write)(ck_wrap_writer *w, const void *data, size_t len, ck_error *err);
+    /* Optional: the plaintext bytes [off, off + len) of src come next, as
+     * they are.  The zstd writer copies the compressed frames of a seekable
+     * source that these bytes cover whole, instead of compressing them
+     * again.  NULL: the sink reads them and calls write. */
+    int (*copy)(ck_wrap_writer *w, ck_source *src, uint64_t off, uint64_t len, ck_error *err);
+    /* Optional: the next len bytes are one payload that readers skip by
+     * its length (a tensor's content).  The zstd writer starts a frame
+     * there, and another after it, when the payload is large, so that the
+     * record headers between payloads sit in small frames of their own. */
+    int (*payload)(ck_wrap_writer *w, uint64_t len, ck_error *err);
     /* Flush the last block or frame and write what ends the file. */
     int (*finish)(ck_wrap_writer *w, ck_error *err);
     void (*destroy)(ck_wrap_writer *w);
@@ -41,10 +52,16 @@ ck_wrap_writer *ck_wrap_writer_new(const ck_envelope *env, int fd, const char *p
                                    ck_error *err);
 ck_wrap_writer *ck_cipher_writer_new(int fd, const char *path, ck_cipher_mode mode,
                                      const ck_key *key, ck_error *err);
-/* Frames of CK_ZSTD_FRAME bytes of plaintext, each compressed with zstd's
- * multithreaded API at level. */
+/* Frames of at most CK_ZSTD_FRAME bytes of plaintext, each compressed with
+ * zstd's multithreaded API at level, cut where a payload of at least
+ * CK_ZSTD_PAYLOAD_CUT bytes starts and ends; frames of a seekable source
+ * that a copy covers whole are copied as they are. */
 #define CK_ZSTD_FRAME (2u << 20)
-ck_wrap_writer *ck_zstd_writer_new(int fd, const char *path, int level, ck_error *err);
+#define CK_ZSTD_PAYLOAD_CUT (64u << 10)
+/* sums: the seek table carries each frame's checksum (as the model's file
+ * did). */
+ck_wrap_writer *ck_zstd_writer_new(int fd, const char *path, int level, bool sums,
+                                   ck_error *err);
 
 static inline int ck_wrap_writer_write(ck_wrap_writer *w, const void *data, size_t len,
                                        ck_error *err)

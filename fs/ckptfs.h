@@ -60,6 +60,7 @@ typedef struct ckfs {
     pthread_rwlock_t lock;
     ckfs_saver saver;
     tree tr;                /* the model and the edits not yet saved */
+    struct fuse_session *se; /* to invalidate what the kernel caches */
     bool use_syslog;        /* daemonized: log to syslog instead of stderr */
     int log_fd;             /* -o log=PATH, appended to; -1 without */
     const char *mountpoint; /* absolute: refusals name the path they concern */
@@ -68,6 +69,7 @@ typedef struct ckfs {
     char last_error[CKFS_LAST_ERROR_MAX];
     double timeout;         /* entry/attr cache timeout */
     bool splice;            /* serve `out` by splicing from the file */
+    unsigned max_read;      /* the mount's max_read, which op_init must repeat */
     bool final_commit_failed; /* the save at unmount failed: exit non-zero */
     /* ckptfs-umount saved and is unmounting: no edit is taken, so the save
      * at unmount has nothing left to do, hence nothing left to fail. */
@@ -90,6 +92,9 @@ int ckfs_commit_wait_ms(const ckfs *fs);
 /* After a save (rc, err) under the mount's lock: record the outcome and
  * answer the requests that waited for it; automatic: nobody asked. */
 void ckfs_saved(ckfs *fs, int rc, const ck_error *err, ckfs_waiter *waiters, bool automatic);
+
+/* After a save: every node's times are the new file's.  Takes the lock. */
+void ckfs_invalidate_times(ckfs *fs);
 
 /* fs/saver.c.  Start the saver (after the daemon has forked); ask it for a
  * save with a waiter (the mount's lock held); tell it the tree changed

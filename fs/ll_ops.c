@@ -285,15 +285,43 @@ static int fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
     return attr_of(fs, ino, k, e, st);
 }
 
-/* snapshot_done comes and goes on a writable mount, and the temporary files
- * of tools are renamed over other names: never cache those. */
+/* How long the kernel may keep a name and attributes.  On a writable
+ * mount, snapshot_done comes and goes with the edits, and the temporary
+ * files of tools are renamed over meta, out and snapshot_done: the kernel
+ * never caches those (invalidating snapshot_done's name from a request
+ * would wait for the very directory lock that request holds).  Everything
+ * else is cached long, and what changes without the kernel seeing it is
+ * invalidated: a meta reformatted when it is parsed at close, the times
+ * after a save (invalidate_attrs). */
 static double timeout_of(const ckfs *fs, fuse_ino_t ino)
 {
     uint32_t pos;
     node_kind k = ino_kind(ino, &pos);
-    if (fs->tr.writable && k != NODE_ROOT && k != NODE_TENSOR_DIR)
-        return 0.0; /* files can be replaced by a rename the kernel cannot see */
+    if (fs->tr.writable && (k == NODE_SNAPSHOT_DONE || k == NODE_EXTRA))
+        return 0.0;
     return fs->timeout;
+}
+
+/* The kernel's attributes of ino are stale.  Only attributes: that takes
+ * no lock a request may hold, so it is safe from anywhere. */
+static void invalidate_attrs(const ckfs *fs, fuse_ino_t ino)
+{
+    if (fs->se != NULL)
+        fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+}
+
+void ckfs_invalidate_times(ckfs *fs)
+{
+    pthread_rwlock_rdlock(&fs->lock);
+    invalidate_attrs(fs, INO_ROOT);
+    for (size_t i = 0; fs->se != NULL && i < fs->tr.n_entries; i++) {
+        if (fs->tr.entries[i].deleted)
+            continue;
+        invalidate_attrs(fs, ino_of_tensor((uint32_t)i, NODE_TENSOR_DIR));
+        invalidate_attrs(fs, ino_of_tensor((uint32_t)i, NODE_META));
+        invalidate_attrs(fs, ino_of_tensor((uint32_t)i, NODE_OUT));
+    }
+    pthread_rwlock_unlock(&fs->lock);
 }
 
 static int fill_entry(ckfs *fs, fuse_ino_t ino, struct fuse_entry_param *e)
@@ -482,10 +510,26 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
     do_readdir(req, ino, size, off, true);
 }
 
+/* A read-only tree never changes, so nothing needs a handle: ENOSYS tells
+ * the kernel that this connection has no open, opendir or flush at all
+ * (FUSE's no-open support).  It then stops sending OPEN/RELEASE,
+ * OPENDIR/RELEASEDIR and FLUSH, and keeps page and directory caches as
+ * keep_cache and cache_readdir did; ENOENT and EISDIR still come from
+ * lookup and the inode's type, and a write open from the ro mount (EROFS). */
+static bool no_handles(fuse_req_t req, const ckfs *fs)
+{
+    if (fs->tr.writable)
+        return false;
+    fuse_reply_err(req, ENOSYS);
+    return true;
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     ckfs *fs = fs_of(req);
     entry *e;
+    if (no_handles(req, fs))
+        return;
     int rc = resolve_dir(fs, ino, &e);
     if (rc != 0) {
         fuse_reply_err(req, rc);
@@ -542,16 +586,14 @@ static void snapshot_done_entry(ckfs *fs, struct fuse_entry_param *e)
 static void answer(ckfs *fs, ckfs_waiter *w, int errnum)
 {
     struct fuse_entry_param e;
+    snapshot_done_entry(fs, &e);
     if (w->reply == REPLY_SEAL) {
         fs->sealed = errnum == 0;
         fs->sealing = false;
     }
-    if (w->reply == REPLY_OK || (errnum != 0 && w->reply != REPLY_ERR && w->reply != REPLY_SEAL)) {
-        fuse_reply_err(w->req, w->reply == REPLY_OK ? 0 : errnum);
-        return;
-    }
-    snapshot_done_entry(fs, &e);
-    switch (w->reply) {
+    if (w->reply == REPLY_OK)
+        errnum = 0;
+    switch (errnum != 0 ? REPLY_ERR : (enum reply)w->reply) {
     case REPLY_ATTR:
         fuse_reply_attr(w->req, &e.attr, 0.0);
         break;
@@ -564,7 +606,7 @@ static void answer(ckfs *fs, ckfs_waiter *w, int errnum)
     case REPLY_ENTRY:
         fuse_reply_entry(w->req, &e);
         break;
-    default:
+    default: /* REPLY_ERR, REPLY_OK, REPLY_SEAL */
         fuse_reply_err(w->req, errnum);
     }
 }
@@ -629,6 +671,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     ckfs *fs = fs_of(req);
     entry *e;
+    if (no_handles(req, fs))
+        return;
     node_kind k = resolve(fs, ino, &e);
     if (k == NODE_NONE) {
         fuse_reply_err(req, ENOENT);
@@ -870,11 +914,18 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     ckfs *fs = fs_of(req);
     entry *e;
     ck_error err;
-    if (resolve(fs, ino, &e) == NODE_META && entry_meta_check(&fs->tr, e, &err) < 0) {
-        reply_refused(req, fs, ino, NULL, &err);
+    if (no_handles(req, fs))
+        return;
+    if (resolve(fs, ino, &e) != NODE_META) {
+        fuse_reply_err(req, 0);
         return;
     }
-    fuse_reply_err(req, 0);
+    int rc = entry_meta_check(&fs->tr, e, &err);
+    invalidate_attrs(fs, ino); /* shown as parsed: its size may differ from what was written */
+    if (rc < 0)
+        reply_refused(req, fs, ino, NULL, &err);
+    else
+        fuse_reply_err(req, 0);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -886,6 +937,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     char path[NODE_PATH_MAX];
     if (k == NODE_META && entry_meta_finish(&fs->tr, e, &err) < 0)
         ckfs_refused(fs, path_of(fs, ino, NULL, path, sizeof path), &err);
+    if (k == NODE_META)
+        invalidate_attrs(fs, ino);
     if (fi->fh == FH_WRITER && fs->open_writers > 0) {
         fs->open_writers--;
         edited(fs);
@@ -1107,6 +1160,15 @@ static size_t format_shape(const int64_t *dims, uint32_t ndim, char *buf, size_t
     return n < cap ? n : cap - 1;
 }
 
+/* SELinux labels, capabilities and POSIX ACLs (security.*, system.*): the
+ * tree has none.  EOPNOTSUPP rather than ENODATA says the filesystem has
+ * no such attributes at all, so ls -l (coreutils) stops asking for every
+ * further file of the mount; the kernel caches neither answer. */
+static bool unserved_xattr(const char *name)
+{
+    return strncmp(name, "security.", 9) == 0 || strncmp(name, "system.", 7) == 0;
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
     ckfs *fs = fs_of(req);
@@ -1114,6 +1176,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     node_kind k = resolve(fs, ino, &e);
     if (k == NODE_NONE) {
         fuse_reply_err(req, ENOENT);
+        return;
+    }
+    if (unserved_xattr(name)) {
+        fuse_reply_err(req, EOPNOTSUPP);
         return;
     }
     if (k == NODE_ROOT && strcmp(name, XATTR_LAST_ERROR) == 0 && fs->last_error[0]) {
@@ -1378,6 +1444,14 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     if (conn->capable & FUSE_CAP_READDIRPLUS)
         conn->want |= FUSE_CAP_READDIRPLUS;
     conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
+    /* libfuse refuses INIT unless this repeats the mount's max_read
+     * (fs/main.c, mount_max_read). */
+    conn->max_read = fs->max_read;
+    /* Tests only: ask for capabilities the kernel may not have, for the
+     * refused-INIT path (tests/bats/roundtrips.bats). */
+    const char *want = getenv("CKPTFS_TEST_INIT_WANT");
+    if (want != NULL)
+        conn->want |= (unsigned)strtoul(want, NULL, 0);
 }
 
 /* Unmount: pending edits are saved before the daemon exits. */

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,7 @@ struct cli {
     int zstd_level;
     char *log;
     int threads;
+    unsigned max_read;  /* -o max_read=N; UINT_MAX: not given */
 };
 
 static const struct fuse_opt cli_opts[] = {
@@ -61,6 +63,8 @@ static const struct fuse_opt cli_opts[] = {
     {"log=%s", offsetof(struct cli, log), 0},
     {"tmp_max=%s", offsetof(struct cli, tmp_max), 0},
     {"threads", offsetof(struct cli, threads), 1},
+    /* libfuse's own option, taken here and given back capped (mount_max_read) */
+    {"max_read=%u", offsetof(struct cli, max_read), 0},
     FUSE_OPT_END,
 };
 
@@ -112,6 +116,8 @@ static void usage(FILE *to)
             "                       on disk: at most N bytes (default a quarter of the RAM)\n"
             "    -o nocrc           do not verify a CRC-32 trailer (saves reading the file)\n"
             "    -o nosplice        copy tensor bytes instead of splicing them\n"
+            "    -o max_read=N      the largest read request (default and most: what fits\n"
+            "                       the splice pipe, pipe-max-size less 32K)\n"
             "    -o log=PATH        also append the reason of every refused operation to\n"
             "                       PATH, with the time\n"
             "    -o threads         answer requests on several threads (libfuse's pool;\n"
@@ -212,13 +218,38 @@ static int open_log(const char *path)
     return fd;
 }
 
+/* The largest read request whose reply still fits libfuse's splice pipe.
+ * libfuse splices a reply only when the pipe holds a page per buffer, one
+ * for the header and one more, plus the data; a pipe may grow to
+ * /proc/sys/fs/pipe-max-size (1 MiB by default; root may go past it, other
+ * users may not).  A larger reply is copied through the daemon instead,
+ * which made 1 MiB read-ahead 1.9x slower than 128 KiB (docs/benchmarks.md).
+ * The kernel then never asks for more: it cuts read-ahead into requests of
+ * at most max_read.  8 pages of slack cover replies of up to 5 extents. */
+static unsigned mount_max_read(unsigned asked)
+{
+    unsigned long pipe_max = 1UL << 20;
+    FILE *f = fopen("/proc/sys/fs/pipe-max-size", "re");
+    if (f != NULL) {
+        if (fscanf(f, "%lu", &pipe_max) != 1)
+            pipe_max = 1UL << 20;
+        fclose(f);
+    }
+    unsigned long slack = 8UL * 4096, cap = pipe_max > 2 * slack ? pipe_max - slack : slack;
+    if (cap > 1UL << 30)
+        cap = 1UL << 30;
+    return asked < cap ? asked : (unsigned)cap;
+}
+
 /* Mount options every ckptfs mount gets. */
-static int add_mount_opts(struct fuse_args *args, const char *model, bool rw)
+static int add_mount_opts(struct fuse_args *args, const char *model, bool rw, unsigned max_read)
 {
     char *opts = NULL;
-    char fsname[PATH_MAX + 16];
+    char fsname[PATH_MAX + 16], mr[32];
     snprintf(fsname, sizeof fsname, "fsname=%s", model);
+    snprintf(mr, sizeof mr, "max_read=%u", max_read);
     if (fuse_opt_add_opt(&opts, rw ? "rw" : "ro") < 0 ||
+        fuse_opt_add_opt(&opts, mr) < 0 ||
         fuse_opt_add_opt(&opts, "default_permissions") < 0 ||
         fuse_opt_add_opt(&opts, "subtype=ckptfs") < 0 ||
         fuse_opt_add_opt_escaped(&opts, fsname) < 0)
@@ -240,17 +271,64 @@ static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *opt
     return fuse_session_loop_mt(se, &cfg);
 }
 
+/* libfuse's error lines while the INIT is answered, kept for the one-line
+ * reason; other lines go to stderr as libfuse's own logger writes them. */
+static char init_error[512];
+
+static void init_log(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+    if (level > FUSE_LOG_ERR) {
+        vfprintf(stderr, fmt, ap);
+        return;
+    }
+    vsnprintf(init_error, sizeof init_error, fmt, ap);
+    init_error[strcspn(init_error, "\n")] = '\0';
+}
+
+/* Answer the kernel's INIT, the first request of every mount, before
+ * detaching: libfuse refuses it when what op_init asked for does not hold
+ * (a capability the kernel lacks, a max_read other than the mount's), and
+ * the mount is then dead.  Say so in one line and fail, rather than
+ * return 0 with a mount that answers nothing. */
+static int answer_init(struct fuse_session *se, const ckfs *fs)
+{
+    struct fuse_buf buf = {0};
+    int res;
+    init_error[0] = '\0';
+    fuse_set_log_func(init_log);
+    do
+        res = fuse_session_receive_buf(se, &buf);
+    while (res == -EINTR && !fuse_session_exited(se));
+    if (res > 0)
+        fuse_session_process_buf(se, &buf);
+    fuse_set_log_func(NULL); /* libfuse's own logger again */
+    free(buf.mem);
+    if (res > 0 && !fuse_session_exited(se))
+        return 0;
+    const char *why = init_error[0] ? init_error : res < 0 ? strerror(-res) : "the session ended";
+    if (strncmp(why, "fuse: ", 6) == 0)
+        why += 6;
+    if (strncmp(why, "error: ", 7) == 0)
+        why += 7;
+    fprintf(stderr, "ckptfs: %s: the kernel's FUSE INIT failed, nothing is mounted: %s\n",
+            fs->tr.model->path, why);
+    return -1;
+}
+
 static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opts,
                  bool threads, ck_writer_lock *lock, const char *where)
 {
     struct fuse_session *se = fuse_session_new(args, &ckfs_ops, sizeof ckfs_ops, fs);
     if (se == NULL)
         return 1; /* libfuse said why (e.g. an unknown option) */
+    fs->se = se;
     int rc = 1;
     if (fuse_set_signal_handlers(se) != 0)
         goto out_destroy;
     if (fuse_session_mount(se, opts->mountpoint) != 0)
         goto out_signals;
+    if (answer_init(se, fs) < 0)
+        goto out_unmount;
     /* The mount is live: only now detach, so the caller can use the tree as
      * soon as we return. */
     if (fuse_daemonize(opts->foreground) != 0)
@@ -265,6 +343,9 @@ static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opt
     if (ckfs_saver_start(fs) != 0)
         goto out_unmount;
     int loop = run_loop(se, opts, threads);
+    pthread_rwlock_wrlock(&fs->lock);
+    fs->se = NULL; /* unmounting: nothing left to invalidate */
+    pthread_rwlock_unlock(&fs->lock);
     rc = loop < 0 ? 1 : 0;
     if (loop < 0)
         ckfs_log(fs, LOG_ERR, "%s: session loop failed: %s", fs->tr.model->path,
@@ -325,7 +406,8 @@ static void raise_open_file_limit(void)
 int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct cli cli = {.rw = -1, .commit_delay = 1.0}; /* rw -1: by the owner write bit */
+    /* rw -1: by the owner write bit */
+    struct cli cli = {.rw = -1, .commit_delay = 1.0, .max_read = UINT_MAX};
     struct fuse_cmdline_opts opts = {0};
     ck_writer_lock lock = {.fd = -1};
     char *where = NULL;
@@ -456,7 +538,8 @@ int main(int argc, char **argv)
         pthread_rwlockattr_setkind_np(&la, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
         pthread_rwlock_init(&fs.lock, &la);
         pthread_rwlockattr_destroy(&la);
-        if (add_mount_opts(&args, path, rw) < 0)
+        fs.max_read = mount_max_read(cli.max_read);
+        if (add_mount_opts(&args, path, rw, fs.max_read) < 0)
             fprintf(stderr, "ckptfs: out of memory\n");
         else
             rc = serve(&fs, &args, &opts, cli.threads, &lock, where ? where : opts.mountpoint);

@@ -29,16 +29,20 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
 {
     ck_error err = {0};
     tree_save *job = NULL;
+    ck_model *old = NULL;
     pthread_rwlock_wrlock(&fs->lock);
     int rc = tree_save_begin(&fs->tr, &job, &err);
     if (job != NULL) {
         pthread_rwlock_unlock(&fs->lock);
         rc = tree_save_run(job, &err);
         pthread_rwlock_wrlock(&fs->lock);
-        rc = tree_save_end(&fs->tr, job, rc, &err);
+        rc = tree_save_end(&fs->tr, job, rc, &old, &err);
     }
     ckfs_saved(fs, rc, &err, waiters, automatic);
     pthread_rwlock_unlock(&fs->lock);
+    ck_model_close(old); /* frees the replaced file: not while requests wait */
+    if (job != NULL && rc == 0)
+        ckfs_invalidate_times(fs); /* the kernel caches them long */
     return rc;
 }
 

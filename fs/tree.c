@@ -953,8 +953,9 @@ static uint32_t *saved_ids(const tree *tr, const tree_save *save, ck_error *err)
 }
 
 /* Serve the new file: each entry saved is the saved tensor of its
- * directory name; entries made during the save stay new. */
-static int switch_to_saved(tree *tr, tree_save *save, ck_error *err)
+ * directory name; entries made during the save stay new.  *old: the
+ * model it replaced. */
+static int switch_to_saved(tree *tr, tree_save *save, ck_model **old, ck_error *err)
 {
     uint32_t *ids = saved_ids(tr, save, err);
     if (ids == NULL)
@@ -978,17 +979,18 @@ static int switch_to_saved(tree *tr, tree_save *save, ck_error *err)
     /* It borrows the old model's names, and the new file has other users. */
     ck_pb_users_free(tr->users);
     tr->users = NULL;
-    ck_model_close(tr->model);
+    *old = tr->model;
     tr->model = save->saved;
     save->saved = NULL;
     tr->file_st = tr->model->st;
     return index_names(tr, err) < 0 ? -1 : rc;
 }
 
-int tree_save_end(tree *tr, tree_save *save, int rc, ck_error *err)
+int tree_save_end(tree *tr, tree_save *save, int rc, ck_model **old, ck_error *err)
 {
+    *old = NULL;
     if (rc == 0)
-        rc = switch_to_saved(tr, save, err);
+        rc = switch_to_saved(tr, save, old, err);
     tr->saving = false;
     for (size_t i = 0; i < tr->n_entries; i++) {
         entry *e = &tr->entries[i];
@@ -1004,16 +1006,6 @@ int tree_save_end(tree *tr, tree_save *save, int rc, ck_error *err)
     if (rc == 0)
         spill_reclaim(tr);
     return rc;
-}
-
-int tree_commit(tree *tr, ck_error *err)
-{
-    tree_save *save;
-    if (tree_save_begin(tr, &save, err) < 0)
-        return -1;
-    if (save == NULL)
-        return 0;
-    return tree_save_end(tr, save, tree_save_run(save, err), err);
 }
 
 /* ---- tensor directories ---- */

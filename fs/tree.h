@@ -201,10 +201,9 @@ int entry_meta_truncate(tree *tr, entry *e, uint64_t size, ck_error *err);
 typedef struct tree_save tree_save;
 int tree_save_begin(tree *tr, tree_save **save, ck_error *err);
 int tree_save_run(tree_save *save, ck_error *err);
-int tree_save_end(tree *tr, tree_save *save, int rc, ck_error *err);
-
-/* Save every change into the model file now (a no-op when nothing
- * changed): the three steps in one. */
-int tree_commit(tree *tr, ck_error *err);
+/* *old: the model file replaced, for the caller to close once it no
+ * longer holds what serializes the tree (closing frees the replaced file,
+ * which takes a while for gigabytes); NULL when there is none. */
+int tree_save_end(tree *tr, tree_save *save, int rc, ck_model **old, ck_error *err);
 
 #endif

@@ -111,7 +111,7 @@ static int write_zst(const char *path, const unsigned char *data, size_t len, in
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return ck_fail_errno(err, errno, "%s: cannot create", path);
-    ck_wrap_writer *w = ck_zstd_writer_new(fd, path, level, err);
+    ck_wrap_writer *w = ck_zstd_writer_new(fd, path, level, false, err);
     int rc = w == NULL ? -1 : 0;
     for (size_t off = 0, i = 0; rc == 0 && off < len; i++) {
         size_t k = pieces[i % 5] < len - off ? pieces[i % 5] : len - off;
@@ -309,13 +309,13 @@ static void test_writer_refusals(void)
     ck_error err = {0};
     tmp_path(path, "refused.zst");
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    ck_wrap_writer *w = ck_zstd_writer_new(fd, path, 1000, &err);
+    ck_wrap_writer *w = ck_zstd_writer_new(fd, path, 1000, false, &err);
     check(w == NULL && err.errnum == EINVAL && strstr(err.msg, "level 1000"),
           "zstd writer refuses level 1000 (%s)", err.msg);
     close(fd);
 
     fd = open(path, O_RDONLY | O_CLOEXEC);
-    w = ck_zstd_writer_new(fd, path, 1, &err);
+    w = ck_zstd_writer_new(fd, path, 1, false, &err);
     unsigned char *data = plaintext(F + 10);
     int rc = w ? ck_wrap_writer_write(w, data, F + 10, &err) : 0;
     check(w && rc < 0 && strstr(err.msg, path), "a failed frame write is reported (%s)", err.msg);
@@ -636,6 +636,101 @@ static void test_bad_seek_tables(ck_page_cache *cache)
     free(data);
 }
 
+/* The writer's copies: random sequences of copies from a seekable file
+ * (its frames of varied sizes, an empty one and a skippable one among
+ * them), writes and payload hints.  Every result decompresses to the
+ * bytes named, reads back through the seekable source (seek-table
+ * checksums included), and a copy of the whole file is the file itself,
+ * byte for byte. */
+static void test_writer_copies(ck_page_cache *cache)
+{
+    const size_t L = F + 300000;
+    const chunk chunks[] = {{1000, false}, {70000, false}, {1, false}, {0, false},
+                            {500000, false}, {64, true}, {F - 571001, false},
+                            {300000, false}};
+    unsigned char *data = plaintext(L), *fresh = plaintext(L);
+    unsigned char *want = malloc(4 * L), *got = malloc(4 * L + 1);
+    int bad = 0, identical = 0, trials = 0;
+    for (int osums = 0; osums < 2; osums++) {
+        size_t zlen;
+        char opath[512], npath[512];
+        tmp_path(opath, osums ? "copy-old-sums.zst" : "copy-old.zst");
+        tmp_path(npath, "copy-new.zst");
+        unsigned char *z = build_seekable(data, chunks, sizeof chunks / sizeof *chunks, osums,
+                                          &zlen);
+        put_file(opath, z, zlen);
+        ck_error err = {0};
+        bool seekable = false;
+        ck_source *old = open_zst(opath, cache, &seekable, &err);
+        check(old != NULL && seekable && old->size == L, "copies: the old file opens (%s)",
+              old ? "ok" : err.msg);
+        if (old == NULL) {
+            free(z);
+            continue;
+        }
+        for (int t = 0; t < 40; t++, trials++) {
+            bool nsums = t % 4 == 3 ? !osums : osums;
+            int fd = open(npath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+            ck_wrap_writer *w = ck_zstd_writer_new(fd, npath, 1, nsums, &err);
+            size_t n = 0;
+            int rc = w ? 0 : -1;
+            uint64_t prev_end = 0;
+            for (int op = 0; rc == 0 && (t == 0 ? op < 1 : op < 1 + (int)(rnd() % 8)); op++) {
+                unsigned kind = t == 0 ? 0 : rnd() % 4;
+                if (kind <= 1) {            /* a copy, often continuing the last one */
+                    uint64_t off = t == 0 ? 0 : rnd() % 2 ? prev_end : rnd() % L;
+                    if (off > L)
+                        off = L;
+                    uint64_t len = t == 0 ? L : rnd() % (L - off + 1);
+                    if (n + len > 4 * L)
+                        len = 4 * L - n;
+                    rc = w->ops->copy(w, old, off, len, &err);
+                    memcpy(want + n, data + off, len);
+                    n += len;
+                    prev_end = off + len;
+                } else if (kind == 2) {
+                    size_t len = rnd() % 3 ? rnd() % 5000 : rnd() % (F + 1000);
+                    if (n + len > 4 * L)
+                        len = 4 * L - n;
+                    rc = ck_wrap_writer_write(w, fresh, len, &err);
+                    memcpy(want + n, fresh, len);
+                    n += len;
+                } else {
+                    rc = w->ops->payload(w, rnd() % 2 ? rnd() % 300000 : rnd() % 100, &err);
+                }
+            }
+            if (rc == 0)
+                rc = ck_wrap_writer_finish(w, &err);
+            ck_wrap_writer_free(w);
+            close(fd);
+            size_t nlen;
+            unsigned char *nz = get_file(npath, &nlen);
+            size_t d = rc == 0 ? ZSTD_decompress(got, 4 * L + 1, nz, nlen) : 0;
+            bool ok = rc == 0 && !ZSTD_isError(d) && d == n && memcmp(got, want, n) == 0;
+            if (t == 0)
+                identical += ok && nlen == zlen && memcmp(nz, z, zlen) == 0;
+            free(nz);
+            ck_source *src = ok ? open_zst(npath, cache, &seekable, &err) : NULL;
+            const char *why = src ? reads_match(src, want, n, 20, &err) : "open";
+            ok = ok && src != NULL && seekable && src->size == n && why == NULL;
+            if (!ok && bad++ < 3)
+                check(false, "copies: trial %d (old sums %d, new sums %d): %s", t, osums, nsums,
+                      rc ? err.msg : why ? why : "zstd -d differs");
+            ck_source_close(src);
+        }
+        ck_source_close(old);
+        free(z);
+    }
+    check(bad == 0, "copies: %d random sequences of copies, writes and payloads give the "
+          "bytes named, and read back", trials);
+    check(identical == 2, "copies: a copy of a whole seekable file (with and without "
+          "checksums) is that file, byte for byte");
+    free(data);
+    free(fresh);
+    free(want);
+    free(got);
+}
+
 void test_zstd(void)
 {
     ck_error err = {0};
@@ -648,6 +743,7 @@ void test_zstd(void)
     test_big_frame(large);
     test_zstd_command(small);
     test_bad_seek_tables(small);
+    test_writer_copies(small);
     ck_page_cache_free(small);
     ck_page_cache_free(large);
 }
