@@ -218,6 +218,81 @@ frozen_save() {
     frozen_save fsync -o "$MT_OPT"
 }
 
+# dirty_during_frozen_save HOW [ckptfs options]: while the save HOW asks
+# for waits on the frozen ext4, edits that touch only the tree (nothing on
+# disk) are taken at once: with touch, a meta reshape (touch's create holds
+# the root's lock in the kernel, so nothing may rename or mkdir in the root
+# meanwhile); with fsync, a rename and a mkdir in the root.  After the
+# unfreeze the save has the tree it began with, the next one the edits, and
+# HOW itself succeeded: touch's futimens comes when the tree is dirty again.
+dirty_during_frozen_save() {
+    local how=$1 pid T=$BATS_TEST_TMPDIR log=$BATS_TEST_TMPDIR/order
+    shift
+    ext4_image 64M
+    F=$EXT/model.ckpt
+    $RACE gen "$F" --count 4 --min-kib 64 --max-kib 64 --seed 4
+    mount_fg "$F" "$M" -o commit=manual "$@"
+    pid=$(daemon_pid)
+    printf 'EDITED!!' | dd of="$M/t.1/out" bs=1 seek=100 conv=notrunc status=none
+    ls "$M" >/dev/null
+    stat "$M"/t.*/ >/dev/null
+    tree_of "$F" | sed 's/^t\.1 .*/t.1/' >"$T/want1"
+    FROZEN=$EXT
+    fsfreeze -f "$EXT"
+    if [ "$how" = touch ]; then
+        (rc=0; touch "$M/snapshot_done" 2>"$T/save.err" || rc=$?; echo "save $rc" >>"$log") &
+    else
+        (rc=0; $PY -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' \
+             "$M/t.3/meta" 2>"$T/save.err" || rc=$?; echo "save $rc" >>"$log") &
+    fi
+    bg $!
+    wait_until save_blocked "$pid"
+    (
+        rc=0
+        if [ "$how" = touch ]; then
+            printf 'shape { dim: 128 dim: 128 } data_type: kFloat' >"$M/t.2/meta" || rc=$?
+        else
+            { mv "$M/t.2" "$M/t.2.renamed" && mkdir "$M/new.dir"; } || rc=$?
+        fi
+        echo "edits $rc" >>"$log"
+    ) &
+    bg $!
+    wait_until grep -q "^edits " "$log" || true
+    echo "unfreeze" >>"$log"
+    fsfreeze -u "$EXT"
+    FROZEN=
+    wait_until grep -q "^save " "$log"
+    cat "$log" "$T/save.err"
+    sed -n '/^unfreeze$/q;p' "$log" | grep -qx "edits 0"
+    # that save: the tree it began with (t.1 edited)
+    tree_of "$F" | sed 's/^t\.1 .*/t.1/' | diff "$T/want1" -
+    $RACE extract "$F" t.1 "$T/t1.saved"
+    [ "$(dd if="$T/t1.saved" bs=1 skip=100 count=8 status=none)" = 'EDITED!!' ]
+    [ ! -e "$M/snapshot_done" ]
+    rmdir "$M/new.dir" 2>/dev/null || true
+    touch "$M/snapshot_done"
+    if [ "$how" = touch ]; then
+        tree_of "$F" | grep -q '^t\.2 128,128 kFloat '
+    else
+        [ "$(tree_of "$F" | cut -d' ' -f1 | tr '\n' ' ')" = "t.0 t.1 t.2.renamed t.3 " ]
+    fi
+    # the status of the request that asked for the save, last
+    grep -qx "save 0" "$log"
+}
+
+@test "touch's save on a frozen fs: a meta edit is taken at once; touch succeeds though the tree is dirty again" {
+    dirty_during_frozen_save touch
+}
+
+@test "fsync's save on a frozen fs: a rename and a mkdir are taken at once and go to the next save" {
+    dirty_during_frozen_save fsync
+}
+
+@test "multi-threaded loop: a meta edit during touch's save on a frozen fs; touch succeeds" {
+    need_mt
+    dirty_during_frozen_save touch -o "$MT_OPT"
+}
+
 # race [ckptfs options]: 64 tensors of 1-4 MiB, 4 writers, a saver, 2
 # readers and the automatic save (tests/concurrent/race.py).
 race() {
