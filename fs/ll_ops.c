@@ -310,9 +310,18 @@ static void invalidate_attrs(const ckfs *fs, fuse_ino_t ino)
         fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 }
 
+/* The listing of directory ino changed where the kernel could not see
+ * it: drop its cached listing (its pages; no lock a request holds). */
+static void listing_changed(const ckfs *fs, fuse_ino_t ino)
+{
+    if (fs->se != NULL)
+        fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+}
+
 void ckfs_invalidate_times(ckfs *fs)
 {
     pthread_rwlock_rdlock(&fs->lock);
+    listing_changed(fs, INO_ROOT); /* snapshot_done is back */
     invalidate_attrs(fs, INO_ROOT);
     for (size_t i = 0; fs->se != NULL && i < fs->tr.n_entries; i++) {
         if (fs->tr.entries[i].deleted)
@@ -510,12 +519,12 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
     do_readdir(req, ino, size, off, true);
 }
 
-/* A read-only tree never changes, so nothing needs a handle: ENOSYS tells
- * the kernel that this connection has no open, opendir or flush at all
- * (FUSE's no-open support).  It then stops sending OPEN/RELEASE,
- * OPENDIR/RELEASEDIR and FLUSH, and keeps page and directory caches as
- * keep_cache and cache_readdir did; ENOENT and EISDIR still come from
- * lookup and the inode's type, and a write open from the ro mount (EROFS). */
+/* A read-only tree never changes, so no file needs a handle: ENOSYS tells
+ * the kernel that this connection has no open or flush at all (FUSE's
+ * no-open support).  It then stops sending OPEN/RELEASE and FLUSH, and
+ * keeps the page cache as keep_cache did; ENOENT and EISDIR still come
+ * from lookup and the inode's type, and a write open from the ro mount
+ * (EROFS). */
 static bool no_handles(fuse_req_t req, const ckfs *fs)
 {
     if (fs->tr.writable)
@@ -524,21 +533,16 @@ static bool no_handles(fuse_req_t req, const ckfs *fs)
     return true;
 }
 
+/* A directory needs no handle, on a writable mount either: ENOSYS makes
+ * the kernel stop sending OPENDIR and RELEASEDIR for the connection and
+ * cache every listing (FOPEN_CACHE_DIR).  A listing changed through the
+ * mount is dropped by the kernel itself; the two changes it cannot see,
+ * snapshot_done coming and going and files put back by a refused rmdir,
+ * are invalidated (listing_changed). */
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    ckfs *fs = fs_of(req);
-    entry *e;
-    if (no_handles(req, fs))
-        return;
-    int rc = resolve_dir(fs, ino, &e);
-    if (rc != 0) {
-        fuse_reply_err(req, rc);
-        return;
-    }
-    /* The root's listing changes with snapshot_done on a writable mount. */
-    fi->cache_readdir = !(fs->tr.writable && ino == INO_ROOT);
-    fi->keep_cache = 1;
-    fuse_reply_open(req, fi);
+    (void)ino, (void)fi;
+    fuse_reply_err(req, ENOSYS);
 }
 
 /* ---- files ---- */
@@ -1305,7 +1309,10 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
             fuse_reply_err(req, ENOTEMPTY);
             return;
         }
-    reply_status(req, fs, parent, name, tree_rmdir(&fs->tr, &fs->tr.entries[pos], &err), &err);
+    int rc = tree_rmdir(&fs->tr, &fs->tr.entries[pos], &err);
+    if (rc < 0) /* a tensor a node needs gets back the meta and out rm -r removed */
+        listing_changed(fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR));
+    reply_status(req, fs, parent, name, rc, &err);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -1398,8 +1405,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
         fuse_reply_err(req, flags & RENAME_NOREPLACE ? EEXIST : EINVAL);
         return;
     }
-    reply_status(req, fs, parent, name, tree_rename(&fs->tr, &fs->tr.entries[pos], newname, &err),
-                 &err);
+    int64_t target = tree_lookup(&fs->tr, newname);
+    int rc = tree_rename(&fs->tr, &fs->tr.entries[pos], newname, &err);
+    if (rc < 0) { /* either may get back the meta and out rm -r removed */
+        listing_changed(fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR));
+        if (target >= 0)
+            listing_changed(fs, ino_of_tensor((uint32_t)target, NODE_TENSOR_DIR));
+    }
+    reply_status(req, fs, parent, name, rc, &err);
 }
 
 /* user.ckptfs.unmount=1 on the root, from ckptfs-umount before it
@@ -1469,81 +1482,125 @@ static void op_destroy(void *userdata)
  * share it, so with the multi-threaded loop they run side by side, and
  * beside a save's encoding, which holds it only to begin and to end. */
 
-#define LOCKED(mode, op, params, args)                                                     \
+static ckfs *shared(fuse_req_t req)
+{
+    ckfs *fs = fs_of(req);
+    pthread_rwlock_rdlock(&fs->lock);
+    return fs;
+}
+
+/* Exclusive, noting whether the tree differed from the file (dirty): the
+ * root's listing shows snapshot_done only when it does not, a change
+ * the kernel cannot see in its cached listing. */
+static ckfs *exclusive(fuse_req_t req, bool *dirty)
+{
+    ckfs *fs = fs_of(req);
+    pthread_rwlock_wrlock(&fs->lock);
+    *dirty = tree_dirty(&fs->tr);
+    return fs;
+}
+
+static void exclusive_done(ckfs *fs, bool dirty)
+{
+    if (tree_dirty(&fs->tr) != dirty)
+        listing_changed(fs, INO_ROOT);
+    pthread_rwlock_unlock(&fs->lock);
+}
+
+#define SHARED(op, params, args)                                                           \
     static void locked_##op params                                                         \
     {                                                                                      \
-        ckfs *fs = fs_of(req);                                                             \
-        pthread_rwlock_##mode##lock(&fs->lock);                                            \
+        ckfs *fs = shared(req);                                                            \
         op_##op args;                                                                      \
         pthread_rwlock_unlock(&fs->lock);                                                  \
     }
 
-LOCKED(rd, lookup, (fuse_req_t req, fuse_ino_t parent, const char *name), (req, parent, name))
-LOCKED(rd, getattr, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), (req, ino, fi))
-LOCKED(rd, opendir, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), (req, ino, fi))
-LOCKED(rd, readdir, (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                     struct fuse_file_info *fi), (req, ino, size, off, fi))
-LOCKED(rd, readdirplus, (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                         struct fuse_file_info *fi), (req, ino, size, off, fi))
-LOCKED(rd, read, (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                  struct fuse_file_info *fi), (req, ino, size, off, fi))
-LOCKED(rd, getxattr, (fuse_req_t req, fuse_ino_t ino, const char *name, size_t size),
+#define EXCLUSIVE(op, params, args)                                                        \
+    static void locked_##op params                                                         \
+    {                                                                                      \
+        bool dirty;                                                                        \
+        ckfs *fs = exclusive(req, &dirty);                                                 \
+        op_##op args;                                                                      \
+        exclusive_done(fs, dirty);                                                         \
+    }
+
+SHARED(lookup, (fuse_req_t req, fuse_ino_t parent, const char *name), (req, parent, name))
+SHARED(getattr, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), (req, ino, fi))
+SHARED(opendir, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi), (req, ino, fi))
+SHARED(readdir,
+       (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
+       (req, ino, size, off, fi))
+SHARED(readdirplus,
+       (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
+       (req, ino, size, off, fi))
+SHARED(read,
+       (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
+       (req, ino, size, off, fi))
+SHARED(getxattr, (fuse_req_t req, fuse_ino_t ino, const char *name, size_t size),
        (req, ino, name, size))
-LOCKED(rd, listxattr, (fuse_req_t req, fuse_ino_t ino, size_t size), (req, ino, size))
-LOCKED(rd, statfs, (fuse_req_t req, fuse_ino_t ino), (req, ino))
-LOCKED(wr, setattr, (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-                     struct fuse_file_info *fi), (req, ino, attr, to_set, fi))
-LOCKED(wr, write, (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-                   struct fuse_file_info *fi), (req, ino, buf, size, off, fi))
-LOCKED(wr, fsync, (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
-       (req, ino, datasync, fi))
-LOCKED(wr, create, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                    struct fuse_file_info *fi), (req, parent, name, mode, fi))
-LOCKED(wr, mknod, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                   dev_t rdev), (req, parent, name, mode, rdev))
-LOCKED(wr, mkdir, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode),
-       (req, parent, name, mode))
-LOCKED(wr, unlink, (fuse_req_t req, fuse_ino_t parent, const char *name), (req, parent, name))
-LOCKED(wr, rmdir, (fuse_req_t req, fuse_ino_t parent, const char *name), (req, parent, name))
-LOCKED(wr, rename, (fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
-                    const char *newname, unsigned int flags),
-       (req, parent, name, newparent, newname, flags))
-LOCKED(wr, setxattr, (fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-                      size_t size, int flags), (req, ino, name, value, size, flags))
+SHARED(listxattr, (fuse_req_t req, fuse_ino_t ino, size_t size), (req, ino, size))
+SHARED(statfs, (fuse_req_t req, fuse_ino_t ino), (req, ino))
+EXCLUSIVE(setattr,
+          (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+           struct fuse_file_info *fi),
+          (req, ino, attr, to_set, fi))
+EXCLUSIVE(write,
+          (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+           struct fuse_file_info *fi),
+          (req, ino, buf, size, off, fi))
+EXCLUSIVE(fsync, (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
+          (req, ino, datasync, fi))
+EXCLUSIVE(create,
+          (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+           struct fuse_file_info *fi),
+          (req, parent, name, mode, fi))
+EXCLUSIVE(mknod, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev),
+          (req, parent, name, mode, rdev))
+EXCLUSIVE(mkdir, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode),
+          (req, parent, name, mode))
+EXCLUSIVE(unlink, (fuse_req_t req, fuse_ino_t parent, const char *name), (req, parent, name))
+EXCLUSIVE(rmdir, (fuse_req_t req, fuse_ino_t parent, const char *name), (req, parent, name))
+EXCLUSIVE(rename,
+          (fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+           const char *newname, unsigned int flags),
+          (req, parent, name, newparent, newname, flags))
+EXCLUSIVE(setxattr,
+          (fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+           int flags),
+          (req, ino, name, value, size, flags))
 
 /* Opening for reading, and closing, change nothing on a read-only mount
  * and when nothing was written. */
 static void locked_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    ckfs *fs = fs_of(req);
-    if (is_writer(fi))
-        pthread_rwlock_wrlock(&fs->lock);
-    else
-        pthread_rwlock_rdlock(&fs->lock);
+    bool dirty;
+    if (!is_writer(fi)) {
+        ckfs *fs = shared(req);
+        op_open(req, ino, fi);
+        pthread_rwlock_unlock(&fs->lock);
+        return;
+    }
+    ckfs *fs = exclusive(req, &dirty);
     op_open(req, ino, fi);
-    pthread_rwlock_unlock(&fs->lock);
+    exclusive_done(fs, dirty);
 }
 
+/* A meta written is parsed at close: flush and release change the tree
+ * on a writable mount. */
 static void locked_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    ckfs *fs = fs_of(req);
-    if (fs->tr.writable)
-        pthread_rwlock_wrlock(&fs->lock); /* a meta written is parsed at close */
-    else
-        pthread_rwlock_rdlock(&fs->lock);
+    bool dirty;
+    ckfs *fs = exclusive(req, &dirty);
     op_flush(req, ino, fi);
-    pthread_rwlock_unlock(&fs->lock);
+    exclusive_done(fs, dirty);
 }
 
 static void locked_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    ckfs *fs = fs_of(req);
-    if (fs->tr.writable)
-        pthread_rwlock_wrlock(&fs->lock);
-    else
-        pthread_rwlock_rdlock(&fs->lock);
+    bool dirty;
+    ckfs *fs = exclusive(req, &dirty);
     op_release(req, ino, fi);
-    pthread_rwlock_unlock(&fs->lock);
+    exclusive_done(fs, dirty);
 }
 
 const struct fuse_lowlevel_ops ckfs_ops = {

@@ -303,8 +303,11 @@ static int answer_init(struct fuse_session *se, const ckfs *fs)
         fuse_session_process_buf(se, &buf);
     fuse_set_log_func(NULL); /* libfuse's own logger again */
     free(buf.mem);
-    if (res > 0 && !fuse_session_exited(se))
+    if (res > 0 && !fuse_session_exited(se)) {
+        if (init_error[0]) /* a warning, the INIT went through */
+            fprintf(stderr, "%s\n", init_error);
         return 0;
+    }
     const char *why = init_error[0] ? init_error : res < 0 ? strerror(-res) : "the session ended";
     if (strncmp(why, "fuse: ", 6) == 0)
         why += 6;
