@@ -138,6 +138,7 @@ bench: all
 	bench/bench_bounded.sh $(BUILD)
 	bench/bench_requests.sh $(BUILD)
 	bench/bench_walk.sh $(BUILD)
+	bench/bench_threads.sh $(BUILD)
 	bench/bench_readahead.sh $(BUILD)
 	bench/bench_save.sh $(BUILD)
 

@@ -150,6 +150,19 @@ static node_kind resolve(ckfs *fs, fuse_ino_t ino, entry **e)
     return k;
 }
 
+/* snapshot_done's inode, or that of a file renamed over it.  Its name
+ * goes away while the tree has edits (resolve), but a file open as it
+ * stays, as an unlinked file does: touch creates it, which saves, and
+ * then checks its attributes and sets its times, by then perhaps after
+ * another program's edit. */
+static bool is_snapshot_done(const ckfs *fs, fuse_ino_t ino)
+{
+    uint32_t pos;
+    node_kind k = ino_kind(ino, &pos);
+    return k == NODE_SNAPSHOT_DONE || (k == NODE_EXTRA && pos < fs->tr.n_extras &&
+                                       fs->tr.extras[pos].alias == ALIAS_SNAPSHOT_DONE);
+}
+
 static uint32_t pos_of(const ckfs *fs, const entry *e)
 {
     return (uint32_t)(e - fs->tr.entries);
@@ -398,7 +411,8 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     (void)fi;
     ckfs *fs = fs_of(req);
     struct stat st;
-    if (fill_attr(fs, ino, &st) < 0) {
+    if (fill_attr(fs, ino, &st) < 0 &&
+        (!is_snapshot_done(fs, ino) || attr_of(fs, ino, NODE_SNAPSHOT_DONE, NULL, &st) < 0)) {
         fuse_reply_err(req, ENOENT);
         return;
     }
@@ -555,7 +569,6 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 enum reply {
     REPLY_ERR,      /* fsync: the save's errno */
     REPLY_OK,       /* a rename over snapshot_done: 0 whatever the save did */
-    REPLY_ATTR,     /* touch snapshot_done (setattr) */
     REPLY_OPEN,     /* `: > snapshot_done` */
     REPLY_CREATE,   /* touch of an absent snapshot_done */
     REPLY_ENTRY,    /* mknod snapshot_done */
@@ -598,9 +611,6 @@ static void answer(ckfs *fs, ckfs_waiter *w, int errnum)
     if (w->reply == REPLY_OK)
         errnum = 0;
     switch (errnum != 0 ? REPLY_ERR : (enum reply)w->reply) {
-    case REPLY_ATTR:
-        fuse_reply_attr(w->req, &e.attr, 0.0);
-        break;
     case REPLY_OPEN:
         fuse_reply_open(w->req, &w->fi);
         break;
@@ -678,6 +688,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (no_handles(req, fs))
         return;
     node_kind k = resolve(fs, ino, &e);
+    if (k == NODE_NONE && is_snapshot_done(fs, ino))
+        k = NODE_SNAPSHOT_DONE; /* looked up just before an edit: see there */
     if (k == NODE_NONE) {
         fuse_reply_err(req, ENOENT);
         return;
@@ -965,12 +977,12 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
  * succeeds, as cp -a, rsync -a and tar x do on a tree that matches.  A
  * tool's temporary file (an extra file, never saved) takes a chmod: rsync
  * gives up on a temporary file it cannot chmod. */
-static int mode_or_owner_change(ckfs *fs, fuse_ino_t ino, const struct stat *attr, int to_set,
-                                ck_error *err)
+static int mode_or_owner_change(ckfs *fs, fuse_ino_t ino, node_kind k, const entry *e,
+                                const struct stat *attr, int to_set, ck_error *err)
 {
     struct stat cur;
     const char *model = MODEL(fs)->path;
-    if (fill_attr(fs, ino, &cur) < 0)
+    if (attr_of(fs, ino, k, e, &cur) < 0)
         return ck_fail(err, ENOENT, "no such file");
     if ((to_set & FUSE_SET_ATTR_MODE) && (attr->st_mode & 07777) != (cur.st_mode & 07777))
         return ck_fail(err, EPERM, "chmod %04o: the tree has the modes of the model file "
@@ -992,6 +1004,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     ckfs *fs = fs_of(req);
     entry *e;
     node_kind k = resolve(fs, ino, &e);
+    if (k == NODE_NONE && is_snapshot_done(fs, ino)) /* held open, see there */
+        k = NODE_SNAPSHOT_DONE;
     if (k == NODE_NONE) {
         fuse_reply_err(req, ENOENT);
         return;
@@ -1001,7 +1015,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     int rc = 0;
     ck_error err = {0};
     int own_mode = k == NODE_EXTRA ? FUSE_SET_ATTR_MODE : 0;
-    if (mode_or_owner_change(fs, ino, attr, to_set & ~own_mode, &err) < 0) {
+    if (mode_or_owner_change(fs, ino, k, e, attr, to_set & ~own_mode, &err) < 0) {
         reply_refused(req, fs, ino, NULL, &err);
         return;
     }
@@ -1025,14 +1039,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
         reply_refused(req, fs, ino, NULL, &err);
         return;
     }
-    /* touch snapshot_done: save.  Times are accepted so that cp -a and
-     * rsync -a work; the tree keeps its own. */
-    if (k == NODE_SNAPSHOT_DONE) {
-        ask_save(req, fs, ino, REPLY_ATTR, NULL);
-        return;
-    }
+    /* Times are accepted so that cp -a, rsync -a and touch work; the tree
+     * keeps its own.  Setting them saves nothing: the create, open or
+     * rename that made snapshot_done did, and when the tree is clean
+     * there is nothing to save. */
     struct stat st;
-    fill_attr(fs, ino, &st);
+    attr_of(fs, ino, k, e, &st);
     fuse_reply_attr(req, &st, timeout_of(fs, ino));
 }
 

@@ -1678,13 +1678,10 @@ class Worker:
         snap = self.run.p(b"snapshot_done")
         with self.run.fence.hold("save"):
             self.note("save (%s)" % how)
-            fallback = None
             if how == "touch":
                 p = subprocess.run(["touch", snap], stderr=subprocess.PIPE)
                 if p.returncode != 0:
-                    fallback = p.stderr.decode().strip()
-                    if "No such file" not in fallback:
-                        self.run.fail("save (touch) failed: %s" % fallback)
+                    self.run.fail("save (touch) failed: %s" % p.stderr.decode().strip())
             else:
                 try:
                     if how == "create":
@@ -1699,18 +1696,9 @@ class Worker:
                     finally:
                         os.close(fd)
                 except OSError as exc:
-                    if how != "create" or exc.errno != errno.ENOENT:
-                        self.run.fail("save (%s): %s" % (how, exc))
-                    fallback = str(exc)
-            if fallback is not None:
-                # touch and create are several requests: another thread's edit between
-                # them takes snapshot_done away (ENOENT).  Save by fsync of the root.
-                self.note("%s: %s; save by fsync of the root instead" % (how, fallback))
-                fd = os.open(os.fsencode(self.run.mnt), os.O_RDONLY | os.O_DIRECTORY)
-                try:
-                    self.run.expect_errno(lambda: os.fsync(fd), 0, "save (fsyncdir)")
-                finally:
-                    os.close(fd)
+                    # touch and create are several requests: another thread's edit
+                    # between them takes the name snapshot_done away, not the file.
+                    self.run.fail("save (%s): %s" % (how, exc))
         self.check_saved(how)
 
     def check_saved(self, how):
