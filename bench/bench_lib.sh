@@ -17,3 +17,15 @@ mount_timed() {
 daemon_pid() { pgrep -n -f -- "$CKPTFS -o ro $1 $2"; }
 hwm_kib() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
 timed() { local t0; t0=$(now); "$@" >/dev/null; awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.6f\n", b - a}'; }
+
+# read_round_robin DIR P: P cats at once over DIR's outs, dealt round-robin.
+read_round_robin() {
+    local dir=$1 p=$2 i j outs
+    outs=("$dir"/*/out)
+    for ((i = 0; i < p; i++)); do
+        local mine=()
+        for ((j = i; j < ${#outs[@]}; j += p)); do mine+=("${outs[j]}"); done
+        cat "${mine[@]}" >/dev/null &
+    done
+    wait
+}

@@ -28,15 +28,7 @@ trap cleanup EXIT
 /usr/bin/python3 bench/gen_ckpt.py "$W/big.ckpt" --size "$READ_BYTES" --count "${READ_TENSORS:-64}"
 cat "$W/big.ckpt" >/dev/null
 mkdir -p "$W/m"
-readers() {
-    local p=$1 i j outs=("$W"/m/*/out)
-    for ((i = 0; i < p; i++)); do
-        local mine=()
-        for ((j = i; j < ${#outs[@]}; j += p)); do mine+=("${outs[j]}"); done
-        cat "${mine[@]}" >/dev/null &
-    done
-    wait
-}
+readers() { read_round_robin "$W/m" "$1"; }
 for _ in $(seq "$REPS"); do
     for b in "${!BUILDS[@]}"; do
         for ra in 128 1024 4096; do

@@ -23,19 +23,11 @@ mkdir "$W/m"
 
 . bench/bench_lib.sh
 
-# readers N: N processes, each reading every N-th out; seconds.
+# readers N: N readers of every out (page cache dropped first); seconds.
 readers() {
-    local n=$1 t0 pids=()
-    local outs=("$W"/m/*/out)
     sync
     echo 3 >/proc/sys/vm/drop_caches
-    t0=$(now)
-    for r in $(seq 0 $((n - 1))); do
-        (for ((i = r; i < ${#outs[@]}; i += n)); do cat "${outs[$i]}"; done >/dev/null) &
-        pids+=($!)
-    done
-    wait "${pids[@]}"
-    awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.3f\n", b - a}'
+    timed read_round_robin "$W/m" "$1"
 }
 
 # best_of CMD...: the smallest of REPS runs.

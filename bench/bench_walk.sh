@@ -100,17 +100,7 @@ echo "targets: first walk ckptfs/squashfuse_ll <= 0.5; second walk ckptfs/ext4 <
 echo "## 2. first read of every out, $((READ_BYTES >> 20)) MiB (median of $REPS; fresh mount; source in page cache)"
 SRC_CKPT=$W/big.ckpt SRC_SQFS=$W/big.sqfs
 cat "$W/big.ckpt" "$W/big.sqfs" >/dev/null
-# readers DIR P: P cats in parallel over the outs, dealt round-robin
-readers() {
-    local dir=$1 p=$2 i
-    local outs=("$dir"/*/out)
-    for ((i = 0; i < p; i++)); do
-        local mine=()
-        for ((j = i; j < ${#outs[@]}; j += p)); do mine+=("${outs[j]}"); done
-        cat "${mine[@]}" >/dev/null &
-    done
-    wait
-}
+readers() { read_round_robin "$@"; }
 # file_ranges P: the model file read by P dd's, one range each
 file_ranges() {
     local p=$1 i part=$((READ_BYTES / $1))
