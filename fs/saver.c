@@ -32,7 +32,8 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
     ck_model *old = NULL;
     pthread_rwlock_wrlock(&fs->lock);
     int rc = tree_save_begin(&fs->tr, &job, &err);
-    if (job != NULL) {
+    bool wrote = job != NULL;
+    if (wrote) {
         pthread_rwlock_unlock(&fs->lock);
         rc = tree_save_run(job, &err);
         pthread_rwlock_wrlock(&fs->lock);
@@ -41,7 +42,7 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
     ckfs_saved(fs, rc, &err, waiters, automatic);
     pthread_rwlock_unlock(&fs->lock);
     ck_model_close(old); /* frees the replaced file: not while requests wait */
-    if (job != NULL && rc == 0)
+    if (wrote && rc == 0)
         ckfs_invalidate_times(fs); /* the kernel caches them long */
     return rc;
 }
