@@ -58,35 +58,9 @@ done
 W=$(mktemp -d "$base/ckptfs-bench-env.XXXXXX")
 M=$W/m
 PIDS=()
-cleanup() {
-    mountpoint -q "$M" && fusermount3 -u "$M"
-    # Only the daemons this script started, by pid, if one outlived its mount.
-    for p in "${PIDS[@]}"; do
-        kill -0 "$p" 2>/dev/null || continue
-        [[ "$(tr '\0' ' ' <"/proc/$p/cmdline")" == "$CKPTFS -o "*" $W/"* ]] && kill "$p"
-    done
-    rm -rf "$W"
-}
-trap cleanup EXIT
-
 . bench/bench_lib.sh
+trap cleanup_mounts EXIT
 
-# mnt OPTS MODEL: mount on $M; sets T_MOUNT (seconds) and PID.  Not in a
-# subshell, so that PIDS keeps the daemon for the cleanup.
-mnt() {
-    local t0
-    t0=$(now)
-    "$CKPTFS" -o "$1" "$2" "$M"
-    T_MOUNT=$(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.6f", b - a}')
-    PID=$(getfattr --absolute-names --only-values -n user.ckptfs.pid "$M" 2>/dev/null ||
-          pgrep -n -f -- "$CKPTFS -o $1 $2 $M")
-    PIDS+=("$PID")
-}
-# umnt: unmount $M and wait for the daemon ($PID) to exit.
-umnt() {
-    fusermount3 -u "$M"
-    while kill -0 "$PID" 2>/dev/null; do sleep 0.02; done
-}
 gbps() { awk -v s="$1" -v b="$2" 'BEGIN {printf "%.2f GB/s", b / s / 1e9}'; }
 mib() { awk -v k="$1" 'BEGIN {printf "%.1f MiB", k / 1024}'; }
 # dec_blocks FILE CIPHER BLOCKS: openssl over every block's ciphertext,

@@ -29,3 +29,33 @@ read_round_robin() {
     done
     wait
 }
+
+# Mounts on $M of models under $W, timed, their daemons tracked by pid (set
+# W, M, CKPTFS and PIDS=() first; `trap cleanup_mounts EXIT`).
+# mnt OPTS MODEL: mount on $M; sets T_MOUNT (seconds) and PID.  Not in a
+# subshell, so that PIDS keeps the daemon for the cleanup.
+mnt() {
+    local t0
+    t0=$(now)
+    "$CKPTFS" -o "$1" "$2" "$M"
+    T_MOUNT=$(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.6f", b - a}')
+    PID=$(getfattr --absolute-names --only-values -n user.ckptfs.pid "$M" 2>/dev/null ||
+          pgrep -n -f -- "$CKPTFS -o $1 $2 $M")
+    PIDS+=("$PID")
+}
+# umnt: unmount $M and wait for the daemon ($PID) to exit.
+umnt() {
+    fusermount3 -u "$M"
+    while kill -0 "$PID" 2>/dev/null; do sleep 0.02; done
+}
+# cleanup_mounts: unmount $M, end only the daemons mnt started (by pid, if
+# one outlived its mount), remove $W.
+cleanup_mounts() {
+    mountpoint -q "$M" && fusermount3 -u "$M"
+    for p in "${PIDS[@]}"; do
+        kill -0 "$p" 2>/dev/null || continue
+        [[ "$(tr '\0' ' ' <"/proc/$p/cmdline")" == "$CKPTFS -o "*" $W/"* ]] && kill "$p"
+    done
+    rm -rf "$W"
+}
+

@@ -44,33 +44,9 @@ done
 W=$(mktemp -d "$base/ckptfs-bench-zstd.XXXXXX")
 M=$W/m
 PIDS=()
-cleanup() {
-    mountpoint -q "$M" && fusermount3 -u "$M"
-    # Only the daemons this script started, by pid, if one outlived its mount.
-    for p in "${PIDS[@]}"; do
-        kill -0 "$p" 2>/dev/null || continue
-        [[ "$(tr '\0' ' ' <"/proc/$p/cmdline")" == "$CKPTFS -o "*" $W/"* ]] && kill "$p"
-    done
-    rm -rf "$W"
-}
-trap cleanup EXIT
-
 . bench/bench_lib.sh
+trap cleanup_mounts EXIT
 
-# mnt OPTS MODEL: mount on $M; sets T_MOUNT (seconds) and PID.
-mnt() {
-    local t0
-    t0=$(now)
-    "$CKPTFS" -o "$1" "$2" "$M"
-    T_MOUNT=$(awk -v a="$t0" -v b="$(now)" 'BEGIN {printf "%.6f", b - a}')
-    PID=$(getfattr --absolute-names --only-values -n user.ckptfs.pid "$M")
-    PIDS+=("$PID")
-}
-# umnt: unmount $M and wait for the daemon ($PID) to exit.
-umnt() {
-    fusermount3 -u "$M"
-    while kill -0 "$PID" 2>/dev/null; do sleep 0.02; done
-}
 
 echo "# generating: $TENSORS Float32 tensors in $((SIZE >> 20)) MiB; zstd -3; ckptfs-reencode --all; the oracle's 2 MiB frames"
 $PY - "$W/plain.ckpt" "$SIZE" "$TENSORS" "$SEED" <<'EOF'

@@ -120,13 +120,16 @@ static entry *entry_at(ckfs *fs, uint32_t pos)
     return pos < fs->tr.n_entries ? &fs->tr.entries[pos] : NULL;
 }
 
+/* The node behind an inode the kernel holds.  snapshot_done's name is
+ * absent while the tree has edits (op_lookup, dir_entry), but its inode
+ * stays valid, as an unlinked file's does while open: touch creates it,
+ * which saves, then checks its attributes and sets its times, perhaps
+ * after another program's edit has made the tree dirty again. */
 static node_kind resolve(ckfs *fs, fuse_ino_t ino, entry **e)
 {
     uint32_t pos = 0;
     node_kind k = ino_kind(ino, &pos);
     *e = NULL;
-    if (k == NODE_SNAPSHOT_DONE && tree_dirty(&fs->tr))
-        return NODE_NONE; /* absent until the edits are saved */
     if (k == NODE_EXTRA) {
         if (pos >= fs->tr.n_extras)
             return NODE_NONE;
@@ -148,19 +151,6 @@ static node_kind resolve(ckfs *fs, fuse_ino_t ino, entry **e)
             return NODE_NONE;
     }
     return k;
-}
-
-/* snapshot_done's inode, or that of a file renamed over it.  Its name
- * goes away while the tree has edits (resolve), but a file open as it
- * stays, as an unlinked file does: touch creates it, which saves, and
- * then checks its attributes and sets its times, by then perhaps after
- * another program's edit. */
-static bool is_snapshot_done(const ckfs *fs, fuse_ino_t ino)
-{
-    uint32_t pos;
-    node_kind k = ino_kind(ino, &pos);
-    return k == NODE_SNAPSHOT_DONE || (k == NODE_EXTRA && pos < fs->tr.n_extras &&
-                                       fs->tr.extras[pos].alias == ALIAS_SNAPSHOT_DONE);
 }
 
 static uint32_t pos_of(const ckfs *fs, const entry *e)
@@ -373,7 +363,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
     switch (resolve(fs, parent, &e)) {
     case NODE_ROOT: {
         if (strcmp(name, "snapshot_done") == 0) {
-            reply_entry(req, fs, INO_SNAPSHOT_DONE);
+            if (tree_dirty(&fs->tr))
+                fuse_reply_err(req, ENOENT); /* absent until the edits are saved */
+            else
+                reply_entry(req, fs, INO_SNAPSHOT_DONE);
             return;
         }
         int64_t pos = tree_lookup(&fs->tr, name);
@@ -411,8 +404,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     (void)fi;
     ckfs *fs = fs_of(req);
     struct stat st;
-    if (fill_attr(fs, ino, &st) < 0 &&
-        (!is_snapshot_done(fs, ino) || attr_of(fs, ino, NODE_SNAPSHOT_DONE, NULL, &st) < 0)) {
+    if (fill_attr(fs, ino, &st) < 0) {
         fuse_reply_err(req, ENOENT);
         return;
     }
@@ -591,19 +583,10 @@ static void ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
     ckfs_saver_ask(fs, w);
 }
 
-/* snapshot_done as the request that saved sees it, even if edits made
- * during the save have taken it away again. */
-static void snapshot_done_entry(ckfs *fs, struct fuse_entry_param *e)
-{
-    memset(e, 0, sizeof *e);
-    e->ino = INO_SNAPSHOT_DONE;
-    attr_of(fs, INO_SNAPSHOT_DONE, NODE_SNAPSHOT_DONE, NULL, &e->attr);
-}
-
 static void answer(ckfs *fs, ckfs_waiter *w, int errnum)
 {
     struct fuse_entry_param e;
-    snapshot_done_entry(fs, &e);
+    fill_entry(fs, INO_SNAPSHOT_DONE, &e); /* by inode: there even if edited again */
     if (w->reply == REPLY_SEAL) {
         fs->sealed = errnum == 0;
         fs->sealing = false;
@@ -688,8 +671,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     if (no_handles(req, fs))
         return;
     node_kind k = resolve(fs, ino, &e);
-    if (k == NODE_NONE && is_snapshot_done(fs, ino))
-        k = NODE_SNAPSHOT_DONE; /* looked up just before an edit: see there */
     if (k == NODE_NONE) {
         fuse_reply_err(req, ENOENT);
         return;
@@ -1004,8 +985,6 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
     ckfs *fs = fs_of(req);
     entry *e;
     node_kind k = resolve(fs, ino, &e);
-    if (k == NODE_NONE && is_snapshot_done(fs, ino)) /* held open, see there */
-        k = NODE_SNAPSHOT_DONE;
     if (k == NODE_NONE) {
         fuse_reply_err(req, ENOENT);
         return;

@@ -1458,7 +1458,8 @@ class Run:
 
     # -- main ---------------------------------------------------------------------------
 
-    def run(self):
+    def setup(self):
+        """The model, the reference state and the mount (not started); the options."""
         model_dir = os.path.join(self.tmp, "model")
         os.makedirs(model_dir)
         self.model = make_model(self.fmt, model_dir, self.np, self.args.avoid)
@@ -1473,14 +1474,15 @@ class Run:
         self.candidates = [list(self.state)]
         self.mnt = os.path.join(self.tmp, "mnt")
         opts = list(self.model.opts)
-        if self.auto:
-            opts.append("commit_delay=%g" % self.args.commit_delay)
-        else:
-            opts.append("commit=manual")
+        opts.append("commit_delay=%g" % self.args.commit_delay if self.auto else "commit=manual")
         if self.args.mount_opts:
             opts.append(self.args.mount_opts)
         self.mount = Mount(self.args.ckptfs, self.model.path, self.mnt, opts, self.model.env,
                            os.path.join(self.tmp, "daemon.log"))
+        return opts
+
+    def run(self):
+        opts = self.setup()
         try:
             self.note("mount %s (%s)" % (os.path.basename(self.model.path), ",".join(opts)))
             self.mount.start()
@@ -1760,24 +1762,7 @@ class ThreadedRun(Run):
         self.parse_lock = threading.Lock()
         self.fence = Fence()
         self.stop = threading.Event()
-        model_dir = os.path.join(self.tmp, "model")
-        os.makedirs(model_dir)
-        self.model = make_model(self.fmt, model_dir, self.np, self.args.avoid)
-        self.state, self.busy_set = self.model.initial_state()
-        self.nontop = set()
-        if self.model.graph:
-            _v, _b, _s, entries = graph_entries(self.model_file(), self.model.mindir)
-            self.nontop = {e.dirname for e in entries if not e.top}
-        self.saved = list(self.state)
-        self.saved_sha = sha_files(self.model.files())
-        self.candidates = [list(self.state)]
-        self.mnt = os.path.join(self.tmp, "mnt")
-        opts = list(self.model.opts)
-        opts.append("commit_delay=%g" % self.args.commit_delay if self.auto else "commit=manual")
-        if self.args.mount_opts:
-            opts.append(self.args.mount_opts)
-        self.mount = Mount(self.args.ckptfs, self.model.path, self.mnt, opts, self.model.env,
-                           os.path.join(self.tmp, "daemon.log"))
+        opts = self.setup()
         free = [e[D] for e in self.state if self.editable(e) and not self.busy(e)
                 and e[D] not in self.nontop and e[ST] != "gap"]
         n = self.args.threads
