@@ -105,6 +105,11 @@ void ckfs_saver_ask(ckfs *fs, ckfs_waiter *w);
 void ckfs_saver_poke(ckfs *fs);
 int ckfs_saver_stop(ckfs *fs);
 
+/* fs/session_loop.c.  Answer requests on this thread until the mount ends,
+ * looking for the next request for busy_poll_us microseconds before
+ * sleeping (0: libfuse's own loop).  0, or a negative errno. */
+int ckfs_session_loop(struct fuse_session *se, unsigned busy_poll_us);
+
 /* One line to stderr or syslog, and to the -o log file. */
 void ckfs_log(const ckfs *fs, int priority, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

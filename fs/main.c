@@ -42,6 +42,7 @@ struct cli {
     int zstd_level;
     char *log;
     int threads;
+    unsigned busy_poll; /* microseconds */
     unsigned max_read;  /* -o max_read=N; UINT_MAX: not given */
 };
 
@@ -63,6 +64,7 @@ static const struct fuse_opt cli_opts[] = {
     {"log=%s", offsetof(struct cli, log), 0},
     {"tmp_max=%s", offsetof(struct cli, tmp_max), 0},
     {"threads", offsetof(struct cli, threads), 1},
+    {"busy_poll=%u", offsetof(struct cli, busy_poll), 0},
     /* libfuse's own option, taken here and given back capped (mount_max_read) */
     {"max_read=%u", offsetof(struct cli, max_read), 0},
     FUSE_OPT_END,
@@ -123,6 +125,9 @@ static void usage(FILE *to)
             "    -o threads         answer requests on several threads (libfuse's pool;\n"
             "                       -o clone_fd and max_idle_threads apply); one is the\n"
             "                       default, faster on few cores\n"
+            "    -o busy_poll=US    after a request, look for the next one for US\n"
+            "                       microseconds before sleeping (default 100; 0: sleep\n"
+            "                       at once): walks cost half the wakeups\n"
             "    -f                 stay in the foreground\n"
             "    -d                 debug output (implies -f)\n"
             "    --help, --version\n"
@@ -261,11 +266,13 @@ static int add_mount_opts(struct fuse_args *args, const char *model, bool rw, un
 
 /* Requests on one thread, or on libfuse's pool (-o threads; -s wins).
  * One measured faster on 2 cores (docs/benchmarks.md): a request costs
- * a wakeup either way, and the pool adds its own. */
-static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *opts, bool threads)
+ * a wakeup either way, and the pool adds its own; the one thread polls
+ * before it sleeps (fs/session_loop.c). */
+static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *opts,
+                    const struct cli *cli)
 {
-    if (!threads || opts->singlethread)
-        return fuse_session_loop(se);
+    if (!cli->threads || opts->singlethread)
+        return ckfs_session_loop(se, cli->busy_poll);
     struct fuse_loop_config cfg = {.clone_fd = opts->clone_fd,
                                    .max_idle_threads = opts->max_idle_threads};
     return fuse_session_loop_mt(se, &cfg);
@@ -319,7 +326,7 @@ static int answer_init(struct fuse_session *se, const ckfs *fs)
 }
 
 static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opts,
-                 bool threads, ck_writer_lock *lock, const char *where)
+                 const struct cli *cli, ck_writer_lock *lock, const char *where)
 {
     struct fuse_session *se = fuse_session_new(args, &ckfs_ops, sizeof ckfs_ops, fs);
     if (se == NULL)
@@ -345,7 +352,7 @@ static int serve(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opt
      * A signal (SIGTERM, SIGINT, SIGHUP) ends the loop like an unmount. */
     if (ckfs_saver_start(fs) != 0)
         goto out_unmount;
-    int loop = run_loop(se, opts, threads);
+    int loop = run_loop(se, opts, cli);
     pthread_rwlock_wrlock(&fs->lock);
     fs->se = NULL; /* unmounting: nothing left to invalidate */
     pthread_rwlock_unlock(&fs->lock);
@@ -410,7 +417,7 @@ int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     /* rw -1: by the owner write bit */
-    struct cli cli = {.rw = -1, .commit_delay = 1.0, .max_read = UINT_MAX};
+    struct cli cli = {.rw = -1, .commit_delay = 1.0, .max_read = UINT_MAX, .busy_poll = 100};
     struct fuse_cmdline_opts opts = {0};
     ck_writer_lock lock = {.fd = -1};
     char *where = NULL;
@@ -545,7 +552,7 @@ int main(int argc, char **argv)
         if (add_mount_opts(&args, path, rw, fs.max_read) < 0)
             fprintf(stderr, "ckptfs: out of memory\n");
         else
-            rc = serve(&fs, &args, &opts, cli.threads, &lock, where ? where : opts.mountpoint);
+            rc = serve(&fs, &args, &opts, &cli, &lock, where ? where : opts.mountpoint);
         /* The last save is done (in serve): a mount waiting for the model
          * goes on while this one tears down (closing its inotify instance
          * waits for an RCU grace period). */

@@ -196,3 +196,32 @@ except OSError as e:
         ! mountpoint -q "$M"
     done
 }
+
+# cpu_ticks PID: the user and system clock ticks the process has used
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+@test "busy polling (the default) and -o busy_poll=0 give the oracle's bytes; an idle polling daemon uses no CPU and a signal still ends it" {
+    $ORACLE fake-tree "$BATS_TEST_TMPDIR/want" "$F"
+    : >"$BATS_TEST_TMPDIR/want/snapshot_done"
+    for opts in ro ro,busy_poll=0 ro,busy_poll=1000000; do
+        mount_fg "$F" "$M" -o "$opts"
+        pid=$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)
+        walk_and_check "${opts//,/_}"
+        # Idle: whatever the window, the loop sleeps in poll() once it has
+        # passed, so two seconds with no request cost at most a tick or two
+        # (the 1 s window of the last case included).
+        sleep 1.5
+        before=$(cpu_ticks "$pid")
+        sleep 2
+        after=$(cpu_ticks "$pid")
+        echo "$opts: $before -> $after ticks"
+        [ $((after - before)) -le 2 ]
+        # SIGTERM ends the idle loop like an unmount: exit 0, nothing mounted
+        kill -TERM "$pid"
+        wait "$pid"
+        ! mountpoint -q "$M"
+        sed -i '$d' "$BATS_TEST_TMPDIR/mounts"
+    done
+    run $CKPTFS -o busy_poll=x "$F" "$M"
+    [ "$status" -ne 0 ]
+}

@@ -271,11 +271,18 @@ class Walker:
 
 
 def mindir_module():
-    out = tempfile.mkdtemp(prefix="ckptfs-mindir-pb-")
+    """mind_ir.proto compiled by protoc and imported; the generated file is
+    removed once imported (the module stays loaded)."""
+    if "mind_ir_pb2" in sys.modules:
+        return sys.modules["mind_ir_pb2"]
     here = os.path.dirname(os.path.abspath(__file__))
-    subprocess.run(["protoc", "-I" + here, "--python_out=" + out, "mind_ir.proto"], check=True)
-    sys.path.insert(0, out)
-    import mind_ir_pb2  # noqa: E402
+    with tempfile.TemporaryDirectory(prefix="ckptfs-mindir-pb-") as out:
+        subprocess.run(["protoc", "-I" + here, "--python_out=" + out, "mind_ir.proto"], check=True)
+        sys.path.insert(0, out)
+        try:
+            import mind_ir_pb2  # noqa: E402
+        finally:
+            sys.path.remove(out)
     return mind_ir_pb2
 
 
