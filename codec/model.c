@@ -12,6 +12,7 @@
 #include "ckpt_reader.h"
 #include "ms_cipher.h"
 #include "onnx_mindir_reader.h"
+#include "pb_users.h"
 
 const char *ck_format_name(ck_format f)
 {
@@ -21,6 +22,18 @@ const char *ck_format_name(ck_format f)
     case CK_FORMAT_MINDIR: return "mindir";
     }
     return "?";
+}
+
+const char *ck_model_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
+{
+    if (m->pb == NULL)
+        return dt->ms_name;
+    return t != NULL ? t->type_name : ck_pb_type_name(dt->pb_code, m->pb->mindir);
+}
+
+int ck_model_may_remove(ck_model *m, uint32_t id, const char *shown, ck_error *err)
+{
+    return m->pb == NULL ? 0 : ck_pb_may_remove(m, id, shown, err);
 }
 
 static bool has_suffix(const char *s, const char *suffix)
@@ -333,6 +346,7 @@ void ck_model_close(ck_model *m)
 {
     if (m == NULL)
         return;
+    ck_pb_users_free(m->users); /* it borrows the index's names */
     for (uint32_t i = 0; i < m->n_sources; i++)
         ck_source_close(m->sources[i]);
     free(m->sources);

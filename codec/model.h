@@ -61,6 +61,8 @@ typedef struct ck_model {
     uint64_t records_end;           /* end of the records (a CRC trailer follows) */
     bool has_crc;
     ck_pb_layout *pb;               /* ONNX and MindIR: where the tensors sit */
+    struct ck_pb_users *users;      /* ... and which nodes read them: scanned on the
+                                     * first ck_model_may_remove() that asks */
     ck_envelope env;                /* how the model file is wrapped, and will be saved */
     ck_page_cache *cache;           /* pages of the wrapped sources */
     /* Serializes what changes after the open: the decoding sources'
@@ -98,6 +100,17 @@ ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format
 void ck_model_close(ck_model *m);
 
 const char *ck_format_name(ck_format f);
+
+/* The format's own name of a type, as xattrs show it ("Float32" in a
+ * .ckpt, "FLOAT" in ONNX): t's spelling in the file when t is given (its
+ * type unchanged), else the name the format's writer gives dt. */
+const char *ck_model_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt);
+
+/* Whether tensor id may be deleted or renamed: 0, or -1 (EBUSY) with the
+ * reason, naming it as shown (its directory name) and what needs it.  A
+ * checkpoint's tensors always may; a graph's may not while a node reads
+ * or holds them, since the runtime would refuse the saved model. */
+int ck_model_may_remove(ck_model *m, uint32_t id, const char *shown, ck_error *err);
 
 /* An option's size, "16M" and the like: bytes, or K, M, G (binary); more
  * than 0.  -1 for anything else. */

@@ -288,3 +288,42 @@ bool ck_pb_users_find(const ck_pb_users *u, const char *name, size_t len,
     snprintf(node, CK_PB_USERS_NODE_BUF, "%s", u->nodes[u->reader[id]]);
     return true;
 }
+
+/* A tensor that lives inside a node (a Constant's value, a subgraph's
+ * tensor, a part of a MindIR map parameter) has no existence apart from
+ * it: deleting or renaming it would break the node. */
+static int held_by_node(const ck_model *m, const ck_pb_tensor *pt, const char *dir,
+                        ck_error *err)
+{
+    char node[CK_QUOTE_BUF];
+    if (pt->role == CK_ROLE_MAP)
+        return ck_fail(err, EBUSY, "%s: tensor '%s' is part of a map parameter; it cannot be "
+                       "deleted or renamed", m->path, dir);
+    if (pt->holder != NULL && pt->holder[0] != '\0')
+        return ck_fail(err, EBUSY, "%s: tensor '%s' is held by node '%s'; it cannot be "
+                       "deleted or renamed", m->path, dir,
+                       ck_quote(node, pt->holder, strlen(pt->holder)));
+    if (pt->holder != NULL) /* a Constant without a name */
+        return ck_fail(err, EBUSY, "%s: tensor '%s' is the value of a Constant node; it "
+                       "cannot be deleted or renamed", m->path, dir);
+    return ck_fail(err, EBUSY, "%s: tensor '%s' lives in a subgraph of a node; it cannot be "
+                   "deleted or renamed", m->path, dir);
+}
+
+int ck_pb_may_remove(ck_model *m, uint32_t id, const char *shown, ck_error *err)
+{
+    char dir[CK_QUOTE_BUF], node[CK_PB_USERS_NODE_BUF];
+    ck_quote(dir, shown, strlen(shown));
+    const ck_pb_tensor *pt = &m->pb->tensors[id];
+    if (pt->role != CK_ROLE_TOP)
+        return held_by_node(m, pt, dir, err);
+    if (m->users == NULL && (m->users = ck_pb_users_scan(m, err)) == NULL)
+        return -1;
+    /* The file's spelling, which node inputs use: MindIR parameters keep
+     * their "GRAPH:" prefix there. */
+    const ck_tensor *t = &m->index.tensors[id];
+    if (!ck_pb_users_find(m->users, t->name, t->name_len, node))
+        return 0;
+    return ck_fail(err, EBUSY, "%s: tensor '%s' is an input of node '%s'; it cannot be "
+                   "deleted or renamed", m->path, dir, node);
+}

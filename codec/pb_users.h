@@ -45,4 +45,9 @@ void ck_pb_users_free(ck_pb_users *u);
 bool ck_pb_users_find(const ck_pb_users *u, const char *name, size_t len,
                       char node[CK_PB_USERS_NODE_BUF]);
 
+/* The graph-reader rule behind ck_model_may_remove() for an ONNX or
+ * MindIR model: tensor id may go unless a node reads it or holds it.  The
+ * users are scanned on the first question and kept in m. */
+int ck_pb_may_remove(ck_model *m, uint32_t id, const char *shown, ck_error *err);
+
 #endif

@@ -40,4 +40,9 @@ typedef struct ck_write_tensor {
 int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
               ck_commit_group *g, ck_error *err);
 
+/* Remove the temporary files of a save interrupted before its commit
+ * point: beside the model, each of its data files and the data file a
+ * save of its format may add; those of the model's owner only. */
+void ck_encode_cleanup(const ck_model *m);
+
 #endif

@@ -1066,13 +1066,18 @@ static int fit(writer *w, const ck_write_tensor *ts, size_t n, int32_t *state)
 
 /* ---- setting up ---- */
 
+void ck_pb_big_data_name(const ck_model *m, char *rel, size_t size)
+{
+    snprintf(rel, size, "%s.data", m->dir->base);
+}
+
 static int setup(writer *w, size_t n)
 {
     const ck_model *m = w->m;
     const ck_pb_layout *pb = w->pb;
     size_t count = m->index.count;
     char big[PATH_MAX];
-    snprintf(big, sizeof big, "%s.data", m->dir->base);
+    ck_pb_big_data_name(m, big, sizeof big);
     ck_dir_join(m->dir, big, w->big_path, sizeof w->big_path);
     w->n_files = m->n_sources + 1;
     w->big = m->n_sources;

@@ -29,7 +29,6 @@
 #include <unistd.h>
 
 #include "../codec/oneflow_meta.h"
-#include "../codec/onnx_mindir_reader.h"
 #include "inode_map.h"
 
 #define XATTR_NAME "user.ckptfs.name"
@@ -1123,16 +1122,13 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 
 /* ---- extended attributes ---- */
 
-/* The model format's own name of an entry's type ("Float32", "FLOAT"). */
+/* The model format's own name of an entry's type ("Float32", "FLOAT"):
+ * the file's spelling while its meta is unchanged. */
 static const char *type_name(const ckfs *fs, const entry *e, const ck_dtype *dt)
 {
-    const ck_model *m = MODEL(fs);
     const ck_tensor *t = entry_tensor(&fs->tr, e);
-    if (m->pb == NULL)
-        return dt->ms_name;
-    if (t != NULL && (e->edit == NULL || !e->edit->meta_changed))
-        return t->type_name;
-    return ck_pb_type_name(dt->pb_code, m->pb->mindir);
+    bool as_in_file = t != NULL && (e->edit == NULL || !e->edit->meta_changed);
+    return ck_model_type_name(MODEL(fs), as_in_file ? t : NULL, dt);
 }
 
 static void reply_xattr_value(fuse_req_t req, const void *value, size_t len, size_t size)

@@ -22,6 +22,7 @@
 #include <zstd.h>
 
 #include "../export/commit_group.h"
+#include "../export/encoder.h"
 #include "../export/writer_lock.h"
 #include "ckptfs.h"
 
@@ -173,23 +174,6 @@ static int envelope_options(const struct cli *cli, ck_open_opts *oo, ck_key *key
     }
     oo->key = key;
     return 0;
-}
-
-/* Temporary files of an interrupted save that never reached its commit
- * point: beside the model and beside each of its data files, those of the
- * model's owner only. */
-static void remove_leftovers(const ck_model *m)
-{
-    char big[PATH_MAX];
-    const ck_model_dir *d = m->dir;
-    ck_atomic_cleanup(d, d->base, m->st.st_uid);
-    for (uint32_t i = 1; i < m->n_sources; i++) {
-        const char *rel = ck_dir_rel(d, m->sources[i]->path);
-        if (ck_model_is_data_file(m, i) && rel != NULL)
-            ck_atomic_cleanup(d, rel, m->st.st_uid);
-    }
-    if (snprintf(big, sizeof big, "%s.data", d->base) < (int)sizeof big)
-        ck_atomic_cleanup(d, big, m->st.st_uid); /* where an ONNX model over 2 GiB puts its data */
 }
 
 /* realpath() of a path whose last component may not exist yet (-o create). */
@@ -525,7 +509,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (rw)
-        remove_leftovers(model);
+        ck_encode_cleanup(model);
     ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice, .mountpoint = opts.mountpoint,
                .commit_delay = cli.manual ? -1 : cli.commit_delay, .log_fd = -1};
     size_t spill_max = 0;

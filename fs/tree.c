@@ -93,7 +93,6 @@ void tree_free(tree *tr)
         edit_free(tr, tr->entries[i].edit);
     free(tr->entries);
     ck_name_map_free(&tr->by_dir);
-    ck_pb_users_free(tr->users);
     free(tr->freed);
     memset(tr, 0, sizeof *tr);
 }
@@ -976,9 +975,6 @@ static int switch_to_saved(tree *tr, tree_save *save, ck_model **old, ck_error *
         e->tensor_id = ids[i];
     }
     free(ids);
-    /* It borrows the old model's names, and the new file has other users. */
-    ck_pb_users_free(tr->users);
-    tr->users = NULL;
     *old = tr->model;
     tr->model = save->saved;
     save->saved = NULL;
@@ -1087,53 +1083,15 @@ static void forget_entry(tree *tr, entry *e)
     changed(tr, e, 0);
 }
 
-/* A tensor that lives inside a node (a Constant's value, a subgraph's
- * tensor, a part of a MindIR map parameter) has no existence apart from
- * it: deleting or renaming it would break the node. */
-static int held_by_node(const tree *tr, const ck_pb_tensor *pt, const char *dir,
-                        ck_error *err)
-{
-    char node[CK_QUOTE_BUF];
-    const char *path = tr->model->path;
-    if (pt->role == CK_ROLE_MAP)
-        return ck_fail(err, EBUSY, "%s: tensor '%s' is part of a map parameter; it cannot be "
-                       "deleted or renamed", path, dir);
-    if (pt->holder != NULL && pt->holder[0] != '\0')
-        return ck_fail(err, EBUSY, "%s: tensor '%s' is held by node '%s'; it cannot be "
-                       "deleted or renamed", path, dir,
-                       ck_quote(node, pt->holder, strlen(pt->holder)));
-    if (pt->holder != NULL) /* a Constant without a name */
-        return ck_fail(err, EBUSY, "%s: tensor '%s' is the value of a Constant node; it "
-                       "cannot be deleted or renamed", path, dir);
-    return ck_fail(err, EBUSY, "%s: tensor '%s' lives in a subgraph of a node; it cannot be "
-                   "deleted or renamed", path, dir);
-}
-
 /* Deleting or renaming a tensor that the model's graph needs under its
  * name would save a model its runtime refuses, so the rmdir or rename
  * itself is refused (EBUSY, naming a node), not the save.  Entries made in
- * the mount are not in the file's graph, and a checkpoint has none.  The
- * users of the main-graph tensors are scanned once per model file. */
+ * the mount are not in the file. */
 static int in_use(tree *tr, const entry *e, ck_error *err)
 {
-    const ck_tensor *t = entry_tensor(tr, e);
-    const ck_pb_layout *pb = tr->model->pb;
-    if (t == NULL || pb == NULL)
+    if (e->tensor_id == ENTRY_NEW)
         return 0;
-    char dir[CK_QUOTE_BUF], node[CK_PB_USERS_NODE_BUF];
-    const char *shown = entry_dir_name(tr, e);
-    ck_quote(dir, shown, strlen(shown));
-    const ck_pb_tensor *pt = &pb->tensors[e->tensor_id];
-    if (pt->role != CK_ROLE_TOP)
-        return held_by_node(tr, pt, dir, err);
-    if (tr->users == NULL && (tr->users = ck_pb_users_scan(tr->model, err)) == NULL)
-        return -1;
-    /* t->name is the file's spelling, which node inputs use: MindIR
-     * parameters keep their "GRAPH:" prefix there. */
-    if (!ck_pb_users_find(tr->users, t->name, t->name_len, node))
-        return 0;
-    return ck_fail(err, EBUSY, "%s: tensor '%s' is an input of node '%s'; it cannot be "
-                   "deleted or renamed", tr->model->path, dir, node);
+    return ck_model_may_remove(tr->model, e->tensor_id, entry_dir_name(tr, e), err);
 }
 
 /* rm -r removes meta and out before the directory.  When the directory is

@@ -27,7 +27,6 @@
 
 #include "../codec/model.h"
 #include "../codec/oneflow_meta.h"
-#include "../codec/pb_users.h"
 
 /* A meta is a few lines; anything longer is not one. */
 #define TREE_META_MAX 65536
@@ -104,10 +103,6 @@ typedef struct tree {
     entry *entries;
     size_t n_entries, cap_entries;
     ck_name_map by_dir;         /* directory name -> position, live entries */
-    /* ONNX/MindIR: which node reads each main-graph tensor of `model`,
-     * scanned on the first rmdir or rename that needs it, dropped with
-     * the model at a commit. */
-    ck_pb_users *users;
     bool writable;
     int spill_fd;               /* every spill_area's bytes; -1 until the first */
     uint64_t spill_end;         /* where the next area starts */
