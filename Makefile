@@ -22,7 +22,7 @@ DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c
 CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c \
              codec/arena.c codec/name_map.c codec/dir_name.c codec/tensor_index.c \
              codec/oneflow_meta.c codec/ckpt_reader.c codec/onnx_mindir_reader.c \
-             codec/model.c codec/pb_users.c codec/page_cache.c codec/key.c \
+             codec/format.c codec/model.c codec/pb_users.c codec/page_cache.c codec/key.c \
              codec/ms_cipher.c codec/cipher_source.c codec/zstd_source.c codec/envelope.c \
              codec/file_override.c codec/model_dir.c codec/file_watch.c
 EXPORT_SRC:= export/atomic_writer.c export/commit_group.c export/byte_sink.c export/ckpt_writer.c \

@@ -68,9 +68,7 @@ int main(int argc, char **argv)
         if (ck_group_begin(&g, argv[1], &err) < 0)
             break;
         double t0 = now();
-        int rc = m->format == CK_FORMAT_CKPT
-                     ? ck_ckpt_write(m, w, ix->n_live, NULL, g.files[0].fd, &err)
-                     : ck_pb_write(m, w, ix->n_live, &g, &err);
+        int rc = ck_writer_of(m)->encode(m, w, ix->n_live, &g, &err);
         double t1 = now();
         if (rc == 0)
             rc = ck_verify_save(m, w, ix->n_live, &g, &err);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "model.h"
 #include "pb_wire.h"
 
 #define CRC_TRAILER_LEN 17 /* "crc_num" + 10-byte big-endian CRC */
@@ -669,3 +670,75 @@ int ck_ckpt_read(ck_source *src, uint32_t src_id, bool verify_crc, bool str_in_m
     free(p);
     return rc;
 }
+
+/* ---- the format ---- */
+
+const ck_ckpt_info *ck_ckpt_info_of(const ck_model *m)
+{
+    static const ck_ckpt_info none = {.str_fd = -1};
+    return m->state != NULL ? m->state : &none;
+}
+
+/* The decoded str values become a source, and their extents name it. */
+static int bind_str_values(ck_model *m, ck_ckpt_info *info, ck_error *err)
+{
+    if (info->str_fd < 0)
+        return 0;
+    ck_source *src = ck_source_adopt_fd(info->str_fd, "decoded str values", err);
+    info->str_fd = -1; /* the source's now, or closed */
+    long id = src == NULL ? -1 : ck_model_add_source(m, src, err);
+    if (id < 0)
+        return -1;
+    for (size_t i = 0; i < m->index.count; i++) {
+        ck_tensor *t = &m->index.tensors[i];
+        if (t->n_ext == 1 && t->ext0.src == CK_CKPT_STR_SRC)
+            t->ext0.src = (uint32_t)id;
+    }
+    return 0;
+}
+
+static int ckpt_open(ck_model *m, const ck_open_opts *o, ck_error *err)
+{
+    ck_ckpt_info *info = calloc(1, sizeof *info);
+    if (info == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+    info->str_fd = -1;
+    m->state = info;
+    if (ck_ckpt_read(m->sources[0], 0, !(o && o->skip_crc), m->env.wrap == CK_WRAP_CIPHER,
+                     &m->index, info, err) < 0)
+        return -1;
+    return bind_str_values(m, info, err);
+}
+
+static const char *ckpt_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
+{
+    (void)m;
+    (void)t; /* MindSpore spells each type one way */
+    return dt->ms_name;
+}
+
+/* Its only source besides the file is the decoded str values. */
+static bool ckpt_is_data_file(const ck_model *m, uint32_t i)
+{
+    (void)m;
+    (void)i;
+    return false;
+}
+
+static const char *ckpt_notes(const ck_model *m)
+{
+    return ck_ckpt_info_of(m)->has_crc ? ", CRC trailer" : "";
+}
+
+const ck_format ck_format_ckpt = {
+    .name = "ckpt",
+    .title = "checkpoint",
+    .extension = ".ckpt",
+    .creatable = true,
+    .encryptable = true,
+    .open = ckpt_open,
+    .free_state = free,
+    .type_name = ckpt_type_name,
+    .is_data_file = ckpt_is_data_file,
+    .notes = ckpt_notes,
+};

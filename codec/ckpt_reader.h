@@ -20,6 +20,7 @@
 
 #include "byte_source.h"
 #include "ck_error.h"
+#include "format.h"
 #include "tensor_index.h"
 
 /* Longest tag and type string accepted; real ones are far shorter. */
@@ -52,5 +53,14 @@ typedef struct ck_ckpt_info {
  * is no str value), makes it a source and points them at it. */
 int ck_ckpt_read(ck_source *src, uint32_t src_id, bool verify_crc, bool str_in_memory,
                  ck_index *ix, ck_ckpt_info *info, ck_error *err);
+
+/* The format (format.h): its open runs ck_ckpt_read on the model's
+ * content, verifying the CRC unless told not to, and makes the decoded str
+ * values a source of the model. */
+extern const ck_format ck_format_ckpt;
+
+/* What the reader found in m, a checkpoint; all zero for a model created
+ * empty (-o create), which has neither records nor a trailer yet. */
+const ck_ckpt_info *ck_ckpt_info_of(const struct ck_model *m);
 
 #endif

@@ -86,8 +86,8 @@ int main(int argc, char **argv)
     }
     const ck_index *ix = &m->index;
     printf("# %s: format %s, %zu tensors (%zu records), index memory %zu bytes%s%s%s\n",
-           m->path, ck_format_name(m->format), ix->n_live, ix->count, ck_index_memory(ix),
-           m->has_crc ? ", CRC trailer" : "", m->env.wrap == CK_WRAP_NONE ? "" : ", ",
+           m->path, m->format->name, ix->n_live, ix->count, ck_index_memory(ix),
+           m->format->notes ? m->format->notes(m) : "", m->env.wrap == CK_WRAP_NONE ? "" : ", ",
            envelope_name(&m->env));
     for (size_t i = 0; i < ix->n_live; i++)
         print_tensor(&ix->tensors[ix->live[i]]);

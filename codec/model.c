@@ -9,57 +9,22 @@
 #include <unistd.h>
 
 #include "cipher_source.h"
-#include "ckpt_reader.h"
 #include "ms_cipher.h"
-#include "onnx_mindir_reader.h"
-#include "pb_users.h"
-
-const char *ck_format_name(ck_format f)
-{
-    switch (f) {
-    case CK_FORMAT_CKPT: return "ckpt";
-    case CK_FORMAT_ONNX: return "onnx";
-    case CK_FORMAT_MINDIR: return "mindir";
-    }
-    return "?";
-}
 
 const char *ck_model_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
 {
-    if (m->pb == NULL)
-        return dt->ms_name;
-    return t != NULL ? t->type_name : ck_pb_type_name(dt->pb_code, m->pb->mindir);
+    return m->format->type_name(m, t, dt);
 }
 
 int ck_model_may_remove(ck_model *m, uint32_t id, const char *shown, ck_error *err)
 {
-    return m->pb == NULL ? 0 : ck_pb_may_remove(m, id, shown, err);
+    return m->format->may_remove == NULL ? 0 : m->format->may_remove(m, id, shown, err);
 }
 
 static bool has_suffix(const char *s, const char *suffix)
 {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* Whether path ends in ext, before a ".zst": a compressed model is named
- * after what it holds (model.onnx.zst). */
-static bool named(const char *path, const char *ext)
-{
-    size_t n = strlen(path), k = strlen(ext);
-    if (has_suffix(path, ".zst"))
-        n -= 4;
-    return n >= k && memcmp(path + n - k, ext, k) == 0;
-}
-
-/* By name: the three formats have no magic number of their own. */
-static ck_format format_of(const char *path)
-{
-    if (named(path, ".onnx"))
-        return CK_FORMAT_ONNX;
-    if (named(path, ".mindir"))
-        return CK_FORMAT_MINDIR;
-    return CK_FORMAT_CKPT;
 }
 
 static ck_envelope_opts envelope_opts(const ck_model *m, const ck_open_opts *o)
@@ -96,7 +61,7 @@ long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err)
 
 long ck_model_add_data_file(ck_model *m, ck_source *src, ck_error *err)
 {
-    if (m->format != CK_FORMAT_MINDIR || m->env.wrap != CK_WRAP_CIPHER || m->env.fresh)
+    if (!m->format->data_files_encrypted || m->env.wrap != CK_WRAP_CIPHER || m->env.fresh)
         return ck_model_add_source(m, src, err);
     /* MindSpore encrypts every file of a split model, and its loader
      * decrypts every one. */
@@ -147,9 +112,9 @@ static int check_fresh_encryption(const ck_model *m, ck_error *err)
 {
     if (!m->env.fresh)
         return 0;
-    if (m->format == CK_FORMAT_ONNX)
+    if (!m->format->encryptable)
         return ck_fail(err, ENOTSUP, "%s: -o enc_mode: MindSpore encrypts .ckpt and .mindir "
-                       "models, not ONNX", m->path);
+                       "models, not %s", m->path, m->format->title);
     for (uint32_t i = 1; i < m->n_sources; i++)
         if (ck_model_is_data_file(m, i))
             return ck_fail(err, ENOTSUP, "%s: -o enc_mode: the model has data files (%s); "
@@ -160,27 +125,7 @@ static int check_fresh_encryption(const ck_model *m, ck_error *err)
 
 bool ck_model_is_data_file(const ck_model *m, uint32_t i)
 {
-    if (i == 0 || i >= m->n_sources || m->format == CK_FORMAT_CKPT)
-        return false; /* a .ckpt's other source is its decoded str values */
-    return m->pb == NULL || i != m->pb->decoded_src;
-}
-
-/* The decoded str values of a .ckpt become a source, and their extents
- * name it. */
-static int bind_str_values(ck_model *m, int fd, ck_error *err)
-{
-    if (fd < 0)
-        return 0;
-    ck_source *src = ck_source_adopt_fd(fd, "decoded str values", err);
-    long id = src == NULL ? -1 : ck_model_add_source(m, src, err);
-    if (id < 0)
-        return -1;
-    for (size_t i = 0; i < m->index.count; i++) {
-        ck_tensor *t = &m->index.tensors[i];
-        if (t->n_ext == 1 && t->ext0.src == CK_CKPT_STR_SRC)
-            t->ext0.src = (uint32_t)id;
-    }
-    return 0;
+    return i > 0 && i < m->n_sources && m->format->is_data_file(m, i);
 }
 
 /* Offsets in a reader's message are the plaintext's: say so. */
@@ -252,7 +197,9 @@ ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_op
     ck_model *m = model_alloc(dir, path, opts, err);
     if (m == NULL)
         return NULL;
-    m->format = format_of(path);
+    m->format = ck_format_by_extension(path);
+    if (m->format == NULL)
+        m->format = ck_format_default();
     if (opts != NULL) {
         m->overrides = opts->overrides;
         m->n_overrides = opts->n_overrides;
@@ -273,19 +220,7 @@ ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_op
         ck_fail(err, EINVAL, "%s: empty content (0 bytes)", path);
         goto fail;
     }
-    int rc;
-    if (m->format == CK_FORMAT_CKPT) {
-        ck_ckpt_info info = {0};
-        rc = ck_ckpt_read(src, 0, !(opts && opts->skip_crc), m->env.wrap == CK_WRAP_CIPHER,
-                          &m->index, &info, err);
-        m->has_crc = info.has_crc;
-        m->records_end = info.records_end;
-        if (rc == 0)
-            rc = bind_str_values(m, info.str_fd, err);
-    } else {
-        rc = ck_onnx_mindir_read(m, m->format == CK_FORMAT_MINDIR, err);
-    }
-    if (rc < 0) {
+    if (m->format->open(m, opts, err) < 0) {
         note_plaintext(m, err);
         goto fail;
     }
@@ -307,8 +242,9 @@ ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format
                          const ck_open_opts *opts, ck_error *err)
 {
     bool zst = has_suffix(path, ".zst");
-    bool ckpt = format_name ? strcmp(format_name, "ckpt") == 0 : named(path, ".ckpt");
-    if (!ckpt) {
+    const ck_format *f = format_name ? ck_format_by_name(format_name)
+                                     : ck_format_by_extension(path);
+    if (f == NULL || !f->creatable) {
         ck_fail(err, ENOTSUP, "%s: cannot create a model of this type (give a .ckpt name or "
                 "-o format=ckpt)", path);
         return NULL;
@@ -323,7 +259,7 @@ ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format
     ck_model *m = model_alloc(dir, path, opts, err);
     if (m == NULL)
         return NULL;
-    m->format = CK_FORMAT_CKPT;
+    m->format = f;
     if (key)
         m->env = (ck_envelope){.wrap = CK_WRAP_CIPHER, .mode = opts->enc_mode,
                                .key = *opts->key, .fresh = true};
@@ -346,13 +282,13 @@ void ck_model_close(ck_model *m)
 {
     if (m == NULL)
         return;
-    ck_pb_users_free(m->users); /* it borrows the index's names */
+    if (m->state != NULL)
+        m->format->free_state(m->state); /* first: it may borrow the index's names */
     for (uint32_t i = 0; i < m->n_sources; i++)
         ck_source_close(m->sources[i]);
     free(m->sources);
     ck_page_cache_free(m->cache);
     ck_key_wipe(&m->env.key);
-    ck_pb_layout_free(m->pb);
     ck_index_free(&m->index);
     ck_dir_unref(m->dir);
     pthread_mutex_destroy(&m->lock);

@@ -20,15 +20,9 @@
 #include "ck_error.h"
 #include "envelope.h"
 #include "file_override.h"
+#include "format.h"
 #include "model_dir.h"
-#include "pb_layout.h"
 #include "tensor_index.h"
-
-typedef enum ck_format {
-    CK_FORMAT_CKPT,
-    CK_FORMAT_ONNX,
-    CK_FORMAT_MINDIR,
-} ck_format;
 
 typedef struct ck_open_opts {
     bool skip_crc;          /* do not verify a .ckpt CRC trailer */
@@ -52,17 +46,13 @@ typedef struct ck_open_opts {
 typedef struct ck_model {
     char *path;                     /* for messages; files are reached through dir */
     ck_model_dir *dir;              /* the model's directory (a reference) */
-    ck_format format;
+    const ck_format *format;        /* its reader (format.h) */
+    void *state;                    /* what that reader keeps beyond the index */
     struct stat st;                 /* of the model file, at open (a touch's mtime adopted) */
     int file_wd;                    /* its watch in dir->watch, or -1 */
     ck_source **sources;
     uint32_t n_sources, cap_sources; /* sources[0] is the model file */
     ck_index index;
-    uint64_t records_end;           /* end of the records (a CRC trailer follows) */
-    bool has_crc;
-    ck_pb_layout *pb;               /* ONNX and MindIR: where the tensors sit */
-    struct ck_pb_users *users;      /* ... and which nodes read them: scanned on the
-                                     * first ck_model_may_remove() that asks */
     ck_envelope env;                /* how the model file is wrapped, and will be saved */
     ck_page_cache *cache;           /* pages of the wrapped sources */
     /* Serializes what changes after the open: the decoding sources'
@@ -93,17 +83,16 @@ ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *er
 bool ck_model_is_data_file(const ck_model *m, uint32_t i);
 
 /* A model with no tensors for a file that does not exist yet (mount -o
- * create); the first commit creates dir->base.  format_name: "ckpt", or
- * NULL to go by the file name's extension. */
+ * create); the first commit creates dir->base.  format_name: a format's
+ * name (format.h), or NULL to go by the file name's extension. */
 ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format_name,
                          const ck_open_opts *opts, ck_error *err);
 void ck_model_close(ck_model *m);
 
-const char *ck_format_name(ck_format f);
-
 /* The format's own name of a type, as xattrs show it ("Float32" in a
  * .ckpt, "FLOAT" in ONNX): t's spelling in the file when t is given (its
- * type unchanged), else the name the format's writer gives dt. */
+ * type unchanged), else the name the format's writer gives dt.  The two
+ * below ask m's format (format.h). */
 const char *ck_model_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt);
 
 /* Whether tensor id may be deleted or renamed: 0, or -1 (EBUSY) with the

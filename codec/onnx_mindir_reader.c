@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "dir_name.h"
+#include "pb_users.h"
 #include "pb_wire.h"
 
 /* Field numbers of the messages the walker reads (onnx-format.md 1,
@@ -1445,10 +1446,12 @@ static int walk_legacy_variables(rd *d)
     return rc;
 }
 
-void ck_pb_layout_free(ck_pb_layout *pb)
+static void layout_free(void *state)
 {
+    ck_pb_layout *pb = state;
     if (pb == NULL)
         return;
+    ck_pb_users_free(pb->users);
     free(pb->frames);
     free(pb->tensors);
     free(pb);
@@ -1477,7 +1480,7 @@ static int bind_decoded(rd *d)
     return 0;
 }
 
-int ck_onnx_mindir_read(ck_model *m, bool mindir, ck_error *err)
+static int read_model(ck_model *m, bool mindir, ck_error *err)
 {
     rd *d = calloc(1, sizeof *d);
     ck_pb_layout *pb = calloc(1, sizeof *pb);
@@ -1499,7 +1502,7 @@ int ck_onnx_mindir_read(ck_model *m, bool mindir, ck_error *err)
         .t_int64 = sc->t_int64, .t_name = sc->t_name, .t_raw = sc->t_raw,
         .t_double = sc->t_double, .t_uint64 = sc->t_uint64, .t_external = sc->t_external,
         .t_location = sc->t_location};
-    m->pb = pb;
+    m->state = pb;
     *d = (rd){.m = m, .s = sc, .pb = pb,
               .src = m->sources[0], .err = err, .dec_fd = -1};
     ck_name_map_init(&d->locations);
@@ -1514,3 +1517,60 @@ int ck_onnx_mindir_read(ck_model *m, bool mindir, ck_error *err)
     free(d);
     return rc;
 }
+
+/* ---- the formats ---- */
+
+static int onnx_open(ck_model *m, const ck_open_opts *o, ck_error *err)
+{
+    (void)o;
+    return read_model(m, false, err);
+}
+
+static int mindir_open(ck_model *m, const ck_open_opts *o, ck_error *err)
+{
+    (void)o;
+    return read_model(m, true, err);
+}
+
+static const char *pb_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
+{
+    return t != NULL ? t->type_name : ck_pb_type_name(dt->pb_code, ck_pb_layout_of(m)->mindir);
+}
+
+/* Every source but the decoded typed fields: external data files, a split
+ * MindIR's data and variables files. */
+static bool pb_is_data_file(const ck_model *m, uint32_t i)
+{
+    return i != ck_pb_layout_of(m)->decoded_src;
+}
+
+static uint32_t pb_record_source(const ck_model *m, uint32_t id)
+{
+    return ck_pb_layout_of(m)->tensors[id].pbfile;
+}
+
+const ck_format ck_format_onnx = {
+    .name = "onnx",
+    .title = "ONNX",
+    .extension = ".onnx",
+    .open = onnx_open,
+    .free_state = layout_free,
+    .type_name = pb_type_name,
+    .may_remove = ck_pb_may_remove,
+    .is_data_file = pb_is_data_file,
+    .record_source = pb_record_source,
+};
+
+const ck_format ck_format_mindir = {
+    .name = "mindir",
+    .title = "MindIR",
+    .extension = ".mindir",
+    .encryptable = true,
+    .data_files_encrypted = true,
+    .open = mindir_open,
+    .free_state = layout_free,
+    .type_name = pb_type_name,
+    .may_remove = ck_pb_may_remove,
+    .is_data_file = pb_is_data_file,
+    .record_source = pb_record_source,
+};

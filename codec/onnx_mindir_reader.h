@@ -31,6 +31,7 @@
 #define CK_ONNX_MINDIR_READER_H
 
 #include "model.h"
+#include "pb_layout.h"
 
 /* Message nesting the walker follows (graphs within nodes within graphs). */
 #define CK_PB_MAX_DEPTH 32
@@ -39,11 +40,16 @@
 /* Longest name, node name or external location read. */
 #define CK_PB_MAX_NAME 4096
 
-/* Read m->sources[0] as ONNX (mindir false) or MindIR into m->index and a
- * new m->pb, adding the sources it needs.  Does not finalize the index. */
-int ck_onnx_mindir_read(ck_model *m, bool mindir, ck_error *err);
+/* The two formats (format.h).  Their open reads m->sources[0] into
+ * m->index and a layout (m->state), adding the sources it needs. */
+extern const ck_format ck_format_onnx;
+extern const ck_format ck_format_mindir;
 
-void ck_pb_layout_free(ck_pb_layout *pb);
+/* The layout of m, an ONNX or MindIR model. */
+static inline ck_pb_layout *ck_pb_layout_of(const ck_model *m)
+{
+    return m->state;
+}
 
 /* The ONNX / MindIR DataType name of a code, e.g. "FLOAT"; "?" if unknown. */
 const char *ck_pb_type_name(long code, bool mindir);

@@ -84,6 +84,8 @@ typedef struct ck_pb_layout {
     size_t graph_name_len;
     int64_t ir_version;         /* ONNX ir_version (initializers must be inputs < 4) */
     uint32_t decoded_src;       /* source holding decoded typed fields, 0 if none */
+    struct ck_pb_users *users;  /* which nodes read the main-graph tensors: scanned on
+                                 * the first removal asked about (pb_users.h) */
 } ck_pb_layout;
 
 #endif

@@ -225,7 +225,7 @@ static int track_tensors(scan *s)
     for (size_t id = 0; id < ix->count; id++) {
         const ck_tensor *t = &ix->tensors[id];
         u->reader[id] = CK_NAME_MAP_NONE;
-        if (s->m->pb->tensors[id].role != CK_ROLE_TOP)
+        if (ck_pb_layout_of(s->m)->tensors[id].role != CK_ROLE_TOP)
             continue;
         if (ck_name_map_put(&u->ids, t->name, t->name_len, (uint32_t)id) < 0)
             return nomem(s);
@@ -250,9 +250,9 @@ ck_pb_users *ck_pb_users_scan(const ck_model *m, ck_error *err)
     ck_name_map_init(&u->ids);
     ck_arena_init(&u->arena);
     int rc = 0;
-    if (m->pb != NULL) { /* a checkpoint has no graph: nothing reads its tensors */
+    if (m->state != NULL) { /* a model created empty has no graph: nothing reads */
         s->m = m;
-        s->f = &m->pb->fields;
+        s->f = &ck_pb_layout_of(m)->fields;
         s->u = u;
         s->err = err;
         pb_reader_init(&s->r, m->sources[0], 0);
@@ -314,15 +314,16 @@ int ck_pb_may_remove(ck_model *m, uint32_t id, const char *shown, ck_error *err)
 {
     char dir[CK_QUOTE_BUF], node[CK_PB_USERS_NODE_BUF];
     ck_quote(dir, shown, strlen(shown));
-    const ck_pb_tensor *pt = &m->pb->tensors[id];
+    ck_pb_layout *pb = ck_pb_layout_of(m);
+    const ck_pb_tensor *pt = &pb->tensors[id];
     if (pt->role != CK_ROLE_TOP)
         return held_by_node(m, pt, dir, err);
-    if (m->users == NULL && (m->users = ck_pb_users_scan(m, err)) == NULL)
+    if (pb->users == NULL && (pb->users = ck_pb_users_scan(m, err)) == NULL)
         return -1;
     /* The file's spelling, which node inputs use: MindIR parameters keep
      * their "GRAPH:" prefix there. */
     const ck_tensor *t = &m->index.tensors[id];
-    if (!ck_pb_users_find(m->users, t->name, t->name_len, node))
+    if (!ck_pb_users_find(pb->users, t->name, t->name_len, node))
         return 0;
     return ck_fail(err, EBUSY, "%s: tensor '%s' is an input of node '%s'; it cannot be "
                    "deleted or renamed", m->path, dir, node);

@@ -370,14 +370,14 @@ static int walk(writer *w)
             return -1;
         pos = t->rec_end;
     }
-    uint64_t end = w->m->records_end;
+    uint64_t end = ck_ckpt_info_of(w->m)->records_end;
     if (end > pos && ck_sink_copy(&w->s, file, pos, end - pos) < 0)
         return -1;
     for (size_t i = 0; i < w->n; i++)
         if (w->tensors[i].orig_id == CK_WRITE_NEW &&
             encode_tensor(&w->s, &w->tensors[i], w->slice_bytes) < 0)
             return -1;
-    return w->m->has_crc ? write_crc_trailer(&w->s) : 0;
+    return ck_ckpt_info_of(w->m)->has_crc ? write_crc_trailer(&w->s) : 0;
 }
 
 /* Live tensors by directory name, to pair replaced records with the tensor
@@ -400,7 +400,7 @@ int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
 {
     writer w = {.m = m, .tensors = tensors, .n = n};
     w.slice_bytes = opts && opts->slice_bytes ? opts->slice_bytes : CK_CKPT_SLICE_BYTES;
-    w.s = (ck_sink){.fd = out_fd, .path = m->path, .crc_on = m->has_crc, .crc = crc32(0, NULL, 0),
+    w.s = (ck_sink){.fd = out_fd, .path = m->path, .crc_on = ck_ckpt_info_of(m)->has_crc, .crc = crc32(0, NULL, 0),
                  .err = err};
     w.s.buf = malloc(CK_SINK_BUF);
     w.entry_of = malloc((m->index.count ? m->index.count : 1) * sizeof *w.entry_of);
@@ -436,3 +436,24 @@ out:
     ck_name_map_free(&w.live_by_dir);
     return rc;
 }
+
+/* ---- the writer ---- */
+
+static int ckpt_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
+                       ck_commit_group *g, ck_error *err)
+{
+    return ck_ckpt_write(m, tensors, n, NULL, g->files[0].fd, err);
+}
+
+/* A type is its MindSpore name in a checkpoint. */
+static bool ckpt_same_type(const ck_dtype *a, const ck_dtype *b)
+{
+    return strcmp(a->ms_name, b->ms_name) == 0;
+}
+
+const ck_writer ck_ckpt_writer = {
+    .format = &ck_format_ckpt,
+    .encode = ckpt_encode,
+    .in_tree_order = true,
+    .same_type = ckpt_same_type,
+};

@@ -28,8 +28,6 @@
 
 #define CK_CKPT_SLICE_BYTES (512ull << 20)
 
-
-
 typedef struct ck_write_opts {
     uint64_t slice_bytes;       /* 0: CK_CKPT_SLICE_BYTES */
 } ck_write_opts;
@@ -38,5 +36,8 @@ typedef struct ck_write_opts {
  * deleted) to out_fd, from its current position.  Errors name the tensor. */
 int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                   const ck_write_opts *opts, int out_fd, ck_error *err);
+
+/* The writer (encoder.h): ck_ckpt_write into the group's first file. */
+extern const ck_writer ck_ckpt_writer;
 
 #endif

@@ -7,11 +7,25 @@
 #include "onnx_mindir_writer.h"
 #include "verify.h"
 
+/* One per format of codec/format.c. */
+static const ck_writer *const writers[] = {
+    &ck_ckpt_writer,
+    &ck_onnx_writer,
+    &ck_mindir_writer,
+};
+
+const ck_writer *ck_writer_of(const ck_model *m)
+{
+    for (size_t i = 0; i < sizeof writers / sizeof writers[0]; i++)
+        if (writers[i]->format == m->format)
+            return writers[i];
+    return NULL; /* not reached: every format has its writer */
+}
+
 int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
               ck_commit_group *g, ck_error *err)
 {
-    int rc = m->format == CK_FORMAT_CKPT ? ck_ckpt_write(m, tensors, n, NULL, g->files[0].fd, err)
-                                         : ck_pb_write(m, tensors, n, g, err);
+    int rc = ck_writer_of(m)->encode(m, tensors, n, g, err);
     /* Nothing is committed that the reader would refuse or read otherwise. */
     return rc < 0 ? -1 : ck_verify_save(m, tensors, n, g, err);
 }
@@ -25,9 +39,8 @@ void ck_encode_cleanup(const ck_model *m)
         if (ck_model_is_data_file(m, i) && rel != NULL)
             ck_atomic_cleanup(d, rel, m->st.st_uid);
     }
-    if (m->format != CK_FORMAT_CKPT) {
-        char big[PATH_MAX];
-        ck_pb_big_data_name(m, big, sizeof big);
-        ck_atomic_cleanup(d, big, m->st.st_uid);
-    }
+    char rel[PATH_MAX];
+    const ck_writer *w = ck_writer_of(m);
+    if (w->new_data_file != NULL && w->new_data_file(m, rel, sizeof rel))
+        ck_atomic_cleanup(d, rel, m->st.st_uid);
 }

@@ -1,6 +1,6 @@
 /*
- * encoder: what the encoders take, and the one entry point that picks the
- * model's own format.
+ * encoder: what the encoders take, the writers' table, and the one entry
+ * point that saves a model in its own format.
  *
  * A tree is handed over as the list of its tensors in order: each either
  * an original tensor left as it was (copied byte for byte by the encoder)
@@ -32,6 +32,28 @@ typedef struct ck_write_tensor {
     const ck_piece *pieces;     /* the bytes of `out` (UTF-8 text for str) */
     size_t n_pieces;
 } ck_write_tensor;
+
+/* A format's writer, registered in encoder.c under its reader's format. */
+typedef struct ck_writer {
+    const ck_format *format;
+    /* Encode the tree into the group's first file, adding the data files
+     * that change.  Errors name the tensor. */
+    int (*encode)(const ck_model *m, const ck_write_tensor *tensors, size_t n,
+                  ck_commit_group *g, ck_error *err);
+    /* The data file a save may add beside the model: its name, relative to
+     * the model's directory, into rel; false when there is none. */
+    bool (*new_data_file)(const ck_model *m, char *rel, size_t size);
+    /* How a saved file reads back, for its check (verify.c): */
+    bool in_tree_order;         /* every tensor at its tree position; else new
+                                 * ones may follow the originals, in order */
+    bool prefixes_names;        /* new and renamed tensors get a prefix the tree
+                                 * does not show (MindIR: its graph's name) */
+    bool (*same_type)(const ck_dtype *a, const ck_dtype *b); /* of one kind and
+                                 * OneFlow type: the same in the file */
+} ck_writer;
+
+/* The writer of m's format. */
+const ck_writer *ck_writer_of(const ck_model *m);
 
 /* Encode the tree in m's format into the group's first file, adding the
  * data files that change (see ckpt_writer.h and onnx_mindir_writer.h),

@@ -1066,9 +1066,11 @@ static int fit(writer *w, const ck_write_tensor *ts, size_t n, int32_t *state)
 
 /* ---- setting up ---- */
 
-void ck_pb_big_data_name(const ck_model *m, char *rel, size_t size)
+/* The data file a save adds when the model would pass 2 GiB:
+ * "<model>.data", relative to the model's directory. */
+static bool big_data_name(const ck_model *m, char *rel, size_t size)
 {
-    snprintf(rel, size, "%s.data", m->dir->base);
+    return (size_t)snprintf(rel, size, "%s.data", m->dir->base) < size;
 }
 
 static int setup(writer *w, size_t n)
@@ -1077,7 +1079,7 @@ static int setup(writer *w, size_t n)
     const ck_pb_layout *pb = w->pb;
     size_t count = m->index.count;
     char big[PATH_MAX];
-    ck_pb_big_data_name(m, big, sizeof big);
+    big_data_name(m, big, sizeof big);
     ck_dir_join(m->dir, big, w->big_path, sizeof w->big_path);
     w->n_files = m->n_sources + 1;
     w->big = m->n_sources;
@@ -1127,7 +1129,7 @@ static int write_pbfile(writer *w, uint32_t p, const ck_write_tensor *ts, size_t
 int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                 ck_commit_group *g, ck_error *err)
 {
-    const ck_pb_layout *pb = m->pb;
+    const ck_pb_layout *pb = ck_pb_layout_of(m);
     writer w = {.m = m, .pb = pb, .f = &pb->fields, .err = err};
     int32_t *state = malloc((m->index.count ? m->index.count : 1) * sizeof *state);
     int rc = -1;
@@ -1151,3 +1153,26 @@ int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
     free(state);
     return rc;
 }
+
+/* ---- the writers ---- */
+
+/* A type is its DataType code in a graph. */
+static bool pb_same_type(const ck_dtype *a, const ck_dtype *b)
+{
+    return a->pb_code == b->pb_code;
+}
+
+const ck_writer ck_onnx_writer = {
+    .format = &ck_format_onnx,
+    .encode = ck_pb_write,
+    .new_data_file = big_data_name,
+    .same_type = pb_same_type,
+};
+
+const ck_writer ck_mindir_writer = {
+    .format = &ck_format_mindir,
+    .encode = ck_pb_write,
+    .new_data_file = big_data_name,
+    .prefixes_names = true,
+    .same_type = pb_same_type,
+};

@@ -38,11 +38,11 @@
 #define CK_PB_MAX_MESSAGE 2147483647ull
 
 /* The model goes to g->files[0]; changed data files are added to g. */
-/* The data file a save adds when the model would pass 2 GiB:
- * "<model>.data", relative to the model's directory. */
-void ck_pb_big_data_name(const ck_model *m, char *rel, size_t size);
-
 int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                 ck_commit_group *g, ck_error *err);
+
+/* The writers (encoder.h): ck_pb_write. */
+extern const ck_writer ck_onnx_writer;
+extern const ck_writer ck_mindir_writer;
 
 #endif

@@ -74,8 +74,7 @@ static bool same_type(const ck_model *m, const ck_dtype *a, const ck_dtype *b)
         return true;
     if (a == NULL || b == NULL || strcmp(a->of_name, b->of_name) != 0 || a->kind != b->kind)
         return false;
-    return m->format == CK_FORMAT_CKPT ? strcmp(a->ms_name, b->ms_name) == 0
-                                       : a->pb_code == b->pb_code;
+    return ck_writer_of(m)->same_type(a, b);
 }
 
 /* The directory a tree tensor must come back as. */
@@ -95,7 +94,8 @@ static const char *expected_dir(const ck_model *m, const ck_write_tensor *w,
 /* The source that holds a tensor's record: extents in it move with it. */
 static uint32_t home_of(const ck_model *m, const ck_tensor *t)
 {
-    return m->pb ? m->pb->tensors[t - m->index.tensors].pbfile : 0;
+    const ck_format *f = m->format;
+    return f->record_source ? f->record_source(m, (uint32_t)(t - m->index.tensors)) : 0;
 }
 
 /* A source decoded at open (ONNX typed fields, .ckpt str values): its
@@ -181,8 +181,8 @@ static int check_tensor(verifier *v, const char *dir, const ck_write_tensor *w,
     const char *name = w->unchanged ? ot->name : w->name;
     size_t name_len = w->unchanged ? ot->name_len : w->name_len;
     /* MindIR gives new and renamed parameters their graph's prefix. */
-    bool exact = v->m->format != CK_FORMAT_MINDIR || (ot != NULL && name_len == ot->name_len &&
-                                                       memcmp(name, ot->name, name_len) == 0);
+    bool exact = !ck_writer_of(v->m)->prefixes_names ||
+                 (ot != NULL && name_len == ot->name_len && memcmp(name, ot->name, name_len) == 0);
     if (exact && (nt->name_len != name_len || memcmp(nt->name, name, name_len) != 0))
         return differs(v, dir, "named '%s'", ck_quote(q, nt->name, nt->name_len));
     const ck_dtype *dtype = w->unchanged ? ot->dtype : w->dtype;
@@ -230,8 +230,9 @@ static int compare(verifier *v, const ck_write_tensor *w, size_t n, ck_name_map 
         uint32_t k = ck_name_map_get(pos, dir, strlen(dir));
         if (k == CK_NAME_MAP_NONE)
             return differs(v, dir, "missing");
-        bool placed = v->m->format == CK_FORMAT_CKPT ? k == i
-                      : w[i].orig_id == CK_WRITE_NEW || (long)k > last;
+        bool placed = ck_writer_of(v->m)->in_tree_order
+                          ? k == i
+                          : w[i].orig_id == CK_WRITE_NEW || (long)k > last;
         if (!placed)
             return differs(v, dir, "at position %u, expected %zu", k, i);
         if (w[i].orig_id != CK_WRITE_NEW)

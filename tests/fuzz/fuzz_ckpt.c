@@ -32,6 +32,7 @@
 
 #include "../../codec/model.h"
 #include "../../codec/oneflow_meta.h"
+#include "../../codec/onnx_mindir_reader.h"
 #include "../../export/encoder.h"
 
 static char dir[PATH_MAX - 32];
@@ -98,7 +99,8 @@ static void check_identity(const ck_model *m, const uint8_t *data, size_t size)
 static bool editable(const ck_model *m, uint32_t id)
 {
     const ck_tensor *t = &m->index.tensors[id];
-    return !t->read_only && m->pb != NULL && m->pb->tensors[id].storage != CK_STORE_EXTERNAL;
+    bool graph = m->format == &ck_format_onnx || m->format == &ck_format_mindir;
+    return !t->read_only && graph && ck_pb_layout_of(m)->tensors[id].storage != CK_STORE_EXTERNAL;
 }
 
 /* Every editable tensor given as new bytes: its own, from its extents. */

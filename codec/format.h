@@ -1,0 +1,67 @@
+/*
+ * format: the model formats ckptfs reads, registered in one table.
+ *
+ * A format is a reader and the answers it gives about its models: how a
+ * file is recognised, how it is indexed, and what the rest of ckptfs asks
+ * without knowing the format (the type names xattrs show, whether a tensor
+ * may be removed, which of the model's sources are data files).  What a
+ * reader keeps about a model beyond the tensor index (a .ckpt's CRC
+ * trailer, an ONNX graph's layout) is its own: ck_model.state, opaque to
+ * everyone else.  Each format's writer registers under the same format in
+ * export/encoder.c.
+ *
+ * Adding a format: a reader file defining a ck_format, one line in the
+ * table in format.c, a writer and its line in export/encoder.c.
+ */
+#ifndef CK_FORMAT_H
+#define CK_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ck_error.h"
+#include "dtype.h"
+#include "tensor_index.h"
+
+struct ck_model;
+struct ck_open_opts;
+
+typedef struct ck_format {
+    const char *name;           /* "ckpt": -o format=, ckptfs-dump */
+    const char *title;          /* in messages: "checkpoint", "ONNX" */
+    const char *extension;      /* what its files are called, before a ".zst" */
+    bool creatable;             /* -o create may start an empty model of it */
+    bool encryptable;           /* a plain model may be encrypted on save (MindSpore's
+                                 * loader decrypts it) */
+    bool data_files_encrypted;  /* an encrypted model's data files are too */
+
+    /* Index m->sources[0] (the content, unwrapped) into m->index and
+     * m->state, adding the sources it needs; the caller finalizes the
+     * index.  m->state is freed with free_state even when this fails. */
+    int (*open)(struct ck_model *m, const struct ck_open_opts *o, ck_error *err);
+    void (*free_state)(void *state);
+    /* The format's name of a type: t's spelling in the file when t is
+     * given, else what its writer would write for dt. */
+    const char *(*type_name)(const struct ck_model *m, const ck_tensor *t, const ck_dtype *dt);
+    /* Whether tensor id may be deleted or renamed (NULL: always); the
+     * reason in err, naming it as shown, when not. */
+    int (*may_remove)(struct ck_model *m, uint32_t id, const char *shown, ck_error *err);
+    /* Whether source i > 0 is a data file of the model (shown to users,
+     * watched, written by saves) rather than decoded values of its own. */
+    bool (*is_data_file)(const struct ck_model *m, uint32_t i);
+    /* The source whose bytes hold tensor id's record (NULL: the model file). */
+    uint32_t (*record_source)(const struct ck_model *m, uint32_t id);
+    /* What ckptfs-dump adds to its summary line (NULL: nothing). */
+    const char *(*notes)(const struct ck_model *m);
+} ck_format;
+
+/* The format a file name says by its extension (before a ".zst"), or NULL. */
+const ck_format *ck_format_by_extension(const char *path);
+/* The format called name, or NULL. */
+const ck_format *ck_format_by_name(const char *name);
+/* The format of a file whose name says none: a MindSpore checkpoint, which
+ * has no magic number and whose users name it as they like. */
+const ck_format *ck_format_default(void);
+
+#endif
