@@ -2,26 +2,11 @@
 
 #include <errno.h>
 #include <string.h>
-#include <strings.h>
 
 #include "cipher_source.h"
 #include "le_bytes.h"
 #include "ms_cipher.h"
 #include "zstd_source.h"
-
-const char *ck_cipher_mode_name(ck_cipher_mode mode)
-{
-    return mode == CK_AES_GCM ? "AES-GCM" : "AES-CBC";
-}
-
-int ck_cipher_mode_parse(const char *name)
-{
-    if (strcasecmp(name, "AES-GCM") == 0)
-        return CK_AES_GCM;
-    if (strcasecmp(name, "AES-CBC") == 0)
-        return CK_AES_CBC;
-    return -1;
-}
 
 static bool is_zstd(const unsigned char *head, size_t n)
 {

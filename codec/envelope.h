@@ -19,6 +19,7 @@
 #include "byte_source.h"
 #include "ck_error.h"
 #include "key.h"
+#include "ms_cipher.h"
 #include "page_cache.h"
 
 typedef enum ck_wrap {
@@ -26,11 +27,6 @@ typedef enum ck_wrap {
     CK_WRAP_CIPHER,
     CK_WRAP_ZSTD,
 } ck_wrap;
-
-typedef enum ck_cipher_mode {
-    CK_AES_GCM,
-    CK_AES_CBC,
-} ck_cipher_mode;
 
 typedef struct ck_envelope {
     ck_wrap wrap;
@@ -62,9 +58,5 @@ typedef struct ck_envelope_opts {
  * the block that fails to authenticate, ...). */
 ck_source *ck_envelope_open(ck_source *file, const ck_envelope_opts *o, ck_envelope *env,
                             ck_error *err);
-
-const char *ck_cipher_mode_name(ck_cipher_mode mode);
-/* "AES-GCM" or "AES-CBC" (any case) to a mode; -1 otherwise. */
-int ck_cipher_mode_parse(const char *name);
 
 #endif

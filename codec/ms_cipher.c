@@ -3,6 +3,21 @@
 
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
+
+const char *ck_cipher_mode_name(ck_cipher_mode mode)
+{
+    return mode == CK_AES_GCM ? "AES-GCM" : "AES-CBC";
+}
+
+int ck_cipher_mode_parse(const char *name)
+{
+    if (strcasecmp(name, "AES-GCM") == 0)
+        return CK_AES_GCM;
+    if (strcasecmp(name, "AES-CBC") == 0)
+        return CK_AES_CBC;
+    return -1;
+}
 
 /* Field offsets after the magic (and the tag). */
 static size_t fields_at(ck_ms_layout l)

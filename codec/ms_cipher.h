@@ -28,7 +28,6 @@
 #include <openssl/evp.h>
 
 #include "ck_error.h"
-#include "envelope.h"
 
 #define CK_MS_MAGIC_GCM 0x7F3A5ED8u
 #define CK_MS_MAGIC_CBC 0x7F3A5ED9u
@@ -43,6 +42,15 @@
 #define CK_MS_LEGACY_BLOCK_MAX (512u << 20)
 /* The longest header: the GCM one. */
 #define CK_MS_HEADER_MAX (4 + CK_MS_TAG_LEN + 4 + 4 + CK_MS_IV_LEN + 4)
+
+typedef enum ck_cipher_mode {
+    CK_AES_GCM,
+    CK_AES_CBC,
+} ck_cipher_mode;
+
+const char *ck_cipher_mode_name(ck_cipher_mode mode);
+/* "AES-GCM" or "AES-CBC" (any case) to a mode; -1 otherwise. */
+int ck_cipher_mode_parse(const char *name);
 
 typedef struct ck_ms_layout {
     ck_cipher_mode mode;

@@ -288,17 +288,17 @@ static bool is_fixed_field(const rd *d, uint32_t field)
     return field == d->s->t_float || field == d->s->t_double;
 }
 
-/* Which typed field a data type keeps its values in (onnx-format.md 2). */
-static uint32_t typed_field_for(const rd *d, long type)
+uint32_t ck_pb_typed_field(const ck_pb_layout *pb, long type)
 {
+    const ck_pb_fields *f = &pb->fields;
     switch (type) {
-    case 1: case 14: return d->s->t_float;
-    case 11: case 15: return d->s->t_double;
-    case 7: return d->s->t_int64;
-    case 12: case 13: return d->s->t_uint64;
-    case 8: return d->s->t_string;
-    case 17: return d->pb->mindir ? d->s->t_double : d->s->t_int32;
-    default: return d->s->t_int32;
+    case 1: case 14: return f->t_float;
+    case 11: case 15: return f->t_double;
+    case 7: return f->t_int64;
+    case 12: case 13: return f->t_uint64;
+    case 8: return f->t_string;
+    case 17: return pb->mindir ? f->t_double : f->t_int32; /* MindIR's FLOAT64 */
+    default: return f->t_int32;
     }
 }
 
@@ -888,7 +888,7 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
         pt->storage = CK_STORE_NONE;
         return 0;
     }
-    uint32_t expect = typed_field_for(d, ti->type);
+    uint32_t expect = ck_pb_typed_field(d->pb, ti->type);
     if (ti->typed_field != expect)
         return ck_fail(d->err, EINVAL, "%s: offset %llu: tensor '%s': %s values in typed "
                        "field %u (expected field %u)", PATH(d), OFF(ti->typed_key_off),

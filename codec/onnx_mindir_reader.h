@@ -51,6 +51,11 @@ static inline ck_pb_layout *ck_pb_layout_of(const ck_model *m)
     return m->state;
 }
 
+/* Which typed field of a TensorProto keeps the values of a data type
+ * (onnx-format.md 2): where the reader expects them and the writer puts
+ * them. */
+uint32_t ck_pb_typed_field(const ck_pb_layout *pb, long type);
+
 /* The ONNX / MindIR DataType name of a code, e.g. "FLOAT"; "?" if unknown. */
 const char *ck_pb_type_name(long code, bool mindir);
 

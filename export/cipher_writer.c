@@ -13,8 +13,7 @@
 #include <string.h>
 #include <openssl/rand.h>
 
-#include "../codec/ms_cipher.h"
-#include "wrap_writer.h"
+#include "cipher_writer.h"
 
 #define OUT_BUF (1u << 20)
 

@@ -7,6 +7,15 @@
 #include "onnx_mindir_writer.h"
 #include "verify.h"
 
+size_t ck_pieces_of(const ck_model *m, const ck_tensor *t, ck_piece *out)
+{
+    for (uint32_t k = 0; k < t->n_ext; k++) {
+        const ck_extent *x = ck_tensor_ext(t, k);
+        out[k] = (ck_piece){.src = m->sources[x->src], .off = x->off, .len = x->len};
+    }
+    return t->n_ext;
+}
+
 /* One per format of codec/format.c. */
 static const ck_writer *const writers[] = {
     &ck_ckpt_writer,

@@ -33,6 +33,11 @@ typedef struct ck_write_tensor {
     size_t n_pieces;
 } ck_write_tensor;
 
+/* The bytes tensor t of m shows as `out` (for str, its decoded text), as
+ * pieces of m's sources: one per extent, into out (room for t->n_ext).
+ * Returns how many. */
+size_t ck_pieces_of(const ck_model *m, const ck_tensor *t, ck_piece *out);
+
 /* A format's writer, registered in encoder.c under its reader's format. */
 typedef struct ck_writer {
     const ck_format *format;

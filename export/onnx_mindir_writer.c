@@ -148,18 +148,6 @@ static int put_shape(writer *w, membuf *b, const ck_write_tensor *t)
                : 0;
 }
 
-/* Which typed field a type keeps its values in, as the reader expects. */
-static uint32_t typed_field_for(const writer *w, int code)
-{
-    switch (code) {
-    case 1: case 14: return w->f->t_float;
-    case 11: case 15: return w->f->t_double;
-    case 7: return w->f->t_int64;
-    case 12: case 13: return w->f->t_uint64;
-    default: return w->f->t_int32;
-    }
-}
-
 static bool sign_extended(int code)
 {
     return code == 3 || code == 5 || code == 6; /* INT8, INT16, INT32 */
@@ -215,7 +203,7 @@ static int put_data(writer *w, enc *e, membuf *b, const ck_write_tensor *t, uint
     uint64_t n = pieces_len(t);
     uint32_t field = w->f->t_raw;
     if (storage == CK_STORE_TYPED) {
-        field = typed_field_for(w, t->dtype->pb_code);
+        field = ck_pb_typed_field(w->pb, t->dtype->pb_code);
         bool fixed = field == w->f->t_float || field == w->f->t_double;
         if (!fixed && n <= TYPED_MEM_MAX)
             return encode_varints(w, e, t, n, b, field);

@@ -22,16 +22,23 @@
 #include "encoder.h"
 #include "writer_lock.h"
 
+/* The model's tree as the writer takes it.  With all, every whole tensor
+ * is given as new bytes, its own (its extents), so that each is encoded
+ * anew; *pieces_out holds every piece. */
 static ck_write_tensor *tree(const ck_model *m, bool all, ck_piece **pieces_out)
 {
     const ck_index *ix = &m->index;
+    size_t n_pieces = 0;
+    for (size_t i = 0; all && i < ix->n_live; i++)
+        n_pieces += ix->tensors[ix->live[i]].n_ext;
     ck_write_tensor *w = calloc(ix->n_live + 1, sizeof *w);
-    ck_piece *pieces = calloc(ix->n_live + 1, sizeof *pieces);
+    ck_piece *pieces = calloc(n_pieces + 1, sizeof *pieces);
     if (w == NULL || pieces == NULL) {
         free(w);
         free(pieces);
         return NULL;
     }
+    ck_piece *next = pieces;
     for (size_t i = 0; i < ix->n_live; i++) {
         uint32_t id = ix->live[i];
         const ck_tensor *t = &ix->tensors[id];
@@ -40,15 +47,10 @@ static ck_write_tensor *tree(const ck_model *m, bool all, ck_piece **pieces_out)
                                  .ndim = t->ndim, .scalar_dims_zero = t->scalar_dims_zero};
         if (!all || t->part != CK_PART_WHOLE)
             continue;
-        /* The bytes `out` shows (for str, the decoded text): its extents. */
         w[i].unchanged = false;
-        ck_piece *p = calloc(t->n_ext ? t->n_ext : 1, sizeof *p);
-        for (uint32_t k = 0; p && k < t->n_ext; k++) {
-            const ck_extent *e = ck_tensor_ext(t, k);
-            p[k] = (ck_piece){.src = m->sources[e->src], .off = e->off, .len = e->len};
-        }
-        w[i].pieces = p;
-        w[i].n_pieces = t->n_ext;
+        w[i].pieces = next;
+        w[i].n_pieces = ck_pieces_of(m, t, next);
+        next += w[i].n_pieces;
     }
     *pieces_out = pieces;
     return w;
@@ -77,8 +79,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
         return 1;
     }
-    ck_piece *inline_pieces = NULL;
-    ck_write_tensor *w = tree(m, all, &inline_pieces);
+    ck_piece *pieces = NULL;
+    ck_write_tensor *w = tree(m, all, &pieces);
     ck_commit_group g = {0};
     ck_writer_lock lock = {.fd = -1};
     int rc = 1;
@@ -94,11 +96,8 @@ int main(int argc, char **argv)
     }
     ck_group_abort(&g);
     ck_writer_lock_release(&lock);
-    for (size_t i = 0; w && i < m->index.n_live; i++)
-        if (w[i].pieces != NULL && w[i].pieces != &inline_pieces[i])
-            free((void *)w[i].pieces);
     free(w);
-    free(inline_pieces);
+    free(pieces);
     ck_model_close(m);
     ck_dir_unref(out_dir);
     return rc;

@@ -3,6 +3,9 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include "cipher_writer.h"
+#include "zstd_writer.h"
+
 ck_wrap_writer *ck_wrap_writer_new(const ck_envelope *env, int fd, const char *path,
                                    ck_error *err)
 {

@@ -50,18 +50,6 @@ struct ck_wrap_writer {
  * read-only (the legacy cipher layout). */
 ck_wrap_writer *ck_wrap_writer_new(const ck_envelope *env, int fd, const char *path,
                                    ck_error *err);
-ck_wrap_writer *ck_cipher_writer_new(int fd, const char *path, ck_cipher_mode mode,
-                                     const ck_key *key, ck_error *err);
-/* Frames of at most CK_ZSTD_FRAME bytes of plaintext, each compressed with
- * zstd's multithreaded API at level, cut where a payload of at least
- * CK_ZSTD_PAYLOAD_CUT bytes starts and ends; frames of a seekable source
- * that a copy covers whole are copied as they are. */
-#define CK_ZSTD_FRAME (2u << 20)
-#define CK_ZSTD_PAYLOAD_CUT (64u << 10)
-/* sums: the seek table carries each frame's checksum (as the model's file
- * did). */
-ck_wrap_writer *ck_zstd_writer_new(int fd, const char *path, int level, bool sums,
-                                   ck_error *err);
 
 static inline int ck_wrap_writer_write(ck_wrap_writer *w, const void *data, size_t len,
                                        ck_error *err)

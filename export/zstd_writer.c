@@ -31,7 +31,7 @@
  * of seek table per frame.
  */
 #define _GNU_SOURCE /* copy_file_range */
-#include "wrap_writer.h"
+#include "zstd_writer.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -772,14 +772,10 @@ static int describe(tree *tr, const entry *e, ck_write_tensor *w, tree_save *sav
     w->dims = dims_copy;
     w->ndim = ndim;
     w->scalar_dims_zero = t && t->scalar_dims_zero && ndim == 0;
-    if (overlay) {
+    if (overlay)
         p[0] = (ck_piece){.src = save->spill, .off = ed->overlay.base, .len = ed->overlay.size};
-    } else {
-        for (uint32_t k = 0; k < t->n_ext; k++) {
-            const ck_extent *x = ck_tensor_ext(t, k);
-            p[k] = (ck_piece){.src = tr->model->sources[x->src], .off = x->off, .len = x->len};
-        }
-    }
+    else
+        ck_pieces_of(tr->model, t, p);
     w->pieces = p;
     w->n_pieces = n_pieces;
     return 0;

@@ -23,7 +23,7 @@
 #include <zstd.h>
 
 #include "../../codec/zstd_source.h"
-#include "../../export/wrap_writer.h"
+#include "../../export/zstd_writer.h"
 #include "unit.h"
 
 #define F ((size_t)CK_ZSTD_FRAME)
