@@ -7,7 +7,7 @@ CC        ?= gcc
 OPTFLAGS  ?= -O2 -g
 SANFLAGS  ?=
 
-PKGS      := fuse3 libprotobuf-c zlib libzstd libcrypto
+PKGS      := fuse3 libprotobuf-c zlib libzstd libcrypto jansson
 CFLAGS    += -std=gnu11 -Wall -Wextra -Werror -D_FILE_OFFSET_BITS=64 $(OPTFLAGS) $(SANFLAGS) \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -I$(BUILD)/gen
 LDFLAGS   += $(SANFLAGS)
@@ -15,13 +15,14 @@ LDLIBS    += $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 # Debian 12 packages for building, testing and benchmarking.
 DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c-compiler \
-             libzstd-dev libssl-dev zlib1g-dev bats attr rsync strace clang libclang-rt-14-dev \
+             libzstd-dev libssl-dev zlib1g-dev libjansson-dev bats attr rsync strace clang libclang-rt-14-dev \
              python3-protobuf protobuf-compiler \
              python3-numpy python3-onnx python3-cryptography time zstd openssl
 
 CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c \
              codec/arena.c codec/name_map.c codec/dir_name.c codec/tensor_index.c \
              codec/oneflow_meta.c codec/ckpt_reader.c codec/onnx_mindir_reader.c \
+             codec/safetensors_reader.c \
              codec/format.c codec/model.c codec/pb_users.c codec/page_cache.c codec/key.c \
              codec/ms_cipher.c codec/cipher_source.c codec/zstd_source.c codec/envelope.c \
              codec/file_override.c codec/model_dir.c codec/file_watch.c
@@ -123,7 +124,7 @@ FUZZ_RUNS ?= 200000
 $(BUILD)/fuzz-ckpt: tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) $(wildcard codec/*.h export/*.h)
 	@mkdir -p $(BUILD)
 	clang -std=gnu11 -Wall -Wextra -Werror -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  -D_FILE_OFFSET_BITS=64 -o $@ tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) -lz -lzstd -lcrypto
+	  -D_FILE_OFFSET_BITS=64 -o $@ tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) -lz -lzstd -lcrypto -ljansson
 
 fuzz: $(BUILD)/fuzz-ckpt
 	tests/fuzz/run.sh $(BUILD)/fuzz-ckpt $(FUZZ_RUNS)

@@ -146,3 +146,75 @@ const ck_dtype *ck_dtype_from_pb(long code, int mindir)
             return &onnx_only_types[i];
     return NULL;
 }
+
+/* safetensors dtypes (huggingface/safetensors, tensor.rs `Dtype`).  Those
+ * with a OneFlow name are MindSpore's entries above; the 8-, 6- and 4-bit
+ * floats have none: FP8 bytes are shown as they are stored, one per
+ * element, and the sub-byte types packed, as for ONNX. */
+static const ck_dtype safetensors_only_types[] = {
+    {"F8_E5M2", "kUInt8", OF_UINT8, 1, CK_KIND_OPAQUE, 0, 0},
+    {"F8_E4M3", "kUInt8", OF_UINT8, 1, CK_KIND_OPAQUE, 0, 0},
+    {"F8_E8M0", "kUInt8", OF_UINT8, 1, CK_KIND_OPAQUE, 0, 0},
+    {"F8_E4M3FNUZ", "kUInt8", OF_UINT8, 1, CK_KIND_OPAQUE, 0, 0},
+    {"F8_E5M2FNUZ", "kUInt8", OF_UINT8, 1, CK_KIND_OPAQUE, 0, 0},
+    {"F6_E2M3", "kUInt8", OF_UINT8, 1, CK_KIND_PACKED, 0, 0},
+    {"F6_E3M2", "kUInt8", OF_UINT8, 1, CK_KIND_PACKED, 0, 0},
+    {"F4", "kUInt8", OF_UINT8, 1, CK_KIND_PACKED, 0, 2},
+};
+
+static const struct st_type {
+    const char *name;
+    unsigned bits;
+    const ck_dtype *dtype;
+} safetensors_types[] = {
+    {"BOOL", 8, &mindspore_types[12]},
+    {"U8", 8, &mindspore_types[8]},
+    {"I8", 8, &mindspore_types[4]},
+    {"I16", 16, &mindspore_types[5]},
+    {"U16", 16, &mindspore_types[9]},
+    {"F16", 16, &mindspore_types[2]},
+    {"BF16", 16, &mindspore_types[3]},
+    {"I32", 32, &mindspore_types[6]},
+    {"U32", 32, &mindspore_types[10]},
+    {"F32", 32, &mindspore_types[0]},
+    {"C64", 64, &mindspore_types[13]},
+    {"F64", 64, &mindspore_types[1]},
+    {"I64", 64, &mindspore_types[7]},
+    {"U64", 64, &mindspore_types[11]},
+    {"F8_E5M2", 8, &safetensors_only_types[0]},
+    {"F8_E4M3", 8, &safetensors_only_types[1]},
+    {"F8_E8M0", 8, &safetensors_only_types[2]},
+    {"F8_E4M3FNUZ", 8, &safetensors_only_types[3]},
+    {"F8_E5M2FNUZ", 8, &safetensors_only_types[4]},
+    {"F6_E2M3", 6, &safetensors_only_types[5]},
+    {"F6_E3M2", 6, &safetensors_only_types[6]},
+    {"F4", 4, &safetensors_only_types[7]},
+};
+
+const ck_dtype *ck_dtype_from_safetensors(const char *name, size_t len, unsigned *bits)
+{
+    for (size_t i = 0; i < COUNT(safetensors_types); i++) {
+        const struct st_type *t = &safetensors_types[i];
+        if (strlen(t->name) == len && memcmp(t->name, name, len) == 0) {
+            *bits = t->bits;
+            return t->dtype;
+        }
+    }
+    return NULL;
+}
+
+const char *ck_dtype_safetensors_name(const ck_dtype *dt)
+{
+    for (size_t i = 0; i < COUNT(safetensors_types); i++)
+        if (safetensors_types[i].dtype == dt)
+            return safetensors_types[i].name;
+    /* Another format's entry of the same type: by OneFlow type. */
+    if (dt->kind != CK_KIND_NUMERIC)
+        return NULL;
+    for (size_t i = 0; i < COUNT(safetensors_types); i++) {
+        const ck_dtype *st = safetensors_types[i].dtype;
+        if (st->kind == CK_KIND_NUMERIC && st->of_value == dt->of_value)
+            return safetensors_types[i].name;
+    }
+    return NULL;
+}

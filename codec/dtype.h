@@ -43,4 +43,12 @@ const ck_dtype *ck_dtype_from_oneflow_number(long value);
  * back as PACKED or OPAQUE kUInt8 entries; STRING as kind STR. */
 const ck_dtype *ck_dtype_from_pb(long code, int mindir);
 
+/* A safetensors dtype ("F32", "BF16", "F8_E4M3", ...; len bytes): the
+ * type, and its size in bits (4 and 6 for the sub-byte floats) in *bits.
+ * NULL for anything else. */
+const ck_dtype *ck_dtype_from_safetensors(const char *name, size_t len, unsigned *bits);
+/* The safetensors dtype of a type (the same OneFlow type when it comes from
+ * another format); NULL when safetensors has none (str, Int4, complex128). */
+const char *ck_dtype_safetensors_name(const ck_dtype *dt);
+
 #endif

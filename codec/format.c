@@ -7,12 +7,14 @@
 
 #include "ckpt_reader.h"
 #include "onnx_mindir_reader.h"
+#include "safetensors_reader.h"
 
 /* The first is the default (ck_format_default). */
 static const ck_format *const formats[] = {
     &ck_format_ckpt,
     &ck_format_onnx,
     &ck_format_mindir,
+    &ck_format_safetensors,
 };
 
 #define N_FORMATS (sizeof formats / sizeof formats[0])

@@ -54,6 +54,9 @@ typedef struct ck_format {
     uint32_t (*record_source)(const struct ck_model *m, uint32_t id);
     /* What ckptfs-dump adds to its summary line (NULL: nothing). */
     const char *(*notes)(const struct ck_model *m);
+    /* The model's own metadata as text (safetensors' "__metadata__"), shown
+     * as the root's user.ckptfs.metadata; NULL: none. */
+    const char *(*metadata)(const struct ck_model *m);
 } ck_format;
 
 /* The format a file name says by its extension (before a ".zst"), or NULL. */

@@ -16,6 +16,11 @@ const char *ck_model_type_name(const ck_model *m, const ck_tensor *t, const ck_d
     return m->format->type_name(m, t, dt);
 }
 
+const char *ck_model_metadata(const ck_model *m)
+{
+    return m->format->metadata == NULL ? NULL : m->format->metadata(m);
+}
+
 int ck_model_may_remove(ck_model *m, uint32_t id, const char *shown, ck_error *err)
 {
     return m->format->may_remove == NULL ? 0 : m->format->may_remove(m, id, shown, err);

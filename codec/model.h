@@ -95,6 +95,9 @@ void ck_model_close(ck_model *m);
  * below ask m's format (format.h). */
 const char *ck_model_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt);
 
+/* The model's own metadata as text (format.h), or NULL. */
+const char *ck_model_metadata(const ck_model *m);
+
 /* Whether tensor id may be deleted or renamed: 0, or -1 (EBUSY) with the
  * reason, naming it as shown (its directory name) and what needs it.  A
  * checkpoint's tensors always may; a graph's may not while a node reads

@@ -1,5 +1,6 @@
 #include "encoder.h"
 
+#include <errno.h>
 #include <limits.h>
 
 #include "atomic_writer.h"
@@ -28,13 +29,17 @@ const ck_writer *ck_writer_of(const ck_model *m)
     for (size_t i = 0; i < sizeof writers / sizeof writers[0]; i++)
         if (writers[i]->format == m->format)
             return writers[i];
-    return NULL; /* not reached: every format has its writer */
+    return NULL;
 }
 
 int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
               ck_commit_group *g, ck_error *err)
 {
-    int rc = ck_writer_of(m)->encode(m, tensors, n, g, err);
+    const ck_writer *w = ck_writer_of(m);
+    if (w == NULL)
+        return ck_fail(err, ENOTSUP, "%s: ckptfs reads %s models but does not save them yet",
+                       m->path, m->format->title);
+    int rc = w->encode(m, tensors, n, g, err);
     /* Nothing is committed that the reader would refuse or read otherwise. */
     return rc < 0 ? -1 : ck_verify_save(m, tensors, n, g, err);
 }
@@ -50,6 +55,6 @@ void ck_encode_cleanup(const ck_model *m)
     }
     char rel[PATH_MAX];
     const ck_writer *w = ck_writer_of(m);
-    if (w->new_data_file != NULL && w->new_data_file(m, rel, sizeof rel))
+    if (w != NULL && w->new_data_file != NULL && w->new_data_file(m, rel, sizeof rel))
         ck_atomic_cleanup(d, rel, m->st.st_uid);
 }

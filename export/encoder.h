@@ -57,7 +57,7 @@ typedef struct ck_writer {
                                  * OneFlow type: the same in the file */
 } ck_writer;
 
-/* The writer of m's format. */
+/* The writer of m's format; NULL when ckptfs does not save it (yet). */
 const ck_writer *ck_writer_of(const ck_model *m);
 
 /* Encode the tree in m's format into the group's first file, adding the

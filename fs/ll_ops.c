@@ -36,6 +36,7 @@
 #define XATTR_SHAPE "user.ckptfs.shape"
 #define XATTR_LAST_ERROR "user.ckptfs.last_error"
 #define XATTR_PID "user.ckptfs.pid"
+#define XATTR_METADATA "user.ckptfs.metadata" /* the model's own (ck_model_metadata) */
 #define XATTR_UNMOUNT "user.ckptfs.unmount" /* set by ckptfs-umount */
 /* The listxattr reply: the names, each NUL-terminated. */
 static const char xattr_list[] = XATTR_NAME "\0" XATTR_TYPE "\0" XATTR_SHAPE;
@@ -1177,6 +1178,11 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         reply_xattr_value(req, fs->last_error, strlen(fs->last_error), size);
         return;
     }
+    const char *meta = k == NODE_ROOT ? ck_model_metadata(MODEL(fs)) : NULL;
+    if (meta != NULL && strcmp(name, XATTR_METADATA) == 0) {
+        reply_xattr_value(req, meta, strlen(meta), size);
+        return;
+    }
     if (k == NODE_ROOT && strcmp(name, XATTR_PID) == 0) {
         /* for ckptfs-umount, which waits for this process to finish saving */
         char pid[24];
@@ -1208,6 +1214,25 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     }
 }
 
+/* The root's names: the pid, the model's metadata and the last refusal
+ * when there are. */
+static void reply_root_xattrs(fuse_req_t req, ckfs *fs, size_t size)
+{
+    char list[sizeof XATTR_PID + sizeof XATTR_METADATA + sizeof XATTR_LAST_ERROR];
+    size_t n = 0;
+    memcpy(list, XATTR_PID, sizeof XATTR_PID);
+    n += sizeof XATTR_PID;
+    if (ck_model_metadata(MODEL(fs)) != NULL) {
+        memcpy(list + n, XATTR_METADATA, sizeof XATTR_METADATA);
+        n += sizeof XATTR_METADATA;
+    }
+    if (fs->last_error[0]) {
+        memcpy(list + n, XATTR_LAST_ERROR, sizeof XATTR_LAST_ERROR);
+        n += sizeof XATTR_LAST_ERROR;
+    }
+    reply_xattr_value(req, list, n, size);
+}
+
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
     ckfs *fs = fs_of(req);
@@ -1217,11 +1242,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
         fuse_reply_err(req, ENOENT);
     else if (k == NODE_TENSOR_DIR)
         reply_xattr_value(req, xattr_list, sizeof xattr_list, size);
-    else if (k == NODE_ROOT && fs->last_error[0])
-        reply_xattr_value(req, XATTR_PID "\0" XATTR_LAST_ERROR, sizeof XATTR_PID +
-                          sizeof XATTR_LAST_ERROR, size);
     else if (k == NODE_ROOT)
-        reply_xattr_value(req, XATTR_PID, sizeof XATTR_PID, size);
+        reply_root_xattrs(req, fs, size);
     else
         reply_xattr_value(req, "", 0, size);
 }

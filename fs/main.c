@@ -496,9 +496,18 @@ int main(int argc, char **argv)
         free(abs);
         goto out;
     }
+    bool savable = ck_writer_of(model) != NULL;
+    if (!savable && cli.rw == 1) {
+        fprintf(stderr, "ckptfs: %s: ckptfs reads %s models but does not save them yet: mount "
+                "it without -o rw\n", path, model->format->title);
+        ck_model_close(model);
+        free(abs);
+        goto out;
+    }
     /* MindSpore saves checkpoints 0400: such a file is not edited unless
      * asked for. */
-    bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 && !model->env.legacy : cli.rw;
+    bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 && !model->env.legacy && savable
+                           : cli.rw;
     if (!rw) {
         ck_writer_lock_release(&lock); /* a read-only mount holds nothing */
     } else if (lock.fd < 0 &&

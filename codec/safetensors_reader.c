@@ -1,0 +1,385 @@
+/*
+ * safetensors_reader: Hugging Face's safetensors format, as its reference
+ * implementation reads it (huggingface/safetensors, tensor.rs):
+ *
+ *   N (u64, little-endian) | header: N bytes of JSON, UTF-8 | data
+ *
+ * The header is one object: each tensor's name maps to {"dtype": "F32",
+ * "shape": [2, 3], "data_offsets": [begin, end]}, offsets relative to the
+ * start of the data; "__metadata__", when present, is a string-to-string
+ * map (e.g. {"format": "pt"}).  The header is parsed with jansson, which
+ * refuses bad UTF-8, NUL characters, duplicate names (the reference
+ * silently keeps the last one), integers past 2^63 and nesting deeper
+ * than it allows; the rest is checked here, each refusal naming the file
+ * offset it is about.  A tensor's bytes are located, never read: each is
+ * one extent of the file.
+ *
+ * Like the reference, the reader refuses a header over 100 MB, a tensor
+ * whose byte count is not its element count times its dtype's size, and
+ * data offsets that do not tile the data section exactly: every byte
+ * after the header belongs to exactly one tensor (no gap, no overlap,
+ * nothing after the last).
+ *
+ * Tensors are listed in the header's order, which is the data's order for
+ * every writer seen (docs/design.md, "safetensors").
+ */
+#define _GNU_SOURCE
+#include "safetensors_reader.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "le_bytes.h"
+#include "model.h"
+
+#define OFF(x) ((unsigned long long)(x))
+
+/* Where one tensor's bytes are, for the tiling check. */
+typedef struct span {
+    uint64_t begin, end;        /* relative to the data section */
+    uint32_t id;                /* its index id */
+} span;
+
+typedef struct reader {
+    ck_model *m;
+    ck_source *src;
+    ck_st_info *info;
+    ck_error *err;
+    uint64_t data_len;          /* bytes after the header */
+    span *spans;
+    size_t n_spans;
+} reader;
+
+static int nomem(reader *r)
+{
+    return ck_fail(r->err, ENOMEM, "%s: out of memory", r->m->path);
+}
+
+static const char *quoted(const char *name, char q[CK_QUOTE_BUF])
+{
+    return ck_quote(q, name, strlen(name));
+}
+
+/* A non-negative JSON integer, or -1. */
+static int64_t natural(const json_t *v)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return -1;
+    return (int64_t)json_integer_value(v);
+}
+
+static int bad_field(reader *r, const char *name, const char *what)
+{
+    char q[CK_QUOTE_BUF];
+    return ck_fail(r->err, EINVAL, "%s: offset 8: tensor '%s' in the header: %s", r->m->path,
+                   quoted(name, q), what);
+}
+
+/* "shape": dims into t, and the element count into *elems. */
+static int read_shape(reader *r, const char *name, const json_t *shape, int64_t *dims,
+                      uint32_t *ndim, uint64_t *elems)
+{
+    if (!json_is_array(shape))
+        return bad_field(r, name, "\"shape\" is missing or not an array");
+    size_t n = json_array_size(shape);
+    if (n > CK_MAX_DIMS)
+        return bad_field(r, name, "\"shape\" has more dims than ckptfs shows (64)");
+    uint64_t count = 1;
+    for (size_t i = 0; i < n; i++) {
+        int64_t d = natural(json_array_get(shape, i));
+        if (d < 0)
+            return bad_field(r, name, "\"shape\" holds something else than a size");
+        if (__builtin_mul_overflow(count, (uint64_t)d, &count) || count > INT64_MAX)
+            return bad_field(r, name, "\"shape\" overflows the element count");
+        dims[i] = d;
+    }
+    *ndim = (uint32_t)n;
+    *elems = count;
+    return 0;
+}
+
+/* "data_offsets": [begin, end) within the data section. */
+static int read_offsets(reader *r, const char *name, const json_t *offsets, span *s)
+{
+    if (!json_is_array(offsets) || json_array_size(offsets) != 2)
+        return bad_field(r, name, "\"data_offsets\" is missing or not [begin, end]");
+    int64_t b = natural(json_array_get(offsets, 0)), e = natural(json_array_get(offsets, 1));
+    if (b < 0 || e < 0)
+        return bad_field(r, name, "\"data_offsets\" holds something else than offsets");
+    char q[CK_QUOTE_BUF];
+    uint64_t at = 8 + r->info->header_len + (uint64_t)b;
+    if (e < b)
+        return ck_fail(r->err, EINVAL, "%s: offset %llu: tensor '%s' ends (data offset %lld) "
+                       "before it begins (%lld)", r->m->path, OFF(at), quoted(name, q),
+                       (long long)e, (long long)b);
+    if ((uint64_t)e > r->data_len)
+        return ck_fail(r->err, EINVAL, "%s: offset %llu: tensor '%s' runs past the end of the "
+                       "file: data offsets [%lld, %lld), %llu bytes of data", r->m->path,
+                       OFF(at), quoted(name, q), (long long)b, (long long)e, OFF(r->data_len));
+    s->begin = (uint64_t)b;
+    s->end = (uint64_t)e;
+    return 0;
+}
+
+/* One tensor of the header: into the index, its span into r->spans. */
+static int add_tensor(reader *r, const char *name, const json_t *desc)
+{
+    char q[CK_QUOTE_BUF];
+    if (!json_is_object(desc))
+        return bad_field(r, name, "not an object");
+    const char *dtype_name = json_string_value(json_object_get(desc, "dtype"));
+    if (dtype_name == NULL)
+        return bad_field(r, name, "\"dtype\" is missing or not a string");
+    unsigned bits;
+    const ck_dtype *dt = ck_dtype_from_safetensors(dtype_name, strlen(dtype_name), &bits);
+    if (dt == NULL) {
+        char qt[CK_QUOTE_BUF];
+        return ck_fail(r->err, EINVAL, "%s: offset 8: tensor '%s' in the header: unknown dtype "
+                       "'%s'", r->m->path, quoted(name, q), quoted(dtype_name, qt));
+    }
+    int64_t dims[CK_MAX_DIMS];
+    uint32_t ndim = 0;
+    uint64_t elems = 0;
+    span *s = &r->spans[r->n_spans];
+    if (read_shape(r, name, json_object_get(desc, "shape"), dims, &ndim, &elems) < 0 ||
+        read_offsets(r, name, json_object_get(desc, "data_offsets"), s) < 0)
+        return -1;
+    uint64_t at = 8 + r->info->header_len + s->begin, nbits;
+    if (__builtin_mul_overflow(elems, (uint64_t)bits, &nbits) || nbits % 8 != 0)
+        return ck_fail(r->err, EINVAL, "%s: offset %llu: tensor '%s': %llu elements of %s are "
+                       "not a whole number of bytes", r->m->path, OFF(at), quoted(name, q),
+                       OFF(elems), dtype_name);
+    if (s->end - s->begin != nbits / 8)
+        return ck_fail(r->err, EINVAL, "%s: offset %llu: tensor '%s': data offsets [%llu, %llu) "
+                       "hold %llu bytes, but its shape and dtype %s need %llu", r->m->path,
+                       OFF(at), quoted(name, q), OFF(s->begin), OFF(s->end),
+                       OFF(s->end - s->begin), dtype_name, OFF(nbits / 8));
+
+    ck_index *ix = &r->m->index;
+    long id = ck_index_add(ix);
+    if (id < 0)
+        return nomem(r);
+    ck_tensor *t = &ix->tensors[id];
+    size_t len = strlen(name);
+    /* Packed sub-byte elements are shown as their bytes, kUInt8 [nbytes]. */
+    int64_t flat = (int64_t)(nbits / 8);
+    bool packed = dt->kind == CK_KIND_PACKED;
+    uint32_t shown = packed ? 1 : ndim;
+    int64_t *kept = ck_arena_alloc(&ix->arena, (shown ? shown : 1) * sizeof *kept);
+    t->name = ck_arena_strndup(&ix->arena, name, len);
+    if (t->name == NULL || kept == NULL)
+        return nomem(r);
+    memcpy(kept, packed ? &flat : dims, shown * sizeof *kept);
+    t->dims = kept;
+    t->name_len = (uint32_t)len;
+    t->ndim = shown;
+    t->dtype = dt;
+    t->type_name = ck_dtype_safetensors_name(dt);
+    t->nbytes = nbits / 8;
+    t->rec_off = at;
+    t->rec_end = at + t->nbytes;
+    t->read_only = dt->kind != CK_KIND_NUMERIC;
+    if (t->nbytes > 0 && ck_tensor_add_extent(t, 0, at, t->nbytes) < 0)
+        return nomem(r);
+    s->id = (uint32_t)id;
+    r->n_spans++;
+    return 0;
+}
+
+/* "__metadata__": a string-to-string map, kept as compact JSON. */
+static int keep_metadata(reader *r, const json_t *meta)
+{
+    const char *key;
+    const json_t *value;
+    if (!json_is_object(meta))
+        return ck_fail(r->err, EINVAL, "%s: offset 8: \"__metadata__\" in the header is not an "
+                       "object", r->m->path);
+    json_object_foreach((json_t *)meta, key, value)
+        if (!json_is_string(value)) {
+            char q[CK_QUOTE_BUF];
+            return ck_fail(r->err, EINVAL, "%s: offset 8: \"__metadata__\" in the header: the "
+                           "value of '%s' is not a string", r->m->path, quoted(key, q));
+        }
+    r->info->metadata = json_dumps(meta, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    return r->info->metadata == NULL ? nomem(r) : 0;
+}
+
+static int by_begin(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Every data byte belongs to exactly one tensor, as the reference checks. */
+static int check_tiling(reader *r)
+{
+    qsort(r->spans, r->n_spans, sizeof *r->spans, by_begin);
+    uint64_t next = 0, base = 8 + r->info->header_len;
+    char q[CK_QUOTE_BUF], qp[CK_QUOTE_BUF];
+    for (size_t i = 0; i < r->n_spans; i++) {
+        const span *s = &r->spans[i];
+        const char *name = r->m->index.tensors[s->id].name;
+        if (s->begin > next)
+            return ck_fail(r->err, EINVAL, "%s: offset %llu: %llu bytes that no tensor holds, "
+                           "before tensor '%s'", r->m->path, OFF(base + next),
+                           OFF(s->begin - next), quoted(name, q));
+        if (s->begin < next) {
+            const char *prev = r->m->index.tensors[r->spans[i - 1].id].name;
+            return ck_fail(r->err, EINVAL, "%s: offset %llu: tensor '%s' overlaps tensor '%s'",
+                           r->m->path, OFF(base + s->begin), quoted(name, q),
+                           quoted(prev, qp));
+        }
+        next = s->end;
+    }
+    if (next != r->data_len)
+        return ck_fail(r->err, EINVAL, "%s: offset %llu: %llu bytes after the last tensor's "
+                       "data", r->m->path, OFF(base + next), OFF(r->data_len - next));
+    return 0;
+}
+
+static int read_tensors(reader *r, json_t *root)
+{
+    r->spans = malloc((json_object_size(root) + 1) * sizeof *r->spans);
+    if (r->spans == NULL)
+        return nomem(r);
+    const char *key;
+    json_t *value;
+    json_object_foreach(root, key, value) {
+        int rc = strcmp(key, "__metadata__") == 0 ? keep_metadata(r, value)
+                                                 : add_tensor(r, key, value);
+        if (rc < 0)
+            return -1;
+    }
+    return check_tiling(r);
+}
+
+/* The header's length, checked against the file and the reference's limit. */
+static int read_header_len(reader *r)
+{
+    unsigned char n8[8];
+    uint64_t size = r->src->size;
+    if (size < 8)
+        return ck_fail(r->err, EINVAL, "%s: %llu bytes: too short for a safetensors file (the "
+                       "header's length alone takes 8)", r->m->path, OFF(size));
+    if (ck_source_read(r->src, n8, 8, 0, r->err) < 0)
+        return -1;
+    uint64_t n = ck_le64(n8);
+    if (n > CK_ST_MAX_HEADER)
+        return ck_fail(r->err, EINVAL, "%s: offset 0: a header of %llu bytes, over the limit of "
+                       "%u (the reference implementation's)", r->m->path, OFF(n),
+                       CK_ST_MAX_HEADER);
+    if (n > size - 8)
+        return ck_fail(r->err, EINVAL, "%s: offset 0: a header of %llu bytes runs past the end "
+                       "of the file (%llu bytes)", r->m->path, OFF(n), OFF(size));
+    r->info->header_len = n;
+    r->data_len = size - 8 - n;
+    return 0;
+}
+
+static json_t *parse_header(reader *r)
+{
+    uint64_t n = r->info->header_len;
+    char *text = malloc(n + 1);
+    if (text == NULL) {
+        nomem(r);
+        return NULL;
+    }
+    json_t *root = NULL;
+    json_error_t je;
+    if (ck_source_read(r->src, text, (size_t)n, 8, r->err) < 0)
+        goto out;
+    root = json_loadb(text, (size_t)n, JSON_REJECT_DUPLICATES, &je);
+    if (root == NULL) {
+        ck_fail(r->err, EINVAL, "%s: offset %llu: the header is not valid JSON: %s", r->m->path,
+                OFF(8 + (uint64_t)je.position), je.text);
+    } else if (!json_is_object(root)) {
+        ck_fail(r->err, EINVAL, "%s: offset 8: the header is not a JSON object", r->m->path);
+        json_decref(root);
+        root = NULL;
+    }
+out:
+    free(text);
+    return root;
+}
+
+int ck_safetensors_read(ck_model *m, ck_st_info *info, ck_error *err)
+{
+    reader r = {.m = m, .src = m->sources[0], .info = info, .err = err};
+    if (read_header_len(&r) < 0)
+        return -1;
+    json_t *root = parse_header(&r);
+    if (root == NULL)
+        return -1;
+    int rc = read_tensors(&r, root);
+    json_decref(root);
+    free(r.spans);
+    /* A parsed header takes about 9 times its size (docs/benchmarks.md):
+     * give it back to the system, not only to malloc. */
+    if (info->header_len > (1u << 20))
+        malloc_trim(0);
+    return rc;
+}
+
+/* ---- the format ---- */
+
+const ck_st_info *ck_st_info_of(const ck_model *m)
+{
+    return m->state;
+}
+
+static void st_free(void *state)
+{
+    ck_st_info *info = state;
+    if (info == NULL)
+        return;
+    free(info->metadata);
+    free(info);
+}
+
+static int st_open(ck_model *m, const ck_open_opts *o, ck_error *err)
+{
+    (void)o;
+    ck_st_info *info = calloc(1, sizeof *info);
+    if (info == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+    m->state = info;
+    return ck_safetensors_read(m, info, err);
+}
+
+static const char *st_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
+{
+    (void)m;
+    if (t != NULL)
+        return t->type_name;
+    const char *name = ck_dtype_safetensors_name(dt);
+    return name != NULL ? name : "?";
+}
+
+static bool st_is_data_file(const ck_model *m, uint32_t i)
+{
+    (void)m;
+    (void)i;
+    return false; /* one file, nothing decoded */
+}
+
+static const char *st_metadata(const ck_model *m)
+{
+    return m->state != NULL ? ck_st_info_of(m)->metadata : NULL;
+}
+
+const ck_format ck_format_safetensors = {
+    .name = "safetensors",
+    .title = "safetensors",
+    .extension = ".safetensors",
+    .open = st_open,
+    .free_state = st_free,
+    .type_name = st_type_name,
+    .is_data_file = st_is_data_file,
+    .metadata = st_metadata,
+};
