@@ -142,6 +142,7 @@ bench: all
 	bench/bench_threads.sh $(BUILD)
 	bench/bench_readahead.sh $(BUILD)
 	bench/bench_save.sh $(BUILD)
+	bench/bench_safetensors.sh $(BUILD)
 
 # mount(8) looks for mount.<type> in /sbin only.
 SBINDIR   ?= /sbin

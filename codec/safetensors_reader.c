@@ -37,6 +37,9 @@
 #include "model.h"
 
 #define OFF(x) ((unsigned long long)(x))
+/* serde_json's recursion limit: 128 levels, the top-level object included,
+ * are refused. */
+#define CK_ST_MAX_DEPTH 127
 
 /* Where one tensor's bytes are, for the tiling check. */
 typedef struct span {
@@ -195,6 +198,8 @@ static int keep_metadata(reader *r, const json_t *meta)
 {
     const char *key;
     const json_t *value;
+    if (json_is_null(meta))
+        return 0; /* the reference's Option: none */
     if (!json_is_object(meta))
         return ck_fail(r->err, EINVAL, "%s: offset 8: \"__metadata__\" in the header is not an "
                        "object", r->m->path);
@@ -243,8 +248,37 @@ static int check_tiling(reader *r)
     return 0;
 }
 
+/* Whether v nests arrays and objects more than limit levels deep, itself
+ * included.  jansson's own limit (2048) bounds the recursion. */
+static bool deeper_than(json_t *v, int limit)
+{
+    if (!json_is_array(v) && !json_is_object(v))
+        return false;
+    if (limit == 0)
+        return true;
+    size_t i;
+    const char *key;
+    json_t *child;
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, child)
+            if (deeper_than(child, limit - 1))
+                return true;
+        return false;
+    }
+    json_object_foreach(v, key, child)
+        if (deeper_than(child, limit - 1))
+            return true;
+    return false;
+}
+
 static int read_tensors(reader *r, json_t *root)
 {
+    /* What the reference's JSON parser (serde_json) refuses, even inside
+     * members it ignores. */
+    if (deeper_than(root, CK_ST_MAX_DEPTH))
+        return ck_fail(r->err, EINVAL, "%s: offset 8: the header nests arrays and objects "
+                       "deeper than %d levels (the reference implementation's limit)",
+                       r->m->path, CK_ST_MAX_DEPTH);
     r->spans = malloc((json_object_size(root) + 1) * sizeof *r->spans);
     if (r->spans == NULL)
         return nomem(r);
@@ -265,8 +299,8 @@ static int read_header_len(reader *r)
     unsigned char n8[8];
     uint64_t size = r->src->size;
     if (size < 8)
-        return ck_fail(r->err, EINVAL, "%s: %llu bytes: too short for a safetensors file (the "
-                       "header's length alone takes 8)", r->m->path, OFF(size));
+        return ck_fail(r->err, EINVAL, "%s: offset 0: %llu bytes, too short for a safetensors "
+                       "file (the header's length alone takes 8)", r->m->path, OFF(size));
     if (ck_source_read(r->src, n8, 8, 0, r->err) < 0)
         return -1;
     uint64_t n = ck_le64(n8);

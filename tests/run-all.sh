@@ -33,6 +33,15 @@ echo "== fuzzing (deterministic: fixed seed and run count)"
 "$(pwd)/tests/fuzz/run.sh" "$BUILD/fuzz-ckpt" "${FUZZ_RUNS:-200000}" | tee "$log/fuzz"
 count "$log/fuzz" "${PIPESTATUS[0]}"
 
+echo "== oracle self-checks (the safetensors oracle against the real fixtures)"
+if bash tests/oracle/test_safetensors_oracle.sh >"$log/oracle" 2>&1; then
+    echo "ok - safetensors oracle: $(tail -1 "$log/oracle")" | tee "$log/oracle.tap"
+else
+    tail -20 "$log/oracle"
+    echo "not ok - safetensors oracle self-check failed" | tee "$log/oracle.tap"
+fi
+count "$log/oracle.tap" 0
+
 echo "== bats suites"
 bats --tap tests/bats | tee "$log/bats"
 count "$log/bats" "${PIPESTATUS[0]}"

@@ -8,8 +8,9 @@
  * its own bytes (the path a commit takes): the result reads back as the
  * same tensors.
  *
- * CKPTFS_FUZZ_FORMAT (ckpt, onnx or mindir; ckpt when unset) picks the
- * format.  ck_model_open goes by the file name, so the input is written to
+ * CKPTFS_FUZZ_FORMAT (a format's name: ckpt, onnx, mindir, safetensors;
+ * ckpt when unset) picks the format; one ckptfs does not save yet is only
+ * read.  ck_model_open goes by the file name, so the input is written to
  * fuzz.<format> in a private directory, through the same path-based entry
  * point the mount uses; external data may name that file too.  For ckpt
  * the same bytes also go through the meta parser.
@@ -198,12 +199,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         format = "ckpt";
     size_t base = strcspn(format, ".");
     const char *wrap = format + base;
-    bool known = (base == 4 && strncmp(format, "ckpt", 4) == 0) ||
-                 (base == 4 && strncmp(format, "onnx", 4) == 0) ||
-                 (base == 6 && strncmp(format, "mindir", 6) == 0);
+    char name[32];
+    snprintf(name, sizeof name, "%.*s", (int)base, format);
+    bool known = ck_format_by_name(name) != NULL;
     if (!known || (*wrap && strcmp(wrap, ".enc") != 0 && strcmp(wrap, ".zst") != 0)) {
-        fprintf(stderr, "CKPTFS_FUZZ_FORMAT must be ckpt, onnx or mindir, then maybe .enc or "
-                ".zst, not '%s'\n", format);
+        fprintf(stderr, "CKPTFS_FUZZ_FORMAT must be a format (ckpt, onnx, mindir, "
+                "safetensors), then maybe .enc or .zst, not '%s'\n", format);
         exit(2);
     }
     ckpt = base == 4 && strncmp(format, "ckpt", 4) == 0;
@@ -242,7 +243,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     read_everything(m);
-    if (m->env.legacy) { /* read-only: the 1.3-1.6 encryption layout is not written */
+    /* Read-only: the 1.3-1.6 encryption layout, and formats not saved yet. */
+    if (m->env.legacy || ck_writer_of(m) == NULL) {
         ck_model_close(m);
         return 0;
     }

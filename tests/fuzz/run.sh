@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh FUZZER RUNS [FORMAT...]: fuzz the reader and writer of each format
-# (ckpt, onnx, mindir, and the envelopes ckpt.enc, mindir.enc, ckpt.zst; all
-# by default) from a corpus seeded with the real fixtures and the regression
+# (ckpt, onnx, mindir, safetensors, and the envelopes ckpt.enc, mindir.enc,
+# ckpt.zst; all by default) from a corpus seeded with the real fixtures and the regression
 # inputs in tests/fuzz/regress/FORMAT (copied to a temporary directory,
 # never into the repository).  Envelope seeds are the fixtures encrypted by
 # the test oracle (key "0123456789ABCDEF", small blocks, every mode) or
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 fuzzer=$1
 runs=${2:-200000}
 shift $(($# < 2 ? $# : 2))
-[ $# -gt 0 ] || set -- ckpt onnx mindir ckpt.enc mindir.enc ckpt.zst
+[ $# -gt 0 ] || set -- ckpt onnx mindir safetensors ckpt.enc mindir.enc ckpt.zst
 # Each input is written to a file in $TMPDIR (decoded typed fields to another):
 # on tmpfs that is free, on a disk it takes most of the run.
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
@@ -25,6 +25,7 @@ seeds() { # seeds FORMAT: the fixture files that seed its corpus
     ckpt) echo ../shared/fixtures/mindspore/*.ckpt \
         ../shared/fixtures/oneflow/legacy_v2_java_mlp_adam/dense1-weight/meta ;;
     onnx) echo ../shared/fixtures/onnx/*.onnx ;;
+    safetensors) echo ../shared/fixtures/safetensors/*/*.safetensors ;;
     mindir | mindir.enc) echo ../shared/fixtures/mindspore/*.mindir ;;
     ckpt.*) echo ../shared/fixtures/mindspore/goldenstick_test_*.ckpt \
         ../shared/fixtures/mindspore/mindscience_SciAI_example_net_10000.ckpt ;;
@@ -64,6 +65,7 @@ for format in "$@"; do
         -rss_limit_mb=1024 "$corpus" >"$corpus.log" 2>&1; then
         case $format in
         *.*) what="every accepted input saved again and reopened as the same tensors" ;;
+        safetensors) what="every accepted input read whole (not saved yet)" ;;
         *) what="every accepted input re-encoded to itself" ;;
         esac
         echo "ok - fuzz: $runs inputs through the $format reader and writer, no crash, $what ($(grep -o 'cov: [0-9]*' "$corpus.log" | tail -1))"

@@ -104,10 +104,10 @@ for c in alltypes scalars empty metadata_ms many unpadded names; do
 done
 [ "$(grep -c '^tensor' < <(oracle parse "$T/alltypes.st"))" -eq 22 ] || fail "alltypes: not 22 dtypes"
 [ "$(grep -c '^tensor' < <(oracle parse "$T/many.st"))" -eq 50 ] || fail "many: not --count tensors"
-oracle parse "$T/metadata_ms.st" | grep -qx $'__metadata__\t{"format":"ms"}' || fail "metadata_ms"
-oracle parse "$T/scalars.st" | grep -q $'\tF32\t\\[\\]\t4\t' || fail "scalars: no 0-d F32"
-oracle parse "$T/empty.st" | grep -q $'\tF16\t\\[2,0,3\\]\t0\t' || fail "empty: no [2,0,3]"
-oracle parse "$T/names.st" | grep -q $'^tensor\t%\t' || fail "names: the empty name is not %"
+oracle parse "$T/metadata_ms.st" | grep -x $'__metadata__\t{"format":"ms"}' >/dev/null || fail "metadata_ms"
+oracle parse "$T/scalars.st" | grep $'\tF32\t\\[\\]\t4\t' >/dev/null || fail "scalars: no 0-d F32"
+oracle parse "$T/empty.st" | grep $'\tF16\t\\[2,0,3\\]\t0\t' >/dev/null || fail "empty: no [2,0,3]"
+oracle parse "$T/names.st" | grep $'^tensor\t%\t' >/dev/null || fail "names: the empty name is not %"
 ok
 
 # A corrupted tree must fail with status 1.  Base: the alltypes file.

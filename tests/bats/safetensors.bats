@@ -1,0 +1,232 @@
+#!/usr/bin/env bats
+# safetensors models mount like checkpoints: every real fixture and every
+# file the independent oracle (tests/oracle/safetensors_oracle.py, json +
+# numpy) generates shows the oracle's tree, types and metadata; mounting
+# reads the header only; hostile files are refused in one line with an
+# offset, nothing mounted.  Saving safetensors is not implemented yet:
+# such a mount is read-only.
+
+load helpers
+
+ST_ORACLE="$PY $REPO/tests/oracle/safetensors_oracle.py"
+ST=$FIXTURES/safetensors
+
+teardown() {
+    # a file wrongly accepted was mounted as a daemon: take it down too
+    if mountpoint -q "$BATS_TEST_TMPDIR/m"; then
+        fusermount3 -u "$BATS_TEST_TMPDIR/m" || fusermount3 -uz "$BATS_TEST_TMPDIR/m"
+    fi
+    ckptfs_teardown
+}
+
+# check_mount FILE: mounted, the tree is the oracle's
+check_mount() {
+    mount_fg "$1" "$BATS_TEST_TMPDIR/m" -o ro
+    run $ST_ORACLE check "$BATS_TEST_TMPDIR/m" "$1"
+    echo "$1: $output"
+    [ "$status" -eq 0 ]
+    umount_wait "$BATS_TEST_TMPDIR/m" "$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)"
+    sed -i '$d' "$BATS_TEST_TMPDIR/mounts"
+}
+
+@test "every real safetensors fixture mounts as the oracle's tree (names, meta, out, numpy reads)" {
+    n=0
+    for f in "$ST"/*/*.safetensors; do
+        check_mount "$f"
+        n=$((n + 1))
+    done
+    [ "$n" -ge 20 ]
+}
+
+@test "generated files: every dtype of the format, 0-d, empty tensors, metadata, the 2022 unpadded layout, hostile names, 3000 tensors" {
+    for c in alltypes scalars empty metadata_ms unpadded names; do
+        $ST_ORACLE gen "$BATS_TEST_TMPDIR/$c.safetensors" --case "$c"
+        check_mount "$BATS_TEST_TMPDIR/$c.safetensors"
+    done
+    $ST_ORACLE gen "$BATS_TEST_TMPDIR/many.safetensors" --case many --count 3000
+    check_mount "$BATS_TEST_TMPDIR/many.safetensors"
+}
+
+@test "xattrs: each tensor's safetensors dtype, and __metadata__ on the root only when the file has it" {
+    f=$BATS_TEST_TMPDIR/a.safetensors
+    $ST_ORACLE gen "$f" --case alltypes
+    mount_fg "$f" "$BATS_TEST_TMPDIR/m"
+    # the oracle's parse: tensor DIR DTYPE ...
+    $ST_ORACLE parse "$f" | grep '^tensor' | while IFS=$'\t' read -r _ dir dtype _; do
+        got=$(getfattr --absolute-names --only-values -n user.ckptfs.type "$BATS_TEST_TMPDIR/m/$dir")
+        [ "$got" = "$dtype" ] || { echo "$dir: $got, not $dtype"; false; }
+    done
+    run getfattr --absolute-names -n user.ckptfs.metadata "$BATS_TEST_TMPDIR/m"
+    [ "$status" -ne 0 ]
+    [[ $output == *"No such attribute"* ]]
+    umount_wait "$BATS_TEST_TMPDIR/m" "$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)"
+    : >"$BATS_TEST_TMPDIR/mounts"
+
+    for f in "$BATS_TEST_TMPDIR/ms.safetensors" "$ST/peft-gpt2-lora/adapter_model.safetensors"; do
+        [ -e "$f" ] || $ST_ORACLE gen "$f" --case metadata_ms
+        want=$($ST_ORACLE parse "$f" | sed -n 's/^__metadata__\t//p')
+        mount_fg "$f" "$BATS_TEST_TMPDIR/m"
+        getfattr --absolute-names -d "$BATS_TEST_TMPDIR/m" | grep -q '^user.ckptfs.metadata='
+        got=$(getfattr --absolute-names --only-values -n user.ckptfs.metadata "$BATS_TEST_TMPDIR/m")
+        echo "$f: oracle $want, ckptfs $got"
+        [ "$got" = "$want" ]
+        umount_wait "$BATS_TEST_TMPDIR/m" "$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)"
+        : >"$BATS_TEST_TMPDIR/mounts"
+    done
+}
+
+@test "mounting a 4 GiB safetensors file reads its header, not tensor bytes; reads come from the file's extents" {
+    f=$BATS_TEST_TMPDIR/big.safetensors
+    # Two 2 GiB tensors and a small one, the data section sparse: a file
+    # the safetensors writer would lay out the same way (F32 first).
+    $PY - "$f" <<'EOF'
+import json, struct, sys
+big = 512 << 20  # elements of 4 bytes
+hdr = {"a": {"dtype": "F32", "shape": [big], "data_offsets": [0, 4 * big]},
+       "b": {"dtype": "F32", "shape": [big], "data_offsets": [4 * big, 8 * big]},
+       "c": {"dtype": "U8", "shape": [4], "data_offsets": [8 * big, 8 * big + 4]}}
+text = json.dumps(hdr, separators=(",", ":")).encode()
+text += b" " * (-len(text) % 8)
+with open(sys.argv[1], "wb") as out:
+    out.write(struct.pack("<Q", len(text)) + text)
+    out.truncate(8 + len(text) + 8 * big)
+    out.seek(0, 2)
+    out.write(b"\x01\x02\x03\x04")
+EOF
+    CKPTFS="env ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0 strace -y -o $BATS_TEST_TMPDIR/trace -e trace=pread64 $CKPTFS" \
+        mount_fg "$f" "$BATS_TEST_TMPDIR/m" -o ro
+    ls -lR "$BATS_TEST_TMPDIR/m" >/dev/null
+    [ "$(od -An -tx1 "$BATS_TEST_TMPDIR/m/c/out" | tr -d ' ')" = 01020304 ]
+    umount_wait "$BATS_TEST_TMPDIR/m" "$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)"
+    : >"$BATS_TEST_TMPDIR/mounts"
+    # the reads of the mount: the file's first bytes (is it encrypted or
+    # compressed?), the header's length and the header; then cat's 4 bytes
+    total=$(grep -F 'big.safetensors>' "$BATS_TEST_TMPDIR/trace" | sed -E 's/.*= ([0-9]+)$/\1/' |
+        awk '{s += $1} END {print s + 0}')
+    hdr=$(( $(od -An -tu8 -N8 "$f") + 8 ))
+    echo "read $total bytes; header and length $hdr; file $(stat -c %s "$f")"
+    [ "$total" -ge "$hdr" ]
+    [ "$total" -le $((hdr + 64 + 4)) ]
+}
+
+@test "a writable safetensors file mounts read-only; -o rw is refused in one line" {
+    f=$BATS_TEST_TMPDIR/w.safetensors
+    $ST_ORACLE gen "$f" --case scalars
+    chmod 0644 "$f"
+    before=$(sha "$f")
+    mkdir -p "$BATS_TEST_TMPDIR/m"
+    run "$CKPTFS" -o rw "$f" "$BATS_TEST_TMPDIR/m"
+    [ "$status" -ne 0 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ $output == "ckptfs: $f: ckptfs reads safetensors models but does not save them yet"* ]]
+    ! mountpoint -q "$BATS_TEST_TMPDIR/m"
+    mount_fg "$f" "$BATS_TEST_TMPDIR/m"
+    d=$(ls "$BATS_TEST_TMPDIR/m" | grep -v snapshot_done | head -1)
+    run sh -c "printf xxxx >'$BATS_TEST_TMPDIR/m/$d/out'"
+    [ "$status" -ne 0 ]
+    [[ $output == *"Read-only file system"* ]]
+    run mkdir "$BATS_TEST_TMPDIR/m/new"
+    [ "$status" -ne 0 ]
+    [ "$(sha "$f")" = "$before" ]
+}
+
+# refuse CASE RULE [TEXT]: the oracle's hostile file is refused before
+# anything is mounted, in one line naming the file and an offset, and left
+# as it was.  RULE says which offset: "exact" (the oracle's), "json" (the
+# JSON library's: at or just after the oracle's, within the header),
+# "header" (8: a field of the header, the line names the tensor or key) or
+# "data" (in the data section: the line names the bytes at fault).
+refuse() {
+    local f=$BATS_TEST_TMPDIR/$1.safetensors want before off hdr size
+    want=$($ST_ORACLE bad "$f" --case "$1")
+    before=$(sha "$f")
+    mkdir -p "$BATS_TEST_TMPDIR/m"
+    run "$CKPTFS" "$f" "$BATS_TEST_TMPDIR/m"
+    echo "$1: oracle offset $want; ckptfs said: $output"
+    [ "$status" -ne 0 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ $output == "ckptfs: $f: "* ]]
+    ! mountpoint -q "$BATS_TEST_TMPDIR/m"
+    [ "$(sha "$f")" = "$before" ]
+    [ -z "${3:-}" ] || [[ $output == *"$3"* ]]
+    off=$(sed -nE 's/^ckptfs: [^:]*: offset ([0-9]+): .*/\1/p' <<<"$output")
+    size=$(stat -c %s "$f")
+    case $2 in
+    exact) [ "$off" = "$want" ] ;;
+    json)
+        hdr=$(( $(od -An -tu8 -N8 "$f") + 8 ))
+        [ "$off" -ge "$want" ] && [ "$off" -le "$hdr" ] ;;
+    header) [ "$off" = 8 ] ;;
+    data)
+        hdr=$(( $(od -An -tu8 -N8 "$f") + 8 ))
+        [ "$off" -ge "$hdr" ] && [ "$off" -le "$size" ] ;;
+    esac
+}
+
+@test "refused: shorter than the header length, a header past the end, over the 100 MB limit" {
+    refuse short exact "too short"
+    refuse headerpast exact "runs past the end of the file"
+    refuse toolarge exact "over the limit of 100000000"
+}
+
+@test "refused: not JSON, not an object, junk or NUL padding after it, bad UTF-8, a lone surrogate" {
+    refuse notjson json "not valid JSON"
+    refuse notobject exact "not a JSON object"
+    refuse trailingjunk json "not valid JSON"
+    refuse nulpad json "not valid JSON"
+    refuse badutf8 json "not valid JSON"
+    refuse surrogate json "not valid JSON"
+}
+
+@test "refused: a duplicate tensor name, even one the reference would keep silently" {
+    refuse dupkey json "duplicate object key"
+    refuse dupsame json "duplicate object key"
+}
+
+@test "refused: unknown dtype, negative or fractional dims, an overflowing shape, a missing member, bad __metadata__, nesting past the reference's limit" {
+    refuse baddtype header "tensor 'victim' in the header: unknown dtype 'F128'"
+    refuse negdim header "tensor 'victim' in the header"
+    refuse floatdim header "tensor 'victim' in the header"
+    refuse overflow header "tensor 'victim' in the header"
+    refuse missing header "tensor 'victim' in the header"
+    refuse metanotobj header "__metadata__"
+    refuse metanonstr header "__metadata__"
+    refuse deep header "deeper than 127 levels"
+}
+
+@test "refused: sizes that are not shape x dtype, sub-byte counts, offsets reversed, past the end, overlapping, with a gap or trailing bytes" {
+    refuse sizemismatch data "tensor 'victim'"
+    refuse subbyte data "tensor 'victim'"
+    refuse beginend data "tensor 'victim'"
+    refuse pastend data "tensor 'victim'"
+    refuse overlap data "tensor 'victim' overlaps"
+    refuse gap data "no tensor holds, before tensor 'victim'"
+    refuse trailing exact "after the last tensor's data"
+}
+
+@test "accepted where the reference accepts: 127 levels of nesting, __metadata__ null" {
+    f=$BATS_TEST_TMPDIR/deepok.safetensors
+    run $ST_ORACLE bad "$f" --case deepok
+    [ "$output" = - ]
+    check_mount "$f"
+    f=$BATS_TEST_TMPDIR/null.safetensors
+    $PY - "$f" <<'EOF2'
+import json, struct, sys
+text = json.dumps({"__metadata__": None, "a": {"dtype": "I16", "shape": [2], "data_offsets": [0, 4]}},
+                  separators=(",", ":")).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(text)) + text + b"\x01\x00\xff\xff")
+EOF2
+    check_mount "$f"
+}
+
+@test "a tensor name holding NUL is refused in one line (valid for the format; jansson cannot hold it)" {
+    f=$BATS_TEST_TMPDIR/nul.safetensors
+    $ST_ORACLE gen "$f" --case nulname
+    mkdir -p "$BATS_TEST_TMPDIR/m"
+    run "$CKPTFS" "$f" "$BATS_TEST_TMPDIR/m"
+    [ "$status" -ne 0 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ $output == "ckptfs: $f: offset "*"NUL"* ]]
+    ! mountpoint -q "$BATS_TEST_TMPDIR/m"
+}
