@@ -162,14 +162,23 @@ static const ck_dtype safetensors_only_types[] = {
     {"F4", "kUInt8", OF_UINT8, 1, CK_KIND_PACKED, 0, 2},
 };
 
+/* In the reference's `Dtype` order, which its writer sorts by (descending). */
 static const struct st_type {
     const char *name;
     unsigned bits;
     const ck_dtype *dtype;
 } safetensors_types[] = {
     {"BOOL", 8, &mindspore_types[12]},
+    {"F4", 4, &safetensors_only_types[7]},
+    {"F6_E2M3", 6, &safetensors_only_types[5]},
+    {"F6_E3M2", 6, &safetensors_only_types[6]},
     {"U8", 8, &mindspore_types[8]},
     {"I8", 8, &mindspore_types[4]},
+    {"F8_E5M2", 8, &safetensors_only_types[0]},
+    {"F8_E4M3", 8, &safetensors_only_types[1]},
+    {"F8_E8M0", 8, &safetensors_only_types[2]},
+    {"F8_E4M3FNUZ", 8, &safetensors_only_types[3]},
+    {"F8_E5M2FNUZ", 8, &safetensors_only_types[4]},
     {"I16", 16, &mindspore_types[5]},
     {"U16", 16, &mindspore_types[9]},
     {"F16", 16, &mindspore_types[2]},
@@ -181,15 +190,15 @@ static const struct st_type {
     {"F64", 64, &mindspore_types[1]},
     {"I64", 64, &mindspore_types[7]},
     {"U64", 64, &mindspore_types[11]},
-    {"F8_E5M2", 8, &safetensors_only_types[0]},
-    {"F8_E4M3", 8, &safetensors_only_types[1]},
-    {"F8_E8M0", 8, &safetensors_only_types[2]},
-    {"F8_E4M3FNUZ", 8, &safetensors_only_types[3]},
-    {"F8_E5M2FNUZ", 8, &safetensors_only_types[4]},
-    {"F6_E2M3", 6, &safetensors_only_types[5]},
-    {"F6_E3M2", 6, &safetensors_only_types[6]},
-    {"F4", 4, &safetensors_only_types[7]},
 };
+
+unsigned ck_st_dtype_rank(const char *name)
+{
+    for (size_t i = 0; i < COUNT(safetensors_types); i++)
+        if (strcmp(safetensors_types[i].name, name) == 0)
+            return (unsigned)i;
+    return 0;
+}
 
 const ck_dtype *ck_dtype_from_safetensors(const char *name, size_t len, unsigned *bits)
 {

@@ -50,5 +50,8 @@ const ck_dtype *ck_dtype_from_safetensors(const char *name, size_t len, unsigned
 /* The safetensors dtype of a type (the same OneFlow type when it comes from
  * another format); NULL when safetensors has none (str, Int4, complex128). */
 const char *ck_dtype_safetensors_name(const ck_dtype *dt);
+/* A safetensors dtype's place in the reference's `Dtype` list (BOOL 0 ...
+ * U64 21), which its writer orders tensors by. */
+unsigned ck_st_dtype_rank(const char *name);
 
 #endif

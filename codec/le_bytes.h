@@ -1,6 +1,7 @@
 /*
  * le_bytes: little-endian integers in byte buffers, as the wrapping formats
- * store them (MindSpore's encrypted block headers, zstd's seek table).
+ * store them (MindSpore's encrypted block headers, zstd's seek table, the
+ * safetensors header's length).
  */
 #ifndef CK_LE_BYTES_H
 #define CK_LE_BYTES_H
@@ -23,6 +24,12 @@ static inline void ck_put_le32(unsigned char *p, uint32_t v)
     p[1] = (unsigned char)(v >> 8);
     p[2] = (unsigned char)(v >> 16);
     p[3] = (unsigned char)(v >> 24);
+}
+
+static inline void ck_put_le64(unsigned char *p, uint64_t v)
+{
+    ck_put_le32(p, (uint32_t)v);
+    ck_put_le32(p + 4, (uint32_t)(v >> 32));
 }
 
 #endif

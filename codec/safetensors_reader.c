@@ -4,6 +4,8 @@
  *
  *   N (u64, little-endian) | header: N bytes of JSON, UTF-8 | data
  *
+ * (export/safetensors_writer.c writes it back.)
+ *
  * The header is one object: each tensor's name maps to {"dtype": "F32",
  * "shape": [2, 3], "data_offsets": [begin, end]}, offsets relative to the
  * start of the data; "__metadata__", when present, is a string-to-string
@@ -172,12 +174,22 @@ static int add_tensor(reader *r, const char *name, const json_t *desc)
     int64_t flat = (int64_t)(nbits / 8);
     bool packed = dt->kind == CK_KIND_PACKED;
     uint32_t shown = packed ? 1 : ndim;
-    int64_t *kept = ck_arena_alloc(&ix->arena, (shown ? shown : 1) * sizeof *kept);
+    int64_t *kept = ck_arena_alloc(&ix->arena, (ndim ? ndim : 1) * sizeof *kept);
     t->name = ck_arena_strndup(&ix->arena, name, len);
     if (t->name == NULL || kept == NULL)
         return nomem(r);
-    memcpy(kept, packed ? &flat : dims, shown * sizeof *kept);
+    memcpy(kept, dims, ndim * sizeof *kept);
     t->dims = kept;
+    if (packed) { /* shown flat; the file's shape kept for a save */
+        int64_t *one = ck_arena_alloc(&ix->arena, sizeof *one);
+        ck_st_shape *more = realloc(r->info->flat, (r->info->n_flat + 1) * sizeof *more);
+        if (one == NULL || more == NULL)
+            return nomem(r);
+        *one = flat;
+        t->dims = one;
+        r->info->flat = more;
+        more[r->info->n_flat++] = (ck_st_shape){.id = (uint32_t)id, .ndim = ndim, .dims = kept};
+    }
     t->name_len = (uint32_t)len;
     t->ndim = shown;
     t->dtype = dt;
@@ -367,12 +379,36 @@ const ck_st_info *ck_st_info_of(const ck_model *m)
     return m->state;
 }
 
+int ck_st_shape_of(const ck_model *m, uint32_t id, const int64_t **dims, uint32_t *ndim)
+{
+    const ck_st_info *info = ck_st_info_of(m);
+    if (info == NULL || id >= m->index.count)
+        return -1;
+    size_t lo = 0, hi = info->n_flat; /* flat[] is in id order */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (info->flat[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < info->n_flat && info->flat[lo].id == id) {
+        *dims = info->flat[lo].dims;
+        *ndim = info->flat[lo].ndim;
+    } else {
+        *dims = m->index.tensors[id].dims;
+        *ndim = m->index.tensors[id].ndim;
+    }
+    return 0;
+}
+
 static void st_free(void *state)
 {
     ck_st_info *info = state;
     if (info == NULL)
         return;
     free(info->metadata);
+    free(info->flat);
     free(info);
 }
 
@@ -411,6 +447,7 @@ const ck_format ck_format_safetensors = {
     .name = "safetensors",
     .title = "safetensors",
     .extension = ".safetensors",
+    .creatable = true,
     .open = st_open,
     .free_state = st_free,
     .type_name = st_type_name,

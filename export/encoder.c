@@ -5,6 +5,7 @@
 
 #include "atomic_writer.h"
 #include "ckpt_writer.h"
+#include "safetensors_writer.h"
 #include "onnx_mindir_writer.h"
 #include "verify.h"
 
@@ -22,6 +23,7 @@ static const ck_writer *const writers[] = {
     &ck_ckpt_writer,
     &ck_onnx_writer,
     &ck_mindir_writer,
+    &ck_safetensors_writer,
 };
 
 const ck_writer *ck_writer_of(const ck_model *m)

@@ -51,6 +51,8 @@ typedef struct ck_writer {
     /* How a saved file reads back, for its check (verify.c): */
     bool in_tree_order;         /* every tensor at its tree position; else new
                                  * ones may follow the originals, in order */
+    bool own_order;             /* the writer orders tensors by its own rule
+                                 * (safetensors: dtype, then name) */
     bool prefixes_names;        /* new and renamed tensors get a prefix the tree
                                  * does not show (MindIR: its graph's name) */
     bool (*same_type)(const ck_dtype *a, const ck_dtype *b); /* of one kind and

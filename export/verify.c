@@ -230,9 +230,10 @@ static int compare(verifier *v, const ck_write_tensor *w, size_t n, ck_name_map 
         uint32_t k = ck_name_map_get(pos, dir, strlen(dir));
         if (k == CK_NAME_MAP_NONE)
             return differs(v, dir, "missing");
-        bool placed = ck_writer_of(v->m)->in_tree_order
-                          ? k == i
-                          : w[i].orig_id == CK_WRITE_NEW || (long)k > last;
+        const ck_writer *wr = ck_writer_of(v->m);
+        bool placed = wr->own_order ? true
+                      : wr->in_tree_order ? k == i
+                                          : w[i].orig_id == CK_WRITE_NEW || (long)k > last;
         if (!placed)
             return differs(v, dir, "at position %u, expected %zu", k, i);
         if (w[i].orig_id != CK_WRITE_NEW)

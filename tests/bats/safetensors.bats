@@ -3,8 +3,11 @@
 # file the independent oracle (tests/oracle/safetensors_oracle.py, json +
 # numpy) generates shows the oracle's tree, types and metadata; mounting
 # reads the header only; hostile files are refused in one line with an
-# offset, nothing mounted.  Saving safetensors is not implemented yet:
-# such a mount is read-only.
+# offset, nothing mounted.  Saves: an unchanged tree or a same-size edit
+# keeps every other byte; any other change lays the file out as the
+# reference writer does (the oracle's writer gives the same bytes); new
+# files come from -o create, a checkpoint's or a OneFlow snapshot's tree
+# copied in.
 
 load helpers
 
@@ -109,25 +112,111 @@ EOF
     [ "$total" -le $((hdr + 64 + 4)) ]
 }
 
-@test "a writable safetensors file mounts read-only; -o rw is refused in one line" {
-    f=$BATS_TEST_TMPDIR/w.safetensors
-    $ST_ORACLE gen "$f" --case scalars
+@test "an unchanged tree, and every tensor rewritten with its own bytes, save to the identical file (every fixture)" {
+    for f in "$ST"/*/*.safetensors; do
+        for all in "" --all; do
+            rm -f "$BATS_TEST_TMPDIR/out.safetensors"
+            "$BUILD/ckptfs-reencode" $all "$f" "$BATS_TEST_TMPDIR/out.safetensors"
+            cmp "$f" "$BATS_TEST_TMPDIR/out.safetensors" || { echo "$all $f"; false; }
+        done
+    done
+}
+
+# patch FILE OFF HEX: what FILE should be after writing bytes HEX at OFF
+patched() {
+    $PY - "$@" <<'EOF2'
+import sys
+data = bytearray(open(sys.argv[1], "rb").read())
+new = bytes.fromhex(sys.argv[3])
+data[int(sys.argv[2]):int(sys.argv[2]) + len(new)] = new
+sys.stdout.buffer.write(data)
+EOF2
+}
+
+@test "a same-size edit through the mount changes those bytes and nothing else" {
+    f=$BATS_TEST_TMPDIR/mnist.safetensors
+    cp "$ST/burn/mnist.safetensors" "$f"
     chmod 0644 "$f"
-    before=$(sha "$f")
-    mkdir -p "$BATS_TEST_TMPDIR/m"
-    run "$CKPTFS" -o rw "$f" "$BATS_TEST_TMPDIR/m"
+    # where conv1.bias's data starts: the oracle's offsets
+    off=$($PY -c '
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+print(8 + n + json.loads(b[8:8 + n])["conv1.bias"]["data_offsets"][0] + 4)' "$f")
+    patched "$f" "$off" 11223344 >"$BATS_TEST_TMPDIR/want"
+    mount_fg "$f" "$BATS_TEST_TMPDIR/m" -o commit=manual
+    printf '\x11\x22\x33\x44' | dd of="$BATS_TEST_TMPDIR/m/conv1.bias/out" bs=1 seek=4 conv=notrunc status=none
+    touch "$BATS_TEST_TMPDIR/m/snapshot_done"
+    cmp "$BATS_TEST_TMPDIR/want" "$f"
+    run $ST_ORACLE check "$BATS_TEST_TMPDIR/m" "$f"
+    [ "$status" -eq 0 ]
+}
+
+@test "adding, removing, renaming and reshaping tensors lays the file out as the reference writer does, __metadata__ kept" {
+    f=$BATS_TEST_TMPDIR/lora.safetensors
+    cp "$ST/peft-gpt2-lora/adapter_model.safetensors" "$f"
+    chmod 0644 "$f"
+    M=$BATS_TEST_TMPDIR/m
+    mount_fg "$f" "$M" -o commit=manual
+    a=base_model.model.transformer.h.0.attn.c_attn.lora_A.weight
+    mkdir "$M/added.i64"
+    printf 'shape {\n  dim: 3\n}\ndata_type: kInt64\n' >"$M/added.i64/meta"
+    head -c 24 /dev/urandom >"$M/added.i64/out"
+    rm -r "$M/base_model.model.score.weight"
+    mv "$M/$a" "$M/renamed.lora_A"
+    printf 'shape {\n  dim: 768\n  dim: 8\n}\ndata_type: kFloat\n' >"$M/renamed.lora_A/meta"
+    touch "$M/snapshot_done"
+    # the oracle's writer, given the saved file's tensors and metadata,
+    # writes the same bytes
+    $ST_ORACLE rewrite "$f" "$BATS_TEST_TMPDIR/ref.safetensors"
+    cmp "$BATS_TEST_TMPDIR/ref.safetensors" "$f"
+    run $ST_ORACLE check "$M" "$f"
+    [ "$status" -eq 0 ]
+    $ST_ORACLE parse "$f" >"$BATS_TEST_TMPDIR/p"
+    grep -x $'__metadata__\t{"format":"pt"}' "$BATS_TEST_TMPDIR/p"
+    grep $'^tensor\tadded.i64\tI64\t\[3\]\t24\t' "$BATS_TEST_TMPDIR/p"
+    grep $'^tensor\trenamed.lora_A\tF32\t\[768,8\]\t' "$BATS_TEST_TMPDIR/p"
+    ! grep $'\tbase_model.model.score.weight\t' "$BATS_TEST_TMPDIR/p"
+    [ "$(grep -c '^tensor' "$BATS_TEST_TMPDIR/p")" -eq 25 ]
+}
+
+@test "-o create: a checkpoint's tree and a OneFlow snapshot copied in become safetensors files; a type safetensors lacks is refused, naming the tensor" {
+    M=$BATS_TEST_TMPDIR/m
+    S=$BATS_TEST_TMPDIR/src
+    mount_fg "$MS/goldenstick_test_sq_predict_simplenet_2stage_fp.ckpt" "$S" -o ro
+    f=$BATS_TEST_TMPDIR/from_ckpt.safetensors
+    mount_fg "$f" "$M" -o create,commit=manual
+    cp -r "$S/." "$M/"
+    touch "$M/snapshot_done"
+    diff -r "$S" "$M"
+    run $ST_ORACLE check "$M" "$f"
+    [ "$status" -eq 0 ]
+
+    f=$BATS_TEST_TMPDIR/from_oneflow.safetensors
+    M2=$BATS_TEST_TMPDIR/m2
+    mount_fg "$f" "$M2" -o create,commit=manual
+    cp -r "$FIXTURES/oneflow/legacy_v2_java_mlp_adam/." "$M2/"
+    touch "$M2/snapshot_done"
+    diff -r "$FIXTURES/oneflow/legacy_v2_java_mlp_adam" "$M2"
+    run $ST_ORACLE check "$M2" "$f"
+    [ "$status" -eq 0 ]
+
+    # str values (kChar) have no safetensors dtype: the save is refused
+    # with the reason, and the edits stay for another try
+    $ORACLE gen "$BATS_TEST_TMPDIR/a.ckpt" --case alltypes
+    S2=$BATS_TEST_TMPDIR/src2
+    mount_fg "$BATS_TEST_TMPDIR/a.ckpt" "$S2" -o ro
+    M3=$BATS_TEST_TMPDIR/m3
+    mount_fg "$BATS_TEST_TMPDIR/typed.safetensors" "$M3" -o create,commit=manual
+    cp -r "$S2/." "$M3/"
+    run touch "$M3/snapshot_done"
     [ "$status" -ne 0 ]
-    [ "${#lines[@]}" -eq 1 ]
-    [[ $output == "ckptfs: $f: ckptfs reads safetensors models but does not save them yet"* ]]
-    ! mountpoint -q "$BATS_TEST_TMPDIR/m"
-    mount_fg "$f" "$BATS_TEST_TMPDIR/m"
-    d=$(ls "$BATS_TEST_TMPDIR/m" | grep -v snapshot_done | head -1)
-    run sh -c "printf xxxx >'$BATS_TEST_TMPDIR/m/$d/out'"
-    [ "$status" -ne 0 ]
-    [[ $output == *"Read-only file system"* ]]
-    run mkdir "$BATS_TEST_TMPDIR/m/new"
-    [ "$status" -ne 0 ]
-    [ "$(sha "$f")" = "$before" ]
+    err=$(getfattr --absolute-names --only-values -n user.ckptfs.last_error "$M3")
+    echo "$err"
+    [[ $err == *"typed.safetensors: tensor '"*"': type k"*" has no safetensors dtype"* ]]
+    [ ! -e "$BATS_TEST_TMPDIR/typed.safetensors" ]
+    [ -d "$M3/$(ls "$S2" | grep -v snapshot_done | head -1)" ]
+    for t in "$M3"/*/; do rm -r "$t"; done # so that the unmount has nothing to save
 }
 
 # refuse CASE RULE [TEXT]: the oracle's hostile file is refused before

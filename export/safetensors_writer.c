@@ -1,0 +1,307 @@
+/*
+ * safetensors_writer: encode a tree back into a safetensors file.
+ *
+ * Two layouts, by what changed:
+ *
+ *   - Every tensor of the file still there under its name, none added,
+ *     each with its dtype and shape: the file is written again as it is,
+ *     its header byte for byte, each tensor's bytes at their place (the
+ *     changed ones new, the others copied).  An unchanged tree therefore
+ *     saves to an identical file, and an edit of some values changes only
+ *     those bytes.
+ *   - Anything else (a tensor added, removed, renamed, reshaped or
+ *     retyped): a new header and data laid out as the reference writer
+ *     (huggingface/safetensors, tensor.rs `prepare`) lays them out: tensors
+ *     sorted by dtype in descending order of its `Dtype` list, then by name;
+ *     compact JSON, "__metadata__" first, each entry's members dtype, shape,
+ *     data_offsets; the header padded with spaces to a multiple of 8.  The
+ *     file's own order is not kept: any order reads the same, and this one
+ *     is what safetensors itself would write for these tensors.
+ *
+ * Unchanged bytes are copied file to file (copy_file_range).  The header is
+ * built and serialized by jansson, the library that reads it.
+ */
+#include "safetensors_writer.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../codec/le_bytes.h"
+#include "../codec/name_map.h"
+#include "../codec/safetensors_reader.h"
+
+/* One tensor as it will be written. */
+typedef struct item {
+    const char *name;           /* NUL-ended: jansson's keys are */
+    const char *dtype;          /* the safetensors name */
+    unsigned rank;              /* its place in the reference's Dtype list */
+    const int64_t *dims;
+    uint32_t ndim;
+    uint64_t nbytes;
+    const ck_write_tensor *w;
+    const ck_tensor *orig;      /* NULL: new */
+} item;
+
+typedef struct writer {
+    const ck_model *m;
+    const ck_write_tensor *tensors;
+    size_t n;
+    item *items;
+    ck_sink s;
+    ck_error *err;
+} writer;
+
+static int nomem(writer *w)
+{
+    return ck_fail(w->err, ENOMEM, "%s: out of memory", w->m->path);
+}
+
+static uint64_t pieces_len(const ck_write_tensor *t)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < t->n_pieces; i++)
+        n += t->pieces[i].len;
+    return n;
+}
+
+/* What tree tensor i will be written as; its dtype refused, naming it,
+ * when safetensors has none for it. */
+static int describe(writer *w, size_t i)
+{
+    const ck_write_tensor *t = &w->tensors[i];
+    const ck_tensor *o = t->orig_id == CK_WRITE_NEW ? NULL : &w->m->index.tensors[t->orig_id];
+    item *it = &w->items[i];
+    *it = (item){.w = t, .orig = o};
+    if (t->unchanged) {
+        it->name = o->name;
+        it->dtype = o->type_name;
+        it->nbytes = o->nbytes;
+        if (ck_st_shape_of(w->m, t->orig_id, &it->dims, &it->ndim) < 0)
+            return nomem(w);
+    } else {
+        char q[CK_QUOTE_BUF];
+        if (memchr(t->name, '\0', t->name_len) != NULL)
+            return ck_fail(w->err, EINVAL, "%s: tensor '%s': a name holding NUL cannot be "
+                           "saved (the JSON library cannot hold it)", w->m->path,
+                           ck_quote(q, t->name, t->name_len));
+        it->name = t->name;
+        it->dtype = ck_dtype_safetensors_name(t->dtype);
+        it->dims = t->dims;
+        it->ndim = t->ndim;
+        it->nbytes = pieces_len(t);
+        if (it->dtype == NULL)
+            return ck_fail(w->err, EINVAL, "%s: tensor '%s': type %s has no safetensors dtype",
+                           w->m->path, ck_quote(q, t->name, t->name_len), t->dtype->of_name);
+        /* Its own type and the shape shown: the file's shape (a sub-byte
+         * tensor is shown flat). */
+        if (o != NULL && t->dtype == o->dtype && t->ndim == o->ndim &&
+            (t->ndim == 0 || memcmp(t->dims, o->dims, t->ndim * sizeof *t->dims) == 0) &&
+            ck_st_shape_of(w->m, t->orig_id, &it->dims, &it->ndim) < 0)
+            return nomem(w);
+    }
+    it->rank = ck_st_dtype_rank(it->dtype);
+    return 0;
+}
+
+/* Whether the file can be written again as it is (see the top). */
+static bool same_layout(const writer *w)
+{
+    const ck_index *ix = &w->m->index;
+    if (w->m->state == NULL || w->n != ix->n_live)
+        return false; /* a model created empty has no layout yet */
+    for (size_t i = 0; i < w->n; i++) {
+        const item *it = &w->items[i];
+        if (it->orig == NULL || strcmp(it->name, it->orig->name) != 0 ||
+            strcmp(it->dtype, it->orig->type_name) != 0 || it->nbytes != it->orig->nbytes)
+            return false;
+        const int64_t *dims;
+        uint32_t ndim;
+        if (it->w->unchanged)
+            continue;
+        if (ck_st_shape_of(w->m, it->w->orig_id, &dims, &ndim) < 0 || ndim != it->ndim ||
+            (ndim && memcmp(dims, it->dims, ndim * sizeof *dims) != 0))
+            return false;
+    }
+    return true;
+}
+
+static int write_item(writer *w, const item *it)
+{
+    if (it->w->unchanged) {
+        const ck_tensor *o = it->orig;
+        for (uint32_t k = 0; k < o->n_ext; k++) {
+            const ck_extent *x = ck_tensor_ext(o, k);
+            if (ck_sink_copy(&w->s, w->m->sources[x->src], x->off, x->len) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    for (size_t k = 0; k < it->w->n_pieces; k++)
+        if (ck_sink_piece(&w->s, &it->w->pieces[k], 0, it->w->pieces[k].len) < 0)
+            return -1;
+    return 0;
+}
+
+/* The same layout: the header copied, each tensor where it was. */
+static int write_in_place(writer *w)
+{
+    const ck_st_info *info = ck_st_info_of(w->m);
+    const item **by_off = malloc((w->n + 1) * sizeof *by_off);
+    if (by_off == NULL)
+        return nomem(w);
+    /* Tensors in data order: the file's data is their bytes back to back. */
+    for (size_t i = 0; i < w->n; i++)
+        by_off[i] = &w->items[i];
+    for (size_t i = 1; i < w->n; i++) /* insertion sort: nearly sorted already */
+        for (size_t j = i; j > 0 && by_off[j - 1]->orig->rec_off > by_off[j]->orig->rec_off; j--) {
+            const item *x = by_off[j];
+            by_off[j] = by_off[j - 1];
+            by_off[j - 1] = x;
+        }
+    int rc = ck_sink_copy(&w->s, w->m->sources[0], 0, 8 + info->header_len);
+    for (size_t i = 0; rc == 0 && i < w->n; i++)
+        rc = write_item(w, by_off[i]);
+    free(by_off);
+    return rc;
+}
+
+/* The reference writer's order: dtype descending, then name bytewise. */
+static int by_writer_order(const void *a, const void *b)
+{
+    const item *x = *(const item *const *)a, *y = *(const item *const *)b;
+    if (x->rank != y->rank)
+        return x->rank > y->rank ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static json_t *entry(const item *it, uint64_t begin)
+{
+    json_t *shape = json_array(), *offsets = json_array(), *e = json_object();
+    bool ok = shape && offsets && e;
+    for (uint32_t d = 0; ok && d < it->ndim; d++)
+        ok = json_array_append_new(shape, json_integer(it->dims[d])) == 0;
+    ok = ok && json_array_append_new(offsets, json_integer((json_int_t)begin)) == 0 &&
+         json_array_append_new(offsets, json_integer((json_int_t)(begin + it->nbytes))) == 0 &&
+         json_object_set_new(e, "dtype", json_string(it->dtype)) == 0;
+    if (ok && json_object_set_new(e, "shape", shape) == 0) {
+        shape = NULL;
+        if (json_object_set_new(e, "data_offsets", offsets) == 0)
+            return e;
+        offsets = NULL;
+    }
+    json_decref(shape);
+    json_decref(offsets);
+    json_decref(e);
+    return NULL;
+}
+
+/* The header of order[0..n): "__metadata__" first, then each tensor. */
+static char *header_text(writer *w, const item **order, size_t *len)
+{
+    json_t *root = json_object();
+    const char *meta = w->m->state ? ck_st_info_of(w->m)->metadata : NULL;
+    bool ok = root != NULL;
+    if (ok && meta != NULL) {
+        json_t *mv = json_loads(meta, 0, NULL);
+        ok = mv != NULL && json_object_set_new(root, "__metadata__", mv) == 0;
+    }
+    uint64_t off = 0;
+    for (size_t i = 0; ok && i < w->n; i++) {
+        json_t *e = entry(order[i], off);
+        ok = e != NULL && json_object_set_new(root, order[i]->name, e) == 0;
+        off += order[i]->nbytes;
+    }
+    char *text = ok ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(root);
+    if (text == NULL)
+        return NULL;
+    *len = strlen(text);
+    return text;
+}
+
+static int write_new_layout(writer *w)
+{
+    const item **order = malloc((w->n + 1) * sizeof *order);
+    if (order == NULL)
+        return nomem(w);
+    for (size_t i = 0; i < w->n; i++)
+        order[i] = &w->items[i];
+    qsort(order, w->n, sizeof *order, by_writer_order);
+    size_t len = 0;
+    char *text = header_text(w, order, &len);
+    int rc = text == NULL ? nomem(w) : 0;
+    if (rc == 0) {
+        static const char spaces[8] = "        ";
+        size_t pad = (8 - len % 8) % 8;
+        unsigned char n8[8];
+        ck_put_le64(n8, len + pad);
+        rc = ck_sink_write(&w->s, n8, 8) < 0 || ck_sink_write(&w->s, text, len) < 0 ||
+                     ck_sink_write(&w->s, spaces, pad) < 0
+                 ? -1
+                 : 0;
+    }
+    free(text);
+    for (size_t i = 0; rc == 0 && i < w->n; i++)
+        rc = write_item(w, order[i]);
+    free(order);
+    return rc;
+}
+
+/* Two tensors of one name would make a header the reader refuses. */
+static int check_names(writer *w)
+{
+    ck_name_map seen;
+    ck_name_map_init(&seen);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < w->n; i++) {
+        const char *name = w->items[i].name;
+        if (ck_name_map_get(&seen, name, strlen(name)) != CK_NAME_MAP_NONE) {
+            char q[CK_QUOTE_BUF];
+            rc = ck_fail(w->err, EINVAL, "%s: two tensors are named '%s'", w->m->path,
+                         ck_quote(q, name, strlen(name)));
+        } else if (ck_name_map_put(&seen, name, strlen(name), (uint32_t)i) < 0) {
+            rc = nomem(w);
+        }
+    }
+    ck_name_map_free(&seen);
+    return rc;
+}
+
+static int st_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
+                     ck_commit_group *g, ck_error *err)
+{
+    writer w = {.m = m, .tensors = tensors, .n = n, .err = err};
+    w.items = calloc(n + 1, sizeof *w.items);
+    w.s = (ck_sink){.fd = g->files[0].fd, .path = m->path, .err = err};
+    w.s.buf = malloc(CK_SINK_BUF);
+    int rc = w.items == NULL || w.s.buf == NULL ? nomem(&w) : 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = describe(&w, i);
+    if (rc == 0)
+        rc = check_names(&w);
+    if (rc == 0 && (rc = ck_sink_wrap(&w.s, &m->env)) == 0) {
+        rc = same_layout(&w) ? write_in_place(&w) : write_new_layout(&w);
+        if (rc == 0)
+            rc = ck_sink_end(&w.s);
+    }
+    ck_sink_drop(&w.s);
+    free(w.s.buf);
+    free(w.items);
+    return rc;
+}
+
+/* A type is its safetensors name. */
+static bool st_same_type(const ck_dtype *a, const ck_dtype *b)
+{
+    const char *x = ck_dtype_safetensors_name(a), *y = ck_dtype_safetensors_name(b);
+    return x != NULL && y != NULL && strcmp(x, y) == 0;
+}
+
+const ck_writer ck_safetensors_writer = {
+    .format = &ck_format_safetensors,
+    .encode = st_encode,
+    .own_order = true,
+    .same_type = st_same_type,
+};
