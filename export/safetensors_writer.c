@@ -144,22 +144,24 @@ static int write_item(writer *w, const item *it)
     return 0;
 }
 
-/* The same layout: the header copied, each tensor where it was. */
+static int by_offset(const void *a, const void *b)
+{
+    const item *x = *(const item *const *)a, *y = *(const item *const *)b;
+    return x->orig->rec_off < y->orig->rec_off ? -1 : x->orig->rec_off > y->orig->rec_off;
+}
+
+/* The same layout: the header copied, each tensor where it was.  The data
+ * is the tensors' bytes back to back in offset order (the reader checked
+ * that they tile it), which need not be the header's order. */
 static int write_in_place(writer *w)
 {
     const ck_st_info *info = ck_st_info_of(w->m);
     const item **by_off = malloc((w->n + 1) * sizeof *by_off);
     if (by_off == NULL)
         return nomem(w);
-    /* Tensors in data order: the file's data is their bytes back to back. */
     for (size_t i = 0; i < w->n; i++)
         by_off[i] = &w->items[i];
-    for (size_t i = 1; i < w->n; i++) /* insertion sort: nearly sorted already */
-        for (size_t j = i; j > 0 && by_off[j - 1]->orig->rec_off > by_off[j]->orig->rec_off; j--) {
-            const item *x = by_off[j];
-            by_off[j] = by_off[j - 1];
-            by_off[j - 1] = x;
-        }
+    qsort(by_off, w->n, sizeof *by_off, by_offset);
     int rc = ck_sink_copy(&w->s, w->m->sources[0], 0, 8 + info->header_len);
     for (size_t i = 0; rc == 0 && i < w->n; i++)
         rc = write_item(w, by_off[i]);
@@ -249,21 +251,30 @@ static int write_new_layout(writer *w)
     return rc;
 }
 
-/* Two tensors of one name would make a header the reader refuses. */
+/* Names a header can hold: UTF-8 (as jansson checks it), not the
+ * metadata's key, each once. */
 static int check_names(writer *w)
 {
     ck_name_map seen;
     ck_name_map_init(&seen);
     int rc = 0;
+    char q[CK_QUOTE_BUF];
     for (size_t i = 0; rc == 0 && i < w->n; i++) {
         const char *name = w->items[i].name;
-        if (ck_name_map_get(&seen, name, strlen(name)) != CK_NAME_MAP_NONE) {
-            char q[CK_QUOTE_BUF];
+        size_t len = strlen(name);
+        json_t *utf8 = json_stringn(name, len);
+        if (utf8 == NULL)
+            rc = ck_fail(w->err, EINVAL, "%s: tensor '%s': safetensors names are UTF-8, this "
+                         "one is not", w->m->path, ck_quote(q, name, len));
+        else if (strcmp(name, "__metadata__") == 0)
+            rc = ck_fail(w->err, EINVAL, "%s: a tensor cannot be named '__metadata__' (the "
+                         "header's metadata key)", w->m->path);
+        else if (ck_name_map_get(&seen, name, len) != CK_NAME_MAP_NONE)
             rc = ck_fail(w->err, EINVAL, "%s: two tensors are named '%s'", w->m->path,
-                         ck_quote(q, name, strlen(name)));
-        } else if (ck_name_map_put(&seen, name, strlen(name), (uint32_t)i) < 0) {
+                         ck_quote(q, name, len));
+        else if (ck_name_map_put(&seen, name, len, (uint32_t)i) < 0)
             rc = nomem(w);
-        }
+        json_decref(utf8);
     }
     ck_name_map_free(&seen);
     return rc;

@@ -180,7 +180,7 @@ print(8 + n + json.loads(b[8:8 + n])["conv1.bias"]["data_offsets"][0] + 4)' "$f"
     [ "$(grep -c '^tensor' "$BATS_TEST_TMPDIR/p")" -eq 25 ]
 }
 
-@test "-o create: a checkpoint's tree and a OneFlow snapshot copied in become safetensors files; a type safetensors lacks is refused, naming the tensor" {
+@test "-o create: a checkpoint's tree (and back) and a OneFlow snapshot copied in become safetensors files; a type safetensors lacks is refused, naming the tensor" {
     M=$BATS_TEST_TMPDIR/m
     S=$BATS_TEST_TMPDIR/src
     mount_fg "$MS/goldenstick_test_sq_predict_simplenet_2stage_fp.ckpt" "$S" -o ro
@@ -190,6 +190,14 @@ print(8 + n + json.loads(b[8:8 + n])["conv1.bias"]["data_offsets"][0] + 4)' "$f"
     touch "$M/snapshot_done"
     diff -r "$S" "$M"
     run $ST_ORACLE check "$M" "$f"
+    [ "$status" -eq 0 ]
+    # and back: that safetensors mount's tree copied into a new checkpoint
+    B=$BATS_TEST_TMPDIR/back
+    mount_fg "$BATS_TEST_TMPDIR/back.ckpt" "$B" -o create,commit=manual
+    cp -r "$M/." "$B/"
+    touch "$B/snapshot_done"
+    diff -r "$S" "$B"
+    run $ORACLE check "$B" "$BATS_TEST_TMPDIR/back.ckpt"
     [ "$status" -eq 0 ]
 
     f=$BATS_TEST_TMPDIR/from_oneflow.safetensors
@@ -217,6 +225,27 @@ print(8 + n + json.loads(b[8:8 + n])["conv1.bias"]["data_offsets"][0] + 4)' "$f"
     [ ! -e "$BATS_TEST_TMPDIR/typed.safetensors" ]
     [ -d "$M3/$(ls "$S2" | grep -v snapshot_done | head -1)" ]
     for t in "$M3"/*/; do rm -r "$t"; done # so that the unmount has nothing to save
+}
+
+@test "names a safetensors header cannot hold are refused at the save, in one line naming them: __metadata__, bytes that are not UTF-8" {
+    M=$BATS_TEST_TMPDIR/m
+    f=$BATS_TEST_TMPDIR/n.safetensors
+    mount_fg "$f" "$M" -o create,commit=manual
+    for name in __metadata__ $'bad\xff\xfe'; do
+        mkdir "$M/$name"
+        printf 'shape {\n  dim: 1\n}\ndata_type: kFloat\n' >"$M/$name/meta"
+        head -c 4 /dev/zero >"$M/$name/out"
+        run touch "$M/snapshot_done"
+        [ "$status" -ne 0 ]
+        err=$(getfattr --absolute-names --only-values -n user.ckptfs.last_error "$M")
+        echo "$err"
+        case $name in
+        __metadata__) [[ $err == *"n.safetensors: a tensor cannot be named '__metadata__'"* ]] ;;
+        *) [[ $err == *"n.safetensors: tensor 'bad"*"': safetensors names are UTF-8"* ]] ;;
+        esac
+        [ ! -e "$f" ]
+        rm -r "$M/$name"
+    done
 }
 
 # refuse CASE RULE [TEXT]: the oracle's hostile file is refused before
