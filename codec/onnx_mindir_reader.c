@@ -29,6 +29,10 @@ typedef struct schema {
     uint32_t t_dims, t_type, t_segment, t_float, t_int32, t_string, t_int64, t_name, t_raw,
         t_double, t_uint64, t_external, t_location;
     uint32_t map_name, map_part[3];
+    /* Every node attribute's tensors are shown, not only a Constant's
+     * value: ONNX keeps values there (ConstantOfShape.value...), MindIR
+     * describes each node's output type and shape there, without data. */
+    bool all_attr_tensors;
 } schema;
 
 static const schema onnx_schema = {
@@ -40,6 +44,7 @@ static const schema onnx_schema = {
     .t_dims = 1, .t_type = 2, .t_segment = 3, .t_float = 4, .t_int32 = 5, .t_string = 6,
     .t_int64 = 7, .t_name = 8, .t_raw = 9, .t_double = 10, .t_uint64 = 11,
     .t_external = 13, .t_location = 14,
+    .all_attr_tensors = true,
 };
 
 static const schema mindir_schema = {
@@ -1059,6 +1064,34 @@ static int find_str(rd *d, uint64_t body, uint64_t end, uint32_t field, const ch
     return rc;
 }
 
+/* Whether the attribute's tensors are shown: a Constant's value always,
+ * any other in ONNX. */
+static bool shows_tensors(const rd *d, const node_info *n, const str *attr)
+{
+    if (strcmp(n->op.buf, "Constant") == 0 && strcmp(attr->buf, "value") == 0)
+        return true;
+    return d->s->all_attr_tensors;
+}
+
+/* The node holding an attribute's tensors, for messages only: its name,
+ * quoted; a node without one is "#INDEX (OP)" as for readers
+ * (pb_users.c), but an unnamed Constant is "", which messages name as
+ * "a Constant node". */
+static const char *holder_label(rd *d, const node_info *n)
+{
+    char label[CK_QUOTE_BUF + 48];
+    if (n->name.len > 0 || strcmp(n->op.buf, "Constant") == 0)
+        snprintf(label, sizeof label, "%s", ck_quote(d->q, n->name.buf, n->name.len));
+    else if (n->op.len > 0)
+        snprintf(label, sizeof label, "#%ld (%s)", n->index,
+                 ck_quote(d->q, n->op.buf, n->op.len));
+    else
+        snprintf(label, sizeof label, "#%ld", n->index);
+    return ck_arena_strndup(&d->m->index.arena, label, strlen(label));
+}
+
+/* An attribute: its tensors (TENSOR t, TENSORS tensors) are named after
+ * the node's first output, as a Constant's value, and its graphs walked. */
 static int walk_attr(rd *d, uint64_t body, uint64_t end, const where *w, void *ctx)
 {
     const node_info *n = ctx;
@@ -1066,23 +1099,19 @@ static int walk_attr(rd *d, uint64_t body, uint64_t end, const where *w, void *c
     if (attr == NULL)
         return nomem(d);
     int rc = find_str(d, body, end, d->s->attr_name, "AttributeProto.name", attr);
-    bool constant = rc == 0 && strcmp(n->op.buf, "Constant") == 0 &&
-                    strcmp(attr->buf, "value") == 0;
-    /* The holder only goes into messages: kept quoted, one line whatever
-     * the node's name holds. */
-    const char *holder = NULL;
-    if (constant) {
-        ck_quote(d->q, n->name.buf, n->name.len);
-        if ((holder = ck_arena_strndup(&d->m->index.arena, d->q, strlen(d->q))) == NULL)
-            rc = nomem(d);
-    }
+    bool shown = rc == 0 && shows_tensors(d, n, attr);
+    const char *holder = NULL; /* made once the attribute has a tensor */
     const char *sub_suffix = NULL;
     pb_seek(&d->r, body);
     pb_field f;
     while (rc == 0 && (rc = pb_next_field(&d->r, end, &f, d->err)) > 0) {
         rc = 0;
         uint32_t num = f.num;
-        if (constant && (num == d->s->attr_t || num == d->s->attr_tensors)) {
+        if (shown && (num == d->s->attr_t || num == d->s->attr_tensors)) {
+            if (holder == NULL && (holder = holder_label(d, n)) == NULL) {
+                rc = nomem(d);
+                break;
+            }
             ck_pb_role role = w->main ? CK_ROLE_CONST : CK_ROLE_SUB;
             rc = add_tensor(d, &f, end, w, role, &n->output, holder, CK_PART_WHOLE);
         } else if (num == d->s->attr_g || num == d->s->attr_graphs) {

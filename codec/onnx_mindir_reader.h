@@ -11,9 +11,15 @@
  *   main-graph initializers (ONNX) / parameters (MindIR)   NAME
  *     (MindIR: the part of the name after the first ':')
  *   Constant nodes' value tensors in the main graph        OUTPUT%const
- *   initializers and Constants inside subgraphs (If/Loop
- *   bodies, MindIR functions)                               NAME%@NODE.ATTR
+ *   (ONNX: every TENSOR / TENSORS attribute of every node,
+ *   e.g. ConstantOfShape.value, named as a Constant's value)
+ *   initializers, Constants and attribute tensors inside
+ *   subgraphs (If/Loop bodies, MindIR functions)            NAME%@NODE.ATTR
  *   MindIR map_parameter parts                              NAME%map.key ...
+ * OUTPUT is the node's first output (the tensor's own name when the node
+ * has none), whatever the attribute; several tensors of one node are told
+ * apart by %dup (below).  MindIR shows a Constant's value only: its other
+ * attributes' tensors describe an output's type and shape, without data.
  * "%c" and "%@" never come out of escaping a name, so the generated names
  * cannot collide with a main-graph name; two generated names that would be
  * equal get "%dup2", "%dup3"... in file order.

@@ -41,9 +41,72 @@ check_fixture() {
     mount_fg "$ONNX_FIX/silero_vad_v5_subgraphs.onnx" "$BATS_TEST_TMPDIR/s" -o ro
     [ "$(ls "$BATS_TEST_TMPDIR/s" | grep -c '%@If_0\.then_branch$')" -gt 0 ]
     [ "$(ls "$BATS_TEST_TMPDIR/s" | grep -c '%@If_0\.else_branch$')" -gt 0 ]
-    [ "$(ls "$BATS_TEST_TMPDIR/s" | grep -vc snapshot_done)" -eq 341 ]
+    # the oracle's count: 341 weights and the 4 ConstantOfShape values
+    [ "$($GRAPH_ORACLE list "$ONNX_FIX/silero_vad_v5_subgraphs.onnx" | wc -l)" -eq 345 ]
+    [ "$(ls "$BATS_TEST_TMPDIR/s" | grep -vc snapshot_done)" -eq 345 ]
     # the one top-level Constant is stored in int64_data: decoded to 8 LE bytes
     [ "$(od -An -tx1 "$BATS_TEST_TMPDIR/s/Constant_0_output%const/out" | wc -w)" -eq 8 ]
+}
+
+@test "every tensor attribute of every node is shown: Silero's ConstantOfShape values, two If levels deep" {
+    local m=$ONNX_FIX/silero_vad_legacy.onnx mnt=$BATS_TEST_TMPDIR/v d
+    # from the ONNX file: 263 tensors, 4 of them ConstantOfShape values
+    [ "$($GRAPH_ORACLE list "$m" | wc -l)" -eq 263 ]
+    $PY - "$m" >"$BATS_TEST_TMPDIR/want" <<'PY'
+import sys, onnx
+from onnx import numpy_helper
+def walk(g, outer):
+    for n in g.node:
+        for a in n.attribute:
+            if n.op_type == "ConstantOfShape":
+                t = numpy_helper.to_array(a.t)
+                print("%s%%@%s\t%s\t%s" % (n.output[0], outer, t.dtype, t.tobytes().hex()))
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                walk(sub, n.name + "." + a.name)
+walk(onnx.load(sys.argv[1]).graph, "")
+PY
+    [ "$(wc -l <"$BATS_TEST_TMPDIR/want")" -eq 4 ]
+    mount_fg "$m" "$mnt" -o ro
+    [ "$(ls "$mnt" | grep -vc snapshot_done)" -eq 263 ]
+    while IFS=$'\t' read -r d dtype hex; do
+        [ "$dtype" = float32 ]
+        [ "$(od -An -vtx1 "$mnt/$d/out" | tr -d ' \n')" = "$hex" ]
+        [ "$(cat "$mnt/$d/meta")" = "$($ORACLE meta-of 1 kFloat)" ]
+        [ "$(getfattr --only-values -n user.ckptfs.name "$mnt/$d")" = "${d%%%@*}" ]
+    done <"$BATS_TEST_TMPDIR/want"
+    [ -d "$mnt/h_zeros%@If_177.else_branch" ]
+    $GRAPH_ORACLE check "$mnt" "$m"
+}
+
+@test "attribute tensors of any op: OUTPUT%const, a TENSORS list and a second tensor attribute get %dup, as the oracle names them" {
+    local m=$BATS_TEST_TMPDIR/attrs.onnx mnt=$BATS_TEST_TMPDIR/a
+    # a ConstantOfShape in the main graph, and a node of a custom domain with a
+    # TENSOR attribute, a TENSORS one of two and a graph holding one more
+    # (onnx.helper writes attributes sorted by name: branch, scale, tables)
+    $PY - "$m" <<'PY'
+import sys
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+arr = lambda v, dt: numpy_helper.from_array(np.array(v, dtype=dt))
+inner = helper.make_graph([helper.make_node("ConstantOfShape", ["s"], ["z"], name="cos_in",
+                                            value=arr([7], np.int32))], "branch", [],
+                          [helper.make_tensor_value_info("z", TensorProto.INT32, None)])
+custom = helper.make_node("Thing", ["X"], ["T", "T2"], name="thing", domain="my.domain",
+                          scale=arr([1.5, 2.5], np.float32),
+                          tables=[arr([[1, 2]], np.int64), arr([3], np.int64)],
+                          branch=inner)
+g = helper.make_graph([helper.make_node("ConstantOfShape", ["S"], ["Y"],
+                                        value=arr([0.25], np.float32)), custom],
+                      "g", [helper.make_tensor_value_info("S", TensorProto.INT64, [1]),
+                            helper.make_tensor_value_info("X", TensorProto.FLOAT, [1])],
+                      [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13),
+                                         helper.make_opsetid("my.domain", 1)]), sys.argv[1])
+PY
+    [ "$($GRAPH_ORACLE list "$m" | cut -f1 | tr '\n' ' ')" = "Y%const z%@thing.branch T%const T%const%dup2 T%const%dup3 " ]
+    mount_fg "$m" "$mnt" -o ro
+    $GRAPH_ORACLE check "$mnt" "$m"
+    [ "$($GRAPH_ORACLE values "$m" T%const%dup3 | tr '\n' ' ')" = "3 " ]
 }
 
 @test "typed fields are shown as little-endian raw bytes (keras2onnx float_data/int64_data)" {

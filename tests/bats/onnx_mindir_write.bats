@@ -245,6 +245,81 @@ PY
     [ "$(sha "$m")" = "$before" ]
 }
 
+@test "Silero's ConstantOfShape values: an edit is saved in place in the node, onnxruntime runs it, rmdir and mv are EBUSY naming the node" {
+    local m mnt=$BATS_TEST_TMPDIR/m d='h_zeros%@If_177.else_branch' spec before after
+    m=$(work_copy "$ONNX_FIX/silero_vad_legacy.onnx")
+    $GRAPH_ORACLE list "$m" | grep -q "^$d"$'\tFLOAT\t\\[1\\]\t4\t'
+    spec=$($PY -c 'import json; print(json.dumps({"input": {"dims": [1, 512], "data": [((i * 7) % 13 - 6) / 10 for i in range(512)]}, "sr": {"dims": [], "type": "int64", "data": [16000]}, "h": {"dims": [2, 1, 64], "data": [0] * 128}, "c": {"dims": [2, 1, 64], "data": [0] * 128}}))')
+    before=$(cd "$REPO/tests/ort" && $ORT_RUN "$m" "$spec" 2>/dev/null)
+    [[ "$before" == *'"output":{"dims":[1,1]'* ]]
+    mount_fg "$m" "$mnt" -o commit=manual
+    busy rmdir "$mnt/$d"
+    logged "tensor '$d' is held by node 'ConstantOfShape_338'; it cannot be deleted or renamed"
+    busy rm -r "$mnt/$d"
+    busy mv "$mnt/$d" "$mnt/h_zeros"
+    [ -s "$mnt/$d/out" ]
+    $PY -c 'import numpy as np,sys; np.array([0.25],dtype="<f4").tofile(sys.argv[1])' "$mnt/$d/out"
+    touch "$mnt/snapshot_done"
+    [ "$($GRAPH_ORACLE values "$m" "$d")" = 0.25 ]
+    # in place: the same size, only the value's bytes differ, and the model is
+    # the original with that one attribute tensor changed
+    [ "$(stat -c %s "$m")" -eq "$(stat -c %s "$ONNX_FIX/silero_vad_legacy.onnx")" ]
+    [ "$(cmp -l "$ONNX_FIX/silero_vad_legacy.onnx" "$m" | wc -l)" -le 4 ]
+    $PY - "$m" "$ONNX_FIX/silero_vad_legacy.onnx" <<'PY'
+import sys, onnx
+from onnx import numpy_helper
+new, old = onnx.load(sys.argv[1]), onnx.load(sys.argv[2])
+def node(model):
+    g = [a.g for a in model.graph.node[1].attribute if a.name == "then_branch"][0]
+    n = [n for n in g.node if n.name == "If_177"][0]
+    g = [a.g for a in n.attribute if a.name == "else_branch"][0]
+    return [n for n in g.node if n.name == "ConstantOfShape_338"][0]
+assert numpy_helper.to_array(node(new).attribute[0].t).tolist() == [0.25]
+node(new).attribute[0].t.CopyFrom(node(old).attribute[0].t)
+assert new.SerializeToString() == old.SerializeToString()
+onnx.checker.check_model(sys.argv[1])
+PY
+    # the saved model runs; h of its declared [2, batch, 64] takes If_177's
+    # then branch, so the outputs are the original's
+    after=$(cd "$REPO/tests/ort" && $ORT_RUN "$m" "$spec" 2>/dev/null)
+    [ "$after" = "$before" ]
+    fusermount3 -u "$mnt"
+    mount_fg "$m" "$BATS_TEST_TMPDIR/again" -o ro
+    $GRAPH_ORACLE check "$BATS_TEST_TMPDIR/again" "$m"
+}
+
+@test "a main-graph ConstantOfShape value (OUTPUT%const of an unnamed node): edited, onnxruntime's output follows; rmdir names '#1 (ConstantOfShape)'" {
+    local m=$BATS_TEST_TMPDIR/fill.onnx mnt=$BATS_TEST_TMPDIR/m spec
+    # Y = X + ConstantOfShape(Shape(X), value=0.25), nodes without names
+    $PY - "$m" <<'PY'
+import sys
+import numpy as np
+from onnx import TensorProto, checker, helper, numpy_helper, save
+nodes = [helper.make_node("Shape", ["X"], ["S"]),
+         helper.make_node("ConstantOfShape", ["S"], ["F"],
+                          value=numpy_helper.from_array(np.array([0.25], np.float32))),
+         helper.make_node("Add", ["X", "F"], ["Y"])]
+g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [3])],
+                      [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [3])])
+model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+model.ir_version = 8
+checker.check_model(model)
+save(model, sys.argv[1])
+PY
+    [ "$($GRAPH_ORACLE list "$m" | cut -f1)" = 'F%const' ]
+    spec='{"X": {"dims": [3], "data": [1, 2, 3]}}'
+    [[ "$(cd "$REPO/tests/ort" && $ORT_RUN "$m" "$spec" 2>/dev/null)" == *'"data":[1.25,2.25,3.25]'* ]]
+    mount_fg "$m" "$mnt" -o commit=manual
+    busy rmdir "$mnt/F%const"
+    logged "tensor 'F%const' is held by node '#1 (ConstantOfShape)'"
+    busy mv "$mnt/F%const" "$mnt/G%const"
+    $PY -c 'import numpy as np,sys; np.array([-2],dtype="<f4").tofile(sys.argv[1])' "$mnt/F%const/out"
+    touch "$mnt/snapshot_done"
+    [ "$($GRAPH_ORACLE values "$m" F%const)" = -2.0 ]
+    [[ "$(cd "$REPO/tests/ort" && $ORT_RUN "$m" "$spec" 2>/dev/null)" == *'"data":[-1,0,1]'* ]]
+    $PY -c 'import onnx,sys; onnx.checker.check_model(sys.argv[1])' "$m"
+}
+
 @test "initializers no node reads can be deleted and renamed; the result loads" {
     local m=$BATS_TEST_TMPDIR/spare.onnx mnt=$BATS_TEST_TMPDIR/m spec
     # Add(X, bias), plus two initializers that nothing reads

@@ -30,6 +30,11 @@ Naming (docs/design.md): main-graph initializers / MindIR parameters keep their 
 tensors inside subgraphs are NAME%@NODE.ATTR (NODE the escaped node name, or #INDEX
 when it has none, the suffix cut to 120 bytes with %~HASH); MindIR map parameters
 NAME%map.key/.value/.status; equal generated names get %dup2, %dup3 in file order.
+ONNX shows the TENSOR and TENSORS attributes of every node (ConstantOfShape.value...),
+at any depth, named as a Constant's value: the node's first output (the tensor's own
+name when the node has none) + %const in the main graph, + the subgraph's %@NODE.ATTR
+inside one; several tensors of one node are told apart by %dup2... MindIR shows a
+Constant's value only: its other attributes' tensors are output types, without data.
 
 users: NAME is a tensor directory; its tensor's name as the file spells it (MindIR
 parameters with their GRAPH: prefix) is looked for in the `input` list of every node, in
@@ -215,19 +220,32 @@ class Walker:
         self.seen.add(d)
         self.entries.append(Entry(d, name, tname.encode(), of_type, dims, out, np_dtype))
 
+    def shows(self, node, a):
+        """ONNX: every attribute's TENSOR / TENSORS values (onnx-format.md 8: also
+        ConstantOfShape.value...).  MindIR: a Constant's value only, its other attributes'
+        tensors describe a node's output type and shape, without data."""
+        return not self.mindir or (node.op_type == "Constant" and a.name == "value")
+
+    def attr_tensor(self, t, node, main, suffix):
+        """An attribute's tensor: named by the node's first output, as a Constant's value
+        (its own name when the node has no output)."""
+        value = node.output[0].encode() if node.output and node.output[0] else t.name.encode()
+        self.add(t, value, b"%const" if main else suffix)
+
     def graph(self, g, main, suffix):
         for i, node in enumerate(g.node):
             for a in node.attribute:
-                if node.op_type == "Constant" and a.name == "value":
-                    tensors = ([a.t] if a.HasField("t") else []) + list(a.tensors)
-                    for t in tensors:
-                        value = node.output[0].encode() if node.output and node.output[0] \
-                            else t.name.encode()
-                        self.add(t, value, b"%const" if main else suffix)
-                graphs = ([a.g] if a.HasField("g") else []) + list(a.graphs)
-                for sub in graphs:
-                    self.graph(sub, False, make_suffix(node.name.encode(), i,
-                                                       a.name.encode()))
+                shown = self.shows(node, a)
+                sub_suffix = make_suffix(node.name.encode(), i, a.name.encode())
+                # field order, as a serializer writes them: t, g, tensors, graphs
+                if shown and a.HasField("t"):
+                    self.attr_tensor(a.t, node, main, suffix)
+                if a.HasField("g"):
+                    self.graph(a.g, False, sub_suffix)
+                for t in a.tensors if shown else []:
+                    self.attr_tensor(t, node, main, suffix)
+                for sub in a.graphs:
+                    self.graph(sub, False, sub_suffix)
         tensors = g.parameter if self.mindir else g.initializer
         for t in tensors:
             name = t.name.encode()
