@@ -4,8 +4,8 @@
 # mv of tensors, saves, remounts, kill -9) on writable mounts of every
 # format, each save checked against a Python reference model and the
 # independent oracles (ckpt_oracle, python3-onnx, MindIR protobuf,
-# envelope_oracle, zstd -d).  About 12 000 steps in all.  A longer run:
-# docs/design.md, "The model-based random test".
+# envelope_oracle, zstd -d, safetensors_oracle).  About 13 000 steps in
+# all.  A longer run: docs/design.md, "The model-based random test".
 #
 # The tests that name seeds were the reproductions of defects the random
 # test found (superseded records saved adjacent, data_location DEFAULT
@@ -57,6 +57,12 @@ teardown() {
 @test "random ops, manual saves: zstd .ckpt and ONNX" {
     model_test --format ckpt-zst --seeds 1-3 --steps 300
     model_test --format onnx-zst --seeds 1-3 --steps 300
+}
+
+@test "random ops, manual saves: safetensors (layout kept in place, or the reference writer's)" {
+    # Parsed by safetensors_oracle after every save; F8/F4 tensors are
+    # read-only (EPERM), kChar and kComplex128 saves refused (EINVAL).
+    model_test --format safetensors --seeds 1-4 --steps 300
 }
 
 @test "random ops, automatic saves (commit_delay=0): every format" {
