@@ -825,9 +825,11 @@ class Safetensors(Model):
             want = so.serialize([(e.tag.decode("utf-8"), e.ms_type, e.shape, e.out)
                                  for e in p.entries], p.metadata)
             if data != want:
+                k = first_diff(data, want)
                 return ("the saved file (new layout) is not the reference writer's layout: "
-                        "first difference at byte %d of %d (the oracle's rewrite: %d bytes)" % (
-                            first_diff(data, want), len(data), len(want)))
+                        "first difference at byte %d of %d (the oracle's rewrite: %d bytes): "
+                        "%r, the rewrite %r" % (k, len(data), len(want), data[max(0, k - 16):k + 8],
+                                                want[max(0, k - 16):k + 8]))
             return None
         # The same layout: every byte outside the changed tensors is the last file's.
         if len(data) != len(old):
@@ -1394,6 +1396,10 @@ class Run:
             return ("100%%-%d" % k).encode()
         if kind < 0.25 and self.model.fmt == "safetensors":
             return ("nul\0%d" % k).encode()  # a save is refused (EINVAL)
+        if kind < 0.3 and self.model.fmt == "safetensors" and \
+                "st-control-names" not in self.args.avoid:
+            # JSON escapes \u001b (the reference writer, serde_json, writes lowercase hex)
+            return ("ctl\x1b%d\x1f" % k).encode()
         return ("new.%d" % k).encode()
 
     def insert_new(self, entry):
@@ -2080,7 +2086,9 @@ def main():
                     "two records of one tag), empty-ckpt (never rm -r a checkpoint's last "
                     "tensor), autosave-tmpfile (with --auto, no temporary file renamed over "
                     "meta or out), meta-across-save (with --threads, no save while a meta is "
-                    "open for writing: issue 12, the save drops its buffer)")
+                    "open for writing: issue 12, the save drops its buffer), st-control-names "
+                    "(no safetensors tensor named with a control character: ckptfs's header "
+                    "escapes it as \\u001B, the reference writer as \\u001b)")
     ap.add_argument("--threads", type=int, default=1,
                     help="N client threads at once, each on its own tensors, saving concurrently "
                     "(the steps are shared among them; no remount or kill -9 until they end)")
@@ -2092,7 +2100,7 @@ def main():
     args.avoid = [a for a in args.avoid.split(",") if a]
     for a in args.avoid:
         if a not in ("dl-default", "superseded-gap", "empty-ckpt", "autosave-tmpfile",
-                     "meta-across-save"):
+                     "meta-across-save", "st-control-names"):
             ap.error("--avoid: unknown %r" % a)
     check_bad_metas()
     if not os.access(args.ckptfs, os.X_OK):
