@@ -17,8 +17,19 @@ the files must be byte for byte the last saved ones.
 After every save: the tree read through the mount equals the reference; the
 file, parsed by an independent oracle (tests/oracle/ckpt_oracle.py,
 python3-onnx through graph_oracle.py, MindIR through protobuf; decrypted by
-envelope_oracle.py or `zstd -d` first), equals the reference, names and
-order included; snapshot_done exists.  Formats: see FORMATS.
+envelope_oracle.py or `zstd -d` first; safetensors by safetensors_oracle.py), equals
+the reference, names and order included; snapshot_done exists.  Formats: see FORMATS
+and MANUAL_FORMATS.
+
+safetensors (manual saves, one thread): the file made by safetensors_oracle's writer
+holds every dtype with a OneFlow type, F8 and F4 (shown as bytes: every edit refused
+with EPERM), 0-d and empty tensors, names to escape and __metadata__; half the seeds in
+the 2022 layout (name order, unpadded).  A meta of kChar or kComplex128, or a name
+holding NUL (directory %00), is accepted, the save refused (EINVAL).  After each save,
+besides dtypes, shapes, bytes, order and __metadata__: when every tensor of the last
+file kept its name, dtype and shape and none was added, every byte outside the changed
+tensors is the last file's; otherwise the file is byte for byte the oracle writer's
+layout of its own tensors.
 
     model_test.py --ckptfs build/ckptfs --format ckpt --seed 1 --steps 300
     model_test.py --ckptfs build/ckptfs --format all --seeds 1-200 --steps 2000
@@ -67,6 +78,9 @@ EDIT_TYPES = [t for t in ITEMSIZE if t != "kChar"]
 
 FORMATS = ["ckpt", "ckpt-superseded", "onnx-external", "mindir-split", "mindir",
            "ckpt-gcm", "ckpt-cbc", "mindir-gcm", "ckpt-zst", "onnx-zst"]
+# Formats run with manual saves and one client thread only, and not part of --format all
+# (their reference does not yet model the tensor order of automatic or concurrent saves).
+MANUAL_FORMATS = ["safetensors"]
 
 
 class Mismatch(Exception):
@@ -319,8 +333,31 @@ class Model:
                           "gap" if name in self.gaps else stores.get(name)))
         return state, busy
 
+    edit_types = EDIT_TYPES
+    extra_ops = []
+
     def frozen(self, e):
         return e[T] == "kChar"
+
+    def readonly(self, e):
+        """A tensor every edit of which is refused with EPERM (rm -r and mv included)."""
+        return False
+
+    def saveable(self, state):
+        """Beyond complete tensors: whether the format can hold every tensor's type."""
+        return True
+
+    def unsaveable(self, e):
+        """A tensor's type the format cannot hold: op_complete retypes it."""
+        return False
+
+    def bad_name(self, e):
+        """A tensor's name the format cannot hold: op_complete renames it."""
+        return False
+
+    def settle(self, state):
+        """A save succeeded: the reference as the file now holds it (order, storage)."""
+        return state
 
     def invariants(self, state):
         """Extra checks of the saved file (layout); returns a message or None."""
@@ -666,6 +703,150 @@ class MindIRCipher(MindIR):
         return v, busy, stores
 
 
+# safetensors: the oracle is safetensors_oracle (json + numpy), never ckptfs code.
+# OneFlow meta type -> the dtype a changed tensor is saved as; kChar and kComplex128 have
+# none (the save is refused).  A kUInt8 meta on an F8 tensor keeps F8 (tree.c), which the
+# reference models through the dtype the tensor has in the file (its ST).
+ST_DTYPE = {"kBool": "BOOL", "kUInt8": "U8", "kInt8": "I8", "kInt16": "I16", "kUInt16": "U16",
+            "kFloat16": "F16", "kBFloat16": "BF16", "kInt32": "I32", "kUInt32": "U32",
+            "kFloat": "F32", "kComplex64": "C64", "kDouble": "F64", "kInt64": "I64",
+            "kUInt64": "U64"}
+ST_METADATA = {"format": "pt", "note": "h\u00e9llo \"quoted\"", "empty": ""}
+
+
+def st_oracle():
+    import safetensors_oracle
+    return safetensors_oracle
+
+
+class Safetensors(Model):
+    """A safetensors file made by the oracle's writer: every OneFlow-typed dtype, F8 and F4
+    (shown as bytes, read-only), 0-d and empty tensors, names to escape, __metadata__.
+    Half the seeds use the 2022 layout (name order, header unpadded), so that a save which
+    keeps the layout is told apart from one which lays the file out anew.
+
+    Each tensor's ST is (name, dtype, shape) as in the last saved file (None: added since):
+    the writer keeps the file's layout only when every tensor of the file is still there
+    under its name, with its dtype and shape, and none was added."""
+
+    edit_types = EDIT_TYPES + ["kChar"]  # kChar and kComplex128: saves refused
+    extra_ops = [("op_readonly", 2)]
+
+    def build(self):
+        so = st_oracle()
+        rng = self.rng
+        specs = [("net.w", "F32", [2, 3]), ("net.b", "F32", [3]), ("half", "F16", [3, 2]),
+                 ("bf", "BF16", [3]), ("dbl", "F64", [2]), ("i8", "I8", [5]), ("i16", "I16", [3, 2]),
+                 ("i32", "I32", [4]), ("i64", "I64", [2, 3]), ("u8", "U8", [7]), ("u16", "U16", [3]),
+                 ("u32", "U32", [2, 2]), ("u64", "U64", [2]), ("flags", "BOOL", [3]),
+                 ("z", "C64", [2]), ("fp8", "F8_E4M3", [2, 3]), ("fp8b", "F8_E5M2", [4]),
+                 ("fp4", "F4", [6]), ("a/slash", "F32", [2]), ("n\u00fc", "I32", [1]),
+                 ("scalar", "F32", []), ("step", "I64", []), ("empty", "F32", [0]),
+                 ("empty3", "F16", [2, 0, 3]), ("bools0", "BOOL", [0])]
+        if rng.integers(0, 2):  # over 1 MiB: copied around the changed bytes
+            specs.append(("big.blob", "U8", [3 * MIB + 123]))
+        tensors = [(n, d, s, so.random_data(rng, d, s)) for n, d, s in specs]
+        self.unpadded = bool(rng.integers(0, 2))
+        self.path = os.path.join(self.tmp, "model.safetensors")
+        with open(self.path, "wb") as f:
+            f.write(so.serialize(tensors, ST_METADATA, unpadded=self.unpadded))
+        self.last = None
+
+    def load(self):
+        so = st_oracle()
+        with open(self.path, "rb") as f:
+            data = f.read()
+        try:
+            p = so.reference_parse(data)
+        except so.Refused as exc:
+            raise Mismatch("safetensors_oracle refuses the saved file: %s" % exc)
+        if p.metadata != ST_METADATA:
+            raise Mismatch("__metadata__ is %r, expected %r" % (p.metadata, ST_METADATA))
+        return data, p
+
+    def parse(self):
+        data, p = self.load()
+        if self.last is None:
+            self.last = (data, p)
+        stores = {e.dirname: (e.tag, e.ms_type, tuple(e.shape)) for e in p.entries}
+        return [(e.dirname, e.meta, e.out) for e in p.entries], set(), stores
+
+    @staticmethod
+    def packed(e):
+        return e[ST] is not None and st_oracle().MAPPING[e[ST][1]][3] == "flat"
+
+    def readonly(self, e):
+        # F8 and the sub-byte floats: OneFlow has no such type; ckptfs shows their bytes
+        # and refuses every edit (write, meta, rm -r, mv) with EPERM.
+        return e[ST] is not None and e[ST][1] in st_oracle().MAPPING and \
+            ST_DTYPE.get(st_oracle().MAPPING[e[ST][1]][1]) != e[ST][1]
+
+    def frozen(self, e):
+        return self.readonly(e)
+
+    def dtype(self, e):
+        """The dtype tensor e is saved as (None: none exists)."""
+        if e[ST] is not None and st_oracle().MAPPING[e[ST][1]][1] == e[T]:
+            return e[ST][1]
+        return ST_DTYPE.get(e[T])
+
+    def file_shape(self, e):
+        return e[ST][2] if self.packed(e) else tuple(e[S])
+
+    def unsaveable(self, e):
+        return e[T] is not None and self.dtype(e) is None
+
+    def bad_name(self, e):
+        # valid for the format, but ckptfs's JSON library cannot hold NUL in a key
+        return b"\0" in unescape(e[D])
+
+    def saveable(self, state):
+        return not any(self.unsaveable(e) or self.bad_name(e) for e in state)
+
+    def keeps_layout(self, state):
+        """Every tensor of the last file there under its name, dtype and shape; none added."""
+        return len(state) == len(self.last[1].entries) and all(
+            e[ST] is not None and e[ST] == (unescape(e[D]), self.dtype(e), self.file_shape(e))
+            for e in state)
+
+    def settle(self, state):
+        self.kept = self.keeps_layout(state)
+        if not self.kept:
+            rank = st_oracle().RANK
+            state = sorted(state, key=lambda e: (-rank[self.dtype(e)], unescape(e[D])))
+        return [e[:ST] + ((unescape(e[D]), self.dtype(e), self.file_shape(e)),) for e in state]
+
+    def invariants(self, state):
+        so = st_oracle()
+        data, p = self.load()
+        old, old_p = self.last
+        self.last = (data, p)
+        if not self.kept:
+            want = so.serialize([(e.tag.decode("utf-8"), e.ms_type, e.shape, e.out)
+                                 for e in p.entries], p.metadata)
+            if data != want:
+                k = first_diff(data, want)
+                return ("the saved file (new layout) is not the reference writer's layout: "
+                        "first difference at byte %d of %d (the oracle's rewrite: %d bytes): "
+                        "%r, the rewrite %r" % (k, len(data), len(want), data[max(0, k - 16):k + 8],
+                                                want[max(0, k - 16):k + 8]))
+            return None
+        # The same layout: every byte outside the changed tensors is the last file's.
+        if len(data) != len(old):
+            return "the layout was kept but the file is %d bytes, was %d" % (len(data), len(old))
+        start = 8 + old_p.header_len
+        differs = np.frombuffer(data, np.uint8) != np.frombuffer(old, np.uint8)
+        outs = {x.tag: x.out for x in p.entries}
+        for e in old_p.entries:
+            if outs.get(e.tag) != e.out:
+                differs[start + e.begin:start + e.end] = False
+        if differs.any():
+            i = int(np.argmax(differs))
+            return "the layout was kept but byte %d (%s) changed: 0x%02x, was 0x%02x" % (
+                i, "header" if i < start else "data of an unchanged tensor", data[i], old[i])
+        return None
+
+
 def make_model(fmt, tmp, rng, avoid=()):
     if fmt == "ckpt":
         m = Ckpt(tmp, rng, avoid)
@@ -697,8 +878,11 @@ def make_model(fmt, tmp, rng, avoid=()):
     elif fmt == "mindir-gcm":
         m = MindIRCipher(tmp, rng, avoid)
         m.build()
+    elif fmt == "safetensors":
+        m = Safetensors(tmp, rng, avoid)
+        m.build()
     else:
-        raise SystemExit("unknown format %r (one of %s)" % (fmt, ", ".join(FORMATS)))
+        raise SystemExit("unknown format %r (one of %s)" % (fmt, ", ".join(FORMATS + MANUAL_FORMATS)))
     m.fmt = fmt
     return m
 
@@ -838,7 +1022,7 @@ class Run:
         file as it was."""
         if self.model.fmt.startswith("ckpt") and not self.state:
             return False
-        return state_valid(self.state)
+        return state_valid(self.state) and self.model.saveable(self.state)
 
     def busy(self, e):
         return e[D] in self.busy_set
@@ -958,6 +1142,7 @@ class Run:
         if not os.path.exists(self.p(b"snapshot_done")):
             self.fail("%s succeeded but snapshot_done is missing" % how)
         self.read_tree()
+        self.state = self.model.settle(self.state)
         self.busy_set = self.check_file(self.state)
         self.check_stores()
         # An emptied inline tensor has no storage left to keep.
@@ -1119,7 +1304,7 @@ class Run:
         ndim = self.r.choice([0, 1, 1, 2, 2, 3])
         dims = tuple(self.r.choice([0, 1, 2, 3, 4, 5]) if self.r.random() < 0.05
                      else self.r.randint(1, 5) for _ in range(ndim))
-        return self.r.choice(EDIT_TYPES), dims
+        return self.r.choice(self.model.edit_types), dims
 
     def write_file(self, path, data, how):
         """Replace a file's content: in place (O_TRUNC), or a temporary file renamed over
@@ -1209,6 +1394,12 @@ class Run:
             return ("n\u00fc%d" % k).encode()
         if kind < 0.25 and self.model.fmt.startswith("ckpt"):
             return ("100%%-%d" % k).encode()
+        if kind < 0.25 and self.model.fmt == "safetensors":
+            return ("nul\0%d" % k).encode()  # a save is refused (EINVAL)
+        if kind < 0.3 and self.model.fmt == "safetensors" and \
+                "st-control-names" not in self.args.avoid:
+            # JSON escapes \u001b (the reference writer, serde_json, writes lowercase hex)
+            return ("ctl\x1b%d\x1f" % k).encode()
         return ("new.%d" % k).encode()
 
     def insert_new(self, entry):
@@ -1253,14 +1444,31 @@ class Run:
         """Make every tensor saveable again: a missing meta or out is written, an out of the
         wrong size truncated to the meta's."""
         for e in list(self.state):
-            if valid_entry(e):
+            if self.model.bad_name(e):
+                self.new_count += 1
+                target = co.escape_tag(b"renamed.%d" % self.new_count)
+                self.note("complete %r: mv to %r" % (e[D], target))
+                os.rename(self.p(e[D]), self.p(target))
+                self.set(self.idx(e[D]), d=target)
+                e = self.state[self.idx(target)]
+            if valid_entry(e) and not self.model.unsaveable(e):
                 continue
             i = self.idx(e[D])
+            if self.model.unsaveable(e) and e[B] is not None:
+                # a type the format cannot hold (safetensors: kChar, kComplex128): its
+                # bytes as kUInt8
+                self.note("complete %r: meta %s -> kUInt8 [%d]" % (e[D], e[T], len(e[B])))
+                self.write_file(self.p(e[D], b"meta"), meta_text(self.np, "kUInt8", [len(e[B])]),
+                                "inplace")
+                self.set(i, t="kUInt8", s=(len(e[B]),))
+                continue
             if e[T] is None:
                 if e[B] is not None:
                     of_type, dims = "kUInt8", (len(e[B]),)
                 else:
                     of_type, dims = self.new_shape()
+                    if self.model.unsaveable((e[D], of_type, dims, None, e[ST])):
+                        of_type = "kUInt8"
                 self.note("complete %r: meta %s %s" % (e[D], of_type, list(dims)))
                 self.write_file(self.p(e[D], b"meta"), meta_text(self.np, of_type, list(dims)),
                                 "inplace")
@@ -1290,6 +1498,11 @@ class Run:
         gap_ok = "superseded-gap" not in self.args.avoid
         e = self.pick(lambda e: gap_ok or e[ST] != "gap")
         if e is None:
+            return
+        if self.model.readonly(e):
+            self.note("rm -r %r (read-only), expect EPERM" % e[D])
+            self.expect_errno(lambda: shutil.rmtree(self.p(e[D])), errno.EPERM, "rm -r")
+            self.check_entry(e)
             return
         if "empty-ckpt" in self.args.avoid and self.model.fmt.startswith("ckpt") and \
                 len(self.state) == 1:
@@ -1335,6 +1548,8 @@ class Run:
             target, want = co.escape_tag(self.new_name()), 0
         if self.busy(e):
             want = errno.EBUSY
+        if self.model.readonly(e):
+            want, replaced = errno.EPERM, None
         self.note("mv %r %r%s" % (e[D], target, ", expect %s" % errno.errorcode[want] if want else ""))
         if self.expect_errno(lambda: os.rename(self.p(e[D]), self.p(target)), want, "mv") == 0:
             if replaced is not None:
@@ -1346,7 +1561,9 @@ class Run:
         ok = self.saveable()
         empty = not self.state and self.model.fmt.startswith("ckpt")
         self.note("save (%s), expect %s" % (how, "success" if ok else "failure: no tensor at all"
-                                            if empty else "EINVAL: a tensor is incomplete"))
+                                            if empty else "EINVAL: a tensor is incomplete" if
+                                            not state_valid(self.state) else
+                                            "EINVAL: a type or name the format cannot hold"))
         path = self.p(b"snapshot_done")
 
         def run():
@@ -1387,6 +1604,34 @@ class Run:
         else:
             self.after_failed_save(how)
 
+    def op_readonly(self):
+        """An edit of a tensor the format's reader shows read-only (safetensors: F8, F4),
+        refused with EPERM; the tensor reads as before."""
+        e = self.pick(self.model.readonly)
+        if e is None:
+            return
+        path = self.p(e[D])
+        what = self.r.choice(["pwrite", "truncate", "meta", "rm out"])
+        self.note("%s on read-only %r, expect EPERM" % (what, e[D]))
+
+        def run():
+            if what == "pwrite":
+                fd = os.open(os.path.join(path, b"out"), os.O_WRONLY)
+                try:
+                    os.pwrite(fd, b"\0", 0)
+                finally:
+                    os.close(fd)
+            elif what == "truncate":
+                os.truncate(os.path.join(path, b"out"), 0)
+            elif what == "meta":
+                with open(os.path.join(path, b"meta"), "wb") as f:
+                    f.write(meta_text(self.np, "kUInt8", [len(e[B])]))
+            else:
+                os.unlink(os.path.join(path, b"out"))
+
+        self.expect_errno(run, errno.EPERM, what)
+        self.check_entry(e)
+
     def op_check(self):
         if self.r.random() < 0.3:
             self.note("read the whole tree")
@@ -1405,6 +1650,7 @@ class Run:
             self.fail("the daemon exited %d at unmount, expected %d (%s)" % (
                 rc, 0 if ok else 1, tail(self.mount.log_path, 2)))
         if ok:
+            self.state = self.model.settle(self.state)
             self.saved = list(self.state)
             self.saved_sha = sha_files(self.model.files())
             self.candidates = [list(self.state)]
@@ -1445,7 +1691,7 @@ class Run:
            ("op_check", 6), ("op_remount", 2), ("op_kill", 2), ("op_held_fd", 3)]
 
     def choose(self):
-        ops = list(self.OPS)
+        ops = list(self.OPS) + self.model.extra_ops
         if self.auto:
             ops.append(("op_idle", 2))
         total = sum(w for _, w in ops)
@@ -1826,7 +2072,8 @@ def main():
     signal.signal(signal.SIGTERM, on_sigterm)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ckptfs", default=os.path.join(REPO, "build", "ckptfs"))
-    ap.add_argument("--format", default="ckpt", help="one of %s, or all" % ", ".join(FORMATS))
+    ap.add_argument("--format", default="ckpt", help="one of %s, or all (all but %s)" % (
+        ", ".join(FORMATS + MANUAL_FORMATS), ", ".join(MANUAL_FORMATS)))
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--seeds", default=None, help="e.g. 1-200 or 1,5,9")
     ap.add_argument("--steps", type=int, default=300)
@@ -1839,7 +2086,9 @@ def main():
                     "two records of one tag), empty-ckpt (never rm -r a checkpoint's last "
                     "tensor), autosave-tmpfile (with --auto, no temporary file renamed over "
                     "meta or out), meta-across-save (with --threads, no save while a meta is "
-                    "open for writing: issue 12, the save drops its buffer)")
+                    "open for writing: issue 12, the save drops its buffer), st-control-names "
+                    "(no safetensors tensor named with a control character: ckptfs's header "
+                    "escapes it as \\u001B, the reference writer as \\u001b)")
     ap.add_argument("--threads", type=int, default=1,
                     help="N client threads at once, each on its own tensors, saving concurrently "
                     "(the steps are shared among them; no remount or kill -9 until they end)")
@@ -1851,7 +2100,7 @@ def main():
     args.avoid = [a for a in args.avoid.split(",") if a]
     for a in args.avoid:
         if a not in ("dl-default", "superseded-gap", "empty-ckpt", "autosave-tmpfile",
-                     "meta-across-save"):
+                     "meta-across-save", "st-control-names"):
             ap.error("--avoid: unknown %r" % a)
     check_bad_metas()
     if not os.access(args.ckptfs, os.X_OK):
@@ -1859,6 +2108,9 @@ def main():
         return 2
     seeds = parse_seeds(args.seeds) if args.seeds else [args.seed if args.seed is not None else 1]
     formats = FORMATS if args.format == "all" else args.format.split(",")
+    if (args.auto or args.threads > 1) and set(formats) & set(MANUAL_FORMATS):
+        ap.error("%s: manual saves and one thread only (no --auto, no --threads)" %
+                 ", ".join(MANUAL_FORMATS))
     total_steps = 0
     start = time.monotonic()
     for fmt in formats:
