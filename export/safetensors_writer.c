@@ -23,6 +23,7 @@
  */
 #include "safetensors_writer.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -199,6 +200,22 @@ static json_t *entry(const item *it, uint64_t begin)
     return NULL;
 }
 
+/* jansson writes the hex digits of a \u escape (a control character) in
+ * capitals, serde_json (the reference writer) in small letters: the same
+ * JSON, not the same bytes.  Every backslash in jansson's output starts
+ * an escape, so pairs are skipped whole. */
+static void lower_escapes(char *text)
+{
+    for (char *p = text; *p != '\0'; p++) {
+        if (*p != '\\')
+            continue;
+        if (*++p == '\0')
+            break;
+        for (int k = 1; *p == 'u' && k <= 4 && p[k] != '\0'; k++)
+            p[k] = (char)tolower((unsigned char)p[k]);
+    }
+}
+
 /* The header of order[0..n): "__metadata__" first, then each tensor. */
 static char *header_text(writer *w, const item **order, size_t *len)
 {
@@ -219,6 +236,7 @@ static char *header_text(writer *w, const item **order, size_t *len)
     json_decref(root);
     if (text == NULL)
         return NULL;
+    lower_escapes(text);
     *len = strlen(text);
     return text;
 }
