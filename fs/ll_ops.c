@@ -904,16 +904,18 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 }
 
 /* close(): a meta written through this handle is parsed now, so a bad one
- * fails the close with EINVAL (and the previous meta stays). */
+ * fails the close with EINVAL (and the previous meta stays).  A reader's
+ * close says nothing: the kernel sends a writer's RELEASE in the
+ * background, so a reader that opened the meta right after the writer's
+ * close could otherwise be told of the writer's bad meta. */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    (void)fi;
     ckfs *fs = fs_of(req);
     entry *e;
     ck_error err;
     if (no_handles(req, fs))
         return;
-    if (resolve(fs, ino, &e) != NODE_META) {
+    if (fi->fh != FH_WRITER || resolve(fs, ino, &e) != NODE_META) {
         fuse_reply_err(req, 0);
         return;
     }
@@ -932,9 +934,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     ck_error err;
     node_kind k = resolve(fs, ino, &e);
     char path[NODE_PATH_MAX];
-    if (k == NODE_META && entry_meta_finish(&fs->tr, e, &err) < 0)
+    bool wrote_meta = k == NODE_META && fi->fh == FH_WRITER; /* a reader's ends no edit */
+    if (wrote_meta && entry_meta_finish(&fs->tr, e, &err) < 0)
         ckfs_refused(fs, path_of(fs, ino, NULL, path, sizeof path), &err);
-    if (k == NODE_META)
+    if (wrote_meta)
         invalidate_attrs(fs, ino);
     if (fi->fh == FH_WRITER && fs->open_writers > 0) {
         fs->open_writers--;
