@@ -18,6 +18,14 @@ size_t ck_pieces_of(const ck_model *m, const ck_tensor *t, ck_piece *out)
     return t->n_ext;
 }
 
+uint64_t ck_pieces_len(const ck_write_tensor *t)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < t->n_pieces; i++)
+        n += t->pieces[i].len;
+    return n;
+}
+
 /* One per format of codec/format.c. */
 static const ck_writer *const writers[] = {
     &ck_ckpt_writer,

@@ -37,6 +37,8 @@ typedef struct ck_write_tensor {
  * pieces of m's sources: one per extent, into out (room for t->n_ext).
  * Returns how many. */
 size_t ck_pieces_of(const ck_model *m, const ck_tensor *t, ck_piece *out);
+/* The bytes of a tensor to encode: the sum of its pieces. */
+uint64_t ck_pieces_len(const ck_write_tensor *t);
 
 /* A format's writer, registered in encoder.c under its reader's format. */
 typedef struct ck_writer {

@@ -188,19 +188,11 @@ static int encode_varints(writer *w, enc *e, const ck_write_tensor *t, uint64_t 
     return rc;
 }
 
-static uint64_t pieces_len(const ck_write_tensor *t)
-{
-    uint64_t n = 0;
-    for (size_t i = 0; i < t->n_pieces; i++)
-        n += t->pieces[i].len;
-    return n;
-}
-
 /* The data field in the given storage: key and length into b (the pre
  * part), then the bytes as pieces, or everything in memory. */
 static int put_data(writer *w, enc *e, membuf *b, const ck_write_tensor *t, uint8_t storage)
 {
-    uint64_t n = pieces_len(t);
+    uint64_t n = ck_pieces_len(t);
     uint32_t field = w->f->t_raw;
     if (storage == CK_STORE_TYPED) {
         field = ck_pb_typed_field(w->pb, t->dtype->pb_code);
@@ -276,7 +268,7 @@ static bool same_place(const writer *w, const ck_write_tensor *t, const ck_tenso
 static void place_external(writer *w, enc *e, const ck_write_tensor *t, uint32_t file,
                            const ck_tensor *orig)
 {
-    uint64_t len = pieces_len(t);
+    uint64_t len = ck_pieces_len(t);
     e->external = true;
     e->ext_file = file;
     e->ext_len = len;
@@ -510,7 +502,7 @@ static int encode_changed(writer *w, enc *e, const ck_write_tensor *t, const ck_
         return 0;
     if (e->external)
         return put_external(w, b, e);
-    if (pieces_len(t) > 0) {
+    if (ck_pieces_len(t) > 0) {
         if (b == &e->pre && e->post.len == 0)
             return put_data(w, e, b, t, CK_STORE_RAW);
         return ck_fail(w->err, EIO, "%s: tensor '%s': no place for its data", w->m->path,
@@ -994,7 +986,7 @@ static int plan(writer *w, const ck_write_tensor *ts, size_t n, int32_t *state)
 static int by_size_desc(const void *a, const void *b, void *arg)
 {
     const ck_write_tensor *ts = arg;
-    uint64_t x = pieces_len(&ts[*(const size_t *)a]), y = pieces_len(&ts[*(const size_t *)b]);
+    uint64_t x = ck_pieces_len(&ts[*(const size_t *)a]), y = ck_pieces_len(&ts[*(const size_t *)b]);
     return x > y ? -1 : x < y;
 }
 
@@ -1032,7 +1024,7 @@ static int fit(writer *w, const ck_write_tensor *ts, size_t n, int32_t *state)
     /* Each tensor moved saves its bytes, less ~100 bytes of location. */
     uint64_t over = size - CK_PB_MAX_MESSAGE;
     for (size_t i = 0; i < k && over > 0; i++) {
-        uint64_t saved = pieces_len(&ts[order[i]]);
+        uint64_t saved = ck_pieces_len(&ts[order[i]]);
         w->to_external[order[i]] = true;
         over -= saved > over ? over : saved;
     }

@@ -59,14 +59,6 @@ static int nomem(writer *w)
     return ck_fail(w->err, ENOMEM, "%s: out of memory", w->m->path);
 }
 
-static uint64_t pieces_len(const ck_write_tensor *t)
-{
-    uint64_t n = 0;
-    for (size_t i = 0; i < t->n_pieces; i++)
-        n += t->pieces[i].len;
-    return n;
-}
-
 /* What tree tensor i will be written as; its dtype refused, naming it,
  * when safetensors has none for it. */
 static int describe(writer *w, size_t i)
@@ -91,7 +83,7 @@ static int describe(writer *w, size_t i)
         it->dtype = ck_dtype_safetensors_name(t->dtype);
         it->dims = t->dims;
         it->ndim = t->ndim;
-        it->nbytes = pieces_len(t);
+        it->nbytes = ck_pieces_len(t);
         if (it->dtype == NULL)
             return ck_fail(w->err, EINVAL, "%s: tensor '%s': type %s has no safetensors dtype",
                            w->m->path, ck_quote(q, t->name, t->name_len), t->dtype->of_name);

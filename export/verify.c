@@ -134,14 +134,6 @@ static int check_copied(verifier *v, const char *dir, const ck_tensor *ot, const
     return 0;
 }
 
-static uint64_t pieces_len(const ck_write_tensor *w)
-{
-    uint64_t n = 0;
-    for (size_t i = 0; i < w->n_pieces; i++)
-        n += w->pieces[i].len;
-    return n;
-}
-
 /* A changed or new tensor: every byte read back is the byte written. */
 static int check_bytes(verifier *v, const char *dir, const ck_write_tensor *w,
                        const ck_tensor *nt)
@@ -197,7 +189,7 @@ static int check_tensor(verifier *v, const char *dir, const ck_write_tensor *w,
     if (dtype->kind != CK_KIND_STR &&
         (nt->ndim != ndim || memcmp(nt->dims, dims, ndim * sizeof *dims) != 0))
         return differs(v, dir, "its shape changed (%u dims, the tree's %u)", nt->ndim, ndim);
-    uint64_t nbytes = w->unchanged ? ot->nbytes : pieces_len(w);
+    uint64_t nbytes = w->unchanged ? ot->nbytes : ck_pieces_len(w);
     if (nt->nbytes != nbytes)
         return differs(v, dir, "%llu bytes, the tree's out has %llu",
                        (unsigned long long)nt->nbytes, (unsigned long long)nbytes);
