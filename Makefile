@@ -22,12 +22,12 @@ DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c
 CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c \
              codec/arena.c codec/name_map.c codec/dir_name.c codec/tensor_index.c \
              codec/oneflow_meta.c codec/ckpt_reader.c codec/onnx_mindir_reader.c \
-             codec/safetensors_reader.c \
+             codec/safetensors_reader.c codec/safetensors_set.c \
              codec/format.c codec/model.c codec/pb_users.c codec/page_cache.c codec/key.c \
              codec/ms_cipher.c codec/cipher_source.c codec/zstd_source.c codec/envelope.c \
              codec/file_override.c codec/model_dir.c codec/file_watch.c
 EXPORT_SRC:= export/atomic_writer.c export/commit_group.c export/byte_sink.c export/ckpt_writer.c \
-             export/onnx_mindir_writer.c export/safetensors_writer.c export/encoder.c \
+             export/onnx_mindir_writer.c export/safetensors_writer.c export/safetensors_set_writer.c export/encoder.c \
              export/wrap_writer.c export/cipher_writer.c export/zstd_writer.c \
              export/writer_lock.c export/verify.c
 FS_SRC    := fs/main.c fs/ll_ops.c fs/tree.c fs/saver.c fs/session_loop.c

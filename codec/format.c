@@ -8,6 +8,7 @@
 #include "ckpt_reader.h"
 #include "onnx_mindir_reader.h"
 #include "safetensors_reader.h"
+#include "safetensors_set.h"
 
 /* The first is the default (ck_format_default). */
 static const ck_format *const formats[] = {
@@ -15,6 +16,7 @@ static const ck_format *const formats[] = {
     &ck_format_onnx,
     &ck_format_mindir,
     &ck_format_safetensors,
+    &ck_format_safetensors_set,
 };
 
 #define N_FORMATS (sizeof formats / sizeof formats[0])

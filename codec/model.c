@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,32 @@ long ck_model_add_data_file(ck_model *m, ck_source *src, ck_error *err)
     }
     src = ck_cipher_source_open(src, l, &m->env.key, m->cache, err);
     return src == NULL ? -1 : ck_model_add_source(m, src, err);
+}
+
+long ck_model_open_data_file(ck_model *m, const char *rel, ck_error *err)
+{
+    char full[PATH_MAX];
+    struct stat st;
+    ck_dir_join(m->dir, rel, full, sizeof full);
+    int fd = ck_dir_open_regular(m->dir, rel, &st, err);
+    if (fd < 0)
+        return -1;
+    if (m->n_overrides > 0 && (fd = ck_override_fd(m->overrides, m->n_overrides, full, fd)) < 0)
+        return ck_fail_errno(err, errno, "%s: cannot open", full);
+    /* Another name of a file already open (a hard link, or the model
+     * itself): a save would write one name and lose the edits made
+     * through the other. */
+    for (uint32_t i = 0; i < m->n_sources; i++) {
+        const ck_source *s = m->sources[i];
+        if (s->dev != st.st_dev || s->ino != st.st_ino)
+            continue;
+        close(fd);
+        return ck_fail(err, EINVAL, "%s: the same file as %s (a hard link); a save would lose "
+                       "the edits made through one of the names", full,
+                       i == 0 ? m->path : s->path);
+    }
+    ck_source *src = ck_source_adopt_fd(fd, full, err);
+    return src == NULL ? -1 : ck_model_add_data_file(m, src, err);
 }
 
 static ck_model *model_alloc(ck_model_dir *dir, const char *path, const ck_open_opts *o,

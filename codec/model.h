@@ -70,6 +70,12 @@ long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err);
  * be encrypted, when the model is. */
 long ck_model_add_data_file(ck_model *m, ck_source *src, ck_error *err);
 
+/* Open rel, beneath the model's directory (no link followed, a regular
+ * file, not another name of a file the model has open), as a data file of
+ * m (ck_model_add_data_file); an override's descriptor when one stands
+ * for it.  Returns its source id, or -1. */
+long ck_model_open_data_file(ck_model *m, const char *rel, ck_error *err);
+
 /* Open dir->base in dir, and its data files beneath dir; path names it in
  * messages.  The model keeps a reference to dir. */
 ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_opts *opts,

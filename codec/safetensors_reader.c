@@ -52,7 +52,9 @@ typedef struct span {
 typedef struct reader {
     ck_model *m;
     ck_source *src;
+    const char *path;           /* the file, for messages */
     ck_st_info *info;
+    ck_st_file *file;           /* the one being read */
     ck_error *err;
     uint64_t data_len;          /* bytes after the header */
     span *spans;
@@ -61,7 +63,7 @@ typedef struct reader {
 
 static int nomem(reader *r)
 {
-    return ck_fail(r->err, ENOMEM, "%s: out of memory", r->m->path);
+    return ck_fail(r->err, ENOMEM, "%s: out of memory", r->path);
 }
 
 static const char *quoted(const char *name, char q[CK_QUOTE_BUF])
@@ -80,7 +82,7 @@ static int64_t natural(const json_t *v)
 static int bad_field(reader *r, const char *name, const char *what)
 {
     char q[CK_QUOTE_BUF];
-    return ck_fail(r->err, EINVAL, "%s: offset 8: tensor '%s' in the header: %s", r->m->path,
+    return ck_fail(r->err, EINVAL, "%s: offset 8: tensor '%s' in the header: %s", r->path,
                    quoted(name, q), what);
 }
 
@@ -116,14 +118,14 @@ static int read_offsets(reader *r, const char *name, const json_t *offsets, span
     if (b < 0 || e < 0)
         return bad_field(r, name, "\"data_offsets\" holds something else than offsets");
     char q[CK_QUOTE_BUF];
-    uint64_t at = 8 + r->info->header_len + (uint64_t)b;
+    uint64_t at = 8 + r->file->header_len + (uint64_t)b;
     if (e < b)
         return ck_fail(r->err, EINVAL, "%s: offset %llu: tensor '%s' ends (data offset %lld) "
-                       "before it begins (%lld)", r->m->path, OFF(at), quoted(name, q),
+                       "before it begins (%lld)", r->path, OFF(at), quoted(name, q),
                        (long long)e, (long long)b);
     if ((uint64_t)e > r->data_len)
         return ck_fail(r->err, EINVAL, "%s: offset %llu: tensor '%s' runs past the end of the "
-                       "file: data offsets [%lld, %lld), %llu bytes of data", r->m->path,
+                       "file: data offsets [%lld, %lld), %llu bytes of data", r->path,
                        OFF(at), quoted(name, q), (long long)b, (long long)e, OFF(r->data_len));
     s->begin = (uint64_t)b;
     s->end = (uint64_t)e;
@@ -144,7 +146,7 @@ static int add_tensor(reader *r, const char *name, const json_t *desc)
     if (dt == NULL) {
         char qt[CK_QUOTE_BUF];
         return ck_fail(r->err, EINVAL, "%s: offset 8: tensor '%s' in the header: unknown dtype "
-                       "'%s'", r->m->path, quoted(name, q), quoted(dtype_name, qt));
+                       "'%s'", r->path, quoted(name, q), quoted(dtype_name, qt));
     }
     int64_t dims[CK_MAX_DIMS];
     uint32_t ndim = 0;
@@ -153,14 +155,14 @@ static int add_tensor(reader *r, const char *name, const json_t *desc)
     if (read_shape(r, name, json_object_get(desc, "shape"), dims, &ndim, &elems) < 0 ||
         read_offsets(r, name, json_object_get(desc, "data_offsets"), s) < 0)
         return -1;
-    uint64_t at = 8 + r->info->header_len + s->begin, nbits;
+    uint64_t at = 8 + r->file->header_len + s->begin, nbits;
     if (__builtin_mul_overflow(elems, (uint64_t)bits, &nbits) || nbits % 8 != 0)
         return ck_fail(r->err, EINVAL, "%s: offset %llu: tensor '%s': %llu elements of %s are "
-                       "not a whole number of bytes", r->m->path, OFF(at), quoted(name, q),
+                       "not a whole number of bytes", r->path, OFF(at), quoted(name, q),
                        OFF(elems), dtype_name);
     if (s->end - s->begin != nbits / 8)
         return ck_fail(r->err, EINVAL, "%s: offset %llu: tensor '%s': data offsets [%llu, %llu) "
-                       "hold %llu bytes, but its shape and dtype %s need %llu", r->m->path,
+                       "hold %llu bytes, but its shape and dtype %s need %llu", r->path,
                        OFF(at), quoted(name, q), OFF(s->begin), OFF(s->end),
                        OFF(s->end - s->begin), dtype_name, OFF(nbits / 8));
 
@@ -198,7 +200,7 @@ static int add_tensor(reader *r, const char *name, const json_t *desc)
     t->rec_off = at;
     t->rec_end = at + t->nbytes;
     t->read_only = dt->kind != CK_KIND_NUMERIC;
-    if (t->nbytes > 0 && ck_tensor_add_extent(t, 0, at, t->nbytes) < 0)
+    if (t->nbytes > 0 && ck_tensor_add_extent(t, r->file->src, at, t->nbytes) < 0)
         return nomem(r);
     s->id = (uint32_t)id;
     r->n_spans++;
@@ -214,15 +216,15 @@ static int keep_metadata(reader *r, const json_t *meta)
         return 0; /* the reference's Option: none */
     if (!json_is_object(meta))
         return ck_fail(r->err, EINVAL, "%s: offset 8: \"__metadata__\" in the header is not an "
-                       "object", r->m->path);
+                       "object", r->path);
     json_object_foreach((json_t *)meta, key, value)
         if (!json_is_string(value)) {
             char q[CK_QUOTE_BUF];
             return ck_fail(r->err, EINVAL, "%s: offset 8: \"__metadata__\" in the header: the "
-                           "value of '%s' is not a string", r->m->path, quoted(key, q));
+                           "value of '%s' is not a string", r->path, quoted(key, q));
         }
-    r->info->metadata = json_dumps(meta, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    return r->info->metadata == NULL ? nomem(r) : 0;
+    r->file->metadata = json_dumps(meta, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    return r->file->metadata == NULL ? nomem(r) : 0;
 }
 
 static int by_begin(const void *a, const void *b)
@@ -237,26 +239,26 @@ static int by_begin(const void *a, const void *b)
 static int check_tiling(reader *r)
 {
     qsort(r->spans, r->n_spans, sizeof *r->spans, by_begin);
-    uint64_t next = 0, base = 8 + r->info->header_len;
+    uint64_t next = 0, base = 8 + r->file->header_len;
     char q[CK_QUOTE_BUF], qp[CK_QUOTE_BUF];
     for (size_t i = 0; i < r->n_spans; i++) {
         const span *s = &r->spans[i];
         const char *name = r->m->index.tensors[s->id].name;
         if (s->begin > next)
             return ck_fail(r->err, EINVAL, "%s: offset %llu: %llu bytes that no tensor holds, "
-                           "before tensor '%s'", r->m->path, OFF(base + next),
+                           "before tensor '%s'", r->path, OFF(base + next),
                            OFF(s->begin - next), quoted(name, q));
         if (s->begin < next) {
             const char *prev = r->m->index.tensors[r->spans[i - 1].id].name;
             return ck_fail(r->err, EINVAL, "%s: offset %llu: tensor '%s' overlaps tensor '%s'",
-                           r->m->path, OFF(base + s->begin), quoted(name, q),
+                           r->path, OFF(base + s->begin), quoted(name, q),
                            quoted(prev, qp));
         }
         next = s->end;
     }
     if (next != r->data_len)
         return ck_fail(r->err, EINVAL, "%s: offset %llu: %llu bytes after the last tensor's "
-                       "data", r->m->path, OFF(base + next), OFF(r->data_len - next));
+                       "data", r->path, OFF(base + next), OFF(r->data_len - next));
     return 0;
 }
 
@@ -290,7 +292,7 @@ static int read_tensors(reader *r, json_t *root)
     if (deeper_than(root, CK_ST_MAX_DEPTH))
         return ck_fail(r->err, EINVAL, "%s: offset 8: the header nests arrays and objects "
                        "deeper than %d levels (the reference implementation's limit)",
-                       r->m->path, CK_ST_MAX_DEPTH);
+                       r->path, CK_ST_MAX_DEPTH);
     r->spans = malloc((json_object_size(root) + 1) * sizeof *r->spans);
     if (r->spans == NULL)
         return nomem(r);
@@ -312,25 +314,25 @@ static int read_header_len(reader *r)
     uint64_t size = r->src->size;
     if (size < 8)
         return ck_fail(r->err, EINVAL, "%s: offset 0: %llu bytes, too short for a safetensors "
-                       "file (the header's length alone takes 8)", r->m->path, OFF(size));
+                       "file (the header's length alone takes 8)", r->path, OFF(size));
     if (ck_source_read(r->src, n8, 8, 0, r->err) < 0)
         return -1;
     uint64_t n = ck_le64(n8);
     if (n > CK_ST_MAX_HEADER)
         return ck_fail(r->err, EINVAL, "%s: offset 0: a header of %llu bytes, over the limit of "
-                       "%u (the reference implementation's)", r->m->path, OFF(n),
+                       "%u (the reference implementation's)", r->path, OFF(n),
                        CK_ST_MAX_HEADER);
     if (n > size - 8)
         return ck_fail(r->err, EINVAL, "%s: offset 0: a header of %llu bytes runs past the end "
-                       "of the file (%llu bytes)", r->m->path, OFF(n), OFF(size));
-    r->info->header_len = n;
+                       "of the file (%llu bytes)", r->path, OFF(n), OFF(size));
+    r->file->header_len = n;
     r->data_len = size - 8 - n;
     return 0;
 }
 
 static json_t *parse_header(reader *r)
 {
-    uint64_t n = r->info->header_len;
+    uint64_t n = r->file->header_len;
     char *text = malloc(n + 1);
     if (text == NULL) {
         nomem(r);
@@ -342,10 +344,10 @@ static json_t *parse_header(reader *r)
         goto out;
     root = json_loadb(text, (size_t)n, JSON_REJECT_DUPLICATES, &je);
     if (root == NULL) {
-        ck_fail(r->err, EINVAL, "%s: offset %llu: the header is not valid JSON: %s", r->m->path,
+        ck_fail(r->err, EINVAL, "%s: offset %llu: the header is not valid JSON: %s", r->path,
                 OFF(8 + (uint64_t)je.position), je.text);
     } else if (!json_is_object(root)) {
-        ck_fail(r->err, EINVAL, "%s: offset 8: the header is not a JSON object", r->m->path);
+        ck_fail(r->err, EINVAL, "%s: offset 8: the header is not a JSON object", r->path);
         json_decref(root);
         root = NULL;
     }
@@ -354,9 +356,32 @@ out:
     return root;
 }
 
-int ck_safetensors_read(ck_model *m, ck_st_info *info, ck_error *err)
+/* Room for one more file in info. */
+static ck_st_file *new_file(ck_st_info *info)
 {
-    reader r = {.m = m, .src = m->sources[0], .info = info, .err = err};
+    if (info->n_files == info->cap_files) {
+        uint32_t cap = info->cap_files ? info->cap_files * 2 : 1;
+        ck_st_file *f = realloc(info->files, cap * sizeof *f);
+        if (f == NULL)
+            return NULL;
+        info->files = f;
+        info->cap_files = cap;
+    }
+    return memset(&info->files[info->n_files], 0, sizeof *info->files);
+}
+
+int ck_st_read_file(ck_model *m, ck_st_info *info, uint32_t src, const char *rel,
+                    ck_error *err)
+{
+    reader r = {.m = m, .src = m->sources[src], .info = info, .err = err,
+                .path = src == 0 ? m->path : m->sources[src]->path};
+    r.file = new_file(info);
+    if (r.file == NULL)
+        return nomem(&r);
+    info->n_files++;
+    r.file->src = src;
+    r.file->rel = rel;
+    r.file->first = r.file->end = m->index.count;
     if (read_header_len(&r) < 0)
         return -1;
     json_t *root = parse_header(&r);
@@ -365,9 +390,10 @@ int ck_safetensors_read(ck_model *m, ck_st_info *info, ck_error *err)
     int rc = read_tensors(&r, root);
     json_decref(root);
     free(r.spans);
+    r.file->end = m->index.count;
     /* A parsed header takes about 9 times its size (docs/benchmarks.md):
      * give it back to the system, not only to malloc. */
-    if (info->header_len > (1u << 20))
+    if (r.file->header_len > (1u << 20))
         malloc_trim(0);
     return rc;
 }
@@ -377,6 +403,22 @@ int ck_safetensors_read(ck_model *m, ck_st_info *info, ck_error *err)
 const ck_st_info *ck_st_info_of(const ck_model *m)
 {
     return m->state;
+}
+
+const ck_st_file *ck_st_file_of(const ck_model *m, uint32_t id)
+{
+    const ck_st_info *info = ck_st_info_of(m);
+    if (info == NULL)
+        return NULL;
+    uint32_t lo = 0, hi = info->n_files; /* files[] hold ascending id ranges */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (info->files[mid].end <= id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < info->n_files && info->files[lo].first <= id ? &info->files[lo] : NULL;
 }
 
 int ck_st_shape_of(const ck_model *m, uint32_t id, const int64_t **dims, uint32_t *ndim)
@@ -402,12 +444,15 @@ int ck_st_shape_of(const ck_model *m, uint32_t id, const int64_t **dims, uint32_
     return 0;
 }
 
-static void st_free(void *state)
+void ck_st_info_free(void *state)
 {
     ck_st_info *info = state;
     if (info == NULL)
         return;
-    free(info->metadata);
+    for (uint32_t i = 0; i < info->n_files; i++)
+        free(info->files[i].metadata);
+    free(info->files);
+    free(info->set_metadata);
     free(info->flat);
     free(info);
 }
@@ -419,10 +464,10 @@ static int st_open(ck_model *m, const ck_open_opts *o, ck_error *err)
     if (info == NULL)
         return ck_fail(err, ENOMEM, "%s: out of memory", m->path);
     m->state = info;
-    return ck_safetensors_read(m, info, err);
+    return ck_st_read_file(m, info, 0, NULL, err);
 }
 
-static const char *st_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
+const char *ck_st_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
 {
     (void)m;
     if (t != NULL)
@@ -440,7 +485,8 @@ static bool st_is_data_file(const ck_model *m, uint32_t i)
 
 static const char *st_metadata(const ck_model *m)
 {
-    return m->state != NULL ? ck_st_info_of(m)->metadata : NULL;
+    const ck_st_info *info = ck_st_info_of(m);
+    return info != NULL && info->n_files > 0 ? info->files[0].metadata : NULL;
 }
 
 const ck_format ck_format_safetensors = {
@@ -449,8 +495,8 @@ const ck_format ck_format_safetensors = {
     .extension = ".safetensors",
     .creatable = true,
     .open = st_open,
-    .free_state = st_free,
-    .type_name = st_type_name,
+    .free_state = ck_st_info_free,
+    .type_name = ck_st_type_name,
     .is_data_file = st_is_data_file,
     .metadata = st_metadata,
 };

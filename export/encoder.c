@@ -5,6 +5,7 @@
 
 #include "atomic_writer.h"
 #include "ckpt_writer.h"
+#include "safetensors_set_writer.h"
 #include "safetensors_writer.h"
 #include "onnx_mindir_writer.h"
 #include "verify.h"
@@ -32,6 +33,7 @@ static const ck_writer *const writers[] = {
     &ck_onnx_writer,
     &ck_mindir_writer,
     &ck_safetensors_writer,
+    &ck_safetensors_set_writer,
 };
 
 const ck_writer *ck_writer_of(const ck_model *m)

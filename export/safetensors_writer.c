@@ -47,10 +47,12 @@ typedef struct item {
 
 typedef struct writer {
     const ck_model *m;
+    const ck_st_file *file;     /* the file rewritten; NULL: a new one */
+    size_t n_orig;              /* its tensors in the model */
     const ck_write_tensor *tensors;
     size_t n;
     item *items;
-    ck_sink s;
+    ck_sink *s;
     ck_error *err;
 } writer;
 
@@ -101,8 +103,7 @@ static int describe(writer *w, size_t i)
 /* Whether the file can be written again as it is (see the top). */
 static bool same_layout(const writer *w)
 {
-    const ck_index *ix = &w->m->index;
-    if (w->m->state == NULL || w->n != ix->n_live)
+    if (w->file == NULL || w->n != w->n_orig)
         return false; /* a model created empty has no layout yet */
     for (size_t i = 0; i < w->n; i++) {
         const item *it = &w->items[i];
@@ -126,13 +127,13 @@ static int write_item(writer *w, const item *it)
         const ck_tensor *o = it->orig;
         for (uint32_t k = 0; k < o->n_ext; k++) {
             const ck_extent *x = ck_tensor_ext(o, k);
-            if (ck_sink_copy(&w->s, w->m->sources[x->src], x->off, x->len) < 0)
+            if (ck_sink_copy(w->s, w->m->sources[x->src], x->off, x->len) < 0)
                 return -1;
         }
         return 0;
     }
     for (size_t k = 0; k < it->w->n_pieces; k++)
-        if (ck_sink_piece(&w->s, &it->w->pieces[k], 0, it->w->pieces[k].len) < 0)
+        if (ck_sink_piece(w->s, &it->w->pieces[k], 0, it->w->pieces[k].len) < 0)
             return -1;
     return 0;
 }
@@ -148,14 +149,13 @@ static int by_offset(const void *a, const void *b)
  * that they tile it), which need not be the header's order. */
 static int write_in_place(writer *w)
 {
-    const ck_st_info *info = ck_st_info_of(w->m);
     const item **by_off = malloc((w->n + 1) * sizeof *by_off);
     if (by_off == NULL)
         return nomem(w);
     for (size_t i = 0; i < w->n; i++)
         by_off[i] = &w->items[i];
     qsort(by_off, w->n, sizeof *by_off, by_offset);
-    int rc = ck_sink_copy(&w->s, w->m->sources[0], 0, 8 + info->header_len);
+    int rc = ck_sink_copy(w->s, w->m->sources[w->file->src], 0, 8 + w->file->header_len);
     for (size_t i = 0; rc == 0 && i < w->n; i++)
         rc = write_item(w, by_off[i]);
     free(by_off);
@@ -196,7 +196,7 @@ static json_t *entry(const item *it, uint64_t begin)
  * capitals, serde_json (the reference writer) in small letters: the same
  * JSON, not the same bytes.  Every backslash in jansson's output starts
  * an escape, so pairs are skipped whole. */
-static void lower_escapes(char *text)
+void ck_st_lower_escapes(char *text)
 {
     for (char *p = text; *p != '\0'; p++) {
         if (*p != '\\')
@@ -212,7 +212,7 @@ static void lower_escapes(char *text)
 static char *header_text(writer *w, const item **order, size_t *len)
 {
     json_t *root = json_object();
-    const char *meta = w->m->state ? ck_st_info_of(w->m)->metadata : NULL;
+    const char *meta = w->file != NULL ? w->file->metadata : NULL;
     bool ok = root != NULL;
     if (ok && meta != NULL) {
         json_t *mv = json_loads(meta, 0, NULL);
@@ -228,7 +228,7 @@ static char *header_text(writer *w, const item **order, size_t *len)
     json_decref(root);
     if (text == NULL)
         return NULL;
-    lower_escapes(text);
+    ck_st_lower_escapes(text);
     *len = strlen(text);
     return text;
 }
@@ -249,8 +249,8 @@ static int write_new_layout(writer *w)
         size_t pad = (8 - len % 8) % 8;
         unsigned char n8[8];
         ck_put_le64(n8, len + pad);
-        rc = ck_sink_write(&w->s, n8, 8) < 0 || ck_sink_write(&w->s, text, len) < 0 ||
-                     ck_sink_write(&w->s, spaces, pad) < 0
+        rc = ck_sink_write(w->s, n8, 8) < 0 || ck_sink_write(w->s, text, len) < 0 ||
+                     ck_sink_write(w->s, spaces, pad) < 0
                  ? -1
                  : 0;
     }
@@ -290,31 +290,43 @@ static int check_names(writer *w)
     return rc;
 }
 
-static int st_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
-                     ck_commit_group *g, ck_error *err)
+int ck_st_encode_file(const ck_model *m, const ck_st_file *file, size_t n_orig,
+                      const ck_write_tensor *tensors, size_t n, ck_sink *s)
 {
-    writer w = {.m = m, .tensors = tensors, .n = n, .err = err};
+    writer w = {.m = m, .file = file, .n_orig = n_orig, .tensors = tensors, .n = n,
+                .s = s, .err = s->err};
     w.items = calloc(n + 1, sizeof *w.items);
-    w.s = (ck_sink){.fd = g->files[0].fd, .path = m->path, .err = err};
-    w.s.buf = malloc(CK_SINK_BUF);
-    int rc = w.items == NULL || w.s.buf == NULL ? nomem(&w) : 0;
+    int rc = w.items == NULL ? nomem(&w) : 0;
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = describe(&w, i);
     if (rc == 0)
         rc = check_names(&w);
-    if (rc == 0 && (rc = ck_sink_wrap(&w.s, &m->env)) == 0) {
+    if (rc == 0)
         rc = same_layout(&w) ? write_in_place(&w) : write_new_layout(&w);
-        if (rc == 0)
-            rc = ck_sink_end(&w.s);
-    }
-    ck_sink_drop(&w.s);
-    free(w.s.buf);
     free(w.items);
     return rc;
 }
 
+static int st_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
+                     ck_commit_group *g, ck_error *err)
+{
+    const ck_st_info *info = ck_st_info_of(m);
+    ck_sink s = {.fd = g->files[0].fd, .path = m->path, .err = err};
+    s.buf = malloc(CK_SINK_BUF);
+    int rc = s.buf == NULL ? ck_fail(err, ENOMEM, "%s: out of memory", m->path) : 0;
+    if (rc == 0 && (rc = ck_sink_wrap(&s, &m->env)) == 0) {
+        rc = ck_st_encode_file(m, info != NULL ? &info->files[0] : NULL, m->index.n_live,
+                               tensors, n, &s);
+        if (rc == 0)
+            rc = ck_sink_end(&s);
+    }
+    ck_sink_drop(&s);
+    free(s.buf);
+    return rc;
+}
+
 /* A type is its safetensors name. */
-static bool st_same_type(const ck_dtype *a, const ck_dtype *b)
+bool ck_st_same_type(const ck_dtype *a, const ck_dtype *b)
 {
     const char *x = ck_dtype_safetensors_name(a), *y = ck_dtype_safetensors_name(b);
     return x != NULL && y != NULL && strcmp(x, y) == 0;
@@ -324,5 +336,5 @@ const ck_writer ck_safetensors_writer = {
     .format = &ck_format_safetensors,
     .encode = st_encode,
     .own_order = true,
-    .same_type = st_same_type,
+    .same_type = ck_st_same_type,
 };

@@ -5,9 +5,23 @@
 #ifndef CK_SAFETENSORS_WRITER_H
 #define CK_SAFETENSORS_WRITER_H
 
+#include "../codec/safetensors_reader.h"
 #include "encoder.h"
 
 /* The writer (encoder.h). */
 extern const ck_writer ck_safetensors_writer;
+
+/* Write tensors[0..n) as one safetensors file into s (its wrap begun):
+ * file's layout kept when its n_orig tensors are all still there as they
+ * were (safetensors_writer.c), else the reference writer's; file NULL: a
+ * new file.  Errors name m and the tensor. */
+int ck_st_encode_file(const ck_model *m, const ck_st_file *file, size_t n_orig,
+                      const ck_write_tensor *tensors, size_t n, ck_sink *s);
+
+/* jansson's \u escapes with serde_json's (and Python's) small hex digits. */
+void ck_st_lower_escapes(char *text);
+
+/* Whether two types are one safetensors dtype (ck_writer.same_type). */
+bool ck_st_same_type(const ck_dtype *a, const ck_dtype *b);
 
 #endif

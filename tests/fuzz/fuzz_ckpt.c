@@ -8,12 +8,15 @@
  * its own bytes (the path a commit takes): the result reads back as the
  * same tensors.
  *
- * CKPTFS_FUZZ_FORMAT (a format's name: ckpt, onnx, mindir, safetensors;
- * ckpt when unset) picks the format; one ckptfs does not save yet is only
- * read.  ck_model_open goes by the file name, so the input is written to
- * fuzz.<format> in a private directory, through the same path-based entry
- * point the mount uses; external data may name that file too.  For ckpt
- * the same bytes also go through the meta parser.
+ * CKPTFS_FUZZ_FORMAT (a format's name: ckpt, onnx, mindir, safetensors,
+ * safetensors-set; ckpt when unset) picks the format; one ckptfs does not
+ * save yet is only read.  ck_model_open goes by the file name, so the input
+ * is written to "fuzz" plus the format's extension in a private directory,
+ * through the same path-based entry point the mount uses; external data
+ * may name that file too.  For ckpt the same bytes also go through the
+ * meta parser.  For a sharded set the input is the index, and two small
+ * shards it may name, a.safetensors and b.safetensors, are written beside
+ * it first.
  *
  * FORMAT.enc and FORMAT.zst fuzz the envelopes: the input is opened with
  * the key "0123456789ABCDEF", or named fuzz.FORMAT.zst.  A wrapped model
@@ -34,6 +37,7 @@
 #include "../../codec/model.h"
 #include "../../codec/oneflow_meta.h"
 #include "../../codec/onnx_mindir_reader.h"
+#include "../../codec/safetensors_set.h"
 #include "../../export/encoder.h"
 
 static char dir[PATH_MAX - 32];
@@ -183,10 +187,50 @@ static void check_reencode(const ck_model *m, bool all)
     ck_model_close(back);
 }
 
+/* The shards a fuzzed index may name (see the top). */
+static const char *const shards[][2] = {
+    {"a.safetensors", "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}"},
+    {"b.safetensors", "{\"__metadata__\":{\"format\":\"pt\"},"
+                      "\"y\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]},"
+                      "\"z\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[4,7]}}"},
+};
+#define N_SHARDS (sizeof shards / sizeof shards[0])
+
+static void shard_path(size_t i, char *out, size_t size)
+{
+    snprintf(out, size, "%s/%s", dir, shards[i][0]);
+}
+
+/* Each shard: its header padded with spaces to 8 bytes, then its data. */
+static void write_shards(void)
+{
+    static const unsigned char data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (size_t i = 0; i < N_SHARDS; i++) {
+        char p[PATH_MAX], head[256];
+        size_t len = strlen(shards[i][1]), padded = (len + 7) / 8 * 8;
+        memset(head, ' ', sizeof head);
+        memcpy(head, shards[i][1], len);
+        unsigned char n8[8];
+        for (int k = 0; k < 8; k++)
+            n8[k] = (unsigned char)(padded >> (8 * k));
+        shard_path(i, p, sizeof p);
+        int sfd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (sfd < 0 || write(sfd, n8, 8) != 8 || write(sfd, head, padded) != (ssize_t)padded ||
+            write(sfd, data, i == 0 ? 8 : 7) < 0)
+            abort();
+        close(sfd);
+    }
+}
+
 static void remove_dir(void)
 {
     unlink(path);
     unlink(rewritten);
+    for (size_t i = 0; i < N_SHARDS; i++) {
+        char p[PATH_MAX];
+        shard_path(i, p, sizeof p);
+        unlink(p);
+    }
     rmdir(dir);
 }
 
@@ -201,10 +245,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     const char *wrap = format + base;
     char name[32];
     snprintf(name, sizeof name, "%.*s", (int)base, format);
-    bool known = ck_format_by_name(name) != NULL;
-    if (!known || (*wrap && strcmp(wrap, ".enc") != 0 && strcmp(wrap, ".zst") != 0)) {
+    const ck_format *f = ck_format_by_name(name);
+    if (f == NULL || (*wrap && strcmp(wrap, ".enc") != 0 && strcmp(wrap, ".zst") != 0)) {
         fprintf(stderr, "CKPTFS_FUZZ_FORMAT must be a format (ckpt, onnx, mindir, "
-                "safetensors), then maybe .enc or .zst, not '%s'\n", format);
+                "safetensors, safetensors-set), then maybe .enc or .zst, not '%s'\n", format);
         exit(2);
     }
     ckpt = base == 4 && strncmp(format, "ckpt", 4) == 0;
@@ -217,12 +261,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         abort();
     /* The name says the format (and .zst); ".enc" is only in the variable. */
     const char *zst = strcmp(wrap, ".zst") == 0 ? ".zst" : "";
-    snprintf(path, sizeof path, "%s/fuzz.%.*s%s", dir, (int)base, format, zst);
-    snprintf(rewritten, sizeof rewritten, "%s/rewritten.%.*s%s", dir, (int)base, format, zst);
+    snprintf(path, sizeof path, "%s/fuzz%s%s", dir, f->extension, zst);
+    snprintf(rewritten, sizeof rewritten, "%s/rewritten%s%s", dir, f->extension, zst);
     fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         abort();
     atexit(remove_dir);
+    if (f == &ck_format_safetensors_set)
+        write_shards();
     return 0;
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run.sh FUZZER RUNS [FORMAT...]: fuzz the reader and writer of each format
-# (ckpt, onnx, mindir, safetensors, and the envelopes ckpt.enc, mindir.enc,
+# (ckpt, onnx, mindir, safetensors, safetensors-set (seeded by its regression
+# inputs only: the index; the fuzzer writes the shards), and the envelopes ckpt.enc, mindir.enc,
 # ckpt.zst; all by default) from a corpus seeded with the real fixtures and the regression
 # inputs in tests/fuzz/regress/FORMAT (copied to a temporary directory,
 # never into the repository).  Envelope seeds are the fixtures encrypted by
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/../.."
 fuzzer=$1
 runs=${2:-200000}
 shift $(($# < 2 ? $# : 2))
-[ $# -gt 0 ] || set -- ckpt onnx mindir safetensors ckpt.enc mindir.enc ckpt.zst
+[ $# -gt 0 ] || set -- ckpt onnx mindir safetensors safetensors-set ckpt.enc mindir.enc ckpt.zst
 # Each input is written to a file in $TMPDIR (decoded typed fields to another):
 # on tmpfs that is free, on a disk it takes most of the run.
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then

@@ -19,6 +19,20 @@ the checks of a mounted tree) are ckpt_oracle's, imported, so that they live in 
                                   (IN's tensors and metadata through gen's writer; on a file
                                    written by safetensors itself OUT is byte-identical)
     /usr/bin/python3 safetensors_oracle.py bad OUT --case NAME   (prints the offset, or -)
+    /usr/bin/python3 safetensors_oracle.py gen-set DIR [--shards N] [--count N] [--elems N] [--seed N]
+    /usr/bin/python3 safetensors_oracle.py index DIR/model.safetensors.index.json
+                                  (the index transformers would write for the set's shards)
+    /usr/bin/python3 safetensors_oracle.py bad-set DIR --case NAME
+
+Sharded sets (Hugging Face: model.safetensors.index.json beside its shards) are written
+from the layout as transformers' save_pretrained documents and writes it (no public small
+example set was found, see SOURCES.md): shards model-0000i-of-0000n.safetensors, each an
+ordinary file with {"format": "pt"} metadata, and an index
+    {"metadata": {"total_size": BYTES}, "weight_map": {NAME: SHARD, ...}}
+dumped as json.dumps(index, indent=2, sort_keys=True) + "\n".  total_size is the bytes of
+all tensors.  Every command taking FILE also takes an index file: its set's tensors, shard
+by shard in name order, each in header order, after checking that the weight map lists
+exactly each shard's tensors under that shard and that total_size is their bytes.
 
 `parse` prints, tab-separated, one line per tensor in header order:
     tensor DIR DTYPE [SHAPE] NBYTES SHA256[:16] ONEFLOW_TYPE [PRESENTED_DIMS]
@@ -728,6 +742,131 @@ BAD_CASES = ["short", "headerpast", "toolarge", "notjson", "notobject", "trailin
 # ---------------------------------------------------------------------------------------
 # Commands.
 # ---------------------------------------------------------------------------------------
+# Sharded sets.
+# ---------------------------------------------------------------------------------------
+
+INDEX_SUFFIX = ".safetensors.index.json"
+SET_DTYPES = ["F32", "F16", "BF16", "I64", "U8"]
+
+
+def index_text(index):
+    """The index file as transformers' save_pretrained writes it."""
+    return (json.dumps(index, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def gen_set(directory, rng, shards, count, elems=3):
+    tensors = [spec(rng, f"model.layers.{i}.weight", SET_DTYPES[i % len(SET_DTYPES)],
+                    [i % 4 + 1, elems]) for i in range(count)]
+    names = [f"model-{k + 1:05d}-of-{shards:05d}.safetensors" for k in range(shards)]
+    per = -(-count // shards)
+    weight_map = {}
+    for k, name in enumerate(names):
+        part = tensors[k * per:(k + 1) * per]
+        co.write_file(os.path.join(directory, name), [serialize(part, {"format": "pt"})])
+        weight_map.update((t[0], name) for t in part)
+    index = {"metadata": {"total_size": sum(len(t[3]) for t in tensors)}, "weight_map": weight_map}
+    co.write_file(os.path.join(directory, "model" + INDEX_SUFFIX), [index_text(index)])
+
+
+def load_set(path):
+    """(index, [(shard, parse)]) of a set, checked for consistency."""
+    with open(path, "rb") as f:
+        index = json.loads(f.read())
+    wm = index["weight_map"]
+    folder = os.path.dirname(path)
+    shards = [(s, load_reference(os.path.join(folder, s))) for s in sorted(set(wm.values()))]
+    names = set()
+    total = 0
+    for shard, p in shards:
+        for e in p.entries:
+            name = e.tag.decode("utf-8")
+            if wm.get(name) != shard:
+                raise co.CheckFailed(f"{name!r} is in {shard}, the weight map says {wm.get(name)}")
+            if name in names:
+                raise co.CheckFailed(f"{name!r} is in two shards")
+            names.add(name)
+            total += len(e.out)
+    if names != set(wm):
+        raise co.CheckFailed(f"weight map names {sorted(set(wm) - names)[:5]} that no shard holds")
+    if index.get("metadata", {}).get("total_size") != total:
+        raise co.CheckFailed(f"total_size {index.get('metadata', {}).get('total_size')}, the tensors "
+                             f"take {total}")
+    return index, shards
+
+
+def load_entries(path):
+    """A file's tensors, or a set's: shard by shard."""
+    if not path.endswith(INDEX_SUFFIX):
+        return load_reference(path).entries
+    return [e for _, p in load_set(path)[1] for e in p.entries]
+
+
+def cmd_index(path):
+    """The index transformers would write for the set's shards as they are."""
+    index, shards = load_set(path)
+    index["weight_map"] = {e.tag.decode("utf-8"): s for s, p in shards for e in p.entries}
+    sys.stdout.buffer.write(index_text(index))
+
+
+SET_BAD_CASES = ["notjson", "nomap", "absolute", "outside", "symlink", "fifo", "missing",
+                 "unlisted", "wrongshard", "phantom", "twoshards", "hardlink", "notname"]
+
+
+def bad_set(directory, case, rng):
+    """A hostile set in DIR (its index model.safetensors.index.json); prints what the
+    refusal must name."""
+    gen_set(directory, rng, 2, 6)
+    idx = os.path.join(directory, "model" + INDEX_SUFFIX)
+    index = json.loads(open(idx, "rb").read())
+    wm = index["weight_map"]
+    first, second = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+    a = next(n for n, s in wm.items() if s == first)
+    if case == "notjson":
+        co.write_file(idx, [b'{"weight_map": {"a": "x.safetensors",}}'])
+        return "not valid JSON"
+    if case == "nomap":
+        del index["weight_map"]
+    elif case == "absolute":
+        wm[a] = "/etc/passwd"
+    elif case == "outside":
+        wm[a] = "../" + first
+    elif case == "symlink":
+        os.rename(os.path.join(directory, first), os.path.join(directory, "real.safetensors"))
+        os.symlink("real.safetensors", os.path.join(directory, first))
+    elif case == "fifo":
+        os.unlink(os.path.join(directory, first))
+        os.mkfifo(os.path.join(directory, first))
+    elif case == "missing":
+        os.unlink(os.path.join(directory, second))
+    elif case == "unlisted":
+        del wm[a]
+    elif case == "wrongshard":
+        wm[a] = second
+    elif case == "phantom":
+        wm["not.in.any.shard"] = first
+    elif case == "twoshards":
+        # a tensor of the first shard also in the second
+        p = load_reference(os.path.join(directory, second))
+        e = next(e for e in load_reference(os.path.join(directory, first)).entries
+                 if e.tag.decode() == a)
+        tensors = [(x.tag.decode(), x.ms_type, x.shape, x.out) for x in p.entries]
+        tensors.append((a, e.ms_type, e.shape, e.out))
+        co.write_file(os.path.join(directory, second), [serialize(tensors, {"format": "pt"})])
+    elif case == "hardlink":
+        os.unlink(os.path.join(directory, second))
+        os.link(os.path.join(directory, first), os.path.join(directory, second))
+    elif case == "notname":
+        wm[a] = "shard\x1b[2J.safetensors"
+    co.write_file(idx, [index_text(index)])
+    return {"nomap": "no \"weight_map\"", "absolute": "not a file name inside",
+            "outside": "leads out of the model's directory", "symlink": "symbolic link",
+            "fifo": "is a FIFO", "missing": "No such file", "unlisted": "is not in the index",
+            "wrongshard": "puts it in", "phantom": "which does not hold it",
+            "twoshards": "puts it in", "hardlink": "a hard link",
+            "notname": "not a file name inside"}[case]
+
+
+# ---------------------------------------------------------------------------------------
 
 
 def _show(name):
@@ -735,6 +874,18 @@ def _show(name):
 
 
 def cmd_parse(path):
+    if path.endswith(INDEX_SUFFIX):
+        index, shards = load_set(path)
+        w = sys.stdout.buffer
+        for shard, p in shards:
+            w.write(b"shard\t" + shard.encode("utf-8") + b"\n")
+            for e in p.entries:
+                w.write(b"\t".join([b"tensor", _show(e.dirname), e.ms_type.encode(),
+                                    co.shape_text(e.shape), b"%d" % len(e.out),
+                                    hashlib.sha256(e.out).hexdigest()[:16].encode()]) + b"\n")
+        w.write(b"metadata\t" + json.dumps(index.get("metadata"), separators=(",", ":")).encode()
+                + b"\n")
+        return
     p = load_reference(path)
     w = sys.stdout.buffer
     for e in p.entries:
@@ -747,8 +898,7 @@ def cmd_parse(path):
 
 
 def cmd_values(path, name):
-    p = load_reference(path)
-    for e in p.entries:
+    for e in load_entries(path):
         if e.tag.decode("utf-8") != name:
             continue
         arr = np.frombuffer(e.out, dtype=e.np_dtype)
@@ -761,7 +911,7 @@ def cmd_values(path, name):
 
 
 def cmd_check(mount, path):
-    entries = load_reference(path).entries
+    entries = load_entries(path)
     root = os.fsencode(mount)
     co.check_root_listing(root, [e.dirname for e in entries])
     co.check_snapshot_done(root)
@@ -773,7 +923,7 @@ def cmd_check(mount, path):
 
 def fake_tree(directory, path):
     """Materialise the expected tree (for testing `check` itself without ckptfs)."""
-    entries = load_reference(path).entries
+    entries = load_entries(path)
     root = os.fsencode(directory)
     os.makedirs(root, exist_ok=True)
     co.write_file(os.path.join(root, b"snapshot_done"), [])
@@ -810,6 +960,18 @@ def main(argv=None):
     p.add_argument("file")
     p.add_argument("out")
     p.add_argument("--unpadded", action="store_true", help="the 2022 layout")
+    p = sub.add_parser("gen-set", help="write a sharded set into DIR as transformers does")
+    p.add_argument("dir")
+    p.add_argument("--shards", type=int, default=3)
+    p.add_argument("--count", type=int, default=12)
+    p.add_argument("--elems", type=int, default=3, help="columns of each [rows, elems] tensor")
+    p.add_argument("--seed", type=int, default=0)
+    p = sub.add_parser("index", help="the index transformers would write for a set's shards")
+    p.add_argument("file")
+    p = sub.add_parser("bad-set", help="write a hostile set into DIR; prints what to name")
+    p.add_argument("dir")
+    p.add_argument("--case", required=True, choices=SET_BAD_CASES)
+    p.add_argument("--seed", type=int, default=0)
     p = sub.add_parser("bad", help="write a hostile file; prints the offset to name, or -")
     p.add_argument("out")
     p.add_argument("--case", required=True, choices=BAD_CASES)
@@ -829,6 +991,12 @@ def main(argv=None):
             co.write_file(args.out, [gen_file(args.case, np.random.default_rng(args.seed), args.count)])
         elif args.cmd == "rewrite":
             cmd_rewrite(args.file, args.out, args.unpadded)
+        elif args.cmd == "gen-set":
+            gen_set(args.dir, np.random.default_rng(args.seed), args.shards, args.count, args.elems)
+        elif args.cmd == "index":
+            cmd_index(args.file)
+        elif args.cmd == "bad-set":
+            print(bad_set(args.dir, args.case, np.random.default_rng(args.seed)))
         elif args.cmd == "bad":
             data, offset = bad_file(args.case, np.random.default_rng(args.seed))
             co.write_file(args.out, [data])

@@ -156,4 +156,43 @@ for c in $cases; do
     ok
 done
 
+# --- Sharded sets ----------------------------------------------------------------------
+
+S=$T/set
+mkdir "$S"
+oracle gen-set "$S" --shards 3 --count 10 || fail "gen-set"
+[ "$(ls "$S" | wc -l)" -eq 4 ] || fail "gen-set: not 3 shards and an index"
+n=$(oracle parse "$S/model.safetensors.index.json" | grep -c '^tensor') || fail "parse of a set"
+[ "$n" -eq 10 ] || fail "parse of a set: $n tensors, not 10"
+ok
+# the index the oracle would write for the shards is the one gen-set wrote
+oracle index "$S/model.safetensors.index.json" | cmp -s - "$S/model.safetensors.index.json" ||
+    fail "index differs from gen-set's"
+ok
+# the set's tree, materialised, passes check; one tensor fewer does not
+rm -rf "$T/settree"
+oracle fake-tree "$T/settree" "$S/model.safetensors.index.json" || fail "fake-tree of a set"
+oracle check "$T/settree" "$S/model.safetensors.index.json" > /dev/null || fail "check of a set"
+rm -r "$T/settree/model.layers.4.weight"
+oracle check "$T/settree" "$S/model.safetensors.index.json" > /dev/null 2>&1 && fail "check missed a removal"
+ok
+# every inconsistent set is refused by parse (those the OS refuses aside)
+for c in unlisted wrongshard phantom twoshards; do
+    rm -rf "$T/bad-$c" && mkdir "$T/bad-$c"
+    oracle bad-set "$T/bad-$c" --case "$c" > /dev/null || fail "bad-set $c"
+    oracle parse "$T/bad-$c/model.safetensors.index.json" > /dev/null 2>&1 &&
+        fail "bad-set $c: parse accepted it"
+    ok
+done
+# a wrong total_size is refused
+/usr/bin/python3 - "$S/model.safetensors.index.json" <<'EOF2'
+import json, sys
+p = sys.argv[1]
+i = json.load(open(p))
+i["metadata"]["total_size"] += 1
+open(p, "w").write(json.dumps(i, indent=2, sort_keys=True) + "\n")
+EOF2
+oracle parse "$S/model.safetensors.index.json" > /dev/null 2>&1 && fail "a wrong total_size was accepted"
+ok
+
 echo "ok: $CHECKS checks"
