@@ -66,6 +66,14 @@ teardown() {
     model_test --format safetensors --seeds 1-4 --steps 300
 }
 
+@test "random ops, manual saves: a sharded safetensors set (per shard: layout kept or the reference writer's; the index transformers writes)" {
+    # Three shards cut at random points, each checked as the single file
+    # above; the set by safetensors_oracle's load_set (the weight map lists
+    # exactly each shard's tensors, total_size their bytes); new tensors in
+    # the last shard, emptied shards out of the index.
+    model_test --format safetensors-set --seeds 1-4 --steps 300
+}
+
 @test "random ops, automatic saves (commit_delay=0): every format" {
     model_test --format all --seeds 1 --steps 200 --auto --commit-delay 0
 }

@@ -80,7 +80,7 @@ FORMATS = ["ckpt", "ckpt-superseded", "onnx-external", "mindir-split", "mindir",
            "ckpt-gcm", "ckpt-cbc", "mindir-gcm", "ckpt-zst", "onnx-zst"]
 # Formats run with manual saves and one client thread only, and not part of --format all
 # (their reference does not yet model the tensor order of automatic or concurrent saves).
-MANUAL_FORMATS = ["safetensors"]
+MANUAL_FORMATS = ["safetensors", "safetensors-set"]
 
 
 class Mismatch(Exception):
@@ -732,7 +732,8 @@ class Safetensors(Model):
     edit_types = EDIT_TYPES + ["kChar"]  # kChar and kComplex128: saves refused
     extra_ops = [("op_readonly", 2)]
 
-    def build(self):
+    def tensors(self):
+        """The tensors of a new model: (name, dtype, shape, bytes)."""
         so = st_oracle()
         rng = self.rng
         specs = [("net.w", "F32", [2, 3]), ("net.b", "F32", [3]), ("half", "F16", [3, 2]),
@@ -745,8 +746,12 @@ class Safetensors(Model):
                  ("empty3", "F16", [2, 0, 3]), ("bools0", "BOOL", [0])]
         if rng.integers(0, 2):  # over 1 MiB: copied around the changed bytes
             specs.append(("big.blob", "U8", [3 * MIB + 123]))
-        tensors = [(n, d, s, so.random_data(rng, d, s)) for n, d, s in specs]
-        self.unpadded = bool(rng.integers(0, 2))
+        return [(n, d, s, so.random_data(rng, d, s)) for n, d, s in specs]
+
+    def build(self):
+        so = st_oracle()
+        tensors = self.tensors()
+        self.unpadded = bool(self.rng.integers(0, 2))
         self.path = os.path.join(self.tmp, "model.safetensors")
         with open(self.path, "wb") as f:
             f.write(so.serialize(tensors, ST_METADATA, unpadded=self.unpadded))
@@ -817,33 +822,144 @@ class Safetensors(Model):
         return [e[:ST] + ((unescape(e[D]), self.dtype(e), self.file_shape(e)),) for e in state]
 
     def invariants(self, state):
-        so = st_oracle()
         data, p = self.load()
         old, old_p = self.last
         self.last = (data, p)
-        if not self.kept:
-            want = so.serialize([(e.tag.decode("utf-8"), e.ms_type, e.shape, e.out)
-                                 for e in p.entries], p.metadata)
-            if data != want:
-                k = first_diff(data, want)
-                return ("the saved file (new layout) is not the reference writer's layout: "
-                        "first difference at byte %d of %d (the oracle's rewrite: %d bytes): "
-                        "%r, the rewrite %r" % (k, len(data), len(want), data[max(0, k - 16):k + 8],
-                                                want[max(0, k - 16):k + 8]))
-            return None
-        # The same layout: every byte outside the changed tensors is the last file's.
-        if len(data) != len(old):
-            return "the layout was kept but the file is %d bytes, was %d" % (len(data), len(old))
-        start = 8 + old_p.header_len
-        differs = np.frombuffer(data, np.uint8) != np.frombuffer(old, np.uint8)
-        outs = {x.tag: x.out for x in p.entries}
-        for e in old_p.entries:
-            if outs.get(e.tag) != e.out:
-                differs[start + e.begin:start + e.end] = False
-        if differs.any():
-            i = int(np.argmax(differs))
-            return "the layout was kept but byte %d (%s) changed: 0x%02x, was 0x%02x" % (
-                i, "header" if i < start else "data of an unchanged tensor", data[i], old[i])
+        return check_st_file(data, p, old, old_p, self.kept)
+
+
+def check_st_file(data, p, old, old_p, kept):
+    """A saved safetensors file against the last one: in the reference writer's layout, or
+    (kept) every byte outside the changed tensors the last file's.  None, or what is wrong."""
+    so = st_oracle()
+    if not kept:
+        want = so.serialize([(e.tag.decode("utf-8"), e.ms_type, e.shape, e.out)
+                             for e in p.entries], p.metadata)
+        if data != want:
+            k = first_diff(data, want)
+            return ("the saved file (new layout) is not the reference writer's layout: "
+                    "first difference at byte %d of %d (the oracle's rewrite: %d bytes): "
+                    "%r, the rewrite %r" % (k, len(data), len(want), data[max(0, k - 16):k + 8],
+                                            want[max(0, k - 16):k + 8]))
+        return None
+    # The same layout: every byte outside the changed tensors is the last file's.
+    if len(data) != len(old):
+        return "the layout was kept but the file is %d bytes, was %d" % (len(data), len(old))
+    start = 8 + old_p.header_len
+    differs = np.frombuffer(data, np.uint8) != np.frombuffer(old, np.uint8)
+    outs = {x.tag: x.out for x in p.entries}
+    for e in old_p.entries:
+        if outs.get(e.tag) != e.out:
+            differs[start + e.begin:start + e.end] = False
+    if differs.any():
+        i = int(np.argmax(differs))
+        return "the layout was kept but byte %d (%s) changed: 0x%02x, was 0x%02x" % (
+            i, "header" if i < start else "data of an unchanged tensor", data[i], old[i])
+    return None
+
+
+class SafetensorsSet(Safetensors):
+    """A Hugging Face sharded set: the safetensors model's tensors split over three shards
+    (model-0000k-of-00003.safetensors, each with __metadata__, each padded or not) and an
+    index as transformers writes it.  Each shard follows the single-file rules on its own:
+    its layout kept, or the reference writer's.  A tensor stays in its shard, renamed or
+    not; new tensors go to the last shard the index lists; a shard left without tensors is
+    written empty and leaves the index.  The index is always what transformers would write
+    for the shards (json.dumps(indent=2, sort_keys=True), total_size their bytes), and the
+    tree lists the shards in name order, each in its header's order."""
+
+    SHARDS = ["model-%05d-of-00003.safetensors" % (k + 1) for k in range(3)]
+
+    def build(self):
+        so = st_oracle()
+        tensors = self.tensors()
+        self.path = os.path.join(self.tmp, "model.safetensors.index.json")
+        self.data_files = [os.path.join(self.tmp, s) for s in self.SHARDS]
+        cut = sorted(self.rng.choice(np.arange(1, len(tensors)), size=2, replace=False))
+        parts = [tensors[:cut[0]], tensors[cut[0]:cut[1]], tensors[cut[1]:]]
+        weight_map = {}
+        for shard, path, part in zip(self.SHARDS, self.data_files, parts):
+            with open(path, "wb") as f:
+                f.write(so.serialize(part, ST_METADATA, unpadded=bool(self.rng.integers(0, 2))))
+            weight_map.update((t[0], shard) for t in part)
+        with open(self.path, "wb") as f:
+            f.write(so.index_text({"metadata": {"total_size": sum(len(t[3]) for t in tensors)},
+                                   "weight_map": weight_map}))
+        self.last = None
+
+    def load(self):
+        """{shard: (bytes, parse)} of the shards the index lists, in name order."""
+        so = st_oracle()
+        try:
+            index, shards = so.load_set(self.path)
+        except (so.Refused, co.CheckFailed, OSError, ValueError, KeyError) as exc:
+            raise Mismatch("safetensors_oracle refuses the saved set: %s" % exc)
+        want = so.index_text({"metadata": {"total_size": sum(len(e.out) for _, p in shards
+                                                             for e in p.entries)},
+                              "weight_map": {e.tag.decode("utf-8"): s for s, p in shards
+                                             for e in p.entries}})
+        with open(self.path, "rb") as f:
+            got = f.read()
+        if got != want:
+            k = first_diff(got, want)
+            raise Mismatch("the index is not what transformers writes for the shards: byte %d: "
+                           "%r, expected %r" % (k, got[max(0, k - 20):k + 20],
+                                                want[max(0, k - 20):k + 20]))
+        out = {}
+        for shard, p in shards:
+            if p.metadata != ST_METADATA:
+                raise Mismatch("%s: __metadata__ is %r, expected %r" % (shard, p.metadata,
+                                                                        ST_METADATA))
+            with open(os.path.join(self.tmp, shard), "rb") as f:
+                out[shard] = (f.read(), p)
+        return out
+
+    def parse(self):
+        files = self.load()
+        if self.last is None:
+            self.last = files
+        entries = [(s, e) for s, (_, p) in files.items() for e in p.entries]
+        stores = {e.dirname: (e.tag, e.ms_type, tuple(e.shape), s) for s, e in entries}
+        return [(e.dirname, e.meta, e.out) for _, e in entries], set(), stores
+
+    def settle(self, state):
+        rank = st_oracle().RANK
+        shards = list(self.last)
+        by = {s: [] for s in shards}
+        for e in state:
+            by[e[ST][3] if e[ST] is not None else shards[-1]].append(e)
+        self.kept = {}
+        out = []
+        for s in shards:
+            es = by[s]
+            self.kept[s] = len(es) == len(self.last[s][1].entries) and all(
+                e[ST] is not None and e[ST][:3] == (unescape(e[D]), self.dtype(e),
+                                                     self.file_shape(e)) for e in es)
+            if not self.kept[s]:
+                es = sorted(es, key=lambda e: (-rank[self.dtype(e)], unescape(e[D])))
+            out += [e[:ST] + ((unescape(e[D]), self.dtype(e), self.file_shape(e), s),)
+                    for e in es]
+        return out
+
+    def invariants(self, state):
+        so = st_oracle()
+        files = self.load()
+        for shard, (old, old_p) in self.last.items():
+            if shard in files:
+                data, p = files[shard]
+            else:  # left without tensors: written empty, out of the index
+                with open(os.path.join(self.tmp, shard), "rb") as f:
+                    data = f.read()
+                try:
+                    p = so.reference_parse(data)
+                except so.Refused as exc:
+                    return "%s, emptied: the oracle refuses it: %s" % (shard, exc)
+                if p.entries:
+                    return "%s holds tensors but is not in the index" % shard
+            msg = check_st_file(data, p, old, old_p, self.kept[shard])
+            if msg:
+                return "%s: %s" % (shard, msg)
+        self.last = files
         return None
 
 
@@ -880,6 +996,9 @@ def make_model(fmt, tmp, rng, avoid=()):
         m.build()
     elif fmt == "safetensors":
         m = Safetensors(tmp, rng, avoid)
+        m.build()
+    elif fmt == "safetensors-set":
+        m = SafetensorsSet(tmp, rng, avoid)
         m.build()
     else:
         raise SystemExit("unknown format %r (one of %s)" % (fmt, ", ".join(FORMATS + MANUAL_FORMATS)))
@@ -1394,9 +1513,9 @@ class Run:
             return ("n\u00fc%d" % k).encode()
         if kind < 0.25 and self.model.fmt.startswith("ckpt"):
             return ("100%%-%d" % k).encode()
-        if kind < 0.25 and self.model.fmt == "safetensors":
+        if kind < 0.25 and self.model.fmt.startswith("safetensors"):
             return ("nul\0%d" % k).encode()  # a save is refused (EINVAL)
-        if kind < 0.3 and self.model.fmt == "safetensors" and \
+        if kind < 0.3 and self.model.fmt.startswith("safetensors") and \
                 "st-control-names" not in self.args.avoid:
             # JSON escapes \u001b (the reference writer, serde_json, writes lowercase hex)
             return ("ctl\x1b%d\x1f" % k).encode()
