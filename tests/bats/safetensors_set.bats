@@ -25,6 +25,16 @@ inodes() { stat -c '%n %i' "$1"/*.safetensors "$1"/*.json; }
 # set_sha DIR: one hash of every file of the set, names included
 set_sha() { (cd "$1" && sha256sum ./*.safetensors ./*.json) | sha256sum | cut -d' ' -f1; }
 
+# mount_set SHARDS COUNT [gen-set options...]: a set the oracle generates in
+# $S (its index $idx), mounted writable at $M with manual saves
+mount_set() {
+    S=$BATS_TEST_TMPDIR/set idx=$BATS_TEST_TMPDIR/set/model.safetensors.index.json
+    M=$BATS_TEST_TMPDIR/m
+    mkdir "$S"
+    $ST_ORACLE gen-set "$S" --shards "$1" --count "$2" "${@:3}"
+    mount_fg "$idx" "$M" -o commit=manual
+}
+
 @test "a sharded set mounts through its index as one tree: the oracle's tensors shard by shard, the index's metadata on the root, headers read only" {
     S=$BATS_TEST_TMPDIR/set
     mkdir "$S"
@@ -53,13 +63,9 @@ set_sha() { (cd "$1" && sha256sum ./*.safetensors ./*.json) | sha256sum | cut -d
 }
 
 @test "saves: an unchanged tree, and every tensor rewritten with its own bytes, give the identical set; a same-size edit rewrites its shard only" {
-    S=$BATS_TEST_TMPDIR/set
-    mkdir "$S" "$BATS_TEST_TMPDIR/orig"
-    $ST_ORACLE gen-set "$S" --shards 3 --count 12 --elems 64
+    mount_set 3 12 --elems 64
+    mkdir "$BATS_TEST_TMPDIR/orig"
     cp -a "$S"/. "$BATS_TEST_TMPDIR/orig/"
-    idx=$S/model.safetensors.index.json
-    M=$BATS_TEST_TMPDIR/m
-    mount_fg "$idx" "$M" -o commit=manual
     rewrite_outs "$M"
     touch "$M/snapshot_done"
     before=$(inodes "$S")
@@ -86,12 +92,7 @@ set_sha() { (cd "$1" && sha256sum ./*.safetensors ./*.json) | sha256sum | cut -d
 }
 
 @test "adding, removing, renaming and reshaping: new tensors go to the last shard, the index is what transformers writes, changed shards in the reference layout" {
-    S=$BATS_TEST_TMPDIR/set
-    mkdir "$S"
-    $ST_ORACLE gen-set "$S" --shards 3 --count 12
-    idx=$S/model.safetensors.index.json
-    M=$BATS_TEST_TMPDIR/m
-    mount_fg "$idx" "$M" -o commit=manual
+    mount_set 3 12
     mkdir "$M/lm_head.weight"
     printf 'shape {\n  dim: 2\n  dim: 3\n}\ndata_type: kFloat16\n' >"$M/lm_head.weight/meta"
     head -c 12 /dev/urandom >"$M/lm_head.weight/out"
@@ -128,12 +129,7 @@ set_sha() { (cd "$1" && sha256sum ./*.safetensors ./*.json) | sha256sum | cut -d
 }
 
 @test "a shard whose tensors are all removed is written empty and leaves the weight map" {
-    S=$BATS_TEST_TMPDIR/set
-    mkdir "$S"
-    $ST_ORACLE gen-set "$S" --shards 2 --count 4
-    idx=$S/model.safetensors.index.json
-    M=$BATS_TEST_TMPDIR/m
-    mount_fg "$idx" "$M" -o commit=manual
+    mount_set 2 4
     for t in $($PY -c 'import json, sys; print(" ".join(k for k, v in json.load(open(sys.argv[1]))["weight_map"].items() if v.startswith("model-00001")))' "$idx"); do
         rm -r "${M:?}/$t"
     done
