@@ -6,7 +6,9 @@
  *
  *   ckptfs-dump [--nocrc] [-o key_file=PATH] [-o tmp_max=SIZE] MODEL
  *   one line per visible tensor: directory name, type, shape, bytes, extents
- *   (of the plaintext, for an encrypted or compressed model)
+ *   (of the plaintext, for an encrypted or compressed model), each OFF+LEN,
+ *   FILE:OFF+LEN when it is in a data file (an ONNX external data file, a
+ *   shard of a safetensors set), FILE relative to the model's directory
  *
  * The key of an encrypted model comes as for a mount: -o key_file=PATH or
  * CKPTFS_KEY_HEX; a zstd model without a seek table is decompressed into
@@ -19,7 +21,7 @@
 #include "model.h"
 #include "oneflow_meta.h"
 
-static void print_tensor(const ck_tensor *t)
+static void print_tensor(const ck_model *m, const ck_tensor *t)
 {
     printf("%s\t%s\t[", t->dir_name, t->type_name);
     for (uint32_t i = 0; i < t->ndim; i++)
@@ -27,9 +29,15 @@ static void print_tensor(const ck_tensor *t)
     printf("]\t%" PRIu64 "\t", t->nbytes);
     if (t->dtype->kind == CK_KIND_STR)
         printf("decoded ");
-    for (uint32_t i = 0; i < t->n_ext; i++)
-        printf("%s%" PRIu64 "+%" PRIu64, i ? "," : "", ck_tensor_ext(t, i)->off,
-               ck_tensor_ext(t, i)->len);
+    for (uint32_t i = 0; i < t->n_ext; i++) {
+        const ck_extent *e = ck_tensor_ext(t, i);
+        printf("%s", i ? "," : "");
+        if (ck_model_is_data_file(m, e->src)) {
+            const char *path = m->sources[e->src]->path, *rel = ck_dir_rel(m->dir, path);
+            printf("%s:", rel != NULL ? rel : path);
+        }
+        printf("%" PRIu64 "+%" PRIu64, e->off, e->len);
+    }
     printf("\n");
 }
 
@@ -90,7 +98,7 @@ int main(int argc, char **argv)
            m->format->notes ? m->format->notes(m) : "", m->env.wrap == CK_WRAP_NONE ? "" : ", ",
            envelope_name(&m->env));
     for (size_t i = 0; i < ix->n_live; i++)
-        print_tensor(&ix->tensors[ix->live[i]]);
+        print_tensor(m, &ix->tensors[ix->live[i]]);
     ck_model_close(m);
     return 0;
 }
