@@ -87,8 +87,9 @@ static void usage(FILE *to)
     fprintf(to,
             "usage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT\n"
             "\n"
-            "Mount a model (MindSpore .ckpt or .mindir, .onnx, .safetensors; encrypted\n"
-            "or zstd-compressed too) as a OneFlow-style tree:\n"
+            "Mount a model (MindSpore .ckpt or .mindir, .onnx, .safetensors, a sharded\n"
+            "set's model.safetensors.index.json; encrypted or zstd-compressed too) as a\n"
+            "OneFlow-style tree:\n"
             "  MOUNTPOINT/<tensor>/meta   OneFlow VariableMetaInfo text\n"
             "  MOUNTPOINT/<tensor>/out    raw tensor bytes\n"
             "  MOUNTPOINT/snapshot_done   empty: the tree equals the file\n"
