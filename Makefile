@@ -21,7 +21,9 @@ DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c
 
 CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c \
              codec/arena.c codec/name_map.c codec/dir_name.c codec/tensor_index.c \
-             codec/oneflow_meta.c codec/ckpt_reader.c codec/onnx_mindir_reader.c \
+             codec/oneflow_meta.c codec/ckpt_reader.c codec/pb_graph_walk.c \
+             codec/onnx_mindir_reader.c codec/onnx_mindir_graph.c codec/onnx_mindir_tensor.c \
+             codec/onnx_mindir_external.c codec/onnx_mindir_legacy.c \
              codec/safetensors_reader.c codec/safetensors_set.c \
              codec/format.c codec/model.c codec/pb_users.c codec/page_cache.c codec/key.c \
              codec/ms_cipher.c codec/cipher_source.c codec/zstd_source.c codec/envelope.c \

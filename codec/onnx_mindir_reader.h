@@ -2,10 +2,11 @@
  * onnx_mindir_reader: index the weights of an ONNX or MindIR model.
  *
  * The two formats share ONNX's message shapes (MindIR started as a copy of
- * onnx.proto) with different field numbers, so one walker serves both,
- * driven by a table of field numbers per format.  It streams the file with
- * pb_wire: graph structure is read in small pieces and tensor payloads are
- * only located, never read.
+ * onnx.proto) with different field numbers, so one graph walk serves both,
+ * driven by a table of field numbers per format (pb_graph_walk.h; the
+ * reader is its visitor, as is the node-reader scan of pb_users.h).  It
+ * streams the file with pb_wire: graph structure is read in small pieces
+ * and tensor payloads are only located, never read.
  *
  * Weights shown, and their directory names (docs/design.md, "Naming"):
  *   main-graph initializers (ONNX) / parameters (MindIR)   NAME
@@ -37,14 +38,11 @@
 #define CK_ONNX_MINDIR_READER_H
 
 #include "model.h"
+#include "pb_graph_walk.h"
 #include "pb_layout.h"
 
-/* Message nesting the walker follows (graphs within nodes within graphs). */
-#define CK_PB_MAX_DEPTH 32
 /* The front info opening each data file of a split MindIR. */
 #define CK_MINDIR_DATA_HEADER 64u
-/* Longest name, node name or external location read. */
-#define CK_PB_MAX_NAME 4096
 
 /* The two formats (format.h).  Their open reads m->sources[0] into
  * m->index and a layout (m->state), adding the sources it needs. */

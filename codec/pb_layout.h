@@ -57,13 +57,10 @@ typedef struct ck_pb_tensor {
     const char *holder;         /* the node holding a CONST/SUB tensor, for messages */
 } ck_pb_tensor;
 
-/* The field numbers the encoder and pb_users need (they differ between the
- * formats). */
+/* The field numbers the encoder needs (they differ between the formats;
+ * the graph walk's are in pb_graph_walk.h). */
 typedef struct ck_pb_fields {
     uint32_t graph_tensor;      /* GraphProto.initializer / .parameter */
-    uint32_t model_graph, model_functions, graph_node, node_input, node_name, node_attr,
-        attr_g, attr_graphs;    /* to find the nodes that use a tensor */
-    uint32_t node_op;           /* to describe one that has no name */
     uint32_t t_dims, t_type, t_float, t_int32, t_string, t_int64, t_name, t_raw, t_double,
         t_uint64, t_external, t_location;
 } ck_pb_fields;

@@ -8,6 +8,7 @@
 #include "arena.h"
 #include "name_map.h"
 #include "onnx_mindir_reader.h"
+#include "pb_graph_walk.h"
 #include "pb_wire.h"
 
 struct ck_pb_users {
@@ -18,16 +19,21 @@ struct ck_pb_users {
     ck_arena arena;
 };
 
-/* One scan.  The reader and the name buffer are shared by every nesting
- * level: an input name is looked up as soon as it is read. */
+/* One scan: a visitor of the graph walk (pb_graph_walk.h), which follows
+ * the graphs as the reader does.  The cursor and the name buffer are
+ * shared by every nesting level: an input name is looked up as soon as it
+ * is read. */
 typedef struct scan {
     const ck_model *m;
-    const ck_pb_fields *f;
     ck_pb_users *u;
     uint64_t longest;           /* longest tracked name: longer inputs are skipped unread */
     ck_error *err;
+    /* Per graph depth, the entry of the node being walked there, once it
+     * reads a tracked tensor (nodes of subgraphs are walked inside their
+     * node's attributes). */
+    uint32_t node_at[CK_PB_MAX_DEPTH + 1];
     char name[CK_PB_MAX_NAME];
-    pb_reader r;
+    ck_pb_walk w;
 } scan;
 
 static int nomem(scan *s)
@@ -35,15 +41,13 @@ static int nomem(scan *s)
     return ck_fail(s->err, ENOMEM, "%s: out of memory", s->m->path);
 }
 
-static int scan_graph(scan *s, uint64_t body, uint64_t end, int depth);
-
 /* Skip the field under the cursor, or read the length of a LEN one: 1 and
  * *len for a LEN field, 0 when skipped, -1 on error. */
 static int len_field(scan *s, uint64_t end, const pb_field *fl, uint64_t *len)
 {
     if (fl->wire_type != PB_WT_LEN)
-        return pb_skip(&s->r, end, fl->key_off, fl->wire_type, s->err) < 0 ? -1 : 0;
-    return pb_read_len(&s->r, end, fl->key_off, len, s->err) < 0 ? -1 : 1;
+        return pb_skip(&s->w.r, end, fl->key_off, fl->wire_type, s->err) < 0 ? -1 : 0;
+    return pb_read_len(&s->w.r, end, fl->key_off, len, s->err) < 0 ? -1 : 1;
 }
 
 /* The first field num of the message [body, end), quoted into q; q is
@@ -52,23 +56,23 @@ static int quoted_field(scan *s, uint64_t body, uint64_t end, uint32_t num,
                         char q[CK_QUOTE_BUF])
 {
     q[0] = '\0';
-    pb_seek(&s->r, body);
+    pb_seek(&s->w.r, body);
     pb_field fl;
     uint64_t len;
     int rc;
-    while ((rc = pb_next_field(&s->r, end, &fl, s->err)) > 0) {
+    while ((rc = pb_next_field(&s->w.r, end, &fl, s->err)) > 0) {
         int is_len = len_field(s, end, &fl, &len);
         if (is_len < 0)
             return -1;
         if (is_len == 0)
             continue;
         if (fl.num != num) {
-            pb_seek(&s->r, s->r.pos + len);
+            pb_seek(&s->w.r, s->w.r.pos + len);
             continue;
         }
         /* ck_quote shows CK_QUOTE_MAX bytes and "..." past them. */
         size_t n = len > CK_QUOTE_MAX ? CK_QUOTE_MAX + 1 : (size_t)len;
-        if (pb_read_bytes(&s->r, s->r.pos + len, s->name, n, s->err) < 0)
+        if (pb_read_bytes(&s->w.r, s->w.r.pos + len, s->name, n, s->err) < 0)
             return -1;
         ck_quote(q, s->name, n);
         return 0;
@@ -81,9 +85,9 @@ static int quoted_field(scan *s, uint64_t body, uint64_t end, uint32_t num,
 static int add_node(scan *s, uint64_t body, uint64_t end, long index, uint32_t *node)
 {
     char name[CK_QUOTE_BUF], op[CK_QUOTE_BUF], label[CK_PB_USERS_NODE_BUF];
-    if (quoted_field(s, body, end, s->f->node_name, name) < 0)
+    if (quoted_field(s, body, end, s->w.s->node_name, name) < 0)
         return -1;
-    if (name[0] == '\0' && quoted_field(s, body, end, s->f->node_op, op) < 0)
+    if (name[0] == '\0' && quoted_field(s, body, end, s->w.s->node_op, op) < 0)
         return -1;
     if (name[0] != '\0')
         snprintf(label, sizeof label, "%s", name);
@@ -102,117 +106,40 @@ static int add_node(scan *s, uint64_t body, uint64_t end, long index, uint32_t *
     return 0;
 }
 
-/* An input of the node [body, end), under the cursor: if it names a
- * tracked tensor no node was seen reading yet, this node is its reader.
- * *node is the node's entry once it has one.  Moves the cursor. */
-static int note_input(scan *s, uint64_t len, uint64_t body, uint64_t end, long index,
-                      uint32_t *node)
+/* A node: no entry until it reads a tracked tensor. */
+static int visit_enter(ck_pb_walk *w, ck_pb_level *lv)
 {
+    scan *s = w->ctx;
+    if (lv->kind == CK_PB_NODE)
+        s->node_at[lv->depth] = CK_NAME_MAP_NONE;
+    return 0;
+}
+
+/* An input of a node, its len bytes under the cursor: if it names a
+ * tracked tensor no node was seen reading yet, this node is its reader.
+ * Moves the cursor. */
+static int visit_input(ck_pb_walk *w, const ck_pb_level *node, uint64_t len)
+{
+    scan *s = w->ctx;
     if (len == 0 || len > s->longest || len >= sizeof s->name)
         return 0; /* "": an optional input left out; longer: no tensor's name */
-    if (pb_read_bytes(&s->r, s->r.pos + len, s->name, (size_t)len, s->err) < 0)
+    if (pb_read_bytes(&s->w.r, s->w.r.pos + len, s->name, (size_t)len, s->err) < 0)
         return -1;
     uint32_t id = ck_name_map_get(&s->u->ids, s->name, (size_t)len);
     if (id == CK_NAME_MAP_NONE || s->u->reader[id] != CK_NAME_MAP_NONE)
         return 0;
-    if (*node == CK_NAME_MAP_NONE && add_node(s, body, end, index, node) < 0)
+    uint32_t *entry = &s->node_at[node->depth];
+    if (*entry == CK_NAME_MAP_NONE &&
+        add_node(s, node->body, node->end, node->index, entry) < 0)
         return -1;
-    s->u->reader[id] = *node;
+    s->u->reader[id] = *entry;
     return 0;
 }
 
-/* The subgraphs of one attribute (If branches, Loop bodies). */
-static int scan_attr(scan *s, uint64_t body, uint64_t end, int depth)
-{
-    pb_seek(&s->r, body);
-    pb_field fl;
-    uint64_t len;
-    int rc;
-    while ((rc = pb_next_field(&s->r, end, &fl, s->err)) > 0) {
-        int is_len = len_field(s, end, &fl, &len);
-        if (is_len < 0)
-            return -1;
-        if (is_len == 0)
-            continue;
-        uint64_t gb = s->r.pos;
-        if ((fl.num == s->f->attr_g || fl.num == s->f->attr_graphs) &&
-            scan_graph(s, gb, gb + len, depth + 1) < 0)
-            return -1;
-        pb_seek(&s->r, gb + len);
-    }
-    return rc;
-}
-
-static int scan_node(scan *s, uint64_t body, uint64_t end, long index, int depth)
-{
-    uint32_t node = CK_NAME_MAP_NONE;
-    pb_seek(&s->r, body);
-    pb_field fl;
-    uint64_t len;
-    int rc;
-    while ((rc = pb_next_field(&s->r, end, &fl, s->err)) > 0) {
-        int is_len = len_field(s, end, &fl, &len);
-        if (is_len < 0)
-            return -1;
-        if (is_len == 0)
-            continue;
-        uint64_t start = s->r.pos;
-        if (fl.num == s->f->node_input && note_input(s, len, body, end, index, &node) < 0)
-            return -1;
-        if (fl.num == s->f->node_attr && scan_attr(s, start, start + len, depth) < 0)
-            return -1;
-        pb_seek(&s->r, start + len);
-    }
-    return rc;
-}
-
-/* depth: 1 for a top-level graph, as the reader counts (CK_PB_MAX_DEPTH). */
-static int scan_graph(scan *s, uint64_t body, uint64_t end, int depth)
-{
-    if (depth > CK_PB_MAX_DEPTH)
-        return ck_fail(s->err, EINVAL, "%s: offset %llu: graphs nested deeper than %d",
-                       s->m->path, (unsigned long long)body, CK_PB_MAX_DEPTH);
-    pb_seek(&s->r, body);
-    pb_field fl;
-    uint64_t len;
-    long index = 0;
-    int rc;
-    while ((rc = pb_next_field(&s->r, end, &fl, s->err)) > 0) {
-        int is_len = len_field(s, end, &fl, &len);
-        if (is_len < 0)
-            return -1;
-        if (is_len == 0)
-            continue;
-        uint64_t nb = s->r.pos;
-        if (fl.num == s->f->graph_node && scan_node(s, nb, nb + len, index++, depth) < 0)
-            return -1;
-        pb_seek(&s->r, nb + len);
-    }
-    return rc;
-}
-
-/* The main graph and, in MindIR, the functions. */
-static int scan_model(scan *s)
-{
-    uint64_t end = s->r.src->size;
-    pb_field fl;
-    uint64_t len;
-    int rc;
-    while ((rc = pb_next_field(&s->r, end, &fl, s->err)) > 0) {
-        int is_len = len_field(s, end, &fl, &len);
-        if (is_len < 0)
-            return -1;
-        if (is_len == 0)
-            continue;
-        uint64_t gb = s->r.pos;
-        bool graph = fl.num == s->f->model_graph ||
-                     (s->f->model_functions && fl.num == s->f->model_functions);
-        if (graph && scan_graph(s, gb, gb + len, 1) < 0)
-            return -1;
-        pb_seek(&s->r, gb + len);
-    }
-    return rc;
-}
+static const ck_pb_visitor visitor = {
+    .enter = visit_enter,
+    .node_input = visit_input,
+};
 
 /* Map every main-graph tensor name to its id; nothing is read yet. */
 static int track_tensors(scan *s)
@@ -252,13 +179,14 @@ ck_pb_users *ck_pb_users_scan(const ck_model *m, ck_error *err)
     int rc = 0;
     if (m->state != NULL) { /* a model created empty has no graph: nothing reads */
         s->m = m;
-        s->f = &ck_pb_layout_of(m)->fields;
         s->u = u;
         s->err = err;
-        pb_reader_init(&s->r, m->sources[0], 0);
+        const ck_pb_schema *sc = ck_pb_layout_of(m)->mindir ? &ck_pb_mindir_schema
+                                                            : &ck_pb_onnx_schema;
+        ck_pb_walk_init(&s->w, sc, &visitor, s, m->sources[0], err);
         rc = track_tensors(s);
         if (rc == 0 && u->ids.count > 0)
-            rc = scan_model(s);
+            rc = ck_pb_walk_model(&s->w);
     }
     free(s);
     if (rc < 0) {

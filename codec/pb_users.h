@@ -9,8 +9,9 @@
  *
  * The answer comes from one scan of the graph structure in the file: the
  * main graph, MindIR functions, and every subgraph of a node attribute (If
- * and Loop bodies), as deep as the reader follows them.  Tensor payloads
- * are skipped by their length.  The scan is done once, on the first
+ * and Loop bodies).  The scan is a visitor of the graph walk the reader
+ * makes (pb_graph_walk.h), so it follows the graphs the reader does, as
+ * deep.  Tensor payloads are skipped by their length.  The scan is done once, on the first
  * question, so mounting does not pay for it and `rm -r` of many tensors
  * does not rescan the file for each.  Its memory is bounded by the
  * model's tensors: a map slot per main-graph tensor (keys borrowed from the
