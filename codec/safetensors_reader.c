@@ -330,6 +330,20 @@ static int read_header_len(reader *r)
     return 0;
 }
 
+json_t *ck_st_parse_json(const char *text, size_t len, uint64_t at, const char *path,
+                         const char *what, ck_error *err)
+{
+    json_error_t je;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (root == NULL) {
+        /* jansson's text quotes the input near the error: quote it again. */
+        char q[CK_QUOTE_BUF];
+        ck_fail(err, EINVAL, "%s: offset %llu: %s is not valid JSON: %s", path,
+                OFF(at + (uint64_t)je.position), what, ck_quote(q, je.text, strlen(je.text)));
+    }
+    return root;
+}
+
 static json_t *parse_header(reader *r)
 {
     uint64_t n = r->file->header_len;
@@ -339,14 +353,10 @@ static json_t *parse_header(reader *r)
         return NULL;
     }
     json_t *root = NULL;
-    json_error_t je;
     if (ck_source_read(r->src, text, (size_t)n, 8, r->err) < 0)
         goto out;
-    root = json_loadb(text, (size_t)n, JSON_REJECT_DUPLICATES, &je);
-    if (root == NULL) {
-        ck_fail(r->err, EINVAL, "%s: offset %llu: the header is not valid JSON: %s", r->path,
-                OFF(8 + (uint64_t)je.position), je.text);
-    } else if (!json_is_object(root)) {
+    root = ck_st_parse_json(text, (size_t)n, 8, r->path, "the header", r->err);
+    if (root != NULL && !json_is_object(root)) {
         ck_fail(r->err, EINVAL, "%s: offset 8: the header is not a JSON object", r->path);
         json_decref(root);
         root = NULL;

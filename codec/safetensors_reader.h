@@ -48,6 +48,13 @@ int ck_st_read_file(struct ck_model *m, ck_st_info *info, uint32_t src, const ch
                     ck_error *err);
 void ck_st_info_free(void *state);
 
+/* text[0..len), found at file offset at, parsed by jansson with duplicate
+ * keys refused; NULL with one line naming path, the offset and what (e.g.
+ * "the header") when it is not JSON. */
+struct json_t;
+struct json_t *ck_st_parse_json(const char *text, size_t len, uint64_t at, const char *path,
+                                const char *what, ck_error *err);
+
 /* The format (format.h). */
 extern const ck_format ck_format_safetensors;
 

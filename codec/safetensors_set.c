@@ -63,13 +63,8 @@ static json_t *parse_index(set_reader *r)
         return NULL;
     }
     json_t *root = NULL;
-    json_error_t je;
-    if (ck_source_read(src, text, (size_t)src->size, 0, r->err) == 0) {
-        root = json_loadb(text, (size_t)src->size, JSON_REJECT_DUPLICATES, &je);
-        if (root == NULL)
-            ck_fail(r->err, EINVAL, "%s: offset %llu: the index is not valid JSON: %s",
-                    r->m->path, (unsigned long long)je.position, je.text);
-    }
+    if (ck_source_read(src, text, (size_t)src->size, 0, r->err) == 0)
+        root = ck_st_parse_json(text, (size_t)src->size, 0, r->m->path, "the index", r->err);
     free(text);
     return root;
 }
