@@ -24,7 +24,7 @@ CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c 
              codec/oneflow_meta.c codec/ckpt_reader.c codec/pb_graph_walk.c \
              codec/onnx_mindir_reader.c codec/onnx_mindir_graph.c codec/onnx_mindir_tensor.c \
              codec/onnx_mindir_external.c codec/onnx_mindir_legacy.c \
-             codec/safetensors_reader.c codec/safetensors_set.c \
+             codec/safetensors_reader.c codec/safetensors_set.c codec/run_dir.c \
              codec/format.c codec/model.c codec/pb_users.c codec/page_cache.c codec/key.c \
              codec/ms_cipher.c codec/cipher_source.c codec/zstd_source.c codec/envelope.c \
              codec/file_override.c codec/model_dir.c codec/file_watch.c

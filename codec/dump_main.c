@@ -13,13 +13,28 @@
  * The key of an encrypted model comes as for a mount: -o key_file=PATH or
  * CKPTFS_KEY_HEX; a zstd model without a seek table is decompressed into
  * $TMPDIR within -o tmp_max, as for a mount.
+ *
+ *   ckptfs-dump [-o settle=SECONDS] RUN_DIR
+ *   a training run's directory: one line per checkpoint (run_dir.h), none
+ *   of them opened: its name, file, format, epoch and step when its name
+ *   has them, and whether it is complete; the newest complete one in the
+ *   summary line
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "model.h"
 #include "oneflow_meta.h"
+#include "run_dir.h"
+
+/* Seconds a writable checkpoint must be left unchanged to count as
+ * complete, by default (MindSpore's own are made read-only when done). */
+#define SETTLE_DEFAULT 5.0
 
 static void print_tensor(const ck_model *m, const ck_tensor *t)
 {
@@ -53,11 +68,59 @@ static const char *envelope_name(const ck_envelope *env)
     return env->mode == CK_AES_GCM ? "AES-GCM" : "AES-CBC";
 }
 
+static int dump_run_dir(const char *path, double settle)
+{
+    ck_run_list l;
+    ck_error err = {0};
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (ck_run_dir_scan(path, settle, &now, &l, &err) < 0) {
+        fprintf(stderr, "ckptfs-dump: %s\n", err.msg);
+        ck_run_list_free(&l);
+        return 1;
+    }
+    size_t complete = 0;
+    for (size_t i = 0; i < l.n; i++)
+        complete += l.e[i].complete;
+    printf("# %s: run directory, %zu checkpoints (%zu complete), latest %s\n", path, l.n,
+           complete, l.latest >= 0 ? l.e[l.latest].name : "none");
+    for (size_t i = 0; i < l.n; i++) {
+        const ck_run_entry *e = &l.e[i];
+        printf("%s\t%s\t%s\t", e->name, e->file, e->format->name);
+        if (e->numbered)
+            printf("epoch %" PRIu64 " step %" PRIu64, e->epoch, e->step);
+        else
+            printf("-");
+        printf("\t%s\n", e->complete ? "complete" : "being written");
+    }
+    ck_run_list_free(&l);
+    return 0;
+}
+
+/* "2.5": seconds, 0 or more. */
+static int parse_seconds(const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || !(v >= 0) || v > 1e9)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 int main(int argc, char **argv)
 {
     ck_open_opts opts = {0};
     const char *path = NULL, *key_file = NULL;
     size_t tmp_max = 0;
+    double settle = SETTLE_DEFAULT;
     bool bad = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--nocrc") == 0)
@@ -68,6 +131,9 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
                  strncmp(argv[i + 1], "tmp_max=", 8) == 0)
             bad |= ck_parse_size(argv[++i] + 8, &tmp_max) < 0;
+        else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
+                 strncmp(argv[i + 1], "settle=", 7) == 0)
+            bad |= parse_seconds(argv[++i] + 7, &settle) < 0;
         else if (path == NULL && argv[i][0] != '-')
             path = argv[i];
         else
@@ -75,9 +141,11 @@ int main(int argc, char **argv)
     }
     if (path == NULL || bad) {
         fprintf(stderr, "usage: ckptfs-dump [--nocrc] [-o key_file=PATH] [-o tmp_max=SIZE] "
-                "MODEL\n");
+                "MODEL\n       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n");
         return 2;
     }
+    if (is_dir(path))
+        return dump_run_dir(path, settle);
     ck_error err = {0};
     ck_key key;
     if (ck_key_load(key_file, &key, &err) < 0) {

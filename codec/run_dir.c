@@ -1,0 +1,302 @@
+/*
+ * run_dir: the checkpoints of a training run's directory (run_dir.h).
+ *
+ * Which files are checkpoints, by name: regular files (a symbolic link is
+ * not followed, as nowhere in ckptfs) whose names end in the extension of
+ * a format ckptfs reads (format.h: .ckpt, .onnx, .mindir, .safetensors, a
+ * sharded set's .safetensors.index.json), maybe followed by .zst.  Names
+ * starting with '.' are not: ckptfs's own lock, journal and temporary
+ * files, editors' files.  Neither are ModelCheckpoint's <prefix>-graph.meta,
+ * JSON files or logs.  The shards of a sharded set are not checkpoints of
+ * their own: "<base>-NNNNN-of-NNNNN.safetensors" beside
+ * "<base>.safetensors.index.json" (the names transformers gives them; the
+ * index is not read here).
+ *
+ * When a checkpoint is complete: MindSpore writes a checkpoint, then makes
+ * it read-only (chmod 0400, in save_checkpoint of every version), so a
+ * file nobody may write is complete.  A file still writable is complete
+ * once it has not changed for `settle` seconds: the rule for writers that
+ * give no signal (whoever opens it then checks that it parses).
+ *
+ * The newest: ModelCheckpoint names its files <prefix>-<epoch>_<step>.ckpt
+ * and, when a run reuses a directory, renames the prefix <prefix>_1,
+ * <prefix>_2...  When every complete checkpoint is so named with one
+ * prefix, the newest is the highest (epoch, step); with one prefix and its
+ * renamings, the highest (renaming, epoch, step); otherwise, and between
+ * equals, the latest modification time, then the last name.
+ */
+#define _GNU_SOURCE
+#include "run_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SET_INDEX ".safetensors.index.json"
+
+static int nomem(const char *path, ck_error *err)
+{
+    return ck_fail(err, ENOMEM, "%s: out of memory", path);
+}
+
+/* Digits only, at least one, into *v (no overflow); false otherwise. */
+static bool number(const char *s, size_t len, uint64_t *v)
+{
+    uint64_t x = 0;
+    if (len == 0)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9' || x > (UINT64_MAX - 9) / 10)
+            return false;
+        x = x * 10 + (uint64_t)(s[i] - '0');
+    }
+    *v = x;
+    return true;
+}
+
+/* The length of the prefix of a name "<prefix>-<epoch>_<step>", with epoch
+ * and step; 0 when the name is not one. */
+static size_t numbered(const char *name, uint64_t *epoch, uint64_t *step)
+{
+    const char *dash = strrchr(name, '-');
+    const char *us = dash ? strchr(dash, '_') : NULL;
+    if (dash == NULL || dash == name || us == NULL ||
+        !number(dash + 1, (size_t)(us - dash - 1), epoch) || !number(us + 1, strlen(us + 1), step))
+        return 0;
+    return (size_t)(dash - name);
+}
+
+/* The name a checkpoint file is shown as, or NULL when it is none. */
+static char *shown_name(const char *file, const ck_format **format)
+{
+    if (file[0] == '.')
+        return NULL;
+    *format = ck_format_by_extension(file);
+    if (*format == NULL)
+        return NULL;
+    size_t n = strlen(file), ext = strlen((*format)->extension);
+    if (n > 4 && strcmp(file + n - 4, ".zst") == 0)
+        n -= 4;
+    return n > ext ? strndup(file, n - ext) : NULL;
+}
+
+/* Whether file is a shard "<base>-NNNNN-of-NNNNN.safetensors" of a set
+ * whose index "<base>.safetensors.index.json" is among names[0..n). */
+static bool is_shard(const char *file, char *const *names, size_t n)
+{
+    static const char tail[] = ".safetensors";
+    size_t len = strlen(file), t = sizeof tail - 1;
+    uint64_t i, k;
+    /* "-NNNNN-of-NNNNN" before the extension: 15 characters */
+    if (len < t + 15 || strcmp(file + len - t, tail) != 0)
+        return false;
+    const char *p = file + len - t - 15;
+    if (p[0] != '-' || memcmp(p + 6, "-of-", 4) != 0 || !number(p + 1, 5, &i) ||
+        !number(p + 10, 5, &k))
+        return false;
+    size_t base = (size_t)(p - file);
+    for (size_t j = 0; j < n; j++)
+        if (strncmp(names[j], file, base) == 0 && strcmp(names[j] + base, SET_INDEX) == 0)
+            return true;
+    return false;
+}
+
+static bool is_complete(const struct stat *st, double settle, const struct timespec *now)
+{
+    if ((st->st_mode & 0222) == 0)
+        return true;
+    double age = (double)(now->tv_sec - st->st_mtim.tv_sec) +
+                 (double)(now->tv_nsec - st->st_mtim.tv_nsec) / 1e9;
+    return age >= settle;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every name in the directory, sorted. */
+static int list_names(const char *path, int dfd, char ***out, size_t *n_out, ck_error *err)
+{
+    int fd = dup(dfd);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (d == NULL) {
+        if (fd >= 0)
+            close(fd);
+        return ck_fail_errno(err, errno, "%s: cannot list", path);
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    int rc = 0;
+    errno = 0;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **more = realloc(names, cap * sizeof *more);
+            if (more == NULL) {
+                rc = nomem(path, err);
+                break;
+            }
+            names = more;
+        }
+        if ((names[n] = strdup(de->d_name)) == NULL)
+            rc = nomem(path, err);
+        else
+            n++;
+    }
+    if (rc == 0 && errno != 0)
+        rc = ck_fail_errno(err, errno, "%s: cannot list", path);
+    closedir(d);
+    if (rc == 0)
+        qsort(names, n, sizeof *names, by_name);
+    *out = names;
+    *n_out = n;
+    return rc;
+}
+
+/* The length of e's prefix without a renaming "_N", and N into *reuse. */
+static size_t base_prefix(const ck_run_entry *e, unsigned *reuse)
+{
+    uint64_t ep, st, nth;
+    size_t len = numbered(e->name, &ep, &st);
+    const char *us = memrchr(e->name, '_', len);
+    *reuse = 0;
+    if (us != NULL && us > e->name && number(us + 1, (size_t)(e->name + len - us - 1), &nth) &&
+        nth <= 1000000) {
+        *reuse = (unsigned)nth;
+        return (size_t)(us - e->name);
+    }
+    return len;
+}
+
+/* Add names[i] to l when it is a checkpoint. */
+static int add_entry(ck_run_list *l, int dfd, char *const *names, size_t n, size_t i,
+                     double settle, const struct timespec *now, const char *path, ck_error *err)
+{
+    const ck_format *format;
+    struct stat st;
+    char *name = shown_name(names[i], &format);
+    if (name == NULL || is_shard(names[i], names, n) ||
+        fstatat(dfd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) {
+        free(name);
+        return 0; /* not a checkpoint, or gone since it was listed */
+    }
+    ck_run_entry *e = &l->e[l->n];
+    *e = (ck_run_entry){.name = name, .file = strdup(names[i]), .format = format,
+                        .mtime = st.st_mtim, .size = (uint64_t)st.st_size,
+                        .complete = is_complete(&st, settle, now)};
+    if (e->file == NULL) {
+        free(name);
+        return nomem(path, err);
+    }
+    e->numbered = numbered(name, &e->epoch, &e->step) > 0;
+    if (e->numbered)
+        base_prefix(e, &e->reuse);
+    l->n++;
+    return 0;
+}
+
+/* How the complete checkpoints compare: by (renaming, epoch, step) when
+ * they are all numbered with one base prefix, else by time alone. */
+static bool one_run(ck_run_list *l)
+{
+    const ck_run_entry *first = NULL;
+    size_t first_len = 0, first_base = 0;
+    bool same_prefix = true, same_base = true;
+    for (size_t i = 0; i < l->n; i++) {
+        ck_run_entry *e = &l->e[i];
+        if (!e->complete)
+            continue;
+        if (!e->numbered)
+            return false;
+        uint64_t ep, st;
+        unsigned reuse;
+        size_t len = numbered(e->name, &ep, &st), base = base_prefix(e, &reuse);
+        if (first == NULL) {
+            first = e;
+            first_len = len;
+            first_base = base;
+            continue;
+        }
+        same_prefix &= len == first_len && memcmp(e->name, first->name, len) == 0;
+        same_base &= base == first_base && memcmp(e->name, first->name, base) == 0;
+    }
+    if (same_prefix)
+        for (size_t i = 0; i < l->n; i++)
+            l->e[i].reuse = 0; /* "_N" was part of the one prefix */
+    return same_prefix || same_base;
+}
+
+static int cmp_time(const ck_run_entry *a, const ck_run_entry *b)
+{
+    if (a->mtime.tv_sec != b->mtime.tv_sec)
+        return a->mtime.tv_sec < b->mtime.tv_sec ? -1 : 1;
+    if (a->mtime.tv_nsec != b->mtime.tv_nsec)
+        return a->mtime.tv_nsec < b->mtime.tv_nsec ? -1 : 1;
+    return strcmp(a->name, b->name);
+}
+
+static int cmp_run(const ck_run_entry *a, const ck_run_entry *b)
+{
+    if (a->reuse != b->reuse)
+        return a->reuse < b->reuse ? -1 : 1;
+    if (a->epoch != b->epoch)
+        return a->epoch < b->epoch ? -1 : 1;
+    if (a->step != b->step)
+        return a->step < b->step ? -1 : 1;
+    return cmp_time(a, b);
+}
+
+static void find_latest(ck_run_list *l)
+{
+    bool run = one_run(l);
+    l->latest = -1;
+    for (size_t i = 0; i < l->n; i++) {
+        const ck_run_entry *e = &l->e[i];
+        if (!e->complete)
+            continue;
+        if (l->latest < 0 ||
+            (run ? cmp_run(e, &l->e[l->latest]) : cmp_time(e, &l->e[l->latest])) > 0)
+            l->latest = (long)i;
+    }
+}
+
+int ck_run_dir_scan(const char *path, double settle, const struct timespec *now,
+                    ck_run_list *out, ck_error *err)
+{
+    *out = (ck_run_list){.latest = -1};
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return ck_fail_errno(err, errno, "%s: cannot open the directory", path);
+    char **names = NULL;
+    size_t n = 0;
+    int rc = list_names(path, dfd, &names, &n, err);
+    if (rc == 0 && (out->e = calloc(n + 1, sizeof *out->e)) == NULL)
+        rc = nomem(path, err);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = add_entry(out, dfd, names, n, i, settle, now, path, err);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    close(dfd);
+    if (rc == 0)
+        find_latest(out);
+    return rc;
+}
+
+void ck_run_list_free(ck_run_list *l)
+{
+    for (size_t i = 0; l->e != NULL && i < l->n; i++) {
+        free(l->e[i].name);
+        free(l->e[i].file);
+    }
+    free(l->e);
+    *l = (ck_run_list){.latest = -1};
+}

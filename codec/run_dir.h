@@ -1,0 +1,47 @@
+/*
+ * run_dir: the checkpoints of a training run's directory, found by their
+ * names and modes alone (run_dir.c says which files count and when one is
+ * complete).  No checkpoint is opened: a mount lists the run from this and
+ * opens a checkpoint when it is first looked into; ckptfs-dump prints it.
+ */
+#ifndef CK_RUN_DIR_H
+#define CK_RUN_DIR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "ck_error.h"
+#include "format.h"
+
+/* One checkpoint of the directory. */
+typedef struct ck_run_entry {
+    char *name;                 /* what it is shown as: its file's name without
+                                 * the format's extension (and ".zst") */
+    char *file;                 /* its file's name in the directory */
+    const ck_format *format;    /* by the file's name */
+    bool numbered;              /* named <prefix>-<epoch>_<step>, as ModelCheckpoint does */
+    unsigned reuse;             /* numbered: N of a prefix ModelCheckpoint renamed to
+                                 * <prefix>_N when the run reused the directory; 0 */
+    uint64_t epoch, step;       /* numbered: from the name */
+    struct timespec mtime;
+    uint64_t size;
+    bool complete;              /* its writer is done (see run_dir.c) */
+} ck_run_entry;
+
+typedef struct ck_run_list {
+    ck_run_entry *e;            /* in name order */
+    size_t n;
+    long latest;                /* the newest complete one, or -1 */
+} ck_run_list;
+
+/* Read the directory at path into out.  A file whose mode still lets its
+ * owner write and that changed less than settle seconds before now is not
+ * complete yet.  The caller frees out with ck_run_list_free, also after a
+ * failure. */
+int ck_run_dir_scan(const char *path, double settle, const struct timespec *now,
+                    ck_run_list *out, ck_error *err);
+void ck_run_list_free(ck_run_list *l);
+
+#endif
