@@ -131,10 +131,15 @@ static int list_names(const char *path, int dfd, char ***out, size_t *n_out, ck_
     }
     char **names = NULL;
     size_t n = 0, cap = 0;
-    struct dirent *de;
     int rc = 0;
-    errno = 0;
-    while (rc == 0 && (de = readdir(d)) != NULL) {
+    while (rc == 0) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (de == NULL) {
+            if (errno != 0)
+                rc = ck_fail_errno(err, errno, "%s: cannot list", path);
+            break;
+        }
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
         if (n == cap) {
@@ -151,8 +156,6 @@ static int list_names(const char *path, int dfd, char ***out, size_t *n_out, ck_
         else
             n++;
     }
-    if (rc == 0 && errno != 0)
-        rc = ck_fail_errno(err, errno, "%s: cannot list", path);
     closedir(d);
     if (rc == 0)
         qsort(names, n, sizeof *names, by_name);
