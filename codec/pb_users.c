@@ -41,58 +41,22 @@ static int nomem(scan *s)
     return ck_fail(s->err, ENOMEM, "%s: out of memory", s->m->path);
 }
 
-/* Skip the field under the cursor, or read the length of a LEN one: 1 and
- * *len for a LEN field, 0 when skipped, -1 on error. */
-static int len_field(scan *s, uint64_t end, const pb_field *fl, uint64_t *len)
-{
-    if (fl->wire_type != PB_WT_LEN)
-        return pb_skip(&s->w.r, end, fl->key_off, fl->wire_type, s->err) < 0 ? -1 : 0;
-    return pb_read_len(&s->w.r, end, fl->key_off, len, s->err) < 0 ? -1 : 1;
-}
-
-/* The first field num of the message [body, end), quoted into q; q is
- * empty when there is none.  Moves the cursor. */
-static int quoted_field(scan *s, uint64_t body, uint64_t end, uint32_t num,
-                        char q[CK_QUOTE_BUF])
-{
-    q[0] = '\0';
-    pb_seek(&s->w.r, body);
-    pb_field fl;
-    uint64_t len;
-    int rc;
-    while ((rc = pb_next_field(&s->w.r, end, &fl, s->err)) > 0) {
-        int is_len = len_field(s, end, &fl, &len);
-        if (is_len < 0)
-            return -1;
-        if (is_len == 0)
-            continue;
-        if (fl.num != num) {
-            pb_seek(&s->w.r, s->w.r.pos + len);
-            continue;
-        }
-        /* ck_quote shows CK_QUOTE_MAX bytes and "..." past them. */
-        size_t n = len > CK_QUOTE_MAX ? CK_QUOTE_MAX + 1 : (size_t)len;
-        if (pb_read_bytes(&s->w.r, s->w.r.pos + len, s->name, n, s->err) < 0)
-            return -1;
-        ck_quote(q, s->name, n);
-        return 0;
-    }
-    return rc;
-}
-
 /* Record the node [body, end) as a reader: its name, or "#index (op)"
  * when it has none, kept once in the arena.  Moves the cursor. */
 static int add_node(scan *s, uint64_t body, uint64_t end, long index, uint32_t *node)
 {
-    char name[CK_QUOTE_BUF], op[CK_QUOTE_BUF], label[CK_PB_USERS_NODE_BUF];
-    if (quoted_field(s, body, end, s->w.s->node_name, name) < 0)
+    ck_pb_str name, op;
+    char q[CK_QUOTE_BUF], label[CK_PB_USERS_NODE_BUF];
+    /* The reader read these fields of every node already: no new error. */
+    if (ck_pb_find_str(&s->w, body, end, s->w.s->node_name, "NodeProto.name", &name) < 0)
         return -1;
-    if (name[0] == '\0' && quoted_field(s, body, end, s->w.s->node_op, op) < 0)
+    if (name.len == 0 &&
+        ck_pb_find_str(&s->w, body, end, s->w.s->node_op, "NodeProto.op_type", &op) < 0)
         return -1;
-    if (name[0] != '\0')
-        snprintf(label, sizeof label, "%s", name);
-    else if (op[0] != '\0')
-        snprintf(label, sizeof label, "#%ld (%s)", index, op);
+    if (name.len > 0)
+        snprintf(label, sizeof label, "%s", ck_quote(q, name.buf, name.len));
+    else if (op.len > 0)
+        snprintf(label, sizeof label, "#%ld (%s)", index, ck_quote(q, op.buf, op.len));
     else
         snprintf(label, sizeof label, "#%ld", index);
     if (s->u->n_nodes == s->u->cap_nodes) /* one per tracked tensor at most */

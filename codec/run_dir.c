@@ -31,6 +31,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -84,8 +86,14 @@ static char *shown_name(const char *file, const ck_format **format)
     return n > ext ? strndup(file, n - ext) : NULL;
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
 /* Whether file is a shard "<base>-NNNNN-of-NNNNN.safetensors" of a set
- * whose index "<base>.safetensors.index.json" is among names[0..n). */
+ * whose index "<base>.safetensors.index.json" is among names[0..n), which
+ * are sorted. */
 static bool is_shard(const char *file, char *const *names, size_t n)
 {
     static const char tail[] = ".safetensors";
@@ -98,11 +106,11 @@ static bool is_shard(const char *file, char *const *names, size_t n)
     if (p[0] != '-' || memcmp(p + 6, "-of-", 4) != 0 || !number(p + 1, 5, &i) ||
         !number(p + 10, 5, &k))
         return false;
-    size_t base = (size_t)(p - file);
-    for (size_t j = 0; j < n; j++)
-        if (strncmp(names[j], file, base) == 0 && strcmp(names[j] + base, SET_INDEX) == 0)
-            return true;
-    return false;
+    /* The index's name is shorter than the shard's (15 + 12 > 23). */
+    char index[NAME_MAX + 1];
+    const char *key = index;
+    snprintf(index, sizeof index, "%.*s%s", (int)(p - file), file, SET_INDEX);
+    return bsearch(&key, names, n, sizeof *names, by_name) != NULL;
 }
 
 static bool is_complete(const struct stat *st, double settle, const struct timespec *now)
@@ -112,11 +120,6 @@ static bool is_complete(const struct stat *st, double settle, const struct times
     double age = (double)(now->tv_sec - st->st_mtim.tv_sec) +
                  (double)(now->tv_nsec - st->st_mtim.tv_nsec) / 1e9;
     return age >= settle;
-}
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* Every name in the directory, sorted. */
