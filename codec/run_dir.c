@@ -160,7 +160,7 @@ static int list_names(const char *path, int dfd, char ***out, size_t *n_out, ck_
             n++;
     }
     closedir(d);
-    if (rc == 0)
+    if (rc == 0 && n > 1) /* qsort takes no NULL, even for nothing */
         qsort(names, n, sizeof *names, by_name);
     *out = names;
     *n_out = n;
