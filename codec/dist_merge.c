@@ -568,14 +568,17 @@ static void merge_free(merge *g)
     free(g->owner);
 }
 
-/* What the mount shows as the model file's attributes: rank 0's file
- * (its owner and mode say who may read the slices), all ranks' size. */
+/* What the mount shows as the model file's attributes: rank 0's file's
+ * owner and times, all ranks' size, and only the permissions every rank's
+ * file grants: a merged tensor holds bytes of each. */
 static void merged_stat(ck_model *m, const dist_state *st)
 {
     m->st = st->ranks[0]->st;
     m->st.st_size = 0;
-    for (uint32_t r = 0; r < st->n; r++)
+    for (uint32_t r = 0; r < st->n; r++) {
         m->st.st_size += st->ranks[r]->st.st_size;
+        m->st.st_mode &= st->ranks[r]->st.st_mode | S_IFMT;
+    }
 }
 
 ck_model *ck_dist_open(const char *dist_path, const char *strategy_path, const ck_open_opts *o,
