@@ -144,10 +144,10 @@ static int open_rank_dirs(int dfd, const char *path, uint32_t n, int *fds, ck_er
 }
 
 /* The one checkpoint in rank r's directory, opened as a model.  watch:
- * the mount's watch of rank 0's directory, for all ranks' files (which
- * rank 0 creates when first, with watch_first). */
+ * its files are watched for writes, with rank 0's watch when rank0 is
+ * given (one inotify instance for all ranks). */
 static ck_model *open_rank(int rfd, const char *path, uint32_t r, const ck_open_opts *o,
-                           bool watch_first, ck_file_watch *watch, ck_error *err)
+                           bool watch, const ck_model *rank0, ck_error *err)
 {
     char dir[PATH_MAX], file[PATH_MAX];
     if ((size_t)snprintf(dir, sizeof dir, "%s/rank_%u", path, r) >= sizeof dir) {
@@ -169,9 +169,10 @@ static ck_model *open_rank(int rfd, const char *path, uint32_t r, const ck_open_
     } else {
         ck_model_dir *d = ck_dir_in(rfd, dir, list.e[0].file, err);
         if (d != NULL) {
-            if (watch_first)
+            if (watch && rank0 == NULL)
                 ck_dir_watch_files(d);
-            ck_dir_share_watch(d, watch);
+            else if (watch)
+                ck_dir_share_watch(d, rank0->dir->watch);
             m = ck_model_open_at(d, file, o, err);
             ck_dir_unref(d);
         }
@@ -194,8 +195,8 @@ static int open_ranks(const char *path, uint32_t n, const ck_open_opts *o, bool 
     if (rc == 0)
         rc = open_rank_dirs(dfd, path, n, fds, err);
     for (uint32_t r = 0; rc == 0 && r < n; r++) {
-        ck_file_watch *w = r > 0 ? st->ranks[0]->dir->watch : NULL;
-        if ((st->ranks[r] = open_rank(fds[r], path, r, o, watch && r == 0, w, err)) == NULL)
+        const ck_model *rank0 = r > 0 ? st->ranks[0] : NULL;
+        if ((st->ranks[r] = open_rank(fds[r], path, r, o, watch, rank0, err)) == NULL)
             rc = -1;
         st->n = r + 1;
     }
