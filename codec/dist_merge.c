@@ -512,8 +512,13 @@ static int add_views(merge *g, ck_error *err)
         g->src_base[r] = g->m->n_sources;
         for (uint32_t i = 0; i < rm->n_sources; i++) {
             ck_source *v = ck_source_view(rm->sources[i], err);
-            if (v == NULL || ck_model_add_source(g->m, v, err) < 0)
+            long id = v == NULL ? -1 : ck_model_add_source(g->m, v, err);
+            if (id < 0)
                 return -1;
+            /* A decoding rank source is serialized by its own model's lock,
+             * which its reads take: the merged model's would only serialize
+             * the ranks against each other. */
+            g->m->sources[id]->serial = NULL;
         }
     }
     return 0;
