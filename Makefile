@@ -116,8 +116,9 @@ tsan: deps
 	  bats tests/bats/concurrent.bats; a=$$?; \
 	  bats --filter 'client threads' tests/bats/random_ops.bats; b=$$?; \
 	  bats tests/bats/run_mount.bats; c=$$?; \
+	  bats tests/bats/dist_envelopes.bats; d=$$?; \
 	  if [ -n "$$(ls -A $(TSAN_LOGS))" ]; then echo "tsan: reports in $(TSAN_LOGS)"; exit 1; fi; \
-	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ]
+	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ]
 
 demo: deps
 	$(MAKE) all
