@@ -31,6 +31,7 @@
 
 #include "dist_strategy.h"
 #include "run_dir.h"
+#include "tensor_grid.h"
 
 typedef struct dist_state {
     ck_model **ranks;
@@ -55,6 +56,7 @@ typedef struct merge {
     uint32_t *src_base;         /* rank r's source i is the merged model's src_base[r] + i */
     const ck_tensor **t;        /* per rank: the parameter being merged */
     uint32_t *owner;            /* per grid piece: the lowest rank holding it */
+    ck_grid_piece *pieces;      /* and its tensor */
 } merge;
 
 static void dist_free_state(void *state)
@@ -401,63 +403,16 @@ static int owners(merge *g, const ck_layout *l, const uint64_t *grid, uint64_t p
     return 0;
 }
 
-static int add_extents(merge *g, ck_tensor *t, uint32_t r, ck_error *err)
-{
-    const ck_tensor *from = g->t[r];
-    for (uint32_t k = 0; k < from->n_ext; k++) {
-        const ck_extent *x = ck_tensor_ext(from, k);
-        if (ck_tensor_add_extent(t, g->src_base[r] + x->src, x->off, x->len) < 0)
-            return nomem(g->path, err);
-    }
-    return 0;
-}
-
-/* The interleaving of pieces cut along more than dim 0 (tensor_index.h). */
-static int describe_gather(merge *g, ck_tensor *t, const uint64_t *grid, uint32_t last,
-                           ck_error *err)
-{
-    ck_arena *a = &g->m->index.arena;
-    ck_gather *gt = ck_arena_alloc(a, sizeof *gt);
-    uint64_t *full = ck_arena_alloc(a, (last + 1) * sizeof *full);
-    uint64_t *split = ck_arena_alloc(a, (last + 1) * sizeof *split);
-    if (gt == NULL || full == NULL || split == NULL)
-        return nomem(g->path, err);
-    uint64_t rows = 1; /* of a piece, before dimension `last` */
-    for (uint32_t d = 0; d <= last; d++) {
-        full[d] = (uint64_t)t->dims[d];
-        split[d] = grid[d];
-        if (d < last)
-            rows *= (uint64_t)g->t[0]->dims[d];
-    }
-    const ck_tensor *p0 = g->t[0];
-    if (rows == 0 || p0->nbytes % rows != 0 || p0->nbytes == 0)
-        return refuse(g, 0, p0, err, "its size does not match its shape");
-    *gt = (ck_gather){.ndim = last + 1, .run = p0->nbytes / rows, .full = full, .split = split};
-    t->gather = gt;
-    return 0;
-}
-
-/* The pieces' extents, in grid order; a gather when a dimension after the
- * first is cut. */
+/* The pieces' extents, in grid order (tensor_grid.h). */
 static int place_pieces(merge *g, ck_tensor *t, const uint64_t *grid, uint64_t pieces,
                         ck_error *err)
 {
-    int last = -1;
-    for (uint32_t d = 0; d < t->ndim && t->nbytes > 0; d++)
-        if (grid[d] > 1)
-            last = (int)d;
-    if (last > 0) {
-        for (uint64_t p = 0; p < pieces; p++) {
-            const ck_tensor *from = g->t[g->owner[p]];
-            if (from->n_ext != 1 || from->ext0.len != from->nbytes)
-                return refuse(g, g->owner[p], from, err, "stored in pieces, which ckptfs "
-                              "cannot interleave");
-        }
-    }
     for (uint64_t p = 0; p < pieces; p++)
-        if (add_extents(g, t, g->owner[p], err) < 0)
-            return -1;
-    return last > 0 ? describe_gather(g, t, grid, (uint32_t)last, err) : 0;
+        g->pieces[p] = (ck_grid_piece){.t = g->t[g->owner[p]],
+                                       .src_base = g->src_base[g->owner[p]]};
+    char what[CK_QUOTE_BUF + 32], q[CK_QUOTE_BUF];
+    snprintf(what, sizeof what, "%s: parameter '%s'", g->path, quoted(t, q));
+    return ck_grid_place(&g->m->index.arena, t, grid, g->pieces, what, err);
 }
 
 static int merge_one(merge *g, const ck_tensor *t0, ck_error *err)
@@ -550,7 +505,9 @@ static int merge_all(merge *g, ck_error *err)
     g->src_base = calloc(n, sizeof *g->src_base);
     g->t = calloc(n, sizeof *g->t);
     g->owner = calloc(n, sizeof *g->owner);
-    if (g->names == NULL || g->src_base == NULL || g->t == NULL || g->owner == NULL)
+    g->pieces = calloc(n, sizeof *g->pieces);
+    if (g->names == NULL || g->src_base == NULL || g->t == NULL || g->owner == NULL ||
+        g->pieces == NULL)
         return nomem(g->path, err);
     for (uint32_t r = 0; r < n; r++) {
         const ck_model *rm = g->st->ranks[r];
@@ -576,6 +533,7 @@ static void merge_free(merge *g)
     free(g->src_base);
     free(g->t);
     free(g->owner);
+    free(g->pieces);
 }
 
 /* What the mount shows as the model file's attributes: rank 0's file's
