@@ -32,6 +32,10 @@ self-check gen -> merge == full model exercises two different MindSpore code pat
     /usr/bin/python3 dist_oracle.py merge STRATEGY DIST_DIR OUT_TREE [--strict-replicas]
     /usr/bin/python3 dist_oracle.py tree CKPT OUT_TREE          (expected tree of one plain
                                                                  checkpoint: meta/out/snapshot_done)
+    /usr/bin/python3 dist_oracle.py strategy OUT --dev D1[,D2..] NAME=TMAP[:STEP:SIZE] ...
+                                                                (a ParallelStrategyMap as
+                                                                 MindSpore writes it; TMAP
+                                                                 like 0,-1)
     /usr/bin/python3 dist_oracle.py bad-strategy OUT --case C   (a strategy `parse` refuses)
     /usr/bin/python3 dist_oracle.py bad-dist OUT_DIR --case C   (a tp2 set `merge` refuses)
 
@@ -39,6 +43,9 @@ Merge rules (what the mount must do):
 * Ranks: DIST_DIR/rank_<id>/ for id 0..prod(dev_matrix)-1, each with exactly one *.ckpt;
   a missing rank, a rank beyond the device count, or zero/several .ckpt files: refused.
   Every rank must hold the same parameter names.
+* Every parameter the strategy names (without its '<stage>-' prefix) must be one rank 0
+  holds: a strategy naming others is another run's (or model's) and is refused, naming
+  the first such parameter (strategy file order) and rank_0.
 * A parameter in the strategy (name looked up without a '<stage>-' prefix): every rank
   must have the same type and the same local shape (MindSpore's even split), the
   tensor_map one entry per dimension; full shape = local * split per dimension (and * the
@@ -355,6 +362,30 @@ def strategy_bytes(params, stage=0, current_stage=1):
     return msg.SerializeToString()
 
 
+def cmd_strategy(out, dev, specs):
+    """`strategy OUT --dev 2 NAME=0,-1 NAME2=-1,0:STEP:SIZE ...`: a hand-derived strategy
+    (e.g. for rank files whose own run's strategy is not at hand)."""
+    try:
+        dev = [int(d) for d in dev.split(",")]
+    except ValueError:
+        raise SystemExit(f"--dev {dev!r}: want integers like 2 or 2,2") from None
+    params = []
+    for spec in specs:
+        name, eq, rest = spec.rpartition("=")
+        if not eq or not name:
+            raise SystemExit(f"{spec!r}: want NAME=TMAP[:STEP:SIZE]")
+        tmap, *opt = rest.split(":")
+        if len(opt) not in (0, 2):
+            raise SystemExit(f"{spec!r}: the optimizer shard is :STEP:SIZE")
+        try:
+            tmap = [int(k) for k in tmap.split(",")] if tmap else []
+            step, size = (int(opt[0]), int(opt[1])) if opt else (0, 0)
+        except ValueError:
+            raise SystemExit(f"{spec!r}: TMAP, STEP and SIZE are integers") from None
+        params.append((name, dev, tmap, step, size))
+    co.write_file(out, [strategy_bytes(params)])
+
+
 # ---------------------------------------------------------------------------------------
 # gen: a full model, its strategy, and each rank's slice.
 # ---------------------------------------------------------------------------------------
@@ -496,7 +527,8 @@ def merge_param(name, entries, lay):
     """One parameter from all ranks -> (dims, bytes) of the merged tensor."""
     types = {e.ms_type for e in entries}
     if len(types) != 1:
-        raise Refused(f"{name}: ranks disagree on the type ({', '.join(sorted(types))})")
+        r = next(i for i, e in enumerate(entries) if e.ms_type != entries[0].ms_type)
+        raise Refused(f"{name}: rank_{r} holds {entries[r].ms_type}, rank_0 {entries[0].ms_type}")
     ms_type = entries[0].ms_type
     np_type = co.MS_TYPES.get(ms_type, (None, None, None))[2]
     if np_type is None or ms_type == "Int4":
@@ -509,8 +541,9 @@ def merge_param(name, entries, lay):
     replicated = all(s == 1 for s in strategy) and not opt
     if len(shapes) != 1:  # merge_sliced_parameter: is_even, and transform needs one shape
         what = "replicated" if replicated else "sliced"
-        raise Refused(f"{name}: ranks disagree on the shape of a {what} parameter "
-                      f"({' vs '.join(str(list(s)) for s in sorted(shapes))})")
+        r = next(i for i, e in enumerate(entries) if list(e.dims) != list(entries[0].dims))
+        raise Refused(f"{name}: rank_{r} holds a {what} parameter of shape "
+                      f"{list(entries[r].dims)}, rank_0 {list(entries[0].dims)}")
     if lay["field"]:
         raise Refused(f"{name}: field {lay['field']} (_reshape_param_data_with_weight) is not supported")
     if lay["param_split_shape"]:
@@ -549,7 +582,14 @@ def merge(strategy_path, dist_dir):
     for r, table in enumerate(ranks[1:], 1):
         if set(table) != set(names0):
             diff = sorted(set(table) ^ set(names0))[0]
-            raise Refused(f"rank_{r} and rank_0 hold different parameters (e.g. {diff!r})")
+            raise Refused(f"rank_{r} and rank_0 hold different parameters (e.g. "
+                          f"{diff.decode('utf-8', 'surrogateescape')!r})")
+    # A strategy naming parameters the ranks lack is from another run (or another model):
+    # merging it would silently apply layouts that describe none of these tensors.
+    have = {t.decode("utf-8", "surrogateescape") for t in names0}
+    for name in lmap:  # file order of the strategy (lowest stage's entry)
+        if name not in have:
+            raise Refused(f"strategy names {name!r} but rank_0 has no such parameter")
     out = []
     for tag in names0:
         name = tag.decode("utf-8", "surrogateescape")
@@ -741,6 +781,11 @@ def main(argv=None):
     p = sub.add_parser("tree", help="expected tree of one plain checkpoint")
     p.add_argument("ckpt")
     p.add_argument("out_tree")
+    p = sub.add_parser("strategy", help="write a ParallelStrategyMap from layouts given by hand")
+    p.add_argument("out")
+    p.add_argument("--dev", required=True, help="dev_matrix, e.g. 2 or 2,2")
+    p.add_argument("params", nargs="+", metavar="NAME=TMAP[:STEP:SIZE]",
+                   help="tensor_map like 0,-1; optional optimizer shard step and size")
     p = sub.add_parser("bad-strategy", help="write a strategy file that parse refuses")
     p.add_argument("out")
     p.add_argument("--case", required=True, choices=BAD_STRATEGY_CASES)
@@ -758,6 +803,8 @@ def main(argv=None):
             write_tree(args.out_tree, merge(args.strategy, args.dist_dir))
         elif args.cmd == "tree":
             cmd_tree(args.ckpt, args.out_tree)
+        elif args.cmd == "strategy":
+            cmd_strategy(args.out, args.dev, args.params)
         elif args.cmd == "bad-strategy":
             co.write_file(args.out, [bad_strategy(args.case)])
         elif args.cmd == "bad-dist":
