@@ -90,6 +90,40 @@ for it in m.parallel_layout_item:
 EOF
 done
 
+# --- .safetensors ranks (one per rank, as save_checkpoint(format="safetensors") writes) ------
+
+for c in tp2:2 tp4x2:4 optshard:4; do
+    name=${c%:*} ranks=${c#*:}
+    D=$T/st-$name
+    check "gen $name --format safetensors" \
+        oracle gen "$D" --ranks "$ranks" --case "$name" --seed 6 --format safetensors
+    [ "$(cd "$D/dist" && ls rank_*/* | paste -sd' ')" = \
+      "$(seq -f 'rank_%g' 0 $((ranks - 1)) | sed 's|.*|&/checkpoint_&.safetensors|;
+         s|checkpoint_rank_|checkpoint_|' | paste -sd' ')" ] &&
+        ok "gen $name --format safetensors: one rank_N/checkpoint_N.safetensors each" ||
+        nok "gen $name --format safetensors: $(cd "$D/dist" && ls rank_*/*)"
+    check "merge $name (.safetensors ranks)" \
+        oracle merge --strict-replicas "$D/strategy.ckpt" "$D/dist" "$D/merged"
+    oracle tree "$D/full.ckpt" "$D/expected"
+    check "merge $name (.safetensors ranks) equals the full model's tree" \
+        diff -r "$D/merged" "$D/expected"
+done
+check "tree of a .safetensors rank equals safetensors_oracle's expected tree of it" sh -c \
+    "\"\$0\" \"\$1\" tree '$T/st-tp2/dist/rank_1/checkpoint_1.safetensors' '$T/st-t1' &&
+     /usr/bin/python3 '$HERE/safetensors_oracle.py' fake-tree '$T/st-t2' \
+        '$T/st-tp2/dist/rank_1/checkpoint_1.safetensors' && diff -r '$T/st-t1' '$T/st-t2'" \
+    "${ORACLE[@]}"
+cp -r "$T/st-tp2" "$T/st-two"
+cp "$T/tp2/dist/rank_1/checkpoint_1.ckpt" "$T/st-two/dist/rank_1/"
+refused "a rank with a .ckpt and a .safetensors" \
+    oracle merge "$T/st-two/strategy.ckpt" "$T/st-two/dist" "$T/st-two/m"
+grep -q 'rank_1 holds 2 ' "$T/err" && ok "  ... names rank_1" || nok "two files: $(cat "$T/err")"
+cp -r "$T/tp2" "$T/st-mixed"
+rm "$T/st-mixed/dist/rank_1/checkpoint_1.ckpt"
+cp "$T/st-tp2/dist/rank_1/checkpoint_1.safetensors" "$T/st-mixed/dist/rank_1/"
+refused "a set mixing .ckpt and .safetensors ranks (types F16/Float16... disagree)" \
+    oracle merge "$T/st-mixed/strategy.ckpt" "$T/st-mixed/dist" "$T/st-mixed/m"
+
 # one rank's slice differing in a split parameter changes the merge (the comparison bites)
 cp -r "$T/tp4x2" "$T/tp4x2-bent"
 flip_byte "$T/tp4x2-bent/dist/rank_1/checkpoint_1.ckpt" net.both.weight
