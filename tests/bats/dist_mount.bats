@@ -20,11 +20,12 @@ setup() {
     G=$T/gen
 }
 
-# gen CASE RANKS [SEED]: a generated set in $G (full.ckpt, strategy.ckpt, dist/rank_<id>/),
-# the oracle's merged tree in $T/want; the rank files read-only, as MindSpore leaves them
+# gen CASE RANKS [SEED [FORMAT]]: a generated set in $G (full.ckpt, strategy.ckpt,
+# dist/rank_<id>/checkpoint_<id>.FORMAT), the oracle's merged tree in $T/want; the rank files
+# read-only, as MindSpore leaves them
 gen() {
-    $DIST gen "$G" --ranks "$2" --case "$1" --seed "${3:-1}"
-    chmod 0400 "$G"/dist/rank_*/*.ckpt
+    $DIST gen "$G" --ranks "$2" --case "$1" --seed "${3:-1}" --format "${4:-ckpt}"
+    chmod 0400 "$G"/dist/rank_*/*
     $DIST merge "$G/strategy.ckpt" "$G/dist" "$T/want"
     # the oracle's merge is the full model (its own self-check, repeated: an oracle that
     # silently produced a wrong tree would make every comparison below meaningless)
@@ -107,7 +108,7 @@ merged_equal() {
 }
 
 mount_gen_case() {
-    gen "$1" "$2" "$3"
+    gen "$@"
     mount_fg "$G/dist" "$M" -o "strategy=$G/strategy.ckpt"
     merged_equal "$T/want"
     odd_reads "$T/want"
@@ -126,6 +127,11 @@ mount_gen_case() {
 # optshard: parallel-optimizer shards on top of model-parallel slices, a pure opt shard
 @test "optshard (4 ranks) merged: the oracle's tree; odd reads" {
     mount_gen_case optshard 4 5
+}
+
+@test "tp4x2 with one .safetensors per rank merged: the oracle's tree; odd reads" {
+    mount_gen_case tp4x2 4 6 safetensors
+    [ -f "$G/dist/rank_3/checkpoint_3.safetensors" ]
 }
 
 # gs_strategy OUT: the golden-stick pair's own layout, derived by hand from its shards
