@@ -30,7 +30,7 @@ gen() {
     # the oracle's merge is the full model (its own self-check, repeated: an oracle that
     # silently produced a wrong tree would make every comparison below meaningless)
     $DIST tree "$G/full.ckpt" "$T/full"
-    diff -r "$T/full" "$T/want"
+    diff -rq "$T/full" "$T/want"
 }
 
 # refused ARGS...: `ckptfs ARGS... $M` refuses before mounting: exit 1, nothing on stdout,
@@ -79,17 +79,26 @@ sys.stdout.buffer.write(d[o:o + int(sys.argv[3])])' "$@"
 }
 
 # odd_reads TREE: each out under $M read with dd at odd offsets and block sizes (some ending
-# past the end) equals the same bytes of TREE's out; at least one read returns data
+# past the end; one across the middle, where a dim-0 split joins two ranks' slices) equals
+# the same bytes of TREE's out; at least one read returns data
 odd_reads() {
-    local d p bs skip count got=0
-    for d in "$1"/*/; do
+    local d p r bs skip count size got=0
+    for d in "$1"/*; do
+        [ -d "$d" ] || continue
         p=$(basename "$d")
+        size=$(stat -c %s "$d/out")
         for r in 7:3:9 13:1:5 5:0:1 3:11:1000 4096:0:1; do
             IFS=: read -r bs skip count <<<"$r"
             dd if="$M/$p/out" bs="$bs" skip="$skip" count="$count" status=none >"$T/got"
             slice "$1/$p/out" $((bs * skip)) $((bs * count)) >"$T/exp"
             cmp "$T/exp" "$T/got" || { echo "$p: dd bs=$bs skip=$skip count=$count" >&2; return 1; }
             got=$((got + $(stat -c %s "$T/got")))
+        done
+        for r in $((size / 2 > 5 ? size / 2 - 5 : 0)):11 $((size > 3 ? size - 3 : 0)):10; do
+            dd if="$M/$p/out" iflag=skip_bytes,count_bytes bs=4096 skip="${r%:*}" count="${r#*:}" \
+                status=none >"$T/got"
+            slice "$1/$p/out" "${r%:*}" "${r#*:}" >"$T/exp"
+            cmp "$T/exp" "$T/got" || { echo "$p: bytes ${r%:*} +${r#*:}" >&2; return 1; }
         done
     done
     [ "$got" -gt 0 ]
@@ -100,11 +109,13 @@ merged_equal() {
     ls -A "$1" | LC_ALL=C sort >"$T/names.want"
     ls -A "$M" | LC_ALL=C sort | diff "$T/names.want" -
     [ "$(wc -l <"$T/names.want")" -gt 3 ]
-    diff -r "$1" "$M"
     local d
-    for d in "$1"/*/; do
+    for d in "$1"/*; do
+        [ -d "$d" ] || continue
+        diff "$d/meta" "$M/$(basename "$d")/meta"
         cmp "$d/out" "$M/$(basename "$d")/out"
     done
+    diff -rq "$1" "$M"   # and nothing else anywhere (-q: binary outs)
 }
 
 mount_gen_case() {
@@ -298,7 +309,7 @@ bad_strategy() {
     fi
     for r in 0 1; do
         $DIST tree "$G/dist/rank_$r/checkpoint_$r.ckpt" "$T/rank_$r"
-        diff -r "$T/rank_$r" "$M/rank_$r"
+        diff -rq "$T/rank_$r" "$M/rank_$r"
         [ "$(ls "$T/rank_$r" | wc -l)" -gt 3 ]
     done
     # the ranks' slices, not the merge: rank 1's wq is the second half of the full one
