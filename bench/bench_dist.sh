@@ -21,7 +21,8 @@
 #    itself (the limit).  Cold: the page cache dropped (as bench_ckpt.sh
 #    does, where the system lets us: root) after the mount, before the read;
 #    warm: the sources read into the page cache first, so the read is the
-#    daemon's first one.  REPS rounds, the four alternating in each; medians
+#    daemon's first one.  REPS rounds, the four alternating in each (each
+#    round starting at the next); medians
 #    and time ratios (dim0/plain, dim1/plain, plain/cat).
 # 2. each daemon's VmHWM after the read (/proc/PID/status of the daemon):
 #    the dim-1 gather must stay bounded like the plain read.
@@ -123,9 +124,13 @@ CFGS=(cat plain dim0 dim1)
 MODES=(warm)
 [ "$COLD" = 1 ] && MODES=(cold warm)
 for c in "${CFGS[@]}"; do : >"$W/$c.cold"; : >"$W/$c.warm"; : >"$W/$c.hwm"; done
-for _ in $(seq "$REPS"); do
+# Round i starts at the i-th source, so that none is always first after the
+# caches were dropped or always last.
+for ((i = 0; i < REPS; i++)); do
     for mode in "${MODES[@]}"; do
-        for c in "${CFGS[@]}"; do read_once "$c" "$mode"; done
+        for ((j = 0; j < ${#CFGS[@]}; j++)); do
+            read_once "${CFGS[(i + j) % ${#CFGS[@]}]}" "$mode"
+        done
     done
 done
 
