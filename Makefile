@@ -27,19 +27,22 @@ CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c 
              codec/safetensors_reader.c codec/safetensors_set.c codec/run_dir.c \
              codec/format.c codec/model.c codec/pb_users.c codec/page_cache.c codec/key.c \
              codec/ms_cipher.c codec/cipher_source.c codec/zstd_source.c codec/envelope.c \
-             codec/file_override.c codec/model_dir.c codec/file_watch.c
+             codec/file_override.c codec/model_dir.c codec/file_watch.c \
+             codec/dist_strategy.c codec/dist_merge.c
 EXPORT_SRC:= export/atomic_writer.c export/commit_group.c export/byte_sink.c export/ckpt_writer.c \
              export/onnx_mindir_writer.c export/safetensors_writer.c export/safetensors_set_writer.c export/encoder.c \
              export/wrap_writer.c export/cipher_writer.c export/zstd_writer.c \
              export/writer_lock.c export/verify.c
 FS_SRC    := fs/main.c fs/ll_ops.c fs/tree.c fs/saver.c fs/session_loop.c fs/run_mount.c
-PROTOS    := codec/proto/checkpoint.proto
+# The strategy file is decoded by protobuf-c's generated code (the codec
+# uses it); checkpoint.proto's only serves the unit tests' encoder.
+PROTOS    := codec/proto/checkpoint.proto codec/proto/node_strategy.proto
 PROTO_C   := $(PROTOS:codec/proto/%.proto=$(BUILD)/gen/%.pb-c.c)
 
-CODEC_OBJ := $(CODEC_SRC:%.c=$(BUILD)/%.o)
+CODEC_OBJ := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/node_strategy.pb-c.o
 EXPORT_OBJ:= $(EXPORT_SRC:%.c=$(BUILD)/%.o)
 FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
-PROTO_OBJ := $(PROTO_C:%.c=%.o)
+PROTO_OBJ := $(BUILD)/gen/checkpoint.pb-c.o
 
 BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-reencode $(BUILD)/unit-tests
 
@@ -113,8 +116,9 @@ tsan: deps
 	  bats tests/bats/concurrent.bats; a=$$?; \
 	  bats --filter 'client threads' tests/bats/random_ops.bats; b=$$?; \
 	  bats tests/bats/run_mount.bats; c=$$?; \
+	  bats tests/bats/dist_envelopes.bats; d=$$?; \
 	  if [ -n "$$(ls -A $(TSAN_LOGS))" ]; then echo "tsan: reports in $(TSAN_LOGS)"; exit 1; fi; \
-	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ]
+	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ]
 
 demo: deps
 	$(MAKE) all
@@ -126,10 +130,12 @@ demo: deps
 # A fixed seed and run count make it deterministic: `make fuzz FUZZ_RUNS=N`
 # runs N inputs per format.
 FUZZ_RUNS ?= 200000
-$(BUILD)/fuzz-ckpt: tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) $(wildcard codec/*.h export/*.h)
+$(BUILD)/fuzz-ckpt: tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) $(BUILD)/gen/node_strategy.pb-c.c \
+		$(wildcard codec/*.h export/*.h)
 	@mkdir -p $(BUILD)
 	clang -std=gnu11 -Wall -Wextra -Werror -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  -D_FILE_OFFSET_BITS=64 -o $@ tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) -lz -lzstd -lcrypto -ljansson
+	  -D_FILE_OFFSET_BITS=64 -I$(BUILD)/gen -o $@ tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) \
+	  $(BUILD)/gen/node_strategy.pb-c.c -lz -lzstd -lcrypto -ljansson -lprotobuf-c
 
 fuzz: $(BUILD)/fuzz-ckpt
 	tests/fuzz/run.sh $(BUILD)/fuzz-ckpt $(FUZZ_RUNS)

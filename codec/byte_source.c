@@ -65,6 +65,48 @@ ck_source *ck_source_wrap_fd(int fd, uint64_t size, const char *name, ck_error *
     return src;
 }
 
+/* A view reads through the source it stands for, with that source's lock:
+ * the source, and its page cache, stay its model's. */
+static int view_read_at(ck_source *src, void *buf, size_t len, uint64_t off, ck_error *err)
+{
+    return ck_source_read(src->inner, buf, len, off, err);
+}
+
+static int view_read_some(ck_source *src, void *buf, size_t len, uint64_t off, size_t *got,
+                          ck_error *err)
+{
+    return ck_source_read_some(src->inner, buf, len, off, got, err);
+}
+
+static void view_destroy(ck_source *src)
+{
+    (void)src; /* the inner source is its model's to close */
+}
+
+static const struct ck_source_ops view_ops = {
+    .read_at = view_read_at,
+    .read_some = view_read_some,
+    .destroy = view_destroy,
+};
+
+ck_source *ck_source_view(ck_source *inner, ck_error *err)
+{
+    ck_source *src = calloc(1, sizeof *src);
+    char *copy = strdup(inner->path);
+    if (src == NULL || copy == NULL) {
+        free(src);
+        free(copy);
+        ck_fail(err, ENOMEM, "%s: out of memory", inner->path);
+        return NULL;
+    }
+    *src = *inner;
+    src->ops = &view_ops;
+    src->path = copy;
+    src->serial = NULL; /* the inner source's own is taken by its reads */
+    src->inner = inner;
+    return src;
+}
+
 ck_source *ck_source_open_file(const char *path, ck_error *err)
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block */

@@ -60,6 +60,7 @@ struct ck_source {
      * the request loop and a save running beside it both use.  A plain
      * file's reads are positional and need none. */
     pthread_mutex_t *serial;
+    ck_source *inner;   /* a view's source (ck_source_view), else NULL */
 };
 
 /* Open a regular file read-only as an identity source. */
@@ -101,6 +102,11 @@ static inline int ck_source_read_some(ck_source *src, void *buf, size_t len, uin
         pthread_mutex_unlock(src->serial);
     return rc;
 }
+
+/* A source that reads through inner, another model's source, which must
+ * outlive it: a merged distributed checkpoint reads its ranks' files so.
+ * The same descriptor and identity, so plain files still splice. */
+ck_source *ck_source_view(ck_source *inner, ck_error *err);
 
 /* A source over an fd the caller keeps owning (a spill file, say). */
 ck_source *ck_source_wrap_fd(int fd, uint64_t size, const char *name, ck_error *err);

@@ -14,6 +14,12 @@
  * CKPTFS_KEY_HEX; a zstd model without a seek table is decompressed into
  * $TMPDIR within -o tmp_max, as for a mount.
  *
+ *   ckptfs-dump -o strategy=FILE DIST_DIR
+ *   a distributed checkpoint merged by its strategy file (dist_merge.h), as
+ *   a mount shows it: each extent RANK_FILE:OFF+LEN, and for a tensor cut
+ *   along a dimension after the first, the length of the runs in which
+ *   its extents interleave
+ *
  *   ckptfs-dump [-o settle=SECONDS] RUN_DIR
  *   a training run's directory: one line per checkpoint (run_dir.h), none
  *   of them opened: its name, file, format, epoch and step when its name
@@ -28,6 +34,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "dist_merge.h"
 #include "model.h"
 #include "oneflow_meta.h"
 #include "run_dir.h"
@@ -47,12 +54,18 @@ static void print_tensor(const ck_model *m, const ck_tensor *t)
     for (uint32_t i = 0; i < t->n_ext; i++) {
         const ck_extent *e = ck_tensor_ext(t, i);
         printf("%s", i ? "," : "");
+        const char *path = m->sources[e->src]->path;
+        size_t k = strlen(m->path);
         if (ck_model_is_data_file(m, e->src)) {
-            const char *path = m->sources[e->src]->path, *rel = ck_dir_rel(m->dir, path);
+            const char *rel = ck_dir_rel(m->dir, path);
             printf("%s:", rel != NULL ? rel : path);
+        } else if (strncmp(path, m->path, k) == 0 && path[k] == '/') {
+            printf("%s:", path + k + 1); /* a rank's file, of a merged checkpoint */
         }
         printf("%" PRIu64 "+%" PRIu64, e->off, e->len);
     }
+    if (t->gather != NULL)
+        printf("\tinterleaved, %" PRIu64 "-byte runs", t->gather->run);
     printf("\n");
 }
 
@@ -118,7 +131,7 @@ static bool is_dir(const char *path)
 int main(int argc, char **argv)
 {
     ck_open_opts opts = {0};
-    const char *path = NULL, *key_file = NULL;
+    const char *path = NULL, *key_file = NULL, *strategy = NULL;
     size_t tmp_max = 0;
     double settle = SETTLE_DEFAULT;
     bool bad = false;
@@ -132,6 +145,9 @@ int main(int argc, char **argv)
                  strncmp(argv[i + 1], "tmp_max=", 8) == 0)
             bad |= ck_parse_size(argv[++i] + 8, &tmp_max) < 0;
         else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
+                 strncmp(argv[i + 1], "strategy=", 9) == 0)
+            strategy = argv[++i] + 9;
+        else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
                  strncmp(argv[i + 1], "settle=", 7) == 0)
             bad |= parse_seconds(argv[++i] + 7, &settle) < 0;
         else if (path == NULL && argv[i][0] != '-')
@@ -141,10 +157,11 @@ int main(int argc, char **argv)
     }
     if (path == NULL || bad) {
         fprintf(stderr, "usage: ckptfs-dump [--nocrc] [-o key_file=PATH] [-o tmp_max=SIZE] "
-                "MODEL\n       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n");
+                "MODEL\n       ckptfs-dump -o strategy=FILE DIST_DIR\n"
+                "       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n");
         return 2;
     }
-    if (is_dir(path))
+    if (is_dir(path) && strategy == NULL)
         return dump_run_dir(path, settle);
     ck_error err = {0};
     ck_key key;
@@ -154,7 +171,8 @@ int main(int argc, char **argv)
     }
     opts.key = &key;
     opts.tmp_max = tmp_max;
-    ck_model *m = ck_model_open(path, &opts, &err);
+    ck_model *m = strategy != NULL ? ck_dist_open(path, strategy, &opts, false, &err)
+                                   : ck_model_open(path, &opts, &err);
     ck_key_wipe(&key);
     if (m == NULL) {
         fprintf(stderr, "ckptfs-dump: %s\n", err.msg);

@@ -18,6 +18,7 @@ struct ck_file_watch {
     /* One per mount, shared by the model being served and the one a save
      * opens on its own thread. */
     pthread_mutex_t lock;
+    int refs;               /* the directories sharing it (a merged checkpoint's ranks) */
     int fd;                 /* inotify, non-blocking */
     int *written;           /* watch descriptors seen with IN_MODIFY */
     size_t n_written, cap;
@@ -35,12 +36,20 @@ ck_file_watch *ck_watch_new(void)
         return NULL;
     }
     pthread_mutex_init(&w->lock, NULL);
+    w->refs = 1;
+    return w;
+}
+
+ck_file_watch *ck_watch_ref(ck_file_watch *w)
+{
+    if (w != NULL)
+        __atomic_add_fetch(&w->refs, 1, __ATOMIC_RELAXED);
     return w;
 }
 
 void ck_watch_free(ck_file_watch *w)
 {
-    if (w == NULL)
+    if (w == NULL || __atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
     close(w->fd);
     pthread_mutex_destroy(&w->lock);

@@ -12,8 +12,9 @@
  * raise no event: such a rewrite of the same size is taken for a touch.
  *
  * One inotify descriptor per mount (ck_dir_watch_files: one-shot opens
- * such as ckptfs-dump do without); a watch is added through /proc/self/fd,
- * never a name.
+ * such as ckptfs-dump do without), shared by the directories of a merged
+ * checkpoint's ranks; a watch is added through /proc/self/fd, never a
+ * name.
  */
 #ifndef CK_FILE_WATCH_H
 #define CK_FILE_WATCH_H
@@ -26,6 +27,9 @@ typedef struct ck_file_watch ck_file_watch;
 /* NULL when inotify cannot be had (the per-user limit): every mtime
  * change then counts as a write. */
 ck_file_watch *ck_watch_new(void);
+/* One more holder of w (NULL: none); ck_watch_free drops one, the last
+ * frees it. */
+ck_file_watch *ck_watch_ref(ck_file_watch *w);
 void ck_watch_free(ck_file_watch *w);
 
 /* Watch the file open as fd for writes; the watch descriptor, or -1. */

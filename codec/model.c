@@ -270,6 +270,15 @@ fail:
     return NULL;
 }
 
+ck_model *ck_model_assembled(ck_model_dir *dir, const char *path, const ck_format *f,
+                             ck_error *err)
+{
+    ck_model *m = model_alloc(dir, path, NULL, err);
+    if (m != NULL)
+        m->format = f;
+    return m;
+}
+
 ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format_name,
                          const ck_open_opts *opts, ck_error *err)
 {

@@ -93,6 +93,13 @@ bool ck_model_is_data_file(const ck_model *m, uint32_t i);
  * name (format.h), or NULL to go by the file name's extension. */
 ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format_name,
                          const ck_open_opts *opts, ck_error *err);
+/* A model that codec/ assembles from other models' tensors (a merged
+ * distributed checkpoint, dist_merge.h) instead of reading a file of its
+ * own: empty, of format f (registered nowhere: nothing opens or saves it
+ * by name), in dir.  Its sources, index, state and st are the
+ * assembler's to fill. */
+ck_model *ck_model_assembled(ck_model_dir *dir, const char *path, const ck_format *f,
+                             ck_error *err);
 void ck_model_close(ck_model *m);
 
 /* The format's own name of a type, as xattrs show it ("Float32" in a

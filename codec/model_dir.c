@@ -104,6 +104,12 @@ void ck_dir_watch_files(ck_model_dir *d)
         d->watch = ck_watch_new();
 }
 
+void ck_dir_share_watch(ck_model_dir *d, ck_file_watch *w)
+{
+    if (d->watch == NULL)
+        d->watch = ck_watch_ref(w);
+}
+
 ck_model_dir *ck_dir_ref(ck_model_dir *d)
 {
     if (d != NULL) /* a save opens models on its own thread */

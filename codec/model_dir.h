@@ -47,6 +47,9 @@ ck_model_dir *ck_dir_ref(ck_model_dir *d);
  * inotify instance waits for an RCU grace period, which one-shot opens
  * (ckptfs-dump, the fuzz target) should not pay. */
 void ck_dir_watch_files(ck_model_dir *d);
+/* The same with the watch w, which other directories use too (NULL: none):
+ * the per-user inotify instances are few. */
+void ck_dir_share_watch(ck_model_dir *d, ck_file_watch *w);
 void ck_dir_unref(ck_model_dir *d);
 
 /* openat2 beneath the directory, never following a symbolic link;

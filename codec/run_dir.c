@@ -18,6 +18,11 @@
  * once it has not changed for `settle` seconds: the rule for writers that
  * give no signal (whoever opens it then checks that it parses).
  *
+ * A distributed checkpoint's rank_<id>/ directory (one checkpoint per
+ * rank, as MindSpore's transform_checkpoints lays them out) holding
+ * exactly one checkpoint is shown as that checkpoint, named rank_<id>.
+ * Nothing deeper is looked into.
+ *
  * The newest: ModelCheckpoint names its files <prefix>-<epoch>_<step>.ckpt
  * and, when a run reuses a directory, renames the prefix <prefix>_1,
  * <prefix>_2...  When every complete checkpoint is so named with one
@@ -182,6 +187,52 @@ static size_t base_prefix(const ck_run_entry *e, unsigned *reuse)
     return len;
 }
 
+bool ck_rank_dir_name(const char *name, uint64_t *id)
+{
+    size_t len = strlen(name);
+    return strncmp(name, "rank_", 5) == 0 && (name[5] != '0' || len == 6) &&
+           number(name + 5, len - 5, id);
+}
+
+static int scan(int dfd, const char *path, double settle, const struct timespec *now,
+                bool top, ck_run_list *out, ck_error *err);
+
+/* A distributed checkpoint's rank_<id>/ directory holding one checkpoint:
+ * shown as rank_<id>, that checkpoint.  Anything else there (several
+ * checkpoints, none, a directory that cannot be listed) is not shown. */
+static int add_rank_entry(ck_run_list *l, int dfd, const char *dir, double settle,
+                          const struct timespec *now, const char *path, ck_error *err)
+{
+    uint64_t id;
+    struct stat st;
+    if (!ck_rank_dir_name(dir, &id) || fstatat(dfd, dir, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+        !S_ISDIR(st.st_mode))
+        return 0;
+    int rfd = openat(dfd, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    char *sub = NULL;
+    ck_run_list in = {0};
+    ck_error ignored;
+    int rc = 0;
+    if (rfd >= 0 && asprintf(&sub, "%s/%s", path, dir) >= 0 &&
+        scan(rfd, sub, settle, now, false, &in, &ignored) == 0 && in.n == 1) {
+        ck_run_entry *e = &l->e[l->n];
+        *e = in.e[0];
+        e->numbered = false;
+        e->name = strdup(dir);
+        if (e->name == NULL || asprintf(&e->file, "%s/%s", dir, in.e[0].file) < 0) {
+            free(e->name);
+            rc = nomem(path, err);
+        } else {
+            l->n++;
+        }
+    }
+    ck_run_list_free(&in);
+    free(sub);
+    if (rfd >= 0)
+        close(rfd);
+    return rc;
+}
+
 /* Add names[i] to l when it is a checkpoint. */
 static int add_entry(ck_run_list *l, int dfd, char *const *names, size_t n, size_t i,
                      double settle, const struct timespec *now, const char *path, ck_error *err)
@@ -238,8 +289,8 @@ static int unique_names(ck_run_list *l, const char *path, ck_error *err)
         changed = 0;
         for (size_t i = 0; rc == 0 && i < l->n; i++) {
             ck_run_entry *e = &l->e[i];
-            if (!clash[i] || strcmp(e->name, e->file) == 0)
-                continue;
+            if (!clash[i] || strcmp(e->name, e->file) == 0 || strchr(e->file, '/') != NULL)
+                continue; /* a rank's directory keeps its name: the other one yields */
             char *whole = strdup(e->file);
             if (whole == NULL) {
                 rc = nomem(path, err);
@@ -320,8 +371,10 @@ static void find_latest(ck_run_list *l)
     }
 }
 
-int ck_run_dir_scan_at(int dfd, const char *path, double settle, const struct timespec *now,
-                       ck_run_list *out, ck_error *err)
+/* The run's own directory is top: its rank_<id>/ directories are looked
+ * into, and nothing deeper. */
+static int scan(int dfd, const char *path, double settle, const struct timespec *now,
+                bool top, ck_run_list *out, ck_error *err)
 {
     *out = (ck_run_list){.latest = -1};
     char **names = NULL;
@@ -329,8 +382,12 @@ int ck_run_dir_scan_at(int dfd, const char *path, double settle, const struct ti
     int rc = list_names(path, dfd, &names, &n, err);
     if (rc == 0 && (out->e = calloc(n + 1, sizeof *out->e)) == NULL)
         rc = nomem(path, err);
-    for (size_t i = 0; rc == 0 && i < n; i++)
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        size_t before = out->n;
         rc = add_entry(out, dfd, names, n, i, settle, now, path, err);
+        if (rc == 0 && top && out->n == before)
+            rc = add_rank_entry(out, dfd, names[i], settle, now, path, err);
+    }
     for (size_t i = 0; i < n; i++)
         free(names[i]);
     free(names);
@@ -339,6 +396,12 @@ int ck_run_dir_scan_at(int dfd, const char *path, double settle, const struct ti
     if (rc == 0)
         find_latest(out);
     return rc;
+}
+
+int ck_run_dir_scan_at(int dfd, const char *path, double settle, const struct timespec *now,
+                       ck_run_list *out, ck_error *err)
+{
+    return scan(dfd, path, settle, now, true, out, err);
 }
 
 int ck_run_dir_scan(const char *path, double settle, const struct timespec *now,

@@ -22,7 +22,8 @@ typedef struct ck_run_entry {
                                  * the format's extension (and ".zst"); the whole
                                  * file name when that would not be unique, or
                                  * would be "latest" */
-    char *file;                 /* its file's name in the directory */
+    char *file;                 /* its file's name in the directory ("rank_<id>/<file>"
+                                 * for a rank's directory, see run_dir.c) */
     const ck_format *format;    /* by the file's name */
     bool numbered;              /* named <prefix>-<epoch>_<step>, as ModelCheckpoint does */
     unsigned reuse;             /* numbered: N of a prefix ModelCheckpoint renamed to
@@ -53,5 +54,9 @@ int ck_run_dir_scan(const char *path, double settle, const struct timespec *now,
 int ck_run_dir_scan_at(int dfd, const char *path, double settle, const struct timespec *now,
                        ck_run_list *out, ck_error *err);
 void ck_run_list_free(ck_run_list *l);
+
+/* Whether name is a distributed checkpoint's rank directory, "rank_<id>"
+ * with id in decimal, no leading zero; the id into *id. */
+bool ck_rank_dir_name(const char *name, uint64_t *id);
 
 #endif

@@ -132,6 +132,52 @@ int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
     return rc;
 }
 
+/* Run q of a gathered tensor: which slice holds it, and where in the slice.
+ * Run q is element (x_0 .. x_{L-1}, c_L) of the merged dimensions before
+ * the last split one L, then L's slice: row-major, L's slice fastest. */
+static const ck_extent *gather_run(const ck_tensor *t, uint64_t q, uint64_t *at)
+{
+    const ck_gather *g = t->gather;
+    uint32_t last = g->ndim - 1;
+    uint64_t slice = q % g->split[last], row = 0;
+    uint64_t slice_mul = g->split[last], row_mul = 1;
+    q /= g->split[last];
+    for (uint32_t d = last; d-- > 0;) {
+        uint64_t x = q % g->full[d], part = g->full[d] / g->split[d];
+        q /= g->full[d];
+        slice += x / part * slice_mul;
+        row += x % part * row_mul;
+        slice_mul *= g->split[d];
+        row_mul *= part;
+    }
+    *at = row * g->run;
+    return ck_tensor_ext(t, (uint32_t)slice);
+}
+
+static int gather_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_fn fn,
+                        void *ctx)
+{
+    uint64_t run = t->gather->run, q = off / run, within = off % run;
+    while (size > 0) {
+        uint64_t at;
+        const ck_extent *e = gather_run(t, q++, &at);
+        size_t n = run - within < size ? (size_t)(run - within) : size;
+        int rc = fn(ctx, e->src, e->off + at + within, n);
+        if (rc != 0)
+            return rc;
+        size -= n;
+        within = 0;
+    }
+    return 0;
+}
+
+size_t ck_tensor_max_pieces(const ck_tensor *t, size_t size)
+{
+    if (t->gather == NULL)
+        return t->n_ext;
+    return size / t->gather->run + 2;
+}
+
 int ck_tensor_for_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_fn fn,
                         void *ctx)
 {
@@ -139,6 +185,8 @@ int ck_tensor_for_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_
         return 0;
     if (size > t->nbytes - off)
         size = (size_t)(t->nbytes - off);
+    if (t->gather != NULL)
+        return gather_range(t, off, size, fn, ctx);
     uint64_t base = 0; /* tensor offset of the current extent */
     for (uint32_t i = 0; i < t->n_ext && size > 0; i++) {
         const ck_extent *e = ck_tensor_ext(t, i);

@@ -35,6 +35,21 @@ typedef struct ck_extent {
     uint32_t src;       /* which of the model's byte sources */
 } ck_extent;
 
+/* A tensor merged from slices that interleave in its bytes (a distributed
+ * checkpoint split along a dimension other than the first): the tensor is
+ * a sequence of runs of `run` bytes, each a contiguous row of one slice.
+ * Its extents are then the slices, one each, in row-major order over
+ * split[0 .. ndim - 1]; every slice holds full[d] / split[d] of dimension d.
+ * Only dimensions up to the last split one are described: after it, a run
+ * covers them whole.  (A split of dim 0 alone needs none of this: the
+ * slices simply follow each other, one extent each.) */
+typedef struct ck_gather {
+    uint32_t ndim;              /* up to and including the last split dimension */
+    uint64_t run;               /* bytes of one run: a slice's row from that dimension on */
+    const uint64_t *full;       /* the merged tensor's sizes of those dimensions */
+    const uint64_t *split;      /* and how many slices each is cut into */
+} ck_gather;
+
 /* A MindSpore map parameter is one record holding three tensors; each is
  * shown as its own directory. */
 typedef enum ck_part {
@@ -56,6 +71,7 @@ typedef struct ck_tensor {
     uint64_t nbytes;            /* size of `out` */
     ck_extent ext0;             /* where `out` comes from: ext0, then ... */
     ck_extent *ext_more;        /* ... n_ext - 1 more (sliced tensors) */
+    const ck_gather *gather;    /* the extents interleave (see above), or NULL */
     uint64_t rec_off, rec_end;  /* file span of the tensor's records */
     uint32_t name_len, dir_src_len;
     uint32_t ndim;
@@ -101,6 +117,8 @@ int ck_index_finalize(ck_index *ix, const char *path, ck_error *err);
 typedef int (*ck_piece_fn)(void *ctx, uint32_t src, uint64_t src_off, size_t len);
 int ck_tensor_for_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_fn fn,
                         void *ctx);
+/* The most pieces ck_tensor_for_range may give for size bytes of t. */
+size_t ck_tensor_max_pieces(const ck_tensor *t, size_t size);
 
 /* Bytes of memory the index holds, for the benchmark's accounting. */
 size_t ck_index_memory(const ck_index *ix);

@@ -745,7 +745,8 @@ static void reply_bufvec(fuse_req_t req, const ckfs *fs, struct fuse_bufvec *bv,
 static void read_extents(fuse_req_t req, const ckfs *fs, const ck_tensor *t, size_t size,
                          off_t off)
 {
-    struct fuse_bufvec *bv = malloc(sizeof *bv + t->n_ext * sizeof bv->buf[0]);
+    struct fuse_bufvec *bv = malloc(sizeof *bv + ck_tensor_max_pieces(t, size) *
+                                    sizeof bv->buf[0]);
     if (bv == NULL) {
         fuse_reply_err(req, ENOMEM);
         return;

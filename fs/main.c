@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "../codec/dist_merge.h"
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
 #include "../export/writer_lock.h"
@@ -49,6 +50,7 @@ struct cli {
     unsigned max_read;  /* -o max_read=N; UINT_MAX: not given */
     double settle;      /* a run directory's, seconds */
     char *index_cache;  /* a run directory's, a size */
+    char *strategy;     /* a distributed checkpoint's strategy file */
 };
 
 static const struct fuse_opt cli_opts[] = {
@@ -74,6 +76,7 @@ static const struct fuse_opt cli_opts[] = {
     {"max_read=%u", offsetof(struct cli, max_read), 0},
     {"settle=%lf", offsetof(struct cli, settle), 0},
     {"index_cache=%s", offsetof(struct cli, index_cache), 0},
+    {"strategy=%s", offsetof(struct cli, strategy), 0},
     FUSE_OPT_END,
 };
 
@@ -104,6 +107,8 @@ static void usage(FILE *to)
             "such tree per complete checkpoint, and followed as the run writes:\n"
             "  MOUNTPOINT/<checkpoint>/   its file's name without the extension\n"
             "  MOUNTPOINT/latest          symbolic link to the newest\n"
+            "With -o strategy=FILE, a directory of rank_<id>/ checkpoints (a distributed\n"
+            "one) is mounted read-only as the one model FILE says they were cut from.\n"
             "\n"
             "ckptfs options:\n"
             "    -o ro              read-only\n"
@@ -148,6 +153,8 @@ static void usage(FILE *to)
             "                       read-only files, as MindSpore leaves them, at once)\n"
             "    -o index_cache=N   memory for a run directory's open checkpoint indexes\n"
             "                       (default 32M): the least recently used are closed\n"
+            "    -o strategy=FILE   MindSpore's parallel strategy file: MODEL, a directory\n"
+            "                       of rank_<id>/ checkpoints, is shown merged\n"
             "    -f                 stay in the foreground\n"
             "    -d                 debug output (implies -f)\n"
             "    --help, --version\n"
@@ -489,6 +496,75 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
     return rc;
 }
 
+/* Serve an open model (which this takes) until it is unmounted.  lock:
+ * the writer lock, held when rw. */
+static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct fuse_args *args,
+                        struct fuse_cmdline_opts *opts, const ck_open_opts *oo,
+                        ck_writer_lock *lock, const char *where, const char *path)
+{
+    ckfs fs = {.timeout = 86400.0, .splice = !cli->nosplice, .mountpoint = opts->mountpoint,
+               .commit_delay = cli->manual ? -1 : cli->commit_delay, .log_fd = -1};
+    ckfs_front_init(&fs);
+    ck_error err = {0};
+    size_t spill_max = 0;
+    int rc = 1;
+    if (cli->log != NULL && (fs.log_fd = open_log(cli->log)) < 0) {
+        ck_model_close(model);
+    } else if (cli->spill_max != NULL && ck_parse_size(cli->spill_max, &spill_max) < 0) {
+        fprintf(stderr, "ckptfs: -o spill_max=%s: give a size in bytes, or with K, M or G\n",
+                cli->spill_max);
+        ck_model_close(model);
+    } else if (tree_init(&fs.tr, model, oo, rw, &err) < 0) {
+        fprintf(stderr, "ckptfs: %s\n", err.msg);
+        ck_model_close(model);
+    } else {
+        if (spill_max != 0)
+            fs.tr.spill_max = spill_max;
+        /* Writers first: a save waiting to switch the tree is not starved
+         * by a stream of reads. */
+        pthread_rwlockattr_t la;
+        pthread_rwlockattr_init(&la);
+        pthread_rwlockattr_setkind_np(&la, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        pthread_rwlock_init(&fs.lock, &la);
+        pthread_rwlockattr_destroy(&la);
+        fs.max_read = mount_max_read(cli->max_read);
+        if (add_mount_opts(args, path, rw, fs.max_read) < 0)
+            fprintf(stderr, "ckptfs: out of memory\n");
+        else
+            rc = serve_model(&fs, args, opts, cli, lock, where);
+        /* The last save is done (in serve): a mount waiting for the model
+         * goes on while this one tears down (closing its inotify instance
+         * waits for an RCU grace period). */
+        ck_writer_lock_release(lock);
+        ck_model_close(fs.tr.model); /* a commit may have replaced it */
+        tree_free(&fs.tr);
+        pthread_rwlock_destroy(&fs.lock);
+    }
+    if (fs.log_fd >= 0)
+        close(fs.log_fd);
+    return rc;
+}
+
+/* A distributed checkpoint merged by its strategy file (codec/dist_merge.h):
+ * one read-only model. */
+static int mount_dist(const struct cli *cli, struct fuse_args *args,
+                      struct fuse_cmdline_opts *opts, const char *path, const ck_open_opts *oo)
+{
+    if (cli->rw == 1 || cli->create) {
+        fprintf(stderr, "ckptfs: %s: a distributed checkpoint is mounted read-only (-o rw and "
+                "-o create are for one model)\n", path);
+        return 1;
+    }
+    ck_error err = {0};
+    ck_model *model = ck_dist_open(path, cli->strategy, oo, true, &err);
+    if (model == NULL) {
+        fprintf(stderr, "ckptfs: %s\n", err.msg);
+        return 1;
+    }
+    ck_writer_lock none = {.fd = -1};
+    return serve_opened(model, false, cli, args, opts, oo, &none, opts->mountpoint, path);
+}
+
 /* Whether the mount will write the model, as far as can be told before
  * opening it (-o rw, the owner's write bit, a model to create): the lock
  * is taken before anything is written beside the model. */
@@ -593,8 +669,16 @@ int main(int argc, char **argv)
      * descriptor (edits share one spill file, whatever their number). */
     raise_open_file_limit();
     struct stat model_st;
-    if (stat(path, &model_st) == 0 && S_ISDIR(model_st.st_mode)) {
-        rc = mount_run(&cli, &args, &opts, path, &oo);
+    bool is_dir = stat(path, &model_st) == 0 && S_ISDIR(model_st.st_mode);
+    if (cli.strategy != NULL && !is_dir) {
+        fprintf(stderr, "ckptfs: %s: -o strategy is for a directory of rank_<id>/ "
+                "checkpoints\n", path);
+        free(abs);
+        goto out;
+    }
+    if (is_dir) {
+        rc = cli.strategy ? mount_dist(&cli, &args, &opts, path, &oo)
+                          : mount_run(&cli, &args, &opts, path, &oo);
         free(abs);
         goto out;
     }
@@ -662,44 +746,8 @@ int main(int argc, char **argv)
     }
     if (rw)
         ck_encode_cleanup(model);
-    ckfs fs = {.timeout = 86400.0, .splice = !cli.nosplice, .mountpoint = opts.mountpoint,
-               .commit_delay = cli.manual ? -1 : cli.commit_delay, .log_fd = -1};
-    ckfs_front_init(&fs);
-    size_t spill_max = 0;
-    if (cli.log != NULL && (fs.log_fd = open_log(cli.log)) < 0) {
-        ck_model_close(model);
-    } else if (cli.spill_max != NULL && ck_parse_size(cli.spill_max, &spill_max) < 0) {
-        fprintf(stderr, "ckptfs: -o spill_max=%s: give a size in bytes, or with K, M or G\n",
-                cli.spill_max);
-        ck_model_close(model);
-    } else if (tree_init(&fs.tr, model, &oo, rw, &err) < 0) {
-        fprintf(stderr, "ckptfs: %s\n", err.msg);
-        ck_model_close(model);
-    } else {
-        if (spill_max != 0)
-            fs.tr.spill_max = spill_max;
-        /* Writers first: a save waiting to switch the tree is not starved
-         * by a stream of reads. */
-        pthread_rwlockattr_t la;
-        pthread_rwlockattr_init(&la);
-        pthread_rwlockattr_setkind_np(&la, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-        pthread_rwlock_init(&fs.lock, &la);
-        pthread_rwlockattr_destroy(&la);
-        fs.max_read = mount_max_read(cli.max_read);
-        if (add_mount_opts(&args, path, rw, fs.max_read) < 0)
-            fprintf(stderr, "ckptfs: out of memory\n");
-        else
-            rc = serve_model(&fs, &args, &opts, &cli, &lock, where ? where : opts.mountpoint);
-        /* The last save is done (in serve): a mount waiting for the model
-         * goes on while this one tears down (closing its inotify instance
-         * waits for an RCU grace period). */
-        ck_writer_lock_release(&lock);
-        ck_model_close(fs.tr.model); /* a commit may have replaced it */
-        tree_free(&fs.tr);
-        pthread_rwlock_destroy(&fs.lock);
-    }
-    if (fs.log_fd >= 0)
-        close(fs.log_fd);
+    rc = serve_opened(model, rw, &cli, &args, &opts, &oo, &lock, where ? where : opts.mountpoint,
+                      path);
     free(abs);
 out:
     ck_writer_lock_release(&lock); /* if not released above */
@@ -715,6 +763,7 @@ out:
     free(cli.log);
     free(cli.tmp_max);
     free(cli.index_cache);
+    free(cli.strategy);
     fuse_opt_free_args(&args);
     return rc;
 }

@@ -18,6 +18,11 @@
  * shards it may name, a.safetensors and b.safetensors, are written beside
  * it first.
  *
+ * "strategy" fuzzes the merge of a distributed checkpoint: the input is a
+ * parallel strategy file, applied to four small rank checkpoints written
+ * at start (rank_<r>/c.ckpt, each the same tensors, of every rank count's
+ * slice shapes); an accepted merge must read back whole.
+ *
  * FORMAT.enc and FORMAT.zst fuzz the envelopes: the input is opened with
  * the key "0123456789ABCDEF", or named fuzz.FORMAT.zst.  A wrapped model
  * cannot re-encode to its own bytes (fresh IVs; the seekable format), so
@@ -32,8 +37,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "../../codec/dist_merge.h"
 #include "../../codec/model.h"
 #include "../../codec/oneflow_meta.h"
 #include "../../codec/onnx_mindir_reader.h"
@@ -43,7 +50,7 @@
 static char dir[PATH_MAX - 32];
 static char path[PATH_MAX], rewritten[PATH_MAX];
 static int fd = -1;
-static bool ckpt, wrapped;
+static bool ckpt, wrapped, strategy;
 static ck_key key = {.bytes = "0123456789ABCDEF", .len = 16};
 static ck_open_opts opts;
 
@@ -60,6 +67,88 @@ static void read_everything(const ck_model *m)
             if (ck_model_read(m, t, buf, sizeof buf, off, &err) <= 0)
                 abort(); /* extents were checked against the file at open */
     }
+}
+
+/* A varint, then a field's tag or length: enough protobuf to write the
+ * rank checkpoints of the strategy fuzzing. */
+static size_t put_varint(unsigned char *p, uint64_t v)
+{
+    size_t n = 0;
+    for (; v >= 0x80; v >>= 7)
+        p[n++] = (unsigned char)(v | 0x80);
+    p[n++] = (unsigned char)v;
+    return n;
+}
+
+static size_t put_bytes(unsigned char *p, unsigned field, const void *b, size_t len)
+{
+    size_t n = put_varint(p, field << 3 | 2);
+    n += put_varint(p + n, len);
+    memcpy(p + n, b, len);
+    return n + len;
+}
+
+/* One checkpoint value: tag, dims, type, and len bytes of a pattern. */
+static size_t put_value(unsigned char *p, const char *tag, const int64_t *dims, unsigned ndim,
+                        const char *type, size_t len, unsigned char seed)
+{
+    unsigned char tensor[1024], content[512];
+    size_t n = 0;
+    for (unsigned d = 0; d < ndim; d++) {
+        n += put_varint(tensor + n, 1 << 3);
+        n += put_varint(tensor + n, (uint64_t)dims[d]);
+    }
+    n += put_bytes(tensor + n, 2, type, strlen(type));
+    for (size_t i = 0; i < len; i++)
+        content[i] = (unsigned char)(seed + i);
+    n += put_bytes(tensor + n, 3, content, len);
+    unsigned char value[1200];
+    size_t v = put_bytes(value, 1, tag, strlen(tag));
+    v += put_bytes(value + v, 2, tensor, n);
+    return put_bytes(p, 1, value, v);
+}
+
+/* dir/dist/rank_<r>/c.ckpt for r < 4: tensors of slice shapes that a
+ * strategy over 1, 2 or 4 devices may cut from any dimension. */
+static void write_ranks(void)
+{
+    static const struct { const char *tag, *type; int64_t dims[3]; unsigned ndim, size; } v[] = {
+        {"w", "Float32", {4, 6}, 2, 4}, {"b", "Float16", {2, 4, 2}, 3, 2},
+        {"v", "Int32", {8}, 1, 4}, {"s", "Float32", {0}, 0, 4}, {"e", "Int8", {3, 0}, 2, 1},
+    };
+    for (unsigned r = 0; r < 4; r++) {
+        char p[PATH_MAX];
+        unsigned char buf[8192];
+        size_t n = 0;
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+            size_t elems = 1;
+            for (unsigned d = 0; d < v[i].ndim; d++)
+                elems *= (size_t)v[i].dims[d];
+            n += put_value(buf + n, v[i].tag, v[i].dims, v[i].ndim, v[i].type,
+                           elems * v[i].size, (unsigned char)(r * 64 + i * 8));
+        }
+        snprintf(p, sizeof p, "%s/dist", dir);
+        mkdir(p, 0700);
+        snprintf(p, sizeof p, "%s/dist/rank_%u", dir, r);
+        mkdir(p, 0700);
+        snprintf(p, sizeof p, "%s/dist/rank_%u/c.ckpt", dir, r);
+        int rfd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (rfd < 0 || write(rfd, buf, n) != (ssize_t)n || close(rfd) < 0)
+            abort();
+    }
+}
+
+static void remove_ranks(void)
+{
+    char p[PATH_MAX];
+    for (unsigned r = 0; r < 4; r++) {
+        snprintf(p, sizeof p, "%s/dist/rank_%u/c.ckpt", dir, r);
+        unlink(p);
+        snprintf(p, sizeof p, "%s/dist/rank_%u", dir, r);
+        rmdir(p);
+    }
+    snprintf(p, sizeof p, "%s/dist", dir);
+    rmdir(p);
 }
 
 /* Encode into fd, as the model's one file: what the fuzzer rewrites never
@@ -224,6 +313,8 @@ static void write_shards(void)
 
 static void remove_dir(void)
 {
+    if (strategy)
+        remove_ranks();
     unlink(path);
     unlink(rewritten);
     for (size_t i = 0; i < N_SHARDS; i++) {
@@ -245,13 +336,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     const char *wrap = format + base;
     char name[32];
     snprintf(name, sizeof name, "%.*s", (int)base, format);
-    const ck_format *f = ck_format_by_name(name);
+    strategy = strcmp(format, "strategy") == 0;
+    const ck_format *f = ck_format_by_name(strategy ? "ckpt" : name);
     if (f == NULL || (*wrap && strcmp(wrap, ".enc") != 0 && strcmp(wrap, ".zst") != 0)) {
         fprintf(stderr, "CKPTFS_FUZZ_FORMAT must be a format (ckpt, onnx, mindir, "
-                "safetensors, safetensors-set), then maybe .enc or .zst, not '%s'\n", format);
+                "safetensors, safetensors-set), then maybe .enc or .zst, or strategy, not "
+                "'%s'\n", format);
         exit(2);
     }
-    ckpt = base == 4 && strncmp(format, "ckpt", 4) == 0;
+    ckpt = base == 4 && strncmp(format, "ckpt", 4) == 0 && !strategy;
     wrapped = *wrap != '\0';
     if (strcmp(wrap, ".enc") == 0)
         opts.key = &key;
@@ -269,6 +362,25 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     atexit(remove_dir);
     if (f == &ck_format_safetensors_set)
         write_shards();
+    if (strategy)
+        write_ranks();
+    return 0;
+}
+
+/* The input as a strategy for the ranks write_ranks() wrote. */
+static int fuzz_strategy(void)
+{
+    char dist[PATH_MAX];
+    snprintf(dist, sizeof dist, "%s/dist", dir);
+    ck_error err;
+    ck_model *m = ck_dist_open(dist, path, &opts, false, &err);
+    if (m == NULL) {
+        if (err.msg[0] == '\0' || strchr(err.msg, '\n'))
+            abort(); /* every refusal is one line */
+        return 0;
+    }
+    read_everything(m);
+    ck_model_close(m);
     return 0;
 }
 
@@ -276,6 +388,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (ftruncate(fd, 0) < 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
         abort();
+    if (strategy)
+        return fuzz_strategy();
     ck_error err;
     /* The same bytes as a meta someone wrote: parsed or refused, one line. */
     ck_meta meta;

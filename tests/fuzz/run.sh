@@ -2,7 +2,7 @@
 # run.sh FUZZER RUNS [FORMAT...]: fuzz the reader and writer of each format
 # (ckpt, onnx, mindir, safetensors, safetensors-set (seeded by its regression
 # inputs only: the index; the fuzzer writes the shards), and the envelopes ckpt.enc, mindir.enc,
-# ckpt.zst; all by default) from a corpus seeded with the real fixtures and the regression
+# ckpt.zst, and the strategy file of a distributed checkpoint; all by default) from a corpus seeded with the real fixtures and the regression
 # inputs in tests/fuzz/regress/FORMAT (copied to a temporary directory,
 # never into the repository).  Envelope seeds are the fixtures encrypted by
 # the test oracle (key "0123456789ABCDEF", small blocks, every mode) or
@@ -14,7 +14,8 @@ cd "$(dirname "$0")/../.."
 fuzzer=$1
 runs=${2:-200000}
 shift $(($# < 2 ? $# : 2))
-[ $# -gt 0 ] || set -- ckpt onnx mindir safetensors safetensors-set ckpt.enc mindir.enc ckpt.zst
+[ $# -gt 0 ] || set -- ckpt onnx mindir safetensors safetensors-set ckpt.enc mindir.enc ckpt.zst \
+    strategy
 # Each input is written to a file in $TMPDIR (decoded typed fields to another):
 # on tmpfs that is free, on a disk it takes most of the run.
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
@@ -28,6 +29,7 @@ seeds() { # seeds FORMAT: the fixture files that seed its corpus
     onnx) echo ../shared/fixtures/onnx/*.onnx ;;
     safetensors) echo ../shared/fixtures/safetensors/*/*.safetensors ;;
     mindir | mindir.enc) echo ../shared/fixtures/mindspore/*.mindir ;;
+    strategy) echo ../shared/fixtures/mindspore_distributed/*/*strategy*.ckpt ;;
     ckpt.*) echo ../shared/fixtures/mindspore/goldenstick_test_*.ckpt \
         ../shared/fixtures/mindspore/mindscience_SciAI_example_net_10000.ckpt ;;
     esac
@@ -50,10 +52,34 @@ wrap() {
     esac
 }
 
+# strategy_seeds DIR: strategies, written by the test oracle, that fit the
+# fuzzer's four rank checkpoints (tensors w [4,6], b [2,4,2], v [8], s [],
+# e [3,0]; see fuzz_ckpt.c): each way of cutting them, and optimizer shards.
+strategy_seeds() {
+    /usr/bin/python3 - "$1" <<'PYEND'
+import os, sys
+sys.path.insert(0, "tests/oracle")
+from dist_oracle import strategy_bytes
+out = sys.argv[1]
+sets = {
+    "dim0": [("w", [4], [0, -1], 0, 0), ("v", [4], [0], 0, 0)],
+    "grid": [("w", [2, 2], [1, 0], 0, 0), ("b", [2, 2], [-1, 1, 0], 0, 0),
+             ("v", [2, 2], [0], 0, 0), ("s", [2, 2], [], 0, 0)],
+    "inner": [("b", [4], [-1, -1, 0], 0, 0), ("e", [4], [-1, 0], 0, 0)],
+    "opt": [("w", [2, 2], [0, -1], 2, 2), ("v", [2, 2], [-1], 1, -1),
+            ("b", [2, 2], [-1, 0, -1], 2, 2)],
+}
+for name, params in sets.items():
+    with open(os.path.join(out, "gen-" + name), "wb") as f:
+        f.write(strategy_bytes(params))
+PYEND
+}
+
 failed=0
 for format in "$@"; do
     corpus=$(mktemp -d)
     n=0
+    [ "$format" != strategy ] || strategy_seeds "$corpus" || failed=1
     for f in $(seeds "$format") tests/fuzz/regress/"$format"/*; do
         [ -s "$f" ] || continue
         n=$((n + 1))
@@ -65,10 +91,11 @@ for format in "$@"; do
     if CKPTFS_FUZZ_FORMAT=$format "$fuzzer" -seed=1 -runs="$runs" -max_len=4096 -timeout=10 \
         -rss_limit_mb=1024 "$corpus" >"$corpus.log" 2>&1; then
         case $format in
+        strategy) what="every accepted merge of its four ranks read back whole (no writer)" ;;
         *.*) what="every accepted input saved again and reopened as the same tensors" ;;
         *) what="every accepted input re-encoded to itself" ;;
         esac
-        echo "ok - fuzz: $runs inputs through the $format reader and writer, no crash, $what ($(grep -o 'cov: [0-9]*' "$corpus.log" | tail -1))"
+        echo "ok - fuzz: $runs inputs through the $format reader (and writer), no crash, $what ($(grep -o 'cov: [0-9]*' "$corpus.log" | tail -1))"
     else
         tail -40 "$corpus.log"
         echo "not ok - fuzz: the $format reader or writer failed on an input (log above; crash file in $(pwd))"

@@ -1,0 +1,39 @@
+/*
+ * dist_merge: a MindSpore distributed checkpoint (one checkpoint per rank,
+ * DIST_DIR/rank_<id>/) seen as the one model it was cut from.
+ *
+ * The strategy file (dist_strategy.h) says how each parameter was cut over
+ * the devices; each rank's checkpoint holds its slice.  The merged model's
+ * tensors are the full parameters, assembled as MindSpore's own merge
+ * (_reshape_param_data, transform_checkpoints) assembles them, but never
+ * in memory: each is described by the ranks' byte extents.  A split of
+ * dim 0 is the slices' extents one after the other; any other split is a
+ * strided gather (tensor_index.h, ck_gather).  A slice several ranks hold
+ * (replicas) is read from the lowest of them, and a parameter the strategy
+ * does not name is rank 0's as stored.  No tensor byte is read to open it.
+ *
+ * The merged model reads and is never saved: its format is registered
+ * with no writer.
+ */
+#ifndef CK_DIST_MERGE_H
+#define CK_DIST_MERGE_H
+
+#include <stdbool.h>
+
+#include "ck_error.h"
+#include "model.h"
+
+/* Each rank holds one open model, and so at least one descriptor. */
+#define CK_DIST_MAX_RANKS 4096
+
+/* Open the ranks in the directory dist_path and merge them by the
+ * strategy file at strategy_path.  Refuses, in one line naming the rank
+ * and the parameter, what does not fit the strategy: a rank missing or
+ * beyond its devices, a rank holding other than one checkpoint, ranks
+ * disagreeing on a parameter's type or shape or on which parameters
+ * there are, a strategy naming parameters the ranks lack.  watch: watch
+ * the ranks' files for writes by other programs (what a mount does). */
+ck_model *ck_dist_open(const char *dist_path, const char *strategy_path, const ck_open_opts *o,
+                       bool watch, ck_error *err);
+
+#endif

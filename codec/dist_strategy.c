@@ -1,0 +1,279 @@
+/*
+ * dist_strategy: MindSpore's parallel strategy file (dist_strategy.h).
+ *
+ * The checks follow what MindSpore's merge assumes
+ * (mindspore/python/mindspore/parallel/_tensor.py, _parallel_serialization.py):
+ * one device matrix and one tensor map per parameter, map entries naming
+ * device axes that exist, each at most once, and an optimizer shard whose
+ * step is the model-parallel slice count and whose step x size divides the
+ * devices.  Pipeline strategies (names "<stage>-<name>" with a stage other
+ * than 0) cut the model across stages that no one rank set holds: refused.
+ */
+#define _GNU_SOURCE
+#include "dist_strategy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model_dir.h"
+#include "node_strategy.pb-c.h"
+
+typedef Mindspore__Straspb__ParallelStrategyMap strategy_map;
+typedef Mindspore__Straspb__ParallelLayouts parallel_layouts;
+
+#define MAX_DEVICE_DIM 0x7fffffffLL
+
+/* The whole file, which must be a regular file of at most the bound. */
+static unsigned char *read_file(const char *path, size_t *len, ck_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        ck_fail_errno(err, errno, "%s: cannot open the strategy file", path);
+        return NULL;
+    }
+    struct stat st;
+    unsigned char *buf = NULL;
+    if (fstat(fd, &st) < 0) {
+        ck_fail_errno(err, errno, "%s: cannot stat the strategy file", path);
+    } else if (!S_ISREG(st.st_mode)) {
+        ck_fail(err, EINVAL, "%s: the strategy file is %s, not a regular file", path,
+                ck_file_kind(st.st_mode));
+    } else if (st.st_size == 0) {
+        ck_fail(err, EINVAL, "%s: the strategy file is empty", path);
+    } else if ((uint64_t)st.st_size > CK_STRATEGY_MAX_BYTES) {
+        ck_fail(err, EFBIG, "%s: %lld bytes is too big for a strategy file (at most %u)", path,
+                (long long)st.st_size, CK_STRATEGY_MAX_BYTES);
+    } else if ((buf = malloc((size_t)st.st_size)) == NULL) {
+        ck_fail(err, ENOMEM, "%s: out of memory", path);
+    } else {
+        size_t got = 0;
+        while (got < (size_t)st.st_size) {
+            ssize_t n = pread(fd, buf + got, (size_t)st.st_size - got, (off_t)got);
+            if (n <= 0) {
+                if (n < 0 && errno == EINTR)
+                    continue;
+                ck_fail_errno(err, n < 0 ? errno : EIO, "%s: cannot read the strategy file",
+                              path);
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            got += (size_t)n;
+        }
+        *len = got;
+    }
+    close(fd);
+    return buf;
+}
+
+/* "<stage>-<name>" (MindSpore's merged pipeline strategies): the stage and
+ * where the name starts.  A name with no '-' is stage 0 as it is. */
+static int split_stage(const char *path, const char *full, uint64_t *stage, const char **name,
+                       ck_error *err)
+{
+    char q[CK_QUOTE_BUF];
+    const char *dash = strchr(full, '-');
+    *stage = 0;
+    *name = full;
+    if (dash == NULL)
+        return 0;
+    uint64_t v = 0;
+    bool ok = dash > full && strchr(dash + 1, '-') == NULL;
+    for (const char *p = full; ok && p < dash; p++) {
+        ok = *p >= '0' && *p <= '9' && v <= (UINT32_MAX - 9) / 10;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (!ok)
+        return ck_fail(err, EINVAL, "%s: '%s': a '-' in a name that is not '<stage>-<name>'",
+                       path, ck_quote(q, full, strlen(full)));
+    *stage = v;
+    *name = dash + 1;
+    return 0;
+}
+
+static int bad(const char *path, const char *name, ck_error *err, const char *what)
+{
+    char q[CK_QUOTE_BUF];
+    return ck_fail(err, EINVAL, "%s: parameter '%s': %s", path, ck_quote(q, name, strlen(name)),
+                   what);
+}
+
+/* The device matrix and the tensor map: sizes in range, map entries naming
+ * existing axes, none twice. */
+static int check_axes(const char *path, const char *name, const parallel_layouts *pl,
+                      uint64_t *devices, ck_error *err)
+{
+    if (pl->n_dev_matrix != 1 || pl->n_tensor_map != 1)
+        return bad(path, name, err, "want exactly one dev_matrix and one tensor_map");
+    if (pl->n_param_split_shape > 1 || pl->n_indices_offset > 1)
+        return bad(path, name, err, "more than one param_split_shape or indices_offset");
+    const Mindspore__Straspb__DevMatrix *dm = pl->dev_matrix[0];
+    const Mindspore__Straspb__TensorMap *tm = pl->tensor_map[0];
+    if (dm->n_dim == 0 || dm->n_dim > 64 || tm->n_dim > 64)
+        return bad(path, name, err, "a dev_matrix of 1 to 64 axes and a tensor_map of at most "
+                   "64 entries");
+    uint64_t prod = 1;
+    for (size_t i = 0; i < dm->n_dim; i++) {
+        if (dm->dim[i] < 1 || dm->dim[i] > MAX_DEVICE_DIM ||
+            __builtin_mul_overflow(prod, (uint64_t)dm->dim[i], &prod) || prod > MAX_DEVICE_DIM)
+            return bad(path, name, err, "a dev_matrix size out of range");
+    }
+    uint64_t used = 0;
+    for (size_t i = 0; i < tm->n_dim; i++) {
+        int64_t k = tm->dim[i];
+        if (k < -1 || k >= (int64_t)dm->n_dim)
+            return bad(path, name, err, "a tensor_map entry names no axis of the dev_matrix");
+        if (k >= 0 && (used & (1ull << k)))
+            return bad(path, name, err, "the tensor_map uses a device axis twice");
+        if (k >= 0)
+            used |= 1ull << k;
+    }
+    *devices = prod;
+    return 0;
+}
+
+/* The optimizer shard: as _construct_tensor_layout_for_opt_shard requires. */
+static int check_opt_shard(const char *path, ck_layout *l, const parallel_layouts *pl,
+                           uint64_t devices, ck_error *err)
+{
+    int32_t step = pl->opt_weight_shard_step, size = pl->opt_weight_shard_size;
+    if (pl->field < 0 || step < 0 || size < -1)
+        return bad(path, l->name, err, "a negative field, opt_weight_shard_step or "
+                   "opt_weight_shard_size");
+    if (size == -1) { /* _extract_layout_item: the whole group */
+        if (step == 0)
+            return bad(path, l->name, err, "opt_weight_shard_size -1 with "
+                       "opt_weight_shard_step 0");
+        size = (int32_t)(devices / (uint64_t)step);
+    }
+    l->opt_step = (uint32_t)step;
+    l->opt_size = (uint32_t)size;
+    if (step == 0 || size == 0) {
+        l->opt_step = l->opt_size = 0;
+        return 0;
+    }
+    uint64_t mp = 1;
+    for (uint32_t d = 0; d < l->n_map; d++)
+        mp *= ck_layout_split(l, d); /* distinct axes: at most the device count */
+    if ((uint64_t)step != mp)
+        return bad(path, l->name, err, "opt_weight_shard_step is not the model-parallel slice "
+                   "count");
+    if (devices % ((uint64_t)step * (uint64_t)size) != 0)
+        return bad(path, l->name, err, "the optimizer shard does not divide the devices");
+    return 0;
+}
+
+static int fill_layout(const char *path, const Mindspore__Straspb__ParallelLayoutItem *it,
+                       ck_layout *l, uint64_t *devices, ck_error *err)
+{
+    uint64_t stage;
+    if (split_stage(path, it->param_name, &stage, &l->name, err) < 0)
+        return -1;
+    if (stage != 0)
+        return bad(path, it->param_name, err, "a pipeline stage other than 0 (pipeline "
+                   "strategies are not merged)");
+    const parallel_layouts *pl = it->parallel_layouts;
+    if (check_axes(path, it->param_name, pl, devices, err) < 0)
+        return -1;
+    l->dev = pl->dev_matrix[0]->dim;
+    l->n_dev = (uint32_t)pl->dev_matrix[0]->n_dim;
+    l->map = pl->tensor_map[0]->dim;
+    l->n_map = (uint32_t)pl->tensor_map[0]->n_dim;
+    l->field = pl->field;
+    l->uneven = pl->n_param_split_shape == 1 && pl->param_split_shape[0]->n_dim > 0;
+    return check_opt_shard(path, l, pl, *devices, err);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const ck_layout *)a)->name, ((const ck_layout *)b)->name);
+}
+
+static int fill_layouts(const char *path, const strategy_map *msg, ck_strategy *s,
+                        ck_error *err)
+{
+    if (msg->n_parallel_layout_item == 0)
+        return ck_fail(err, EINVAL, "%s: the strategy has no parallel_layout_item", path);
+    s->layouts = calloc(msg->n_parallel_layout_item, sizeof *s->layouts);
+    if (s->layouts == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", path);
+    for (size_t i = 0; i < msg->n_parallel_layout_item; i++) {
+        uint64_t devices = 0;
+        if (fill_layout(path, msg->parallel_layout_item[i], &s->layouts[i], &devices, err) < 0)
+            return -1;
+        if (i > 0 && devices != s->devices) {
+            char q[CK_QUOTE_BUF];
+            const char *name = msg->parallel_layout_item[i]->param_name;
+            return ck_fail(err, EINVAL, "%s: parameter '%s': a device matrix of %llu devices, "
+                           "the others have %llu", path, ck_quote(q, name, strlen(name)),
+                           (unsigned long long)devices, (unsigned long long)s->devices);
+        }
+        s->devices = devices;
+        s->n++;
+    }
+    qsort(s->layouts, s->n, sizeof *s->layouts, by_name);
+    for (size_t i = 1; i < s->n; i++)
+        if (strcmp(s->layouts[i - 1].name, s->layouts[i].name) == 0)
+            return bad(path, s->layouts[i].name, err, "listed twice");
+    return 0;
+}
+
+int ck_strategy_load(const char *path, ck_strategy *s, ck_error *err)
+{
+    memset(s, 0, sizeof *s);
+    size_t len = 0;
+    unsigned char *buf = read_file(path, &len, err);
+    if (buf == NULL)
+        return -1;
+    /* protobuf-c refuses a truncated message and a missing required field. */
+    strategy_map *msg = mindspore__straspb__parallel_strategy_map__unpack(NULL, len, buf);
+    free(buf);
+    if (msg == NULL)
+        return ck_fail(err, EINVAL, "%s: not a MindSpore parallel strategy file "
+                       "(ParallelStrategyMap does not decode)", path);
+    s->msg = msg;
+    if (fill_layouts(path, msg, s, err) < 0) {
+        ck_strategy_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+void ck_strategy_free(ck_strategy *s)
+{
+    free(s->layouts);
+    if (s->msg != NULL)
+        mindspore__straspb__parallel_strategy_map__free_unpacked(s->msg, NULL);
+    memset(s, 0, sizeof *s);
+}
+
+const ck_layout *ck_strategy_find(const ck_strategy *s, const char *name, size_t len)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *m = s->layouts[mid].name;
+        size_t mlen = strlen(m);
+        int c = memcmp(m, name, mlen < len ? mlen : len);
+        if (c == 0)
+            c = (mlen > len) - (mlen < len);
+        if (c == 0)
+            return &s->layouts[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+uint64_t ck_layout_split(const ck_layout *l, uint32_t d)
+{
+    int64_t k = l->map[d];
+    return k < 0 ? 1 : (uint64_t)l->dev[l->n_dev - 1 - (uint32_t)k];
+}
