@@ -22,8 +22,8 @@
 #    does, where the system lets us: root) after the mount, before the read;
 #    warm: the sources read into the page cache first, so the read is the
 #    daemon's first one.  REPS rounds, the four alternating in each (each
-#    round starting at the next); medians
-#    and time ratios (dim0/plain, dim1/plain, plain/cat).
+#    round starting at the next); medians and time ratios (dim0/plain,
+#    dim1/plain, plain/cat).
 # 2. each daemon's VmHWM after the read (/proc/PID/status of the daemon):
 #    the dim-1 gather must stay bounded like the plain read.
 # 3. once, not timed: FUSE READ requests per cat of out (the `-d` request
