@@ -17,7 +17,8 @@
  *   grid of axis_fragmentations slices of local_shape each, s being a
  *   slice's row-major index in that grid (not an element offset), stored in
  *   the first storage entry's file.  A slice of the full shape is the whole
- *   tensor (a writer that gathered it).
+ *   tensor (a writer that gathered it).  A name metadata.json does not
+ *   describe (a buffer every rank saves whole) is the first file's.
  * - Without metadata.json (one card), every file holds whole tensors and a
  *   name may be in one file only.
  */
@@ -591,9 +592,9 @@ static int new_tensor(iter *it, const ck_tensor *t0, const param_meta *pm,
 static int add_tensor(iter *it, uint32_t f, const ck_tensor *t0, ck_error *err)
 {
     const json_t *pj = it->params ? json_object_getn(it->params, t0->name, t0->name_len) : NULL;
-    if (pj == NULL && it->first[f][t0 - it->files->models[f]->index.tensors] == 2)
-        return slice_fail(it, f, t0, err, it->params ? "in several files, and metadata.json "
-                          "does not describe it" : "in several files (and no metadata.json)");
+    if (it->params == NULL && it->first[f][t0 - it->files->models[f]->index.tensors] == 2)
+        return slice_fail(it, f, t0, err, "in several files (and no metadata.json to say how "
+                          "they make one tensor)");
     param_meta pm = {.slices = 1, .ndim = t0->ndim};
     memcpy(pm.global, t0->dims, t0->ndim * sizeof *pm.global);
     for (uint32_t d = 0; d < pm.ndim; d++)

@@ -29,8 +29,9 @@
  * and, when a run reuses a directory, renames the prefix <prefix>_1,
  * <prefix>_2...  When every complete checkpoint is so named with one
  * prefix, the newest is the highest (epoch, step); with one prefix and its
- * renamings, the highest (renaming, epoch, step); otherwise, and between
- * equals, the latest modification time, then the last name.
+ * renamings, the highest (renaming, epoch, step); when they are all
+ * iteration directories, the highest N; otherwise, and between equals, the
+ * latest modification time, then the last name.
  */
 #define _GNU_SOURCE
 #include "run_dir.h"
@@ -273,7 +274,7 @@ static int add_iteration_entry(ck_run_list *l, int dfd, const char *dir, int64_t
     if (first[0] == '\0')
         return 0;
     ck_run_entry *e = &l->e[l->n];
-    *e = (ck_run_entry){.name = strdup(dir), .file = strdup(dir), .iteration = true,
+    *e = (ck_run_entry){.name = strdup(dir), .file = strdup(dir), .iteration = true, .step = n,
                         .mtime = all.st_mtim, .size = (uint64_t)all.st_size,
                         .mode = all.st_mode, .uid = all.st_uid, .gid = all.st_gid,
                         .complete = tracked >= 0 ? (uint64_t)tracked >= n
@@ -400,6 +401,11 @@ static int unique_names(ck_run_list *l, const char *path, ck_error *err)
  * they are all numbered with one base prefix, else by time alone. */
 static bool one_run(ck_run_list *l)
 {
+    bool iterations = true; /* all numbered by their directories' names alone */
+    for (size_t i = 0; i < l->n; i++)
+        iterations &= !l->e[i].complete || l->e[i].iteration;
+    if (iterations)
+        return true;
     const ck_run_entry *first = NULL;
     size_t first_len = 0, first_base = 0;
     bool same_prefix = true, same_base = true;
