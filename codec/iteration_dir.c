@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "decimal.h"
 #include "model_set.h"
 #include "safetensors_reader.h"
 #include "tensor_grid.h"
@@ -64,49 +65,23 @@ typedef struct iter {
     size_t n_described;         /* tensors added that metadata.json describes */
 } iter;
 
-static const ck_format iteration_format = {
-    .name = "iteration",
-    .title = "MindSpore Transformers iteration directory",
-    .extension = "",
-    .free_state = ck_mset_free,
-    .type_name = ck_mset_type_name,
-    .is_data_file = ck_mset_is_data_file,
-    .notes = ck_mset_notes,
-};
+static const ck_format iteration_format =
+    CK_MSET_FORMAT("iteration", "MindSpore Transformers iteration directory");
 
 static int nomem(const char *path, ck_error *err)
 {
     return ck_fail(err, ENOMEM, "%s: out of memory", path);
 }
 
-/* At least 7 digits and no more than fit, into *v. */
+/* A shard file's index: at least 7 digits (mindformers' {:07d}). */
 static bool digits(const char *s, size_t len, uint64_t *v)
 {
-    uint64_t x = 0;
-    if (len < 7)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9' || x > (UINT64_MAX - 9) / 10)
-            return false;
-        x = x * 10 + (uint64_t)(s[i] - '0');
-    }
-    *v = x;
-    return true;
+    return len >= 7 && ck_decimal(s, len, v);
 }
 
 bool ck_iteration_dir_name(const char *name, uint64_t *n)
 {
-    const char *p = name + 10;
-    if (strncmp(name, "iteration_", 10) != 0 || *p == '\0')
-        return false;
-    uint64_t x = 0;
-    for (; *p; p++) {
-        if (*p < '0' || *p > '9' || x > (UINT64_MAX - 9) / 10)
-            return false;
-        x = x * 10 + (uint64_t)(*p - '0');
-    }
-    *n = x;
-    return true;
+    return strncmp(name, "iteration_", 10) == 0 && ck_decimal(name + 10, strlen(name + 10), n);
 }
 
 /* Anchored on the right: the prefix is free text and may hold '-'. */
