@@ -60,13 +60,9 @@ static int nomem(const char *path, ck_error *err)
  * rank_<id> that is not a directory. */
 static int open_rank_dirs(int dfd, const char *path, uint32_t n, int *fds, ck_error *err)
 {
-    int lfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
-    if (d == NULL) {
-        if (lfd >= 0)
-            close(lfd);
+    DIR *d = ck_list_dir(dfd);
+    if (d == NULL)
         return ck_fail_errno(err, errno, "%s: cannot list the directory", path);
-    }
     int rc = 0;
     struct dirent *de;
     while (rc == 0 && (errno = 0, de = readdir(d)) != NULL) {

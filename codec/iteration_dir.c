@@ -135,13 +135,9 @@ static int cmp_shard(const void *a, const void *b)
 static int list_files(int dfd, const char *path, shard_file **out, size_t *n_out,
                       bool *has_meta, ck_error *err)
 {
-    int lfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
-    if (d == NULL) {
-        if (lfd >= 0)
-            close(lfd);
+    DIR *d = ck_list_dir(dfd);
+    if (d == NULL)
         return ck_fail_errno(err, errno, "%s: cannot list the directory", path);
-    }
     shard_file *f = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;

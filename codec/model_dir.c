@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "model_dir.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -251,4 +252,16 @@ const char *ck_dir_rel(const ck_model_dir *d, const char *path)
     if (strncmp(path, d->path, n) != 0 || path[n] != '/' || path[n + 1] == '\0')
         return NULL;
     return path + n + 1;
+}
+
+DIR *ck_list_dir(int dfd)
+{
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (d == NULL && fd >= 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return d;
 }

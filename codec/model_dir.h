@@ -18,6 +18,7 @@
 #ifndef CK_MODEL_DIR_H
 #define CK_MODEL_DIR_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -76,6 +77,10 @@ const char *ck_dir_join(const ck_model_dir *d, const char *rel, char *buf, size_
 
 /* path relative to the directory, when path is "<dir>/<rel>"; else NULL. */
 const char *ck_dir_rel(const ck_model_dir *d, const char *path);
+
+/* A stream of the entries of the directory open as dfd (O_PATH will do),
+ * from its start; dfd stays the caller's.  NULL with errno set. */
+DIR *ck_list_dir(int dfd);
 
 /* What a file of this mode is, for "... is a FIFO, not a regular file". */
 const char *ck_file_kind(mode_t mode);

@@ -48,6 +48,7 @@
 
 #include "decimal.h"
 #include "iteration_dir.h"
+#include "model_dir.h"
 
 #define SET_INDEX ".safetensors.index.json"
 #define TRACKER "latest_checkpointed_iteration.txt"
@@ -122,13 +123,9 @@ static bool is_complete(const struct stat *st, double settle, const struct times
 /* Every name in the directory, sorted. */
 static int list_names(const char *path, int dfd, char ***out, size_t *n_out, ck_error *err)
 {
-    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* from its start */
-    DIR *d = fd < 0 ? NULL : fdopendir(fd);
-    if (d == NULL) {
-        if (fd >= 0)
-            close(fd);
+    DIR *d = ck_list_dir(dfd);
+    if (d == NULL)
         return ck_fail_errno(err, errno, "%s: cannot list", path);
-    }
     char **names = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;
@@ -225,11 +222,13 @@ static int add_iteration_entry(ck_run_list *l, int dfd, const char *dir, int64_t
                                ck_error *err)
 {
     uint64_t n;
-    int ifd = openat(dfd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *d = ifd < 0 ? NULL : fdopendir(ifd);
+    int ifd = openat(dfd, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = ifd < 0 ? NULL : ck_list_dir(ifd);
+    if (ifd >= 0)
+        close(ifd);
     if (!ck_iteration_dir_name(dir, &n) || d == NULL) {
-        if (ifd >= 0)
-            close(ifd);
+        if (d != NULL)
+            closedir(d);
         return 0;
     }
     struct stat all = {.st_mode = S_IFREG | 07777}, st;
