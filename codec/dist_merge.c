@@ -30,69 +30,30 @@
 #include <unistd.h>
 
 #include "dist_strategy.h"
+#include "model_set.h"
 #include "run_dir.h"
-
-typedef struct dist_state {
-    ck_model **ranks;
-    uint32_t n;
-    char notes[64];
-} dist_state;
-
-/* One rank's parameters by name, for lookups. */
-typedef struct by_name {
-    const ck_index *ix;
-    uint32_t *ids;
-    size_t n;
-} by_name;
+#include "tensor_grid.h"
 
 /* What a merge is working with. */
 typedef struct merge {
     const char *path;           /* DIST_DIR, for messages */
     const ck_strategy *strategy;
     ck_model *m;                /* the merged model */
-    dist_state *st;
-    by_name *names;             /* per rank */
-    uint32_t *src_base;         /* rank r's source i is the merged model's src_base[r] + i */
+    ck_model_set *ranks;        /* its state: rank r is model r */
     const ck_tensor **t;        /* per rank: the parameter being merged */
     uint32_t *owner;            /* per grid piece: the lowest rank holding it */
+    ck_grid_piece *pieces;      /* and its tensor */
 } merge;
-
-static void dist_free_state(void *state)
-{
-    dist_state *st = state;
-    for (uint32_t r = 0; r < st->n; r++)
-        ck_model_close(st->ranks[r]);
-    free(st->ranks);
-    free(st);
-}
-
-static const char *dist_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
-{
-    const dist_state *st = m->state;
-    return t != NULL ? t->type_name : ck_model_type_name(st->ranks[0], NULL, dt);
-}
-
-static bool dist_is_data_file(const ck_model *m, uint32_t i)
-{
-    (void)m; /* every source is a view of a rank's: the ranks' files are their own */
-    (void)i;
-    return false;
-}
-
-static const char *dist_notes(const ck_model *m)
-{
-    return ((const dist_state *)m->state)->notes;
-}
 
 /* Not in format.c's table: nothing is recognised as one, or saved as one. */
 static const ck_format dist_format = {
     .name = "distributed",
     .title = "merged distributed checkpoint",
     .extension = "",
-    .free_state = dist_free_state,
-    .type_name = dist_type_name,
-    .is_data_file = dist_is_data_file,
-    .notes = dist_notes,
+    .free_state = ck_mset_free,
+    .type_name = ck_mset_type_name,
+    .is_data_file = ck_mset_is_data_file,
+    .notes = ck_mset_notes,
 };
 
 static int nomem(const char *path, ck_error *err)
@@ -182,23 +143,21 @@ static ck_model *open_rank(int rfd, const char *path, uint32_t r, const ck_open_
 }
 
 static int open_ranks(const char *path, uint32_t n, const ck_open_opts *o, bool watch,
-                      dist_state *st, ck_error *err)
+                      ck_model_set *set, ck_error *err)
 {
     int dfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return ck_fail_errno(err, errno, "%s: cannot open the directory", path);
     int *fds = malloc(n * sizeof *fds);
-    st->ranks = calloc(n, sizeof *st->ranks);
-    int rc = fds == NULL || st->ranks == NULL ? nomem(path, err) : 0;
+    int rc = fds == NULL ? nomem(path, err) : 0;
     for (uint32_t r = 0; fds != NULL && r < n; r++)
         fds[r] = -1;
     if (rc == 0)
         rc = open_rank_dirs(dfd, path, n, fds, err);
     for (uint32_t r = 0; rc == 0 && r < n; r++) {
-        const ck_model *rank0 = r > 0 ? st->ranks[0] : NULL;
-        if ((st->ranks[r] = open_rank(fds[r], path, r, o, watch, rank0, err)) == NULL)
-            rc = -1;
-        st->n = r + 1;
+        const ck_model *rank0 = r > 0 ? set->models[0] : NULL;
+        ck_model *m = open_rank(fds[r], path, r, o, watch, rank0, err);
+        rc = m == NULL ? -1 : ck_mset_put(set, r, m, err);
     }
     for (uint32_t r = 0; fds != NULL && r < n; r++)
         if (fds[r] >= 0)
@@ -209,48 +168,6 @@ static int open_ranks(const char *path, uint32_t n, const ck_open_opts *o, bool 
 }
 
 /* ---- parameters by name ----------------------------------------------- */
-
-static int cmp_name(const ck_tensor *a, const char *name, size_t len)
-{
-    int c = memcmp(a->name, name, a->name_len < len ? a->name_len : len);
-    return c != 0 ? c : (a->name_len > len) - (a->name_len < len);
-}
-
-static int cmp_ids(const void *a, const void *b, void *ix_)
-{
-    const ck_index *ix = ix_;
-    const ck_tensor *y = &ix->tensors[*(const uint32_t *)b];
-    return cmp_name(&ix->tensors[*(const uint32_t *)a], y->name, y->name_len);
-}
-
-static int index_names(by_name *bn, const ck_index *ix, const char *path, ck_error *err)
-{
-    bn->ix = ix;
-    bn->n = ix->n_live;
-    bn->ids = malloc((bn->n ? bn->n : 1) * sizeof *bn->ids);
-    if (bn->ids == NULL)
-        return nomem(path, err);
-    memcpy(bn->ids, ix->live, bn->n * sizeof *bn->ids);
-    qsort_r(bn->ids, bn->n, sizeof *bn->ids, cmp_ids, (void *)ix);
-    return 0;
-}
-
-static const ck_tensor *find(const by_name *bn, const char *name, size_t len)
-{
-    size_t lo = 0, hi = bn->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const ck_tensor *t = &bn->ix->tensors[bn->ids[mid]];
-        int c = cmp_name(t, name, len);
-        if (c == 0)
-            return t;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
-}
 
 static const char *quoted(const ck_tensor *t, char q[CK_QUOTE_BUF])
 {
@@ -273,9 +190,9 @@ static const char *shape(const ck_tensor *t, char *buf, size_t size)
 static int gather_ranks(merge *g, const ck_tensor *t0, ck_error *err)
 {
     char q[CK_QUOTE_BUF];
-    for (uint32_t r = 0; r < g->st->n; r++) {
-        const ck_tensor *t = r == 0 ? t0 : find(&g->names[r], t0->name, t0->name_len);
-        const char *rpath = g->st->ranks[r]->path;
+    for (uint32_t r = 0; r < g->ranks->n; r++) {
+        const ck_tensor *t = r == 0 ? t0 : ck_mset_find(g->ranks, r, t0->name, t0->name_len);
+        const char *rpath = g->ranks->models[r]->path;
         if (t == NULL)
             return ck_fail(err, EINVAL, "%s: no parameter '%s', which rank_0 has", rpath,
                            quoted(t0, q));
@@ -292,7 +209,7 @@ static int gather_ranks(merge *g, const ck_tensor *t0, ck_error *err)
 static int refuse(merge *g, uint32_t r, const ck_tensor *t, ck_error *err, const char *what)
 {
     char q[CK_QUOTE_BUF];
-    return ck_fail(err, EINVAL, "%s: parameter '%s': %s", g->st->ranks[r]->path,
+    return ck_fail(err, EINVAL, "%s: parameter '%s': %s", g->ranks->models[r]->path,
                    quoted(t, q), what);
 }
 
@@ -304,7 +221,7 @@ static int check_slices(merge *g, const ck_layout *l, ck_error *err)
     char a[256], b[256], why[600];
     if (l == NULL)
         return 0; /* rank 0's as stored, whatever the others hold */
-    for (uint32_t r = 1; r < g->st->n; r++) {
+    for (uint32_t r = 1; r < g->ranks->n; r++) {
         const ck_tensor *t = g->t[r];
         if (t->dtype != t0->dtype) {
             snprintf(why, sizeof why, "type %s, rank_0 has %s", t->type_name, t0->type_name);
@@ -373,7 +290,7 @@ static int grid_of(merge *g, const ck_layout *l, uint64_t *grid, int64_t *full, 
             grid[0] *= l->opt_size; /* both at most the device count */
         int64_t f;
         if (__builtin_mul_overflow(t0->dims[d], (int64_t)grid[d], &f) ||
-            __builtin_mul_overflow(*pieces, grid[d], pieces) || *pieces > g->st->n)
+            __builtin_mul_overflow(*pieces, grid[d], pieces) || *pieces > g->ranks->n)
             return refuse(g, 0, t0, err, "the strategy cuts it into more slices than there "
                           "are ranks");
         full[d] = f;
@@ -387,7 +304,7 @@ static int owners(merge *g, const ck_layout *l, const uint64_t *grid, uint64_t p
 {
     for (uint64_t p = 0; p < pieces; p++)
         g->owner[p] = UINT32_MAX;
-    for (uint32_t r = g->st->n; l != NULL && r-- > 0;)
+    for (uint32_t r = g->ranks->n; l != NULL && r-- > 0;)
         g->owner[piece_of(l, grid, g->t[0]->ndim, r)] = r;
     if (l == NULL)
         g->owner[0] = 0;
@@ -401,63 +318,16 @@ static int owners(merge *g, const ck_layout *l, const uint64_t *grid, uint64_t p
     return 0;
 }
 
-static int add_extents(merge *g, ck_tensor *t, uint32_t r, ck_error *err)
-{
-    const ck_tensor *from = g->t[r];
-    for (uint32_t k = 0; k < from->n_ext; k++) {
-        const ck_extent *x = ck_tensor_ext(from, k);
-        if (ck_tensor_add_extent(t, g->src_base[r] + x->src, x->off, x->len) < 0)
-            return nomem(g->path, err);
-    }
-    return 0;
-}
-
-/* The interleaving of pieces cut along more than dim 0 (tensor_index.h). */
-static int describe_gather(merge *g, ck_tensor *t, const uint64_t *grid, uint32_t last,
-                           ck_error *err)
-{
-    ck_arena *a = &g->m->index.arena;
-    ck_gather *gt = ck_arena_alloc(a, sizeof *gt);
-    uint64_t *full = ck_arena_alloc(a, (last + 1) * sizeof *full);
-    uint64_t *split = ck_arena_alloc(a, (last + 1) * sizeof *split);
-    if (gt == NULL || full == NULL || split == NULL)
-        return nomem(g->path, err);
-    uint64_t rows = 1; /* of a piece, before dimension `last` */
-    for (uint32_t d = 0; d <= last; d++) {
-        full[d] = (uint64_t)t->dims[d];
-        split[d] = grid[d];
-        if (d < last)
-            rows *= (uint64_t)g->t[0]->dims[d];
-    }
-    const ck_tensor *p0 = g->t[0];
-    if (rows == 0 || p0->nbytes % rows != 0 || p0->nbytes == 0)
-        return refuse(g, 0, p0, err, "its size does not match its shape");
-    *gt = (ck_gather){.ndim = last + 1, .run = p0->nbytes / rows, .full = full, .split = split};
-    t->gather = gt;
-    return 0;
-}
-
-/* The pieces' extents, in grid order; a gather when a dimension after the
- * first is cut. */
+/* The pieces' extents, in grid order (tensor_grid.h). */
 static int place_pieces(merge *g, ck_tensor *t, const uint64_t *grid, uint64_t pieces,
                         ck_error *err)
 {
-    int last = -1;
-    for (uint32_t d = 0; d < t->ndim && t->nbytes > 0; d++)
-        if (grid[d] > 1)
-            last = (int)d;
-    if (last > 0) {
-        for (uint64_t p = 0; p < pieces; p++) {
-            const ck_tensor *from = g->t[g->owner[p]];
-            if (from->n_ext != 1 || from->ext0.len != from->nbytes)
-                return refuse(g, g->owner[p], from, err, "stored in pieces, which ckptfs "
-                              "cannot interleave");
-        }
-    }
     for (uint64_t p = 0; p < pieces; p++)
-        if (add_extents(g, t, g->owner[p], err) < 0)
-            return -1;
-    return last > 0 ? describe_gather(g, t, grid, (uint32_t)last, err) : 0;
+        g->pieces[p] = (ck_grid_piece){.t = g->t[g->owner[p]],
+                                       .src_base = g->ranks->src_base[g->owner[p]]};
+    char what[CK_QUOTE_BUF + 32], q[CK_QUOTE_BUF];
+    snprintf(what, sizeof what, "%s: parameter '%s'", g->path, quoted(t, q));
+    return ck_grid_place(&g->m->index.arena, t, grid, g->pieces, what, err);
 }
 
 static int merge_one(merge *g, const ck_tensor *t0, ck_error *err)
@@ -495,30 +365,11 @@ static int check_strategy_names(merge *g, ck_error *err)
 {
     for (size_t i = 0; i < g->strategy->n; i++) {
         const char *name = g->strategy->layouts[i].name;
-        if (find(&g->names[0], name, strlen(name)) == NULL) {
+        if (ck_mset_find(g->ranks, 0, name, strlen(name)) == NULL) {
             char q[CK_QUOTE_BUF];
             return ck_fail(err, EINVAL, "%s: rank_0 has no parameter '%s', which the strategy "
-                           "names (a strategy of another run?)", g->st->ranks[0]->path,
+                           "names (a strategy of another run?)", g->ranks->models[0]->path,
                            ck_quote(q, name, strlen(name)));
-        }
-    }
-    return 0;
-}
-
-static int add_views(merge *g, ck_error *err)
-{
-    for (uint32_t r = 0; r < g->st->n; r++) {
-        const ck_model *rm = g->st->ranks[r];
-        g->src_base[r] = g->m->n_sources;
-        for (uint32_t i = 0; i < rm->n_sources; i++) {
-            ck_source *v = ck_source_view(rm->sources[i], err);
-            long id = v == NULL ? -1 : ck_model_add_source(g->m, v, err);
-            if (id < 0)
-                return -1;
-            /* A decoding rank source is serialized by its own model's lock,
-             * which its reads take: the merged model's would only serialize
-             * the ranks against each other. */
-            g->m->sources[id]->serial = NULL;
         }
     }
     return 0;
@@ -528,12 +379,12 @@ static int add_views(merge *g, ck_error *err)
 static int other_parameters(merge *g, uint32_t r, ck_error *err)
 {
     char q[CK_QUOTE_BUF];
-    const char *rpath = g->st->ranks[r]->path;
+    const char *rpath = g->ranks->models[r]->path;
     for (int way = 0; way < 2; way++) {
-        const by_name *from = &g->names[way == 0 ? 0 : r], *in = &g->names[way == 0 ? r : 0];
-        for (size_t i = 0; i < from->n; i++) {
-            const ck_tensor *t = &from->ix->tensors[from->ids[i]];
-            if (find(in, t->name, t->name_len) != NULL)
+        uint32_t from = way == 0 ? 0 : r, in = way == 0 ? r : 0;
+        for (size_t k = 0; k < g->ranks->models[from]->index.n_live; k++) {
+            const ck_tensor *t = ck_mset_sorted(g->ranks, from, k);
+            if (ck_mset_find(g->ranks, in, t->name, t->name_len) != NULL)
                 continue;
             return ck_fail(err, EINVAL, way == 0 ? "%s: no parameter '%s', which rank_0 has"
                                                  : "%s: parameter '%s', which rank_0 lacks",
@@ -545,23 +396,18 @@ static int other_parameters(merge *g, uint32_t r, ck_error *err)
 
 static int merge_all(merge *g, ck_error *err)
 {
-    uint32_t n = g->st->n;
-    g->names = calloc(n, sizeof *g->names);
-    g->src_base = calloc(n, sizeof *g->src_base);
+    uint32_t n = g->ranks->n;
     g->t = calloc(n, sizeof *g->t);
     g->owner = calloc(n, sizeof *g->owner);
-    if (g->names == NULL || g->src_base == NULL || g->t == NULL || g->owner == NULL)
+    g->pieces = calloc(n, sizeof *g->pieces);
+    if (g->t == NULL || g->owner == NULL || g->pieces == NULL)
         return nomem(g->path, err);
-    for (uint32_t r = 0; r < n; r++) {
-        const ck_model *rm = g->st->ranks[r];
-        if (index_names(&g->names[r], &rm->index, rm->path, err) < 0)
-            return -1;
-        if (r > 0 && rm->index.n_live != g->st->ranks[0]->index.n_live)
+    const ck_index *ix0 = &g->ranks->models[0]->index;
+    for (uint32_t r = 1; r < n; r++)
+        if (g->ranks->models[r]->index.n_live != ix0->n_live)
             return other_parameters(g, r, err);
-    }
-    if (check_strategy_names(g, err) < 0 || add_views(g, err) < 0)
+    if (check_strategy_names(g, err) < 0 || ck_mset_add_views(g->ranks, g->m, err) < 0)
         return -1;
-    const ck_index *ix0 = &g->st->ranks[0]->index;
     for (size_t i = 0; i < ix0->n_live; i++)
         if (merge_one(g, &ix0->tensors[ix0->live[i]], err) < 0)
             return -1;
@@ -570,25 +416,9 @@ static int merge_all(merge *g, ck_error *err)
 
 static void merge_free(merge *g)
 {
-    for (uint32_t r = 0; g->names != NULL && r < g->st->n; r++)
-        free(g->names[r].ids);
-    free(g->names);
-    free(g->src_base);
     free(g->t);
     free(g->owner);
-}
-
-/* What the mount shows as the model file's attributes: rank 0's file's
- * owner and times, all ranks' size, and only the permissions every rank's
- * file grants: a merged tensor holds bytes of each. */
-static void merged_stat(ck_model *m, const dist_state *st)
-{
-    m->st = st->ranks[0]->st;
-    m->st.st_size = 0;
-    for (uint32_t r = 0; r < st->n; r++) {
-        m->st.st_size += st->ranks[r]->st.st_size;
-        m->st.st_mode &= st->ranks[r]->st.st_mode | S_IFMT;
-    }
+    free(g->pieces);
 }
 
 ck_model *ck_dist_open(const char *dist_path, const char *strategy_path, const ck_open_opts *o,
@@ -603,20 +433,20 @@ ck_model *ck_dist_open(const char *dist_path, const char *strategy_path, const c
         ck_strategy_free(&s);
         return NULL;
     }
-    dist_state *st = calloc(1, sizeof *st);
+    ck_model_set *set = ck_mset_new((uint32_t)s.devices, dist_path, err);
     ck_model *m = NULL;
-    if (st == NULL) {
-        nomem(dist_path, err);
-    } else if (open_ranks(dist_path, (uint32_t)s.devices, o, watch, st, err) < 0) {
-        dist_free_state(st);
-    } else if ((m = ck_model_assembled(st->ranks[0]->dir, dist_path, &dist_format, err)) ==
+    if (set == NULL) {
+        /* said */
+    } else if (open_ranks(dist_path, (uint32_t)s.devices, o, watch, set, err) < 0) {
+        ck_mset_free(set);
+    } else if ((m = ck_model_assembled(set->models[0]->dir, dist_path, &dist_format, err)) ==
                NULL) {
-        dist_free_state(st);
+        ck_mset_free(set);
     } else {
-        m->state = st; /* closed with m from here on */
-        snprintf(st->notes, sizeof st->notes, ", merged from %u ranks", st->n);
-        merged_stat(m, st);
-        merge g = {.path = dist_path, .strategy = &s, .m = m, .st = st};
+        m->state = set; /* closed with m from here on */
+        snprintf(set->notes, sizeof set->notes, ", merged from %u ranks", set->n);
+        ck_mset_stat(set, &m->st);
+        merge g = {.path = dist_path, .strategy = &s, .m = m, .ranks = set};
         int rc = merge_all(&g, err);
         merge_free(&g);
         if (rc < 0) {

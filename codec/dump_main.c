@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "dist_merge.h"
+#include "iteration_dir.h"
 #include "model.h"
 #include "oneflow_meta.h"
 #include "run_dir.h"
@@ -161,7 +162,10 @@ int main(int argc, char **argv)
                 "       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n");
         return 2;
     }
-    if (is_dir(path) && strategy == NULL)
+    const char *slash = strrchr(path, '/');
+    uint64_t iteration;
+    bool iter = ck_iteration_dir_name(slash ? slash + 1 : path, &iteration);
+    if (is_dir(path) && strategy == NULL && !iter)
         return dump_run_dir(path, settle);
     ck_error err = {0};
     ck_key key;
@@ -172,7 +176,8 @@ int main(int argc, char **argv)
     opts.key = &key;
     opts.tmp_max = tmp_max;
     ck_model *m = strategy != NULL ? ck_dist_open(path, strategy, &opts, false, &err)
-                                   : ck_model_open(path, &opts, &err);
+                  : iter && is_dir(path) ? ck_iteration_open(path, &opts, false, &err)
+                                         : ck_model_open(path, &opts, &err);
     ck_key_wipe(&key);
     if (m == NULL) {
         fprintf(stderr, "ckptfs-dump: %s\n", err.msg);

@@ -23,6 +23,7 @@
 #include <zstd.h>
 
 #include "../codec/dist_merge.h"
+#include "../codec/iteration_dir.h"
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
 #include "../export/writer_lock.h"
@@ -545,24 +546,36 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
     return rc;
 }
 
-/* A distributed checkpoint merged by its strategy file (codec/dist_merge.h):
- * one read-only model. */
-static int mount_dist(const struct cli *cli, struct fuse_args *args,
-                      struct fuse_cmdline_opts *opts, const char *path, const ck_open_opts *oo)
+/* A model assembled from several files, read-only: a distributed
+ * checkpoint merged by its strategy file (codec/dist_merge.h), or an
+ * iteration directory (codec/iteration_dir.h). */
+static int mount_assembled(const struct cli *cli, struct fuse_args *args,
+                           struct fuse_cmdline_opts *opts, const char *path,
+                           const ck_open_opts *oo)
 {
+    const char *what = cli->strategy ? "a distributed checkpoint" : "an iteration directory";
     if (cli->rw == 1 || cli->create) {
-        fprintf(stderr, "ckptfs: %s: a distributed checkpoint is mounted read-only (-o rw and "
-                "-o create are for one model)\n", path);
+        fprintf(stderr, "ckptfs: %s: %s is mounted read-only (-o rw and -o create are for one "
+                "model)\n", path, what);
         return 1;
     }
     ck_error err = {0};
-    ck_model *model = ck_dist_open(path, cli->strategy, oo, true, &err);
+    ck_model *model = cli->strategy ? ck_dist_open(path, cli->strategy, oo, true, &err)
+                                    : ck_iteration_open(path, oo, true, &err);
     if (model == NULL) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         return 1;
     }
     ck_writer_lock none = {.fd = -1};
     return serve_opened(model, false, cli, args, opts, oo, &none, opts->mountpoint, path);
+}
+
+/* Whether path names an iteration directory (iteration_<N>). */
+static bool is_iteration(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    uint64_t n;
+    return ck_iteration_dir_name(slash ? slash + 1 : path, &n);
 }
 
 /* Whether the mount will write the model, as far as can be told before
@@ -677,8 +690,8 @@ int main(int argc, char **argv)
         goto out;
     }
     if (is_dir) {
-        rc = cli.strategy ? mount_dist(&cli, &args, &opts, path, &oo)
-                          : mount_run(&cli, &args, &opts, path, &oo);
+        rc = cli.strategy || is_iteration(path) ? mount_assembled(&cli, &args, &opts, path, &oo)
+                                                : mount_run(&cli, &args, &opts, path, &oo);
         free(abs);
         goto out;
     }

@@ -1,0 +1,68 @@
+/*
+ * tensor_grid: a full tensor as a grid of slices (tensor_grid.h).
+ *
+ * When only dim 0 is cut, the slices simply follow each other: their
+ * extents, in order, are the tensor's.  When a later dimension is cut, the
+ * tensor's bytes interleave the slices' rows; ck_gather (tensor_index.h)
+ * says how, and every slice must then be one extent.
+ */
+#include "tensor_grid.h"
+
+#include <errno.h>
+
+static int add_extents(ck_tensor *t, const ck_grid_piece *p, const char *what, ck_error *err)
+{
+    for (uint32_t k = 0; k < p->t->n_ext; k++) {
+        const ck_extent *x = ck_tensor_ext(p->t, k);
+        if (ck_tensor_add_extent(t, p->src_base + x->src, x->off, x->len) < 0)
+            return ck_fail(err, ENOMEM, "%s: out of memory", what);
+    }
+    return 0;
+}
+
+/* The interleaving when dimension last > 0 is the last one cut. */
+static int describe_gather(ck_arena *a, ck_tensor *t, const uint64_t *grid, uint32_t last,
+                           const ck_tensor *slice, const char *what, ck_error *err)
+{
+    ck_gather *g = ck_arena_alloc(a, sizeof *g);
+    uint64_t *full = ck_arena_alloc(a, (last + 1) * sizeof *full);
+    uint64_t *split = ck_arena_alloc(a, (last + 1) * sizeof *split);
+    if (g == NULL || full == NULL || split == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", what);
+    uint64_t rows = 1; /* of a slice, before dimension `last` */
+    for (uint32_t d = 0; d <= last; d++) {
+        full[d] = (uint64_t)t->dims[d];
+        split[d] = grid[d];
+        if (d < last)
+            rows *= (uint64_t)slice->dims[d];
+    }
+    if (rows == 0 || slice->nbytes == 0 || slice->nbytes % rows != 0)
+        return ck_fail(err, EINVAL, "%s: a slice's size does not match its shape", what);
+    *g = (ck_gather){.ndim = last + 1, .run = slice->nbytes / rows, .full = full,
+                     .split = split};
+    t->gather = g;
+    return 0;
+}
+
+int ck_grid_place(ck_arena *arena, ck_tensor *t, const uint64_t *grid,
+                  const ck_grid_piece *pieces, const char *what, ck_error *err)
+{
+    uint64_t n = 1;
+    int last = -1;
+    for (uint32_t d = 0; d < t->ndim; d++) {
+        n *= grid[d];
+        if (grid[d] > 1 && t->nbytes > 0)
+            last = (int)d;
+    }
+    for (uint64_t p = 0; last > 0 && p < n; p++) {
+        const ck_tensor *s = pieces[p].t;
+        if (s->n_ext != 1 || s->ext0.len != s->nbytes)
+            return ck_fail(err, EINVAL, "%s: a slice stored in pieces, which ckptfs cannot "
+                           "interleave", what);
+    }
+    for (uint64_t p = 0; p < n; p++)
+        if (add_extents(t, &pieces[p], what, err) < 0)
+            return -1;
+    return last > 0 ? describe_gather(arena, t, grid, (uint32_t)last, pieces[0].t, what, err)
+                    : 0;
+}
