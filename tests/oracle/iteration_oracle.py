@@ -34,7 +34,8 @@ global_offset[0] over axis_fragmentations and places each block at coord * local
     /usr/bin/python3 iteration_oracle.py tree ITER_DIR OUT_TREE   (the expected mount)
     /usr/bin/python3 iteration_oracle.py bad OUT_DIR --case C
         OUT_DIR/iteration_00000010/ with one defect; prints "FILE<TAB>PARAM" that the
-        refusal must name (PARAM "-" when no one parameter is at fault)
+        refusal must name (PARAM "-" when no one parameter is at fault; FILE "A|B" when
+        naming either will do: a name in two files)
     /usr/bin/python3 iteration_oracle.py file-tree FILE OUT_TREE  (the tree of one plain file)
     /usr/bin/python3 iteration_oracle.py names ITER_DIR           (tensor names in mount order)
 
@@ -553,7 +554,8 @@ def bad(out_dir, case, seed):
                  so.load_reference(os.path.join(it, file_name(None, "model", 0, 1))).entries}
         e = model["model.norm.weight"]
         rewrite(opt, lambda ts: ts + [("model.norm.weight", e.ms_type, e.shape, e.out)])
-        res = (file_name(None, "opt", 0, 1), "model.norm.weight")
+        res = (file_name(None, "opt", 0, 1) + "|" + file_name(None, "model", 0, 1),
+               "model.norm.weight")
     if doc is not None:
         with open(mpath, "w", encoding="utf-8") as f:
             f.write(json.dumps(doc, ensure_ascii=False, indent=4))
