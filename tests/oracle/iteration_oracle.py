@@ -434,7 +434,8 @@ def assemble(name, g, frag, local, storage, files):
             raise Refused(f"metadata.json: {name}: no storage_data entry for slice {s}")
         entries = files.get(fname)
         if entries is None:
-            raise Refused(f"{fname}: {name}: slice {s} is in a file that does not exist")
+            raise Refused(f"metadata.json: {name}: slice {s} is stored in {fname!r}, which is not "
+                          "a shard file of the directory")
         e = entries.get(name)
         if e is None:
             raise Refused(f"{fname}: {name}: slice {s} is not in the file")
@@ -502,7 +503,8 @@ def write_tree(out_tree, items):
 # ---------------------------------------------------------------------------------------
 
 BAD_CASES = ["missingchunk", "missingfile", "missingtensor", "wrongshape", "wrongdtype", "notjson",
-             "badtypes", "interleaved", "dupname"]
+             "badtypes", "interleaved", "dupname", "outside", "absolute", "badkey", "chunkshape",
+             "outofrange", "nostorage"]
 VICTIM = "model.layers.0.mlp.w1.weight"  # split on both axes: slice 1 is only in rank 1's file
 
 
@@ -547,6 +549,29 @@ def bad(out_dir, case, seed):
         res = ("metadata.json", VICTIM)
     elif case == "interleaved":
         doc["state_dict_metadata"][VICTIM]["layout"]["interleaved_parallel"] = True
+        res = ("metadata.json", VICTIM)
+    elif case in ("outside", "absolute"):
+        # a storage entry naming a real shard file outside the iteration directory
+        outside = os.path.join(out_dir, rank1)
+        with open(os.path.join(it, rank1), "rb") as f:
+            co.write_file(outside, [f.read()])
+        entry = doc["storage_data"][shard_key(VICTIM, 1)][0]
+        entry["file_name"] = "../" + rank1 if case == "outside" else os.path.abspath(outside)
+        res = ("metadata.json", VICTIM)
+    elif case == "badkey":  # ('name', 1): the offset is no tuple
+        st = doc["storage_data"]
+        st[str((VICTIM, 1))] = st.pop(shard_key(VICTIM, 1))
+        res = ("metadata.json", VICTIM)
+    elif case == "chunkshape":
+        doc["state_dict_metadata"][VICTIM]["chunk"][1]["local_shape"] = [4, 4]
+        res = ("metadata.json", VICTIM)
+    elif case == "outofrange":  # slice 3 listed as 4 (of 0..3)
+        pm = doc["state_dict_metadata"][VICTIM]
+        next(c for c in pm["chunk"] if c["global_offset"] == [3])["global_offset"] = [4]
+        doc["storage_data"][shard_key(VICTIM, 4)] = doc["storage_data"].pop(shard_key(VICTIM, 3))
+        res = ("metadata.json", VICTIM)
+    elif case == "nostorage":
+        del doc["storage_data"][shard_key(VICTIM, 1)]
         res = ("metadata.json", VICTIM)
     else:  # dupname: the opt file also holds a model tensor
         opt = os.path.join(it, file_name(None, "opt", 0, 1))

@@ -214,7 +214,7 @@ check "a replica that is not the first storage entry is not read" sh -c \
 # --- bad sets -------------------------------------------------------------------------------
 
 cases=$(oracle bad --help | grep -oE '\{[a-z0-9,]+\}' | head -1 | tr -d '{}' | tr ',' ' ')
-[ "$(echo "$cases" | wc -w)" -eq 9 ] && ok "9 bad cases" || nok "bad cases: $cases"
+[ "$(echo "$cases" | wc -w)" -eq 15 ] && ok "15 bad cases" || nok "bad cases: $cases"
 for c in $cases; do
     oracle bad "$T/bad-$c" --case "$c" > "$T/what" || nok "bad $c was not written"
     refused "tree refuses bad set $c" oracle tree "$T/bad-$c/$IT" "$T/bad-$c/tree"
