@@ -50,6 +50,7 @@ gen cases:
   full      tp2's metadata.json, but every file holds whole tensors (integrated_save)
   unlisted  tp2 plus tensors in the files that metadata.json does not list (shown as the
             first file, in (kind, index) order, holds them)
+  random    a random layout and save mode from --seed (random_case)
 
 The mount's rules (what `tree` computes):
   * files: ^(?:(.*)-)?(model|opt)-(\\d{7,})-(\\d{7,})\\.safetensors$, taken in (kind, index)
@@ -193,7 +194,40 @@ SINGLE = [
 ]
 CASES = {"single": (([1], ["dp"]), SINGLE), "tp2": (TP2_DEV, TP2), "dedup": (MULTI_DEV, DEDUP),
          "multiaxis": (MULTI_DEV, MULTI), "full": (TP2_DEV, TP2), "unlisted": (TP2_DEV, TP2)}
-GEN_CASES = list(CASES)
+GEN_CASES = list(CASES) + ["random"]
+RANDOM_DTYPES = ["F32", "F16", "BF16", "I32", "I64", "U8"]
+
+
+def random_case(rng):
+    """A random layout: device matrix of 1-3 axes (at most 8 devices), 2-7 parameters of
+    0-3 dims, each dim unsplit or split by one or two unused axes (a list, first major),
+    a random save mode.  Returns ((dev, alias), params, mode)."""
+    while True:
+        dev = [int(x) for x in rng.choice([1, 2, 2, 3], size=int(rng.integers(1, 4)))]
+        if np.prod(dev) <= 8:
+            break
+    alias = ["dp", "cp", "tp"][-len(dev):]
+    params = []
+    for p in range(int(rng.integers(2, 8))):
+        free = [int(k) for k in rng.permutation(len(dev))]
+        tmap, shape = [], []
+        for _ in range(int(rng.integers(0, 4))):
+            take = 0
+            if free and rng.random() >= 0.4:
+                take = int(rng.integers(1, min(2, len(free)) + 1))
+            axes, free = free[:take], free[take:]
+            if not axes:
+                tmap.append(-1)
+            elif len(axes) == 1 and rng.random() < 0.8:
+                tmap.append(axes[0])
+            else:
+                tmap.append(axes)  # a list, also of one axis
+            split = int(np.prod([devnum(dev, k) for k in axes])) if axes else 1
+            shape.append(split * int(rng.integers(1, 4)))
+        kind = "model" if p == 0 or rng.random() < 0.6 else "opt"
+        name = f"model.layers.{p}.weight" if kind == "model" else f"adam_m.model.layers.{p}.weight"
+        params.append((name, str(rng.choice(RANDOM_DTYPES)), shape, tmap, kind))
+    return (dev, alias), params, str(rng.choice(["default", "default", "dedup", "dedup", "full"]))
 
 
 def random_array(rng, dtype, shape):
@@ -255,8 +289,12 @@ def distribute_shards(coverage, sizes, total_ranks):
 
 
 def gen(out_dir, case, seed, prefix):
-    (dev, alias), params = CASES[case]
     rng = np.random.default_rng(seed)
+    if case == "random":
+        (dev, alias), params, mode = random_case(rng)
+    else:
+        (dev, alias), params = CASES[case]
+        mode = case if case in ("dedup", "full") else "default"
     ranks = int(np.prod(dev))
     it = os.path.join(out_dir, ITER_NAME)
     os.makedirs(it)
@@ -289,13 +327,13 @@ def gen(out_dir, case, seed, prefix):
         sdm[n] = meta
         for r in range(ranks):  # rank_list is 0..ranks-1: position r is rank r
             part = arr[tuple(slice(*a[2]) for a in areas[r])]
-            if case == "full":
+            if mode == "full":
                 part = arr
             per_rank[(kind, r)].append((n, d, part))
             key = shard_key(n, idx[r])
             holders = shards[kind].setdefault(key, ([], part.nbytes, n, d, part))[0]
             holders.append(r)
-    if case != "dedup":
+    if mode != "dedup":
         for kind in ("model", "opt"):
             for r in range(ranks):
                 tensors = per_rank[(kind, r)]
