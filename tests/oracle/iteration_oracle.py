@@ -50,6 +50,8 @@ gen cases:
   full      tp2's metadata.json, but every file holds whole tensors (integrated_save)
   unlisted  tp2 plus tensors in the files that metadata.json does not list (shown as the
             first file, in (kind, index) order, holds them)
+  variants  tp2 with "layout": null when unsplit, "mesh_shape", no rank_group (older forms)
+  large     [2,2] slices of several pages each
   random    a random layout and save mode from --seed (random_case)
 
 The mount's rules (what `tree` computes):
@@ -192,8 +194,15 @@ SINGLE = [
     ("adam_m.model.embed.weight", "F32", [8, 6], None, "opt"),
     ("global_step", "I64", [1], None, "opt"),
 ]
+LARGE = [  # slices of several pages: reads cross slice rows and file extents
+    ("model.embed.weight", "F32", [1024, 96], [1, 0], "model"),
+    ("model.lm_head.weight", "BF16", [96, 1024], [-1, [1, 0]], "model"),
+    ("model.norm.weight", "F32", [96], [-1], "model"),
+    ("adam_m.model.embed.weight", "F32", [1024, 96], [0, -1], "opt"),
+]
 CASES = {"single": (([1], ["dp"]), SINGLE), "tp2": (TP2_DEV, TP2), "dedup": (MULTI_DEV, DEDUP),
-         "multiaxis": (MULTI_DEV, MULTI), "full": (TP2_DEV, TP2), "unlisted": (TP2_DEV, TP2)}
+         "multiaxis": (MULTI_DEV, MULTI), "full": (TP2_DEV, TP2), "unlisted": (TP2_DEV, TP2),
+         "variants": (TP2_DEV, TP2), "large": (TP2_DEV, LARGE)}
 GEN_CASES = list(CASES) + ["random"]
 RANDOM_DTYPES = ["F32", "F16", "BF16", "I32", "I64", "U8"]
 
@@ -268,6 +277,23 @@ def param_meta(dtype, gshape, tmap, dev, alias):
                    "alias_name": list(alias), "rank_list": list(range(ranks))},
         "chunk": chunks,
     }, areas, idx
+
+
+def variants(sdm, storage):
+    """Forms other mindformers/MindSpore versions write (research notes §3.2-3.3, §6):
+    "layout": null for an unsplit parameter (PyNative, layout_adapter.py), "mesh_shape" for
+    "device_matrix" (newer Layout classes; mindformers reads the layout by position), and
+    storage entries without rank_group (metadata.py at mindspore-lab 2a8805de)."""
+    for pm in sdm.values():
+        lay = pm["layout"]
+        if all(k == -1 for k in lay["tensor_map"]):
+            pm["layout"] = None
+        else:
+            pm["layout"] = {("mesh_shape" if k == "device_matrix" else k): v
+                            for k, v in lay.items()}
+    for entries in storage.values():
+        for e in entries:
+            del e["rank_group"]
 
 
 def shard_key(name, s):
@@ -357,6 +383,8 @@ def gen(out_dir, case, seed, prefix):
                 pick, holders = plan[key]
                 storage[key] = [{"file_name": files[pick], "storage_rank": pick,
                                  "rank_group": list(holders)}]
+    if case == "variants":
+        variants(sdm, storage)
     with open(os.path.join(it, "metadata.json"), "w", encoding="utf-8") as f:
         f.write(json.dumps({"state_dict_metadata": sdm, "storage_data": storage},
                            ensure_ascii=False, indent=4))
