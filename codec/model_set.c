@@ -100,8 +100,12 @@ void ck_mset_stat(const ck_model_set *s, struct stat *st)
     *st = s->models[0]->st;
     st->st_size = 0;
     for (uint32_t i = 0; i < s->n; i++) {
-        st->st_size += s->models[i]->st.st_size;
-        st->st_mode &= s->models[i]->st.st_mode | S_IFMT;
+        const struct stat *m = &s->models[i]->st;
+        st->st_size += m->st_size;
+        st->st_mode &= m->st_mode | S_IFMT;
+        if (m->st_mtim.tv_sec > st->st_mtim.tv_sec ||
+            (m->st_mtim.tv_sec == st->st_mtim.tv_sec && m->st_mtim.tv_nsec > st->st_mtim.tv_nsec))
+            st->st_mtim = m->st_mtim;
     }
 }
 

@@ -38,9 +38,9 @@ const ck_tensor *ck_mset_find(const ck_model_set *s, uint32_t i, const char *nam
 const ck_tensor *ck_mset_sorted(const ck_model_set *s, uint32_t i, size_t k);
 /* Add a view of every model's every source to merged, filling src_base. */
 int ck_mset_add_views(ck_model_set *s, ck_model *merged, ck_error *err);
-/* The attributes a mount shows for the merged model: model 0's owner and
- * times, all models' sizes together, and only the permissions every
- * model's file grants (a merged tensor holds bytes of each). */
+/* The attributes a mount shows for the merged model: model 0's owner,
+ * all models' sizes together, the newest mtime, and only the permissions
+ * every model's file grants (a merged tensor holds bytes of each). */
 void ck_mset_stat(const ck_model_set *s, struct stat *st);
 /* Close every model and free the set: a merged model's free_state. */
 void ck_mset_free(void *s);

@@ -21,7 +21,9 @@
  * A distributed checkpoint's rank_<id>/ directory (one checkpoint per
  * rank, as MindSpore's transform_checkpoints lays them out) holding
  * exactly one checkpoint is shown as that checkpoint, named rank_<id>.
- * Nothing deeper is looked into.
+ * A MindSpore Transformers iteration_<N>/ directory is one checkpoint
+ * (iteration_dir.h), complete once latest_checkpointed_iteration.txt
+ * beside it says N or later.  Nothing deeper is looked into.
  *
  * The newest: ModelCheckpoint names its files <prefix>-<epoch>_<step>.ckpt
  * and, when a run reuses a directory, renames the prefix <prefix>_1,
@@ -43,7 +45,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "iteration_dir.h"
+
 #define SET_INDEX ".safetensors.index.json"
+#define TRACKER "latest_checkpointed_iteration.txt"
 
 static int nomem(const char *path, ck_error *err)
 {
@@ -196,6 +201,91 @@ bool ck_rank_dir_name(const char *name, uint64_t *id)
 
 static int scan(int dfd, const char *path, double settle, const struct timespec *now,
                 bool top, ck_run_list *out, ck_error *err);
+
+/* The last iteration mindformers' tracker file says is complete, or -1
+ * (no tracker, or not a number). */
+static int64_t tracked_iteration(int dfd)
+{
+    char buf[32];
+    int fd = openat(dfd, TRACKER, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : pread(fd, buf, sizeof buf - 1, 0);
+    if (fd >= 0)
+        close(fd);
+    uint64_t v;
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ' || buf[n - 1] == '\r'))
+        n--;
+    return n > 0 && number(buf, (size_t)n, &v) && v <= INT64_MAX ? (int64_t)v : -1;
+}
+
+/* The first shard file in reading order (iteration_dir.c): model before
+ * optimizer, then by index, then by name. */
+static bool reads_before(int kind, uint64_t i, const char *name, int kind0, uint64_t i0,
+                         const char *name0)
+{
+    if (kind != kind0)
+        return kind < kind0;
+    return i != i0 ? i < i0 : strcmp(name, name0) < 0;
+}
+
+/* An iteration_<N>/ directory (iteration_dir.h) is one checkpoint, shown
+ * with its shard files' attributes together, as a mount of it gives them:
+ * all their sizes, the newest mtime, the permissions all of them grant,
+ * the first's owner.  It is complete once mindformers' tracker names N or
+ * a later iteration; with no tracker, as a file is (read-only, or
+ * settled).  A directory with no shard file is not shown. */
+static int add_iteration_entry(ck_run_list *l, int dfd, const char *dir, int64_t tracked,
+                               double settle, const struct timespec *now, const char *path,
+                               ck_error *err)
+{
+    uint64_t n;
+    int ifd = openat(dfd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = ifd < 0 ? NULL : fdopendir(ifd);
+    if (!ck_iteration_dir_name(dir, &n) || d == NULL) {
+        if (ifd >= 0)
+            close(ifd);
+        return 0;
+    }
+    struct stat all = {.st_mode = S_IFREG | 07777}, st;
+    char first[NAME_MAX + 1] = "";
+    int kind0 = 0;
+    uint64_t i0 = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        int kind;
+        uint64_t i;
+        if (!ck_iteration_file_name(de->d_name, &kind, &i) ||
+            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (first[0] == '\0' || reads_before(kind, i, de->d_name, kind0, i0, first)) {
+            snprintf(first, sizeof first, "%s", de->d_name);
+            kind0 = kind;
+            i0 = i;
+            all.st_uid = st.st_uid;
+            all.st_gid = st.st_gid;
+        }
+        all.st_size += st.st_size;
+        all.st_mode &= st.st_mode | S_IFMT;
+        if (st.st_mtim.tv_sec > all.st_mtim.tv_sec ||
+            (st.st_mtim.tv_sec == all.st_mtim.tv_sec && st.st_mtim.tv_nsec > all.st_mtim.tv_nsec))
+            all.st_mtim = st.st_mtim;
+    }
+    closedir(d);
+    if (first[0] == '\0')
+        return 0;
+    ck_run_entry *e = &l->e[l->n];
+    *e = (ck_run_entry){.name = strdup(dir), .file = strdup(dir), .iteration = true,
+                        .mtime = all.st_mtim, .size = (uint64_t)all.st_size,
+                        .mode = all.st_mode, .uid = all.st_uid, .gid = all.st_gid,
+                        .complete = tracked >= 0 ? (uint64_t)tracked >= n
+                                                 : is_complete(&all, settle, now)};
+    if (e->name == NULL || e->file == NULL) {
+        free(e->name);
+        free(e->file);
+        return nomem(path, err);
+    }
+    l->n++;
+    return 0;
+}
 
 /* A distributed checkpoint's rank_<id>/ directory holding one checkpoint:
  * shown as rank_<id>, that checkpoint.  Anything else there (several
@@ -382,11 +472,14 @@ static int scan(int dfd, const char *path, double settle, const struct timespec 
     int rc = list_names(path, dfd, &names, &n, err);
     if (rc == 0 && (out->e = calloc(n + 1, sizeof *out->e)) == NULL)
         rc = nomem(path, err);
+    int64_t tracked = top ? tracked_iteration(dfd) : -1;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         size_t before = out->n;
         rc = add_entry(out, dfd, names, n, i, settle, now, path, err);
         if (rc == 0 && top && out->n == before)
             rc = add_rank_entry(out, dfd, names[i], settle, now, path, err);
+        if (rc == 0 && top && out->n == before)
+            rc = add_iteration_entry(out, dfd, names[i], tracked, settle, now, path, err);
     }
     for (size_t i = 0; i < n; i++)
         free(names[i]);

@@ -24,7 +24,8 @@ typedef struct ck_run_entry {
                                  * would be "latest" */
     char *file;                 /* its file's name in the directory ("rank_<id>/<file>"
                                  * for a rank's directory, see run_dir.c) */
-    const ck_format *format;    /* by the file's name */
+    const ck_format *format;    /* by the file's name (NULL for an iteration) */
+    bool iteration;             /* an iteration_<N>/ directory (iteration_dir.h) */
     bool numbered;              /* named <prefix>-<epoch>_<step>, as ModelCheckpoint does */
     unsigned reuse;             /* numbered: N of a prefix ModelCheckpoint renamed to
                                  * <prefix>_N when the run reused the directory; 0 */

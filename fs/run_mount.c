@@ -32,6 +32,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "../codec/iteration_dir.h"
 #include "../codec/page_cache.h"
 #include "../codec/run_dir.h"
 #include "inode_map.h"
@@ -55,6 +56,7 @@ typedef struct run_slot {
     uid_t uid;
     gid_t gid;
     ino_t file_ino;             /* once opened, 0 before: a copy is not the file */
+    bool iteration;             /* an iteration_<N>/ directory, not a file */
     bool listed;                /* in the root now */
     bool gone;                  /* deleted or replaced: ESTALE from now on */
     bool failed;                /* did not open: EIO, not tried again (the file is as it was) */
@@ -176,7 +178,7 @@ static long add_slot(ckrun *r, const ck_run_entry *e)
     run_slot *s = &r->slots[r->n_slots];
     *s = (run_slot){.name = strdup(e->name), .file = strdup(e->file), .mtime = e->mtime,
                     .size = e->size, .mode = e->mode, .uid = e->uid, .gid = e->gid,
-                    .listed = true};
+                    .iteration = e->iteration, .listed = true};
     if (s->name == NULL || s->file == NULL) {
         free(s->name);
         free(s->file);
@@ -447,6 +449,29 @@ static bool file_is_slots(const run_slot *s, const struct stat *st)
            (s->file_ino == 0 || st->st_ino == s->file_ino);
 }
 
+/* Slot s's checkpoint as a model: its file, or its iteration directory
+ * (beneath the run directory, no link followed). */
+static ck_model *open_checkpoint(ckrun *r, const run_slot *s, const char *path, ck_error *err)
+{
+    if (s->iteration) {
+        int dfd = openat(r->dir_fd, s->file, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dfd < 0) {
+            ck_fail_errno(err, errno, "%s: cannot open", path);
+            return NULL;
+        }
+        ck_model *model = ck_iteration_open_at(dfd, path, &r->open_opts, false, err);
+        close(dfd);
+        return model;
+    }
+    ck_model *model = NULL;
+    ck_model_dir *dir = ck_dir_in(r->dir_fd, r->path, s->file, err);
+    if (dir != NULL) {
+        model = ck_model_open_at(dir, path, &r->open_opts, err);
+        ck_dir_unref(dir); /* the model holds it */
+    }
+    return model;
+}
+
 /* Open slot s's checkpoint as a read-only model mount.  Under r->mu. */
 static int open_slot(ckrun *r, size_t index, int *errnum)
 {
@@ -457,12 +482,7 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
         *errnum = ENOMEM;
         return -1;
     }
-    ck_model *model = NULL;
-    ck_model_dir *dir = ck_dir_in(r->dir_fd, r->path, s->file, &err);
-    if (dir != NULL) {
-        model = ck_model_open_at(dir, path, &r->open_opts, &err);
-        ck_dir_unref(dir); /* the model holds it */
-    }
+    ck_model *model = open_checkpoint(r, s, path, &err);
     free(path);
     if (model == NULL) {
         if (err.errnum != ENOENT)

@@ -23,6 +23,11 @@
  * at start (rank_<r>/c.ckpt, each the same tensors, of every rank count's
  * slice shapes); an accepted merge must read back whole.
  *
+ * "iteration" fuzzes an iteration directory's metadata.json: the input is
+ * that file, beside two shard files written at start
+ * (iteration_00000001/model-000000<r>-0000002.safetensors, the same
+ * tensors of slice shapes); an accepted directory must read back whole.
+ *
  * FORMAT.enc and FORMAT.zst fuzz the envelopes: the input is opened with
  * the key "0123456789ABCDEF", or named fuzz.FORMAT.zst.  A wrapped model
  * cannot re-encode to its own bytes (fresh IVs; the seekable format), so
@@ -41,6 +46,7 @@
 #include <unistd.h>
 
 #include "../../codec/dist_merge.h"
+#include "../../codec/iteration_dir.h"
 #include "../../codec/model.h"
 #include "../../codec/oneflow_meta.h"
 #include "../../codec/onnx_mindir_reader.h"
@@ -50,7 +56,7 @@
 static char dir[PATH_MAX - 32];
 static char path[PATH_MAX], rewritten[PATH_MAX];
 static int fd = -1;
-static bool ckpt, wrapped, strategy;
+static bool ckpt, wrapped, strategy, iteration;
 static ck_key key = {.bytes = "0123456789ABCDEF", .len = 16};
 static ck_open_opts opts;
 
@@ -136,6 +142,47 @@ static void write_ranks(void)
         if (rfd < 0 || write(rfd, buf, n) != (ssize_t)n || close(rfd) < 0)
             abort();
     }
+}
+
+/* dir/iteration_00000001/model-000000<r>-0000002.safetensors for r < 2,
+ * whose metadata.json is the input (written to path). */
+static void write_shards_of_iteration(void)
+{
+    static const char header[] =
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
+        "\"v\":{\"dtype\":\"I32\",\"shape\":[4],\"data_offsets\":[24,40]},"
+        "\"s\":{\"dtype\":\"F16\",\"shape\":[],\"data_offsets\":[40,42]}}";
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/iteration_00000001", dir);
+    mkdir(p, 0700);
+    for (unsigned r = 0; r < 2; r++) {
+        unsigned char buf[512] = {0};
+        uint64_t hl = sizeof header - 1;
+        for (int i = 0; i < 8; i++)
+            buf[i] = (unsigned char)(hl >> (8 * i));
+        memcpy(buf + 8, header, hl);
+        for (size_t i = 0; i < 42; i++)
+            buf[8 + hl + i] = (unsigned char)(r * 64 + i);
+        snprintf(p, sizeof p, "%s/iteration_00000001/model-000000%u-0000002.safetensors", dir,
+                 r);
+        int sfd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (sfd < 0 || write(sfd, buf, 8 + hl + 42) != (ssize_t)(8 + hl + 42) || close(sfd) < 0)
+            abort();
+    }
+}
+
+static void remove_shards_of_iteration(void)
+{
+    char p[PATH_MAX];
+    for (unsigned r = 0; r < 2; r++) {
+        snprintf(p, sizeof p, "%s/iteration_00000001/model-000000%u-0000002.safetensors", dir,
+                 r);
+        unlink(p);
+    }
+    snprintf(p, sizeof p, "%s/iteration_00000001/metadata.json", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/iteration_00000001", dir);
+    rmdir(p);
 }
 
 static void remove_ranks(void)
@@ -315,6 +362,8 @@ static void remove_dir(void)
 {
     if (strategy)
         remove_ranks();
+    if (iteration)
+        remove_shards_of_iteration();
     unlink(path);
     unlink(rewritten);
     for (size_t i = 0; i < N_SHARDS; i++) {
@@ -337,14 +386,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     char name[32];
     snprintf(name, sizeof name, "%.*s", (int)base, format);
     strategy = strcmp(format, "strategy") == 0;
-    const ck_format *f = ck_format_by_name(strategy ? "ckpt" : name);
+    iteration = strcmp(format, "iteration") == 0;
+    const ck_format *f = ck_format_by_name(strategy || iteration ? "ckpt" : name);
     if (f == NULL || (*wrap && strcmp(wrap, ".enc") != 0 && strcmp(wrap, ".zst") != 0)) {
         fprintf(stderr, "CKPTFS_FUZZ_FORMAT must be a format (ckpt, onnx, mindir, "
-                "safetensors, safetensors-set), then maybe .enc or .zst, or strategy, not "
-                "'%s'\n", format);
+                "safetensors, safetensors-set), then maybe .enc or .zst, or strategy or "
+                "iteration, not '%s'\n", format);
         exit(2);
     }
-    ckpt = base == 4 && strncmp(format, "ckpt", 4) == 0 && !strategy;
+    ckpt = base == 4 && strncmp(format, "ckpt", 4) == 0 && !strategy && !iteration;
     wrapped = *wrap != '\0';
     if (strcmp(wrap, ".enc") == 0)
         opts.key = &key;
@@ -364,6 +414,31 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         write_shards();
     if (strategy)
         write_ranks();
+    if (iteration) { /* the input is the directory's metadata.json */
+        write_shards_of_iteration();
+        close(fd);
+        snprintf(path, sizeof path, "%s/iteration_00000001/metadata.json", dir);
+        if ((fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+            abort();
+    }
+    return 0;
+}
+
+/* The input as the metadata.json of the shards write_shards_of_iteration()
+ * wrote. */
+static int fuzz_iteration(void)
+{
+    char it[PATH_MAX];
+    snprintf(it, sizeof it, "%s/iteration_00000001", dir);
+    ck_error err;
+    ck_model *m = ck_iteration_open(it, &opts, false, &err);
+    if (m == NULL) {
+        if (err.msg[0] == '\0' || strchr(err.msg, '\n'))
+            abort(); /* every refusal is one line */
+        return 0;
+    }
+    read_everything(m);
+    ck_model_close(m);
     return 0;
 }
 
@@ -390,6 +465,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     if (strategy)
         return fuzz_strategy();
+    if (iteration)
+        return fuzz_iteration();
     ck_error err;
     /* The same bytes as a meta someone wrote: parsed or refused, one line. */
     ck_meta meta;

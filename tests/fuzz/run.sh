@@ -2,7 +2,8 @@
 # run.sh FUZZER RUNS [FORMAT...]: fuzz the reader and writer of each format
 # (ckpt, onnx, mindir, safetensors, safetensors-set (seeded by its regression
 # inputs only: the index; the fuzzer writes the shards), and the envelopes ckpt.enc, mindir.enc,
-# ckpt.zst, and the strategy file of a distributed checkpoint; all by default) from a corpus seeded with the real fixtures and the regression
+# ckpt.zst, the strategy file of a distributed checkpoint and an iteration directory's
+# metadata.json; all by default) from a corpus seeded with the real fixtures and the regression
 # inputs in tests/fuzz/regress/FORMAT (copied to a temporary directory,
 # never into the repository).  Envelope seeds are the fixtures encrypted by
 # the test oracle (key "0123456789ABCDEF", small blocks, every mode) or
@@ -15,7 +16,7 @@ fuzzer=$1
 runs=${2:-200000}
 shift $(($# < 2 ? $# : 2))
 [ $# -gt 0 ] || set -- ckpt onnx mindir safetensors safetensors-set ckpt.enc mindir.enc ckpt.zst \
-    strategy
+    strategy iteration
 # Each input is written to a file in $TMPDIR (decoded typed fields to another):
 # on tmpfs that is free, on a disk it takes most of the run.
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
@@ -30,6 +31,7 @@ seeds() { # seeds FORMAT: the fixture files that seed its corpus
     safetensors) echo ../shared/fixtures/safetensors/*/*.safetensors ;;
     mindir | mindir.enc) echo ../shared/fixtures/mindspore/*.mindir ;;
     strategy) echo ../shared/fixtures/mindspore_distributed/*/*strategy*.ckpt ;;
+    iteration) ;; # seeded by iteration_seeds
     ckpt.*) echo ../shared/fixtures/mindspore/goldenstick_test_*.ckpt \
         ../shared/fixtures/mindspore/mindscience_SciAI_example_net_10000.ckpt ;;
     esac
@@ -75,11 +77,45 @@ for name, params in sets.items():
 PYEND
 }
 
+# iteration_seeds DIR: metadata.json files that fit the fuzzer's two shard
+# files (w [2,3] F32, v [4] I32, s [] F16 in model-000000{0,1}-0000002):
+# w cut along dim 0 or dim 1 or not at all, v cut or not.
+iteration_seeds() {
+    /usr/bin/python3 - "$1" <<'PYEND'
+import json, os, sys
+out = sys.argv[1]
+def meta(params):
+    sdm, sd = {}, {}
+    for name, full, frag, local in params:
+        n = 1
+        for f in frag:
+            n *= f
+        sdm[name] = {"properties": {"dtype": "Float32"}, "global_shape": full,
+                     "axis_fragmentations": frag,
+                     "layout": {"device_matrix": [2], "tensor_map": [0], "interleaved_parallel": False,
+                                "alias_name": ["tp"], "rank_list": [0, 1]},
+                     "chunk": [{"global_offset": [s], "local_shape": local} for s in range(n)]}
+        for s in range(n):
+            sd[str((name, (s,)))] = [{"file_name": "model-%07d-0000002.safetensors" % (s % 2),
+                                      "storage_rank": s % 2, "rank_group": [s % 2]}]
+    return {"state_dict_metadata": sdm, "storage_data": sd}
+seeds = {
+    "rows": [("w", [4, 3], [2, 1], [2, 3]), ("v", [8], [2], [4]), ("s", [], [], [])],
+    "cols": [("w", [2, 6], [1, 2], [2, 3]), ("v", [4], [1], [4]), ("s", [], [], [])],
+    "whole": [("w", [2, 3], [1, 1], [2, 3]), ("v", [4], [1], [4]), ("s", [], [], [])],
+}
+for name, params in seeds.items():
+    with open(os.path.join(out, "gen-" + name), "w") as f:
+        json.dump(meta(params), f, indent=4)
+PYEND
+}
+
 failed=0
 for format in "$@"; do
     corpus=$(mktemp -d)
     n=0
     [ "$format" != strategy ] || strategy_seeds "$corpus" || failed=1
+    [ "$format" != iteration ] || iteration_seeds "$corpus" || failed=1
     for f in $(seeds "$format") tests/fuzz/regress/"$format"/*; do
         [ -s "$f" ] || continue
         n=$((n + 1))
@@ -92,6 +128,7 @@ for format in "$@"; do
         -rss_limit_mb=1024 "$corpus" >"$corpus.log" 2>&1; then
         case $format in
         strategy) what="every accepted merge of its four ranks read back whole (no writer)" ;;
+        iteration) what="every accepted metadata.json's tensors read back whole (no writer)" ;;
         *.*) what="every accepted input saved again and reopened as the same tensors" ;;
         *) what="every accepted input re-encoded to itself" ;;
         esac

@@ -29,16 +29,29 @@ self-check gen -> merge == full model exercises two different MindSpore code pat
 
     /usr/bin/python3 dist_oracle.py parse STRATEGY              (JSON on stdout)
     /usr/bin/python3 dist_oracle.py gen OUT_DIR --ranks N --case CASE [--seed S]
+                                        [--format ckpt|safetensors]   (format of the ranks)
     /usr/bin/python3 dist_oracle.py merge STRATEGY DIST_DIR OUT_TREE [--strict-replicas]
     /usr/bin/python3 dist_oracle.py tree CKPT OUT_TREE          (expected tree of one plain
-                                                                 checkpoint: meta/out/snapshot_done)
+                                                                 checkpoint, .ckpt or
+                                                                 .safetensors: meta/out/
+                                                                 snapshot_done)
+    /usr/bin/python3 dist_oracle.py strategy OUT --dev D1[,D2..] NAME=TMAP[:STEP:SIZE] ...
+                                                                (a ParallelStrategyMap as
+                                                                 MindSpore writes it; TMAP
+                                                                 like 0,-1)
     /usr/bin/python3 dist_oracle.py bad-strategy OUT --case C   (a strategy `parse` refuses)
     /usr/bin/python3 dist_oracle.py bad-dist OUT_DIR --case C   (a tp2 set `merge` refuses)
 
 Merge rules (what the mount must do):
-* Ranks: DIST_DIR/rank_<id>/ for id 0..prod(dev_matrix)-1, each with exactly one *.ckpt;
-  a missing rank, a rank beyond the device count, or zero/several .ckpt files: refused.
+* Ranks: DIST_DIR/rank_<id>/ for id 0..prod(dev_matrix)-1, each with exactly one checkpoint
+  file, *.ckpt or *.safetensors (MindSpore's save_checkpoint(format="safetensors"));
+  a missing rank, a rank beyond the device count, or zero/several checkpoint files: refused.
+  A .safetensors rank's types are its dtypes (F32...): a set mixing the two formats
+  therefore disagrees on every parameter's type; packed sub-byte dtypes cannot be split.
   Every rank must hold the same parameter names.
+* Every parameter the strategy names (without its '<stage>-' prefix) must be one rank 0
+  holds: a strategy naming others is another run's (or model's) and is refused, naming
+  the first such parameter (strategy file order) and rank_0.
 * A parameter in the strategy (name looked up without a '<stage>-' prefix): every rank
   must have the same type and the same local shape (MindSpore's even split), the
   tensor_map one entry per dimension; full shape = local * split per dimension (and * the
@@ -69,6 +82,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ckpt_oracle as co  # noqa: E402  (checkpoint reader/writer, meta text, dir names)
+import safetensors_oracle as st  # noqa: E402  (.safetensors ranks: reader and writer)
 
 # ---------------------------------------------------------------------------------------
 # node_strategy.proto (package mindspore.straspb, proto2), as decoded in SOURCES.md.
@@ -355,6 +369,30 @@ def strategy_bytes(params, stage=0, current_stage=1):
     return msg.SerializeToString()
 
 
+def cmd_strategy(out, dev, specs):
+    """`strategy OUT --dev 2 NAME=0,-1 NAME2=-1,0:STEP:SIZE ...`: a hand-derived strategy
+    (e.g. for rank files whose own run's strategy is not at hand)."""
+    try:
+        dev = [int(d) for d in dev.split(",")]
+    except ValueError:
+        raise SystemExit(f"--dev {dev!r}: want integers like 2 or 2,2") from None
+    params = []
+    for spec in specs:
+        name, eq, rest = spec.rpartition("=")
+        if not eq or not name:
+            raise SystemExit(f"{spec!r}: want NAME=TMAP[:STEP:SIZE]")
+        tmap, *opt = rest.split(":")
+        if len(opt) not in (0, 2):
+            raise SystemExit(f"{spec!r}: the optimizer shard is :STEP:SIZE")
+        try:
+            tmap = [int(k) for k in tmap.split(",")] if tmap else []
+            step, size = (int(opt[0]), int(opt[1])) if opt else (0, 0)
+        except ValueError:
+            raise SystemExit(f"{spec!r}: TMAP, STEP and SIZE are integers") from None
+        params.append((name, dev, tmap, step, size))
+    co.write_file(out, [strategy_bytes(params)])
+
+
 # ---------------------------------------------------------------------------------------
 # gen: a full model, its strategy, and each rank's slice.
 # ---------------------------------------------------------------------------------------
@@ -420,7 +458,14 @@ def random_array(rng, ms_type, dims):
     return np.frombuffer(co.random_tensor(rng, ms_type, dims), dtype=co.MS_TYPES[ms_type][2]).reshape(dims)
 
 
-def cmd_gen(out_dir, ranks, case, seed):
+# MindSpore type -> safetensors dtype, for `gen --format safetensors`
+ST_DTYPES = {"Float16": "F16", "Float32": "F32", "Float64": "F64", "BFloat16": "BF16",
+             "Int8": "I8", "Int16": "I16", "Int32": "I32", "Int64": "I64", "UInt8": "U8",
+             "UInt16": "U16", "UInt32": "U32", "UInt64": "U64", "Bool": "BOOL",
+             "Complex64": "C64"}
+
+
+def cmd_gen(out_dir, ranks, case, seed, fmt="ckpt"):
     dev, specs = CASES[case]
     if int(np.prod(dev)) != ranks:
         raise Refused(f"case {case} needs --ranks {int(np.prod(dev))}")
@@ -436,7 +481,7 @@ def cmd_gen(out_dir, ranks, case, seed):
     for rank in range(ranks):
         d = os.path.join(out_dir, "dist", f"rank_{rank}")
         os.makedirs(d, exist_ok=True)
-        recs = []
+        parts = []
         for n, t, dims, arr, tmap, step, size in fulls:
             if tmap is None:
                 part = arr
@@ -444,8 +489,13 @@ def cmd_gen(out_dir, ranks, case, seed):
                 if step and size == -1:
                     size = ranks // step
                 part = local_slice(arr, dev, tmap, step, size, rank)
-            recs.append(co.record(co.tensor_value(n, t, list(part.shape), np.ascontiguousarray(part).tobytes())))
-        co.write_file(os.path.join(d, f"checkpoint_{rank}.ckpt"), recs)
+            parts.append((n, t, list(part.shape), np.ascontiguousarray(part).tobytes()))
+        if fmt == "safetensors":
+            data = st.serialize([(n, ST_DTYPES[t], shape, b) for n, t, shape, b in parts])
+            co.write_file(os.path.join(d, f"checkpoint_{rank}.safetensors"), [data])
+        else:
+            co.write_file(os.path.join(d, f"checkpoint_{rank}.ckpt"),
+                          [co.record(co.tensor_value(*p)) for p in parts])
 
 
 # ---------------------------------------------------------------------------------------
@@ -456,7 +506,8 @@ RANK_RE = re.compile(r"^rank_(0|[1-9][0-9]*)$")
 
 
 def read_ranks(dist_dir, device_num):
-    """rank_<id>/ directories, each with exactly one *.ckpt (transform_checkpoints' layout).
+    """rank_<id>/ directories, each with exactly one *.ckpt or *.safetensors
+    (transform_checkpoints' layout).
     Returns [ {name: Entry} in file order ] indexed by rank."""
     try:
         names = os.listdir(dist_dir)
@@ -475,12 +526,12 @@ def read_ranks(dist_dir, device_num):
         raise Refused(f"rank_{extra[0]} beyond the strategy's {device_num} devices")
     ranks = []
     for r in range(device_num):
-        ckpts = sorted(n for n in os.listdir(found[r]) if n.endswith(".ckpt"))
+        ckpts = sorted(n for n in os.listdir(found[r]) if n.endswith((".ckpt", ".safetensors")))
         if len(ckpts) != 1:
-            raise Refused(f"rank_{r} holds {len(ckpts)} .ckpt files (want exactly one)")
-        path = os.path.join(found[r], ckpts[0])
+            raise Refused(f"rank_{r} holds {len(ckpts)} checkpoint files (.ckpt, .safetensors; "
+                          "want exactly one)")
         try:
-            entries, _crc = co.load_reference(path)
+            entries = load_entries(os.path.join(found[r], ckpts[0]))
         except co.Refused as exc:
             raise Refused(f"rank_{r}/{ckpts[0]}: {exc}") from None
         table = {}
@@ -492,14 +543,31 @@ def read_ranks(dist_dir, device_num):
     return ranks
 
 
+def load_entries(path):
+    """The tensors of one .ckpt (ckpt_oracle) or .safetensors (safetensors_oracle) file."""
+    if path.endswith(".safetensors"):
+        return st.load_reference(path).entries
+    return co.load_reference(path)[0]
+
+
+def entry_types(e):
+    """(numpy dtype to slice it with, or None when it cannot be; OneFlow type) of an entry."""
+    if isinstance(e, st.Entry):
+        _bits, of_type, np_type, kind = st.MAPPING[e.ms_type]
+        return (np_type if kind == "num" else None), of_type
+    of_type, _size, np_type = co.MS_TYPES.get(e.ms_type, (None, None, None))
+    return (None if e.ms_type == "Int4" else np_type), of_type
+
+
 def merge_param(name, entries, lay):
     """One parameter from all ranks -> (dims, bytes) of the merged tensor."""
     types = {e.ms_type for e in entries}
     if len(types) != 1:
-        raise Refused(f"{name}: ranks disagree on the type ({', '.join(sorted(types))})")
+        r = next(i for i, e in enumerate(entries) if e.ms_type != entries[0].ms_type)
+        raise Refused(f"{name}: rank_{r} holds {entries[r].ms_type}, rank_0 {entries[0].ms_type}")
     ms_type = entries[0].ms_type
-    np_type = co.MS_TYPES.get(ms_type, (None, None, None))[2]
-    if np_type is None or ms_type == "Int4":
+    np_type, of_type = entry_types(entries[0])
+    if np_type is None:
         raise Refused(f"{name}: type {ms_type} cannot be merged")
     shapes = {tuple(e.dims) for e in entries}
     dev, tmap = lay["dev_matrix"], lay["tensor_map"]
@@ -509,8 +577,9 @@ def merge_param(name, entries, lay):
     replicated = all(s == 1 for s in strategy) and not opt
     if len(shapes) != 1:  # merge_sliced_parameter: is_even, and transform needs one shape
         what = "replicated" if replicated else "sliced"
-        raise Refused(f"{name}: ranks disagree on the shape of a {what} parameter "
-                      f"({' vs '.join(str(list(s)) for s in sorted(shapes))})")
+        r = next(i for i, e in enumerate(entries) if list(e.dims) != list(entries[0].dims))
+        raise Refused(f"{name}: rank_{r} holds a {what} parameter of shape "
+                      f"{list(entries[r].dims)}, rank_0 {list(entries[0].dims)}")
     if lay["field"]:
         raise Refused(f"{name}: field {lay['field']} (_reshape_param_data_with_weight) is not supported")
     if lay["param_split_shape"]:
@@ -530,11 +599,12 @@ def merge_param(name, entries, lay):
     else:
         merged = reshape_param_data(arrays, dev, tmap, name)
     assert list(merged.shape) == full
-    return ms_type, full, np.ascontiguousarray(merged).tobytes()
+    return of_type, full, np.ascontiguousarray(merged).tobytes()
 
 
 def merge(strategy_path, dist_dir):
-    """Returns the expected tree as [(tag bytes, ms_type, dims, out bytes)] in rank 0 order."""
+    """Returns the expected tree as [(tag bytes, OneFlow type, dims, out bytes)] in rank 0
+    order."""
     _current, layouts = parse_strategy(strategy_path)
     lmap = layout_map(layouts)
     stages = sorted({lay["stage"] for lay in layouts.values()})
@@ -549,27 +619,32 @@ def merge(strategy_path, dist_dir):
     for r, table in enumerate(ranks[1:], 1):
         if set(table) != set(names0):
             diff = sorted(set(table) ^ set(names0))[0]
-            raise Refused(f"rank_{r} and rank_0 hold different parameters (e.g. {diff!r})")
+            raise Refused(f"rank_{r} and rank_0 hold different parameters (e.g. "
+                          f"{diff.decode('utf-8', 'surrogateescape')!r})")
+    # A strategy naming parameters the ranks lack is from another run (or another model):
+    # merging it would silently apply layouts that describe none of these tensors.
+    have = {t.decode("utf-8", "surrogateescape") for t in names0}
+    for name in lmap:  # file order of the strategy (lowest stage's entry)
+        if name not in have:
+            raise Refused(f"strategy names {name!r} but rank_0 has no such parameter")
     out = []
     for tag in names0:
         name = tag.decode("utf-8", "surrogateescape")
         lay = lmap.get(name)
         if lay is None:  # not in the strategy: rank 0's copy as stored
             e = ranks[0][tag]
-            out.append((tag, e.ms_type, e.dims, e.out))
+            out.append((tag, entry_types(e)[1], e.dims, e.out))
             continue
-        ms_type, dims, data = merge_param(name, [t[tag] for t in ranks], lay)
-        out.append((tag, ms_type, dims, data))
+        out.append((tag, *merge_param(name, [t[tag] for t in ranks], lay)))
     return out
 
 
 def write_tree(out_tree, items):
     root = os.fsencode(out_tree)
     os.makedirs(root, exist_ok=True)
-    for tag, ms_type, dims, data in items:
-        of_type = co.MS_TYPES[ms_type][0] if ms_type in co.MS_TYPES else None
+    for tag, of_type, dims, data in items:
         if of_type is None:
-            raise Refused(f"{tag!r}: type {ms_type} has no OneFlow meta in this oracle")
+            raise Refused(f"{tag!r}: its type has no OneFlow meta in this oracle")
         d = os.path.join(root, co.dir_name(tag))
         os.mkdir(d)
         co.write_file(os.path.join(d, b"meta"), [co.meta_bytes(dims, of_type)])
@@ -579,10 +654,11 @@ def write_tree(out_tree, items):
 
 def cmd_tree(ckpt, out_tree):
     try:
-        entries, _ = co.load_reference(ckpt)
+        entries = load_entries(ckpt)
     except co.Refused as exc:
         raise Refused(str(exc)) from None
-    write_tree(out_tree, [(e.tag, e.ms_type, e.dims, e.out) for e in entries if e.part is None])
+    write_tree(out_tree, [(e.tag, entry_types(e)[1], e.dims, e.out) for e in entries
+                          if e.part is None])
 
 
 # ---------------------------------------------------------------------------------------
@@ -732,6 +808,8 @@ def main(argv=None):
     p.add_argument("--ranks", type=int, required=True)
     p.add_argument("--case", required=True, choices=sorted(CASES))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--format", choices=["ckpt", "safetensors"], default="ckpt",
+                   help="the ranks' file format (full.ckpt and the strategy stay as they are)")
     p = sub.add_parser("merge", help="expected merged tree of a distributed checkpoint")
     p.add_argument("strategy")
     p.add_argument("dist_dir")
@@ -741,6 +819,11 @@ def main(argv=None):
     p = sub.add_parser("tree", help="expected tree of one plain checkpoint")
     p.add_argument("ckpt")
     p.add_argument("out_tree")
+    p = sub.add_parser("strategy", help="write a ParallelStrategyMap from layouts given by hand")
+    p.add_argument("out")
+    p.add_argument("--dev", required=True, help="dev_matrix, e.g. 2 or 2,2")
+    p.add_argument("params", nargs="+", metavar="NAME=TMAP[:STEP:SIZE]",
+                   help="tensor_map like 0,-1; optional optimizer shard step and size")
     p = sub.add_parser("bad-strategy", help="write a strategy file that parse refuses")
     p.add_argument("out")
     p.add_argument("--case", required=True, choices=BAD_STRATEGY_CASES)
@@ -752,12 +835,14 @@ def main(argv=None):
         if args.cmd == "parse":
             cmd_parse(args.strategy)
         elif args.cmd == "gen":
-            cmd_gen(args.out_dir, args.ranks, args.case, args.seed)
+            cmd_gen(args.out_dir, args.ranks, args.case, args.seed, args.format)
         elif args.cmd == "merge":
             REPLICA_CHECK = args.strict_replicas
             write_tree(args.out_tree, merge(args.strategy, args.dist_dir))
         elif args.cmd == "tree":
             cmd_tree(args.ckpt, args.out_tree)
+        elif args.cmd == "strategy":
+            cmd_strategy(args.out, args.dev, args.params)
         elif args.cmd == "bad-strategy":
             co.write_file(args.out, [bad_strategy(args.case)])
         elif args.cmd == "bad-dist":

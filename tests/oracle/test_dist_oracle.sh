@@ -90,6 +90,40 @@ for it in m.parallel_layout_item:
 EOF
 done
 
+# --- .safetensors ranks (one per rank, as save_checkpoint(format="safetensors") writes) ------
+
+for c in tp2:2 tp4x2:4 optshard:4; do
+    name=${c%:*} ranks=${c#*:}
+    D=$T/st-$name
+    check "gen $name --format safetensors" \
+        oracle gen "$D" --ranks "$ranks" --case "$name" --seed 6 --format safetensors
+    [ "$(cd "$D/dist" && ls rank_*/* | paste -sd' ')" = \
+      "$(seq -f 'rank_%g' 0 $((ranks - 1)) | sed 's|.*|&/checkpoint_&.safetensors|;
+         s|checkpoint_rank_|checkpoint_|' | paste -sd' ')" ] &&
+        ok "gen $name --format safetensors: one rank_N/checkpoint_N.safetensors each" ||
+        nok "gen $name --format safetensors: $(cd "$D/dist" && ls rank_*/*)"
+    check "merge $name (.safetensors ranks)" \
+        oracle merge --strict-replicas "$D/strategy.ckpt" "$D/dist" "$D/merged"
+    oracle tree "$D/full.ckpt" "$D/expected"
+    check "merge $name (.safetensors ranks) equals the full model's tree" \
+        diff -r "$D/merged" "$D/expected"
+done
+check "tree of a .safetensors rank equals safetensors_oracle's expected tree of it" sh -c \
+    "\"\$0\" \"\$1\" tree '$T/st-tp2/dist/rank_1/checkpoint_1.safetensors' '$T/st-t1' &&
+     /usr/bin/python3 '$HERE/safetensors_oracle.py' fake-tree '$T/st-t2' \
+        '$T/st-tp2/dist/rank_1/checkpoint_1.safetensors' && diff -r '$T/st-t1' '$T/st-t2'" \
+    "${ORACLE[@]}"
+cp -r "$T/st-tp2" "$T/st-two"
+cp "$T/tp2/dist/rank_1/checkpoint_1.ckpt" "$T/st-two/dist/rank_1/"
+refused "a rank with a .ckpt and a .safetensors" \
+    oracle merge "$T/st-two/strategy.ckpt" "$T/st-two/dist" "$T/st-two/m"
+grep -q 'rank_1 holds 2 ' "$T/err" && ok "  ... names rank_1" || nok "two files: $(cat "$T/err")"
+cp -r "$T/tp2" "$T/st-mixed"
+rm "$T/st-mixed/dist/rank_1/checkpoint_1.ckpt"
+cp "$T/st-tp2/dist/rank_1/checkpoint_1.safetensors" "$T/st-mixed/dist/rank_1/"
+refused "a set mixing .ckpt and .safetensors ranks (types F16/Float16... disagree)" \
+    oracle merge "$T/st-mixed/strategy.ckpt" "$T/st-mixed/dist" "$T/st-mixed/m"
+
 # one rank's slice differing in a split parameter changes the merge (the comparison bites)
 cp -r "$T/tp4x2" "$T/tp4x2-bent"
 flip_byte "$T/tp4x2-bent/dist/rank_1/checkpoint_1.ckpt" net.both.weight
@@ -166,16 +200,61 @@ same(r2["opt.rep.weight"], full["opt.rep.weight"][0:3], "opt + replica rank 2")
 same(r3["opt.none.weight"], full["opt.none.weight"][2:4, 3:6], "no opt shard rank 3")
 EOF
 
-# --- the golden-stick 2-rank pair with its test suite's strategy ---------------------------
+# --- the golden-stick 2-rank pair ---------------------------------------------------------
+# Its test suite's strategy is another run's (40 layers, lm_head replicated; the ranks hold
+# 1 layer and a split lm_head): a mismatch, refused naming a parameter rank_0 lacks.
 
-check "merge golden-stick llama2 2p" oracle merge "$GS_STRAT" "$GS_DIST" "$T/gs"
-check "golden-stick: full shapes, shards concatenated, lm_head from rank 0" py "$T/gs" "$GS_DIST" "$HERE" <<'EOF'
+refused "golden-stick pair with the fixture's strategy (another run's)" \
+    oracle merge "$GS_STRAT" "$GS_DIST" "$T/gs-fixture"
+grep -qE "'model\.layers\.([1-9]|[1-3][0-9])\.[^']+'.*rank_0" "$T/err" &&
+    ok "the mismatch refusal names a layer rank_0 lacks, and rank_0" ||
+    nok "mismatch refusal: $(cat "$T/err")"
+[ ! -e "$T/gs-fixture" ] && ok "the refused merge wrote no tree" ||
+    nok "the refused merge wrote $T/gs-fixture"
+refused "golden-stick pair with the fixture's rank_1 strategy (byte-identical)" \
+    oracle merge "${GS_STRAT%_0.ckpt}_1.ckpt" "$GS_DIST" "$T/gs1"
+
+# The strategy of the pair's own run, derived by hand from SOURCES.md's shard facts:
+# wq/wk/wv/w1/w3 and lm_head split on dim 0, wo/w2 on dim 1, embedding and norms replicated.
+# gs_strategy OUT LM_HEAD_TMAP: that strategy, lm_head's tensor_map given
+gs_strategy() {
+    local L=model.layers.0
+    oracle strategy "$1" --dev 2 \
+        model.tok_embeddings.embedding_weight=-1,-1 $L.ffn_norm.weight=-1 \
+        $L.attention_norm.weight=-1 $L.attention.wq.weight=0,-1 $L.attention.wk.weight=0,-1 \
+        $L.attention.wv.weight=0,-1 $L.attention.wo.weight=-1,0 $L.feed_forward.w1.weight=0,-1 \
+        $L.feed_forward.w2.weight=-1,0 $L.feed_forward.w3.weight=0,-1 model.norm_out.weight=-1 \
+        lm_head.weight="$2"
+}
+check "strategy: the derived golden-stick strategy written" gs_strategy "$T/gs-strat.ckpt" 0,-1
+check "strategy: it parses back to the 12 layouts given" \
+    sh -c "\"\$0\" \"\$1\" parse '$T/gs-strat.ckpt' |
+    /usr/bin/python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert len(d) == 12, len(d)
+assert all(v[\"dev_matrix\"] == [2] and v[\"stage\"] == 0 and v[\"field\"] == 0 for v in d.values())
+assert all(v[\"opt_weight_shard_step\"] == 0 == v[\"opt_weight_shard_size\"] for v in d.values())
+assert d[\"lm_head.weight\"][\"tensor_map\"] == [0, -1]
+assert d[\"model.layers.0.attention.wo.weight\"][\"tensor_map\"] == [-1, 0]
+assert d[\"model.norm_out.weight\"][\"tensor_map\"] == [-1]
+'" "${ORACLE[@]}"
+oracle strategy "$T/opt.ckpt" --dev 2,2 w=0,-1:2:2
+check "strategy: an optimizer shard :STEP:SIZE is written" \
+    grep -q '"opt_weight_shard_size": 2' <(oracle parse "$T/opt.ckpt")
+check "merge golden-stick llama2 2p with the derived strategy" \
+    oracle merge "$T/gs-strat.ckpt" "$GS_DIST" "$T/gs"
+# gs_expect TREE LM_HEAD_AXIS: the tree's 12 parameters have the full shapes and the shards
+# concatenated (LM_HEAD_AXIS: 0 = split, none = replicated -> rank 0's half)
+gs_expect() {
+    py "$1" "$GS_DIST" "$HERE" "$2" <<'EOF'
 import os, sys
 import numpy as np
 sys.path.insert(0, sys.argv[3])
 import ckpt_oracle as co
 from google.protobuf import text_format
 tree, dist = sys.argv[1], sys.argv[2]
+lm = None if sys.argv[4] == "none" else int(sys.argv[4])
 want = {
     "model.tok_embeddings.embedding_weight": ([32000, 40], "kFloat16", None),
     "model.layers.0.ffn_norm.weight": ([40], "kFloat", None),
@@ -188,9 +267,7 @@ want = {
     "model.layers.0.feed_forward.w2.weight": ([40, 256], "kFloat16", 1),
     "model.layers.0.feed_forward.w3.weight": ([256, 40], "kFloat16", 0),
     "model.norm_out.weight": ([40], "kFloat", None),
-    # split in the rank files, [-1,-1] (replicated) in this strategy: MindSpore's merge
-    # takes one rank's copy as the whole tensor -> [16000, 40] = rank 0's half
-    "lm_head.weight": ([16000, 40], "kFloat16", None),
+    "lm_head.weight": ([32000 if lm == 0 else 16000, 40], "kFloat16", lm),
 }
 got = sorted(n for n in os.listdir(tree) if n != "snapshot_done")
 assert got == sorted(want), got
@@ -207,15 +284,40 @@ for name, (dims, of_type, axis) in want.items():
     out = open(os.path.join(tree, name, "out"), "rb").read()
     exp = ranks[0][name] if axis is None else np.concatenate([ranks[0][name], ranks[1][name]], axis)
     assert out == exp.tobytes(), name
-# the lm_head halves really differ (so "replicated" here is not true of the data)
+# lm_head: the halves really differ, so the split is visible in the bytes
+half = ranks[0]["lm_head.weight"].nbytes
 assert ranks[0]["lm_head.weight"].tobytes() != ranks[1]["lm_head.weight"].tobytes()
+out = open(os.path.join(tree, "lm_head.weight", "out"), "rb").read()
+assert out[:half] == ranks[0]["lm_head.weight"].tobytes()
+if lm == 0:
+    assert out[half:] == ranks[1]["lm_head.weight"].tobytes()
 EOF
-oracle merge "$FIX/golden-stick_llama2-13b-2p-strategy/ckpt_strategy_rank_1.ckpt" "$GS_DIST" "$T/gs1" &&
-    diff -r "$T/gs" "$T/gs1" > /dev/null && ok "golden-stick: rank_1's strategy file gives the same tree" ||
-    nok "golden-stick: rank_1's strategy file gives another tree"
-refused "golden-stick with --strict-replicas (lm_head halves differ)" \
-    oracle merge --strict-replicas "$GS_STRAT" "$GS_DIST" "$T/gs-strict"
+}
+check "golden-stick: full shapes (lm_head [32000,40], wq, wo [40,40]); lm_head rank 0's half, \
+then rank 1's" \
+    gs_expect "$T/gs" 0
+check "golden-stick derived strategy: --strict-replicas also merges (no replica differs)" \
+    oracle merge --strict-replicas "$T/gs-strat.ckpt" "$GS_DIST" "$T/gs-strict-ok"
+# lm_head declared replicated although its halves differ: rank 0's copy by default;
+# --strict-replicas refuses naming it
+gs_strategy "$T/gs-repl.ckpt" -1,-1
+check "golden-stick with lm_head declared replicated: rank 0's half [16000,40]" sh -c \
+    "\"\$0\" \"\$1\" merge '$T/gs-repl.ckpt' '$GS_DIST' '$T/gs-repl'" "${ORACLE[@]}"
+check "  ... and the rest as with the derived strategy" gs_expect "$T/gs-repl" none
+refused "golden-stick with lm_head declared replicated, --strict-replicas (lm_head halves differ)" \
+    oracle merge --strict-replicas "$T/gs-repl.ckpt" "$GS_DIST" "$T/gs-strict"
 grep -q 'lm_head.weight' "$T/err" && ok "the strict refusal names lm_head.weight" || nok "strict refusal: $(cat "$T/err")"
+# a strategy naming one parameter more than the ranks hold (here a second layer's wq)
+oracle strategy "$T/gs-extra.ckpt" --dev 2 model.layers.0.attention.wq.weight=0,-1 \
+    model.layers.1.attention.wq.weight=0,-1
+refused "a strategy naming a parameter the ranks lack" \
+    oracle merge "$T/gs-extra.ckpt" "$GS_DIST" "$T/gs-extra"
+grep -q "'model.layers.1.attention.wq.weight'.*rank_0" "$T/err" &&
+    ok "  ... names it and rank_0" || nok "extra-parameter refusal: $(cat "$T/err")"
+# a stage prefix is stripped before the lookup: 0-<name> of a parameter the ranks hold merges
+oracle strategy "$T/gs-stage.ckpt" --dev 2 0-model.layers.0.attention.wq.weight=0,-1
+check "a '0-' stage-prefixed strategy name is looked up without its prefix" \
+    oracle merge "$T/gs-stage.ckpt" "$GS_DIST" "$T/gs-stage"
 
 # --- parse of the real strategy files ---------------------------------------------------
 
