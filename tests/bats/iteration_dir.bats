@@ -196,6 +196,77 @@ EOF
     done
 }
 
+# listed NAME: NAME is in the mount's root listing; until_listed NAME: a bounded wait for the
+# daemon to follow the directory (a bound so that a broken build cannot hang, no time limit)
+listed() { ls -A "$M" | grep -qxF -- "$1"; }
+until_listed() {
+    local i
+    for i in $(seq 1 400); do listed "$1" && return 0; sleep 0.05; done
+    echo "$1 never appeared in the listing: $(ls -A "$M" | tr '\n' ' ')" >&2
+    return 1
+}
+
+# run_of DIR N:CASE...: iteration_<N>/ directories of the given gen cases in DIR, their
+# files read-only as a finished save leaves them; the full model's tree in $T/it<N>.full
+run_of() {
+    local dir=$1 spec
+    shift
+    mkdir -p "$dir"
+    for spec in "$@"; do
+        local n=${spec%%:*} c=${spec#*:} name
+        name=$(printf 'iteration_%08d' "$n")
+        $ITER gen "$T/g$n" --case "$c" --seed "$n"
+        mv "$T/g$n/$IT" "$dir/$name"
+        chmod 0444 "$dir/$name"/*
+        $ITER file-tree "$T/g$n/full.safetensors" "$T/it$n.full"
+    done
+}
+
+@test "a run directory: an iteration after the tracker's is not shown until the tracker names it" {
+    D=$T/run
+    run_of "$D" 10:tp2 20:single
+    # a save under way: shard files not all written, no metadata.json yet
+    mkdir "$D/iteration_00000030"
+    echo '{"global_step": 30}' >"$D/iteration_00000030/common.json"
+    printf 10 >"$D/latest_checkpointed_iteration.txt"
+    mount_fg "$D" "$M"
+    listed iteration_00000010
+    ! listed iteration_00000020 || false
+    [ ! -e "$M/iteration_00000020" ]
+    ! listed iteration_00000030 || false
+    same_tree "$T/it10.full" "$M/iteration_00000010"
+    # rank 0 writes the tracker after every rank finished (checkpoint.py iter_finalize_func)
+    printf 20 >"$D/latest_checkpointed_iteration.txt"
+    until_listed iteration_00000020
+    same_tree "$T/it20.full" "$M/iteration_00000020"
+    listed iteration_00000010
+    ! listed iteration_00000030 || false
+}
+
+@test "a run directory without a tracker: an iteration shows once its files are read-only or settled" {
+    D=$T/run
+    run_of "$D" 10:tp2 20:single
+    chmod 0644 "$D/iteration_00000020"/*   # still being written
+    mount_fg "$D" "$M" -o settle=3600
+    listed iteration_00000010
+    ! listed iteration_00000020 || false
+    same_tree "$T/it10.full" "$M/iteration_00000010"
+}
+
+# Expected, not in the spec: mindformers' own "latest" is the tracker's iteration
+# (utils.py get_latest_iteration_from_tracker), not the newest files
+@test "a run directory: latest is the highest complete iteration, even if an older one is newer" {
+    D=$T/run
+    run_of "$D" 10:tp2 20:single
+    printf 20 >"$D/latest_checkpointed_iteration.txt"
+    touch -d '-2 hours' "$D/iteration_00000020"/*
+    touch -d '-1 hour' "$D/iteration_00000010"/*
+    mount_fg "$D" "$M"
+    [ -L "$M/latest" ]
+    [ "$(readlink "$M/latest")" = iteration_00000020 ]
+    same_tree "$T/it20.full" "$M/latest"
+}
+
 # the tracker latest_checkpointed_iteration.txt is no checkpoint
 @test "a run directory: each iteration_<n>/ is a snapshot of that name beside a plain .ckpt" {
     D=$T/run
