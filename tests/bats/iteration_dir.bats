@@ -243,7 +243,7 @@ run_of() {
     ! listed iteration_00000030 || false
 }
 
-@test "a run directory without a tracker: an iteration shows once its files are read-only or settled" {
+@test "a run directory without a tracker: an iteration shows once read-only or settled" {
     D=$T/run
     run_of "$D" 10:tp2 20:single
     chmod 0644 "$D/iteration_00000020"/*   # still being written
