@@ -129,6 +129,21 @@ EOF
     diff "$T/want" "$T/got"
 }
 
+@test "xattrs name, type and shape of each tensor; ckptfs-dump lists the same tensors in order" {
+    gen_case multiaxis --prefix net
+    $ITER attrs "$T/multiaxis/$IT" >"$T/want"
+    [ "$(wc -l <"$T/want")" -gt 5 ]
+    "$BUILD/ckptfs-dump" "$T/multiaxis/$IT" | grep -v '^#' | cut -f1-4 >"$T/dump"
+    diff "$T/want" "$T/dump"
+    mount_fg "$T/multiaxis/$IT" "$M"
+    while IFS=$'\t' read -r name dtype shape _; do
+        d=$M/$name   # the case's names need no escaping
+        [ "$(getfattr --only-values -n user.ckptfs.name "$d")" = "$name" ]
+        [ "$(getfattr --only-values -n user.ckptfs.type "$d")" = "$dtype" ]
+        [ "$(getfattr --only-values -n user.ckptfs.shape "$d")" = "$shape" ]
+    done <"$T/want"
+}
+
 @test "read-only: writes, creates, removes and renames fail; the files are unchanged" {
     gen_case tp2
     (cd "$T/tp2/$IT" && sha256sum ./*) >"$T/before"

@@ -38,6 +38,8 @@ global_offset[0] over axis_fragmentations and places each block at coord * local
         naming either will do: a name in two files)
     /usr/bin/python3 iteration_oracle.py file-tree FILE OUT_TREE  (the tree of one plain file)
     /usr/bin/python3 iteration_oracle.py names ITER_DIR           (tensor names in mount order)
+    /usr/bin/python3 iteration_oracle.py attrs ITER_DIR           (NAME DTYPE [SHAPE] BYTES, tab-
+                                                                   separated, in mount order)
 
 gen cases:
   single    no metadata.json: model-0000000-0000001 + opt-0000000-0000001, whole tensors
@@ -668,6 +670,8 @@ def main(argv=None):
     p = sub.add_parser("file-tree", help="the tree of one plain safetensors file")
     p.add_argument("file")
     p.add_argument("out")
+    p = sub.add_parser("attrs", help="name, dtype, [shape], bytes of each tensor, in order")
+    p.add_argument("iter_dir")
     p = sub.add_parser("names", help="tensor names in the mount's order")
     p.add_argument("iter_dir")
     p = sub.add_parser("bad", help="a set with one defect; prints FILE<TAB>PARAM to name")
@@ -686,6 +690,9 @@ def main(argv=None):
         elif args.cmd == "names":
             for name, *_ in expected(args.iter_dir):
                 print(name)
+        elif args.cmd == "attrs":
+            for name, dtype, shape, data in expected(args.iter_dir):
+                print(f"{name}\t{dtype}\t{co.shape_text(shape).decode()}\t{len(data)}")
         else:
             print("\t".join(bad(args.out, args.case, args.seed)))
     except Refused as exc:
