@@ -320,6 +320,50 @@ names_one_of() {
     return 1
 }
 
+@test "a FIFO named as a shard file does not block the mount; a symlinked shard file is refused" {
+    gen_case tp2
+    fifo=$T/tp2/$IT/model-0000009-0000004.safetensors
+    mkfifo "$fifo"
+    if ! mount_fg "$T/tp2/$IT" "$M"; then
+        timeout 10 sh -c ": >'$fifo'" || true   # let a blocked open of the FIFO go
+        echo "the mount failed or blocked on the FIFO" >&2
+        false
+    fi
+    same_tree "$T/tp2/full" "$M"
+    umount_wait "$M" ""
+    rm "$fifo"
+    f=model-0000001-0000004.safetensors
+    mv "$T/tp2/$IT/$f" "$T/tp2/real.safetensors"
+    ln -s ../real.safetensors "$T/tp2/$IT/$f"
+    run "$CKPTFS" "$T/tp2/$IT" "$M"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ $output == "ckptfs: "*"$f"* ]]
+    ! mountpoint -q "$M"
+}
+
+# tree_of DIR: every entry's path, type, mode, size and mtime; then every xattr (but the
+# daemon's pid, which differs between two daemons)
+tree_of() {
+    (cd "$1" && find . -printf '%P %y %m %s %T@\n' | LC_ALL=C sort &&
+        getfattr -R -d -m - . 2>/dev/null | grep -v '^user\.ckptfs\.pid=')
+}
+
+@test "a run's iteration snapshot is what a mount of it shows: modes, sizes, times, xattrs" {
+    D=$T/run
+    run_of "$D" 10:tp2 20:dedup
+    printf 20 >"$D/latest_checkpointed_iteration.txt"
+    mount_fg "$D" "$M"
+    for n in iteration_00000010 iteration_00000020; do
+        mount_fg "$D/$n" "$T/one.$n"
+        tree_of "$M/$n" >"$T/run.tree"
+        tree_of "$T/one.$n" >"$T/one.tree"
+        diff "$T/one.tree" "$T/run.tree"
+        [ "$(wc -l <"$T/one.tree")" -gt 10 ]
+    done
+}
+
 # missing chunk, file, tensor or storage entry; wrong shape, type, chunk shape or slice index;
 # not JSON, wrong types, interleaved; a name in two files; a file outside the directory
 @test "hostile sets are refused in one line naming the file and the parameter, nothing mounted" {
