@@ -120,6 +120,13 @@ EOF
     [ -d "$M/opt.loss_scale" ]
 }
 
+@test "names: quotes (keys in double quotes), '/', '%', non-ASCII, a leading dot, snapshot_done" {
+    mount_case names
+    grep -qF "\"(\\\"model.it's.weight\\\", (1,))\"" "$T/names/$IT/metadata.json"
+    [ -d "$M/model%2Fa%2Fb.weight" ]
+    [ -d "$M/%73napshot_done" ]
+}
+
 @test "order: model files first by index, each in header order, a name at its first place" {
     # dedup: model file 0 holds only some names, so later files add theirs
     gen_case dedup --prefix run-a

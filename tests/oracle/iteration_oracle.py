@@ -54,6 +54,7 @@ gen cases:
             first file, in (kind, index) order, holds them)
   variants  tp2 with "layout": null when unsplit, "mesh_shape", no rank_group (older forms)
   large     [2,2] slices of several pages each
+  names     parameter names holding ' " / % non-ASCII, a leading dot, "snapshot_done"
   random    a random layout and save mode from --seed (random_case)
 
 The mount's rules (what `tree` computes):
@@ -202,9 +203,19 @@ LARGE = [  # slices of several pages: reads cross slice rows and file extents
     ("model.norm.weight", "F32", [96], [-1], "model"),
     ("adam_m.model.embed.weight", "F32", [1024, 96], [0, -1], "opt"),
 ]
+NAMES = [  # storage_data keys are repr()s: a name holding ' is in double quotes
+    ("model.it's.weight", "F32", [4, 6], [0, -1], "model"),
+    ('model.say "hi".weight', "F32", [4, 6], [-1, 0], "model"),
+    ("model/a/b.weight", "F16", [4], [0], "model"),
+    (".hidden", "F32", [2, 2], [1, 0], "model"),
+    ("100%.bias", "F32", [4], [-1], "model"),
+    ("模型.权重", "BF16", [4, 4], [1, -1], "model"),
+    ("snapshot_done", "F32", [2], [0], "model"),
+    ("adam_m.model.it's.weight", "F32", [4, 6], [0, -1], "opt"),
+]
 CASES = {"single": (([1], ["dp"]), SINGLE), "tp2": (TP2_DEV, TP2), "dedup": (MULTI_DEV, DEDUP),
          "multiaxis": (MULTI_DEV, MULTI), "full": (TP2_DEV, TP2), "unlisted": (TP2_DEV, TP2),
-         "variants": (TP2_DEV, TP2), "large": (TP2_DEV, LARGE)}
+         "variants": (TP2_DEV, TP2), "large": (TP2_DEV, LARGE), "names": (TP2_DEV, NAMES)}
 GEN_CASES = list(CASES) + ["random"]
 RANDOM_DTYPES = ["F32", "F16", "BF16", "I32", "I64", "U8"]
 
