@@ -289,6 +289,41 @@ run_of() {
     same_tree "$T/it20.full" "$M/latest"
 }
 
+# differential: one random change to metadata.json's shapes, split counts, chunks, storage
+# keys or file names (iteration_oracle mutate); some leave a valid set, most do not
+@test "mutated metadata.json (60 seeds): ckptfs refuses what the oracle refuses, else equals it" {
+    accepted=0
+    refused=0
+    for s in $(seq 1 60); do
+        D=$T/x$s
+        c=tp2
+        [ $((s % 3)) -ne 0 ] || c=dedup
+        [ $((s % 3)) -ne 1 ] || c=multiaxis
+        $ITER gen "$D" --case "$c" --seed "$s"
+        what=$($ITER mutate "$D/$IT" --seed "$s")
+        if $ITER tree "$D/$IT" "$D/tree" 2>"$D/oracle.err"; then
+            mount_fg "$D/$IT" "$D/m" ||
+                { echo "seed $s ($c) $what: the oracle accepts, ckptfs refuses" >&2; return 1; }
+            diff -r "$D/tree" "$D/m" ||
+                { echo "seed $s ($c) $what: not the oracle's tree" >&2; return 1; }
+            umount_wait "$D/m" ""
+            accepted=$((accepted + 1))
+        else
+            mkdir "$D/m"
+            run "$CKPTFS" "$D/$IT" "$D/m"
+            if [ "$status" -eq 0 ] || [ "${#lines[@]}" -ne 1 ] || [[ $output != "ckptfs: "* ]]; then
+                mountpoint -q "$D/m" && fusermount3 -u "$D/m"
+                echo "seed $s ($c) $what: the oracle refuses ($(cat "$D/oracle.err")), ckptfs:" \
+                    "status $status: $output" >&2
+                return 1
+            fi
+            refused=$((refused + 1))
+        fi
+    done
+    echo "accepted $accepted, refused $refused"
+    [ "$accepted" -gt 3 ] && [ "$refused" -gt 20 ]
+}
+
 # the tracker latest_checkpointed_iteration.txt is no checkpoint
 @test "a run directory: each iteration_<n>/ is a snapshot of that name beside a plain .ckpt" {
     D=$T/run

@@ -67,8 +67,8 @@ The mount's rules (what `tree` computes):
     slice s is read from the first storage_data["('<name>', (<s>,))"] entry's file, whose
     tensor <name> must have shape local_shape (or global_shape: then it is the whole tensor)
     and one dtype across files; a name only in the files is shown as its first file holds it;
-  * refused: malformed JSON or types, interleaved_parallel true, a missing chunk or storage
-    entry, a file that is absent or lacks the tensor, a wrong shape or dtype.
+  * refused: malformed JSON or types, interleaved_parallel true, a missing or repeated chunk,
+    a missing storage entry, a file that is absent or lacks the tensor, a wrong shape or dtype.
 
 Exit status: 0 success; 1 refused (one line on stderr, "refused: ...") or usage error.
 """
@@ -487,6 +487,8 @@ def load_metadata(it):
             if _ints(c.get("local_shape"), f"{name}: local_shape") != local:
                 raise Refused(f"metadata.json: {name}: chunk local_shape {c['local_shape']} "
                               f"!= {local}")
+            if off[0] in seen:  # save_metadata writes each (offset, shape) once
+                raise Refused(f"metadata.json: {name}: slice {off[0]} has two chunks")
             seen.add(off[0])
         count = int(np.prod(frag)) if frag else 1
         if seen != set(range(count)):
@@ -667,6 +669,65 @@ def bad(out_dir, case, seed):
     return res
 
 
+def _mutation(doc, files, rng):
+    """Apply one random change to doc; returns what was changed."""
+    sdm, st = doc["state_dict_metadata"], doc["storage_data"]
+    name = str(rng.choice(sorted(sdm)))
+    pm = sdm[name]
+    keys = [k for k in st if KEY_RE.match(k) and KEY_RE.match(k).group("name") == name]
+    what = int(rng.integers(0, 9))
+    if what == 0 and pm["global_shape"]:
+        d = int(rng.integers(len(pm["global_shape"])))
+        pm["global_shape"][d] += int(rng.choice([-1, 1, pm["global_shape"][d]]))
+        return f"{name}: global_shape {pm['global_shape']}"
+    if what == 1 and pm["axis_fragmentations"]:
+        d = int(rng.integers(len(pm["axis_fragmentations"])))
+        pm["axis_fragmentations"][d] = int(rng.choice([0, 1, 2, 3, -1]))
+        return f"{name}: axis_fragmentations {pm['axis_fragmentations']}"
+    if what == 2:
+        c = pm["chunk"][int(rng.integers(len(pm["chunk"])))]
+        c["global_offset"] = [int(rng.integers(-1, len(pm["chunk"]) + 1))]
+        return f"{name}: a chunk's global_offset {c['global_offset']}"
+    if what == 3:
+        pm["chunk"].append(dict(pm["chunk"][0]))
+        return f"{name}: chunk 0 twice"
+    if what == 4 and keys:
+        k = str(rng.choice(keys))
+        st[k][0]["file_name"] = str(rng.choice(files))
+        return f"{k}: first entry's file_name {st[k][0]['file_name']}"
+    if what == 5 and keys:
+        k = str(rng.choice(keys))
+        st[k].reverse()
+        return f"{k}: entries reversed"
+    if what == 6:
+        field = str(rng.choice(["global_shape", "axis_fragmentations", "chunk"]))
+        pm[field] = [None, "x", 3, {"a": 1}][int(rng.integers(4))]
+        return f"{name}: {field} {pm[field]!r}"
+    if what == 7:
+        c = pm["chunk"][int(rng.integers(len(pm["chunk"])))]
+        if c["local_shape"]:
+            c["local_shape"][int(rng.integers(len(c["local_shape"])))] += int(rng.choice([-1, 1]))
+        else:
+            c["local_shape"] = [1]
+        return f"{name}: a chunk's local_shape {c['local_shape']}"
+    if keys:
+        st[str((name, (0, 0)))] = st.pop(keys[0])
+    return f"{name}: storage key {keys[0] if keys else '-'} with a 2-tuple offset"
+
+
+def mutate(it, seed):
+    """One random change to metadata.json's fields that decide the assembly (shapes, split
+    counts, chunks, storage keys and file names); returns what was changed.  The change may
+    leave the set valid (a mount must then equal `tree`) or not (both must refuse)."""
+    path = os.path.join(it, "metadata.json")
+    doc = json.loads(open(path, encoding="utf-8").read())
+    files = sorted(n for n in os.listdir(it) if FILE_RE.match(n))
+    what = _mutation(doc, files, np.random.default_rng(seed))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(doc, ensure_ascii=False, indent=4))
+    return what
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -683,6 +744,9 @@ def main(argv=None):
     p.add_argument("out")
     p = sub.add_parser("attrs", help="name, dtype, [shape], bytes of each tensor, in order")
     p.add_argument("iter_dir")
+    p = sub.add_parser("mutate", help="one random change to ITER_DIR's metadata.json")
+    p.add_argument("iter_dir")
+    p.add_argument("--seed", type=int, default=0)
     p = sub.add_parser("names", help="tensor names in the mount's order")
     p.add_argument("iter_dir")
     p = sub.add_parser("bad", help="a set with one defect; prints FILE<TAB>PARAM to name")
@@ -701,6 +765,8 @@ def main(argv=None):
         elif args.cmd == "names":
             for name, *_ in expected(args.iter_dir):
                 print(name)
+        elif args.cmd == "mutate":
+            print(mutate(args.iter_dir, args.seed))
         elif args.cmd == "attrs":
             for name, dtype, shape, data in expected(args.iter_dir):
                 print(f"{name}\t{dtype}\t{co.shape_text(shape).decode()}\t{len(data)}")

@@ -77,6 +77,21 @@ done
 [ -z "$bad_seeds" ] && ok "60 random sets assemble to their full models" ||
     nok "random seeds whose tree is not the full model:$bad_seeds"
 
+# mutate: one change to metadata.json; some seeds leave a valid set, others not
+acc=0 ref=0
+for s in $(seq 1 30); do
+    D=$T/mut-$s
+    oracle gen "$D" --case tp2 --seed "$s" && oracle mutate "$D/$IT" --seed "$s" > /dev/null || continue
+    if oracle tree "$D/$IT" "$D/tree" 2> /dev/null; then
+        acc=$((acc + 1))
+    else
+        ref=$((ref + 1))
+    fi
+    rm -rf "$D"
+done
+[ "$acc" -gt 0 ] && [ "$ref" -gt 10 ] && ok "mutate: $acc sets still valid, $ref refused" ||
+    nok "mutate: $acc valid, $ref refused"
+
 # --- slices and metadata at positions worked out by hand -------------------------------------
 # tensor_map k names device_matrix[len-1-k]; a list of axes is split by all, the first major;
 # slice index = row-major over axis_fragmentations; device position i = rank i (rank_list 0..).
