@@ -81,7 +81,8 @@ done
 acc=0 ref=0
 for s in $(seq 1 30); do
     D=$T/mut-$s
-    oracle gen "$D" --case tp2 --seed "$s" && oracle mutate "$D/$IT" --seed "$s" > /dev/null || continue
+    oracle gen "$D" --case tp2 --seed "$s" || continue
+    oracle mutate "$D/$IT" --seed "$s" > /dev/null || continue
     if oracle tree "$D/$IT" "$D/tree" 2> /dev/null; then
         acc=$((acc + 1))
     else
