@@ -50,8 +50,11 @@ gen cases:
             rank distribute_shards picks; file index != rank (opt: ranks 0,1,2,4 write)
   multiaxis [2,2,2] (dp, cp, tp) with tensor_map entries that are lists ([[1,0],-1], ...)
   full      tp2's metadata.json, but every file holds whole tensors (integrated_save)
-  unlisted  tp2 plus tensors in the files that metadata.json does not list (shown as the
-            first file, in (kind, index) order, holds them)
+  unlisted  tp2 plus tensors metadata.json does not list, each in one file (model file 2,
+            opt file 1): shown as stored
+  unlistedrep  tp2 plus a tensor metadata.json does not list, whole in every rank's model
+            file (a replicated buffer): shown as the first file, in (kind, index) order,
+            holds it (the lead's rule in SPEC-iter.md)
   variants  tp2 with "layout": null when unsplit, "mesh_shape", no rank_group (older forms)
   large     [2,2] slices of several pages each
   names     parameter names holding ' " / % non-ASCII, a leading dot, "snapshot_done"
@@ -215,6 +218,7 @@ NAMES = [  # storage_data keys are repr()s: a name holding ' is in double quotes
 ]
 CASES = {"single": (([1], ["dp"]), SINGLE), "tp2": (TP2_DEV, TP2), "dedup": (MULTI_DEV, DEDUP),
          "multiaxis": (MULTI_DEV, MULTI), "full": (TP2_DEV, TP2), "unlisted": (TP2_DEV, TP2),
+         "unlistedrep": (TP2_DEV, TP2),
          "variants": (TP2_DEV, TP2), "large": (TP2_DEV, LARGE), "names": (TP2_DEV, NAMES)}
 GEN_CASES = list(CASES) + ["random"]
 RANDOM_DTYPES = ["F32", "F16", "BF16", "I32", "I64", "U8"]
@@ -340,10 +344,12 @@ def gen(out_dir, case, seed, prefix):
     fulls = [(n, d, random_array(rng, d, g), tmap, kind) for n, d, g, tmap, kind in params]
     extra = []
     if case == "unlisted":
-        # not in metadata.json: a buffer every rank saves whole, and one only rank 1's opt
-        # file holds (so its first file is not file 0)
-        extra = [("model.rotary.inv_freq", "F32", random_array(rng, "F32", [3]), "model", None),
+        # not in metadata.json, each in one file that is not file 0: (name, dtype, array,
+        # kind, the one rank whose file holds it)
+        extra = [("model.rotary.inv_freq", "F32", random_array(rng, "F32", [3]), "model", 2),
                  ("opt.loss_scale", "F32", random_array(rng, "F32", []), "opt", 1)]
+    if case == "unlistedrep":  # a buffer every rank saves whole (None: every rank)
+        extra = [("model.rotary.inv_freq", "F32", random_array(rng, "F32", [3]), "model", None)]
     write_st(os.path.join(out_dir, "full.safetensors"),
              [(n, d, a) for n, d, a, *_ in fulls] + [(n, d, a) for n, d, a, *_ in extra])
     with open(os.path.join(out_dir, "latest_checkpointed_iteration.txt"), "w") as f:
@@ -376,7 +382,7 @@ def gen(out_dir, case, seed, prefix):
         for kind in ("model", "opt"):
             for r in range(ranks):
                 tensors = per_rank[(kind, r)]
-                if case == "unlisted":
+                if extra:
                     tensors = tensors + [(n, d, a) for n, d, a, k, only in extra
                                          if k == kind and only in (None, r)]
                 write_st(os.path.join(it, file_name(prefix, kind, r, ranks)), tensors)

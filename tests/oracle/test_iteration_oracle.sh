@@ -194,6 +194,8 @@ assert sorted(os.listdir(f"{T}/single-my-llama-7b/{IT}")) == [
 # unlisted: opt.loss_scale only in rank 1's opt file
 assert "opt.loss_scale" in load(f"{T}/unlisted-none/{IT}/opt-0000001-0000004.safetensors")
 assert "opt.loss_scale" not in load(f"{T}/unlisted-none/{IT}/opt-0000000-0000004.safetensors")
+rep = f"{T}/unlistedrep-none/{IT}/model-0000003-0000004.safetensors"
+assert "model.rotary.inv_freq" in load(rep)
 EOF
 
 # mount order: model files first (by index), each in header order, a name at its first place
@@ -206,7 +208,7 @@ got = subprocess.run([sys.executable, sys.argv[2] + "/iteration_oracle.py", "nam
                      check=True, capture_output=True, text=True).stdout.split()
 m0 = [e.tag.decode() for e in so.load_reference(d + "/model-0000000-0000004.safetensors").entries]
 o0 = [e.tag.decode() for e in so.load_reference(d + "/opt-0000000-0000004.safetensors").entries]
-assert got == m0 + o0 + ["opt.loss_scale"], got
+assert got == m0 + ["model.rotary.inv_freq"] + o0 + ["opt.loss_scale"], got
 EOF
 
 # --- the comparison bites -------------------------------------------------------------------
