@@ -158,6 +158,38 @@ EOF
     done <"$T/want"
 }
 
+@test "-o threads, a small page cache: parallel readers of an iteration mount all read the model" {
+    [ -n "$MT_OPT" ] || skip "this build has no multi-threaded loop option (ckptfs --help)"
+    gen_case large
+    mount_fg "$T/large/$IT" "$M" -o "$MT_OPT" -o cache_size=8K
+    local p pids=()
+    for p in 1 2 3 4; do
+        (for d in "$M"/*/; do
+             cat "$d/out" >"$T/r$p.$(basename "$d")" || exit 1
+         done) &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p"; done
+    for p in 1 2 3 4; do
+        for d in "$T"/large/full/*/; do
+            cmp "$d/out" "$T/r$p.$(basename "$d")"
+        done
+    done
+}
+
+@test "-o rw or -o create with an iteration directory: refused in one line, nothing mounted" {
+    gen_case single
+    mkdir -p "$M"
+    for o in rw create; do
+        run "$CKPTFS" -o "$o" "$T/single/$IT" "$M"
+        echo "$output"
+        [ "$status" -ne 0 ]
+        [ "${#lines[@]}" -eq 1 ]
+        [[ $output == "ckptfs: $T/single/$IT"* ]]
+        ! mountpoint -q "$M"
+    done
+}
+
 @test "read-only: writes, creates, removes and renames fail; the files are unchanged" {
     gen_case tp2
     (cd "$T/tp2/$IT" && sha256sum ./*) >"$T/before"
