@@ -40,6 +40,8 @@ global_offset[0] over axis_fragmentations and places each block at coord * local
     /usr/bin/python3 iteration_oracle.py names ITER_DIR           (tensor names in mount order)
     /usr/bin/python3 iteration_oracle.py attrs ITER_DIR           (NAME DTYPE [SHAPE] BYTES, tab-
                                                                    separated, in mount order)
+    /usr/bin/python3 iteration_oracle.py mutate ITER_DIR --seed S (one random change to
+        metadata.json's shapes, splits, chunks, storage keys or file names; prints it)
 
 gen cases:
   single    no metadata.json: model-0000000-0000001 + opt-0000000-0000001, whole tensors
