@@ -45,16 +45,8 @@ typedef struct merge {
     ck_grid_piece *pieces;      /* and its tensor */
 } merge;
 
-/* Not in format.c's table: nothing is recognised as one, or saved as one. */
-static const ck_format dist_format = {
-    .name = "distributed",
-    .title = "merged distributed checkpoint",
-    .extension = "",
-    .free_state = ck_mset_free,
-    .type_name = ck_mset_type_name,
-    .is_data_file = ck_mset_is_data_file,
-    .notes = ck_mset_notes,
-};
+static const ck_format dist_format =
+    CK_MSET_FORMAT("distributed", "merged distributed checkpoint");
 
 static int nomem(const char *path, ck_error *err)
 {

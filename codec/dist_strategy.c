@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "decimal.h"
 #include "model_dir.h"
 #include "node_strategy.pb-c.h"
 
@@ -83,12 +84,7 @@ static int split_stage(const char *path, const char *full, uint64_t *stage, cons
     if (dash == NULL)
         return 0;
     uint64_t v = 0;
-    bool ok = dash > full && strchr(dash + 1, '-') == NULL;
-    for (const char *p = full; ok && p < dash; p++) {
-        ok = *p >= '0' && *p <= '9' && v <= (UINT32_MAX - 9) / 10;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    if (!ok)
+    if (strchr(dash + 1, '-') != NULL || !ck_decimal(full, (size_t)(dash - full), &v))
         return ck_fail(err, EINVAL, "%s: '%s': a '-' in a name that is not '<stage>-<name>'",
                        path, ck_quote(q, full, strlen(full)));
     *stage = v;

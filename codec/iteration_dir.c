@@ -17,7 +17,8 @@
  *   grid of axis_fragmentations slices of local_shape each, s being a
  *   slice's row-major index in that grid (not an element offset), stored in
  *   the first storage entry's file.  A slice of the full shape is the whole
- *   tensor (a writer that gathered it).
+ *   tensor (a writer that gathered it).  A name metadata.json does not
+ *   describe (a buffer every rank saves whole) is the first file's.
  * - Without metadata.json (one card), every file holds whole tensors and a
  *   name may be in one file only.
  */
@@ -35,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "decimal.h"
 #include "model_set.h"
 #include "safetensors_reader.h"
 #include "tensor_grid.h"
@@ -63,49 +65,23 @@ typedef struct iter {
     size_t n_described;         /* tensors added that metadata.json describes */
 } iter;
 
-static const ck_format iteration_format = {
-    .name = "iteration",
-    .title = "MindSpore Transformers iteration directory",
-    .extension = "",
-    .free_state = ck_mset_free,
-    .type_name = ck_mset_type_name,
-    .is_data_file = ck_mset_is_data_file,
-    .notes = ck_mset_notes,
-};
+static const ck_format iteration_format =
+    CK_MSET_FORMAT("iteration", "MindSpore Transformers iteration directory");
 
 static int nomem(const char *path, ck_error *err)
 {
     return ck_fail(err, ENOMEM, "%s: out of memory", path);
 }
 
-/* At least 7 digits and no more than fit, into *v. */
+/* A shard file's index: at least 7 digits (mindformers' {:07d}). */
 static bool digits(const char *s, size_t len, uint64_t *v)
 {
-    uint64_t x = 0;
-    if (len < 7)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9' || x > (UINT64_MAX - 9) / 10)
-            return false;
-        x = x * 10 + (uint64_t)(s[i] - '0');
-    }
-    *v = x;
-    return true;
+    return len >= 7 && ck_decimal(s, len, v);
 }
 
 bool ck_iteration_dir_name(const char *name, uint64_t *n)
 {
-    const char *p = name + 10;
-    if (strncmp(name, "iteration_", 10) != 0 || *p == '\0')
-        return false;
-    uint64_t x = 0;
-    for (; *p; p++) {
-        if (*p < '0' || *p > '9' || x > (UINT64_MAX - 9) / 10)
-            return false;
-        x = x * 10 + (uint64_t)(*p - '0');
-    }
-    *n = x;
-    return true;
+    return strncmp(name, "iteration_", 10) == 0 && ck_decimal(name + 10, strlen(name + 10), n);
 }
 
 /* Anchored on the right: the prefix is free text and may hold '-'. */
@@ -539,7 +515,7 @@ static const ck_tensor *find_slice(const iter *it, const ck_tensor *t0, const pa
                                                      t0->name_len);
     if (st == NULL) {
         snprintf(why, sizeof why, "no storage_data entry for slice %llu", (unsigned long long)s);
-        meta_fail(it, err, quoted(t0, q), why);
+        meta_fail(it, err, t0->name, why);
     } else if (f < 0) {
         ck_fail(err, ENOENT, "%s/" METADATA ": parameter '%s': slice %llu is stored in '%s', "
                 "which is not a shard file here", it->path, quoted(t0, q),
@@ -557,23 +533,48 @@ static const ck_tensor *find_slice(const iter *it, const ck_tensor *t0, const pa
                    "local_shape");
         t = NULL;
     }
-    *file = (uint32_t)f;
+    if (t != NULL)
+        *file = (uint32_t)f;
     return t;
 }
 
-/* Tensor t of file f, the first appearance of its name, into the model. */
-static int add_tensor(iter *it, uint32_t f, const ck_tensor *t0, ck_error *err)
+/* The merged tensor for t0's name: pm's shape, made of pieces. */
+static int new_tensor(iter *it, const ck_tensor *t0, const param_meta *pm,
+                      const ck_grid_piece *pieces, ck_error *err)
 {
     char q[CK_QUOTE_BUF], what[CK_QUOTE_BUF + PATH_MAX];
+    ck_index *ix = &it->m->index;
+    long id = ck_index_add(ix);
+    char *name = ck_arena_strndup(&ix->arena, t0->name, t0->name_len);
+    int64_t *dims = ck_arena_alloc(&ix->arena, (pm->ndim ? pm->ndim : 1) * sizeof *dims);
+    if (id < 0 || name == NULL || dims == NULL)
+        return nomem(it->path, err);
+    memcpy(dims, pm->global, pm->ndim * sizeof *dims);
+    const ck_tensor *p0 = pieces[0].t;
+    ck_tensor *t = &ix->tensors[id];
+    *t = (ck_tensor){.name = name, .name_len = t0->name_len, .type_name = p0->type_name,
+                     .dtype = p0->dtype, .dims = dims, .ndim = pm->ndim,
+                     .nbytes = p0->nbytes * pm->slices, .read_only = true};
+    uint64_t grid[CK_MAX_DIMS];
+    for (uint32_t d = 0; d < pm->ndim; d++)
+        grid[d] = (uint64_t)pm->frag[d];
+    snprintf(what, sizeof what, "%s: parameter '%s'", it->path, quoted(t0, q));
+    return ck_grid_place(&ix->arena, t, grid, pieces, what, err);
+}
+
+/* Tensor t0 of file f, the first appearance of its name, into the model:
+ * as stored, or put together from the slices metadata.json describes. */
+static int add_tensor(iter *it, uint32_t f, const ck_tensor *t0, ck_error *err)
+{
     const json_t *pj = it->params ? json_object_getn(it->params, t0->name, t0->name_len) : NULL;
-    if (pj == NULL && it->first[f][t0 - it->files->models[f]->index.tensors] == 2)
-        return slice_fail(it, f, t0, err, it->params ? "in several files, and metadata.json "
-                          "does not describe it" : "in several files (and no metadata.json)");
+    if (it->params == NULL && it->first[f][t0 - it->files->models[f]->index.tensors] == 2)
+        return slice_fail(it, f, t0, err, "in several files (and no metadata.json to say how "
+                          "they make one tensor)");
     param_meta pm = {.slices = 1, .ndim = t0->ndim};
     memcpy(pm.global, t0->dims, t0->ndim * sizeof *pm.global);
     for (uint32_t d = 0; d < pm.ndim; d++)
         pm.frag[d] = 1;
-    if (pj != NULL && read_param_meta(it, quoted(t0, q), pj, &pm, err) < 0)
+    if (pj != NULL && read_param_meta(it, t0->name, pj, &pm, err) < 0)
         return -1;
     it->n_described += pj != NULL;
     ck_grid_piece *pieces = calloc(pm.slices, sizeof *pieces);
@@ -585,40 +586,20 @@ static int add_tensor(iter *it, uint32_t f, const ck_tensor *t0, ck_error *err)
         const ck_tensor *t = pj == NULL ? t0 : find_slice(it, t0, &pm, s, &file, err);
         if (t == NULL) {
             rc = -1;
-        } else if (pm.slices > 1 && has_dims(t, pm.global, pm.ndim)) {
-            /* the whole tensor, stored by a writer that gathered it */
-            pieces[0] = (ck_grid_piece){.t = t, .src_base = it->files->src_base[file]};
+            break;
+        }
+        ck_grid_piece p = {.t = t, .src_base = it->files->src_base[file]};
+        if (pm.slices > 1 && has_dims(t, pm.global, pm.ndim)) {
+            pieces[0] = p; /* the whole tensor, stored by a writer that gathered it */
             pm.slices = 1;
             for (uint32_t d = 0; d < pm.ndim; d++)
                 pm.frag[d] = 1;
         } else {
-            pieces[s] = (ck_grid_piece){.t = t, .src_base = it->files->src_base[file]};
+            pieces[s] = p;
         }
     }
-    ck_index *ix = &it->m->index;
-    long id = rc < 0 ? -1 : ck_index_add(ix);
-    if (rc == 0 && id < 0)
-        rc = nomem(it->path, err);
-    if (rc == 0) {
-        ck_tensor *t = &ix->tensors[id];
-        char *name = ck_arena_strndup(&ix->arena, t0->name, t0->name_len);
-        int64_t *dims = ck_arena_alloc(&ix->arena, (pm.ndim ? pm.ndim : 1) * sizeof *dims);
-        if (name == NULL || dims == NULL) {
-            rc = nomem(it->path, err);
-        } else {
-            memcpy(dims, pm.global, pm.ndim * sizeof *dims);
-            const ck_tensor *p0 = pieces[0].t;
-            *t = (ck_tensor){.name = name, .name_len = t0->name_len,
-                             .type_name = p0->type_name, .dtype = p0->dtype, .dims = dims,
-                             .ndim = pm.ndim, .nbytes = p0->nbytes * pm.slices,
-                             .read_only = true};
-            snprintf(what, sizeof what, "%s: parameter '%s'", it->path, quoted(t0, q));
-            uint64_t grid[CK_MAX_DIMS];
-            for (uint32_t d = 0; d < pm.ndim; d++)
-                grid[d] = (uint64_t)pm.frag[d];
-            rc = ck_grid_place(&ix->arena, t, grid, pieces, what, err);
-        }
-    }
+    if (rc == 0)
+        rc = new_tensor(it, t0, &pm, pieces, err);
     free(pieces);
     return rc;
 }

@@ -38,8 +38,8 @@ bool ck_iteration_file_name(const char *name, int *kind, uint64_t *i);
  * in messages) as one model.  Refuses, in one line naming the file and
  * the parameter, metadata.json that is not the layout described, a slice
  * missing or of another shape or type, a storage entry naming a file or a
- * tensor that is not there, and a name in two files that metadata.json
- * does not describe.  watch: watch the files for writes (a mount). */
+ * tensor that is not there, and, with no metadata.json, a name in two
+ * files.  watch: watch the files for writes (a mount). */
 ck_model *ck_iteration_open_at(int dfd, const char *path, const ck_open_opts *o, bool watch,
                                ck_error *err);
 /* The same, opening path first. */

@@ -371,6 +371,65 @@ static int read_piece(void *ctx, uint32_t src, uint64_t src_off, size_t len)
     return 0;
 }
 
+/* The part [*a, *b) of run q that [off, off + size) covers. */
+static void run_part(uint64_t q, uint64_t run, uint64_t off, size_t size, uint64_t *a,
+                     uint64_t *b)
+{
+    uint64_t start = q * run, end = start + run;
+    *a = (off > start ? off : start) - start;
+    *b = (off + size < end ? off + size : end) - start;
+}
+
+/* A gathered tensor's bytes with one read per slice, not one per run:
+ * within a range, each slice's runs are consecutive rows of it, so its
+ * part is one span of its bytes (tensor_index.h), read whole and then
+ * dealt out to the runs.  Short runs (a slice row of a few bytes) would
+ * otherwise cost a read each. */
+static int gather_read(const ck_model *m, const ck_tensor *t, unsigned char *dst, size_t size,
+                       uint64_t off, ck_error *err)
+{
+    uint64_t run = t->gather->run, q0 = off / run, q1 = (off + size - 1) / run, total = 0;
+    uint32_t n = t->n_ext;
+    uint64_t *lo = malloc(n * sizeof *lo), *hi = calloc(n, sizeof *hi);
+    uint64_t *base = malloc(n * sizeof *base);
+    unsigned char *span = NULL;
+    int rc = lo == NULL || hi == NULL || base == NULL
+                 ? ck_fail(err, ENOMEM, "%s: out of memory", m->path) : 0;
+    for (uint32_t k = 0; rc == 0 && k < n; k++)
+        lo[k] = UINT64_MAX;
+    for (uint64_t q = q0; rc == 0 && q <= q1; q++) { /* each slice's span */
+        uint64_t at, a, b;
+        uint32_t k = ck_tensor_gather_run(t, q, &at);
+        run_part(q, run, off, size, &a, &b);
+        lo[k] = at + a < lo[k] ? at + a : lo[k];
+        hi[k] = at + b > hi[k] ? at + b : hi[k];
+    }
+    for (uint32_t k = 0; rc == 0 && k < n; k++) {
+        base[k] = total; /* about size in all: a span holds no gap */
+        total += hi[k] > lo[k] ? hi[k] - lo[k] : 0;
+    }
+    if (rc == 0 && (span = malloc(total ? total : 1)) == NULL)
+        rc = ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+    for (uint32_t k = 0; rc == 0 && k < n; k++) {
+        const ck_extent *e = ck_tensor_ext(t, k);
+        if (hi[k] > lo[k])
+            rc = ck_source_read(m->sources[e->src], span + base[k], hi[k] - lo[k],
+                                e->off + lo[k], err);
+    }
+    for (uint64_t q = q0; rc == 0 && q <= q1; q++) { /* dealt out to the runs */
+        uint64_t at, a, b;
+        uint32_t k = ck_tensor_gather_run(t, q, &at);
+        run_part(q, run, off, size, &a, &b);
+        memcpy(dst, span + base[k] + (at + a - lo[k]), b - a);
+        dst += b - a;
+    }
+    free(span);
+    free(base);
+    free(lo);
+    free(hi);
+    return rc;
+}
+
 long ck_model_read(const ck_model *m, const ck_tensor *t, void *buf, size_t size,
                    uint64_t off, ck_error *err)
 {
@@ -378,6 +437,8 @@ long ck_model_read(const ck_model *m, const ck_tensor *t, void *buf, size_t size
         return 0;
     if (size > t->nbytes - off)
         size = (size_t)(t->nbytes - off);
+    if (t->gather != NULL && size > 0)
+        return gather_read(m, t, buf, size, off, err) < 0 ? -1 : (long)size;
     struct read_ctx c = {.m = m, .dst = buf, .err = err};
     if (ck_tensor_for_range(t, off, size, read_piece, &c) != 0)
         return -1;

@@ -29,8 +29,9 @@
  * and, when a run reuses a directory, renames the prefix <prefix>_1,
  * <prefix>_2...  When every complete checkpoint is so named with one
  * prefix, the newest is the highest (epoch, step); with one prefix and its
- * renamings, the highest (renaming, epoch, step); otherwise, and between
- * equals, the latest modification time, then the last name.
+ * renamings, the highest (renaming, epoch, step); when they are all
+ * iteration directories, the highest N; otherwise, and between equals, the
+ * latest modification time, then the last name.
  */
 #define _GNU_SOURCE
 #include "run_dir.h"
@@ -45,6 +46,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "decimal.h"
 #include "iteration_dir.h"
 
 #define SET_INDEX ".safetensors.index.json"
@@ -55,21 +57,6 @@ static int nomem(const char *path, ck_error *err)
     return ck_fail(err, ENOMEM, "%s: out of memory", path);
 }
 
-/* Digits only, at least one, into *v (no overflow); false otherwise. */
-static bool number(const char *s, size_t len, uint64_t *v)
-{
-    uint64_t x = 0;
-    if (len == 0)
-        return false;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9' || x > (UINT64_MAX - 9) / 10)
-            return false;
-        x = x * 10 + (uint64_t)(s[i] - '0');
-    }
-    *v = x;
-    return true;
-}
-
 /* The length of the prefix of a name "<prefix>-<epoch>_<step>", with epoch
  * and step; 0 when the name is not one. */
 static size_t numbered(const char *name, uint64_t *epoch, uint64_t *step)
@@ -77,7 +64,7 @@ static size_t numbered(const char *name, uint64_t *epoch, uint64_t *step)
     const char *dash = strrchr(name, '-');
     const char *us = dash ? strchr(dash, '_') : NULL;
     if (dash == NULL || dash == name || us == NULL ||
-        !number(dash + 1, (size_t)(us - dash - 1), epoch) || !number(us + 1, strlen(us + 1), step))
+        !ck_decimal(dash + 1, (size_t)(us - dash - 1), epoch) || !ck_decimal(us + 1, strlen(us + 1), step))
         return 0;
     return (size_t)(dash - name);
 }
@@ -113,8 +100,8 @@ static bool is_shard(const char *file, char *const *names, size_t n)
     if (len < t + 15 || strcmp(file + len - t, tail) != 0)
         return false;
     const char *p = file + len - t - 15;
-    if (p[0] != '-' || memcmp(p + 6, "-of-", 4) != 0 || !number(p + 1, 5, &i) ||
-        !number(p + 10, 5, &k))
+    if (p[0] != '-' || memcmp(p + 6, "-of-", 4) != 0 || !ck_decimal(p + 1, 5, &i) ||
+        !ck_decimal(p + 10, 5, &k))
         return false;
     /* The index's name is shorter than the shard's (15 + 12 > 23). */
     char index[NAME_MAX + 1];
@@ -184,7 +171,7 @@ static size_t base_prefix(const ck_run_entry *e, unsigned *reuse)
     size_t len = numbered(e->name, &ep, &st);
     const char *us = memrchr(e->name, '_', len);
     *reuse = 0;
-    if (us != NULL && us > e->name && number(us + 1, (size_t)(e->name + len - us - 1), &nth) &&
+    if (us != NULL && us > e->name && ck_decimal(us + 1, (size_t)(e->name + len - us - 1), &nth) &&
         nth <= 1000000) {
         *reuse = (unsigned)nth;
         return (size_t)(us - e->name);
@@ -196,7 +183,7 @@ bool ck_rank_dir_name(const char *name, uint64_t *id)
 {
     size_t len = strlen(name);
     return strncmp(name, "rank_", 5) == 0 && (name[5] != '0' || len == 6) &&
-           number(name + 5, len - 5, id);
+           ck_decimal(name + 5, len - 5, id);
 }
 
 static int scan(int dfd, const char *path, double settle, const struct timespec *now,
@@ -214,7 +201,7 @@ static int64_t tracked_iteration(int dfd)
     uint64_t v;
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ' || buf[n - 1] == '\r'))
         n--;
-    return n > 0 && number(buf, (size_t)n, &v) && v <= INT64_MAX ? (int64_t)v : -1;
+    return n > 0 && ck_decimal(buf, (size_t)n, &v) && v <= INT64_MAX ? (int64_t)v : -1;
 }
 
 /* The first shard file in reading order (iteration_dir.c): model before
@@ -273,7 +260,7 @@ static int add_iteration_entry(ck_run_list *l, int dfd, const char *dir, int64_t
     if (first[0] == '\0')
         return 0;
     ck_run_entry *e = &l->e[l->n];
-    *e = (ck_run_entry){.name = strdup(dir), .file = strdup(dir), .iteration = true,
+    *e = (ck_run_entry){.name = strdup(dir), .file = strdup(dir), .iteration = true, .step = n,
                         .mtime = all.st_mtim, .size = (uint64_t)all.st_size,
                         .mode = all.st_mode, .uid = all.st_uid, .gid = all.st_gid,
                         .complete = tracked >= 0 ? (uint64_t)tracked >= n
@@ -400,6 +387,11 @@ static int unique_names(ck_run_list *l, const char *path, ck_error *err)
  * they are all numbered with one base prefix, else by time alone. */
 static bool one_run(ck_run_list *l)
 {
+    bool iterations = true; /* all numbered by their directories' names alone */
+    for (size_t i = 0; i < l->n; i++)
+        iterations &= !l->e[i].complete || l->e[i].iteration;
+    if (iterations)
+        return true;
     const ck_run_entry *first = NULL;
     size_t first_len = 0, first_base = 0;
     bool same_prefix = true, same_base = true;

@@ -135,7 +135,7 @@ int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
 /* Run q of a gathered tensor: which slice holds it, and where in the slice.
  * Run q is element (x_0 .. x_{L-1}, c_L) of the merged dimensions before
  * the last split one L, then L's slice: row-major, L's slice fastest. */
-static const ck_extent *gather_run(const ck_tensor *t, uint64_t q, uint64_t *at)
+uint32_t ck_tensor_gather_run(const ck_tensor *t, uint64_t q, uint64_t *at)
 {
     const ck_gather *g = t->gather;
     uint32_t last = g->ndim - 1;
@@ -151,7 +151,7 @@ static const ck_extent *gather_run(const ck_tensor *t, uint64_t q, uint64_t *at)
         row_mul *= part;
     }
     *at = row * g->run;
-    return ck_tensor_ext(t, (uint32_t)slice);
+    return (uint32_t)slice;
 }
 
 static int gather_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_fn fn,
@@ -160,7 +160,7 @@ static int gather_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_
     uint64_t run = t->gather->run, q = off / run, within = off % run;
     while (size > 0) {
         uint64_t at;
-        const ck_extent *e = gather_run(t, q++, &at);
+        const ck_extent *e = ck_tensor_ext(t, ck_tensor_gather_run(t, q++, &at));
         size_t n = run - within < size ? (size_t)(run - within) : size;
         int rc = fn(ctx, e->src, e->off + at + within, n);
         if (rc != 0)

@@ -117,6 +117,11 @@ int ck_index_finalize(ck_index *ix, const char *path, ck_error *err);
 typedef int (*ck_piece_fn)(void *ctx, uint32_t src, uint64_t src_off, size_t len);
 int ck_tensor_for_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_fn fn,
                         void *ctx);
+/* Run q of a gathered tensor: the extent (slice) holding it, and the
+ * run's offset in that slice in *at.  Consecutive runs of one slice are
+ * consecutive in it: the slice's rows are visited in their own order. */
+uint32_t ck_tensor_gather_run(const ck_tensor *t, uint64_t q, uint64_t *at);
+
 /* The most pieces ck_tensor_for_range may give for size bytes of t. */
 size_t ck_tensor_max_pieces(const ck_tensor *t, size_t size);
 

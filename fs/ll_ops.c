@@ -723,6 +723,13 @@ static int add_fd_buf(void *ctx, uint32_t src, uint64_t src_off, size_t len)
     return 0;
 }
 
+/* The most pieces a read is spliced in.  libfuse splices a reply only
+ * while its pipe holds a page per piece besides the data; past that it
+ * reads each piece on its own.  A gather of short runs (a merged tensor
+ * cut along a later dimension) is then read with one read per slice and
+ * copied (ck_model_read). */
+#define SPLICE_PIECES 64
+
 static bool all_sources_are_files(const ck_model *m)
 {
     for (uint32_t i = 0; i < m->n_sources; i++)
@@ -818,7 +825,7 @@ static void read_out(fuse_req_t req, ckfs *fs, const entry *e, size_t size, off_
         fuse_reply_buf(req, NULL, 0);
     else if (model_changed(req, fs, t))
         return;
-    else if (all_sources_are_files(MODEL(fs)))
+    else if (all_sources_are_files(MODEL(fs)) && ck_tensor_max_pieces(t, size) <= SPLICE_PIECES)
         read_extents(req, fs, t, size, off);
     else
         read_copy(req, fs, t, size, off);

@@ -424,16 +424,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-/* The input as the metadata.json of the shards write_shards_of_iteration()
- * wrote. */
-static int fuzz_iteration(void)
+/* A model merged from the fixed files and the input (strategy, iteration):
+ * refused in one line, or read back whole. */
+static int check_merged(ck_model *m, const ck_error *err)
 {
-    char it[PATH_MAX];
-    snprintf(it, sizeof it, "%s/iteration_00000001", dir);
-    ck_error err;
-    ck_model *m = ck_iteration_open(it, &opts, false, &err);
     if (m == NULL) {
-        if (err.msg[0] == '\0' || strchr(err.msg, '\n'))
+        if (err->msg[0] == '\0' || strchr(err->msg, '\n'))
             abort(); /* every refusal is one line */
         return 0;
     }
@@ -442,31 +438,26 @@ static int fuzz_iteration(void)
     return 0;
 }
 
-/* The input as a strategy for the ranks write_ranks() wrote. */
-static int fuzz_strategy(void)
+/* The input as the metadata.json of the shards write_shards_of_iteration()
+ * wrote, or as a strategy for the ranks write_ranks() wrote. */
+static int fuzz_merged(void)
 {
-    char dist[PATH_MAX];
-    snprintf(dist, sizeof dist, "%s/dist", dir);
+    char where[PATH_MAX];
     ck_error err;
-    ck_model *m = ck_dist_open(dist, path, &opts, false, &err);
-    if (m == NULL) {
-        if (err.msg[0] == '\0' || strchr(err.msg, '\n'))
-            abort(); /* every refusal is one line */
-        return 0;
+    if (iteration) {
+        snprintf(where, sizeof where, "%s/iteration_00000001", dir);
+        return check_merged(ck_iteration_open(where, &opts, false, &err), &err);
     }
-    read_everything(m);
-    ck_model_close(m);
-    return 0;
+    snprintf(where, sizeof where, "%s/dist", dir);
+    return check_merged(ck_dist_open(where, path, &opts, false, &err), &err);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (ftruncate(fd, 0) < 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
         abort();
-    if (strategy)
-        return fuzz_strategy();
-    if (iteration)
-        return fuzz_iteration();
+    if (strategy || iteration)
+        return fuzz_merged();
     ck_error err;
     /* The same bytes as a meta someone wrote: parsed or refused, one line. */
     ck_meta meta;
