@@ -314,8 +314,8 @@ run_of() {
     same_tree "$T/it10.full" "$M/iteration_00000010"
 }
 
-# Expected, not in the spec: mindformers' own "latest" is the tracker's iteration
-# (utils.py get_latest_iteration_from_tracker), not the newest files
+# mindformers' own "latest" is the tracker's iteration (utils.py
+# get_latest_iteration_from_tracker), not the newest files: the highest complete N
 @test "a run directory: latest is the highest complete iteration, even if an older one is newer" {
     D=$T/run
     run_of "$D" 10:tp2 20:single
