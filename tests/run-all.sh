@@ -51,6 +51,15 @@ else
 fi
 count "$log/distoracle.tap" 0
 
+echo "== oracle self-checks (the iteration-directory oracle: generated Checkpoint 2.0 sets)"
+if bash tests/oracle/test_iteration_oracle.sh >"$log/iteroracle" 2>&1; then
+    echo "ok - iteration-directory oracle: $(tail -1 "$log/iteroracle")" | tee "$log/iteroracle.tap"
+else
+    grep -E '^(not ok|#)' "$log/iteroracle" | tail -20
+    echo "not ok - iteration-directory oracle self-check failed" | tee "$log/iteroracle.tap"
+fi
+count "$log/iteroracle.tap" 0
+
 echo "== bats suites"
 bats --tap tests/bats | tee "$log/bats"
 count "$log/bats" "${PIPESTATUS[0]}"
