@@ -20,6 +20,10 @@
  *   along a dimension after the first, the length of the runs in which
  *   its extents interleave
  *
+ *   ckptfs-dump RUN_DIR/iteration_<N>
+ *   a MindSpore Transformers iteration directory (iteration_dir.h), its
+ *   tensors as a mount shows them, each extent SHARD_FILE:OFF+LEN
+ *
  *   ckptfs-dump [-o settle=SECONDS] RUN_DIR
  *   a training run's directory: one line per checkpoint (run_dir.h), none
  *   of them opened: its name, file, format, epoch and step when its name
@@ -159,12 +163,11 @@ int main(int argc, char **argv)
     if (path == NULL || bad) {
         fprintf(stderr, "usage: ckptfs-dump [--nocrc] [-o key_file=PATH] [-o tmp_max=SIZE] "
                 "MODEL\n       ckptfs-dump -o strategy=FILE DIST_DIR\n"
+                "       ckptfs-dump RUN_DIR/iteration_<N>\n"
                 "       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n");
         return 2;
     }
-    const char *slash = strrchr(path, '/');
-    uint64_t iteration;
-    bool iter = ck_iteration_dir_name(slash ? slash + 1 : path, &iteration);
+    bool iter = ck_iteration_dir_path(path);
     if (is_dir(path) && strategy == NULL && !iter)
         return dump_run_dir(path, settle);
     ck_error err = {0};

@@ -84,6 +84,23 @@ bool ck_iteration_dir_name(const char *name, uint64_t *n)
     return strncmp(name, "iteration_", 10) == 0 && ck_decimal(name + 10, strlen(name + 10), n);
 }
 
+bool ck_iteration_dir_path(const char *path)
+{
+    char name[NAME_MAX + 1];
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--;
+    const char *start = memrchr(path, '/', len);
+    start = start ? start + 1 : path;
+    size_t n = (size_t)(path + len - start);
+    uint64_t number;
+    if (n > NAME_MAX)
+        return false;
+    memcpy(name, start, n);
+    name[n] = '\0';
+    return ck_iteration_dir_name(name, &number);
+}
+
 /* Anchored on the right: the prefix is free text and may hold '-'. */
 bool ck_iteration_file_name(const char *name, int *kind, uint64_t *i)
 {

@@ -30,6 +30,10 @@
  * number into *n. */
 bool ck_iteration_dir_name(const char *name, uint64_t *n);
 
+/* Whether path's last component (trailing slashes aside) is an iteration
+ * directory's name. */
+bool ck_iteration_dir_path(const char *path);
+
 /* Whether name is a shard file's, [<prefix>-]{model,opt}-<i>-<n>.safetensors
  * (at least 7 digits each); its kind (0 model, 1 opt) and i. */
 bool ck_iteration_file_name(const char *name, int *kind, uint64_t *i);

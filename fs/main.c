@@ -109,7 +109,9 @@ static void usage(FILE *to)
             "  MOUNTPOINT/<checkpoint>/   its file's name without the extension\n"
             "  MOUNTPOINT/latest          symbolic link to the newest\n"
             "With -o strategy=FILE, a directory of rank_<id>/ checkpoints (a distributed\n"
-            "one) is mounted read-only as the one model FILE says they were cut from.\n"
+            "one) is mounted read-only as the one model FILE says they were cut from;\n"
+            "a MindSpore Transformers iteration_<N>/ directory, as the one model of\n"
+            "all its shard files.\n"
             "\n"
             "ckptfs options:\n"
             "    -o ro              read-only\n"
@@ -570,14 +572,6 @@ static int mount_assembled(const struct cli *cli, struct fuse_args *args,
     return serve_opened(model, false, cli, args, opts, oo, &none, opts->mountpoint, path);
 }
 
-/* Whether path names an iteration directory (iteration_<N>). */
-static bool is_iteration(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    uint64_t n;
-    return ck_iteration_dir_name(slash ? slash + 1 : path, &n);
-}
-
 /* Whether the mount will write the model, as far as can be told before
  * opening it (-o rw, the owner's write bit, a model to create): the lock
  * is taken before anything is written beside the model. */
@@ -690,7 +684,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (is_dir) {
-        rc = cli.strategy || is_iteration(path) ? mount_assembled(&cli, &args, &opts, path, &oo)
+        rc = cli.strategy || ck_iteration_dir_path(path) ? mount_assembled(&cli, &args, &opts, path, &oo)
                                                 : mount_run(&cli, &args, &opts, path, &oo);
         free(abs);
         goto out;

@@ -472,3 +472,11 @@ tree_of() {
         ! mountpoint -q "$M"
     done
 }
+
+@test "an iteration directory named with a trailing slash (tab completion) is still one model" {
+    gen_case tp2
+    mount_fg "$T/tp2/$IT/" "$M"
+    same_tree "$T/tp2/tree" "$M"
+    "$BUILD/ckptfs-dump" "$T/tp2/$IT/" >"$T/dump"
+    head -1 "$T/dump" | grep -q "format iteration"
+}
