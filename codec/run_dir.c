@@ -222,15 +222,14 @@ static int add_iteration_entry(ck_run_list *l, int dfd, const char *dir, int64_t
                                ck_error *err)
 {
     uint64_t n;
+    if (!ck_iteration_dir_name(dir, &n))
+        return 0;
     int ifd = openat(dfd, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     DIR *d = ifd < 0 ? NULL : ck_list_dir(ifd);
     if (ifd >= 0)
         close(ifd);
-    if (!ck_iteration_dir_name(dir, &n) || d == NULL) {
-        if (d != NULL)
-            closedir(d);
-        return 0;
-    }
+    if (d == NULL)
+        return 0; /* not a directory (no link is followed), or unreadable */
     struct stat all = {.st_mode = S_IFREG | 07777}, st;
     char first[NAME_MAX + 1] = "";
     int kind0 = 0;
