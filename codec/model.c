@@ -388,21 +388,22 @@ static void run_part(uint64_t q, uint64_t run, uint64_t off, size_t size, uint64
 static int gather_read(const ck_model *m, const ck_tensor *t, unsigned char *dst, size_t size,
                        uint64_t off, ck_error *err)
 {
-    uint64_t run = t->gather->run, q0 = off / run, q1 = (off + size - 1) / run, total = 0;
+    uint64_t run = t->gather->run, q0 = off / run, runs = (off + size - 1) / run - q0 + 1;
     uint32_t n = t->n_ext;
     uint64_t *lo = malloc(n * sizeof *lo), *hi = calloc(n, sizeof *hi);
-    uint64_t *base = malloc(n * sizeof *base);
+    uint64_t *base = malloc(n * sizeof *base), *at = malloc(runs * sizeof *at), total = 0;
+    uint32_t *slice = malloc(runs * sizeof *slice);
     unsigned char *span = NULL;
-    int rc = lo == NULL || hi == NULL || base == NULL
+    int rc = lo == NULL || hi == NULL || base == NULL || at == NULL || slice == NULL
                  ? ck_fail(err, ENOMEM, "%s: out of memory", m->path) : 0;
     for (uint32_t k = 0; rc == 0 && k < n; k++)
         lo[k] = UINT64_MAX;
-    for (uint64_t q = q0; rc == 0 && q <= q1; q++) { /* each slice's span */
-        uint64_t at, a, b;
-        uint32_t k = ck_tensor_gather_run(t, q, &at);
-        run_part(q, run, off, size, &a, &b);
-        lo[k] = at + a < lo[k] ? at + a : lo[k];
-        hi[k] = at + b > hi[k] ? at + b : hi[k];
+    for (uint64_t i = 0; rc == 0 && i < runs; i++) { /* each run placed, each slice's span */
+        uint64_t a, b;
+        uint32_t k = slice[i] = ck_tensor_gather_run(t, q0 + i, &at[i]);
+        run_part(q0 + i, run, off, size, &a, &b);
+        lo[k] = at[i] + a < lo[k] ? at[i] + a : lo[k];
+        hi[k] = at[i] + b > hi[k] ? at[i] + b : hi[k];
     }
     for (uint32_t k = 0; rc == 0 && k < n; k++) {
         base[k] = total; /* about size in all: a span holds no gap */
@@ -416,14 +417,16 @@ static int gather_read(const ck_model *m, const ck_tensor *t, unsigned char *dst
             rc = ck_source_read(m->sources[e->src], span + base[k], hi[k] - lo[k],
                                 e->off + lo[k], err);
     }
-    for (uint64_t q = q0; rc == 0 && q <= q1; q++) { /* dealt out to the runs */
-        uint64_t at, a, b;
-        uint32_t k = ck_tensor_gather_run(t, q, &at);
-        run_part(q, run, off, size, &a, &b);
-        memcpy(dst, span + base[k] + (at + a - lo[k]), b - a);
+    for (uint64_t i = 0; rc == 0 && i < runs; i++) { /* dealt out to the runs */
+        uint64_t a, b;
+        uint32_t k = slice[i];
+        run_part(q0 + i, run, off, size, &a, &b);
+        memcpy(dst, span + base[k] + (at[i] + a - lo[k]), b - a);
         dst += b - a;
     }
     free(span);
+    free(slice);
+    free(at);
     free(base);
     free(lo);
     free(hi);

@@ -95,18 +95,21 @@ int ck_mset_add_views(ck_model_set *s, ck_model *merged, ck_error *err)
     return 0;
 }
 
+void ck_mset_stat_join(struct stat *all, const struct stat *one)
+{
+    all->st_size += one->st_size;
+    all->st_mode &= one->st_mode | S_IFMT;
+    if (one->st_mtim.tv_sec > all->st_mtim.tv_sec ||
+        (one->st_mtim.tv_sec == all->st_mtim.tv_sec && one->st_mtim.tv_nsec > all->st_mtim.tv_nsec))
+        all->st_mtim = one->st_mtim;
+}
+
 void ck_mset_stat(const ck_model_set *s, struct stat *st)
 {
     *st = s->models[0]->st;
     st->st_size = 0;
-    for (uint32_t i = 0; i < s->n; i++) {
-        const struct stat *m = &s->models[i]->st;
-        st->st_size += m->st_size;
-        st->st_mode &= m->st_mode | S_IFMT;
-        if (m->st_mtim.tv_sec > st->st_mtim.tv_sec ||
-            (m->st_mtim.tv_sec == st->st_mtim.tv_sec && m->st_mtim.tv_nsec > st->st_mtim.tv_nsec))
-            st->st_mtim = m->st_mtim;
-    }
+    for (uint32_t i = 0; i < s->n; i++)
+        ck_mset_stat_join(st, &s->models[i]->st);
 }
 
 void ck_mset_free(void *state)

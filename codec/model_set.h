@@ -42,6 +42,10 @@ int ck_mset_add_views(ck_model_set *s, ck_model *merged, ck_error *err);
  * all models' sizes together, the newest mtime, and only the permissions
  * every model's file grants (a merged tensor holds bytes of each). */
 void ck_mset_stat(const ck_model_set *s, struct stat *st);
+/* One more file into such attributes: its size added, its permissions
+ * and'ed, its mtime if newer (run_dir lists an iteration directory with
+ * the attributes a mount of it will give). */
+void ck_mset_stat_join(struct stat *all, const struct stat *one);
 /* Close every model and free the set: a merged model's free_state. */
 void ck_mset_free(void *s);
 

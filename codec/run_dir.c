@@ -49,6 +49,7 @@
 #include "decimal.h"
 #include "iteration_dir.h"
 #include "model_dir.h"
+#include "model_set.h"
 
 #define SET_INDEX ".safetensors.index.json"
 #define TRACKER "latest_checkpointed_iteration.txt"
@@ -65,7 +66,8 @@ static size_t numbered(const char *name, uint64_t *epoch, uint64_t *step)
     const char *dash = strrchr(name, '-');
     const char *us = dash ? strchr(dash, '_') : NULL;
     if (dash == NULL || dash == name || us == NULL ||
-        !ck_decimal(dash + 1, (size_t)(us - dash - 1), epoch) || !ck_decimal(us + 1, strlen(us + 1), step))
+        !ck_decimal(dash + 1, (size_t)(us - dash - 1), epoch) ||
+        !ck_decimal(us + 1, strlen(us + 1), step))
         return 0;
     return (size_t)(dash - name);
 }
@@ -248,11 +250,7 @@ static int add_iteration_entry(ck_run_list *l, int dfd, const char *dir, int64_t
             all.st_uid = st.st_uid;
             all.st_gid = st.st_gid;
         }
-        all.st_size += st.st_size;
-        all.st_mode &= st.st_mode | S_IFMT;
-        if (st.st_mtim.tv_sec > all.st_mtim.tv_sec ||
-            (st.st_mtim.tv_sec == all.st_mtim.tv_sec && st.st_mtim.tv_nsec > all.st_mtim.tv_nsec))
-            all.st_mtim = st.st_mtim;
+        ck_mset_stat_join(&all, &st);
     }
     closedir(d);
     if (first[0] == '\0')

@@ -171,11 +171,22 @@ static int gather_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_
     return 0;
 }
 
-size_t ck_tensor_max_pieces(const ck_tensor *t, size_t size)
+static int count_piece(void *ctx, uint32_t src, uint64_t src_off, size_t len)
 {
-    if (t->gather == NULL)
-        return t->n_ext;
-    return size / t->gather->run + 2;
+    (void)src;
+    (void)src_off;
+    (void)len;
+    (*(size_t *)ctx)++;
+    return 0;
+}
+
+size_t ck_tensor_max_pieces(const ck_tensor *t, uint64_t off, size_t size)
+{
+    if (t->gather != NULL)
+        return size / t->gather->run + 2;
+    size_t n = 0; /* the extents the range overlaps: one walk, as the read's */
+    ck_tensor_for_range(t, off, size, count_piece, &n);
+    return n;
 }
 
 int ck_tensor_for_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_fn fn,

@@ -122,8 +122,9 @@ int ck_tensor_for_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_
  * consecutive in it: the slice's rows are visited in their own order. */
 uint32_t ck_tensor_gather_run(const ck_tensor *t, uint64_t q, uint64_t *at);
 
-/* The most pieces ck_tensor_for_range may give for size bytes of t. */
-size_t ck_tensor_max_pieces(const ck_tensor *t, size_t size);
+/* The most pieces ck_tensor_for_range may give for bytes [off, off + size)
+ * of t. */
+size_t ck_tensor_max_pieces(const ck_tensor *t, uint64_t off, size_t size);
 
 /* Bytes of memory the index holds, for the benchmark's accounting. */
 size_t ck_index_memory(const ck_index *ix);

@@ -750,10 +750,9 @@ static void reply_bufvec(fuse_req_t req, const ckfs *fs, struct fuse_bufvec *bv,
 
 /* Zero-copy: describe the extents to libfuse, which splices or copies. */
 static void read_extents(fuse_req_t req, const ckfs *fs, const ck_tensor *t, size_t size,
-                         off_t off)
+                         off_t off, size_t pieces)
 {
-    struct fuse_bufvec *bv = malloc(sizeof *bv + ck_tensor_max_pieces(t, size) *
-                                    sizeof bv->buf[0]);
+    struct fuse_bufvec *bv = malloc(sizeof *bv + pieces * sizeof bv->buf[0]);
     if (bv == NULL) {
         fuse_reply_err(req, ENOMEM);
         return;
@@ -819,14 +818,20 @@ static bool model_changed(fuse_req_t req, ckfs *fs, const ck_tensor *t)
 static void read_out(fuse_req_t req, ckfs *fs, const entry *e, size_t size, off_t off)
 {
     const ck_tensor *t = entry_tensor(&fs->tr, e);
-    if (e->edit != NULL && e->edit->overlay.used)
+    if (e->edit != NULL && e->edit->overlay.used) {
         read_spill(req, fs, &e->edit->overlay, size, off);
-    else if (t == NULL || (uint64_t)off >= t->nbytes || size == 0)
-        fuse_reply_buf(req, NULL, 0);
-    else if (model_changed(req, fs, t))
         return;
-    else if (all_sources_are_files(MODEL(fs)) && ck_tensor_max_pieces(t, size) <= SPLICE_PIECES)
-        read_extents(req, fs, t, size, off);
+    }
+    if (t == NULL || (uint64_t)off >= t->nbytes || size == 0) {
+        fuse_reply_buf(req, NULL, 0);
+        return;
+    }
+    if (model_changed(req, fs, t))
+        return;
+    size_t pieces = all_sources_are_files(MODEL(fs)) ? ck_tensor_max_pieces(t, (uint64_t)off, size)
+                                                      : SIZE_MAX;
+    if (pieces <= SPLICE_PIECES)
+        read_extents(req, fs, t, size, off, pieces);
     else
         read_copy(req, fs, t, size, off);
 }

@@ -684,8 +684,9 @@ int main(int argc, char **argv)
         goto out;
     }
     if (is_dir) {
-        rc = cli.strategy || ck_iteration_dir_path(path) ? mount_assembled(&cli, &args, &opts, path, &oo)
-                                                : mount_run(&cli, &args, &opts, path, &oo);
+        bool assembled = cli.strategy != NULL || ck_iteration_dir_path(path);
+        rc = assembled ? mount_assembled(&cli, &args, &opts, path, &oo)
+                       : mount_run(&cli, &args, &opts, path, &oo);
         free(abs);
         goto out;
     }

@@ -33,32 +33,22 @@ echo "== fuzzing (deterministic: fixed seed and run count)"
 "$(pwd)/tests/fuzz/run.sh" "$BUILD/fuzz-ckpt" "${FUZZ_RUNS:-200000}" | tee "$log/fuzz"
 count "$log/fuzz" "${PIPESTATUS[0]}"
 
-echo "== oracle self-checks (the safetensors oracle against the real fixtures)"
-if bash tests/oracle/test_safetensors_oracle.sh >"$log/oracle" 2>&1; then
-    echo "ok - safetensors oracle: $(tail -1 "$log/oracle")" | tee "$log/oracle.tap"
-else
-    tail -20 "$log/oracle"
-    echo "not ok - safetensors oracle self-check failed" | tee "$log/oracle.tap"
-fi
-count "$log/oracle.tap" 0
-
-echo "== oracle self-checks (the distributed-merge oracle against the real fixtures)"
-if bash tests/oracle/test_dist_oracle.sh >"$log/distoracle" 2>&1; then
-    echo "ok - distributed-merge oracle: $(tail -1 "$log/distoracle")" | tee "$log/distoracle.tap"
-else
-    grep -E '^(not ok|#)' "$log/distoracle" | tail -20
-    echo "not ok - distributed-merge oracle self-check failed" | tee "$log/distoracle.tap"
-fi
-count "$log/distoracle.tap" 0
-
-echo "== oracle self-checks (the iteration-directory oracle: generated Checkpoint 2.0 sets)"
-if bash tests/oracle/test_iteration_oracle.sh >"$log/iteroracle" 2>&1; then
-    echo "ok - iteration-directory oracle: $(tail -1 "$log/iteroracle")" | tee "$log/iteroracle.tap"
-else
-    grep -E '^(not ok|#)' "$log/iteroracle" | tail -20
-    echo "not ok - iteration-directory oracle self-check failed" | tee "$log/iteroracle.tap"
-fi
-count "$log/iteroracle.tap" 0
+# selfcheck NAME SCRIPT: an oracle's self-check (the oracle alone, no mount),
+# counted as one test; on failure, the lines that say why.
+selfcheck() {
+    local name=$1 script=$2 out="$log/$(basename "$2" .sh)"
+    echo "== oracle self-checks: the $name oracle"
+    if bash "$script" >"$out" 2>&1; then
+        echo "ok - $name oracle: $(tail -1 "$out")" | tee "$out.tap"
+    else
+        grep -E '^(not ok|#|FAIL)' "$out" | tail -20
+        echo "not ok - $name oracle self-check failed" | tee "$out.tap"
+    fi
+    count "$out.tap" 0
+}
+selfcheck safetensors tests/oracle/test_safetensors_oracle.sh
+selfcheck distributed-merge tests/oracle/test_dist_oracle.sh
+selfcheck iteration-directory tests/oracle/test_iteration_oracle.sh
 
 echo "== bats suites"
 bats --tap tests/bats | tee "$log/bats"

@@ -83,6 +83,42 @@ rewrite_outs() {
     done
 }
 
+# A run directory's mount at $M (run_mount, iteration_dir).  listed NAME: NAME
+# is in its root listing.  until_listed NAME / until_gone NAME: a bounded wait
+# for the daemon to follow the directory (a bound so that a broken build
+# cannot hang, not a time limit).
+listed() { ls -A "$M" | grep -qxF -- "$1"; }
+until_listed() {
+    local i
+    for i in $(seq 1 400); do listed "$1" && return 0; sleep 0.05; done
+    echo "$1 never appeared in the listing: $(ls -A "$M" | tr '\n' ' ')" >&2
+    return 1
+}
+until_gone() {
+    local i
+    for i in $(seq 1 400); do listed "$1" || return 0; sleep 0.05; done
+    echo "$1 never left the listing" >&2
+    return 1
+}
+
+# readers_agree MNT EXPECTED: four readers in parallel each cat every out of
+# MNT; each copy must equal EXPECTED's (a tree of the same names).
+readers_agree() {
+    local mnt=$1 expected=$2 p d pids=()
+    for p in 1 2 3 4; do
+        (for d in "$mnt"/*/; do
+             cat "$d/out" >"$BATS_TEST_TMPDIR/r$p.$(basename "$d")" || exit 1
+         done) &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p"; done
+    for p in 1 2 3 4; do
+        for d in "$expected"/*/; do
+            cmp "$d/out" "$BATS_TEST_TMPDIR/r$p.$(basename "$d")"
+        done
+    done
+}
+
 # The -o option that selects the multi-threaded request loop, as `ckptfs
 # --help` names it; empty when the build has none.  Suites run their
 # concurrency cases once more with it.

@@ -162,19 +162,7 @@ EOF
     [ -n "$MT_OPT" ] || skip "this build has no multi-threaded loop option (ckptfs --help)"
     gen_case large
     mount_fg "$T/large/$IT" "$M" -o "$MT_OPT" -o cache_size=8K
-    local p pids=()
-    for p in 1 2 3 4; do
-        (for d in "$M"/*/; do
-             cat "$d/out" >"$T/r$p.$(basename "$d")" || exit 1
-         done) &
-        pids+=($!)
-    done
-    for p in "${pids[@]}"; do wait "$p"; done
-    for p in 1 2 3 4; do
-        for d in "$T"/large/full/*/; do
-            cmp "$d/out" "$T/r$p.$(basename "$d")"
-        done
-    done
+    readers_agree "$M" "$T/large/full"
 }
 
 @test "-o rw or -o create with an iteration directory: refused in one line, nothing mounted" {
@@ -255,16 +243,6 @@ EOF
         reads_match "$D/full" "$D/m" >/dev/null || { echo "seed $s: reads" >&2; return 1; }
         umount_wait "$D/m" ""
     done
-}
-
-# listed NAME: NAME is in the mount's root listing; until_listed NAME: a bounded wait for the
-# daemon to follow the directory (a bound so that a broken build cannot hang, no time limit)
-listed() { ls -A "$M" | grep -qxF -- "$1"; }
-until_listed() {
-    local i
-    for i in $(seq 1 400); do listed "$1" && return 0; sleep 0.05; done
-    echo "$1 never appeared in the listing: $(ls -A "$M" | tr '\n' ' ')" >&2
-    return 1
 }
 
 # run_of DIR N:CASE...: iteration_<N>/ directories of the given gen cases in DIR, their

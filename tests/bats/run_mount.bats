@@ -34,24 +34,6 @@ teardown() {
 # fixture N: the fixture run's checkpoint of epoch N
 fixture() { echo "$RUN/checkpoint_lenet-$1_1875.ckpt"; }
 
-# listed NAME: NAME is in the mount's root listing
-listed() { ls -A "$M" | grep -qxF -- "$1"; }
-
-# until_listed NAME / until_gone NAME: a bounded wait for the daemon to follow
-# the directory (a bound so that a broken build cannot hang, not a time limit)
-until_listed() {
-    local i
-    for i in $(seq 1 400); do listed "$1" && return 0; sleep 0.05; done
-    echo "$1 never appeared in the listing: $(ls -A "$M" | tr '\n' ' ')" >&2
-    return 1
-}
-until_gone() {
-    local i
-    for i in $(seq 1 400); do listed "$1" || return 0; sleep 0.05; done
-    echo "$1 never left the listing" >&2
-    return 1
-}
-
 # dump_names DIR [options]: the first column of `ckptfs-dump DIR`'s checkpoint
 # lines, complete ones only, and latest if any is complete (what the spec says
 # the root shows; a cross-check of the two, beside the independent expectation)

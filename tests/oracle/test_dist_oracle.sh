@@ -11,31 +11,7 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ORACLE=(/usr/bin/python3 "$HERE/dist_oracle.py")
 FIX=${MINDSPORE_DIST_FIXTURES:-$(cd "$HERE/../../../shared/fixtures/mindspore_distributed" 2>/dev/null && pwd)}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-N=0
-FAILED=0
-
-ok() { N=$((N + 1)); echo "ok $N - $1"; }
-nok() { N=$((N + 1)); FAILED=$((FAILED + 1)); echo "not ok $N - $1"; }
-check() { # check DESCRIPTION COMMAND...: ok when COMMAND succeeds
-    local what=$1
-    shift
-    if "$@" > "$T/out" 2> "$T/err"; then ok "$what"; else nok "$what"; sed 's/^/#   /' "$T/err" | tail -5; fi
-}
-refused() { # refused DESCRIPTION COMMAND...: ok when COMMAND exits 1 with exactly one stderr line
-    local what=$1 rc
-    shift
-    "$@" > /dev/null 2> "$T/err"
-    rc=$?
-    if [ $rc -eq 1 ] && [ "$(wc -l < "$T/err")" -eq 1 ] && grep -q '^refused: ' "$T/err"; then
-        ok "$what ($(cut -c1-90 "$T/err"))"
-    else
-        nok "$what: exit $rc, stderr: $(head -3 "$T/err")"
-    fi
-}
-oracle() { "${ORACLE[@]}" "$@"; }
-py() { /usr/bin/python3 - "$@"; }
+. "$HERE/selfcheck.sh"
 # flip_byte CKPT TAG: rewrite CKPT with the first byte of TAG's data changed
 flip_byte() {
     py "$1" "$HERE" "$2" <<'EOF'
@@ -402,9 +378,4 @@ for full, dev, tmap, step, size in (((7, 6), [2], [0, -1], 0, 0), ((6, 5), [2, 2
     raise SystemExit(f"{full} {tmap} accepted")
 EOF
 
-if [ "$FAILED" -eq 0 ]; then
-    echo "ok: $N checks"
-else
-    echo "FAIL: $FAILED of $N checks failed"
-    exit 1
-fi
+summary
