@@ -22,8 +22,9 @@
 #    against a fresh one-checkpoint mount plus `ls` of its root;
 #    b. browsing everything: one `cat M/<name>/*/meta` per checkpoint,
 #    every checkpoint in turn, per checkpoint against a fresh one-checkpoint
-#    mount plus the same cat.  Both with the default index cache (32M) and
-#    with -o index_cache=8M.
+#    mount plus the same cat.  With the default index cache (32M), with
+#    -o index_cache=8M, and writable (-o rw: each checkpoint opened takes
+#    its writer lock, as an edit would need).
 # 4. the daemon's memory (VmRSS after mount, after the listing, after the
 #    browse; VmHWM, the peak) and its open descriptors after the browse,
 #    read from /proc/PID/status of the daemon itself (a run mount opens no
@@ -115,7 +116,9 @@ if [ "${#NAMES[@]}" != "$N_CKPT" ] || [ "$latest" != "lenet-${N_CKPT}_$STEP" ] |
 fi
 echo "# the mount lists $N_CKPT checkpoints, latest -> $latest"
 
-CFGS=(default 8M)
+CFGS=(default 8M rw)
+# label CFG: how a configuration is mounted, as the report names it
+label() { case $1 in default) echo default ;; rw) echo "-o rw" ;; *) echo "index_cache=$1" ;; esac; }
 for c in "${CFGS[@]}" one; do
     for k in mount ls1 ls2 browse open rss_mount rss_ls rss_browse hwm fds; do : >"$W/$c.$k"; done
 done
@@ -131,7 +134,7 @@ for _ in $(seq "$REPS"); do
     timed ls -- "$M" >>"$W/one.open"
     umnt
     for c in "${CFGS[@]}"; do
-        opts=$([ "$c" = default ] || echo "index_cache=$c")
+        case $c in default) opts= ;; rw) opts=rw ;; *) opts="index_cache=$c" ;; esac
         mount_m "$opts" "$RUN"
         echo "$T_MOUNT" >>"$W/$c.mount"
         rss_kib "$PID" >>"$W/$c.rss_mount"
@@ -154,40 +157,41 @@ lsx=$(med ext4.ls); one=$(med one.mount); onecat=$(med one.browse)
 echo "## 1. mount time (median of $REPS; daemonized, returns when live)"
 for c in "${CFGS[@]}"; do
     r=$(med "$c.mount")
-    printf 'run dir, %d checkpoints, index_cache=%-7s %s   one checkpoint: %s   ls -l RUN_DIR (ext4): %s   run/one %6.2f  run/ls %6.2f\n' \
-        "$N_CKPT" "$c:" "$(ms "$r")" "$(ms "$one")" "$(ms "$lsx")" "$(ratio "$r" "$one")" "$(ratio "$r" "$lsx")"
+    printf 'run dir, %d checkpoints, %-17s %s   one checkpoint: %s   ls -l RUN_DIR (ext4): %s   run/one %6.2f  run/ls %6.2f\n' \
+        "$N_CKPT" "$(label "$c"):" "$(ms "$r")" "$(ms "$one")" "$(ms "$lsx")" "$(ratio "$r" "$one")" "$(ratio "$r" "$lsx")"
 done
 echo "## 2. ls -l of the root, $N_CKPT entries (median of $REPS)"
 for c in "${CFGS[@]}"; do
     a=$(med "$c.ls1"); b=$(med "$c.ls2")
-    printf 'ls -l M, index_cache=%-7s first %s  again %s   ls -l RUN_DIR (ext4): %s   first/ext4 %6.2f  again/ext4 %6.2f\n' \
-        "$c:" "$(ms "$a")" "$(ms "$b")" "$(ms "$lsx")" "$(ratio "$a" "$lsx")" "$(ratio "$b" "$lsx")"
+    printf 'ls -l M, %-17s first %s  again %s   ls -l RUN_DIR (ext4): %s   first/ext4 %6.2f  again/ext4 %6.2f\n' \
+        "$(label "$c"):" "$(ms "$a")" "$(ms "$b")" "$(ms "$lsx")" "$(ratio "$a" "$lsx")" "$(ratio "$b" "$lsx")"
 done
 echo "## 3a. opening every checkpoint: one ls of M/<name> per checkpoint, on a fresh mount (median of $REPS)"
 oneopen=$(awk -v a="$one" -v b="$(med one.open)" 'BEGIN {print a + b}')
 for c in "${CFGS[@]}"; do
     t=$(med "$c.open")
     per=$(awk -v t="$t" -v n="$N_CKPT" 'BEGIN {print t / n}')
-    printf 'index_cache=%-7s %8.3fs  = %s per checkpoint opened   one-checkpoint mount + ls: %s   per checkpoint/one %6.2f\n' \
-        "$c:" "$t" "$(ms "$per")" "$(ms "$oneopen")" "$(ratio "$per" "$oneopen")"
+    printf '%-17s %8.3fs  = %s per checkpoint opened   one-checkpoint mount + ls: %s   per checkpoint/one %6.2f\n' \
+        "$(label "$c"):" "$t" "$(ms "$per")" "$(ms "$oneopen")" "$(ratio "$per" "$oneopen")"
 done
 echo "## 3b. browsing everything: one cat of <name>/*/meta per checkpoint, $N_CKPT x $N_TENSORS metas (median of $REPS)"
 for c in "${CFGS[@]}"; do
     t=$(med "$c.browse")
     per=$(awk -v t="$t" -v n="$N_CKPT" 'BEGIN {print t / n}')
     onep=$(awk -v a="$one" -v b="$onecat" 'BEGIN {print a + b}')
-    printf 'index_cache=%-7s browse %8.3fs  = %s per checkpoint opened   one-checkpoint mount + cat: %s   per checkpoint/one %6.2f\n' \
-        "$c:" "$t" "$(ms "$per")" "$(ms "$onep")" "$(ratio "$per" "$onep")"
+    printf '%-17s browse %8.3fs  = %s per checkpoint opened   one-checkpoint mount + cat: %s   per checkpoint/one %6.2f\n' \
+        "$(label "$c"):" "$t" "$(ms "$per")" "$(ms "$onep")" "$(ratio "$per" "$onep")"
 done
 echo "## 4. daemon memory (median of $REPS; VmHWM and descriptors: the largest of $REPS)"
 for c in "${CFGS[@]}"; do
-    printf 'index_cache=%-7s VmRSS after mount %s  after ls -l %s  after browsing %s   VmHWM %s   open descriptors after browsing %d\n' \
-        "$c:" "$(mib "$(med "$c.rss_mount")")" "$(mib "$(med "$c.rss_ls")")" "$(mib "$(med "$c.rss_browse")")" \
+    printf '%-17s VmRSS after mount %s  after ls -l %s  after browsing %s   VmHWM %s   open descriptors after browsing %d\n' \
+        "$(label "$c"):" "$(mib "$(med "$c.rss_mount")")" "$(mib "$(med "$c.rss_ls")")" "$(mib "$(med "$c.rss_browse")")" \
         "$(mib "$(max <"$W/$c.hwm")")" "$(max <"$W/$c.fds")"
 done
 limit=$(awk '/^Max open files/ {print $4}' "/proc/$$/limits")
 hwm=$(max <"$W/default.hwm")
-echo "bound: VmHWM $(mib "$hwm") with the default index cache, $(mib "$(max <"$W/8M.hwm")") with 8M" \
+echo "bound: VmHWM $(mib "$hwm") with the default index cache, $(mib "$(max <"$W/8M.hwm")") with 8M," \
+    "$(mib "$(max <"$W/rw.hwm")") with -o rw" \
     "($([ "$hwm" -lt 65536 ] && echo within || echo OVER) 64 MiB); open descriptors at most" \
     "$(cat "$W"/*.fds | max) (soft limit here $limit); failed cats or ls: $ERRS"
 echo "targets: the run mount in milliseconds (it stats the files, opens none: about an ext4 ls -l RUN_DIR); the listing leaves VmRSS as after mount;"

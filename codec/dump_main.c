@@ -177,6 +177,7 @@ int main(int argc, char **argv)
         return 1;
     }
     opts.key = &key;
+    opts.key_if_encrypted = strategy != NULL || iter; /* ranks or shards, plain ones too */
     opts.tmp_max = tmp_max;
     ck_model *m = strategy != NULL ? ck_dist_open(path, strategy, &opts, false, &err)
                   : iter && is_dir(path) ? ck_iteration_open(path, &opts, false, &err)

@@ -120,7 +120,7 @@ ck_source *ck_envelope_open(ck_source *file, const ck_envelope_opts *o, ck_envel
         ck_source_close(file);
         return NULL;
     }
-    if (!o->encrypt && has_key(o)) {
+    if (!o->encrypt && has_key(o) && !o->key_if_encrypted) {
         ck_fail(err, EINVAL, "%s: not encrypted, but a key was given; to encrypt it on save "
                 "add -o enc_mode=AES-GCM or AES-CBC", file->path);
         ck_source_close(file);

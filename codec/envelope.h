@@ -42,6 +42,7 @@ typedef struct ck_envelope {
 /* What the user asked for: a key, and the mode a plain model gets on save. */
 typedef struct ck_envelope_opts {
     const ck_key *key;          /* NULL or len 0: none given */
+    bool key_if_encrypted;      /* else a key given for a plain file is refused */
     bool encrypt;               /* -o enc_mode was given: */
     ck_cipher_mode enc_mode;    /* the mode a plain model is encrypted with on save */
     int zstd_level;             /* 0: the default */

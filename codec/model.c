@@ -35,7 +35,9 @@ static bool has_suffix(const char *s, const char *suffix)
 
 static ck_envelope_opts envelope_opts(const ck_model *m, const ck_open_opts *o)
 {
-    return (ck_envelope_opts){.key = o ? o->key : NULL, .encrypt = o && o->encrypt,
+    return (ck_envelope_opts){.key = o ? o->key : NULL,
+                              .key_if_encrypted = o && o->key_if_encrypted,
+                              .encrypt = o && o->encrypt,
                               .enc_mode = o ? o->enc_mode : CK_AES_GCM,
                               .zstd_level = o ? o->zstd_level : 0,
                               .tmp_max = o ? o->tmp_max : 0, .cache = m->cache};

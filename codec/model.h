@@ -27,6 +27,10 @@
 typedef struct ck_open_opts {
     bool skip_crc;          /* do not verify a .ckpt CRC trailer */
     const ck_key *key;      /* for an encrypted model (NULL: none given) */
+    /* A directory of models: the key is for those that are encrypted, and
+     * a plain one opens as it is (one model given a key must be encrypted,
+     * or be encrypted on save). */
+    bool key_if_encrypted;
     bool encrypt;           /* a plain model is encrypted on save, with enc_mode */
     ck_cipher_mode enc_mode;
     size_t cache_size;      /* bytes of decrypted/decompressed pages (0: the default) */

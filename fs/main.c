@@ -695,6 +695,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (is_dir) {
+        oo.key_if_encrypted = true; /* a run's plain checkpoints beside encrypted ones */
         bool assembled = cli.strategy != NULL || ck_iteration_dir_path(path);
         rc = assembled ? mount_assembled(&cli, &args, &opts, path, &oo)
                        : mount_run(&cli, &args, &opts, path, &oo);
