@@ -115,45 +115,43 @@ static int refuse(const char *model, const char *lock, int fd, ck_error *err)
                    "for it to finish", model, pid, *where ? " (" : "", where, *where ? ")" : "");
 }
 
-/* Whether fd is still the file at path: a holder that released the lock
+/* Whether fd is still the lock file: a holder that released the lock
  * removed the file first, and a new one may be there now. */
-static bool still_there(int fd, const char *path)
+static bool still_there(int fd, const ck_writer_lock *l)
 {
     struct stat a, b;
-    return fstat(fd, &a) == 0 && fstatat(AT_FDCWD, path, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+    return fstat(fd, &a) == 0 && fstatat(l->dir_fd, l->path, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
            a.st_dev == b.st_dev && a.st_ino == b.st_ino && S_ISREG(a.st_mode);
 }
 
-int ck_writer_lock_take(ck_writer_lock *l, const char *model, const char *where,
-                        ck_error *err)
+/* Take l->path (relative to l->dir_fd; shown as shown) for model. */
+static int take(ck_writer_lock *l, const char *model, const char *shown, const char *where,
+                bool wait, ck_error *err)
 {
-    l->fd = -1;
-    if (lock_path(model, l->path, err) < 0)
-        return -1;
     for (int tries = 0; tries < LOCK_TRIES; tries++) {
         bool mine = true;
-        int fd = open(l->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        int fd = openat(l->dir_fd, l->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
         int open_errno = errno;
         if (fd < 0 && errno == EACCES) {
             /* Left by another user: flock needs no write access. */
-            fd = open(l->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            fd = openat(l->dir_fd, l->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
             mine = false;
         }
         if (fd < 0)
             return ck_fail_errno(err, open_errno, "%s: cannot create the lock file %s (a writable "
                                  "mount writes in the model's directory; mount it -o ro)",
-                                 model, l->path);
+                                 model, shown);
         if (flock(fd, LOCK_EX | LOCK_NB) < 0 &&
-            !(errno == EWOULDBLOCK && waited_for_unmounting_holder(fd))) {
+            !(errno == EWOULDBLOCK && wait && waited_for_unmounting_holder(fd))) {
             int e = errno;
             if (e == EWOULDBLOCK)
-                refuse(model, l->path, fd, err);
+                refuse(model, shown, fd, err);
             else
-                ck_fail_errno(err, e, "%s: cannot lock %s", model, l->path);
+                ck_fail_errno(err, e, "%s: cannot lock %s", model, shown);
             close(fd);
             return -1;
         }
-        if (still_there(fd, l->path)) {
+        if (still_there(fd, l)) {
             if (mine) {
                 l->fd = fd;
                 ck_writer_lock_note(l, getpid(), where);
@@ -161,16 +159,40 @@ int ck_writer_lock_take(ck_writer_lock *l, const char *model, const char *where,
             }
             /* A stale one we cannot rewrite: locked, so no one else
              * uses it; replace it with our own. */
-            if (unlink(l->path) < 0) {
+            if (unlinkat(l->dir_fd, l->path, 0) < 0) {
                 ck_fail_errno(err, errno, "%s: cannot replace the stale lock file %s", model,
-                              l->path);
+                              shown);
                 close(fd);
                 return -1;
             }
         }
         close(fd);
     }
-    return ck_fail(err, EAGAIN, "%s: the lock file %s keeps being replaced", model, l->path);
+    return ck_fail(err, EAGAIN, "%s: the lock file %s keeps being replaced", model, shown);
+}
+
+int ck_writer_lock_take(ck_writer_lock *l, const char *model, const char *where,
+                        ck_error *err)
+{
+    l->fd = -1;
+    l->dir_fd = AT_FDCWD;
+    if (lock_path(model, l->path, err) < 0)
+        return -1;
+    return take(l, model, l->path, where, true, err);
+}
+
+int ck_writer_lock_take_at(ck_writer_lock *l, int dir_fd, const char *dir_path,
+                           const char *name, const char *where, ck_error *err)
+{
+    char model[PATH_MAX], shown[PATH_MAX];
+    l->fd = -1;
+    l->dir_fd = dir_fd;
+    int a = snprintf(model, sizeof model, "%s/%s", dir_path, name);
+    int b = snprintf(shown, sizeof shown, "%s/.%s.ckptfs-lock", dir_path, name);
+    int c = snprintf(l->path, sizeof l->path, ".%s.ckptfs-lock", name);
+    if (a < 0 || b < 0 || c < 0 || (size_t)b >= sizeof shown || (size_t)c >= sizeof l->path)
+        return ck_fail(err, ENAMETOOLONG, "%s/%s: path too long", dir_path, name);
+    return take(l, model, shown, where, false, err);
 }
 
 void ck_writer_lock_note(ck_writer_lock *l, pid_t pid, const char *where)
@@ -189,11 +211,11 @@ void ck_writer_lock_note(ck_writer_lock *l, pid_t pid, const char *where)
 
 void ck_writer_lock_release(ck_writer_lock *l)
 {
-    if (l->fd < 0)
+    if (l == NULL || l->fd < 0)
         return;
     /* Removed while still held: whoever opened it meanwhile finds it gone
      * once it gets the lock, and makes a new one. */
-    unlink(l->path);
+    unlinkat(l->dir_fd, l->path, 0);
     close(l->fd);
     l->fd = -1;
 }

@@ -23,6 +23,7 @@
 
 typedef struct ck_writer_lock {
     int fd;                     /* -1: not held */
+    int dir_fd;                 /* path is relative to it (AT_FDCWD: a path as given) */
     char path[PATH_MAX];
 } ck_writer_lock;
 
@@ -31,9 +32,15 @@ typedef struct ck_writer_lock {
  * EBUSY and "MODEL: mounted writable by pid N at WHERE; ...". */
 int ck_writer_lock_take(ck_writer_lock *l, const char *model, const char *where,
                         ck_error *err);
+/* The same for the file name in the directory open as dir_fd (dir_path
+ * names it in messages; dir_fd must outlive the lock), without waiting
+ * for a holder that is finishing its last save: a run directory takes
+ * its checkpoints' locks on its request thread. */
+int ck_writer_lock_take_at(ck_writer_lock *l, int dir_fd, const char *dir_path,
+                           const char *name, const char *where, ck_error *err);
 /* Record another holder pid (the daemon's, after fuse_daemonize forked). */
 void ck_writer_lock_note(ck_writer_lock *l, pid_t pid, const char *where);
-/* Remove the lock file and drop the lock (nothing if not held). */
+/* Remove the lock file and drop the lock (nothing if not held, or NULL). */
 void ck_writer_lock_release(ck_writer_lock *l);
 
 #endif

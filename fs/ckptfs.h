@@ -37,6 +37,10 @@ struct ckfs_waiter {
     fuse_ino_t ino;             /* the node the save was asked through */
     int reply;                  /* how to answer it: see ll_ops.c */
     struct fuse_file_info fi;   /* an open's or a create's */
+    /* Instead of replying to req: told the outcome, under the mount's
+     * lock (a run directory's seal waits for several saves). */
+    void (*done)(ckfs_waiter *w, int errnum, const char *why);
+    void *arg;
 };
 
 /* The thread that saves, beside the request loop: asked by a request
@@ -100,6 +104,12 @@ struct ckfs {
     unsigned open_writers;
     struct timespec last_edit;
     bool auto_commit_failed;  /* wait for a new edit before trying again */
+    /* Told on the saver's thread, holding no lock, when a save begins to
+     * write and when it has ended (committed: the tree is the new file):
+     * a run directory tells its checkpoints' own saves from other
+     * programs' writes so.  NULL: nobody. */
+    void (*on_save)(ckfs *fs, bool begins, bool committed);
+    void *owner;
 };
 
 #define ckfs_of_front(f) ((ckfs *)((char *)(f) - offsetof(ckfs, front)))
@@ -109,6 +119,7 @@ extern const struct fuse_lowlevel_ops ckfs_ops;
 /* Extended attributes every mount answers the same way. */
 #define XATTR_PID "user.ckptfs.pid"         /* the daemon's, for ckptfs-umount */
 #define XATTR_UNMOUNT "user.ckptfs.unmount" /* set by ckptfs-umount */
+#define XATTR_LAST_ERROR "user.ckptfs.last_error" /* the last refusal */
 /* security.* and system.*: never served, and answered EOPNOTSUPP so that
  * the kernel and ls stop asking (docs/benchmarks.md). */
 bool ckfs_unserved_xattr(const char *name);
@@ -117,6 +128,9 @@ void ckfs_reply_xattr(fuse_req_t req, const void *value, size_t len, size_t size
 
 /* A one-model mount: its own front, inode numbers as they are. */
 void ckfs_front_init(ckfs *fs);
+/* The mount's lock, writers first: a save waiting to switch the tree is
+ * not starved by a stream of reads. */
+void ckfs_lock_init(ckfs *fs);
 /* What every mount asks of the kernel at INIT: splice (cleared in *splice
  * when the kernel cannot), READDIRPLUS, and the mount's max_read. */
 void ckfs_conn_init(struct fuse_conn_info *conn, bool *splice, unsigned max_read);
@@ -128,14 +142,26 @@ int ckfs_commit_wait_ms(const ckfs *fs);
  * answer the requests that waited for it; automatic: nobody asked. */
 void ckfs_saved(ckfs *fs, int rc, const ck_error *err, ckfs_waiter *waiters, bool automatic);
 
+/* A run directory's seal (ckptfs-umount): save, and take no edit if
+ * that worked; w (with its done) is told the outcome.  Unseal: take
+ * edits again.  Each takes the lock. */
+void ckfs_seal(ckfs *fs, ckfs_waiter *w);
+void ckfs_unseal(ckfs *fs);
+/* Whether fs has something to save or is saving: a run directory keeps
+ * it open.  Takes the lock. */
+bool ckfs_busy(ckfs *fs);
+
 /* After a save: every node's times are the new file's.  Takes the lock. */
 void ckfs_invalidate_times(ckfs *fs);
 
-/* fs/saver.c.  Start the saver (after the daemon has forked); ask it for a
- * save with a waiter (the mount's lock held); tell it the tree changed
- * (the lock held); stop it at unmount, after the last request, and make
- * the final save: 0, or -1 when that save failed. */
+/* fs/saver.c.  Start the saver (after the daemon has forked), or only
+ * prepare it, its thread starting with the first edit or save asked for
+ * (a run directory's checkpoints: most are only read); ask it for a
+ * save with a waiter (the mount's lock held exclusively); tell it the
+ * tree changed (the lock held); stop it at unmount, after the last
+ * request, and make the final save: 0, or -1 when that save failed. */
 int ckfs_saver_start(ckfs *fs);
+void ckfs_saver_init(ckfs *fs);
 void ckfs_saver_ask(ckfs *fs, ckfs_waiter *w);
 void ckfs_saver_poke(ckfs *fs);
 int ckfs_saver_stop(ckfs *fs);

@@ -34,7 +34,6 @@
 #define XATTR_NAME "user.ckptfs.name"
 #define XATTR_TYPE "user.ckptfs.type"
 #define XATTR_SHAPE "user.ckptfs.shape"
-#define XATTR_LAST_ERROR "user.ckptfs.last_error"
 #define XATTR_METADATA "user.ckptfs.metadata" /* the model's own (ck_model_metadata) */
 /* The listxattr reply: the names, each NUL-terminated. */
 static const char xattr_list[] = XATTR_NAME "\0" XATTR_TYPE "\0" XATTR_SHAPE;
@@ -581,6 +580,10 @@ static void answer(ckfs *fs, ckfs_waiter *w, int errnum)
     if (w->reply == REPLY_SEAL) {
         fs->sealed = errnum == 0;
         fs->sealing = false;
+    }
+    if (w->done != NULL) {
+        w->done(w, errnum, fs->last_error);
+        return;
     }
     if (w->reply == REPLY_OK)
         errnum = 0;
@@ -1435,6 +1438,34 @@ static void seal(fuse_req_t req, ckfs *fs, const char *value, size_t size)
         ask_save(req, fs, INO_ROOT, REPLY_SEAL, NULL);
 }
 
+void ckfs_seal(ckfs *fs, ckfs_waiter *w)
+{
+    pthread_rwlock_wrlock(&fs->lock);
+    fs->sealed = false;
+    fs->sealing = true;
+    w->ino = INO_ROOT;
+    w->reply = REPLY_SEAL;
+    ckfs_saver_ask(fs, w);
+    pthread_rwlock_unlock(&fs->lock);
+}
+
+void ckfs_unseal(ckfs *fs)
+{
+    pthread_rwlock_wrlock(&fs->lock);
+    fs->sealed = false;
+    fs->sealing = false;
+    pthread_rwlock_unlock(&fs->lock);
+}
+
+bool ckfs_busy(ckfs *fs)
+{
+    pthread_rwlock_rdlock(&fs->lock);
+    bool busy = fs->tr.writable && (tree_dirty(&fs->tr) || fs->tr.saving ||
+                                    fs->open_writers > 0 || fs->sealing);
+    pthread_rwlock_unlock(&fs->lock);
+    return busy;
+}
+
 static void op_setxattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *name,
                         const char *value, size_t size, int flags)
 {
@@ -1490,6 +1521,15 @@ void ckfs_front_init(ckfs *fs)
 {
     fs->front.mount_of = mount_of_self;
     fs->ino_base = 0;
+}
+
+void ckfs_lock_init(ckfs *fs)
+{
+    pthread_rwlockattr_t la;
+    pthread_rwlockattr_init(&la);
+    pthread_rwlockattr_setkind_np(&la, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&fs->lock, &la);
+    pthread_rwlockattr_destroy(&la);
 }
 
 /* ---- the table ----

@@ -104,8 +104,9 @@ static void usage(FILE *to)
             "  MOUNTPOINT/<tensor>/meta   OneFlow VariableMetaInfo text\n"
             "  MOUNTPOINT/<tensor>/out    raw tensor bytes\n"
             "  MOUNTPOINT/snapshot_done   empty: the tree equals the file\n"
-            "A directory of checkpoints (a training run's) is mounted read-only, one\n"
-            "such tree per complete checkpoint, and followed as the run writes:\n"
+            "A directory of checkpoints (a training run's) is mounted read-only (with\n"
+            "-o rw each checkpoint is edited and saved as a model is), one such tree per\n"
+            "complete checkpoint, and followed as the run writes:\n"
             "  MOUNTPOINT/<checkpoint>/   its file's name without the extension\n"
             "  MOUNTPOINT/latest          symbolic link to the newest\n"
             "With -o strategy=FILE, a directory of rank_<id>/ checkpoints (a distributed\n"
@@ -444,14 +445,13 @@ static unsigned fd_budget(void)
     return left / 2 > 16 ? (unsigned)(left / 2 > 1u << 20 ? 1u << 20 : left / 2) : 16;
 }
 
-/* A run directory: its checkpoints as snapshots, read-only
+/* A run directory: its checkpoints as snapshots, read-only unless -o rw
  * (fs/run_mount.h). */
 static int mount_run(const struct cli *cli, struct fuse_args *args,
                      struct fuse_cmdline_opts *opts, const char *path, const ck_open_opts *oo)
 {
-    if (cli->rw == 1 || cli->create) {
-        fprintf(stderr, "ckptfs: %s: a run directory is mounted read-only (-o rw and -o create "
-                "are for one model)\n", path);
+    if (cli->create) {
+        fprintf(stderr, "ckptfs: %s: -o create is for one model, not a run directory\n", path);
         return 1;
     }
     if (cli->threads) {
@@ -464,26 +464,39 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
                 cli->settle);
         return 1;
     }
+    /* Read-only unless asked: MindSpore saves its checkpoints 0400, and a
+     * run being followed is another program's to write. */
+    bool rw = cli->rw == 1;
     ckfs proto = {.timeout = 86400.0, .splice = !cli->nosplice, .mountpoint = opts->mountpoint,
-                  .commit_delay = -1, .log_fd = -1};
+                  .commit_delay = rw && !cli->manual ? cli->commit_delay : -1, .log_fd = -1};
     ckfs_front_init(&proto);
+    char *where = rw ? realpath(opts->mountpoint, NULL) : NULL;
     ckrun_opts ro = {.path = path, .mountpoint = opts->mountpoint, .settle = cli->settle,
                      .index_cache = 32u << 20, .max_fds = fd_budget(), .open_opts = *oo,
-                     .proto = &proto};
+                     .proto = &proto, .writable = rw, .where = where};
     if (cli->index_cache != NULL && ck_parse_size(cli->index_cache, &ro.index_cache) < 0) {
         fprintf(stderr, "ckptfs: -o index_cache=%s: give a size in bytes, or with K, M or G\n",
                 cli->index_cache);
+        free(where);
         return 1;
     }
-    if (cli->log != NULL && (proto.log_fd = open_log(cli->log)) < 0)
+    if (cli->spill_max != NULL && ck_parse_size(cli->spill_max, &ro.spill_max) < 0) {
+        fprintf(stderr, "ckptfs: -o spill_max=%s: give a size in bytes, or with K, M or G\n",
+                cli->spill_max);
+        free(where);
         return 1;
+    }
+    if (cli->log != NULL && (proto.log_fd = open_log(cli->log)) < 0) {
+        free(where);
+        return 1;
+    }
     proto.max_read = mount_max_read(cli->max_read);
     ck_error err = {0};
     int rc = 1;
     ckrun *r = ckrun_new(&ro, &err);
     if (r == NULL) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
-    } else if (add_mount_opts(args, path, false, proto.max_read) < 0) {
+    } else if (add_mount_opts(args, path, rw, proto.max_read) < 0) {
         fprintf(stderr, "ckptfs: out of memory\n");
     } else {
         struct fuse_lowlevel_ops ops;
@@ -492,8 +505,12 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
         mount_hooks h = {.model_path = path, .live = run_live, .ended = run_ended, .arg = r};
         if (se != NULL)
             rc = serve(se, opts, cli, &h);
+        /* The last saves, once unmounted (as a model mount's destroy). */
+        if (ckrun_close_all(r) < 0)
+            rc = 1;
     }
     ckrun_free(r);
+    free(where);
     if (proto.log_fd >= 0)
         close(proto.log_fd);
     return rc;
@@ -523,13 +540,7 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
     } else {
         if (spill_max != 0)
             fs.tr.spill_max = spill_max;
-        /* Writers first: a save waiting to switch the tree is not starved
-         * by a stream of reads. */
-        pthread_rwlockattr_t la;
-        pthread_rwlockattr_init(&la);
-        pthread_rwlockattr_setkind_np(&la, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-        pthread_rwlock_init(&fs.lock, &la);
-        pthread_rwlockattr_destroy(&la);
+        ckfs_lock_init(&fs);
         fs.max_read = mount_max_read(cli->max_read);
         if (add_mount_opts(args, path, rw, fs.max_read) < 0)
             fprintf(stderr, "ckptfs: out of memory\n");

@@ -10,11 +10,27 @@
  * ever names another file's tensors; a file replaced under the same name
  * gets a new slot.
  *
+ * Writable (-o rw).  A checkpoint is opened as a writable model mount,
+ * holding the model's writer lock, whenever the lock can be had and its
+ * format is saved (else it is shown read-only, said once); its saver's
+ * thread starts with its first edit.  A checkpoint with unsaved edits, a
+ * save running or a file open for writing is never closed before the
+ * unmount, which saves it.  Its own saves must not look like another
+ * program's: the saver tells the run when a save begins and ends
+ * (slot_saves); meanwhile the listing keeps the slot as it was, and
+ * after a commit the slot is the new file, complete as it is.  A
+ * listing scanned across a save's start or end is scanned again
+ * (save_gen).  A checkpoint another program deletes or replaces while
+ * it has unsaved edits stays listed, its edits readable, its saves
+ * refused (tree_save_run says why) until the unmount.
+ *
  * Locking.  r->mu guards the slots and the listing; the watcher holds it
  * only to swap in a new listing.  A slot's open mount (slot->fs) is
  * opened, used and closed by the request thread alone, so a request uses
  * it without r->mu; the watcher marks a slot gone and the request thread
- * closes it.
+ * closes it.  Order: r->mu, then a checkpoint's lock; its saver takes
+ * r->mu holding nothing (slot_saves), so that a checkpoint is closed
+ * under r->mu only when it has nothing to save.
  */
 #define _GNU_SOURCE
 #include "run_mount.h"
@@ -35,6 +51,9 @@
 #include "../codec/iteration_dir.h"
 #include "../codec/page_cache.h"
 #include "../codec/run_dir.h"
+#include "../export/commit_group.h"
+#include "../export/encoder.h"
+#include "../export/writer_lock.h"
 #include "inode_map.h"
 
 #define RUN_INO_ROOT 1u
@@ -45,6 +64,14 @@
  * then writes it), they are not complete.  The watcher's own; bounded,
  * past which a file is judged by its mode and settle time alone. */
 #define WRITING_MAX 4096
+
+/* What a writable checkpoint costs beyond a read-only one: its saver's
+ * thread (stack pages) and its share of a spill file. */
+#define WRITABLE_COST (64u << 10)
+#define WRITABLE_FDS 2          /* the writer lock, the spill file */
+/* Times a listing is scanned again when saves keep starting and ending
+ * under it: then it is taken as it is (a saving slot is kept anyway). */
+#define RESCANS_MAX 100
 
 typedef struct run_slot {
     char *name;                 /* shown in the root */
@@ -60,6 +87,11 @@ typedef struct run_slot {
     bool listed;                /* in the root now */
     bool gone;                  /* deleted or replaced: ESTALE from now on */
     bool failed;                /* did not open: EIO, not tried again (the file is as it was) */
+    bool read_only;             /* -o rw, but this one could not be written when last opened */
+    bool said;                  /* why it is read-only, or kept though gone: said once */
+    bool saving;                /* a save of ours is writing its file (slot_saves) */
+    bool ours;                  /* the file is one our save wrote: complete as it is */
+    ck_writer_lock *lock;       /* held while open writable */
     ckfs *fs;                   /* the open checkpoint, or NULL */
     size_t cost;                /* its memory when opened (open_slot) */
     unsigned fds;               /* and its descriptors */
@@ -77,6 +109,16 @@ struct ckrun {
     size_t budget;
     ck_open_opts open_opts;
     struct fuse_session *se;
+    bool writable;              /* -o rw */
+    size_t spill_max;           /* -o spill_max (0: the tree's default) */
+    char *where;                /* the mount point, as writer locks name it */
+    ck_file_watch *file_watch;  /* writable checkpoints' files, for other writers */
+    /* The seal of ckptfs-umount (atomics): no edit taken from then on, in
+     * checkpoints opened later too; failed: take edits again (on the next
+     * request, which holds no checkpoint's lock). */
+    bool sealed, seal_failed;
+    pthread_mutex_t error_mu;   /* guards last_error, taken holding no other lock */
+    char last_error[CKFS_LAST_ERROR_MAX]; /* the last failed seal's (root's xattr) */
 
     pthread_mutex_t mu;         /* guards what follows */
     run_slot *slots;            /* slot s is slots[s - 1] */
@@ -89,10 +131,11 @@ struct ckrun {
     size_t open_cost;           /* of the open slots */
     unsigned open_fds, max_fds;
     uint64_t clock;
+    uint64_t save_gen;          /* counts our saves' starts and ends: see relist */
 
     /* The watcher: inotify (or -1: listing again every second), an eventfd
      * that stops it, and when a writable file settles next (0: none). */
-    int inotify_fd, stop_fd;
+    int inotify_fd, stop_fd, relist_fd; /* relist_fd: list again now (a save ended) */
     pthread_t watcher;
     bool watching;
     double next_settle;
@@ -203,11 +246,19 @@ typedef struct run_change {
     bool listing, latest;
 } run_change;
 
+/* Whether slot s must stay as it is whatever the directory shows: a save
+ * of ours is writing its file, or it holds edits not saved yet.  Under
+ * r->mu (which keeps s->fs open). */
+static bool pinned(const run_slot *s)
+{
+    return s->saving || (s->fs != NULL && ckfs_busy(s->fs));
+}
+
 /* Take listing l: slots for new checkpoints, gone for the rest.  Under
  * r->mu; fails only for memory, leaving what was listed. */
 static int apply_listing(ckrun *r, const ck_run_list *l, run_change *ch)
 {
-    uint32_t *listed = malloc((l->n + 1) * sizeof *listed);
+    uint32_t *listed = malloc((l->n + r->n_listed + 1) * sizeof *listed);
     bool *kept = calloc(r->n_slots + l->n + 1, sizeof *kept);
     ch->dropped = malloc((r->n_listed + 1) * sizeof *ch->dropped);
     if (listed == NULL || kept == NULL || ch->dropped == NULL) {
@@ -222,17 +273,24 @@ static int apply_listing(ckrun *r, const ck_run_list *l, run_change *ch)
     r->next_settle = 0;
     for (size_t i = 0; i < l->n; i++) {
         const ck_run_entry *e = &l->e[i];
+        long s = listed_slot(r, e->name);
+        bool same = s >= 0 && same_file(&r->slots[s], e);
+        if (s >= 0 && (r->slots[s].saving || (!same && pinned(&r->slots[s])))) {
+            kept[s] = true; /* as it was: ours is being saved, or holds edits */
+            listed[n++] = (uint32_t)s;
+            latest = (long)i == l->latest ? s : latest;
+            continue;
+        }
         if (writing_find(r, e->file) >= 0)
             continue; /* closing it lists again */
-        if (!e->complete) {
+        if (!e->complete && !(same && r->slots[s].ours)) {
             double due = (double)e->mtime.tv_sec + (double)e->mtime.tv_nsec / 1e9 + r->settle;
             if (r->next_settle == 0 || due < r->next_settle)
                 r->next_settle = due;
             continue;
         }
-        long s = listed_slot(r, e->name);
-        if (s >= 0 && !same_file(&r->slots[s], e))
-            s = -1; /* replaced: the old slot is dropped below, as not kept */
+        if (!same)
+            s = -1; /* new, or replaced: the old slot is dropped below, as not kept */
         if (s < 0) {
             s = add_slot(r, e);
             if (s < 0)
@@ -252,6 +310,15 @@ static int apply_listing(ckrun *r, const ck_run_list *l, run_change *ch)
         run_slot *s = &r->slots[r->listed[i]];
         if (kept[r->listed[i]])
             continue;
+        if (pinned(s)) { /* deleted under its edits: they stay readable */
+            if (!s->saving && !s->said)
+                ckfs_log(&r->proto, LOG_ERR, "%s/%s: removed by another program while %s/%s "
+                         "has unsaved edits: they are kept there to be copied out, and are not "
+                         "saved", r->path, s->file, r->mountpoint, s->name);
+            s->said |= !s->saving;
+            listed[n++] = r->listed[i];
+            continue;
+        }
         ch->dropped[ch->n_dropped++] = s->name;
         mark_gone(r, s);
         ch->listing = true;
@@ -273,20 +340,30 @@ static void relist(ckrun *r)
     ck_run_list l;
     ck_error err = {0};
     struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    if (ck_run_dir_scan_at(r->dir_fd, r->path, r->settle, &now, &l, &err) < 0) {
-        if (strcmp(err.msg, r->scan_err.msg) != 0)
-            ckfs_log(&r->proto, LOG_ERR, "%s (the listing is kept as it was)", err.msg);
-        r->scan_err = err;
+    pthread_mutex_lock(&r->mu);
+    for (int scans = 0;; scans++) {
+        /* A scan that a save of ours began or ended under may show the file
+         * that save replaced beside a slot that is already the new one: it
+         * would look replaced.  Scan again. */
+        uint64_t gen = r->save_gen;
+        pthread_mutex_unlock(&r->mu);
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (ck_run_dir_scan_at(r->dir_fd, r->path, r->settle, &now, &l, &err) < 0) {
+            if (strcmp(err.msg, r->scan_err.msg) != 0)
+                ckfs_log(&r->proto, LOG_ERR, "%s (the listing is kept as it was)", err.msg);
+            r->scan_err = err;
+            ck_run_list_free(&l);
+            return;
+        }
+        pthread_mutex_lock(&r->mu);
+        if (gen == r->save_gen || scans == RESCANS_MAX)
+            break;
         ck_run_list_free(&l);
-        return;
     }
     r->scan_err.msg[0] = '\0';
     struct stat dst;
-    bool have_dst = fstat(r->dir_fd, &dst) == 0;
     run_change ch = {0};
-    pthread_mutex_lock(&r->mu);
-    if (have_dst)
+    if (fstat(r->dir_fd, &dst) == 0)
         r->dir_st = dst;
     int rc = apply_listing(r, &l, &ch);
     pthread_mutex_unlock(&r->mu);
@@ -380,34 +457,41 @@ static void *watch_main(void *arg)
     ckrun *r = arg;
     relist(r); /* what changed while the mount came up */
     for (;;) {
-        struct pollfd p[2] = {{.fd = r->stop_fd, .events = POLLIN},
+        struct pollfd p[3] = {{.fd = r->stop_fd, .events = POLLIN},
+                              {.fd = r->relist_fd, .events = POLLIN},
                               {.fd = r->inotify_fd, .events = POLLIN}};
-        int n = poll(p, r->inotify_fd < 0 ? 1 : 2, watch_timeout_ms(r));
+        int n = poll(p, r->inotify_fd < 0 ? 2 : 3, watch_timeout_ms(r));
         if (n < 0 && errno != EINTR)
             break;
         if (p[0].revents)
             break;
-        if (n > 0 && (p[1].revents & POLLIN) && !take_events(r))
-            continue;
-        relist(r);
+        bool changed = n <= 0; /* a file settles now, or no inotify */
+        uint64_t count;
+        if (n > 0 && (p[1].revents & POLLIN))
+            changed |= read(r->relist_fd, &count, sizeof count) == sizeof count;
+        if (n > 0 && (p[2].revents & POLLIN))
+            changed |= take_events(r);
+        if (changed)
+            relist(r);
     }
     return NULL;
 }
 
 /* ---- the checkpoints' mounts ---- */
 
-static void close_slot(ckrun *r, run_slot *s)
+/* Let slot s's checkpoint go, its saver stopped.  Under r->mu. */
+static void release_slot(ckrun *r, run_slot *s)
 {
     ckfs *fs = s->fs;
-    if (fs == NULL)
-        return;
-    ckfs_saver_stop(fs); /* read-only: nothing to save */
     ck_model_close(fs->tr.model);
     tree_free(&fs->tr);
     pthread_rwlock_destroy(&fs->lock);
     free((char *)fs->mountpoint);
     free(fs);
     s->fs = NULL;
+    ck_writer_lock_release(s->lock); /* after its last save */
+    free(s->lock);
+    s->lock = NULL;
     r->open_cost -= s->cost;
     r->open_fds -= s->fds;
     s->cost = 0;
@@ -416,15 +500,28 @@ static void close_slot(ckrun *r, run_slot *s)
         r->n_gone_open--;
 }
 
+/* Close slot s's checkpoint, which has nothing to save (its saver's last
+ * save then writes nothing, and so tells the run nothing).  Under r->mu. */
+static void close_slot(ckrun *r, run_slot *s)
+{
+    if (s->fs == NULL)
+        return;
+    ckfs_saver_stop(s->fs);
+    release_slot(r, s);
+}
+
 /* Close the least recently used checkpoints, not keep, while the open
- * ones hold more memory or descriptors than they may. */
+ * ones hold more memory or descriptors than they may.  One with
+ * something to save stays: the bound is exceeded rather than an edit
+ * lost. */
 static void evict(ckrun *r, const run_slot *keep)
 {
     while (r->open_cost > r->budget || r->open_fds > r->max_fds) {
         run_slot *victim = NULL;
         for (size_t i = 0; i < r->n_slots; i++) {
             run_slot *s = &r->slots[i];
-            if (s->fs != NULL && s != keep && (victim == NULL || s->used < victim->used))
+            if (s->fs != NULL && s != keep && (victim == NULL || s->used < victim->used) &&
+                !pinned(s))
                 victim = s;
         }
         if (victim == NULL)
@@ -450,8 +547,11 @@ static bool file_is_slots(const run_slot *s, const struct stat *st)
 }
 
 /* Slot s's checkpoint as a model: its file, or its iteration directory
- * (beneath the run directory, no link followed). */
-static ck_model *open_checkpoint(ckrun *r, const run_slot *s, const char *path, ck_error *err)
+ * (beneath the run directory, no link followed).  writable: a save of
+ * several files that a crash cut short is finished first, and the
+ * file is watched for other programs' writes. */
+static ck_model *open_checkpoint(ckrun *r, const run_slot *s, const char *path, bool writable,
+                                 ck_error *err)
 {
     if (s->iteration) {
         int dfd = openat(r->dir_fd, s->file, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -465,14 +565,81 @@ static ck_model *open_checkpoint(ckrun *r, const run_slot *s, const char *path, 
     }
     ck_model *model = NULL;
     ck_model_dir *dir = ck_dir_in(r->dir_fd, r->path, s->file, err);
-    if (dir != NULL) {
+    if (dir != NULL && writable)
+        ck_dir_share_watch(dir, r->file_watch);
+    if (dir != NULL && (!writable || ck_group_recover(dir, false, err) >= 0))
         model = ck_model_open_at(dir, path, &r->open_opts, err);
-        ck_dir_unref(dir); /* the model holds it */
-    }
+    ck_dir_unref(dir); /* the model holds it */
     return model;
 }
 
-/* Open slot s's checkpoint as a read-only model mount.  Under r->mu. */
+/* Why slot s is read-only in a writable run: said once a slot. */
+static void say_read_only(ckrun *r, run_slot *s, const char *why)
+{
+    if (!s->said)
+        ckfs_log(&r->proto, LOG_WARNING, "%s; %s/%s is shown read-only", why, r->mountpoint,
+                 s->name);
+    s->said = true;
+    s->read_only = true;
+}
+
+/* The writer lock of slot s's file, or NULL (said) when another writer
+ * holds it or it cannot be made: the slot is then read-only. */
+static ck_writer_lock *take_slot_lock(ckrun *r, run_slot *s)
+{
+    ck_error err = {0};
+    ck_writer_lock *l = malloc(sizeof *l);
+    if (l == NULL)
+        ck_fail(&err, ENOMEM, "%s/%s: out of memory", r->path, s->file);
+    else if (ck_writer_lock_take_at(l, r->dir_fd, r->path, s->file, r->where, &err) == 0)
+        return l;
+    free(l);
+    say_read_only(r, s, err.msg);
+    return NULL;
+}
+
+/* A model ckptfs reads but cannot save is shown read-only. */
+static bool savable(ckrun *r, run_slot *s, const ck_model *model)
+{
+    char why[512];
+    if (model->env.legacy)
+        snprintf(why, sizeof why, "%s/%s: encrypted in MindSpore 1.3-1.6's layout, which ckptfs "
+                 "reads but does not write", r->path, s->file);
+    else if (ck_writer_of(model) == NULL)
+        snprintf(why, sizeof why, "%s/%s: ckptfs reads %s models but does not save them yet",
+                 r->path, s->file, model->format->title);
+    else
+        return true;
+    say_read_only(r, s, why);
+    return false;
+}
+
+/* The saver of slot fs tells the run of its save (ckfs.on_save): while it
+ * writes, the listing keeps the slot as it is; once committed, the slot
+ * is the new file, which is listed again at once.  Holding no lock. */
+static void slot_saves(ckfs *fs, bool begins, bool committed)
+{
+    ckrun *r = fs->owner;
+    pthread_mutex_lock(&r->mu);
+    run_slot *s = &r->slots[slot_of_ino(fs->ino_base) - 1];
+    r->save_gen++;
+    s->saving = begins;
+    if (committed) { /* tr.model is switched by this very thread */
+        const struct stat *st = &fs->tr.model->st;
+        s->size = (uint64_t)st->st_size;
+        s->mtime = st->st_mtim;
+        s->file_ino = st->st_ino;
+        s->ours = true;
+    }
+    pthread_mutex_unlock(&r->mu);
+    uint64_t one = 1;
+    if (!begins && write(r->relist_fd, &one, sizeof one) != sizeof one) {
+        /* the watcher lists again at the next event */
+    }
+}
+
+/* Open slot s's checkpoint as a model mount: writable when the run is
+ * and the checkpoint can be.  Under r->mu. */
 static int open_slot(ckrun *r, size_t index, int *errnum)
 {
     run_slot *s = &r->slots[index];
@@ -482,49 +649,81 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
         *errnum = ENOMEM;
         return -1;
     }
-    ck_model *model = open_checkpoint(r, s, path, &err);
+    s->read_only = false;
+    ck_writer_lock *lock = r->writable && !s->iteration ? take_slot_lock(r, s) : NULL;
+    ck_model *model = open_checkpoint(r, s, path, lock != NULL, &err);
     free(path);
-    if (model == NULL) {
+    if (model != NULL && !file_is_slots(s, &model->st)) { /* replaced since it was listed */
+        ck_model_close(model);
+        model = NULL;
+        err.errnum = ENOENT;
+    }
+    if (model != NULL && lock != NULL && !savable(r, s, model)) {
+        ck_writer_lock_release(lock);
+        free(lock);
+        lock = NULL;
+    }
+    ckfs *fs = model ? calloc(1, sizeof *fs) : NULL;
+    if (fs == NULL || asprintf(&shown, "%s/%s", r->mountpoint, s->name) < 0) {
+        free(fs);
+        ck_model_close(model);
+        ck_writer_lock_release(lock);
+        free(lock);
+        if (model != NULL) {
+            *errnum = ENOMEM;
+            return -1;
+        }
         if (err.errnum != ENOENT)
             return open_failed(r, s, &err, errnum);
         *errnum = ESTALE; /* gone since it was listed: the watcher will say so */
         return -1;
     }
-    if (!file_is_slots(s, &model->st)) { /* replaced since it was listed */
-        ck_model_close(model);
-        *errnum = ESTALE;
-        return -1;
-    }
-    ckfs *fs = calloc(1, sizeof *fs);
-    if (fs == NULL || asprintf(&shown, "%s/%s", r->mountpoint, s->name) < 0) {
-        free(fs);
-        ck_model_close(model);
-        *errnum = ENOMEM;
-        return -1;
-    }
+    if (lock != NULL)
+        ck_encode_cleanup(model); /* what a save cut short left, now that it is ours */
     *fs = r->proto;
     fs->mountpoint = shown;
     fs->ino_base = slot_ino(index, 0);
-    if (tree_init(&fs->tr, model, &r->open_opts, false, &err) < 0) {
+    if (tree_init(&fs->tr, model, &r->open_opts, lock != NULL, &err) < 0) {
         ck_model_close(model);
+        ck_writer_lock_release(lock);
+        free(lock);
         free(shown);
         free(fs);
         return open_failed(r, s, &err, errnum);
     }
-    pthread_rwlock_init(&fs->lock, NULL);
-    ckfs_saver_start(fs); /* read-only: no thread, only its lock */
+    if (lock != NULL && r->spill_max != 0)
+        fs->tr.spill_max = r->spill_max;
+    fs->owner = r;
+    fs->on_save = lock != NULL ? slot_saves : NULL;
+    fs->sealed = __atomic_load_n(&r->sealed, __ATOMIC_ACQUIRE);
+    ckfs_lock_init(fs);
+    ckfs_saver_init(fs); /* its thread starts with the first edit */
     s->file_ino = model->st.st_ino;
     s->fs = fs;
+    s->lock = lock;
     /* The index, the mount around it, a guess at the allocator's and the
      * kernel's share, and what the pages of an encrypted or compressed
      * one may hold; its files and directory. */
     s->cost = tree_footprint(&fs->tr) + sizeof *fs + 4096 +
-              (model->env.wrap != CK_WRAP_NONE ? ck_page_cache_budget(model->cache) : 0);
-    s->fds = model->n_sources + 1;
+              (model->env.wrap != CK_WRAP_NONE ? ck_page_cache_budget(model->cache) : 0) +
+              (lock != NULL ? WRITABLE_COST : 0);
+    s->fds = model->n_sources + 1 + (lock != NULL ? WRITABLE_FDS : 0);
     r->open_cost += s->cost;
     r->open_fds += s->fds;
+    if (s->read_only && r->se != NULL) /* its directory loses its w bits */
+        fuse_lowlevel_notify_inval_inode(r->se, slot_ino(index, INO_ROOT), -1, 0);
     evict(r, s);
     return 0;
+}
+
+/* A failed seal: every open checkpoint takes edits again.  Under r->mu,
+ * on the request thread (which holds no checkpoint's lock here). */
+static void unseal_all(ckrun *r)
+{
+    __atomic_store_n(&r->sealed, false, __ATOMIC_RELEASE);
+    for (size_t i = 0; i < r->n_slots; i++)
+        if (r->slots[i].fs != NULL && r->slots[i].fs->tr.writable)
+            ckfs_unseal(r->slots[i].fs);
 }
 
 /* The front's mount_of: the checkpoint mount serving *ino.  On the
@@ -535,10 +734,13 @@ static ckfs *run_mount_of(ckfs_front *front, fuse_ino_t *ino, int *errnum)
     uint64_t s = slot_of_ino(*ino);
     ckfs *fs = NULL;
     pthread_mutex_lock(&r->mu);
-    if (r->n_gone_open > 0) /* deleted or replaced: let their files go */
-        for (size_t i = 0; i < r->n_slots; i++)
-            if (r->slots[i].gone)
-                close_slot(r, &r->slots[i]);
+    if (__atomic_exchange_n(&r->seal_failed, false, __ATOMIC_ACQ_REL))
+        unseal_all(r);
+    /* Deleted or replaced: let their files go.  One an edit reached
+     * while the watcher looked stays, for the unmount to say so. */
+    for (size_t i = 0; r->n_gone_open > 0 && i < r->n_slots; i++)
+        if (r->slots[i].gone && r->slots[i].fs != NULL && !pinned(&r->slots[i]))
+            close_slot(r, &r->slots[i]);
     run_slot *slot = s >= 1 && s <= r->n_slots ? &r->slots[s - 1] : NULL;
     if (slot == NULL || slot->gone) {
         *errnum = ESTALE;
@@ -557,11 +759,20 @@ static ckfs *run_mount_of(ckfs_front *front, fuse_ino_t *ino, int *errnum)
 /* ---- the root, `latest` and the checkpoints' directories ---- */
 
 /* A directory's mode for a file's: r and w as the file has them, no w
- * (read-only), x wherever r. */
-static mode_t dir_mode(mode_t file_mode)
+ * when read-only, the owner's w when writable (as a model mount shows its
+ * root), x wherever r. */
+static mode_t dir_mode(mode_t file_mode, bool writable)
 {
-    mode_t m = file_mode & 0444;
-    return S_IFDIR | m | m >> 2;
+    mode_t m = file_mode & 0666;
+    m = writable ? m | S_IWUSR : m & ~(mode_t)0222;
+    return S_IFDIR | m | (m & 0444) >> 2;
+}
+
+/* Whether slot s's checkpoint is edited: in a writable run, a file that
+ * could be written when last opened (guessed so before). */
+static bool slot_writable(const ckrun *r, const run_slot *s)
+{
+    return r->writable && !s->iteration && !s->read_only;
 }
 
 static void times_of(struct stat *st, const struct timespec *t)
@@ -582,7 +793,7 @@ static int run_attr(ckrun *r, fuse_ino_t ino, struct stat *st)
     st->st_gid = r->dir_st.st_gid;
     times_of(st, &r->dir_st.st_mtim);
     if (ino == RUN_INO_ROOT) {
-        st->st_mode = dir_mode(r->dir_st.st_mode);
+        st->st_mode = dir_mode(r->dir_st.st_mode, false);
         st->st_nlink = 2 + r->n_listed;
         return 0;
     }
@@ -598,7 +809,7 @@ static int run_attr(ckrun *r, fuse_ino_t ino, struct stat *st)
     if ((ino & CKFS_INO_MASK) != INO_ROOT || s < 1 || s > r->n_slots || r->slots[s - 1].gone)
         return -1;
     const run_slot *slot = &r->slots[s - 1];
-    st->st_mode = dir_mode(slot->mode);
+    st->st_mode = dir_mode(slot->mode, slot_writable(r, slot));
     st->st_nlink = 1; /* not counted: that would open it (find takes 1 as "unknown") */
     st->st_uid = slot->uid;
     st->st_gid = slot->gid;
@@ -773,6 +984,16 @@ static void run_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
     } else if (ino == RUN_INO_ROOT && strcmp(name, XATTR_PID) == 0) {
         char pid[24];
         ckfs_reply_xattr(req, pid, (size_t)snprintf(pid, sizeof pid, "%ld", (long)getpid()), size);
+    } else if (ino == RUN_INO_ROOT && strcmp(name, XATTR_LAST_ERROR) == 0) {
+        ckrun *r = run_of(req);
+        char why[CKFS_LAST_ERROR_MAX];
+        pthread_mutex_lock(&r->error_mu);
+        memcpy(why, r->last_error, sizeof why);
+        pthread_mutex_unlock(&r->error_mu);
+        if (why[0] == '\0')
+            fuse_reply_err(req, ENODATA);
+        else
+            ckfs_reply_xattr(req, why, strlen(why), size);
     } else {
         fuse_reply_err(req, ENODATA);
     }
@@ -780,20 +1001,115 @@ static void run_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 
 static void run_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-    if (!is_run_node(ino))
+    static const char names[] = XATTR_PID "\0" XATTR_LAST_ERROR;
+    ckrun *r = run_of(req);
+    if (!is_run_node(ino)) {
         ckfs_ops.listxattr(req, ino, size);
-    else if (ino == RUN_INO_ROOT)
-        ckfs_reply_xattr(req, XATTR_PID, sizeof XATTR_PID, size);
-    else
+    } else if (ino == RUN_INO_ROOT) {
+        pthread_mutex_lock(&r->error_mu);
+        bool failed = r->last_error[0] != '\0';
+        pthread_mutex_unlock(&r->error_mu);
+        ckfs_reply_xattr(req, names, failed ? sizeof names : sizeof XATTR_PID, size);
+    } else {
         ckfs_reply_xattr(req, "", 0, size);
+    }
 }
 
-/* ckptfs-umount seals before it unmounts: nothing to save here. */
+/* ---- the seal (ckptfs-umount) ---- */
+
+/* One user.ckptfs.unmount=1, answered once every open writable
+ * checkpoint has saved (and sealed) or one has failed. */
+typedef struct seal_join {
+    pthread_mutex_t mu;         /* guards what follows */
+    ckrun *r;
+    fuse_req_t req;
+    unsigned left;              /* saves still running, plus one while they are asked for */
+    int errnum;                 /* the first failure's */
+} seal_join;
+
+/* One of the join's saves has ended (why: its checkpoint's last error).
+ * On the saver's thread under that checkpoint's lock, or the request
+ * thread's: takes no lock of the run's but error_mu. */
+static void seal_join_end(seal_join *j, int errnum, const char *why)
+{
+    ckrun *r = j->r;
+    pthread_mutex_lock(&j->mu);
+    if (errnum != 0 && j->errnum == 0) {
+        j->errnum = errnum;
+        pthread_mutex_lock(&r->error_mu);
+        snprintf(r->last_error, sizeof r->last_error, "%s", why);
+        pthread_mutex_unlock(&r->error_mu);
+    }
+    bool last = --j->left == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (!last)
+        return;
+    if (j->errnum != 0) /* the request thread unseals every checkpoint */
+        __atomic_store_n(&r->seal_failed, true, __ATOMIC_RELEASE);
+    fuse_reply_err(j->req, j->errnum);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+static void seal_saved(ckfs_waiter *w, int errnum, const char *why)
+{
+    seal_join_end(w->arg, errnum, why);
+}
+
+/* user.ckptfs.unmount=1: save every open writable checkpoint and take no
+ * more edits (those opened later too); =0: take them again. */
+static void run_seal(fuse_req_t req, ckrun *r, const char *value, size_t size)
+{
+    if (size != 1 || (value[0] != '0' && value[0] != '1')) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    seal_join *j = value[0] == '1' ? calloc(1, sizeof *j) : NULL;
+    if (value[0] == '1' && j == NULL) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    pthread_mutex_lock(&r->mu);
+    if (j == NULL) {
+        unseal_all(r);
+        pthread_mutex_unlock(&r->mu);
+        fuse_reply_err(req, 0);
+        return;
+    }
+    pthread_mutex_init(&j->mu, NULL);
+    j->r = r;
+    j->req = req;
+    j->left = 1;
+    __atomic_store_n(&r->sealed, true, __ATOMIC_RELEASE);
+    for (size_t i = 0; i < r->n_slots; i++) {
+        ckfs *fs = r->slots[i].fs;
+        if (fs == NULL || !fs->tr.writable)
+            continue;
+        ckfs_waiter *w = calloc(1, sizeof *w);
+        pthread_mutex_lock(&j->mu);
+        j->left++;
+        pthread_mutex_unlock(&j->mu);
+        if (w == NULL) {
+            seal_join_end(j, ENOMEM, "out of memory");
+            break;
+        }
+        *w = (ckfs_waiter){.done = seal_saved, .arg = j};
+        ckfs_seal(fs, w);
+    }
+    pthread_mutex_unlock(&r->mu);
+    seal_join_end(j, 0, NULL); /* all asked */
+}
+
+/* ckptfs-umount seals before it unmounts: a read-only run has nothing to
+ * save. */
 static void run_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                          size_t size, int flags)
 {
+    ckrun *r = run_of(req);
     if (!is_run_node(ino))
         ckfs_ops.setxattr(req, ino, name, value, size, flags);
+    else if (ino == RUN_INO_ROOT && strcmp(name, XATTR_UNMOUNT) == 0 && r->writable)
+        run_seal(req, r, value, size);
     else if (ino == RUN_INO_ROOT && strcmp(name, XATTR_UNMOUNT) == 0)
         fuse_reply_err(req, size == 1 && (value[0] == '0' || value[0] == '1') ? 0 : EINVAL);
     else
@@ -811,7 +1127,7 @@ static void run_statfs(fuse_req_t req, fuse_ino_t ino)
     if (fstatvfs(r->dir_fd, &sv) < 0)
         memset(&sv, 0, sizeof sv);
     sv.f_namemax = 255;
-    sv.f_flag = ST_RDONLY;
+    sv.f_flag = r->writable ? 0 : ST_RDONLY;
     fuse_reply_statfs(req, &sv);
 }
 
@@ -932,10 +1248,12 @@ ckrun *ckrun_new(const ckrun_opts *o, ck_error *err)
         ck_fail(err, ENOMEM, "%s: out of memory", o->path);
         return NULL;
     }
-    r->dir_fd = r->inotify_fd = r->stop_fd = -1;
+    r->dir_fd = r->inotify_fd = r->stop_fd = r->relist_fd = -1;
     r->latest = -1;
     pthread_mutex_init(&r->mu, NULL);
-    if ((r->path = strdup(o->path)) == NULL || (r->mountpoint = strdup(o->mountpoint)) == NULL) {
+    pthread_mutex_init(&r->error_mu, NULL);
+    if ((r->path = strdup(o->path)) == NULL || (r->mountpoint = strdup(o->mountpoint)) == NULL ||
+        (r->where = strdup(o->where ? o->where : o->mountpoint)) == NULL) {
         ckrun_free(r);
         ck_fail(err, ENOMEM, "%s: out of memory", o->path);
         return NULL;
@@ -946,6 +1264,10 @@ ckrun *ckrun_new(const ckrun_opts *o, ck_error *err)
     r->budget = o->index_cache;
     r->max_fds = o->max_fds;
     r->open_opts = o->open_opts;
+    r->writable = o->writable;
+    r->spill_max = o->spill_max;
+    if (r->writable)
+        r->file_watch = ck_watch_new(); /* NULL: any new mtime counts as a write */
     r->dir_fd = open(r->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (r->dir_fd < 0 || fstat(r->dir_fd, &r->dir_st) < 0) {
         ck_fail_errno(err, errno, "%s: cannot read the run directory", r->path);
@@ -993,7 +1315,9 @@ int ckrun_start(ckrun *r, struct fuse_session *se, bool use_syslog)
     r->proto.se = se;
     r->proto.use_syslog = use_syslog;
     r->stop_fd = eventfd(0, EFD_CLOEXEC);
-    int rc = r->stop_fd < 0 ? errno : pthread_create(&r->watcher, NULL, watch_main, r);
+    r->relist_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    int rc = r->stop_fd < 0 || r->relist_fd < 0 ? errno
+                                                : pthread_create(&r->watcher, NULL, watch_main, r);
     if (rc != 0) {
         ckfs_log(&r->proto, LOG_ERR, "%s: cannot start watching the run: %s", r->path,
                  strerror(rc));
@@ -1009,6 +1333,38 @@ void ckrun_stop(ckrun *r)
     if (r->watching && write(r->stop_fd, &one, sizeof one) == sizeof one)
         pthread_join(r->watcher, NULL);
     r->watching = false;
+    pthread_mutex_lock(&r->mu); /* unmounting: nothing left to invalidate */
+    r->se = NULL;
+    r->proto.se = NULL;
+    for (size_t i = 0; i < r->n_slots; i++) {
+        ckfs *fs = r->slots[i].fs;
+        if (fs == NULL)
+            continue;
+        pthread_rwlock_wrlock(&fs->lock);
+        fs->se = NULL;
+        pthread_rwlock_unlock(&fs->lock);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+int ckrun_close_all(ckrun *r)
+{
+    int rc = 0;
+    for (size_t i = 0; i < r->n_slots; i++) {
+        run_slot *s = &r->slots[i];
+        pthread_mutex_lock(&r->mu);
+        ckfs *fs = s->fs;
+        pthread_mutex_unlock(&r->mu);
+        if (fs == NULL)
+            continue;
+        /* Its last save tells the run (slot_saves): not under r->mu. */
+        if (ckfs_saver_stop(fs) < 0)
+            rc = -1;
+        pthread_mutex_lock(&r->mu);
+        release_slot(r, s);
+        pthread_mutex_unlock(&r->mu);
+    }
+    return rc;
 }
 
 void ckrun_free(ckrun *r)
@@ -1016,23 +1372,28 @@ void ckrun_free(ckrun *r)
     if (r == NULL)
         return;
     ckrun_stop(r);
+    ckrun_close_all(r); /* after a failed start: nothing to save */
     if (r->stop_fd >= 0)
         close(r->stop_fd);
+    if (r->relist_fd >= 0)
+        close(r->relist_fd);
     if (r->inotify_fd >= 0)
         close(r->inotify_fd);
     if (r->dir_fd >= 0)
-        close(r->dir_fd);
+        close(r->dir_fd); /* after the writer locks, which are beneath it */
     for (size_t i = 0; i < r->n_writing; i++)
         free(r->writing[i]);
     for (size_t i = 0; i < r->n_slots; i++) {
-        close_slot(r, &r->slots[i]);
         free(r->slots[i].name);
         free(r->slots[i].file);
     }
+    ck_watch_free(r->file_watch);
     free(r->slots);
     free(r->listed);
     free(r->path);
     free(r->mountpoint);
+    free(r->where);
+    pthread_mutex_destroy(&r->error_mu);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }

@@ -3,23 +3,27 @@
  *
  *   /                  one directory per complete checkpoint of the run
  *   /latest            symbolic link to the newest complete one
- *   /<name>/...        that checkpoint's tree, as a read-only mount of its
- *                      file shows it (meta, out, snapshot_done, xattrs)
+ *   /<name>/...        that checkpoint's tree, as a mount of its file
+ *                      shows it (meta, out, snapshot_done, xattrs)
  *
  * Which files are checkpoints, their names, when one is complete and which
  * is the newest are codec/run_dir's rules; this file serves them.  Listing
  * the root opens no checkpoint.  A checkpoint is opened on the first
- * request inside it, as its own read-only model mount (a ckfs, inode
- * numbers shifted above CKFS_INO_BITS by its slot), and closed again when
- * the open ones hold more than -o index_cache bytes, or more descriptors
- * than the limit leaves them; its inodes stay valid
- * and it is opened again on the next request, provided its file is the
- * same.  A thread follows the directory (inotify): new checkpoints appear
- * once complete, deleted or replaced ones disappear, and requests still
- * holding one of theirs get ESTALE, never another file's bytes.
+ * request inside it, as its own model mount (a ckfs, inode numbers
+ * shifted above CKFS_INO_BITS by its slot): read-only, or with -o rw
+ * writable under the rules of a one-model mount (its writer lock, its
+ * saver, atomic verified saves).  It is closed again when the open ones
+ * hold more than -o index_cache bytes, or more descriptors than the limit
+ * leaves them, unless it has edits to save; its inodes stay valid and it
+ * is opened again on the next request, provided its file is the same.  A
+ * thread follows the directory (inotify): new checkpoints appear once
+ * complete, deleted or replaced ones disappear (the mount's own saves
+ * excepted), and requests still holding one of theirs get ESTALE, never
+ * another file's bytes.
  *
  * Requests are answered on one thread (the checkpoints' mounts are opened
- * and closed by it alone); the watcher changes only the listing.
+ * and closed by it alone); the watcher changes only the listing, the
+ * checkpoints' savers their own trees.
  */
 #ifndef CKPTFS_RUN_MOUNT_H
 #define CKPTFS_RUN_MOUNT_H
@@ -37,6 +41,9 @@ typedef struct ckrun_opts {
     ck_open_opts open_opts;     /* keys and caches of encrypted, compressed ones */
     const ckfs *proto;          /* what each checkpoint's mount starts as, and
                                  * how the run logs */
+    bool writable;              /* -o rw: each checkpoint as a writable model mount */
+    size_t spill_max;           /* their -o spill_max, 0 for the default */
+    const char *where;          /* the mount point as writer locks record it */
 } ckrun_opts;
 
 /* The session's operations: the run's own nodes here, the rest as a
@@ -53,7 +60,9 @@ ckfs_front *ckrun_front(ckrun *r);
 int ckrun_start(ckrun *r, struct fuse_session *se, bool use_syslog);
 /* The loop has ended: stop watching, before the session goes. */
 void ckrun_stop(ckrun *r);
-/* After the session: close every checkpoint. */
+/* After the session: save what each checkpoint has unsaved, and close
+ * them all; -1 when a save failed (said). */
+int ckrun_close_all(ckrun *r);
 void ckrun_free(ckrun *r);
 
 #endif

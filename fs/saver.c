@@ -15,6 +15,10 @@
  * is the saver's own: it sleeps until commit_delay after the last edit
  * (ckfs_commit_wait_ms), and is woken only when it was not already going
  * to wake up, so that edits cost no wakeup.
+ *
+ * A run directory's checkpoints start their saver's thread only when
+ * something is to be saved (ckfs_saver_init): a browsed checkpoint costs
+ * no thread.
  */
 #include "ckptfs.h"
 
@@ -35,12 +39,16 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
     bool wrote = job != NULL;
     if (wrote) {
         pthread_rwlock_unlock(&fs->lock);
+        if (fs->on_save != NULL)
+            fs->on_save(fs, true, false);
         rc = tree_save_run(job, &err);
         pthread_rwlock_wrlock(&fs->lock);
         rc = tree_save_end(&fs->tr, job, rc, &old, &err);
     }
     ckfs_saved(fs, rc, &err, waiters, automatic);
     pthread_rwlock_unlock(&fs->lock);
+    if (wrote && fs->on_save != NULL)
+        fs->on_save(fs, false, rc == 0);
     ck_model_close(old); /* frees the replaced file: not while requests wait */
     if (wrote && rc == 0)
         ckfs_invalidate_times(fs); /* the kernel caches them long */
@@ -106,7 +114,7 @@ static void *saver_main(void *arg)
     return NULL;
 }
 
-int ckfs_saver_start(ckfs *fs)
+void ckfs_saver_init(ckfs *fs)
 {
     ckfs_saver *s = &fs->saver;
     pthread_condattr_t ca;
@@ -115,29 +123,50 @@ int ckfs_saver_start(ckfs *fs)
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, &ca);
     pthread_condattr_destroy(&ca);
-    if (!fs->tr.writable)
-        return 0; /* nothing to save, ever */
+}
+
+/* The thread, if it is not running yet (under s->mu, or before any
+ * request); 0, or the error number. */
+static int start_thread(ckfs *fs, ckfs_saver *s)
+{
+    if (s->running || !fs->tr.writable)
+        return 0; /* nothing to save, ever, for a read-only one */
     int rc = pthread_create(&s->thread, NULL, saver_main, fs);
     if (rc != 0) {
         ckfs_log(fs, LOG_ERR, "%s: cannot start the saving thread: %s", fs->tr.model->path,
                  strerror(rc));
-        return -1;
+        return rc;
     }
     s->running = true;
     return 0;
+}
+
+int ckfs_saver_start(ckfs *fs)
+{
+    ckfs_saver_init(fs);
+    return start_thread(fs, &fs->saver) == 0 ? 0 : -1;
 }
 
 void ckfs_saver_ask(ckfs *fs, ckfs_waiter *w)
 {
     ckfs_saver *s = &fs->saver;
     pthread_mutex_lock(&s->mu);
-    ckfs_waiter **tail = &s->asked;
-    while (*tail != NULL)
-        tail = &(*tail)->next;
-    w->next = NULL;
-    *tail = w;
-    pthread_cond_signal(&s->wake);
+    int rc = start_thread(fs, s);
+    if (rc == 0) {
+        ckfs_waiter **tail = &s->asked;
+        while (*tail != NULL)
+            tail = &(*tail)->next;
+        w->next = NULL;
+        *tail = w;
+        pthread_cond_signal(&s->wake);
+    }
     pthread_mutex_unlock(&s->mu);
+    if (rc != 0) { /* nobody would answer it: say why now */
+        ck_error err = {0};
+        ck_fail(&err, rc, "cannot start the saving thread: %s", strerror(rc));
+        w->next = NULL;
+        ckfs_saved(fs, -1, &err, w, false);
+    }
 }
 
 void ckfs_saver_poke(ckfs *fs)
@@ -145,7 +174,8 @@ void ckfs_saver_poke(ckfs *fs)
     ckfs_saver *s = &fs->saver;
     pthread_mutex_lock(&s->mu);
     s->poked = true;
-    if (!s->armed) /* an armed saver wakes up anyway, and looks again */
+    /* Without a thread the edit waits for the save at unmount (said). */
+    if (start_thread(fs, s) == 0 && !s->armed) /* an armed saver wakes up anyway */
         pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->mu);
 }

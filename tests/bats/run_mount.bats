@@ -549,7 +549,7 @@ nobody() {
     (cd "$M" && setpriv --reuid=65534 --regid=65534 --clear-groups "$@")
 }
 
-@test "read-only: -o rw with a directory is refused with one line, nothing mounted; nothing is writable; another user cannot read a 0400 checkpoint" {
+@test "read-only without -o rw: -o create with a directory is refused with one line, nothing mounted; nothing is writable; another user cannot read a 0400 checkpoint" {
     mkdir "$D"
     cp "$(fixture 1)" "$D/own-1_1.ckpt"
     cp "$(fixture 2)" "$D/pub-1_1.ckpt"
@@ -558,7 +558,7 @@ nobody() {
     mkdir -p "$M"
     echo "0 $M" >>"$T/mounts"   # torn down if it did mount
     st=0
-    $CKPTFS -o rw "$D" "$M" >"$T/out" 2>"$T/err" || st=$?
+    $CKPTFS -o create "$D" "$M" >"$T/out" 2>"$T/err" || st=$?
     cat "$T/err"
     [ "$st" -ne 0 ]
     [ "$(wc -l <"$T/err")" -eq 1 ]
