@@ -509,6 +509,31 @@ until_no_lock() {
     for n in "$N2" "$N3" "$N4"; do cmp "$D/$n.ckpt" "$O/$n.ckpt"; done
 }
 
+@test "4: -o index_cache=1 while a 64 MiB save runs: other checkpoints opened, read and closed meanwhile read right; the save completes with exactly the edit" {
+    $PY "$REPO/bench/gen_ckpt.py" "$T/big.ckpt" --size $((64 << 20)) --count 8
+    put "$T/big.ckpt" big-1_1.ckpt
+    put "$LENET" a-1_1.ckpt
+    put "$LENET" b-1_1.ckpt
+    $ORACLE fake-tree "$T/exp" "$LENET"
+    mount_fg "$D" "$M" -o rw,commit=manual,index_cache=1
+    printf 'ckpt' | dd of="$M/big-1_1/layer.3.weight/out" bs=1 seek=4096 conv=notrunc status=none
+    (touch "$M/big-1_1/snapshot_done"; echo $? >"$T/touch.rc") &
+    toucher=$!
+    n=0
+    while kill -0 "$toucher" 2>/dev/null && [ "$n" -lt 2000 ]; do
+        cmp "$M/a-1_1/fc1.bias/out" "$T/exp/fc1.bias/out"
+        cmp "$M/b-1_1/fc2.bias/out" "$T/exp/fc2.bias/out"
+        n=$((n + 1))
+    done
+    wait "$toucher"
+    echo "$n rounds of reads during the save"
+    [ "$(cat "$T/touch.rc")" = 0 ]
+    edited "$O/big-1_1.ckpt" "$D/big-1_1.ckpt" layer.3.weight 4096 636b7074
+    cmp "$D/a-1_1.ckpt" "$O/a-1_1.ckpt"
+    cmp "$D/b-1_1.ckpt" "$O/b-1_1.ckpt"
+    $ORACLE check "$M/a-1_1" "$LENET"
+}
+
 # ---------------------------------------------------------------------------
 # 5. Unmount and ckptfs-umount
 

@@ -12,8 +12,10 @@ and its answers compared with the reference.
         A seeded random sequence on the rw mount MNT of RUN_DIR: overwrite (dd
         conv=notrunc) a random range of a random tensor's out with random bytes,
         save a random checkpoint (touch snapshot_done; its file must then parse to the
-        reference, its directory keep its inode), read a random tensor (must equal the
-        reference).  The reference is saved to STATE (JSON) for `final`.
+        reference, its directory keep its inode, no temporary file stay), read a random
+        tensor (must equal the reference).  After every step each checkpoint with unsaved
+        edits still holds its lock file (it was never closed).  The reference is saved to
+        STATE (JSON) for `final`.
     run_rw_model.py final RUN_DIR STATE
         Every checkpoint file of RUN_DIR parses to the reference in STATE (after the
         unmount, which saves all unsaved edits).
@@ -102,8 +104,9 @@ def cmd_random(mnt, run_dir, state, seed, nops):
         for e in co.load_reference(os.path.join(run_dir, files[n]))[0]:
             parts[(n, os.fsdecode(e.dirname))] = e.part
     inode = {n: os.stat(os.path.join(mnt, n)).st_ino for n in names}
+    dirty = set()   # checkpoints with unsaved edits: never closed, so their lock stays
     log = []
-    counts = {"write": 0, "save": 0, "read": 0}
+    counts = {"write": 0, "save": 0, "read": 0, "closed": 0}  # closed: seen after a step
     try:
         for step in range(nops):
             op = ("write", "save", "read")[int(rng.choice(3, p=[0.45, 0.2, 0.35]))]
@@ -126,6 +129,7 @@ def cmd_random(mnt, run_dir, state, seed, nops):
                 if r.returncode != 0:
                     raise Failed(f"dd failed: {r.stderr.decode().strip()}")
                 out[off:off + length] = data
+                dirty.add(n)
             elif op == "save":
                 log.append(f"{step}: save {n}")
                 r = subprocess.run(["touch", os.path.join(mnt, n, "snapshot_done")],
@@ -133,6 +137,11 @@ def cmd_random(mnt, run_dir, state, seed, nops):
                 if r.returncode != 0:
                     raise Failed(f"touch snapshot_done failed: {r.stderr.decode().strip()}")
                 compare_file(os.path.join(run_dir, files[n]), ref[n], f"{files[n]} after the save")
+                dirty.discard(n)
+                left = [f for f in os.listdir(run_dir) if f.startswith(f".{files[n]}.ckptfs-")
+                        and f != f".{files[n]}.ckptfs-lock"]
+                if left:
+                    raise Failed(f"temporary files left beside {files[n]}: {left}")
                 if os.stat(os.path.join(mnt, n)).st_ino != inode[n]:
                     raise Failed(f"{n}: its directory's inode changed at the save")
                 shown = sorted(x for x in os.listdir(mnt) if x != "latest")
@@ -146,6 +155,11 @@ def cmd_random(mnt, run_dir, state, seed, nops):
                 if got != bytes(ref[n][k][2]):
                     raise Failed(f"{n}/{k}: read {len(got)} bytes that differ from the reference")
             counts[op] += 1
+            for d in names:
+                held = os.path.exists(os.path.join(run_dir, f".{files[d]}.ckptfs-lock"))
+                if d in dirty and not held:
+                    raise Failed(f"{d} has unsaved edits but its lock file is gone (closed?)")
+                counts["closed"] += not held
     except Failed as exc:
         print(f"seed {seed}: FAIL at {log[-1]}: {exc}", file=sys.stderr)
         print("the sequence:\n  " + "\n  ".join(log), file=sys.stderr)
@@ -154,6 +168,10 @@ def cmd_random(mnt, run_dir, state, seed, nops):
         json.dump({n: {k: [t, d, bytes(o).hex()] for k, (t, d, o) in ref[n].items()}
                    for n in names}, f)
     print(f"seed {seed}: {counts}")
+    if not counts["closed"]:
+        print(f"seed {seed}: no checkpoint was ever closed: index_cache not exercised",
+              file=sys.stderr)
+        return 1
     return 0
 
 
