@@ -439,6 +439,8 @@ static bool take_events(ckrun *r)
         for (char *p = buf; p < buf + n;) {
             const struct inotify_event *ev = (const struct inotify_event *)p;
             p += sizeof *ev + ev->len;
+            if (ev->len > 0 && ev->name[0] == '.')
+                continue; /* never a checkpoint: our own locks and saves' temporary files */
             if (ev->len == 0 || (ev->mask & IN_ISDIR))
                 changed = true; /* the directory itself, an overflow, a subdirectory */
             else if (ev->mask & (IN_CREATE | IN_MODIFY))
