@@ -102,8 +102,8 @@ asan: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 tests/run-all.sh build-asan
 
 # The concurrency tests (a save beside the request loop, client threads
-# racing saves, a run directory's watcher beside its requests, threaded
-# readers of merged and iteration mounts) under
+# racing saves, a run directory's watcher beside its requests and its
+# checkpoints' savers, threaded readers of merged and iteration mounts) under
 # ThreadSanitizer.  gcc's libtsan2 comes with gcc
 # (libgcc-12-dev depends on it).  Every report fails the test that was
 # running: TSAN_OPTIONS halts the process (exit 66) and writes the report to
@@ -120,8 +120,10 @@ tsan: deps
 	  bats tests/bats/run_mount.bats; c=$$?; \
 	  bats tests/bats/dist_envelopes.bats; d=$$?; \
 	  bats --filter 'threads|tracker names' tests/bats/iteration_dir.bats; e=$$?; \
+	  bats tests/bats/run_rw.bats; f=$$?; \
 	  if [ -n "$$(ls -A $(TSAN_LOGS))" ]; then echo "tsan: reports in $(TSAN_LOGS)"; exit 1; fi; \
-	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ] && [ $$e -eq 0 ]
+	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ] && [ $$e -eq 0 ] && \
+	  [ $$f -eq 0 ]
 
 demo: deps
 	$(MAKE) all

@@ -80,7 +80,7 @@ static ck_source *open_zstd(ck_source *file, const ck_envelope_opts *o, ck_envel
         ck_source_close(plain);
         return NULL;
     }
-    if (o->encrypt || has_key(o)) {
+    if (o->encrypt || (has_key(o) && !o->key_if_encrypted)) {
         ck_fail(err, EINVAL, "%s: zstd-compressed, not encrypted, but %s was given (MindSpore "
                 "does not read compressed encrypted models)", plain->path,
                 o->encrypt ? "-o enc_mode" : "a key");

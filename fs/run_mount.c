@@ -1176,6 +1176,19 @@ static void run_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
         ckfs_ops.rename(req, parent, name, newparent, newname, flags);
 }
 
+/* Links: none in the run's root; a model mount makes none either. */
+static void run_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+    (void)link, (void)name;
+    fuse_reply_err(req, is_run_node(parent) ? EROFS : ENOSYS);
+}
+
+static void run_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+    (void)ino, (void)newname;
+    fuse_reply_err(req, is_run_node(newparent) ? EROFS : ENOSYS);
+}
+
 static void run_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                        struct fuse_file_info *fi)
 {
@@ -1239,6 +1252,8 @@ void ckrun_ops(struct fuse_lowlevel_ops *ops)
     ops->rmdir = run_rmdir;
     ops->rename = run_rename;
     ops->create = run_create;
+    ops->symlink = run_symlink;
+    ops->link = run_link;
 }
 
 /* ---- life ---- */
