@@ -44,8 +44,6 @@ wait_until() {
 # bg PID: a background client this test started, ended in teardown.
 bg() { echo "$1" >>"$BATS_TEST_TMPDIR/bg"; }
 
-daemon_pid() { tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1; }
-
 # forget_daemon PID: the test collected this daemon itself.
 forget_daemon() { sed -i "/^$1 /d" "$BATS_TEST_TMPDIR/mounts"; }
 

@@ -145,20 +145,6 @@ print("edit ok")
 PY
 }
 
-# unmount MNT: unmount a mount_fg mount now (teardown forgets it); fails if
-# its daemon exited non-zero.
-unmount() {
-    local pid
-    pid=$(awk -v m="$1" '$2 == m {print $1}' "$BATS_TEST_TMPDIR/mounts")
-    [ -n "$pid" ]
-    awk -v m="$1" '$2 != m' "$BATS_TEST_TMPDIR/mounts" >"$BATS_TEST_TMPDIR/mounts.new"
-    mv "$BATS_TEST_TMPDIR/mounts.new" "$BATS_TEST_TMPDIR/mounts"
-    umount_wait "$1" "$pid"
-}
-
-# daemon_pid: the pid of the newest mount_fg daemon.
-daemon_pid() { tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1; }
-
 # ---------------------------------------------------------------------------
 # Reading
 

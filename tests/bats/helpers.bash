@@ -43,6 +43,20 @@ umount_wait() {
     return "$status"
 }
 
+# unmount MNT: unmount a mount_fg mount now (teardown forgets it); the
+# status is its daemon's exit status.
+unmount() {
+    local pid
+    pid=$(awk -v m="$1" '$2 == m {print $1}' "$BATS_TEST_TMPDIR/mounts")
+    [ -n "$pid" ]
+    awk -v m="$1" '$2 != m' "$BATS_TEST_TMPDIR/mounts" >"$BATS_TEST_TMPDIR/mounts.new"
+    mv "$BATS_TEST_TMPDIR/mounts.new" "$BATS_TEST_TMPDIR/mounts"
+    umount_wait "$1" "$pid"
+}
+
+# daemon_pid: the pid of the newest mount_fg daemon.
+daemon_pid() { tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1; }
+
 # A suite with its own cleanup defines teardown() and calls this.
 ckptfs_teardown() {
     local failed=0

@@ -73,20 +73,6 @@ put() {
     chmod "${3:-0400}" "$D/$2"
 }
 
-# the_daemon: the pid of the newest mount_fg daemon.
-the_daemon() { tail -1 "$T/mounts" | cut -d' ' -f1; }
-
-# unmount MNT: unmount a mount_fg mount now (teardown forgets it); its
-# daemon's exit status is the status.
-unmount() {
-    local pid
-    pid=$(awk -v m="$1" '$2 == m {print $1}' "$T/mounts")
-    [ -n "$pid" ]
-    awk -v m="$1" '$2 != m' "$T/mounts" >"$T/mounts.new"
-    mv "$T/mounts.new" "$T/mounts"
-    umount_wait "$1" "$pid"
-}
-
 # poke FILE OFFSET HEX: the bytes HEX written at OFFSET of FILE, in place (dd).
 poke() {
     printf "$(sed 's/../\\x&/g' <<<"$3")" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
@@ -395,7 +381,7 @@ PY
 @test "3: a checkpoint looked into holds .<file>.ckptfs-lock (\"PID MOUNTPOINT\"), through its saves; a single-model rw mount of it is refused in one line naming them; listing takes no lock" {
     fixture_run
     mount_fg "$D" "$M" -o rw,commit=manual
-    pid=$(the_daemon)
+    pid=$(daemon_pid)
     ls -l "$M" >/dev/null
     readlink "$M/latest"
     locks >"$T/locks"
@@ -427,13 +413,13 @@ PY
     locks >"$T/locks"
     [ ! -s "$T/locks" ]
     mount_fg "$D/$N1.ckpt" "$T/after" -o rw,commit=manual
-    [ "$(cut -d' ' -f1 "$(lock_of "$N1.ckpt")")" = "$(the_daemon)" ]
+    [ "$(cut -d' ' -f1 "$(lock_of "$N1.ckpt")")" = "$(daemon_pid)" ]
 }
 
 @test "3: a checkpoint another ckptfs mounts writable is read-only in the rw run mount (EROFS/EACCES, file unchanged), one log line names the file and the holder; the others stay writable" {
     fixture_run
     mount_fg "$D/$N1.ckpt" "$T/one" -o rw,commit=manual
-    holder=$(the_daemon)
+    holder=$(daemon_pid)
     mount_fg "$D" "$M" -o rw,commit=manual,log="$T/log"
     $ORACLE check "$M/$N1" "$O/$N1.ckpt"
     refused_ro sh -c "printf x | dd of='$M/$N1/conv1.weight/out' conv=notrunc status=none"
@@ -487,7 +473,7 @@ until_no_lock() {
     $ORACLE fake-tree "$T/exp1" "$O/$N1.ckpt"
     $ORACLE fake-tree "$T/exp2" "$O/$N2.ckpt"
     mount_fg "$D" "$M" -o rw,commit=manual,index_cache=1
-    pid=$(the_daemon)
+    pid=$(daemon_pid)
     # N1 edited, not saved
     poke "$M/$N1/fc1.bias/out" 0 0000803f
     poke "$T/exp1/fc1.bias/out" 0 0000803f
@@ -583,7 +569,7 @@ until_no_lock() {
 @test "5: ckptfs-umount on an rw run mount saves every checkpoint (user.ckptfs.unmount=1 on the root), unmounts, and returns after the daemon has exited" {
     fixture_run
     mount_fg "$D" "$M" -o rw,commit=manual
-    pid=$(the_daemon)
+    pid=$(daemon_pid)
     # what ckptfs-umount asks for: save all, then no more edits...
     poke "$M/$N3/fc3.bias/out" 0 0000803f
     setfattr -n user.ckptfs.unmount -v 1 "$M"
@@ -633,7 +619,7 @@ until_no_lock() {
     rm "$T/exp/snapshot_done"   # edited, unsaved: no snapshot_done
     poke "$T/exp/fc1.bias/out" 0 0000803f
     mount_fg "$D" "$M" -o rw,commit=manual,log="$T/log"
-    pid=$(the_daemon)
+    pid=$(daemon_pid)
     poke "$M/a-1_1/fc1.bias/out" 0 0000803f
     poke "$M/b-1_1/fc1.bias/out" 0 0000803f
     ls "$M/c-1_1" >/dev/null
@@ -727,7 +713,7 @@ until_no_lock() {
     : >"$D/.big-1_1.ckpt.ckptfs-XyZ123"
     ls -A "$D"
     mount_fg "$D" "$M" -o rw,commit=manual
-    pid=$(the_daemon)
+    pid=$(daemon_pid)
     ls "$M/big-1_1" >/dev/null
     [ "$(cat "$(lock_of big-1_1.ckpt)")" = "$pid $M" ]
     ls -A "$D"
