@@ -63,7 +63,7 @@ refuse_envelope() {
     run "$CKPTFS" -o create "$BATS_TEST_TMPDIR/run" "$BATS_TEST_TMPDIR/m"
     [ "$status" -ne 0 ]
     [ "${#lines[@]}" -eq 1 ]
-    [[ $output == *"/run: a run directory is mounted read-only (-o rw and -o create are for one model)" ]]
+    [[ $output == *"/run: -o create is for one model, not a run directory" ]]
     ! mountpoint -q "$BATS_TEST_TMPDIR/m"
 }
 
