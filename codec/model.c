@@ -187,6 +187,19 @@ static void watch_file(const ck_model *m, ck_source *src)
         ck_watch_mark(src->watch, src->wd);
 }
 
+/* A refusal of the model file names it as the user gave it ("m.ckpt"),
+ * not as its directory and base join ("./m.ckpt"). */
+static void name_as_given(const ck_model_dir *dir, const char *path, ck_error *err)
+{
+    char full[PATH_MAX], msg[CK_ERROR_MSG_MAX];
+    size_t n = strlen(ck_dir_join(dir, dir->base, full, sizeof full));
+    if (err == NULL || strcmp(full, path) == 0 || strncmp(err->msg, full, n) != 0 ||
+        err->msg[n] != ':')
+        return;
+    snprintf(msg, sizeof msg, "%s%s", path, err->msg + n);
+    memcpy(err->msg, msg, sizeof msg);
+}
+
 /* The model file, through its directory's descriptor (a regular file,
  * never a link), or the descriptor an override gives for it. */
 static ck_source *open_model_file(ck_model *m, const char *path, ck_error *err)
@@ -195,6 +208,8 @@ static ck_source *open_model_file(ck_model *m, const char *path, ck_error *err)
     int fd;
     if (m->n_overrides == 0) {
         fd = ck_dir_open_regular(dir, dir->base, &m->st, err);
+        if (fd < 0)
+            name_as_given(dir, path, err);
     } else {
         fd = ck_override_fd(m->overrides, m->n_overrides, path,
                             ck_dir_openat(dir, dir->base, O_RDONLY, 0));

@@ -448,6 +448,7 @@ int main(int argc, char **argv)
         return 1;
     for (int i = 1; i < argc && !bad; i++) {
         const char *a = argv[i];
+        int first = i; /* an option and its value may be two words */
         int took = opts_done ? 0 : ck_cli_open_arg(&o.open, argc, argv, &i);
         if (took != 0) {
             bad = took < 0;
@@ -481,13 +482,19 @@ int main(int argc, char **argv)
         } else {
             bad = true;
         }
-        if (bad) /* -o's value is the next word */
-            fprintf(stderr, PROG ": bad option %s%s%s\n", a, strcmp(a, "-o") == 0 ? " " : "",
-                    strcmp(a, "-o") == 0 && i + 1 < argc ? argv[i + 1] : "");
+        if (bad) {
+            fprintf(stderr, PROG ": bad option");
+            for (int k = first; k <= i && k < argc; k++)
+                fprintf(stderr, " %s", argv[k]);
+            if (strcmp(a, "-o") == 0 && i == first && i + 1 < argc)
+                fprintf(stderr, " %s", argv[i + 1]); /* its value, refused */
+            fprintf(stderr, "; ");
+        }
     }
     if (path == NULL || bad) {
+        /* One line: what is wrong, then the usage. */
         if (path == NULL && !bad)
-            fprintf(stderr, PROG ": no MODEL given\n");
+            fprintf(stderr, PROG ": no MODEL given; ");
         fprintf(stderr, "usage: " PROG " [OPTIONS] MODEL [TENSOR...] (see --help)\n");
         free(names);
         return 2;
