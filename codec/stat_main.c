@@ -299,8 +299,8 @@ static void print_table(const result *rs, size_t n, unsigned bins)
         printf("\nhistogram of %s (%u bins, finite values):\n", cells[i][COL_NAME], bins);
         for (unsigned b = 0; b < bins; b++) {
             int bar = most ? (int)(40 * r->counts[b] / most) : 0;
-            printf("  [%12.6g, %12.6g%c %12" PRIu64 " %.*s\n", r->edges[b], r->edges[b + 1],
-                   b + 1 == bins ? ']' : ')', r->counts[b], bar,
+            printf("  [%12.6g, %12.6g%c %12" PRIu64 "%s%.*s\n", r->edges[b], r->edges[b + 1],
+                   b + 1 == bins ? ']' : ')', r->counts[b], bar ? " " : "", bar,
                    "########################################");
         }
     }
