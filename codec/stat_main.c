@@ -461,9 +461,11 @@ int main(int argc, char **argv)
             opts_done = true;
         } else if (strcmp(a, "--help") == 0) {
             usage(stdout);
+            free(names);
             return 0;
         } else if (strcmp(a, "--version") == 0) {
             printf(PROG " %s\n", CKPTFS_VERSION);
+            free(names);
             return 0;
         } else if (strcmp(a, "--json") == 0) {
             o.json = true;
