@@ -8,6 +8,8 @@ load helpers
 
 STAT_ORACLE="$PY $REPO/tests/oracle/stat_oracle.py"
 ENVELOPE="$PY $REPO/tests/oracle/envelope_oracle.py"
+DIST="$PY $REPO/tests/oracle/dist_oracle.py"
+ITER="$PY $REPO/tests/oracle/iteration_oracle.py"
 STAT=$BUILD/ckptfs-stat
 # The fixtures' encrypted MindIR files name their key: "0123456789ABCDEF".
 FIXTURE_KEY=30313233343536373839414243444546
@@ -95,6 +97,28 @@ PY
         cmp "$T/j1.json" "$T/j3.json"
         $STAT_ORACLE compare "$T/expect.json" "$T/j4.json"
     done
+}
+
+@test "a distributed checkpoint merged by -o strategy: the full model's numbers, any chunking" {
+    for c in tp2:2 tp4x2:4; do
+        n=${c#*:} c=${c%:*}
+        $DIST gen "$T/$c" --ranks "$n" --case $c --seed 3
+        $STAT_ORACLE expect "$T/$c/full.ckpt" --hist 6 >"$T/expect.json"
+        # 8-byte chunks cut the interleaved runs of a tensor split along a
+        # later dimension anywhere.
+        for opts in "-j 1" "-j 3 --chunk=8" "-j 2 --chunk=24"; do
+            "$STAT" --json --hist=6 $opts -o strategy="$T/$c/strategy.ckpt" "$T/$c/dist" \
+                >"$T/got.json"
+            $STAT_ORACLE compare "$T/expect.json" "$T/got.json"
+        done
+    done
+}
+
+@test "an iteration directory: the numbers of the full model it holds" {
+    $ITER gen "$T/g" --case random --seed 7
+    $STAT_ORACLE expect "$T/g/full.safetensors" --hist 3 >"$T/expect.json"
+    "$STAT" --json --hist=3 -j 2 --chunk=16 "$T/g/iteration_00000010" >"$T/got.json"
+    $STAT_ORACLE compare "$T/expect.json" "$T/got.json" --any-order
 }
 
 @test "named tensors only, in file order; the same numbers as for the whole model" {

@@ -9,10 +9,12 @@ computed on each whole tensor at once, with none of the C program's chunking or 
     /usr/bin/python3 stat_oracle.py expect MODEL [--hist BINS] [--key-hex HEX] [--zstd]
         the JSON document ckptfs-stat --json [--hist=BINS] should print (same fields)
     /usr/bin/python3 stat_oracle.py compare EXPECTED.json ACTUAL.json [--names N...]
+                                                                      [--any-order]
         field by field: counts, min, max, shape, type and histogram counts and edges
         exactly, mean and std within a relative 1e-9 (of the larger of the value and the
         extremes: a mean near 0 comes from cancellation); with --names, ACTUAL holds
-        those tensors only (in file order)
+        those tensors only (in file order); --any-order: the same tensors in any order
+        (EXPECTED from the full model a distributed or iteration set was cut from)
     /usr/bin/python3 stat_oracle.py gen OUT --case special|big|safetensors [--seed N]
         a model with the values the statistics must get right (see gen_*)
 
@@ -210,6 +212,9 @@ def cmd_compare(a):
     if a.names:
         exp = [e for e in exp if e["dir"] in a.names or any(
             n == e["dir"] for n in a.names)]
+    if a.any_order:  # the expected model is another file holding the same tensors
+        exp = sorted(exp, key=lambda t: t["dir"])
+        got = sorted(got, key=lambda t: t["dir"])
     problems = []
     if [e["dir"] for e in exp] != [g["dir"] for g in got]:
         problems.append(f"tensors {[g['dir'] for g in got]}, expected {[e['dir'] for e in exp]}")
@@ -324,6 +329,7 @@ def main(argv=None):
     c.add_argument("expected")
     c.add_argument("actual")
     c.add_argument("--names", nargs="*")
+    c.add_argument("--any-order", action="store_true")
     g = sub.add_parser("gen")
     g.add_argument("out")
     g.add_argument("--case", required=True, choices=["special", "big", "safetensors"])
