@@ -57,22 +57,23 @@ void ck_stats_init(ck_stats *s)
     memset(s, 0, sizeof *s);
 }
 
-/* IEEE binary16 to double, exactly (subnormals, infinities, NaN). */
-static double half_to_double(uint16_t h)
+/* IEEE binary16 to double, exactly (subnormals, infinities, NaN), by
+ * moving its fields into a float32: no libm call in the loop. */
+static inline double half_to_double(uint16_t h)
 {
-    unsigned exp = (h >> 10) & 0x1f, frac = h & 0x3ff;
-    double v;
-    if (exp == 0)
-        v = ldexp((double)frac, -24);
-    else if (exp == 31)
-        v = frac ? NAN : INFINITY;
-    else
-        v = ldexp((double)(frac | 0x400), (int)exp - 25);
-    return (h & 0x8000) ? -v : v;
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, frac = h & 0x3ff;
+    if (exp == 0) { /* zero or subnormal: frac * 2^-24, exact in a float */
+        float v = (float)frac * 5.9604644775390625e-8f;
+        return sign ? -v : v;
+    }
+    uint32_t bits = sign | (frac << 13) | (exp == 31 ? 0x7f800000u : (exp + 112) << 23);
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
 }
 
 /* bfloat16 is the upper half of a float32. */
-static double bf16_to_double(uint16_t b)
+static inline double bf16_to_double(uint16_t b)
 {
     uint32_t bits = (uint32_t)b << 16;
     float f;
@@ -117,79 +118,142 @@ double ck_elem_value(ck_elem e, const void *buf, size_t i)
     return NAN;
 }
 
-/* The exact value of integer element i: signed types in *iv, unsigned in
- * *uv. */
-static void int_value(ck_elem e, const unsigned char *p, int64_t *iv, uint64_t *uv)
+/* Element i of p, by type: as a double for the floats, exactly for the
+ * integers. */
+static inline double ld_f16(const unsigned char *p, size_t i)
 {
-    switch (e) {
-    case CK_ELEM_I8: *iv = (int8_t)p[0]; break;
-    case CK_ELEM_I16: *iv = (int16_t)le16(p); break;
-    case CK_ELEM_I32: *iv = (int32_t)ck_le32(p); break;
-    case CK_ELEM_I64: *iv = (int64_t)ck_le64(p); break;
-    case CK_ELEM_BOOL: *iv = p[0] != 0; break;
-    case CK_ELEM_U8: *uv = p[0]; break;
-    case CK_ELEM_U16: *uv = le16(p); break;
-    case CK_ELEM_U32: *uv = ck_le32(p); break;
-    case CK_ELEM_U64: *uv = ck_le64(p); break;
-    default: break;
-    }
+    return half_to_double(le16(p + 2 * i));
 }
+static inline double ld_bf16(const unsigned char *p, size_t i)
+{
+    return bf16_to_double(le16(p + 2 * i));
+}
+static inline double ld_f32(const unsigned char *p, size_t i)
+{
+    uint32_t u = ck_le32(p + 4 * i);
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline double ld_f64(const unsigned char *p, size_t i)
+{
+    uint64_t u = ck_le64(p + 8 * i);
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+static inline int64_t ld_i8(const unsigned char *p, size_t i) { return (int8_t)p[i]; }
+static inline int64_t ld_i16(const unsigned char *p, size_t i) { return (int16_t)le16(p + 2 * i); }
+static inline int64_t ld_i32(const unsigned char *p, size_t i)
+{
+    return (int32_t)ck_le32(p + 4 * i);
+}
+static inline int64_t ld_i64(const unsigned char *p, size_t i)
+{
+    return (int64_t)ck_le64(p + 8 * i);
+}
+static inline int64_t ld_bool(const unsigned char *p, size_t i) { return p[i] != 0; }
+static inline uint64_t ld_u8(const unsigned char *p, size_t i) { return p[i]; }
+static inline uint64_t ld_u16(const unsigned char *p, size_t i) { return le16(p + 2 * i); }
+static inline uint64_t ld_u32(const unsigned char *p, size_t i) { return ck_le32(p + 4 * i); }
+static inline uint64_t ld_u64(const unsigned char *p, size_t i) { return ck_le64(p + 8 * i); }
 
-/* Statistics of one piece, in two passes over it (see tensor_stats.h). */
+/* One piece's statistics, in two passes over it (see tensor_stats.h).  The
+ * loops are written once and made for each type, so that each is a tight
+ * loop with the element's decoding inlined: a switch per element would
+ * cost more than the arithmetic. */
+#define FLOAT_PIECE(NAME, LOAD)                                                  \
+    static void NAME(ck_stats *s, const unsigned char *p, size_t n)              \
+    {                                                                            \
+        double sum = 0, lo = INFINITY, hi = -INFINITY, m2 = 0;                   \
+        for (size_t i = 0; i < n; i++) {                                         \
+            double x = LOAD(p, i);                                               \
+            if (!isfinite(x)) { /* NaN is neither > 0 nor < 0 */                 \
+                s->nan += isnan(x) != 0;                                         \
+                s->posinf += x > 0;                                              \
+                s->neginf += x < 0;                                              \
+                continue;                                                        \
+            }                                                                    \
+            s->finite++;                                                         \
+            s->zeros += x == 0;                                                  \
+            sum += x;                                                            \
+            lo = x < lo ? x : lo;                                                \
+            hi = x > hi ? x : hi;                                                \
+        }                                                                        \
+        if (s->finite == 0)                                                      \
+            return;                                                              \
+        s->min = lo;                                                             \
+        s->max = hi;                                                             \
+        s->mean = sum / (double)s->finite;                                       \
+        for (size_t i = 0; i < n; i++) {                                         \
+            double x = LOAD(p, i);                                               \
+            if (isfinite(x))                                                     \
+                m2 += (x - s->mean) * (x - s->mean);                             \
+        }                                                                        \
+        s->m2 = m2;                                                              \
+    }
+
+#define INT_PIECE(NAME, T, LOAD, T_MIN, T_MAX, LO, HI)                           \
+    static void NAME(ck_stats *s, const unsigned char *p, size_t n)              \
+    {                                                                            \
+        double sum = 0, m2 = 0;                                                  \
+        T lo = T_MAX, hi = T_MIN;                                                \
+        for (size_t i = 0; i < n; i++) {                                         \
+            T v = LOAD(p, i);                                                    \
+            s->zeros += v == 0;                                                  \
+            sum += (double)v;                                                    \
+            lo = v < lo ? v : lo;                                                \
+            hi = v > hi ? v : hi;                                                \
+        }                                                                        \
+        s->finite = n;                                                           \
+        if (n == 0)                                                              \
+            return;                                                              \
+        s->LO = lo;                                                              \
+        s->HI = hi;                                                              \
+        s->min = (double)lo;                                                     \
+        s->max = (double)hi;                                                     \
+        s->mean = sum / (double)n;                                               \
+        for (size_t i = 0; i < n; i++) {                                         \
+            double x = (double)LOAD(p, i);                                       \
+            m2 += (x - s->mean) * (x - s->mean);                                 \
+        }                                                                        \
+        s->m2 = m2;                                                              \
+    }
+
+FLOAT_PIECE(piece_f16, ld_f16)
+FLOAT_PIECE(piece_bf16, ld_bf16)
+FLOAT_PIECE(piece_f32, ld_f32)
+FLOAT_PIECE(piece_f64, ld_f64)
+INT_PIECE(piece_i8, int64_t, ld_i8, INT64_MIN, INT64_MAX, imin, imax)
+INT_PIECE(piece_i16, int64_t, ld_i16, INT64_MIN, INT64_MAX, imin, imax)
+INT_PIECE(piece_i32, int64_t, ld_i32, INT64_MIN, INT64_MAX, imin, imax)
+INT_PIECE(piece_i64, int64_t, ld_i64, INT64_MIN, INT64_MAX, imin, imax)
+INT_PIECE(piece_bool, int64_t, ld_bool, INT64_MIN, INT64_MAX, imin, imax)
+INT_PIECE(piece_u8, uint64_t, ld_u8, 0, UINT64_MAX, umin, umax)
+INT_PIECE(piece_u16, uint64_t, ld_u16, 0, UINT64_MAX, umin, umax)
+INT_PIECE(piece_u32, uint64_t, ld_u32, 0, UINT64_MAX, umin, umax)
+INT_PIECE(piece_u64, uint64_t, ld_u64, 0, UINT64_MAX, umin, umax)
+
 static void piece_stats(ck_stats *s, ck_elem e, const unsigned char *buf, size_t n)
 {
-    unsigned size = ck_elem_size(e);
-    bool is_float = ck_elem_is_float(e), is_signed = ck_elem_is_signed(e);
-    double sum = 0, lo = INFINITY, hi = -INFINITY;
-    int64_t ilo = INT64_MAX, ihi = INT64_MIN;
-    uint64_t ulo = UINT64_MAX, uhi = 0;
     ck_stats_init(s);
     s->count = n;
-    for (size_t i = 0; i < n; i++) {
-        double x = ck_elem_value(e, buf, i);
-        if (is_float && !isfinite(x)) {
-            if (isnan(x))
-                s->nan++;
-            else if (x > 0)
-                s->posinf++;
-            else
-                s->neginf++;
-            continue;
-        }
-        s->finite++;
-        s->zeros += x == 0;
-        sum += x;
-        lo = x < lo ? x : lo;
-        hi = x > hi ? x : hi;
-        if (!is_float) {
-            int64_t iv = 0;
-            uint64_t uv = 0;
-            int_value(e, buf + i * size, &iv, &uv);
-            if (is_signed) {
-                ilo = iv < ilo ? iv : ilo;
-                ihi = iv > ihi ? iv : ihi;
-            } else {
-                ulo = uv < ulo ? uv : ulo;
-                uhi = uv > uhi ? uv : uhi;
-            }
-        }
+    switch (e) {
+    case CK_ELEM_NONE: break;
+    case CK_ELEM_F16: piece_f16(s, buf, n); break;
+    case CK_ELEM_BF16: piece_bf16(s, buf, n); break;
+    case CK_ELEM_F32: piece_f32(s, buf, n); break;
+    case CK_ELEM_F64: piece_f64(s, buf, n); break;
+    case CK_ELEM_I8: piece_i8(s, buf, n); break;
+    case CK_ELEM_I16: piece_i16(s, buf, n); break;
+    case CK_ELEM_I32: piece_i32(s, buf, n); break;
+    case CK_ELEM_I64: piece_i64(s, buf, n); break;
+    case CK_ELEM_BOOL: piece_bool(s, buf, n); break;
+    case CK_ELEM_U8: piece_u8(s, buf, n); break;
+    case CK_ELEM_U16: piece_u16(s, buf, n); break;
+    case CK_ELEM_U32: piece_u32(s, buf, n); break;
+    case CK_ELEM_U64: piece_u64(s, buf, n); break;
     }
-    if (s->finite == 0)
-        return;
-    s->min = lo;
-    s->max = hi;
-    s->imin = ilo;
-    s->imax = ihi;
-    s->umin = ulo;
-    s->umax = uhi;
-    s->mean = sum / (double)s->finite;
-    double m2 = 0;
-    for (size_t i = 0; i < n; i++) {
-        double x = ck_elem_value(e, buf, i);
-        if (isfinite(x))
-            m2 += (x - s->mean) * (x - s->mean);
-    }
-    s->m2 = m2;
 }
 
 void ck_stats_merge(ck_stats *a, const ck_stats *b, ck_elem e)

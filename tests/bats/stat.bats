@@ -78,6 +78,11 @@ for name in ("info.str", "quant.int4", "special.c64"):
 PY
 }
 
+@test "every float16 and every bfloat16 bit pattern, in chunks of 4 KiB over 2 threads" {
+    $STAT_ORACLE gen "$T/allbits.ckpt" --case allbits
+    STAT_OPTS="-j 2 --chunk=4K" check_stat "$T/allbits.ckpt" 64
+}
+
 @test "the same values in safetensors (F16, BF16, every integer, BOOL, an F8 not numeric)" {
     $STAT_ORACLE gen "$T/special.safetensors" --case safetensors --seed 7
     check_stat "$T/special.safetensors" 9

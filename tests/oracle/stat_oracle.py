@@ -15,7 +15,7 @@ computed on each whole tensor at once, with none of the C program's chunking or 
         extremes: a mean near 0 comes from cancellation); with --names, ACTUAL holds
         those tensors only (in file order); --any-order: the same tensors in any order
         (EXPECTED from the full model a distributed or iteration set was cut from)
-    /usr/bin/python3 stat_oracle.py gen OUT --case special|big|safetensors [--seed N]
+    /usr/bin/python3 stat_oracle.py gen OUT --case special|big|safetensors|allbits [--seed N]
         a model with the values the statistics must get right (see gen_*)
 
 Definitions (the tool's, README "ckptfs-stat"): min, max, mean and std (population) are
@@ -301,6 +301,15 @@ def gen_big(out, rng):
     co.write_file(out, [co.record(v) for v in values])
 
 
+def gen_allbits(out, rng):
+    """Every float16 and every bfloat16 bit pattern (subnormals, both zeros, both
+    infinities, every NaN), shuffled so that each chunk holds a mixture."""
+    bits = rng.permutation(np.arange(65536, dtype=np.uint32)).astype("<u2").tobytes()
+    values = [co.tensor_value("all.f16", "Float16", [65536], bits),
+              co.tensor_value("all.bf16", "BFloat16", [65536], bits)]
+    co.write_file(out, [co.record(v) for v in values])
+
+
 def gen_safetensors(out, rng):
     import safetensors_oracle as so
     tensors = [(n, ST_NAME[a.dtype.name], list(a.shape), a.tobytes())
@@ -313,7 +322,8 @@ def gen_safetensors(out, rng):
 
 def cmd_gen(a):
     rng = np.random.default_rng(a.seed)
-    {"special": gen_special, "big": gen_big, "safetensors": gen_safetensors}[a.case](a.out, rng)
+    {"special": gen_special, "big": gen_big, "safetensors": gen_safetensors,
+     "allbits": gen_allbits}[a.case](a.out, rng)
     return 0
 
 
@@ -332,7 +342,7 @@ def main(argv=None):
     c.add_argument("--any-order", action="store_true")
     g = sub.add_parser("gen")
     g.add_argument("out")
-    g.add_argument("--case", required=True, choices=["special", "big", "safetensors"])
+    g.add_argument("--case", required=True, choices=["special", "big", "safetensors", "allbits"])
     g.add_argument("--seed", type=int, default=1)
     a = p.parse_args(argv)
     return {"expect": cmd_expect, "compare": cmd_compare, "gen": cmd_gen}[a.cmd](a)
