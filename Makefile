@@ -11,7 +11,7 @@ PKGS      := fuse3 libprotobuf-c zlib libzstd libcrypto jansson
 CFLAGS    += -std=gnu11 -Wall -Wextra -Werror -D_FILE_OFFSET_BITS=64 $(OPTFLAGS) $(SANFLAGS) \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -I$(BUILD)/gen
 LDFLAGS   += $(SANFLAGS)
-LDLIBS    += $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+LDLIBS    += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 
 # Debian 12 packages for building, testing and benchmarking.
 DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c-compiler \
@@ -30,6 +30,9 @@ CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c 
              codec/file_override.c codec/model_dir.c codec/file_watch.c \
              codec/dist_strategy.c codec/dist_merge.c codec/tensor_grid.c codec/model_set.c \
              codec/iteration_dir.c
+# What only the command-line tools (and the unit tests) use: how they open a
+# model, and the statistics of ckptfs-stat.
+TOOL_SRC  := codec/cli_open.c codec/tensor_stats.c
 EXPORT_SRC:= export/atomic_writer.c export/commit_group.c export/byte_sink.c export/ckpt_writer.c \
              export/onnx_mindir_writer.c export/safetensors_writer.c export/safetensors_set_writer.c export/encoder.c \
              export/wrap_writer.c export/cipher_writer.c export/zstd_writer.c \
@@ -42,10 +45,12 @@ PROTO_C   := $(PROTOS:codec/proto/%.proto=$(BUILD)/gen/%.pb-c.c)
 
 CODEC_OBJ := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/node_strategy.pb-c.o
 EXPORT_OBJ:= $(EXPORT_SRC:%.c=$(BUILD)/%.o)
+TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
 PROTO_OBJ := $(BUILD)/gen/checkpoint.pb-c.o
 
-BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-reencode $(BUILD)/unit-tests
+BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat $(BUILD)/ckptfs-reencode \
+             $(BUILD)/unit-tests
 
 .SECONDARY: $(PROTO_C) $(PROTO_C:.c=.h)
 .PHONY: all deps test check asan tsan demo install clean bench fuzz
@@ -65,13 +70,17 @@ $(BUILD)/%.o: %.c $(wildcard codec/*.h fs/*.h export/*.h tests/unit/*.h) | $(PRO
 $(BUILD)/ckptfs: $(FS_OBJ) $(EXPORT_OBJ) $(CODEC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/ckptfs-dump: $(BUILD)/codec/dump_main.o $(CODEC_OBJ)
+$(BUILD)/ckptfs-dump: $(BUILD)/codec/dump_main.o $(TOOL_OBJ) $(CODEC_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/ckptfs-stat: $(BUILD)/codec/stat_main.o $(TOOL_OBJ) $(CODEC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/ckptfs-reencode: $(BUILD)/export/reencode_main.o $(EXPORT_OBJ) $(CODEC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/unit-tests: $(BUILD)/tests/unit/test_main.o $(BUILD)/tests/unit/test_zstd.o $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)
+$(BUILD)/unit-tests: $(BUILD)/tests/unit/test_main.o $(BUILD)/tests/unit/test_zstd.o \
+		$(BUILD)/tests/unit/test_stats.o $(TOOL_OBJ) $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Install the Debian packages the build and the tests need (as root), or say
@@ -162,9 +171,10 @@ bench: all
 
 # mount(8) looks for mount.<type> in /sbin only.
 SBINDIR   ?= /sbin
-install: $(BUILD)/ckptfs $(BUILD)/ckptfs-dump
+install: $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SBINDIR)
-	install -m 0755 $(BUILD)/ckptfs $(BUILD)/ckptfs-dump mount-helpers/ckptfs-umount \
+	install -m 0755 $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat \
+	  mount-helpers/ckptfs-umount \
 	  $(DESTDIR)$(PREFIX)/bin/
 	sed 's|@BINDIR@|$(PREFIX)/bin|' mount-helpers/mount.ckptfs >$(DESTDIR)$(SBINDIR)/mount.ckptfs
 	chmod 0755 $(DESTDIR)$(SBINDIR)/mount.ckptfs

@@ -38,8 +38,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "dist_merge.h"
-#include "iteration_dir.h"
+#include "cli_open.h"
 #include "model.h"
 #include "oneflow_meta.h"
 #include "run_dir.h"
@@ -135,23 +134,14 @@ static bool is_dir(const char *path)
 
 int main(int argc, char **argv)
 {
-    ck_open_opts opts = {0};
-    const char *path = NULL, *key_file = NULL, *strategy = NULL;
-    size_t tmp_max = 0;
+    ck_cli_open o = {0};
+    const char *path = NULL;
     double settle = SETTLE_DEFAULT;
     bool bad = false;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--nocrc") == 0)
-            opts.skip_crc = true;
-        else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
-                 strncmp(argv[i + 1], "key_file=", 9) == 0)
-            key_file = argv[++i] + 9;
-        else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
-                 strncmp(argv[i + 1], "tmp_max=", 8) == 0)
-            bad |= ck_parse_size(argv[++i] + 8, &tmp_max) < 0;
-        else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
-                 strncmp(argv[i + 1], "strategy=", 9) == 0)
-            strategy = argv[++i] + 9;
+        int took = ck_cli_open_arg(&o, argc, argv, &i);
+        if (took != 0)
+            bad |= took < 0;
         else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
                  strncmp(argv[i + 1], "settle=", 7) == 0)
             bad |= parse_seconds(argv[++i] + 7, &settle) < 0;
@@ -167,22 +157,10 @@ int main(int argc, char **argv)
                 "       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n");
         return 2;
     }
-    bool iter = ck_iteration_dir_path(path);
-    if (is_dir(path) && strategy == NULL && !iter)
+    if (is_dir(path) && !ck_cli_opens_dir(&o, path))
         return dump_run_dir(path, settle);
     ck_error err = {0};
-    ck_key key;
-    if (ck_key_load(key_file, &key, &err) < 0) {
-        fprintf(stderr, "ckptfs-dump: %s\n", err.msg);
-        return 1;
-    }
-    opts.key = &key;
-    opts.key_if_encrypted = strategy != NULL || iter; /* ranks or shards, plain ones too */
-    opts.tmp_max = tmp_max;
-    ck_model *m = strategy != NULL ? ck_dist_open(path, strategy, &opts, false, &err)
-                  : iter && is_dir(path) ? ck_iteration_open(path, &opts, false, &err)
-                                         : ck_model_open(path, &opts, &err);
-    ck_key_wipe(&key);
+    ck_model *m = ck_cli_open_model(&o, path, &err);
     if (m == NULL) {
         fprintf(stderr, "ckptfs-dump: %s\n", err.msg);
         return 1;

@@ -97,7 +97,7 @@ long ck_model_open_data_file(ck_model *m, const char *rel, ck_error *err)
     char full[PATH_MAX];
     struct stat st;
     ck_dir_join(m->dir, rel, full, sizeof full);
-    int fd = ck_dir_open_regular(m->dir, rel, &st, err);
+    int fd = ck_dir_open_regular(m->dir, rel, NULL, &st, err);
     if (fd < 0)
         return -1;
     if (m->n_overrides > 0 && (fd = ck_override_fd(m->overrides, m->n_overrides, full, fd)) < 0)
@@ -196,7 +196,7 @@ static ck_source *open_model_file(ck_model *m, const char *path, ck_error *err)
     const ck_model_dir *dir = m->dir;
     int fd;
     if (m->n_overrides == 0) {
-        fd = ck_dir_open_regular(dir, dir->base, &m->st, err);
+        fd = ck_dir_open_regular(dir, dir->base, path, &m->st, err); /* named as given */
     } else {
         fd = ck_override_fd(m->overrides, m->n_overrides, path,
                             ck_dir_openat(dir, dir->base, O_RDONLY, 0));

@@ -161,11 +161,11 @@ const char *ck_file_kind(mode_t mode)
     return "not a regular file";
 }
 
-int ck_dir_open_regular(const ck_model_dir *d, const char *rel, struct stat *st,
-                        ck_error *err)
+int ck_dir_open_regular(const ck_model_dir *d, const char *rel, const char *shown,
+                        struct stat *st, ck_error *err)
 {
-    char full[PATH_MAX];
-    ck_dir_join(d, rel, full, sizeof full);
+    char joined[PATH_MAX];
+    const char *full = shown ? shown : ck_dir_join(d, rel, joined, sizeof joined);
     /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
     int fd = ck_dir_openat(d, rel, O_RDONLY | O_NONBLOCK, 0);
     if (fd < 0) {

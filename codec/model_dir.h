@@ -57,10 +57,11 @@ void ck_dir_unref(ck_model_dir *d);
  * O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK are added.  -1 with errno set. */
 int ck_dir_openat(const ck_model_dir *d, const char *rel, int flags, mode_t mode);
 
-/* Open rel read-only and require a regular file: one line naming the full
- * path and what it is instead (a FIFO, a directory...).  Returns the fd. */
-int ck_dir_open_regular(const ck_model_dir *d, const char *rel, struct stat *st,
-                        ck_error *err);
+/* Open rel read-only and require a regular file: one line naming it
+ * (shown, or the full path when NULL) and what it is instead (a FIFO, a
+ * directory...).  Returns the fd. */
+int ck_dir_open_regular(const ck_model_dir *d, const char *rel, const char *shown,
+                        struct stat *st, ck_error *err);
 
 /* fstatat without following a link; -1 with errno set (ENOENT...). */
 int ck_dir_stat(const ck_model_dir *d, const char *rel, struct stat *st);

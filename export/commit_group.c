@@ -159,7 +159,7 @@ static char *read_journal(const ck_model_dir *d, const char *name, size_t *len,
                           const char *journal, uid_t owner, ck_error *err)
 {
     struct stat st;
-    int fd = ck_dir_open_regular(d, name, &st, err);
+    int fd = ck_dir_open_regular(d, name, NULL, &st, err);
     if (fd < 0)
         return NULL;
     char *buf = NULL;

@@ -22,9 +22,8 @@
 #include <time.h>
 
 #include "../codec/model.h"
+#include "../codec/version.h"
 #include "tree.h"
-
-#define CKPTFS_VERSION "0.1.0"
 
 /* "TIME PATH: reason" of the last refused operation. */
 #define CKFS_LAST_ERROR_MAX 4096

@@ -847,6 +847,7 @@ int main(void)
     test_verifier();
     test_replaced_records_random();
     test_zstd();
+    test_stats();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

@@ -10,5 +10,6 @@ extern char tmpdir[256];
 void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void test_zstd(void);
+void test_stats(void);
 
 #endif

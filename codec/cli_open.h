@@ -1,0 +1,44 @@
+/*
+ * cli_open: the options by which a command-line tool opens a model, shared
+ * by ckptfs-dump and ckptfs-stat so that both take a model the same way.
+ *
+ *   --nocrc               do not verify a .ckpt CRC trailer
+ *   -o key_file=PATH      the key of an encrypted model (else CKPTFS_KEY_HEX)
+ *   -o tmp_max=SIZE       most a zstd model without a seek table may
+ *                         decompress to in $TMPDIR
+ *   -o strategy=FILE      MODEL is a distributed checkpoint's directory,
+ *                         merged by FILE (dist_merge.h)
+ * and MODEL may be an iteration directory (iteration_dir.h).
+ */
+#ifndef CK_CLI_OPEN_H
+#define CK_CLI_OPEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ck_error.h"
+#include "model.h"
+
+typedef struct ck_cli_open {
+    bool skip_crc;
+    const char *key_file;       /* NULL: CKPTFS_KEY_HEX, or no key */
+    size_t tmp_max;             /* 0: the default */
+    const char *strategy;       /* NULL: not a distributed checkpoint */
+} ck_cli_open;
+
+/* Whether argv[*i] (with argv[*i + 1] for -o) is one of the options above:
+ * 1 when it is and was taken (*i moved past it), 0 when it is not one of
+ * them, -1 when it is but its value is unusable. */
+int ck_cli_open_arg(ck_cli_open *o, int argc, char **argv, int *i);
+
+/* Whether path is a directory that ck_cli_open_model opens as a model (an
+ * iteration directory, or any directory with -o strategy). */
+bool ck_cli_opens_dir(const ck_cli_open *o, const char *path);
+
+/* Open path as the options say: the key loaded (and wiped once the model is
+ * open), a distributed checkpoint merged, an iteration directory assembled,
+ * any other path opened as one model file.  NULL with err on failure; the
+ * messages name path as given. */
+ck_model *ck_cli_open_model(const ck_cli_open *o, const char *path, ck_error *err);
+
+#endif

@@ -1,0 +1,563 @@
+/*
+ * ckptfs-stat: the statistics of a model's tensors without mounting it,
+ * the numbers one would otherwise load the model into numpy for.
+ *
+ *   ckptfs-stat [OPTIONS] MODEL [TENSOR...]
+ *   per tensor (the named ones, else every one in file order): name, type,
+ *   shape, element count, min, max, mean, standard deviation (population),
+ *   counts of NaN, +Inf, -Inf and zeros; --hist[=BINS] adds a histogram of
+ *   the finite values over [min, max]; --json prints one JSON document.
+ *
+ * MODEL is anything ckptfs-dump opens, with the same options (cli_open.h).
+ * Each tensor is read through the codec in chunks (--chunk, 4 MiB by
+ * default) by -j threads (the online CPUs by default), so memory stays at a
+ * chunk per thread whatever the model's size; every chunk's partial result
+ * is kept in chunk order and merged in that order, so the numbers do not
+ * depend on the number of threads at all (tensor_stats.h).  A histogram
+ * needs min and max first: it is a second pass over the tensor.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_open.h"
+#include "model.h"
+#include "tensor_stats.h"
+#include "version.h"
+
+#define PROG "ckptfs-stat"
+#define CHUNK_DEFAULT (4u << 20)
+#define BINS_DEFAULT 10
+#define BINS_MAX 100000u
+/* More threads than this would only cost memory (a chunk each). */
+#define THREADS_MAX 256
+
+typedef struct stat_opts {
+    ck_cli_open open;
+    bool json;
+    unsigned bins;          /* 0: no histogram */
+    unsigned threads;
+    size_t chunk;           /* a multiple of 8: whole elements of every type */
+} stat_opts;
+
+/* What is printed for one tensor. */
+typedef struct result {
+    const ck_tensor *t;
+    ck_elem elem;
+    ck_stats s;
+    uint64_t *counts;       /* bins of them, with a histogram of finite values */
+    double *edges;          /* bins + 1 */
+} result;
+
+/* One pass over a tensor by several threads: chunk k goes to whichever
+ * thread takes it next. */
+typedef struct pass {
+    const ck_model *m;
+    const result *r;
+    const stat_opts *o;
+    uint64_t n_chunks;
+    atomic_uint_fast64_t next;
+    ck_stats *parts;        /* first pass: one per chunk, merged in order */
+    uint64_t *counts;       /* second pass: summed under mu */
+    pthread_mutex_t mu;
+    bool failed;            /* under mu: the first error is kept */
+    ck_error err;
+} pass;
+
+static void fail_pass(pass *p, const ck_error *err)
+{
+    pthread_mutex_lock(&p->mu);
+    if (!p->failed) {
+        p->failed = true;
+        p->err = *err;
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void *pass_worker(void *arg)
+{
+    pass *p = arg;
+    const ck_tensor *t = p->r->t;
+    unsigned size = ck_elem_size(p->r->elem), bins = p->o->bins;
+    unsigned char *buf = malloc(p->o->chunk);
+    uint64_t *counts = p->counts != NULL ? calloc(bins, sizeof *counts) : NULL;
+    ck_error err = {0};
+    if (buf == NULL || (p->counts != NULL && counts == NULL)) {
+        ck_fail(&err, ENOMEM, "%s: out of memory", p->m->path);
+        fail_pass(p, &err);
+    }
+    for (;;) {
+        uint64_t k = atomic_fetch_add(&p->next, 1);
+        if (k >= p->n_chunks || buf == NULL || (counts == NULL && p->counts != NULL))
+            break;
+        pthread_mutex_lock(&p->mu);
+        bool stop = p->failed;
+        pthread_mutex_unlock(&p->mu);
+        if (stop)
+            break;
+        uint64_t off = k * p->o->chunk, left = t->nbytes - off;
+        size_t len = left < p->o->chunk ? (size_t)left : p->o->chunk;
+        long got = ck_model_read(p->m, t, buf, len, off, &err);
+        if (got != (long)len) {
+            if (got >= 0)
+                ck_fail(&err, EIO, "%s: short read at offset %" PRIu64, p->m->path,
+                        off + (uint64_t)got);
+            fail_pass(p, &err);
+            break;
+        }
+        if (p->parts != NULL)
+            ck_stats_add(&p->parts[k], p->r->elem, buf, len / size);
+        else
+            ck_hist_add(counts, p->r->edges, bins, p->r->elem, buf, len / size);
+    }
+    if (counts != NULL) {
+        pthread_mutex_lock(&p->mu);
+        for (unsigned i = 0; i < bins; i++)
+            p->counts[i] += counts[i];
+        pthread_mutex_unlock(&p->mu);
+    }
+    free(counts);
+    free(buf);
+    return NULL;
+}
+
+/* Run the pass with up to o->threads threads (none but this one for a
+ * tensor of one chunk). */
+static int run_pass(pass *p, ck_error *err)
+{
+    uint64_t n = p->o->threads < p->n_chunks ? p->o->threads : p->n_chunks;
+    pthread_t tid[THREADS_MAX];
+    uint64_t started = 0;
+    for (; n > 1 && started < n; started++)
+        if (pthread_create(&tid[started], NULL, pass_worker, p) != 0)
+            break; /* the threads that did start do the work */
+    if (started == 0)
+        pass_worker(p);
+    for (uint64_t i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    if (p->failed) {
+        *err = p->err;
+        return -1;
+    }
+    return 0;
+}
+
+static int stat_tensor(const ck_model *m, result *r, const stat_opts *o, ck_error *err)
+{
+    const ck_tensor *t = r->t;
+    unsigned size = ck_elem_size(r->elem);
+    ck_stats_init(&r->s);
+    if (r->elem == CK_ELEM_NONE)
+        return 0;
+    if (t->nbytes % size != 0)
+        return ck_fail(err, EINVAL, "%s: tensor %s: %" PRIu64 " bytes are not whole %s "
+                       "elements", m->path, t->dir_name, t->nbytes, t->type_name);
+    pass p = {.m = m, .r = r, .o = o, .n_chunks = (t->nbytes + o->chunk - 1) / o->chunk};
+    pthread_mutex_init(&p.mu, NULL);
+    int rc = 0;
+    if ((p.parts = calloc(p.n_chunks ? p.n_chunks : 1, sizeof *p.parts)) == NULL)
+        rc = ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+    if (rc == 0)
+        rc = run_pass(&p, err);
+    for (uint64_t k = 0; rc == 0 && k < p.n_chunks; k++)
+        ck_stats_merge(&r->s, &p.parts[k], r->elem);
+    free(p.parts);
+    p.parts = NULL;
+    if (rc == 0 && o->bins > 0 && r->s.finite > 0) {
+        r->counts = calloc(o->bins, sizeof *r->counts);
+        r->edges = malloc(((size_t)o->bins + 1) * sizeof *r->edges);
+        if (r->counts == NULL || r->edges == NULL) {
+            rc = ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        } else {
+            ck_hist_edges(&r->s, o->bins, r->edges);
+            p.counts = r->counts;
+            atomic_store(&p.next, 0);
+            rc = run_pass(&p, err);
+        }
+    }
+    pthread_mutex_destroy(&p.mu);
+    return rc;
+}
+
+/* ---- output ---- */
+
+static const char *part_name(const ck_tensor *t)
+{
+    switch (t->part) {
+    case CK_PART_MAP_KEY: return "key";
+    case CK_PART_MAP_VALUE: return "value";
+    case CK_PART_MAP_STATUS: return "status";
+    }
+    return NULL;
+}
+
+static void shape_text(const ck_tensor *t, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "[");
+    for (uint32_t i = 0; i < t->ndim && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%" PRId64, i ? "," : "", t->dims[i]);
+    if (n < cap)
+        snprintf(out + n, cap - n, "]");
+}
+
+static uint64_t elements(const result *r)
+{
+    return r->t->nbytes / ck_elem_size(r->elem);
+}
+
+/* An integer extreme, exactly: the type's own integer. */
+static void extreme_text(const result *r, bool is_max, char *out, size_t cap)
+{
+    const ck_stats *s = &r->s;
+    if (ck_elem_is_float(r->elem))
+        snprintf(out, cap, "%.6g", is_max ? s->max : s->min);
+    else if (ck_elem_is_signed(r->elem))
+        snprintf(out, cap, "%" PRId64, is_max ? s->imax : s->imin);
+    else
+        snprintf(out, cap, "%" PRIu64, is_max ? s->umax : s->umin);
+}
+
+enum { COL_NAME, COL_TYPE, COL_SHAPE, COL_COUNT, COL_MIN, COL_MAX, COL_MEAN, COL_STD,
+       COL_NAN, COL_PINF, COL_NINF, COL_ZEROS, N_COLS };
+#define CELL 128
+
+static void row_cells(const result *r, char cells[N_COLS][CELL])
+{
+    const ck_tensor *t = r->t;
+    char q[CK_QUOTE_BUF];
+    const char *part = part_name(t);
+    snprintf(cells[COL_NAME], CELL, "%s%s%s", ck_quote(q, t->name, t->name_len),
+             part ? "%map." : "", part ? part : "");
+    snprintf(cells[COL_TYPE], CELL, "%s", t->type_name);
+    shape_text(t, cells[COL_SHAPE], CELL);
+    for (int c = COL_COUNT; c < N_COLS; c++)
+        snprintf(cells[c], CELL, "%s", c == COL_COUNT && r->elem == CK_ELEM_NONE ? "not numeric"
+                                       : r->elem == CK_ELEM_NONE ? "" : "-");
+    if (r->elem == CK_ELEM_NONE)
+        return;
+    const ck_stats *s = &r->s;
+    snprintf(cells[COL_COUNT], CELL, "%" PRIu64, elements(r));
+    if (s->finite > 0) {
+        extreme_text(r, false, cells[COL_MIN], CELL);
+        extreme_text(r, true, cells[COL_MAX], CELL);
+        snprintf(cells[COL_MEAN], CELL, "%.6g", ck_stats_mean(s));
+        snprintf(cells[COL_STD], CELL, "%.6g", ck_stats_std(s));
+    }
+    uint64_t n[] = {s->nan, s->posinf, s->neginf, s->zeros};
+    for (int c = COL_NAN; c <= COL_ZEROS; c++)
+        snprintf(cells[c], CELL, "%" PRIu64, n[c - COL_NAN]);
+}
+
+static void print_table(const result *rs, size_t n, unsigned bins)
+{
+    static const char *head[N_COLS] = {"tensor", "type", "shape", "count", "min", "max",
+                                       "mean", "std", "nan", "+inf", "-inf", "zeros"};
+    size_t width[N_COLS];
+    char (*cells)[N_COLS][CELL] = calloc(n ? n : 1, sizeof *cells);
+    if (cells == NULL) {
+        fprintf(stderr, PROG ": out of memory\n");
+        exit(1);
+    }
+    for (int c = 0; c < N_COLS; c++)
+        width[c] = strlen(head[c]);
+    for (size_t i = 0; i < n; i++) {
+        row_cells(&rs[i], cells[i]);
+        for (int c = 0; c < N_COLS; c++)
+            if (!(rs[i].elem == CK_ELEM_NONE && c == COL_COUNT) && strlen(cells[i][c]) > width[c])
+                width[c] = strlen(cells[i][c]);
+    }
+    /* Names and words left-aligned, numbers right-aligned; nothing after the
+     * last column, so no line ends in spaces. */
+    for (int c = 0; c < N_COLS; c++)
+        printf(c < COL_COUNT ? "%s%-*s" : "%s%*s", c ? "  " : "", (int)width[c], head[c]);
+    printf("\n");
+    for (size_t i = 0; i < n; i++) {
+        int last = rs[i].elem == CK_ELEM_NONE ? COL_COUNT : N_COLS - 1;
+        for (int c = 0; c <= last; c++) {
+            int w = c == last && c < COL_COUNT ? 0 : (int)width[c];
+            if (c == COL_COUNT && rs[i].elem == CK_ELEM_NONE)
+                w = 0;
+            printf(c < COL_COUNT || w == 0 ? "%s%-*s" : "%s%*s", c ? "  " : "", w,
+                   cells[i][c]);
+        }
+        printf("\n");
+    }
+    for (size_t i = 0; i < n && bins > 0; i++) {
+        const result *r = &rs[i];
+        if (r->counts == NULL)
+            continue;
+        uint64_t most = 0;
+        for (unsigned b = 0; b < bins; b++)
+            most = r->counts[b] > most ? r->counts[b] : most;
+        printf("\nhistogram of %s (%u bins, finite values):\n", cells[i][COL_NAME], bins);
+        for (unsigned b = 0; b < bins; b++) {
+            int bar = most ? (int)(40 * r->counts[b] / most) : 0;
+            printf("  [%12.6g, %12.6g%c %12" PRIu64 "%s%.*s\n", r->edges[b], r->edges[b + 1],
+                   b + 1 == bins ? ']' : ')', r->counts[b], bar ? " " : "", bar,
+                   "########################################");
+        }
+    }
+    free(cells);
+}
+
+/* A double, or null where it is undefined (JSON has no NaN). */
+static json_t *jnum(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+/* jansson's integers are signed 64-bit: a uint64 above INT64_MAX is given
+ * as its decimal digits, a string, rather than rounded. */
+static json_t *juint(uint64_t v)
+{
+    char digits[24];
+    if (v <= (uint64_t)INT64_MAX)
+        return json_integer((json_int_t)v);
+    snprintf(digits, sizeof digits, "%" PRIu64, v);
+    return json_string(digits);
+}
+
+static json_t *jextreme(const result *r, bool is_max)
+{
+    const ck_stats *s = &r->s;
+    if (s->finite == 0)
+        return json_null();
+    if (ck_elem_is_float(r->elem))
+        return jnum(is_max ? s->max : s->min);
+    if (ck_elem_is_signed(r->elem))
+        return json_integer(is_max ? s->imax : s->imin);
+    return juint(is_max ? s->umax : s->umin);
+}
+
+static json_t *tensor_json(const result *r, unsigned bins)
+{
+    const ck_tensor *t = r->t;
+    json_t *o = json_object(), *shape = json_array();
+    json_t *name = json_stringn(t->name, t->name_len);
+    if (name == NULL) { /* not UTF-8: the escaped form, as in the tree */
+        char q[CK_QUOTE_BUF];
+        name = json_string(ck_quote(q, t->name, t->name_len));
+    }
+    json_object_set_new(o, "name", name);
+    if (part_name(t) != NULL)
+        json_object_set_new(o, "part", json_string(part_name(t)));
+    json_object_set_new(o, "dir", json_string(t->dir_name));
+    json_object_set_new(o, "type", json_string(t->type_name));
+    for (uint32_t i = 0; i < t->ndim; i++)
+        json_array_append_new(shape, json_integer(t->dims[i]));
+    json_object_set_new(o, "shape", shape);
+    bool num = r->elem != CK_ELEM_NONE;
+    json_object_set_new(o, "numeric", json_boolean(num));
+    if (!num)
+        return o;
+    const ck_stats *s = &r->s;
+    json_object_set_new(o, "count", json_integer((json_int_t)elements(r)));
+    json_object_set_new(o, "min", jextreme(r, false));
+    json_object_set_new(o, "max", jextreme(r, true));
+    json_object_set_new(o, "mean", jnum(ck_stats_mean(s)));
+    json_object_set_new(o, "std", jnum(ck_stats_std(s)));
+    json_object_set_new(o, "nan", json_integer((json_int_t)s->nan));
+    json_object_set_new(o, "posinf", json_integer((json_int_t)s->posinf));
+    json_object_set_new(o, "neginf", json_integer((json_int_t)s->neginf));
+    json_object_set_new(o, "zeros", json_integer((json_int_t)s->zeros));
+    if (bins > 0) {
+        json_t *h = json_null();
+        if (r->counts != NULL) {
+            json_t *edges = json_array(), *counts = json_array();
+            for (unsigned b = 0; b <= bins; b++)
+                json_array_append_new(edges, json_real(r->edges[b]));
+            for (unsigned b = 0; b < bins; b++)
+                json_array_append_new(counts, json_integer((json_int_t)r->counts[b]));
+            h = json_pack("{s:o, s:o}", "edges", edges, "counts", counts);
+        }
+        json_object_set_new(o, "hist", h);
+    }
+    return o;
+}
+
+static int print_json(const ck_model *m, const char *path, const result *rs, size_t n,
+                      unsigned bins)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(list, tensor_json(&rs[i], bins));
+    json_t *doc = json_pack("{s:s, s:s, s:o}", "file", path, "format", m->format->name,
+                            "tensors", list);
+    int rc = doc == NULL || json_dumpf(doc, stdout, JSON_INDENT(1)) < 0 ? -1 : 0;
+    printf("\n");
+    json_decref(doc);
+    return rc;
+}
+
+/* ---- the command line ---- */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: " PROG " [OPTIONS] MODEL [TENSOR...]\n"
+            "Statistics of a model's tensors (all of them, in file order, or those named):\n"
+            "type, shape, count, min, max, mean, std (of the finite values), and the counts\n"
+            "of NaN, +Inf, -Inf and zeros.\n"
+            "  --hist[=BINS]         a histogram of the finite values (%d bins by default)\n"
+            "  --json                one JSON document instead of a table\n"
+            "  -j N                  threads reading a tensor (default: the online CPUs)\n"
+            "  --chunk=SIZE          bytes read at a time per thread (default 4M)\n"
+            "  --nocrc               do not verify a .ckpt CRC trailer\n"
+            "  -o key_file=PATH      key of an encrypted model (or CKPTFS_KEY_HEX)\n"
+            "  -o tmp_max=SIZE       most a zstd model without seek table may take in $TMPDIR\n"
+            "  -o strategy=FILE      MODEL is a distributed checkpoint's directory\n"
+            "  --help, --version\n"
+            "MODEL: a file ckptfs reads, an iteration_<N> directory, or with -o strategy\n"
+            "a distributed checkpoint's directory.\n", BINS_DEFAULT);
+}
+
+/* "N" with lo <= N <= hi. */
+static int parse_uint(const char *text, unsigned lo, unsigned hi, unsigned *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || *text == '-' || v < lo || v > hi)
+        return -1;
+    *out = (unsigned)v;
+    return 0;
+}
+
+static bool matches(const ck_tensor *t, const char *name)
+{
+    return (strlen(name) == t->name_len && memcmp(name, t->name, t->name_len) == 0) ||
+           strcmp(name, t->dir_name) == 0;
+}
+
+int main(int argc, char **argv)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    stat_opts o = {.threads = cpus < 1 ? 1 : cpus > THREADS_MAX ? THREADS_MAX : (unsigned)cpus,
+                   .chunk = CHUNK_DEFAULT};
+    const char *path = NULL;
+    char **names = calloc((size_t)argc, sizeof *names);
+    size_t n_names = 0;
+    bool bad = false, opts_done = false;
+    if (names == NULL)
+        return 1;
+    for (int i = 1; i < argc && !bad; i++) {
+        const char *a = argv[i];
+        int first = i; /* an option and its value may be two words */
+        int took = opts_done ? 0 : ck_cli_open_arg(&o.open, argc, argv, &i);
+        if (took != 0) {
+            bad = took < 0;
+        } else if (opts_done || a[0] != '-' || a[1] == '\0') {
+            if (path == NULL)
+                path = a;
+            else
+                names[n_names++] = argv[i];
+        } else if (strcmp(a, "--") == 0) {
+            opts_done = true;
+        } else if (strcmp(a, "--help") == 0) {
+            usage(stdout);
+            free(names);
+            return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            printf(PROG " %s\n", CKPTFS_VERSION);
+            free(names);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            o.json = true;
+        } else if (strcmp(a, "--hist") == 0) {
+            o.bins = BINS_DEFAULT;
+        } else if (strncmp(a, "--hist=", 7) == 0) {
+            bad = parse_uint(a + 7, 1, BINS_MAX, &o.bins) < 0;
+        } else if (strcmp(a, "-j") == 0 || strncmp(a, "-j", 2) == 0) {
+            const char *v = a[2] ? a + 2 : i + 1 < argc ? argv[++i] : "";
+            bad = parse_uint(v, 1, THREADS_MAX, &o.threads) < 0;
+        } else if (strncmp(a, "--chunk=", 8) == 0) {
+            /* Whole elements of every type; small sizes let tests cut
+             * small tensors into many chunks. */
+            bad = ck_parse_size(a + 8, &o.chunk) < 0 || o.chunk < 8 || o.chunk > (1u << 30);
+            o.chunk &= ~(size_t)7;
+        } else {
+            bad = true;
+        }
+        if (bad) {
+            fprintf(stderr, PROG ": bad option");
+            for (int k = first; k <= i && k < argc; k++)
+                fprintf(stderr, " %s", argv[k]);
+            if (strcmp(a, "-o") == 0 && i == first && i + 1 < argc)
+                fprintf(stderr, " %s", argv[i + 1]); /* its value, refused */
+            fprintf(stderr, "; ");
+        }
+    }
+    if (path == NULL || bad) {
+        /* One line: what is wrong, then the usage. */
+        if (path == NULL && !bad)
+            fprintf(stderr, PROG ": no MODEL given; ");
+        fprintf(stderr, "usage: " PROG " [OPTIONS] MODEL [TENSOR...] (see --help)\n");
+        free(names);
+        return 2;
+    }
+    ck_error err = {0};
+    ck_model *m = ck_cli_open_model(&o.open, path, &err);
+    if (m == NULL) {
+        fprintf(stderr, PROG ": %s\n", err.msg);
+        free(names);
+        return 1;
+    }
+    const ck_index *ix = &m->index;
+    for (size_t k = 0; k < n_names; k++) {
+        bool found = false;
+        for (size_t i = 0; i < ix->n_live && !found; i++)
+            found = matches(&ix->tensors[ix->live[i]], names[k]);
+        if (!found) {
+            char q[CK_QUOTE_BUF];
+            fprintf(stderr, PROG ": %s: no tensor %s\n", path,
+                    ck_quote(q, names[k], strlen(names[k])));
+            ck_model_close(m);
+            free(names);
+            return 1;
+        }
+    }
+    result *rs = calloc(ix->n_live ? ix->n_live : 1, sizeof *rs);
+    size_t n = 0;
+    int rc = rs == NULL ? 1 : 0;
+    for (size_t i = 0; rc == 0 && i < ix->n_live; i++) {
+        const ck_tensor *t = &ix->tensors[ix->live[i]];
+        bool want = n_names == 0;
+        for (size_t k = 0; k < n_names && !want; k++)
+            want = matches(t, names[k]);
+        if (!want)
+            continue;
+        result *r = &rs[n++];
+        r->t = t;
+        r->elem = ck_elem_of(t->dtype);
+        if (stat_tensor(m, r, &o, &err) < 0) {
+            char q[CK_QUOTE_BUF];
+            fprintf(stderr, PROG ": %s (tensor %s)\n", err.msg,
+                    ck_quote(q, t->name, t->name_len));
+            rc = 1;
+        }
+    }
+    if (rs == NULL)
+        fprintf(stderr, PROG ": out of memory\n");
+    else if (rc == 0 && o.json)
+        rc = print_json(m, path, rs, n, o.bins) < 0 ? 1 : 0;
+    else if (rc == 0)
+        print_table(rs, n, o.bins);
+    if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
+        fprintf(stderr, PROG ": cannot write the output: %s\n", strerror(errno));
+        rc = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(rs[i].counts);
+        free(rs[i].edges);
+    }
+    free(rs);
+    ck_model_close(m);
+    free(names);
+    return rc;
+}
