@@ -133,7 +133,7 @@ install_into() {
 
 PAGES="man1/ckptfs.1 man1/ckptfs-dump.1 man1/ckptfs-umount.1 man8/mount.ckptfs.8"
 
-@test "make install puts the programs in PREFIX/bin, mount.ckptfs in SBINDIR, their pages in MANDIR" {
+@test "make install puts the programs in PREFIX/bin, mount.ckptfs in SBINDIR, the pages in MANDIR" {
     root=$BATS_TEST_TMPDIR/root
     install_into "$root" install
     for f in ckptfs ckptfs-dump ckptfs-umount; do
