@@ -17,7 +17,8 @@ LDLIBS    += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c-compiler \
              libzstd-dev libssl-dev zlib1g-dev libjansson-dev bats attr rsync strace clang libclang-rt-14-dev \
              python3-protobuf protobuf-compiler \
-             python3-numpy python3-onnx python3-cryptography time zstd openssl
+             python3-numpy python3-onnx python3-cryptography time zstd openssl \
+             groff-base man-db
 
 CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c \
              codec/arena.c codec/name_map.c codec/dir_name.c codec/tensor_index.c \
@@ -53,7 +54,7 @@ BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat $(BUILD)/
              $(BUILD)/unit-tests
 
 .SECONDARY: $(PROTO_C) $(PROTO_C:.c=.h)
-.PHONY: all deps test check asan tsan demo install clean bench fuzz
+.PHONY: all deps test check asan tsan demo install uninstall clean bench fuzz
 all: $(BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: codec/proto/%.proto
@@ -171,13 +172,40 @@ bench: all
 
 # mount(8) looks for mount.<type> in /sbin only.
 SBINDIR   ?= /sbin
-install: $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SBINDIR)
-	install -m 0755 $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat \
-	  mount-helpers/ckptfs-umount \
+MANDIR    ?= $(PREFIX)/share/man
+# What install puts in place and uninstall takes away: the programs built in
+# $(BUILD) and mount-helpers/' scripts, in PREFIX/bin, each with its manual
+# page docs/man/NAME.1 (so a new program is one word here, and its page must
+# exist); mount.ckptfs in SBINDIR with mount.ckptfs.8.  Pages go in plain,
+# as most upstream installs do: man reads them so, and a Debian build's
+# dh_installman/dh_compress gzips them (-9n) in the package.
+INSTALL_BINS    := ckptfs ckptfs-dump ckptfs-stat
+INSTALL_SCRIPTS := ckptfs-umount
+MAN1      := $(INSTALL_BINS:%=docs/man/%.1) $(INSTALL_SCRIPTS:%=docs/man/%.1)
+MAN8      := docs/man/mount.ckptfs.8
+INSTALLED := $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(INSTALL_BINS) $(INSTALL_SCRIPTS)) \
+             $(DESTDIR)$(SBINDIR)/mount.ckptfs \
+             $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
+             $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8)))
+INSTALL_DIRS := $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man1 \
+                $(DESTDIR)$(MANDIR)/man8
+install: $(INSTALL_BINS:%=$(BUILD)/%) $(MAN1) $(MAN8)
+	install -d $(INSTALL_DIRS)
+	install -m 0755 $(INSTALL_BINS:%=$(BUILD)/%) $(INSTALL_SCRIPTS:%=mount-helpers/%) \
 	  $(DESTDIR)$(PREFIX)/bin/
 	sed 's|@BINDIR@|$(PREFIX)/bin|' mount-helpers/mount.ckptfs >$(DESTDIR)$(SBINDIR)/mount.ckptfs
 	chmod 0755 $(DESTDIR)$(SBINDIR)/mount.ckptfs
+	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
+
+# Exactly the files install put there (give the same DESTDIR, PREFIX,
+# SBINDIR and MANDIR); then each directory install wrote into, only if
+# that left it empty and never through a link (Debian's /sbin is one).
+# Never rm -r: other programs' files stay.
+uninstall:
+	rm -f $(INSTALLED)
+	@for d in $(INSTALL_DIRS); do \
+	  [ -L "$$d" ] || [ ! -d "$$d" ] || rmdir --ignore-fail-on-non-empty "$$d"; done
 
 clean:
 	rm -rf build build-asan build-tsan

@@ -125,11 +125,78 @@ umount_spelled() {
     "$UMOUNT" "$M"
 }
 
-@test "make install puts ckptfs, ckptfs-dump, ckptfs-umount in PREFIX/bin and mount.ckptfs in SBINDIR" {
-    make -s -C "$REPO" BUILD="$BUILD" install DESTDIR="$BATS_TEST_TMPDIR/root" PREFIX=/opt/ck SBINDIR=/sbin
-    for f in ckptfs ckptfs-dump ckptfs-umount; do
-        [ -x "$BATS_TEST_TMPDIR/root/opt/ck/bin/$f" ]
+# install_into ROOT TARGET: make TARGET (install, uninstall) with DESTDIR=ROOT
+# and the same PREFIX and SBINDIR each time, as uninstall requires.
+install_into() {
+    make -s -C "$REPO" BUILD="$BUILD" "$2" DESTDIR="$1" PREFIX=/opt/ck SBINDIR=/sbin
+}
+
+PAGES="man1/ckptfs.1 man1/ckptfs-dump.1 man1/ckptfs-stat.1 man1/ckptfs-umount.1 man8/mount.ckptfs.8"
+
+@test "make install puts the programs in PREFIX/bin, mount.ckptfs in SBINDIR, the pages in MANDIR" {
+    root=$BATS_TEST_TMPDIR/root
+    install_into "$root" install
+    for f in ckptfs ckptfs-dump ckptfs-stat ckptfs-umount; do
+        [ -x "$root/opt/ck/bin/$f" ]
     done
-    [ -x "$BATS_TEST_TMPDIR/root/sbin/mount.ckptfs" ]
-    grep -q 'CKPTFS=${CKPTFS:-/opt/ck/bin/ckptfs}' "$BATS_TEST_TMPDIR/root/sbin/mount.ckptfs"
+    [ -x "$root/sbin/mount.ckptfs" ]
+    grep -q 'CKPTFS=${CKPTFS:-/opt/ck/bin/ckptfs}' "$root/sbin/mount.ckptfs"
+    for p in $PAGES; do
+        [ -f "$root/opt/ck/share/man/$p" ]
+    done
+    # man finds them where they are, by name and section.
+    [ "$(man -M "$root/opt/ck/share/man" -w ckptfs)" = "$root/opt/ck/share/man/man1/ckptfs.1" ]
+    [ "$(man -M "$root/opt/ck/share/man" -w 8 mount.ckptfs)" = \
+      "$root/opt/ck/share/man/man8/mount.ckptfs.8" ]
+}
+
+@test "the installed manual pages render without a warning from groff or man" {
+    install_into "$BATS_TEST_TMPDIR/root" install
+    for p in $PAGES; do
+        page=$BATS_TEST_TMPDIR/root/opt/ck/share/man/$p
+        # Warnings go to stderr, the page to stdout: only stderr is kept.
+        err=$(groff -man -ww -z "$page" 2>&1) || { echo "groff: $p: $err"; false; }
+        [ -z "$err" ] || { echo "groff: $p: $err"; false; }
+        err=$(man --warnings -l "$page" 2>&1 >"$BATS_TEST_TMPDIR/out") ||
+            { echo "man: $p: $err"; false; }
+        [ -z "$err" ] || { echo "man: $p: $err"; false; }
+        output=$(cat "$BATS_TEST_TMPDIR/out")
+        [[ $output == *NAME*SYNOPSIS*DESCRIPTION*"SEE ALSO"* ]]
+    done
+}
+
+@test "ckptfs.1 has an entry for every -o option ckptfs --help lists, spelled as --help spells it" {
+    install_into "$BATS_TEST_TMPDIR/root" install
+    # The page as man shows it, in plain ASCII and wide enough that no
+    # entry is broken; an option's entry is its tag line, indented 7.
+    LC_ALL=C MANWIDTH=250 man -l "$BATS_TEST_TMPDIR/root/opt/ck/share/man/man1/ckptfs.1" \
+        >"$BATS_TEST_TMPDIR/page"
+    # ckptfs's own options (libfuse's come after, and are libfuse's to
+    # document): "    -o NAME[=METAVAR]  what it does".
+    "$CKPTFS" --help | sed -n '/^ckptfs options:/,/^$/p' |
+        grep -oE '^    -o [a-z_]+(=[A-Za-z]+)?' | sed 's/^ *//' >"$BATS_TEST_TMPDIR/opts"
+    [ "$(wc -l <"$BATS_TEST_TMPDIR/opts")" -ge 20 ]   # the list was found
+    missing=
+    while read -r opt; do
+        grep -qE "^ {7}$opt( |\$)" "$BATS_TEST_TMPDIR/page" || missing="$missing [$opt]"
+    done <"$BATS_TEST_TMPDIR/opts"
+    [ -z "$missing" ] || { echo "not in ckptfs.1:$missing"; false; }
+}
+
+@test "make uninstall removes every file make install put there and leaves other files" {
+    root=$BATS_TEST_TMPDIR/root
+    mkdir -p "$root/opt/ck/bin"
+    echo mine >"$root/opt/ck/bin/other-tool"
+    install_into "$root" install
+    install_into "$root" uninstall
+    [ "$(find "$root" -type f)" = "$root/opt/ck/bin/other-tool" ]
+    [ "$(cat "$root/opt/ck/bin/other-tool")" = mine ]
+    [ -z "$(find "$root" -type l)" ]
+    # Without that file, nothing at all is left; a second uninstall has
+    # nothing to do and does not fail.
+    rm "$root/opt/ck/bin/other-tool"
+    install_into "$root" install
+    install_into "$root" uninstall
+    [ -z "$(find "$root" ! -type d)" ]
+    install_into "$root" uninstall
 }
