@@ -38,6 +38,10 @@
 #define BINS_MAX 100000u
 /* More threads than this would only cost memory (a chunk each). */
 #define THREADS_MAX 256
+/* Partial results kept for one tensor, at most (28 MiB of them): past
+ * that its chunks grow, so that memory stays bounded whatever --chunk
+ * asks of a huge tensor. */
+#define PARTS_MAX (1u << 18)
 
 typedef struct stat_opts {
     ck_cli_open open;
@@ -62,6 +66,7 @@ typedef struct pass {
     const ck_model *m;
     const result *r;
     const stat_opts *o;
+    size_t chunk;           /* o->chunk, or larger for a huge tensor (PARTS_MAX) */
     uint64_t n_chunks;
     atomic_uint_fast64_t next;
     ck_stats *parts;        /* first pass: one per chunk, merged in order */
@@ -86,7 +91,7 @@ static void *pass_worker(void *arg)
     pass *p = arg;
     const ck_tensor *t = p->r->t;
     unsigned size = ck_elem_size(p->r->elem), bins = p->o->bins;
-    unsigned char *buf = malloc(p->o->chunk);
+    unsigned char *buf = malloc(p->chunk);
     uint64_t *counts = p->counts != NULL ? calloc(bins, sizeof *counts) : NULL;
     ck_error err = {0};
     if (buf == NULL || (p->counts != NULL && counts == NULL)) {
@@ -102,8 +107,8 @@ static void *pass_worker(void *arg)
         pthread_mutex_unlock(&p->mu);
         if (stop)
             break;
-        uint64_t off = k * p->o->chunk, left = t->nbytes - off;
-        size_t len = left < p->o->chunk ? (size_t)left : p->o->chunk;
+        uint64_t off = k * p->chunk, left = t->nbytes - off;
+        size_t len = left < p->chunk ? (size_t)left : p->chunk;
         long got = ck_model_read(p->m, t, buf, len, off, &err);
         if (got != (long)len) {
             if (got >= 0)
@@ -159,7 +164,10 @@ static int stat_tensor(const ck_model *m, result *r, const stat_opts *o, ck_erro
     if (t->nbytes % size != 0)
         return ck_fail(err, EINVAL, "%s: tensor %s: %" PRIu64 " bytes are not whole %s "
                        "elements", m->path, t->dir_name, t->nbytes, t->type_name);
-    pass p = {.m = m, .r = r, .o = o, .n_chunks = (t->nbytes + o->chunk - 1) / o->chunk};
+    uint64_t least = (t->nbytes / PARTS_MAX + 8) & ~(uint64_t)7; /* whole elements */
+    size_t chunk = least > o->chunk ? (size_t)least : o->chunk;
+    pass p = {.m = m, .r = r, .o = o, .chunk = chunk,
+              .n_chunks = (t->nbytes + chunk - 1) / chunk};
     pthread_mutex_init(&p.mu, NULL);
     int rc = 0;
     if ((p.parts = calloc(p.n_chunks ? p.n_chunks : 1, sizeof *p.parts)) == NULL)
