@@ -42,6 +42,7 @@
 #include "model.h"
 #include "oneflow_meta.h"
 #include "run_dir.h"
+#include "version.h"
 
 /* Seconds a writable checkpoint must be left unchanged to count as
  * complete, by default (MindSpore's own are made read-only when done). */
@@ -132,6 +133,15 @@ static bool is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+static void usage(FILE *to)
+{
+    fprintf(to, "usage: ckptfs-dump [--nocrc] [-o key_file=PATH] [-o tmp_max=SIZE] MODEL\n"
+            "       ckptfs-dump -o strategy=FILE DIST_DIR\n"
+            "       ckptfs-dump RUN_DIR/iteration_<N>\n"
+            "       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n"
+            "       ckptfs-dump --help | --version\n");
+}
+
 int main(int argc, char **argv)
 {
     ck_cli_open o = {0};
@@ -139,6 +149,14 @@ int main(int argc, char **argv)
     double settle = SETTLE_DEFAULT;
     bool bad = false;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("ckptfs-dump %s\n", CKPTFS_VERSION);
+            return 0;
+        }
         int took = ck_cli_open_arg(&o, argc, argv, &i);
         if (took != 0)
             bad |= took < 0;
@@ -151,10 +169,7 @@ int main(int argc, char **argv)
             bad = true;
     }
     if (path == NULL || bad) {
-        fprintf(stderr, "usage: ckptfs-dump [--nocrc] [-o key_file=PATH] [-o tmp_max=SIZE] "
-                "MODEL\n       ckptfs-dump -o strategy=FILE DIST_DIR\n"
-                "       ckptfs-dump RUN_DIR/iteration_<N>\n"
-                "       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n");
+        usage(stderr);
         return 2;
     }
     if (is_dir(path) && !ck_cli_opens_dir(&o, path))

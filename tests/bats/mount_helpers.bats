@@ -150,6 +150,19 @@ PAGES="man1/ckptfs.1 man1/ckptfs-dump.1 man1/ckptfs-stat.1 man1/ckptfs-umount.1 
       "$root/opt/ck/share/man/man8/mount.ckptfs.8" ]
 }
 
+@test "every installed program answers --version with the mount's version and --help with its usage, exit 0" {
+    want=$("$CKPTFS" --version | head -1 | awk '{print $2}')
+    [ -n "$want" ]
+    for p in ckptfs-dump ckptfs-stat; do
+        run "$BUILD/$p" --version
+        [ "$status" -eq 0 ]
+        [ "$output" = "$p $want" ]
+        run "$BUILD/$p" --help
+        [ "$status" -eq 0 ]
+        [[ ${lines[0]} == "usage: $p "* ]]
+    done
+}
+
 @test "the installed manual pages render without a warning from groff or man" {
     install_into "$BATS_TEST_TMPDIR/root" install
     for p in $PAGES; do
