@@ -121,14 +121,15 @@ static void usage(FILE *to)
             "                       touch snapshot_done, fsync, unmount, and on their own\n"
             "    -o commit_delay=S  save S seconds after the last file written is closed\n"
             "                       (default 1)\n"
-            "    -o commit=manual   no automatic save\n"
+            "    -o commit=manual   no automatic save (-o commit=auto: the default)\n"
             "    -o create          MODEL may not exist yet: mount an empty model, the\n"
             "                       first save creates the file\n"
             "    -o format=F        the type of a model to create, ckpt or safetensors\n"
             "                       (default: by extension)\n"
             "    -o key_file=PATH   the AES key of an encrypted model: 16, 24 or 32 raw bytes\n"
-            "                       in a file only its owner may read (or the key in hex in\n"
-            "                       the environment variable CKPTFS_KEY_HEX)\n"
+            "                       in a regular file of yours (no link) that only you may\n"
+            "                       read or write (or the key in hex in the environment\n"
+            "                       variable CKPTFS_KEY_HEX)\n"
             "    -o enc_mode=MODE   AES-GCM or AES-CBC: encrypt a plain model on save\n"
             "                       (an encrypted one keeps its own mode)\n"
             "    -o cache_size=N    memory for decrypted or decompressed pages, in bytes\n"
@@ -413,8 +414,8 @@ static int serve_model(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opt
                        const struct cli *cli, ck_writer_lock *lock, const char *where)
 {
     struct fuse_session *se = fuse_session_new(args, &ckfs_ops, sizeof ckfs_ops, &fs->front);
-    if (se == NULL)
-        return 1; /* libfuse said why (e.g. an unknown option) */
+    if (se == NULL) /* libfuse said why: an option it does not know, a usage error */
+        return 2;
     fs->se = se;
     model_mount m = {.fs = fs, .lock = lock, .where = where};
     mount_hooks h = {.model_path = fs->tr.model->path, .live = model_live,
@@ -503,8 +504,7 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
         ckrun_ops(&ops);
         struct fuse_session *se = fuse_session_new(args, &ops, sizeof ops, ckrun_front(r));
         mount_hooks h = {.model_path = path, .live = run_live, .ended = run_ended, .arg = r};
-        if (se != NULL)
-            rc = serve(se, opts, cli, &h);
+        rc = se != NULL ? serve(se, opts, cli, &h) : 2; /* as in serve_model */
         /* The last saves, once unmounted (as a model mount's destroy). */
         if (ckrun_close_all(r) < 0)
             rc = 1;
@@ -640,8 +640,9 @@ int main(int argc, char **argv)
 
     if (fuse_opt_parse(&args, &cli, cli_opts, cli_proc) != 0 ||
         fuse_parse_cmdline(&args, &opts) != 0) {
-        /* libfuse has said what is wrong (a bad mount point, say). */
+        /* libfuse has said what is wrong (an unknown option, say). */
         fprintf(stderr, "usage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT (see --help)\n");
+        rc = 2;
         goto out;
     }
     if (opts.show_help) {

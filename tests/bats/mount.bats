@@ -21,6 +21,17 @@ load helpers
     run "$CKPTFS" "$MS/goldenstick_test_sq_predict_simplenet_2stage_fp.ckpt"
     [ "$status" -eq 2 ]
     [[ $output == *"missing MOUNTPOINT"* ]]
+    # an option nobody knows, one argument too many: usage errors too
+    mkdir "$BATS_TEST_TMPDIR/m"
+    run "$CKPTFS" --no-such-option "$MS/goldenstick_test_sq_predict_simplenet_2stage_fp.ckpt" \
+        "$BATS_TEST_TMPDIR/m"
+    [ "$status" -eq 2 ]
+    [[ $output == *"unknown option"*"--no-such-option"* ]]
+    run "$CKPTFS" "$MS/goldenstick_test_sq_predict_simplenet_2stage_fp.ckpt" \
+        "$BATS_TEST_TMPDIR/m" "$BATS_TEST_TMPDIR/m"
+    [ "$status" -eq 2 ]
+    [[ $output == *"usage: ckptfs "* ]]
+    ! mountpoint -q "$BATS_TEST_TMPDIR/m"
 }
 
 @test "without -f the command returns with the tree already usable, and the daemon exits at unmount" {
@@ -50,7 +61,7 @@ load helpers
     [ -f "$BATS_TEST_TMPDIR/m/linear.bias/out" ]
     mkdir "$BATS_TEST_TMPDIR/m2"
     run "$CKPTFS" -o no_such_option "$f" "$BATS_TEST_TMPDIR/m2"
-    [ "$status" -ne 0 ]
+    [ "$status" -eq 2 ]
     [[ $output == *"no_such_option"* ]]
     ! mountpoint -q "$BATS_TEST_TMPDIR/m2"
 }
