@@ -235,10 +235,10 @@ nothing_renamed() {
     [[ "$output" == "ckptfs: $BATS_TEST_TMPDIR/.m.ckpt.ckptfs-journal: is a FIFO, not a regular file" ]]
 }
 
-@test "a directory to write (a run directory is read-only) and /dev/null as the model are refused in one line" {
+@test "a directory to create (-o create of a run directory) and /dev/null as the model are refused in one line" {
     mkdir -p "$BATS_TEST_TMPDIR/d.ckpt" "$BATS_TEST_TMPDIR/mnt"
-    refused "$CKPTFS" -f -o rw "$BATS_TEST_TMPDIR/d.ckpt" "$BATS_TEST_TMPDIR/mnt"
-    [[ "$output" == "ckptfs: $BATS_TEST_TMPDIR/d.ckpt: a run directory is mounted read-only"* ]]
+    refused "$CKPTFS" -f -o create "$BATS_TEST_TMPDIR/d.ckpt" "$BATS_TEST_TMPDIR/mnt"
+    [[ "$output" == "ckptfs: $BATS_TEST_TMPDIR/d.ckpt: -o create is for one model, not a run directory" ]]
     ! mountpoint -q "$BATS_TEST_TMPDIR/mnt"
     refused "$CKPTFS" -f /dev/null "$BATS_TEST_TMPDIR/mnt"
     [[ "$output" == "ckptfs: /dev/null: is a character device, not a regular file" ]]
