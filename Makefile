@@ -32,8 +32,9 @@ CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c 
              codec/dist_strategy.c codec/dist_merge.c codec/tensor_grid.c codec/model_set.c \
              codec/iteration_dir.c
 # What only the command-line tools (and the unit tests) use: how they open a
-# model, and the statistics of ckptfs-stat.
-TOOL_SRC  := codec/cli_open.c codec/tensor_stats.c
+# model, the statistics of ckptfs-stat, and the threaded chunked reads of
+# ckptfs-stat and ckptfs-diff.
+TOOL_SRC  := codec/cli_open.c codec/tensor_stats.c codec/chunk_pass.c
 EXPORT_SRC:= export/atomic_writer.c export/commit_group.c export/byte_sink.c export/ckpt_writer.c \
              export/onnx_mindir_writer.c export/safetensors_writer.c export/safetensors_set_writer.c export/encoder.c \
              export/wrap_writer.c export/cipher_writer.c export/zstd_writer.c \
