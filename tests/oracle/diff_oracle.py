@@ -18,7 +18,8 @@ chunking.
         reversed, a tensor left out, one added (4 float32 ones), one's shape flattened,
         one's type changed (float32 <-> float64, the values converted), element INDEX
         (of the flattened tensor) set to VALUE (a float, "nan", "inf", "-inf", or for an
-        integer type an integer; "nanbits" gives a NaN of another payload)
+        integer type an integer; "nanbits" gives a NaN of another payload; a negative
+        VALUE with a leading space, which argparse does not take for an option)
     /usr/bin/python3 diff_oracle.py gen OUT --case nan-a|nan-b
         two models that differ at NaN, infinity and integer extremes (see gen_nan)
 
