@@ -32,8 +32,9 @@ CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c 
              codec/dist_strategy.c codec/dist_merge.c codec/tensor_grid.c codec/model_set.c \
              codec/iteration_dir.c
 # What only the command-line tools (and the unit tests) use: how they open a
-# model, and the statistics of ckptfs-stat.
-TOOL_SRC  := codec/cli_open.c codec/tensor_stats.c
+# model, the statistics of ckptfs-stat, and the threaded chunked reads of
+# ckptfs-stat and ckptfs-diff.
+TOOL_SRC  := codec/cli_open.c codec/tensor_stats.c codec/chunk_pass.c
 EXPORT_SRC:= export/atomic_writer.c export/commit_group.c export/byte_sink.c export/ckpt_writer.c \
              export/onnx_mindir_writer.c export/safetensors_writer.c export/safetensors_set_writer.c export/encoder.c \
              export/wrap_writer.c export/cipher_writer.c export/zstd_writer.c \
@@ -50,7 +51,8 @@ TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
 PROTO_OBJ := $(BUILD)/gen/checkpoint.pb-c.o
 
-BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat $(BUILD)/ckptfs-reencode \
+BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat $(BUILD)/ckptfs-diff \
+             $(BUILD)/ckptfs-reencode \
              $(BUILD)/unit-tests
 
 .SECONDARY: $(PROTO_C) $(PROTO_C:.c=.h)
@@ -75,6 +77,9 @@ $(BUILD)/ckptfs-dump: $(BUILD)/codec/dump_main.o $(TOOL_OBJ) $(CODEC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/ckptfs-stat: $(BUILD)/codec/stat_main.o $(TOOL_OBJ) $(CODEC_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/ckptfs-diff: $(BUILD)/codec/diff_main.o $(TOOL_OBJ) $(CODEC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/ckptfs-reencode: $(BUILD)/export/reencode_main.o $(EXPORT_OBJ) $(CODEC_OBJ)
@@ -179,7 +184,7 @@ MANDIR    ?= $(PREFIX)/share/man
 # exist); mount.ckptfs in SBINDIR with mount.ckptfs.8.  Pages go in plain,
 # as most upstream installs do: man reads them so, and a Debian build's
 # dh_installman/dh_compress gzips them (-9n) in the package.
-INSTALL_BINS    := ckptfs ckptfs-dump ckptfs-stat
+INSTALL_BINS    := ckptfs ckptfs-dump ckptfs-stat ckptfs-diff
 INSTALL_SCRIPTS := ckptfs-umount
 MAN1      := $(INSTALL_BINS:%=docs/man/%.1) $(INSTALL_SCRIPTS:%=docs/man/%.1)
 MAN8      := docs/man/mount.ckptfs.8

@@ -10,7 +10,7 @@
  *
  * MODEL is anything ckptfs-dump opens, with the same options (cli_open.h).
  * Each tensor is read through the codec in chunks (--chunk, 4 MiB by
- * default) by -j threads (the online CPUs by default), so memory stays at a
+ * default) by -j threads (the online CPUs by default; chunk_pass.h), so memory stays at a
  * chunk per thread whatever the model's size; every chunk's partial result
  * is kept in chunk order and merged in that order, so the numbers do not
  * depend on the number of threads at all (tensor_stats.h).  A histogram
@@ -20,13 +20,12 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "chunk_pass.h"
 #include "cli_open.h"
 #include "model.h"
 #include "tensor_stats.h"
@@ -36,12 +35,7 @@
 #define CHUNK_DEFAULT (4u << 20)
 #define BINS_DEFAULT 10
 #define BINS_MAX 100000u
-/* More threads than this would only cost memory (a chunk each). */
-#define THREADS_MAX 256
-/* Partial results kept for one tensor, at most (28 MiB of them): past
- * that its chunks grow, so that memory stays bounded whatever --chunk
- * asks of a huge tensor. */
-#define PARTS_MAX (1u << 18)
+#define THREADS_MAX CK_CHUNK_THREADS_MAX
 
 typedef struct stat_opts {
     ck_cli_open open;
@@ -60,97 +54,63 @@ typedef struct result {
     double *edges;          /* bins + 1 */
 } result;
 
-/* One pass over a tensor by several threads: chunk k goes to whichever
- * thread takes it next. */
+/* One pass over a tensor (chunk_pass.h): the statistics of each chunk, or
+ * its histogram counts. */
 typedef struct pass {
     const ck_model *m;
     const result *r;
-    const stat_opts *o;
-    size_t chunk;           /* o->chunk, or larger for a huge tensor (PARTS_MAX) */
-    uint64_t n_chunks;
-    atomic_uint_fast64_t next;
+    unsigned bins;
+    size_t chunk;           /* o->chunk, or larger for a huge tensor (ck_chunk_size) */
     ck_stats *parts;        /* first pass: one per chunk, merged in order */
-    uint64_t *counts;       /* second pass: summed under mu */
-    pthread_mutex_t mu;
-    bool failed;            /* under mu: the first error is kept */
-    ck_error err;
+    uint64_t *counts;       /* second pass: summed as each thread ends */
 } pass;
 
-static void fail_pass(pass *p, const ck_error *err)
+/* A thread's scratch: a chunk's bytes, and on the second pass its counts. */
+typedef struct scratch {
+    unsigned char *buf;
+    uint64_t *counts;
+} scratch;
+
+static void *scratch_new(void *ctx)
 {
-    pthread_mutex_lock(&p->mu);
-    if (!p->failed) {
-        p->failed = true;
-        p->err = *err;
+    pass *p = ctx;
+    scratch *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->buf = malloc(p->chunk);
+    s->counts = p->counts != NULL ? calloc(p->bins, sizeof *s->counts) : NULL;
+    if (s->buf == NULL || (p->counts != NULL && s->counts == NULL)) {
+        free(s->buf);
+        free(s->counts);
+        free(s);
+        return NULL;
     }
-    pthread_mutex_unlock(&p->mu);
+    return s;
 }
 
-static void *pass_worker(void *arg)
+static void scratch_done(void *ctx, void *arg)
 {
-    pass *p = arg;
-    const ck_tensor *t = p->r->t;
-    unsigned size = ck_elem_size(p->r->elem), bins = p->o->bins;
-    unsigned char *buf = malloc(p->chunk);
-    uint64_t *counts = p->counts != NULL ? calloc(bins, sizeof *counts) : NULL;
-    ck_error err = {0};
-    if (buf == NULL || (p->counts != NULL && counts == NULL)) {
-        ck_fail(&err, ENOMEM, "%s: out of memory", p->m->path);
-        fail_pass(p, &err);
-    }
-    for (;;) {
-        uint64_t k = atomic_fetch_add(&p->next, 1);
-        if (k >= p->n_chunks || buf == NULL || (counts == NULL && p->counts != NULL))
-            break;
-        pthread_mutex_lock(&p->mu);
-        bool stop = p->failed;
-        pthread_mutex_unlock(&p->mu);
-        if (stop)
-            break;
-        uint64_t off = k * p->chunk, left = t->nbytes - off;
-        size_t len = left < p->chunk ? (size_t)left : p->chunk;
-        long got = ck_model_read(p->m, t, buf, len, off, &err);
-        if (got != (long)len) {
-            if (got >= 0)
-                ck_fail(&err, EIO, "%s: short read at offset %" PRIu64, p->m->path,
-                        off + (uint64_t)got);
-            fail_pass(p, &err);
-            break;
-        }
-        if (p->parts != NULL)
-            ck_stats_add(&p->parts[k], p->r->elem, buf, len / size);
-        else
-            ck_hist_add(counts, p->r->edges, bins, p->r->elem, buf, len / size);
-    }
-    if (counts != NULL) {
-        pthread_mutex_lock(&p->mu);
-        for (unsigned i = 0; i < bins; i++)
-            p->counts[i] += counts[i];
-        pthread_mutex_unlock(&p->mu);
-    }
-    free(counts);
-    free(buf);
-    return NULL;
+    pass *p = ctx;
+    scratch *s = arg;
+    for (unsigned i = 0; s->counts != NULL && i < p->bins; i++)
+        p->counts[i] += s->counts[i];
+    free(s->counts);
+    free(s->buf);
+    free(s);
 }
 
-/* Run the pass with up to o->threads threads (none but this one for a
- * tensor of one chunk). */
-static int run_pass(pass *p, ck_error *err)
+static int pass_chunk(void *ctx, void *arg, uint64_t k, ck_error *err)
 {
-    uint64_t n = p->o->threads < p->n_chunks ? p->o->threads : p->n_chunks;
-    pthread_t tid[THREADS_MAX];
-    uint64_t started = 0;
-    for (; n > 1 && started < n; started++)
-        if (pthread_create(&tid[started], NULL, pass_worker, p) != 0)
-            break; /* the threads that did start do the work */
-    if (started == 0)
-        pass_worker(p);
-    for (uint64_t i = 0; i < started; i++)
-        pthread_join(tid[i], NULL);
-    if (p->failed) {
-        *err = p->err;
+    pass *p = ctx;
+    scratch *s = arg;
+    unsigned size = ck_elem_size(p->r->elem);
+    long len = ck_chunk_read(p->m, p->r->t, s->buf, p->chunk, k, err);
+    if (len < 0)
         return -1;
-    }
+    if (p->parts != NULL)
+        ck_stats_add(&p->parts[k], p->r->elem, s->buf, (size_t)len / size);
+    else
+        ck_hist_add(s->counts, p->r->edges, p->bins, p->r->elem, s->buf, (size_t)len / size);
     return 0;
 }
 
@@ -164,17 +124,16 @@ static int stat_tensor(const ck_model *m, result *r, const stat_opts *o, ck_erro
     if (t->nbytes % size != 0)
         return ck_fail(err, EINVAL, "%s: tensor %s: %" PRIu64 " bytes are not whole %s "
                        "elements", m->path, t->dir_name, t->nbytes, t->type_name);
-    uint64_t least = (t->nbytes / PARTS_MAX + 8) & ~(uint64_t)7; /* whole elements */
-    size_t chunk = least > o->chunk ? (size_t)least : o->chunk;
-    pass p = {.m = m, .r = r, .o = o, .chunk = chunk,
-              .n_chunks = (t->nbytes + chunk - 1) / chunk};
-    pthread_mutex_init(&p.mu, NULL);
+    pass p = {.m = m, .r = r, .bins = o->bins, .chunk = ck_chunk_size(t->nbytes, o->chunk)};
+    ck_chunk_pass cp = {.path = m->path, .n_chunks = (t->nbytes + p.chunk - 1) / p.chunk,
+                        .threads = o->threads, .ctx = &p, .scratch_new = scratch_new,
+                        .chunk = pass_chunk, .scratch_done = scratch_done};
     int rc = 0;
-    if ((p.parts = calloc(p.n_chunks ? p.n_chunks : 1, sizeof *p.parts)) == NULL)
+    if ((p.parts = calloc(cp.n_chunks ? cp.n_chunks : 1, sizeof *p.parts)) == NULL)
         rc = ck_fail(err, ENOMEM, "%s: out of memory", m->path);
     if (rc == 0)
-        rc = run_pass(&p, err);
-    for (uint64_t k = 0; rc == 0 && k < p.n_chunks; k++)
+        rc = ck_chunk_run(&cp, err);
+    for (uint64_t k = 0; rc == 0 && k < cp.n_chunks; k++)
         ck_stats_merge(&r->s, &p.parts[k], r->elem);
     free(p.parts);
     p.parts = NULL;
@@ -186,11 +145,9 @@ static int stat_tensor(const ck_model *m, result *r, const stat_opts *o, ck_erro
         } else {
             ck_hist_edges(&r->s, o->bins, r->edges);
             p.counts = r->counts;
-            atomic_store(&p.next, 0);
-            rc = run_pass(&p, err);
+            rc = ck_chunk_run(&cp, err);
         }
     }
-    pthread_mutex_destroy(&p.mu);
     return rc;
 }
 

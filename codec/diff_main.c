@@ -1,0 +1,591 @@
+/*
+ * ckptfs-diff: what differs between two models, without mounting either,
+ * the comparison one would otherwise load both into numpy for.
+ *
+ *   ckptfs-diff [OPTIONS] A B
+ *   tensors are matched by name (and map-tensor part); reported are the
+ *   tensors only in A, only in B, those whose type or shape changed, and of
+ *   the others those whose bytes differ, with the largest absolute and
+ *   relative difference of their elements.  Exit status as diff(1)'s: 0
+ *   equal, 1 different, 2 trouble.
+ *
+ * A and B are opened as ckptfs-stat opens MODEL, with the same options
+ * (cli_open.h) for both: one key (-o key_file or CKPTFS_KEY_HEX) serves an
+ * encrypted A, an encrypted B or both.  Types compare by what the codec
+ * makes of them (dtype.h), not by the format's spelling: a .ckpt Float32
+ * equals a safetensors F32.  Each pair of tensors is read in chunks of the
+ * same size over -j threads (chunk_pass.h), so memory stays at two chunks
+ * per thread whatever the models' size; the maxima are merged so that NaN
+ * wins, which makes them independent of the order of the chunks.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "chunk_pass.h"
+#include "cli_open.h"
+#include "le_bytes.h"
+#include "model.h"
+#include "tensor_stats.h"
+#include "version.h"
+
+#define PROG "ckptfs-diff"
+#define CHUNK_DEFAULT (4u << 20)
+
+typedef struct diff_opts {
+    ck_cli_open open;
+    bool json, quiet;
+    unsigned threads;
+    size_t chunk;           /* a multiple of 8: whole elements of every type */
+} diff_opts;
+
+typedef enum verdict {
+    ONLY_A, ONLY_B, TYPE_DIFFERS, SHAPE_DIFFERS, BYTES_DIFFER, SAME,
+} verdict;
+
+/* One line of the report: a tensor of A, of B, or of both. */
+typedef struct entry {
+    const ck_tensor *a, *b;
+    verdict v;
+    ck_elem elem;           /* the pair's element type (SAME, BYTES_DIFFER) */
+    double max_abs, max_rel;
+} entry;
+
+/* The largest of m and x, NaN once either is: a NaN difference is the
+ * largest there is, whatever chunk it came from. */
+static double max_nan(double m, double x)
+{
+    return isnan(m) || isnan(x) ? NAN : x > m ? x : m;
+}
+
+/* ---- comparing a pair of tensors ---- */
+
+typedef struct pair {
+    const ck_model *ma, *mb;
+    entry *e;
+    size_t chunk;
+    /* Folded in as each thread ends (under the pass's lock). */
+    bool differ;
+    double max_abs, max_rel;
+} pair;
+
+typedef struct scratch {
+    unsigned char *a, *b;
+    bool differ;
+    double max_abs, max_rel;
+} scratch;
+
+static void *scratch_new(void *ctx)
+{
+    pair *p = ctx;
+    scratch *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->a = malloc(p->chunk);
+    s->b = malloc(p->chunk);
+    if (s->a == NULL || s->b == NULL) {
+        free(s->a);
+        free(s->b);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void scratch_done(void *ctx, void *arg)
+{
+    pair *p = ctx;
+    scratch *s = arg;
+    p->differ |= s->differ;
+    p->max_abs = max_nan(p->max_abs, s->max_abs);
+    p->max_rel = max_nan(p->max_rel, s->max_rel);
+    free(s->a);
+    free(s->b);
+    free(s);
+}
+
+/* The differences of two integers, exactly until the last rounding to a
+ * double: an int64 difference can overflow, its magnitude never. */
+static void int_diff(ck_elem e, const unsigned char *a, const unsigned char *b, size_t i,
+                     double *abs_d, double *rel_d)
+{
+    uint64_t d, mag;
+    if (ck_elem_is_signed(e)) {
+        bool wide = e == CK_ELEM_I64; /* a double holds every narrower integer */
+        int64_t x = wide ? (int64_t)ck_le64(a + 8 * i) : (int64_t)ck_elem_value(e, a, i);
+        int64_t y = wide ? (int64_t)ck_le64(b + 8 * i) : (int64_t)ck_elem_value(e, b, i);
+        d = x > y ? (uint64_t)x - (uint64_t)y : (uint64_t)y - (uint64_t)x;
+        uint64_t ax = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
+        uint64_t ay = y < 0 ? 0 - (uint64_t)y : (uint64_t)y;
+        mag = ax > ay ? ax : ay;
+    } else {
+        uint64_t x = e == CK_ELEM_U64 ? ck_le64(a + 8 * i) : (uint64_t)ck_elem_value(e, a, i);
+        uint64_t y = e == CK_ELEM_U64 ? ck_le64(b + 8 * i) : (uint64_t)ck_elem_value(e, b, i);
+        d = x > y ? x - y : y - x;
+        mag = x > y ? x : y;
+    }
+    *abs_d = (double)d;
+    *rel_d = mag == 0 ? 0.0 : (double)d / (double)mag;
+}
+
+/* The differences of two floats (widened to double exactly): none for the
+ * same value, both infinities of a sign, or NaN beside NaN. */
+static void float_diff(double x, double y, double *abs_d, double *rel_d)
+{
+    if (x == y || (isnan(x) && isnan(y))) {
+        *abs_d = *rel_d = 0.0;
+        return;
+    }
+    double ax = fabs(x), ay = fabs(y);
+    *abs_d = fabs(x - y);
+    *rel_d = *abs_d / (ax > ay ? ax : ay);
+}
+
+static int pair_chunk(void *ctx, void *arg, uint64_t k, ck_error *err)
+{
+    pair *p = ctx;
+    scratch *s = arg;
+    long la = ck_chunk_read(p->ma, p->e->a, s->a, p->chunk, k, err);
+    if (la < 0)
+        return -1;
+    long lb = ck_chunk_read(p->mb, p->e->b, s->b, p->chunk, k, err);
+    if (lb < 0)
+        return -1;
+    if (memcmp(s->a, s->b, (size_t)la) == 0)
+        return 0;
+    s->differ = true;
+    ck_elem e = p->e->elem;
+    if (e == CK_ELEM_NONE)
+        return 0;
+    size_t n = (size_t)la / ck_elem_size(e);
+    /* bool: its truth (any non-zero byte is True, as for numpy), 0 or 1. */
+    bool by_double = ck_elem_is_float(e) || e == CK_ELEM_BOOL;
+    for (size_t i = 0; i < n; i++) {
+        double d, r;
+        if (by_double)
+            float_diff(ck_elem_value(e, s->a, i), ck_elem_value(e, s->b, i), &d, &r);
+        else
+            int_diff(e, s->a, s->b, i, &d, &r);
+        s->max_abs = max_nan(s->max_abs, d);
+        s->max_rel = max_nan(s->max_rel, r);
+    }
+    return 0;
+}
+
+static int compare_pair(const ck_model *ma, const ck_model *mb, entry *e, const diff_opts *o,
+                        ck_error *err)
+{
+    const ck_tensor *a = e->a;
+    e->v = SAME;
+    if (a->nbytes != e->b->nbytes) { /* text of another length, say */
+        e->v = BYTES_DIFFER;
+        e->max_abs = e->max_rel = NAN;
+        return 0;
+    }
+    unsigned size = e->elem == CK_ELEM_NONE ? 1 : ck_elem_size(e->elem);
+    if (a->nbytes % size != 0)
+        return ck_fail(err, EINVAL, "%s: tensor %s: %" PRIu64 " bytes are not whole %s "
+                       "elements", ma->path, a->dir_name, a->nbytes, a->type_name);
+    if (e->b->nbytes % size != 0)
+        return ck_fail(err, EINVAL, "%s: tensor %s: %" PRIu64 " bytes are not whole %s "
+                       "elements", mb->path, e->b->dir_name, e->b->nbytes, e->b->type_name);
+    pair p = {.ma = ma, .mb = mb, .e = e, .chunk = o->chunk};
+    ck_chunk_pass cp = {.path = ma->path, .n_chunks = (a->nbytes + p.chunk - 1) / p.chunk,
+                        .threads = o->threads, .ctx = &p, .scratch_new = scratch_new,
+                        .chunk = pair_chunk, .scratch_done = scratch_done};
+    if (ck_chunk_run(&cp, err) < 0)
+        return -1;
+    if (p.differ)
+        e->v = BYTES_DIFFER;
+    e->max_abs = p.max_abs;
+    e->max_rel = p.max_rel;
+    return 0;
+}
+
+/* ---- matching ---- */
+
+/* Whether two types are the same to the codec: the same numeric element
+ * type whatever the format calls it; else the same kind and OneFlow type,
+ * and for the types that borrow kUInt8 (packed, opaque) the same name. */
+static bool same_type(const ck_dtype *a, const ck_dtype *b)
+{
+    if (a == b)
+        return true;
+    if (a == NULL || b == NULL)
+        return false;
+    ck_elem ea = ck_elem_of(a), eb = ck_elem_of(b);
+    if (ea != CK_ELEM_NONE || eb != CK_ELEM_NONE)
+        return ea == eb;
+    if (a->kind != b->kind || a->of_value != b->of_value)
+        return false;
+    if (a->kind == CK_KIND_STR)
+        return true; /* UTF-8 in both trees, whatever the file holds */
+    if (a->itemsize != b->itemsize || a->per_byte != b->per_byte)
+        return false;
+    return a->kind == CK_KIND_NUMERIC || strcasecmp(a->ms_name, b->ms_name) == 0;
+}
+
+static bool same_shape(const ck_tensor *a, const ck_tensor *b)
+{
+    return a->ndim == b->ndim && memcmp(a->dims, b->dims, a->ndim * sizeof *a->dims) == 0;
+}
+
+static int by_name(const ck_tensor *a, const ck_tensor *b)
+{
+    size_t n = a->name_len < b->name_len ? a->name_len : b->name_len;
+    int c = memcmp(a->name, b->name, n);
+    if (c != 0)
+        return c;
+    if (a->name_len != b->name_len)
+        return a->name_len < b->name_len ? -1 : 1;
+    return (int)a->part - (int)b->part;
+}
+
+static int cmp_ptr(const void *x, const void *y)
+{
+    return by_name(*(const ck_tensor *const *)x, *(const ck_tensor *const *)y);
+}
+
+/* ---- output ---- */
+
+static const char *part_name(const ck_tensor *t)
+{
+    switch (t->part) {
+    case CK_PART_MAP_KEY: return "key";
+    case CK_PART_MAP_VALUE: return "value";
+    case CK_PART_MAP_STATUS: return "status";
+    }
+    return NULL;
+}
+
+static void shape_text(const ck_tensor *t, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "[");
+    for (uint32_t i = 0; i < t->ndim && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%" PRId64, i ? "," : "", t->dims[i]);
+    if (n < cap)
+        snprintf(out + n, cap - n, "]");
+}
+
+static const char *name_text(const ck_tensor *t, char *out, size_t cap)
+{
+    char q[CK_QUOTE_BUF];
+    const char *part = part_name(t);
+    snprintf(out, cap, "%s%s%s", ck_quote(q, t->name, t->name_len), part ? "%map." : "",
+             part ? part : "");
+    return out;
+}
+
+typedef struct counts {
+    size_t only_a, only_b, changed, differ, same;
+} counts;
+
+static void print_text(const char *pa, const char *pb, const entry *es, size_t n,
+                       const counts *c)
+{
+    char name[CK_QUOTE_BUF + 16], sa[512], sb[512];
+    for (size_t i = 0; i < n; i++) {
+        const entry *e = &es[i];
+        const ck_tensor *t = e->a ? e->a : e->b;
+        name_text(t, name, sizeof name);
+        switch (e->v) {
+        case ONLY_A:
+            printf("only in %s: %s\n", pa, name);
+            break;
+        case ONLY_B:
+            printf("only in %s: %s\n", pb, name);
+            break;
+        case TYPE_DIFFERS:
+        case SHAPE_DIFFERS:
+            shape_text(e->a, sa, sizeof sa);
+            shape_text(e->b, sb, sizeof sb);
+            printf("%s differs: %s: %s %s, %s %s\n", e->v == TYPE_DIFFERS ? "type" : "shape",
+                   name, e->a->type_name, sa, e->b->type_name, sb);
+            break;
+        case BYTES_DIFFER:
+            if (e->elem == CK_ELEM_NONE)
+                printf("bytes differ: %s (not numeric)\n", name);
+            else
+                printf("values differ: %s: max abs %.9g, max rel %.9g\n", name, e->max_abs,
+                       e->max_rel);
+            break;
+        case SAME:
+            break;
+        }
+    }
+    if (c->only_a + c->only_b + c->changed + c->differ == 0)
+        printf("identical\n");
+    else
+        printf("differ: %zu only in A, %zu only in B, %zu changed type or shape, "
+               "%zu of %zu in both with other bytes\n", c->only_a, c->only_b,
+               c->changed, c->differ, c->differ + c->same);
+}
+
+/* A difference: a number, or "nan" / "inf" (JSON has neither). */
+static json_t *jdiff(double v)
+{
+    if (isnan(v))
+        return json_string("nan");
+    if (isinf(v))
+        return json_string("inf");
+    return json_real(v);
+}
+
+static json_t *jname(const ck_tensor *t)
+{
+    json_t *name = json_stringn(t->name, t->name_len);
+    if (name == NULL) { /* not UTF-8: the escaped form, as in the tree */
+        char q[CK_QUOTE_BUF];
+        name = json_string(ck_quote(q, t->name, t->name_len));
+    }
+    return name;
+}
+
+static json_t *jside(const ck_tensor *t)
+{
+    json_t *shape = json_array();
+    for (uint32_t i = 0; i < t->ndim; i++)
+        json_array_append_new(shape, json_integer(t->dims[i]));
+    return json_pack("{s:s, s:s, s:o}", "dir", t->dir_name, "type", t->type_name,
+                     "shape", shape);
+}
+
+static const char *verdict_name(verdict v)
+{
+    static const char *names[] = {"only_a", "only_b", "type", "shape", "differ", "identical"};
+    return names[v];
+}
+
+static int print_json(const ck_model *ma, const ck_model *mb, const char *pa, const char *pb,
+                      const entry *es, size_t n, const counts *c)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const entry *e = &es[i];
+        const ck_tensor *t = e->a ? e->a : e->b;
+        json_t *o = json_object();
+        json_object_set_new(o, "name", jname(t));
+        if (part_name(t) != NULL)
+            json_object_set_new(o, "part", json_string(part_name(t)));
+        json_object_set_new(o, "status", json_string(verdict_name(e->v)));
+        if (e->a)
+            json_object_set_new(o, "a", jside(e->a));
+        if (e->b)
+            json_object_set_new(o, "b", jside(e->b));
+        if (e->v == SAME || e->v == BYTES_DIFFER) {
+            json_object_set_new(o, "numeric", json_boolean(e->elem != CK_ELEM_NONE));
+            json_object_set_new(o, "bit_identical", json_boolean(e->v == SAME));
+            if (e->elem != CK_ELEM_NONE) {
+                json_object_set_new(o, "max_abs", jdiff(e->max_abs));
+                json_object_set_new(o, "max_rel", jdiff(e->max_rel));
+            }
+        }
+        json_array_append_new(list, o);
+    }
+    bool same = c->only_a + c->only_b + c->changed + c->differ == 0;
+    json_t *doc = json_pack("{s:{s:s, s:s}, s:{s:s, s:s}, s:b, s:{s:I, s:I, s:I, s:I, s:I}, s:o}",
+                            "a", "file", pa, "format", ma->format->name,
+                            "b", "file", pb, "format", mb->format->name,
+                            "identical", same,
+                            "counts", "only_a", (json_int_t)c->only_a,
+                            "only_b", (json_int_t)c->only_b, "changed", (json_int_t)c->changed,
+                            "differ", (json_int_t)c->differ, "same", (json_int_t)c->same,
+                            "tensors", list);
+    int rc = doc == NULL || json_dumpf(doc, stdout, JSON_INDENT(1)) < 0 ? -1 : 0;
+    printf("\n");
+    json_decref(doc);
+    return rc;
+}
+
+/* ---- the command line ---- */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: " PROG " [OPTIONS] A B\n"
+            "Compare two models tensor by tensor (matched by name): the tensors only in A,\n"
+            "only in B, with another type or shape, and of the others those whose bytes\n"
+            "differ, with the largest absolute and relative difference of their elements.\n"
+            "Types compare as the codec reads them: a .ckpt Float32 equals a safetensors F32.\n"
+            "  --json                one JSON document instead of lines\n"
+            "  -q                    print nothing: the exit status says it\n"
+            "  -j N                  threads reading a tensor (default: the online CPUs)\n"
+            "  --chunk=SIZE          bytes read at a time per thread and model (default 4M)\n"
+            "  --nocrc               do not verify a .ckpt CRC trailer\n"
+            "  -o key_file=PATH      key of an encrypted A or B, one for both (or CKPTFS_KEY_HEX)\n"
+            "  -o tmp_max=SIZE       most a zstd model without seek table may take in $TMPDIR\n"
+            "  -o strategy=FILE      A and B are distributed checkpoints' directories\n"
+            "  --help, --version\n"
+            "A, B: a file ckptfs reads, an iteration_<N> directory, or with -o strategy\n"
+            "a distributed checkpoint's directory; the options apply to both.\n"
+            "Exit status (as diff's): 0 the same tensors, types, shapes and bytes; 1 they\n"
+            "differ; 2 trouble (a usage error, a file that cannot be read).\n");
+}
+
+static int parse_uint(const char *text, unsigned lo, unsigned hi, unsigned *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || *text == '-' || v < lo || v > hi)
+        return -1;
+    *out = (unsigned)v;
+    return 0;
+}
+
+/* Every tensor of A in A's order (with its match in B), then those of B
+ * no tensor of A matched, in B's order. */
+static entry *match(const ck_model *ma, const ck_model *mb, size_t *n_out)
+{
+    const ck_index *ia = &ma->index, *ib = &mb->index;
+    entry *es = calloc(ia->n_live + ib->n_live + 1, sizeof *es);
+    const ck_tensor **sorted = calloc(ib->n_live + 1, sizeof *sorted);
+    bool *used = calloc(ib->n_live + 1, sizeof *used);
+    size_t n = 0;
+    if (es == NULL || sorted == NULL || used == NULL) {
+        free(es);
+        es = NULL;
+        goto out;
+    }
+    for (size_t i = 0; i < ib->n_live; i++)
+        sorted[i] = &ib->tensors[ib->live[i]];
+    qsort(sorted, ib->n_live, sizeof *sorted, cmp_ptr);
+    for (size_t i = 0; i < ia->n_live; i++) {
+        const ck_tensor *a = &ia->tensors[ia->live[i]];
+        const ck_tensor **hit = bsearch(&a, sorted, ib->n_live, sizeof *sorted, cmp_ptr);
+        entry *e = &es[n++];
+        e->a = a;
+        e->v = ONLY_A;
+        if (hit != NULL) {
+            e->b = *hit;
+            used[hit - sorted] = true;
+            e->v = !same_type(a->dtype, e->b->dtype) ? TYPE_DIFFERS
+                   : !same_shape(a, e->b) ? SHAPE_DIFFERS : SAME;
+            e->elem = ck_elem_of(a->dtype);
+        }
+    }
+    for (size_t i = 0; i < ib->n_live; i++) {
+        const ck_tensor *b = &ib->tensors[ib->live[i]];
+        const ck_tensor **hit = bsearch(&b, sorted, ib->n_live, sizeof *sorted, cmp_ptr);
+        if (hit != NULL && !used[hit - sorted]) {
+            used[hit - sorted] = true; /* a name twice in B is reported once */
+            es[n].b = b;
+            es[n++].v = ONLY_B;
+        }
+    }
+out:
+    free(sorted);
+    free(used);
+    *n_out = n;
+    return es;
+}
+
+int main(int argc, char **argv)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    diff_opts o = {.threads = cpus < 1 ? 1 : cpus > CK_CHUNK_THREADS_MAX ? CK_CHUNK_THREADS_MAX
+                                                                          : (unsigned)cpus,
+                   .chunk = CHUNK_DEFAULT};
+    const char *path[2] = {NULL, NULL};
+    bool bad = false, opts_done = false, extra = false;
+    for (int i = 1; i < argc && !bad; i++) {
+        const char *a = argv[i];
+        int first = i; /* an option and its value may be two words */
+        int took = opts_done ? 0 : ck_cli_open_arg(&o.open, argc, argv, &i);
+        if (took != 0) {
+            bad = took < 0;
+        } else if (opts_done || a[0] != '-' || a[1] == '\0') {
+            if (path[0] == NULL)
+                path[0] = a;
+            else if (path[1] == NULL)
+                path[1] = a;
+            else
+                bad = extra = true;
+        } else if (strcmp(a, "--") == 0) {
+            opts_done = true;
+        } else if (strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            printf(PROG " %s\n", CKPTFS_VERSION);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            o.json = true;
+        } else if (strcmp(a, "-q") == 0) {
+            o.quiet = true;
+        } else if (strncmp(a, "-j", 2) == 0) {
+            const char *v = a[2] ? a + 2 : i + 1 < argc ? argv[++i] : "";
+            bad = parse_uint(v, 1, CK_CHUNK_THREADS_MAX, &o.threads) < 0;
+        } else if (strncmp(a, "--chunk=", 8) == 0) {
+            bad = ck_parse_size(a + 8, &o.chunk) < 0 || o.chunk < 8 || o.chunk > (1u << 30);
+            o.chunk &= ~(size_t)7;
+        } else {
+            bad = true;
+        }
+        if (bad) {
+            fprintf(stderr, PROG ": %s", extra ? "an argument too many:" : "bad option");
+            for (int k = first; k <= i && k < argc; k++)
+                fprintf(stderr, " %s", argv[k]);
+            if (strcmp(a, "-o") == 0 && i == first && i + 1 < argc)
+                fprintf(stderr, " %s", argv[i + 1]); /* its value, refused */
+            fprintf(stderr, "; ");
+        }
+    }
+    if (path[1] == NULL || bad) {
+        if (path[1] == NULL && !bad)
+            fprintf(stderr, PROG ": %s; ", path[0] ? "no B given" : "no A and B given");
+        fprintf(stderr, "usage: " PROG " [OPTIONS] A B (see --help)\n");
+        return 2;
+    }
+    ck_error err = {0};
+    ck_model *m[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        if ((m[k] = ck_cli_open_model(&o.open, path[k], &err)) == NULL) {
+            fprintf(stderr, PROG ": %s\n", err.msg);
+            if (k == 1)
+                ck_model_close(m[0]);
+            return 2;
+        }
+    }
+    size_t n = 0;
+    entry *es = match(m[0], m[1], &n);
+    counts c = {0};
+    int rc = es == NULL ? 2 : 0;
+    if (es == NULL)
+        fprintf(stderr, PROG ": out of memory\n");
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        entry *e = &es[i];
+        if (e->v == SAME && compare_pair(m[0], m[1], e, &o, &err) < 0) {
+            char q[CK_QUOTE_BUF];
+            fprintf(stderr, PROG ": %s (tensor %s)\n", err.msg,
+                    ck_quote(q, e->a->name, e->a->name_len));
+            rc = 2;
+        }
+        switch (e->v) {
+        case ONLY_A: c.only_a++; break;
+        case ONLY_B: c.only_b++; break;
+        case TYPE_DIFFERS: case SHAPE_DIFFERS: c.changed++; break;
+        case BYTES_DIFFER: c.differ++; break;
+        case SAME: c.same++; break;
+        }
+    }
+    if (rc == 0 && !o.quiet && o.json)
+        rc = print_json(m[0], m[1], path[0], path[1], es, n, &c) < 0 ? 2 : 0;
+    else if (rc == 0 && !o.quiet)
+        print_text(path[0], path[1], es, n, &c);
+    if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
+        fprintf(stderr, PROG ": cannot write the output: %s\n", strerror(errno));
+        rc = 2;
+    }
+    if (rc == 0)
+        rc = c.only_a + c.only_b + c.changed + c.differ == 0 ? 0 : 1;
+    free(es);
+    ck_model_close(m[0]);
+    ck_model_close(m[1]);
+    return rc;
+}
