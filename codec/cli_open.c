@@ -4,6 +4,10 @@
  */
 #include "cli_open.h"
 
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -66,4 +70,34 @@ ck_model *ck_cli_open_model(const ck_cli_open *o, const char *path, ck_error *er
                                          : ck_model_open(path, &opts, err);
     ck_key_wipe(&key);
     return m;
+}
+
+int ck_cli_uint(const char *text, unsigned lo, unsigned hi, unsigned *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || *text == '-' || v < lo || v > hi)
+        return -1;
+    *out = (unsigned)v;
+    return 0;
+}
+
+const char *ck_cli_part(const ck_tensor *t)
+{
+    switch (t->part) {
+    case CK_PART_MAP_KEY: return "key";
+    case CK_PART_MAP_VALUE: return "value";
+    case CK_PART_MAP_STATUS: return "status";
+    }
+    return NULL;
+}
+
+void ck_cli_shape(const ck_tensor *t, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "[");
+    for (uint32_t i = 0; i < t->ndim && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%" PRId64, i ? "," : "", t->dims[i]);
+    if (n < cap)
+        snprintf(out + n, cap - n, "]");
 }

@@ -1,6 +1,7 @@
 /*
  * cli_open: the options by which a command-line tool opens a model, shared
- * by ckptfs-dump and ckptfs-stat so that both take a model the same way.
+ * by ckptfs-dump, ckptfs-stat and ckptfs-diff so that they take a model
+ * the same way, and the few things they print a tensor by.
  *
  *   --nocrc               do not verify a .ckpt CRC trailer
  *   -o key_file=PATH      the key of an encrypted model (else CKPTFS_KEY_HEX)
@@ -40,5 +41,13 @@ bool ck_cli_opens_dir(const ck_cli_open *o, const char *path);
  * any other path opened as one model file.  NULL with err on failure; the
  * messages name path as given. */
 ck_model *ck_cli_open_model(const ck_cli_open *o, const char *path, ck_error *err);
+
+/* A decimal number in [lo, hi] (-j N, --hist=BINS): 0, or -1. */
+int ck_cli_uint(const char *text, unsigned lo, unsigned hi, unsigned *out);
+/* A map parameter's part ("key", "value", "status"), or NULL for a tensor
+ * of its own. */
+const char *ck_cli_part(const ck_tensor *t);
+/* t's shape as the tools print it: "[3,4]", "[]" for a scalar. */
+void ck_cli_shape(const ck_tensor *t, char *out, size_t cap);
 
 #endif

@@ -254,29 +254,10 @@ static int cmp_ptr(const void *x, const void *y)
 
 /* ---- output ---- */
 
-static const char *part_name(const ck_tensor *t)
-{
-    switch (t->part) {
-    case CK_PART_MAP_KEY: return "key";
-    case CK_PART_MAP_VALUE: return "value";
-    case CK_PART_MAP_STATUS: return "status";
-    }
-    return NULL;
-}
-
-static void shape_text(const ck_tensor *t, char *out, size_t cap)
-{
-    size_t n = (size_t)snprintf(out, cap, "[");
-    for (uint32_t i = 0; i < t->ndim && n < cap; i++)
-        n += (size_t)snprintf(out + n, cap - n, "%s%" PRId64, i ? "," : "", t->dims[i]);
-    if (n < cap)
-        snprintf(out + n, cap - n, "]");
-}
-
 static const char *name_text(const ck_tensor *t, char *out, size_t cap)
 {
     char q[CK_QUOTE_BUF];
-    const char *part = part_name(t);
+    const char *part = ck_cli_part(t);
     snprintf(out, cap, "%s%s%s", ck_quote(q, t->name, t->name_len), part ? "%map." : "",
              part ? part : "");
     return out;
@@ -303,8 +284,8 @@ static void print_text(const char *pa, const char *pb, const entry *es, size_t n
             break;
         case TYPE_DIFFERS:
         case SHAPE_DIFFERS:
-            shape_text(e->a, sa, sizeof sa);
-            shape_text(e->b, sb, sizeof sb);
+            ck_cli_shape(e->a, sa, sizeof sa);
+            ck_cli_shape(e->b, sb, sizeof sb);
             printf("%s differs: %s: %s %s, %s %s\n", e->v == TYPE_DIFFERS ? "type" : "shape",
                    name, e->a->type_name, sa, e->b->type_name, sb);
             break;
@@ -371,8 +352,8 @@ static int print_json(const ck_model *ma, const ck_model *mb, const char *pa, co
         const ck_tensor *t = e->a ? e->a : e->b;
         json_t *o = json_object();
         json_object_set_new(o, "name", jname(t));
-        if (part_name(t) != NULL)
-            json_object_set_new(o, "part", json_string(part_name(t)));
+        if (ck_cli_part(t) != NULL)
+            json_object_set_new(o, "part", json_string(ck_cli_part(t)));
         json_object_set_new(o, "status", json_string(verdict_name(e->v)));
         if (e->a)
             json_object_set_new(o, "a", jside(e->a));
@@ -425,17 +406,6 @@ static void usage(FILE *f)
             "a distributed checkpoint's directory; the options apply to both.\n"
             "Exit status (as diff's): 0 the same tensors, types, shapes and bytes; 1 they\n"
             "differ; 2 trouble (a usage error, a file that cannot be read).\n");
-}
-
-static int parse_uint(const char *text, unsigned lo, unsigned hi, unsigned *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || *text == '-' || v < lo || v > hi)
-        return -1;
-    *out = (unsigned)v;
-    return 0;
 }
 
 /* Every tensor of A in A's order (with its match in B), then those of B
@@ -520,7 +490,7 @@ int main(int argc, char **argv)
             o.quiet = true;
         } else if (strncmp(a, "-j", 2) == 0) {
             const char *v = a[2] ? a + 2 : i + 1 < argc ? argv[++i] : "";
-            bad = parse_uint(v, 1, CK_CHUNK_THREADS_MAX, &o.threads) < 0;
+            bad = ck_cli_uint(v, 1, CK_CHUNK_THREADS_MAX, &o.threads) < 0;
         } else if (strncmp(a, "--chunk=", 8) == 0) {
             bad = ck_parse_size(a + 8, &o.chunk) < 0 || o.chunk < 8 || o.chunk > (1u << 30);
             o.chunk &= ~(size_t)7;

@@ -153,25 +153,6 @@ static int stat_tensor(const ck_model *m, result *r, const stat_opts *o, ck_erro
 
 /* ---- output ---- */
 
-static const char *part_name(const ck_tensor *t)
-{
-    switch (t->part) {
-    case CK_PART_MAP_KEY: return "key";
-    case CK_PART_MAP_VALUE: return "value";
-    case CK_PART_MAP_STATUS: return "status";
-    }
-    return NULL;
-}
-
-static void shape_text(const ck_tensor *t, char *out, size_t cap)
-{
-    size_t n = (size_t)snprintf(out, cap, "[");
-    for (uint32_t i = 0; i < t->ndim && n < cap; i++)
-        n += (size_t)snprintf(out + n, cap - n, "%s%" PRId64, i ? "," : "", t->dims[i]);
-    if (n < cap)
-        snprintf(out + n, cap - n, "]");
-}
-
 static uint64_t elements(const result *r)
 {
     return r->t->nbytes / ck_elem_size(r->elem);
@@ -197,11 +178,11 @@ static void row_cells(const result *r, char cells[N_COLS][CELL])
 {
     const ck_tensor *t = r->t;
     char q[CK_QUOTE_BUF];
-    const char *part = part_name(t);
+    const char *part = ck_cli_part(t);
     snprintf(cells[COL_NAME], CELL, "%s%s%s", ck_quote(q, t->name, t->name_len),
              part ? "%map." : "", part ? part : "");
     snprintf(cells[COL_TYPE], CELL, "%s", t->type_name);
-    shape_text(t, cells[COL_SHAPE], CELL);
+    ck_cli_shape(t, cells[COL_SHAPE], CELL);
     for (int c = COL_COUNT; c < N_COLS; c++)
         snprintf(cells[c], CELL, "%s", c == COL_COUNT && r->elem == CK_ELEM_NONE ? "not numeric"
                                        : r->elem == CK_ELEM_NONE ? "" : "-");
@@ -311,8 +292,8 @@ static json_t *tensor_json(const result *r, unsigned bins)
         name = json_string(ck_quote(q, t->name, t->name_len));
     }
     json_object_set_new(o, "name", name);
-    if (part_name(t) != NULL)
-        json_object_set_new(o, "part", json_string(part_name(t)));
+    if (ck_cli_part(t) != NULL)
+        json_object_set_new(o, "part", json_string(ck_cli_part(t)));
     json_object_set_new(o, "dir", json_string(t->dir_name));
     json_object_set_new(o, "type", json_string(t->type_name));
     for (uint32_t i = 0; i < t->ndim; i++)
@@ -383,17 +364,6 @@ static void usage(FILE *f)
 }
 
 /* "N" with lo <= N <= hi. */
-static int parse_uint(const char *text, unsigned lo, unsigned hi, unsigned *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || *text == '-' || v < lo || v > hi)
-        return -1;
-    *out = (unsigned)v;
-    return 0;
-}
-
 static bool matches(const ck_tensor *t, const char *name)
 {
     return (strlen(name) == t->name_len && memcmp(name, t->name, t->name_len) == 0) ||
@@ -437,10 +407,10 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--hist") == 0) {
             o.bins = BINS_DEFAULT;
         } else if (strncmp(a, "--hist=", 7) == 0) {
-            bad = parse_uint(a + 7, 1, BINS_MAX, &o.bins) < 0;
+            bad = ck_cli_uint(a + 7, 1, BINS_MAX, &o.bins) < 0;
         } else if (strcmp(a, "-j") == 0 || strncmp(a, "-j", 2) == 0) {
             const char *v = a[2] ? a + 2 : i + 1 < argc ? argv[++i] : "";
-            bad = parse_uint(v, 1, THREADS_MAX, &o.threads) < 0;
+            bad = ck_cli_uint(v, 1, THREADS_MAX, &o.threads) < 0;
         } else if (strncmp(a, "--chunk=", 8) == 0) {
             /* Whole elements of every type; small sizes let tests cut
              * small tensors into many chunks. */
