@@ -363,7 +363,7 @@ static void usage(FILE *f)
             "a distributed checkpoint's directory.\n", BINS_DEFAULT);
 }
 
-/* "N" with lo <= N <= hi. */
+/* Whether a TENSOR argument names t: its name, or its directory name. */
 static bool matches(const ck_tensor *t, const char *name)
 {
     return (strlen(name) == t->name_len && memcmp(name, t->name, t->name_len) == 0) ||
