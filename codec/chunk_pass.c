@@ -7,6 +7,10 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_open.h"
 
 typedef struct run {
     const ck_chunk_pass *p;
@@ -98,4 +102,30 @@ long ck_chunk_read(const ck_model *m, const ck_tensor *t, void *buf, size_t chun
     if (got >= 0)
         ck_fail(err, EIO, "%s: short read at offset %" PRIu64, m->path, off + (uint64_t)got);
     return -1;
+}
+
+ck_chunk_opts ck_chunk_opts_default(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return (ck_chunk_opts){
+        .threads = cpus < 1 ? 1 : cpus > CK_CHUNK_THREADS_MAX ? CK_CHUNK_THREADS_MAX
+                                                              : (unsigned)cpus,
+        .chunk = 4u << 20};
+}
+
+int ck_chunk_opt_arg(ck_chunk_opts *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    if (strncmp(a, "-j", 2) == 0) {
+        const char *v = a[2] ? a + 2 : *i + 1 < argc ? argv[++*i] : "";
+        return ck_cli_uint(v, 1, CK_CHUNK_THREADS_MAX, &o->threads) < 0 ? -1 : 1;
+    }
+    if (strncmp(a, "--chunk=", 8) != 0)
+        return 0;
+    /* Whole elements of every type; small sizes let tests cut small
+     * tensors into many chunks. */
+    if (ck_parse_size(a + 8, &o->chunk) < 0 || o->chunk < 8 || o->chunk > (1u << 30))
+        return -1;
+    o->chunk &= ~(size_t)7;
+    return 1;
 }

@@ -39,6 +39,18 @@ typedef struct ck_chunk_pass {
     void (*scratch_done)(void *ctx, void *scratch);
 } ck_chunk_pass;
 
+/* -j N and --chunk=SIZE, as the tools take them. */
+typedef struct ck_chunk_opts {
+    unsigned threads;       /* default: the online CPUs */
+    size_t chunk;           /* default 4 MiB; a multiple of 8: whole elements of every type */
+} ck_chunk_opts;
+
+ck_chunk_opts ck_chunk_opts_default(void);
+/* Whether argv[*i] is -j N (-jN) or --chunk=SIZE: 1 when it is and was
+ * taken (*i moved past a separate value), 0 when it is not, -1 when its
+ * value is unusable. */
+int ck_chunk_opt_arg(ck_chunk_opts *o, int argc, char **argv, int *i);
+
 /* The chunk size for a tensor of nbytes when want bytes are asked for:
  * want, or larger so that there are at most CK_CHUNK_PARTS_MAX chunks; a
  * multiple of 8 (whole elements of every type) when want is. */

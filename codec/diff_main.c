@@ -26,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "chunk_pass.h"
 #include "cli_open.h"
@@ -36,13 +35,11 @@
 #include "version.h"
 
 #define PROG "ckptfs-diff"
-#define CHUNK_DEFAULT (4u << 20)
 
 typedef struct diff_opts {
     ck_cli_open open;
     bool json, quiet;
-    unsigned threads;
-    size_t chunk;           /* a multiple of 8: whole elements of every type */
+    ck_chunk_opts read;     /* -j, --chunk */
 } diff_opts;
 
 typedef enum verdict {
@@ -195,9 +192,9 @@ static int compare_pair(const ck_model *ma, const ck_model *mb, entry *e, const 
     if (e->b->nbytes % size != 0)
         return ck_fail(err, EINVAL, "%s: tensor %s: %" PRIu64 " bytes are not whole %s "
                        "elements", mb->path, e->b->dir_name, e->b->nbytes, e->b->type_name);
-    pair p = {.ma = ma, .mb = mb, .e = e, .chunk = o->chunk};
+    pair p = {.ma = ma, .mb = mb, .e = e, .chunk = o->read.chunk};
     ck_chunk_pass cp = {.path = ma->path, .n_chunks = (a->nbytes + p.chunk - 1) / p.chunk,
-                        .threads = o->threads, .ctx = &p, .scratch_new = scratch_new,
+                        .threads = o->read.threads, .ctx = &p, .scratch_new = scratch_new,
                         .chunk = pair_chunk, .scratch_done = scratch_done};
     if (ck_chunk_run(&cp, err) < 0)
         return -1;
@@ -457,16 +454,15 @@ out:
 
 int main(int argc, char **argv)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    diff_opts o = {.threads = cpus < 1 ? 1 : cpus > CK_CHUNK_THREADS_MAX ? CK_CHUNK_THREADS_MAX
-                                                                          : (unsigned)cpus,
-                   .chunk = CHUNK_DEFAULT};
+    diff_opts o = {.read = ck_chunk_opts_default()};
     const char *path[2] = {NULL, NULL};
     bool bad = false, opts_done = false, extra = false;
     for (int i = 1; i < argc && !bad; i++) {
         const char *a = argv[i];
         int first = i; /* an option and its value may be two words */
         int took = opts_done ? 0 : ck_cli_open_arg(&o.open, argc, argv, &i);
+        if (took == 0 && !opts_done)
+            took = ck_chunk_opt_arg(&o.read, argc, argv, &i);
         if (took != 0) {
             bad = took < 0;
         } else if (opts_done || a[0] != '-' || a[1] == '\0') {
@@ -488,12 +484,6 @@ int main(int argc, char **argv)
             o.json = true;
         } else if (strcmp(a, "-q") == 0) {
             o.quiet = true;
-        } else if (strncmp(a, "-j", 2) == 0) {
-            const char *v = a[2] ? a + 2 : i + 1 < argc ? argv[++i] : "";
-            bad = ck_cli_uint(v, 1, CK_CHUNK_THREADS_MAX, &o.threads) < 0;
-        } else if (strncmp(a, "--chunk=", 8) == 0) {
-            bad = ck_parse_size(a + 8, &o.chunk) < 0 || o.chunk < 8 || o.chunk > (1u << 30);
-            o.chunk &= ~(size_t)7;
         } else {
             bad = true;
         }

@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "chunk_pass.h"
 #include "cli_open.h"
@@ -32,17 +31,14 @@
 #include "version.h"
 
 #define PROG "ckptfs-stat"
-#define CHUNK_DEFAULT (4u << 20)
 #define BINS_DEFAULT 10
 #define BINS_MAX 100000u
-#define THREADS_MAX CK_CHUNK_THREADS_MAX
 
 typedef struct stat_opts {
     ck_cli_open open;
     bool json;
     unsigned bins;          /* 0: no histogram */
-    unsigned threads;
-    size_t chunk;           /* a multiple of 8: whole elements of every type */
+    ck_chunk_opts read;     /* -j, --chunk */
 } stat_opts;
 
 /* What is printed for one tensor. */
@@ -124,9 +120,9 @@ static int stat_tensor(const ck_model *m, result *r, const stat_opts *o, ck_erro
     if (t->nbytes % size != 0)
         return ck_fail(err, EINVAL, "%s: tensor %s: %" PRIu64 " bytes are not whole %s "
                        "elements", m->path, t->dir_name, t->nbytes, t->type_name);
-    pass p = {.m = m, .r = r, .bins = o->bins, .chunk = ck_chunk_size(t->nbytes, o->chunk)};
+    pass p = {.m = m, .r = r, .bins = o->bins, .chunk = ck_chunk_size(t->nbytes, o->read.chunk)};
     ck_chunk_pass cp = {.path = m->path, .n_chunks = (t->nbytes + p.chunk - 1) / p.chunk,
-                        .threads = o->threads, .ctx = &p, .scratch_new = scratch_new,
+                        .threads = o->read.threads, .ctx = &p, .scratch_new = scratch_new,
                         .chunk = pass_chunk, .scratch_done = scratch_done};
     int rc = 0;
     if ((p.parts = calloc(cp.n_chunks ? cp.n_chunks : 1, sizeof *p.parts)) == NULL)
@@ -372,9 +368,7 @@ static bool matches(const ck_tensor *t, const char *name)
 
 int main(int argc, char **argv)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    stat_opts o = {.threads = cpus < 1 ? 1 : cpus > THREADS_MAX ? THREADS_MAX : (unsigned)cpus,
-                   .chunk = CHUNK_DEFAULT};
+    stat_opts o = {.read = ck_chunk_opts_default()};
     const char *path = NULL;
     char **names = calloc((size_t)argc, sizeof *names);
     size_t n_names = 0;
@@ -385,6 +379,8 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         int first = i; /* an option and its value may be two words */
         int took = opts_done ? 0 : ck_cli_open_arg(&o.open, argc, argv, &i);
+        if (took == 0 && !opts_done)
+            took = ck_chunk_opt_arg(&o.read, argc, argv, &i);
         if (took != 0) {
             bad = took < 0;
         } else if (opts_done || a[0] != '-' || a[1] == '\0') {
@@ -408,14 +404,6 @@ int main(int argc, char **argv)
             o.bins = BINS_DEFAULT;
         } else if (strncmp(a, "--hist=", 7) == 0) {
             bad = ck_cli_uint(a + 7, 1, BINS_MAX, &o.bins) < 0;
-        } else if (strcmp(a, "-j") == 0 || strncmp(a, "-j", 2) == 0) {
-            const char *v = a[2] ? a + 2 : i + 1 < argc ? argv[++i] : "";
-            bad = ck_cli_uint(v, 1, THREADS_MAX, &o.threads) < 0;
-        } else if (strncmp(a, "--chunk=", 8) == 0) {
-            /* Whole elements of every type; small sizes let tests cut
-             * small tensors into many chunks. */
-            bad = ck_parse_size(a + 8, &o.chunk) < 0 || o.chunk < 8 || o.chunk > (1u << 30);
-            o.chunk &= ~(size_t)7;
         } else {
             bad = true;
         }
