@@ -174,12 +174,7 @@ def cmd_compare(a):
                 if e.get(k, "absent") != g.get(k, "absent"):
                     problems.append(f"{e['name']}: {k} {g.get(k, 'absent')!r}, "
                                     f"expected {e.get(k, 'absent')!r}")
-    for p in problems[:20]:
-        print("mismatch:", p, file=sys.stderr)
-    if problems:
-        return 1
-    print(f"ok: {len(e_names)} tensors match")
-    return 0
+    return so.report(problems, len(e_names))
 
 
 # ---------------------------------------------------------------------------------------

@@ -221,11 +221,16 @@ def cmd_compare(a):
     else:
         for e, g in zip(exp, got):
             compare_tensor(e, g, problems)
+    return report(problems, len(exp))
+
+
+def report(problems, n):
+    """The end of a comparison: the first mismatches on stderr, and 1; or 0."""
     for p in problems[:20]:
         print("mismatch:", p, file=sys.stderr)
     if problems:
         return 1
-    print(f"ok: {len(exp)} tensors match")
+    print(f"ok: {n} tensors match")
     return 0
 
 
