@@ -184,30 +184,26 @@ EOF
 
 # --- the comparison bites -------------------------------------------------------------------
 
-cp -r "$T/tp2-none" "$T/bent"
-py "$T/bent/$IT/model-0000003-0000004.safetensors" "$HERE" <<'EOF'
+# flip_byte FILE TENSOR: the first byte of TENSOR in the safetensors FILE, flipped.
+flip_byte() {
+    py "$1" "$HERE" "$2" <<'EOF'
 import sys
 sys.path.insert(0, sys.argv[2])
 import ckpt_oracle as co, safetensors_oracle as so
 ts = [(e.tag.decode(), e.ms_type, e.shape, e.out) for e in so.load_reference(sys.argv[1]).entries]
-ts = [(n, d, s, bytes([b[0] ^ 0x40]) + b[1:] if n == "model.layers.0.mlp.w1.weight" else b)
-      for n, d, s, b in ts]
+ts = [(n, d, s, bytes([b[0] ^ 0x40]) + b[1:] if n == sys.argv[3] else b) for n, d, s, b in ts]
 co.write_file(sys.argv[1], [so.serialize(ts, {"format": "ms"})])
 EOF
+}
+
+cp -r "$T/tp2-none" "$T/bent"
+flip_byte "$T/bent/$IT/model-0000003-0000004.safetensors" model.layers.0.mlp.w1.weight
 rm -rf "$T/bent/tree"
 oracle tree "$T/bent/$IT" "$T/bent/tree" && ! diff -rq "$T/bent/tree" "$T/bent/full" > /dev/null &&
     ok "a changed slice byte shows in the tree" || nok "a changed slice byte went unnoticed"
 # a replica's byte (rank 3 holds wq slice 1 after rank 1, the first entry) is not read
 cp -r "$T/tp2-none" "$T/rep"
-py "$T/rep/$IT/model-0000003-0000004.safetensors" "$HERE" <<'EOF'
-import sys
-sys.path.insert(0, sys.argv[2])
-import ckpt_oracle as co, safetensors_oracle as so
-ts = [(e.tag.decode(), e.ms_type, e.shape, e.out) for e in so.load_reference(sys.argv[1]).entries]
-ts = [(n, d, s, bytes([b[0] ^ 0x40]) + b[1:] if n == "model.layers.0.attention.wq.weight" else b)
-      for n, d, s, b in ts]
-co.write_file(sys.argv[1], [so.serialize(ts, {"format": "ms"})])
-EOF
+flip_byte "$T/rep/$IT/model-0000003-0000004.safetensors" model.layers.0.attention.wq.weight
 rm -rf "$T/rep/tree"
 check "a replica that is not the first storage entry is not read" sh -c \
     "\"\$0\" \"\$1\" tree '$T/rep/$IT' '$T/rep/tree' &&
