@@ -1,0 +1,51 @@
+/*
+ * oneflow_pickle: the names in a OneFlow 0.6-0.9 snapshot directory's
+ * `pickled_data`, read without executing anything.
+ *
+ * flow.save(state_dict, dir) writes dir/pickled_data, a pickle of
+ * {"protocol_version": 1, "data": OrderedDict([(name, Parameter or Tensor
+ * reduced to {"path": "tensor_<N>"}), ...])}, and each tensor's bytes as
+ * dir/tensor_<N>/{meta,out}.  The tensor directories carry no names: the
+ * pickle is the only place the real ones are.
+ *
+ * This reads the small subset of pickle opcodes OneFlow's writer emits
+ * (protocols 2 to 5) as a symbolic stack machine: globals are names
+ * compared against an allow-list (collections.OrderedDict,
+ * oneflow.nn.Parameter, oneflow.Tensor and its internal spellings), never
+ * resolved.  Anything else is refused with the byte offset of the opcode
+ * that is not understood.  Stack depth, memo size, string lengths and the
+ * number of entries are bounded.
+ */
+#ifndef CK_ONEFLOW_PICKLE_H
+#define CK_ONEFLOW_PICKLE_H
+
+#include <stddef.h>
+
+#include "ck_error.h"
+
+/* pickled_data bigger than this is refused: OneFlow's is ~100 bytes per
+ * tensor. */
+#define CK_PICKLE_MAX_BYTES (64u << 20)
+/* At most this many tensors in one pickle. */
+#define CK_PICKLE_MAX_ENTRIES (1u << 20)
+
+typedef struct ck_pickle_entry {
+    char *name;         /* the state-dict key, UTF-8, NUL-terminated */
+    char *path;         /* its directory: "tensor_<N>", a single component */
+} ck_pickle_entry;
+
+typedef struct ck_pickle_names {
+    ck_pickle_entry *v; /* in the pickle's (the state dict's) order */
+    size_t n;
+} ck_pickle_names;
+
+/* Parse buf (len bytes of a pickled_data file; file names it in messages)
+ * into out: 0, or -1 with err naming file and the offset.  Duplicate
+ * names, duplicate paths, a path that is not one directory name, and a
+ * protocol_version other than 1 are refused.  Free out with
+ * ck_pickle_names_free (also after a failure). */
+int ck_pickle_names_parse(const void *buf, size_t len, const char *file, ck_pickle_names *out,
+                          ck_error *err);
+void ck_pickle_names_free(ck_pickle_names *names);
+
+#endif
