@@ -30,7 +30,7 @@ CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c 
              codec/ms_cipher.c codec/cipher_source.c codec/zstd_source.c codec/envelope.c \
              codec/file_override.c codec/model_dir.c codec/file_watch.c \
              codec/dist_strategy.c codec/dist_merge.c codec/tensor_grid.c codec/model_set.c \
-             codec/iteration_dir.c
+             codec/iteration_dir.c codec/oneflow_dir.c
 # What only the command-line tools (and the unit tests) use: how they open a
 # model, the statistics of ckptfs-stat, and the threaded chunked reads of
 # ckptfs-stat and ckptfs-diff.
