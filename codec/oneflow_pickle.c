@@ -56,10 +56,11 @@ static const struct allowed {
 typedef struct node {
     uint8_t kind;
     uint8_t flag;           /* K_DICT: has had its _metadata set by BUILD */
-    uint32_t a, b, n;       /* containers: first and last cell, count; tensor: state (a);
-                             * global: its class (a); str: length (n) */
+    uint32_t a, b, n;       /* containers: first and last cell, count; tensor: its state
+                             * dict (a, NONE_ID until BUILD); str: length (n) */
     uint32_t off;           /* the opcode that made it, for messages */
-    uint64_t x;             /* str: offset in the buffer; int, bool: value */
+    uint64_t x;             /* str: offset in the buffer; int, bool: value; global: its
+                             * enum cls; dict: 1 for an OrderedDict */
 } node;
 
 typedef struct cell {

@@ -74,7 +74,7 @@ copy() {
     [[ "$output" == *"/14: \`out\` without \`meta\`"* ]]
 }
 
-@test "diff: the legacy fixture and a .ckpt the oracle wrote from it are identical; a changed byte is found" {
+@test "diff: the legacy fixture and a .ckpt the oracle made of it: identical; a changed byte found" {
     $PY "$REPO/tests/oracle/ckpt_oracle.py" from-oneflow "$FX/legacy_v2_java_mlp_adam" "$T/l.ckpt"
     run "$DIFF" "$FX/legacy_v2_java_mlp_adam" "$T/l.ckpt"
     [ "$status" -eq 0 ]
@@ -89,7 +89,7 @@ copy() {
     [ "$status" -eq 0 ]
 }
 
-@test "pickles of Python's pickler at protocols 2 to 5: names with '/', dots, unicode, '%', 300 bytes" {
+@test "Python's pickles, protocols 2 to 5: names with '/', dots, unicode, '%', 300 bytes" {
     for p in 2 3 4 5; do
         $OF gen "$T/p$p" --case pickled --protocol "$p" --seed "$p"
         agree "$T/p$p"

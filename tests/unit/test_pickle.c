@@ -3,14 +3,18 @@
  * the shapes Python's pickler gives a OneFlow state dict at protocols 2
  * and 4 (the oracle-driven tests in tests/bats/oneflow_dir.bats use
  * Python's own pickler), then every truncation of them, hostile globals,
- * bad paths and duplicates, each refused with the offending offset.
+ * bad paths and duplicates, each refused with the offending offset.  And
+ * oneflow_dir's on-demand reads: a tensor's `out` replaced after the open
+ * is not read as the tensor.
  */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "../../codec/oneflow_dir.h"
 #include "../../codec/oneflow_pickle.h"
 #include "unit.h"
 
@@ -262,8 +266,47 @@ static void test_fixture(void)
     check(n == 190 && bad == 0, "pickle: each truncation of the fixture's refused with an offset");
 }
 
+static void put(const char *dir, const char *rel, const void *bytes, size_t n)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    FILE *f = fopen(p, "wb");
+    if (f == NULL || fwrite(bytes, 1, n, f) != n || fclose(f) != 0)
+        check(0, "write %s", p);
+}
+
+static void test_replaced_out(void)
+{
+    char dir[300], p[400], q[400];
+    snprintf(dir, sizeof dir, "%s/oneflow-snap", tmpdir);
+    snprintf(p, sizeof p, "%s/w", dir);
+    if (mkdir(dir, 0700) < 0 || mkdir(p, 0700) < 0) {
+        check(0, "oneflow_dir: make %s", p);
+        return;
+    }
+    static const char meta[] = "shape {\n  dim: 2\n}\ndata_type: kFloat\n";
+    put(dir, "w/meta", meta, sizeof meta - 1);
+    put(dir, "w/out", "abcdefgh", 8);
+    put(dir, "snapshot_done", "", 0);
+    ck_error err = {0};
+    char buf[8];
+    ck_model *m = ck_oneflow_open(dir, &err);
+    const ck_tensor *t = m ? &m->index.tensors[m->index.live[0]] : NULL;
+    check(t != NULL && ck_model_read(m, t, buf, 8, 0, &err) == 8 && memcmp(buf, "abcdefgh", 8) == 0,
+          "oneflow_dir: a legacy snapshot's tensor read from its out (%s)", err.msg);
+    put(dir, "w/new", "ABCDEFGH", 8);
+    snprintf(p, sizeof p, "%s/w/new", dir);
+    snprintf(q, sizeof q, "%s/w/out", dir);
+    rename(p, q);
+    check(t != NULL && ck_model_read(m, t, buf, 8, 0, &err) < 0 &&
+          strstr(err.msg, "w/out: changed since the snapshot was opened") != NULL,
+          "oneflow_dir: an out renamed over after the open is refused (%s)", err.msg);
+    ck_model_close(m);
+}
+
 void test_pickle(void)
 {
+    test_replaced_out();
     test_fixture();
     test_accepted();
     test_truncated();
