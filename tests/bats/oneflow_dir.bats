@@ -74,7 +74,7 @@ copy() {
     [[ "$output" == *"/14: \`out\` without \`meta\`"* ]]
 }
 
-@test "diff: the legacy fixture and a .ckpt the oracle made of it: identical; a changed byte found" {
+@test "diff: the legacy fixture and a .ckpt the oracle made of it are identical; a change found" {
     $PY "$REPO/tests/oracle/ckpt_oracle.py" from-oneflow "$FX/legacy_v2_java_mlp_adam" "$T/l.ckpt"
     run "$DIFF" "$FX/legacy_v2_java_mlp_adam" "$T/l.ckpt"
     [ "$status" -eq 0 ]
