@@ -621,25 +621,37 @@ static int entries(machine *vm, const node *data, ck_pickle_names *out)
     return rc;
 }
 
+/* OneFlow 1.0 adds its magic key, "oneflow" (in some releases "__oneflow__"),
+ * mapped to None, beside the two OneFlow 0.6 to 0.9 write. */
+static bool magic(const machine *vm, const cell *e)
+{
+    return (str_is(vm, e->key, "oneflow") || str_is(vm, e->key, "__oneflow__")) &&
+           nd(vm, e->val)->kind == K_NONE;
+}
+
 static int result(machine *vm, ck_pickle_names *out)
 {
+    static const char shape[] = "not OneFlow's {\"protocol_version\": 1, \"data\": ...} dict";
     if (vm->n_marks != 0 || vm->depth != 1)
         return fail(vm, "STOP with other than one object on the stack");
     if (vm->pos != vm->len)
         return fail_at(vm, vm->pos, "bytes after STOP");
     const node *r = nd(vm, vm->stack[0]);
     const node *version = NULL, *data = NULL;
-    if (r->kind != K_DICT || r->n != 2)
-        return fail_at(vm, r->off, "not OneFlow's {\"protocol_version\", \"data\"} dict");
+    unsigned magics = 0;
+    if (r->kind != K_DICT || r->n < 2 || r->n > 3)
+        return fail_at(vm, r->off, shape);
     for (uint32_t c = r->a; c != NONE_ID; c = vm->cells[c].next) {
         const cell *e = &vm->cells[c];
         if (str_is(vm, e->key, "protocol_version") && version == NULL)
             version = nd(vm, e->val);
         else if (str_is(vm, e->key, "data") && data == NULL)
             data = nd(vm, e->val);
+        else if (magic(vm, e))
+            magics++;
     }
-    if (version == NULL || data == NULL)
-        return fail_at(vm, r->off, "not OneFlow's {\"protocol_version\", \"data\"} dict");
+    if (version == NULL || data == NULL || 2 + magics != r->n)
+        return fail_at(vm, r->off, shape);
     if (version->kind != K_INT || version->x != 1)
         return fail_at(vm, version->off, "protocol_version is not 1");
     if (data->kind != K_DICT)

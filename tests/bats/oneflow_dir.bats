@@ -98,6 +98,9 @@ copy() {
     done
     $OF gen "$T/plain" --case plain-dict --protocol 2
     agree "$T/plain"
+    $OF gen "$T/v1" --case oneflow-1.0 --protocol 4
+    agree "$T/v1"
+    [ "$(wc -l <"$T/dump.expect")" -eq 3 ]
 }
 
 @test "pickled: no tensors, and 10,000 in a shuffled order (the pickle's, not sorted)" {
@@ -122,7 +125,7 @@ copy() {
 }
 
 @test "hostile pickles are refused at their offset, never run" {
-    for c in same-object dup-key system reduce-other deep-mark huge-len; do
+    for c in same-object dup-key system reduce-other deep-mark huge-len magic-not-none; do
         $OF gen "$T/$c" --case "$c"
         refused "$DUMP" "$T/$c"
         [[ "$output" == "ckptfs-dump: $T/$c/pickled_data: offset "[0-9]*": "* ]]

@@ -12,12 +12,14 @@ names so that the pickle names the globals OneFlow's does.
     /usr/bin/python3 oneflow_oracle.py gen DIR --case CASE [--protocol P] [--count N]
                                        [--seed S]
         pickled (a state dict of varied types and shapes; names with dots, '/',
-        unicode, a leading '.', '%', a 300-byte one), many (N tiny tensors, in a
-        shuffled order), empty (none), legacy (N tensors, directories named as
-        ckptfs escapes names, snapshot_done), same-object (one Parameter twice),
-        dup-key (two equal keys, by editing the pickle's bytes), system (a value
-        whose pickle calls os.system: loading it would create DIR/PWNED),
-        reduce-other (collections.Counter called), deep-mark (a 100000 MARKs),
+        unicode, a leading '.', '%', a 300-byte one), oneflow-1.0 (the top dict
+        holding OneFlow 1.0's magic key too), magic-not-none (that key not None),
+        many (N tiny tensors, in a shuffled order), empty (none), legacy (N
+        tensors, directories named as ckptfs escapes names, snapshot_done),
+        same-object (one Parameter twice), dup-key (two equal keys, by editing
+        the pickle's bytes), system (a value whose pickle calls os.system:
+        loading it would create DIR/PWNED),
+        reduce-other (collections.Counter called), deep-mark (100000 MARKs),
         huge-len (a BINUNICODE8 of 2^62 bytes), plain-dict (data a plain dict)
     /usr/bin/python3 oneflow_oracle.py dump DIR
         the tensor lines ckptfs-dump DIR should print (its header aside)
@@ -144,7 +146,9 @@ def entries(d):
     if os.path.exists(os.path.join(d, "pickled_data")):
         with open(os.path.join(d, "pickled_data"), "rb") as f:
             top = _Unpickler(f).load()
-        if top.get("protocol_version") != 1:
+        extra = set(top) - {"protocol_version", "data", "oneflow", "__oneflow__"}
+        magic = [top[k] for k in ("oneflow", "__oneflow__") if k in top]
+        if top.get("protocol_version") != 1 or extra or any(m is not None for m in magic):
             raise Refused("protocol_version")
         return [(k.encode("utf-8"), v.path) for k, v in top["data"].items()]
     out = []
@@ -228,9 +232,12 @@ def state_dict(d, names, rng, plain=False):
     return data
 
 
-def write_pickle(d, obj, protocol):
+def write_pickle(d, obj, protocol, magic=None):
+    top = {"protocol_version": 1, "data": obj}
+    if magic:  # OneFlow 1.0's save_as_external_data: its magic key too
+        top = {"protocol_version": 1, magic: None, "data": obj}
     with open(os.path.join(d, "pickled_data"), "wb") as f:
-        pickle.dump({"protocol_version": 1, "data": obj}, f, protocol=protocol)
+        pickle.dump(top, f, protocol=protocol)
 
 
 def cmd_gen(a):
@@ -239,6 +246,12 @@ def cmd_gen(a):
     os.makedirs(d)
     if a.case in ("pickled", "plain-dict"):
         write_pickle(d, state_dict(d, NAMES, rng, a.case == "plain-dict"), p)
+    elif a.case in ("oneflow-1.0", "magic-not-none"):
+        data = state_dict(d, NAMES[:3], rng)
+        write_pickle(d, data, p, "oneflow")
+        if a.case == "magic-not-none":
+            with open(os.path.join(d, "pickled_data"), "wb") as f:
+                pickle.dump({"protocol_version": 1, "oneflow": 1, "data": data}, f, protocol=p)
     elif a.case == "many":
         names = [f"layer{i}.weight" for i in range(a.count)]
         rng.shuffle(names)
