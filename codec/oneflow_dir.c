@@ -380,8 +380,9 @@ static int read_meta(opener *o, const entry *e, ck_meta *meta, ck_error *err)
     ck_dir_join(o->dir, rel, file, sizeof file);
     mode_t mode;
     if (mode_of(o, rel, &mode) < 0 && errno == ENOENT)
-        return ck_fail(err, EINVAL, "%s/%s: `out` without `meta`: its shape and type are "
-                       "unknown (OneFlow 0.3/0.4 took them from the job)", o->path, e->dir);
+        return ck_fail(err, EINVAL, "%s/%s: %s", o->path, e->dir, holds_out(o, e->dir)
+                       ? "`out` without `meta`: its shape and type are unknown (OneFlow "
+                         "0.3/0.4 took them from the job)" : "no `meta` and no `out`");
     int fd = ck_dir_open_regular(o->dir, rel, file, &st, err);
     if (fd < 0)
         return -1;
