@@ -191,11 +191,13 @@ copy() {
     mv "$p/tensor_6" "$p/tensor_9"
     refused "$DUMP" "$p"
     [[ "$output" == *"/tensor_6: missing, where pickled_data keeps tensor 'bias'"* ]]
+    mv "$p/tensor_9" "$T/t9"
     mkdir "$p/tensor_6"
     refused "$DUMP" "$p"
     [[ "$output" == *"/tensor_6: no \`meta\` and no \`out\`"* ]]
     rmdir "$p/tensor_6"
-    cp -r "$p/tensor_9" "$p/tensor_6"
+    mv "$T/t9" "$p/tensor_6"
+    cp -r "$p/tensor_6" "$p/tensor_9"
     refused "$DUMP" "$p"
     [[ "$output" == *"/tensor_9: a tensor directory that pickled_data does not list"* ]]
     rm -r "$p/tensor_9"
