@@ -14,6 +14,7 @@
 #include "dist_merge.h"
 #include "iteration_dir.h"
 #include "key.h"
+#include "oneflow_dir.h"
 
 /* "-o NAME=VALUE": VALUE, or NULL when argv[i] is not that option. */
 static const char *o_value(int argc, char **argv, int i, const char *name)
@@ -54,7 +55,7 @@ static bool is_dir(const char *path)
 
 bool ck_cli_opens_dir(const ck_cli_open *o, const char *path)
 {
-    return o->strategy != NULL || ck_iteration_dir_path(path);
+    return o->strategy != NULL || ck_iteration_dir_path(path) || ck_oneflow_dir_path(path);
 }
 
 ck_model *ck_cli_open_model(const ck_cli_open *o, const char *path, ck_error *err)
@@ -67,7 +68,8 @@ ck_model *ck_cli_open_model(const ck_cli_open *o, const char *path, ck_error *er
     opts.key_if_encrypted = o->strategy != NULL || iter; /* ranks or shards, plain ones too */
     ck_model *m = o->strategy != NULL ? ck_dist_open(path, o->strategy, &opts, false, err)
                   : iter && is_dir(path) ? ck_iteration_open(path, &opts, false, err)
-                                         : ck_model_open(path, &opts, err);
+                  : ck_oneflow_dir_path(path) ? ck_oneflow_open(path, err)
+                                              : ck_model_open(path, &opts, err);
     ck_key_wipe(&key);
     return m;
 }

@@ -399,8 +399,9 @@ static void usage(FILE *f)
             "  -o tmp_max=SIZE       most a zstd model without seek table may take in $TMPDIR\n"
             "  -o strategy=FILE      A and B are distributed checkpoints' directories\n"
             "  --help, --version\n"
-            "A, B: a file ckptfs reads, an iteration_<N> directory, or with -o strategy\n"
-            "a distributed checkpoint's directory; the options apply to both.\n"
+            "A, B: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
+            "directory, or with -o strategy a distributed checkpoint's directory; the\n"
+            "options apply to both.\n"
             "Exit status (as diff's): 0 the same tensors, types, shapes and bytes; 1 they\n"
             "differ; 2 trouble (a usage error, a file that cannot be read).\n");
 }

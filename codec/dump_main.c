@@ -24,6 +24,11 @@
  *   a MindSpore Transformers iteration directory (iteration_dir.h), its
  *   tensors as a mount shows them, each extent SHARD_FILE:OFF+LEN
  *
+ *   ckptfs-dump SNAPSHOT_DIR
+ *   a OneFlow snapshot directory (oneflow_dir.h): its tensors, named by
+ *   pickled_data or by their directories; each extent OFF+LEN in the `out`
+ *   files taken one after another in the order shown
+ *
  *   ckptfs-dump [-o settle=SECONDS] RUN_DIR
  *   a training run's directory: one line per checkpoint (run_dir.h), none
  *   of them opened: its name, file, format, epoch and step when its name
@@ -138,6 +143,7 @@ static void usage(FILE *to)
     fprintf(to, "usage: ckptfs-dump [--nocrc] [-o key_file=PATH] [-o tmp_max=SIZE] MODEL\n"
             "       ckptfs-dump -o strategy=FILE DIST_DIR\n"
             "       ckptfs-dump RUN_DIR/iteration_<N>\n"
+            "       ckptfs-dump ONEFLOW_SNAPSHOT_DIR\n"
             "       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n"
             "       ckptfs-dump --help | --version\n");
 }

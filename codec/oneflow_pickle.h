@@ -5,8 +5,11 @@
  * flow.save(state_dict, dir) writes dir/pickled_data, a pickle of
  * {"protocol_version": 1, "data": OrderedDict([(name, Parameter or Tensor
  * reduced to {"path": "tensor_<N>"}), ...])}, and each tensor's bytes as
- * dir/tensor_<N>/{meta,out}.  The tensor directories carry no names: the
- * pickle is the only place the real ones are.
+ * dir/tensor_<N>/{meta,out} (global tensors: global_tensor_<id>).  OneFlow
+ * 1.0's flow.save(..., save_as_external_data=True) writes the same with
+ * its magic key ("oneflow" or "__oneflow__": None) in the top dict.  The
+ * tensor directories carry no names: the pickle is the only place the
+ * real ones are.
  *
  * This reads the small subset of pickle opcodes OneFlow's writer emits
  * (protocols 2 to 5) as a symbolic stack machine: globals are names

@@ -355,8 +355,9 @@ static void usage(FILE *f)
             "  -o tmp_max=SIZE       most a zstd model without seek table may take in $TMPDIR\n"
             "  -o strategy=FILE      MODEL is a distributed checkpoint's directory\n"
             "  --help, --version\n"
-            "MODEL: a file ckptfs reads, an iteration_<N> directory, or with -o strategy\n"
-            "a distributed checkpoint's directory.\n", BINS_DEFAULT);
+            "MODEL: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
+            "directory, or with -o strategy a distributed checkpoint's directory.\n",
+            BINS_DEFAULT);
 }
 
 /* Whether a TENSOR argument names t: its name, or its directory name. */

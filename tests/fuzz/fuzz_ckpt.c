@@ -28,6 +28,11 @@
  * (iteration_00000001/model-000000<r>-0000002.safetensors, the same
  * tensors of slice shapes); an accepted directory must read back whole.
  *
+ * "oneflow" fuzzes a OneFlow snapshot's pickled_data (oneflow_pickle.c):
+ * the input is that file, beside tensor_5/{meta,out} (float32 [3,3,3,3])
+ * and tensor_6/{meta,out} (float32 [3]) written at start, the shapes of
+ * the real fixture; an accepted snapshot must read back whole.
+ *
  * FORMAT.enc and FORMAT.zst fuzz the envelopes: the input is opened with
  * the key "0123456789ABCDEF", or named fuzz.FORMAT.zst.  A wrapped model
  * cannot re-encode to its own bytes (fresh IVs; the seekable format), so
@@ -48,6 +53,7 @@
 #include "../../codec/dist_merge.h"
 #include "../../codec/iteration_dir.h"
 #include "../../codec/model.h"
+#include "../../codec/oneflow_dir.h"
 #include "../../codec/oneflow_meta.h"
 #include "../../codec/onnx_mindir_reader.h"
 #include "../../codec/safetensors_set.h"
@@ -56,7 +62,7 @@
 static char dir[PATH_MAX - 32];
 static char path[PATH_MAX], rewritten[PATH_MAX];
 static int fd = -1;
-static bool ckpt, wrapped, strategy, iteration;
+static bool ckpt, wrapped, strategy, iteration, oneflow;
 static ck_key key = {.bytes = "0123456789ABCDEF", .len = 16};
 static ck_open_opts opts;
 
@@ -169,6 +175,50 @@ static void write_shards_of_iteration(void)
         if (sfd < 0 || write(sfd, buf, 8 + hl + 42) != (ssize_t)(8 + hl + 42) || close(sfd) < 0)
             abort();
     }
+}
+
+/* dir/oneflow/tensor_{5,6}/{meta,out}, whose pickled_data is the input. */
+static void write_oneflow_tensors(void)
+{
+    static const struct { const char *name, *meta; size_t bytes; } t[] = {
+        {"tensor_5", "shape {\n  dim: 3\n  dim: 3\n  dim: 3\n  dim: 3\n}\ndata_type: kFloat\n",
+         324},
+        {"tensor_6", "shape {\n  dim: 3\n}\ndata_type: kFloat\n", 12},
+    };
+    static const unsigned char zeros[324];
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/oneflow", dir);
+    mkdir(p, 0700);
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/oneflow/%s", dir, t[i].name);
+        mkdir(p, 0700);
+        snprintf(p, sizeof p, "%s/oneflow/%s/meta", dir, t[i].name);
+        int mfd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        size_t ml = strlen(t[i].meta);
+        if (mfd < 0 || write(mfd, t[i].meta, ml) != (ssize_t)ml || close(mfd) < 0)
+            abort();
+        snprintf(p, sizeof p, "%s/oneflow/%s/out", dir, t[i].name);
+        int ofd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (ofd < 0 || write(ofd, zeros, t[i].bytes) != (ssize_t)t[i].bytes || close(ofd) < 0)
+            abort();
+    }
+}
+
+static void remove_oneflow_tensors(void)
+{
+    char p[PATH_MAX];
+    for (int i = 5; i <= 6; i++) {
+        snprintf(p, sizeof p, "%s/oneflow/tensor_%d/meta", dir, i);
+        unlink(p);
+        snprintf(p, sizeof p, "%s/oneflow/tensor_%d/out", dir, i);
+        unlink(p);
+        snprintf(p, sizeof p, "%s/oneflow/tensor_%d", dir, i);
+        rmdir(p);
+    }
+    snprintf(p, sizeof p, "%s/oneflow/pickled_data", dir);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/oneflow", dir);
+    rmdir(p);
 }
 
 static void remove_shards_of_iteration(void)
@@ -364,6 +414,8 @@ static void remove_dir(void)
         remove_ranks();
     if (iteration)
         remove_shards_of_iteration();
+    if (oneflow)
+        remove_oneflow_tensors();
     unlink(path);
     unlink(rewritten);
     for (size_t i = 0; i < N_SHARDS; i++) {
@@ -387,14 +439,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(name, sizeof name, "%.*s", (int)base, format);
     strategy = strcmp(format, "strategy") == 0;
     iteration = strcmp(format, "iteration") == 0;
-    const ck_format *f = ck_format_by_name(strategy || iteration ? "ckpt" : name);
+    oneflow = strcmp(format, "oneflow") == 0;
+    const ck_format *f = ck_format_by_name(strategy || iteration || oneflow ? "ckpt" : name);
     if (f == NULL || (*wrap && strcmp(wrap, ".enc") != 0 && strcmp(wrap, ".zst") != 0)) {
         fprintf(stderr, "CKPTFS_FUZZ_FORMAT must be a format (ckpt, onnx, mindir, "
-                "safetensors, safetensors-set), then maybe .enc or .zst, or strategy or "
-                "iteration, not '%s'\n", format);
+                "safetensors, safetensors-set), then maybe .enc or .zst, or strategy, "
+                "iteration or oneflow, not '%s'\n", format);
         exit(2);
     }
-    ckpt = base == 4 && strncmp(format, "ckpt", 4) == 0 && !strategy && !iteration;
+    ckpt = base == 4 && strncmp(format, "ckpt", 4) == 0 && !strategy && !iteration && !oneflow;
     wrapped = *wrap != '\0';
     if (strcmp(wrap, ".enc") == 0)
         opts.key = &key;
@@ -421,10 +474,18 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         if ((fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
             abort();
     }
+    if (oneflow) { /* the input is the snapshot's pickled_data */
+        write_oneflow_tensors();
+        close(fd);
+        snprintf(path, sizeof path, "%s/oneflow/pickled_data", dir);
+        if ((fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+            abort();
+    }
     return 0;
 }
 
-/* A model merged from the fixed files and the input (strategy, iteration):
+/* A model merged from the fixed files and the input (strategy, iteration,
+ * oneflow):
  * refused in one line, or read back whole. */
 static int check_merged(ck_model *m, const ck_error *err)
 {
@@ -448,6 +509,10 @@ static int fuzz_merged(void)
         snprintf(where, sizeof where, "%s/iteration_00000001", dir);
         return check_merged(ck_iteration_open(where, &opts, false, &err), &err);
     }
+    if (oneflow) {
+        snprintf(where, sizeof where, "%s/oneflow", dir);
+        return check_merged(ck_oneflow_open(where, &err), &err);
+    }
     snprintf(where, sizeof where, "%s/dist", dir);
     return check_merged(ck_dist_open(where, path, &opts, false, &err), &err);
 }
@@ -456,7 +521,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (ftruncate(fd, 0) < 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
         abort();
-    if (strategy || iteration)
+    if (strategy || iteration || oneflow)
         return fuzz_merged();
     ck_error err;
     /* The same bytes as a meta someone wrote: parsed or refused, one line. */

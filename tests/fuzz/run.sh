@@ -2,8 +2,8 @@
 # run.sh FUZZER RUNS [FORMAT...]: fuzz the reader and writer of each format
 # (ckpt, onnx, mindir, safetensors, safetensors-set (seeded by its regression
 # inputs only: the index; the fuzzer writes the shards), and the envelopes ckpt.enc, mindir.enc,
-# ckpt.zst, the strategy file of a distributed checkpoint and an iteration directory's
-# metadata.json; all by default) from a corpus seeded with the real fixtures and the regression
+# ckpt.zst, the strategy file of a distributed checkpoint, an iteration directory's
+# metadata.json and a OneFlow snapshot's pickled_data; all by default) from a corpus seeded with the real fixtures and the regression
 # inputs in tests/fuzz/regress/FORMAT (copied to a temporary directory,
 # never into the repository).  Envelope seeds are the fixtures encrypted by
 # the test oracle (key "0123456789ABCDEF", small blocks, every mode) or
@@ -16,7 +16,7 @@ fuzzer=$1
 runs=${2:-200000}
 shift $(($# < 2 ? $# : 2))
 [ $# -gt 0 ] || set -- ckpt onnx mindir safetensors safetensors-set ckpt.enc mindir.enc ckpt.zst \
-    strategy iteration
+    strategy iteration oneflow
 # Each input is written to a file in $TMPDIR (decoded typed fields to another):
 # on tmpfs that is free, on a disk it takes most of the run.
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
@@ -32,6 +32,7 @@ seeds() { # seeds FORMAT: the fixture files that seed its corpus
     mindir | mindir.enc) echo ../shared/fixtures/mindspore/*.mindir ;;
     strategy) echo ../shared/fixtures/mindspore_distributed/*/*strategy*.ckpt ;;
     iteration) ;; # seeded by iteration_seeds
+    oneflow) echo ../shared/fixtures/oneflow/new_pickled_3x3_i3o3_conv2d_params/pickled_data ;;
     ckpt.*) echo ../shared/fixtures/mindspore/goldenstick_test_*.ckpt \
         ../shared/fixtures/mindspore/mindscience_SciAI_example_net_10000.ckpt ;;
     esac
@@ -110,12 +111,30 @@ for name, params in seeds.items():
 PYEND
 }
 
+# oneflow_seeds DIR: pickled_data files of Python's pickler, protocols 2 to
+# 5, for the fuzzer's tensor_5 and tensor_6 (the oracle's stand-ins for
+# OneFlow's classes give the globals OneFlow's pickle names).
+oneflow_seeds() {
+    /usr/bin/python3 - "$1" <<'PYEND'
+import collections, os, pickle, sys
+sys.path.insert(0, "tests/oracle")
+from oneflow_oracle import Parameter, Tensor
+for p in range(2, 6):
+    data = collections.OrderedDict([("conv.weight", Parameter("tensor_5")),
+                                    ("a/b", Tensor("tensor_6"))])
+    data._metadata = collections.OrderedDict([("", {"version": 1})])
+    with open(os.path.join(sys.argv[1], "gen-p%d" % p), "wb") as f:
+        pickle.dump({"protocol_version": 1, "data": data}, f, protocol=p)
+PYEND
+}
+
 failed=0
 for format in "$@"; do
     corpus=$(mktemp -d)
     n=0
     [ "$format" != strategy ] || strategy_seeds "$corpus" || failed=1
     [ "$format" != iteration ] || iteration_seeds "$corpus" || failed=1
+    [ "$format" != oneflow ] || oneflow_seeds "$corpus" || failed=1
     for f in $(seeds "$format") tests/fuzz/regress/"$format"/*; do
         [ -s "$f" ] || continue
         n=$((n + 1))
@@ -129,6 +148,7 @@ for format in "$@"; do
         case $format in
         strategy) what="every accepted merge of its four ranks read back whole (no writer)" ;;
         iteration) what="every accepted metadata.json's tensors read back whole (no writer)" ;;
+        oneflow) what="every accepted pickled_data's tensors read back whole (no writer)" ;;
         *.*) what="every accepted input saved again and reopened as the same tensors" ;;
         *) what="every accepted input re-encoded to itself" ;;
         esac

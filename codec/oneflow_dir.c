@@ -1,0 +1,613 @@
+/*
+ * oneflow_dir: a OneFlow snapshot directory as one model (oneflow_dir.h).
+ *
+ * The open lists the tensors (from pickled_data, or from the directory's
+ * entries), reads each one's `meta`, checks its `out` against it, and
+ * builds an assembled model whose only byte source is every `out` file
+ * placed one after another: tensor i's bytes are that source's [base_i,
+ * base_i + size_i).  A read opens the file it falls in beneath the
+ * directory's descriptor and closes it again, so a snapshot of a million
+ * tensors needs one descriptor, and reads from several threads share
+ * nothing but that descriptor.
+ */
+#define _GNU_SOURCE
+#include "oneflow_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dir_name.h"
+#include "oneflow_meta.h"
+#include "oneflow_pickle.h"
+
+/* A meta is a few lines; one with comments may be longer, not this long. */
+#define META_MAX (64u << 10)
+
+/* One tensor's `out`, as the open found it. */
+typedef struct of_file {
+    char *rel;              /* "<entry>/out" */
+    uint64_t base, size;    /* where it sits in the source */
+    dev_t dev;
+    ino_t ino;
+} of_file;
+
+/* The source of every `out`, in tensor order. */
+typedef struct of_source {
+    ck_source src;          /* first: what the model holds */
+    ck_model_dir *dir;      /* a reference */
+    of_file *files;
+    size_t n;
+} of_source;
+
+typedef struct of_state {
+    char notes[96];
+} of_state;
+
+/* A tensor to be: its directory, and its name. */
+typedef struct entry {
+    char *dir;
+    char *name;
+    size_t name_len;
+} entry;
+
+typedef struct opener {
+    const char *path;       /* the directory, for messages */
+    ck_model_dir *dir;
+    ck_model *m;
+    entry *e;
+    size_t n, cap;
+    of_source *src;
+    char **listed;          /* pickled: the directories pickled_data lists, sorted */
+    size_t n_listed;
+    bool probing;           /* only asking whether it is a snapshot: links are skipped */
+} opener;
+
+static int nomem(const char *path, ck_error *err)
+{
+    return ck_fail(err, ENOMEM, "%s: out of memory", path);
+}
+
+/* ---- the source ------------------------------------------------------- */
+
+static int read_file(of_source *s, const of_file *f, unsigned char *buf, size_t len,
+                     uint64_t off, ck_error *err)
+{
+    char full[PATH_MAX];
+    ck_dir_join(s->dir, f->rel, full, sizeof full);
+    int fd = ck_dir_openat(s->dir, f->rel, O_RDONLY | O_NONBLOCK, 0);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return ck_fail_errno(err, e, "%s: cannot open again", full);
+    }
+    if (!S_ISREG(st.st_mode) || st.st_dev != f->dev || st.st_ino != f->ino ||
+        (uint64_t)st.st_size != f->size) {
+        close(fd);
+        return ck_fail(err, EIO, "%s: changed since the snapshot was opened (another file, "
+                       "or another size)", full);
+    }
+    int rc = 0;
+    while (rc == 0 && len > 0) {
+        ssize_t got = pread(fd, buf, len, (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            rc = got < 0 ? ck_fail_errno(err, errno, "%s: offset %llu: read failed", full,
+                                         (unsigned long long)off)
+                         : ck_fail(err, EIO, "%s: offset %llu: unexpected end of file "
+                                   "(file changed?)", full, (unsigned long long)off);
+        else {
+            buf += got;
+            off += (uint64_t)got;
+            len -= (size_t)got;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+/* The file holding byte off of the source: the last one starting at or
+ * before it that is not empty. */
+static const of_file *file_at(const of_source *s, uint64_t off)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->files[mid].base <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    while (lo > 0 && s->files[lo - 1].size == 0)
+        lo--;
+    if (lo == 0 || off - s->files[lo - 1].base >= s->files[lo - 1].size)
+        return NULL;
+    return &s->files[lo - 1];
+}
+
+static int of_read_at(ck_source *src, void *buf, size_t len, uint64_t off, ck_error *err)
+{
+    of_source *s = (of_source *)src;
+    unsigned char *p = buf;
+    while (len > 0) {
+        const of_file *f = file_at(s, off);
+        if (f == NULL)
+            return ck_fail(err, EIO, "%s: offset %llu is in no tensor's out", src->path,
+                           (unsigned long long)off);
+        uint64_t in = off - f->base, n = f->size - in < len ? f->size - in : len;
+        if (read_file(s, f, p, (size_t)n, in, err) < 0)
+            return -1;
+        p += n;
+        off += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static void of_destroy(ck_source *src)
+{
+    of_source *s = (of_source *)src;
+    for (size_t i = 0; i < s->n; i++)
+        free(s->files[i].rel);
+    free(s->files);
+    ck_dir_unref(s->dir);
+}
+
+static const struct ck_source_ops of_ops = {.read_at = of_read_at, .destroy = of_destroy};
+
+/* ---- the format ------------------------------------------------------- */
+
+static const char *of_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
+{
+    (void)m;
+    return t != NULL ? t->type_name : dt->of_name;
+}
+
+static bool of_is_data_file(const ck_model *m, uint32_t i)
+{
+    (void)m;
+    (void)i;
+    return false; /* the one source is the snapshot itself */
+}
+
+static const char *of_notes(const ck_model *m)
+{
+    return ((const of_state *)m->state)->notes;
+}
+
+static const ck_format oneflow_format = {
+    .name = "oneflow", .title = "OneFlow snapshot directory", .extension = "",
+    .free_state = free, .type_name = of_type_name, .is_data_file = of_is_data_file,
+    .notes = of_notes,
+};
+
+/* ---- listing the tensors ---------------------------------------------- */
+
+static int add_entry(opener *o, const char *dir, const char *name, size_t len, ck_error *err)
+{
+    if (o->n == CK_MAX_TENSORS)
+        return ck_fail(err, EFBIG, "%s: more than %u tensors", o->path, CK_MAX_TENSORS);
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 64;
+        entry *e = reallocarray(o->e, cap, sizeof *e);
+        if (e == NULL)
+            return nomem(o->path, err);
+        o->e = e;
+        o->cap = cap;
+    }
+    entry *e = &o->e[o->n];
+    e->dir = strdup(dir);
+    e->name = malloc(len + 1);
+    if (e->dir == NULL || e->name == NULL) {
+        free(e->dir);
+        free(e->name);
+        return nomem(o->path, err);
+    }
+    memcpy(e->name, name, len);
+    e->name[len] = '\0';
+    e->name_len = len;
+    o->n++;
+    return 0;
+}
+
+/* What rel is, not following a link: 0 and its mode, or -1 with errno. */
+static int mode_of(const opener *o, const char *rel, mode_t *mode)
+{
+    struct stat st;
+    if (ck_dir_stat(o->dir, rel, &st) < 0)
+        return -1;
+    *mode = st.st_mode;
+    return 0;
+}
+
+/* Whether entry name (a subdirectory) holds an `out`. */
+static bool holds_out(const opener *o, const char *name)
+{
+    char rel[NAME_MAX + 8];
+    mode_t mode;
+    snprintf(rel, sizeof rel, "%s/out", name);
+    return mode_of(o, rel, &mode) == 0;
+}
+
+/* Call fn for each subdirectory of the snapshot holding an `out`; a
+ * symbolic link among the entries is refused, files are skipped. */
+typedef int (*each_fn)(opener *o, const char *name, ck_error *err);
+
+static int each_tensor_dir(opener *o, each_fn fn, ck_error *err)
+{
+    DIR *d = ck_list_dir(o->dir->fd);
+    if (d == NULL)
+        return ck_fail_errno(err, errno, "%s: cannot list the directory", o->path);
+    int rc = 0;
+    struct dirent *de;
+    while (rc == 0 && (errno = 0, de = readdir(d)) != NULL) {
+        mode_t mode;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+            mode_of(o, de->d_name, &mode) < 0)
+            continue; /* gone since listed: not the snapshot's */
+        if (S_ISLNK(mode) && !o->probing)
+            rc = ck_fail(err, ELOOP, "%s/%s: a symbolic link; ckptfs follows no link in a "
+                         "snapshot directory", o->path, de->d_name);
+        else if (S_ISDIR(mode) && holds_out(o, de->d_name))
+            rc = fn(o, de->d_name, err);
+    }
+    if (rc == 0 && errno != 0)
+        rc = ck_fail_errno(err, errno, "%s: cannot list the directory", o->path);
+    closedir(d);
+    return rc;
+}
+
+static int add_legacy(opener *o, const char *name, ck_error *err)
+{
+    size_t len = strlen(name);
+    char *decoded = malloc(len + 1);
+    if (decoded == NULL)
+        return nomem(o->path, err);
+    long n = ck_dir_name_decode(name, len, decoded, len + 1);
+    /* A name that escaping would not give (a '%' of OneFlow's own) is taken
+     * as it is. */
+    int rc = n < 0 ? add_entry(o, name, name, len, err)
+                   : add_entry(o, name, decoded, (size_t)n, err);
+    free(decoded);
+    return rc;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const entry *x = a, *y = b;
+    int c = memcmp(x->name, y->name, x->name_len < y->name_len ? x->name_len : y->name_len);
+    return c != 0 ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+}
+
+static int list_legacy(opener *o, ck_error *err)
+{
+    if (each_tensor_dir(o, add_legacy, err) < 0)
+        return -1;
+    qsort(o->e, o->n, sizeof *o->e, cmp_entry);
+    return 0;
+}
+
+static int read_pickle(opener *o, ck_pickle_names *names, ck_error *err)
+{
+    char file[PATH_MAX];
+    struct stat st;
+    ck_dir_join(o->dir, CK_ONEFLOW_PICKLE, file, sizeof file);
+    int fd = ck_dir_open_regular(o->dir, CK_ONEFLOW_PICKLE, file, &st, err);
+    if (fd < 0)
+        return -1;
+    unsigned char *buf = NULL;
+    int rc = 0;
+    if ((uint64_t)st.st_size > CK_PICKLE_MAX_BYTES)
+        rc = ck_fail(err, EFBIG, "%s: %llu bytes, more than ckptfs reads (%u)", file,
+                     (unsigned long long)st.st_size, CK_PICKLE_MAX_BYTES);
+    else if ((buf = malloc((size_t)st.st_size + 1)) == NULL)
+        rc = nomem(file, err);
+    else if (pread(fd, buf, (size_t)st.st_size, 0) != st.st_size)
+        rc = ck_fail_errno(err, errno ? errno : EIO, "%s: cannot read", file);
+    else
+        rc = ck_pickle_names_parse(buf, (size_t)st.st_size, file, names, err);
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A tensor directory pickled_data does not list is refused, naming it:
+ * the pickle is the only place tensors are named, so it would be lost. */
+static int listed(opener *o, const char *name, ck_error *err)
+{
+    const char *key = name;
+    if (bsearch(&key, o->listed, o->n_listed, sizeof *o->listed, cmp_str) != NULL)
+        return 0;
+    char q[CK_QUOTE_BUF];
+    return ck_fail(err, EINVAL, "%s/%s: a tensor directory that %s does not list",
+                   o->path, ck_quote(q, name, strlen(name)), CK_ONEFLOW_PICKLE);
+}
+
+static int list_pickled(opener *o, ck_error *err)
+{
+    ck_pickle_names names;
+    int rc = read_pickle(o, &names, err);
+    char **paths = rc < 0 ? NULL : malloc((names.n ? names.n : 1) * sizeof *paths);
+    if (rc == 0 && paths == NULL)
+        rc = nomem(o->path, err);
+    for (size_t i = 0; rc == 0 && i < names.n; i++) {
+        mode_t mode = 0;
+        char q[CK_QUOTE_BUF];
+        const ck_pickle_entry *pe = &names.v[i];
+        if (mode_of(o, pe->path, &mode) < 0 || !S_ISDIR(mode))
+            rc = ck_fail(err, ENOENT, "%s/%s: %s, where %s keeps tensor '%s'", o->path,
+                         pe->path, mode == 0 ? "missing" : ck_file_kind(mode),
+                         CK_ONEFLOW_PICKLE, ck_quote(q, pe->name, strlen(pe->name)));
+        else
+            rc = add_entry(o, pe->path, pe->name, strlen(pe->name), err);
+        if (paths != NULL)
+            paths[i] = pe->path;
+    }
+    if (rc == 0) {
+        qsort(paths, names.n, sizeof *paths, cmp_str);
+        o->listed = paths;
+        o->n_listed = names.n;
+        rc = each_tensor_dir(o, listed, err);
+        o->listed = NULL;
+    }
+    free(paths);
+    ck_pickle_names_free(&names);
+    return rc;
+}
+
+/* ---- one tensor ------------------------------------------------------- */
+
+static int read_meta(opener *o, const entry *e, ck_meta *meta, ck_error *err)
+{
+    char rel[NAME_MAX + 8], file[PATH_MAX];
+    struct stat st;
+    snprintf(rel, sizeof rel, "%s/meta", e->dir);
+    ck_dir_join(o->dir, rel, file, sizeof file);
+    mode_t mode;
+    if (mode_of(o, rel, &mode) < 0 && errno == ENOENT)
+        return ck_fail(err, EINVAL, "%s/%s: %s", o->path, e->dir, holds_out(o, e->dir)
+                       ? "`out` without `meta`: its shape and type are unknown (OneFlow "
+                         "0.3/0.4 took them from the job)" : "no `meta` and no `out`");
+    int fd = ck_dir_open_regular(o->dir, rel, file, &st, err);
+    if (fd < 0)
+        return -1;
+    char *text = NULL;
+    int rc = 0;
+    if ((uint64_t)st.st_size > META_MAX)
+        rc = ck_fail(err, EFBIG, "%s: %llu bytes, not a meta", file,
+                     (unsigned long long)st.st_size);
+    else if ((text = malloc((size_t)st.st_size + 1)) == NULL)
+        rc = nomem(file, err);
+    else if (pread(fd, text, (size_t)st.st_size, 0) != st.st_size)
+        rc = ck_fail_errno(err, errno ? errno : EIO, "%s: cannot read", file);
+    else if (ck_meta_parse(text, (size_t)st.st_size, meta, err) < 0) {
+        char why[CK_ERROR_MSG_MAX];
+        snprintf(why, sizeof why, "%s", err->msg);
+        rc = ck_fail(err, EINVAL, "%s: %s", file, why);
+    } else if (meta->dtype->kind != CK_KIND_NUMERIC)
+        rc = ck_fail(err, ENOTSUP, "%s: data_type %s is not read (its elements are not "
+                     "numbers)", file, meta->dtype->of_name);
+    free(text);
+    close(fd);
+    return rc;
+}
+
+/* Bytes of meta's elements; -1 when they overflow. */
+static int meta_bytes(const ck_meta *meta, uint64_t *out)
+{
+    uint64_t n = meta->dtype->itemsize;
+    for (uint32_t i = 0; i < meta->ndim; i++)
+        if (__builtin_mul_overflow(n, (uint64_t)meta->dims[i], &n))
+            return -1;
+    *out = n;
+    return 0;
+}
+
+static int stat_out(opener *o, const entry *e, const ck_meta *meta, of_file *f, ck_error *err)
+{
+    char rel[NAME_MAX + 8], file[PATH_MAX];
+    struct stat st;
+    uint64_t want;
+    snprintf(rel, sizeof rel, "%s/out", e->dir);
+    ck_dir_join(o->dir, rel, file, sizeof file);
+    if (meta_bytes(meta, &want) < 0)
+        return ck_fail(err, EINVAL, "%s/%s/meta: a shape of more than 2^64 bytes", o->path,
+                       e->dir);
+    int fd = ck_dir_open_regular(o->dir, rel, file, &st, err);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    if ((uint64_t)st.st_size != want)
+        return ck_fail(err, EINVAL, "%s: %llu bytes, where meta's shape and %s make %llu", file,
+                       (unsigned long long)st.st_size, meta->dtype->of_name,
+                       (unsigned long long)want);
+    if ((f->rel = strdup(rel)) == NULL)
+        return nomem(o->path, err);
+    f->size = want;
+    f->dev = st.st_dev;
+    f->ino = st.st_ino;
+    return 0;
+}
+
+static int add_tensor(opener *o, const entry *e, const ck_meta *meta, const of_file *f,
+                      ck_error *err)
+{
+    ck_index *ix = &o->m->index;
+    long id = ck_index_add(ix);
+    char *name = ck_arena_strndup(&ix->arena, e->name, e->name_len);
+    int64_t *dims = ck_arena_alloc(&ix->arena, (meta->ndim ? meta->ndim : 1) * sizeof *dims);
+    if (id < 0 || name == NULL || dims == NULL)
+        return nomem(o->path, err);
+    memcpy(dims, meta->dims, meta->ndim * sizeof *dims);
+    ix->tensors[id] = (ck_tensor){.name = name, .name_len = (uint32_t)e->name_len,
+                                  .type_name = meta->dtype->of_name, .dtype = meta->dtype,
+                                  .dims = dims, .ndim = meta->ndim, .nbytes = f->size,
+                                  .ext0 = {.off = f->base, .len = f->size, .src = 0},
+                                  .n_ext = 1, .read_only = true};
+    return 0;
+}
+
+static int read_tensors(opener *o, ck_error *err)
+{
+    of_source *s = o->src;
+    if ((s->files = calloc(o->n ? o->n : 1, sizeof *s->files)) == NULL)
+        return nomem(o->path, err);
+    uint64_t base = 0;
+    for (size_t i = 0; i < o->n; i++) {
+        ck_meta meta;
+        of_file *f = &s->files[i];
+        if (o->e[i].name_len > UINT32_MAX)
+            return ck_fail(err, EINVAL, "%s/%s: a name too long", o->path, o->e[i].dir);
+        if (read_meta(o, &o->e[i], &meta, err) < 0 || stat_out(o, &o->e[i], &meta, f, err) < 0)
+            return -1;
+        s->n++;
+        f->base = base;
+        if (__builtin_add_overflow(base, f->size, &base))
+            return ck_fail(err, EFBIG, "%s: more than 2^64 bytes of tensors", o->path);
+        if (add_tensor(o, &o->e[i], &meta, f, err) < 0)
+            return -1;
+    }
+    s->src.size = base;
+    return 0;
+}
+
+/* ---- the model -------------------------------------------------------- */
+
+static of_source *new_source(opener *o, ck_error *err)
+{
+    of_source *s = calloc(1, sizeof *s);
+    char *path = strdup(o->path);
+    if (s == NULL || path == NULL) {
+        free(s);
+        free(path);
+        nomem(o->path, err);
+        return NULL;
+    }
+    s->src = (ck_source){.ops = &of_ops, .path = path, .fd = -1, .wd = -1};
+    s->dir = ck_dir_ref(o->dir);
+    return s;
+}
+
+static int build(opener *o, bool pickled, bool done, ck_error *err)
+{
+    of_state *state = calloc(1, sizeof *state);
+    if (state == NULL)
+        return nomem(o->path, err);
+    o->m->state = state;
+    int rc = pickled ? list_pickled(o, err) : list_legacy(o, err);
+    if (rc == 0 && (o->src = new_source(o, err)) == NULL)
+        rc = -1;
+    if (rc == 0)
+        rc = read_tensors(o, err);
+    if (o->src != NULL && ck_model_add_source(o->m, &o->src->src, err) < 0)
+        rc = -1; /* closed by the call */
+    else if (o->src != NULL)
+        o->src->src.serial = NULL; /* it keeps no state between reads: threads may share it */
+    if (rc < 0)
+        return -1;
+    snprintf(state->notes, sizeof state->notes, ", %s%s", pickled ? "pickled_data"
+             : "legacy layout", done ? ", snapshot_done" : "");
+    return ck_index_finalize(&o->m->index, o->path, err);
+}
+
+static void opener_free(opener *o)
+{
+    for (size_t i = 0; i < o->n; i++) {
+        free(o->e[i].dir);
+        free(o->e[i].name);
+    }
+    free(o->e);
+}
+
+/* path without trailing slashes, for messages ("/" stays). */
+static char *trimmed(const char *path)
+{
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--;
+    return strndup(path, len);
+}
+
+/* The directory path as a ck_model_dir of its own (its base "."). */
+static ck_model_dir *dir_itself(const char *path, struct stat *st, ck_error *err)
+{
+    int dfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fstat(dfd, st) < 0) {
+        ck_fail_errno(err, errno, "%s: cannot open the directory", path);
+        if (dfd >= 0)
+            close(dfd);
+        return NULL;
+    }
+    ck_model_dir *d = ck_dir_in(dfd, path, ".", err);
+    close(dfd);
+    return d;
+}
+
+ck_model *ck_oneflow_open(const char *path, ck_error *err)
+{
+    char *shown = trimmed(path);
+    if (shown == NULL) {
+        nomem(path, err);
+        return NULL;
+    }
+    struct stat st;
+    ck_model_dir *d = dir_itself(shown, &st, err);
+    ck_model *m = d == NULL ? NULL : ck_model_assembled(d, shown, &oneflow_format, err);
+    opener o = {.path = shown, .dir = d, .m = m};
+    mode_t mode;
+    if (m != NULL) {
+        m->st = st;
+        bool pickled = mode_of(&o, CK_ONEFLOW_PICKLE, &mode) == 0;
+        bool done = mode_of(&o, CK_ONEFLOW_DONE, &mode) == 0;
+        if (build(&o, pickled, done, err) < 0) {
+            ck_model_close(m);
+            m = NULL;
+        }
+    }
+    opener_free(&o);
+    ck_dir_unref(d);
+    free(shown);
+    return m;
+}
+
+/* ---- recognising a snapshot ------------------------------------------- */
+
+static int found(opener *o, const char *name, ck_error *err)
+{
+    (void)o;
+    (void)name;
+    (void)err;
+    return 1; /* stops the listing */
+}
+
+bool ck_oneflow_dir_path(const char *path)
+{
+    struct stat st;
+    ck_error err;
+    if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+        return false;
+    ck_model_dir *d = dir_itself(path, &st, &err);
+    if (d == NULL)
+        return false;
+    opener o = {.path = path, .dir = d, .probing = true};
+    mode_t mode;
+    bool yes = mode_of(&o, CK_ONEFLOW_PICKLE, &mode) == 0 ||
+               mode_of(&o, CK_ONEFLOW_DONE, &mode) == 0 || each_tensor_dir(&o, found, &err) > 0;
+    ck_dir_unref(d);
+    return yes;
+}
