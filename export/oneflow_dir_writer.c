@@ -72,7 +72,7 @@ static int split_out(out_dir *d)
         strlen(base) + sizeof TMP_TAG + 8 > NAME_MAX)
         return ck_fail(d->err, EINVAL, "%s: give the snapshot directory by its own name",
                        d->out);
-    snprintf(d->base, sizeof d->base, "%s", base);
+    memcpy(d->base, base, strlen(base) + 1); /* checked against NAME_MAX above */
     if (slash == NULL)
         snprintf(d->parent, sizeof d->parent, ".");
     else if (slash == path)
@@ -448,7 +448,8 @@ static int make_tmp(out_dir *d)
         return ck_fail(d->err, ENAMETOOLONG, "%s: name too long", d->out);
     if (mkdtemp(path) == NULL)
         return ck_fail_errno(d->err, errno, "%s: cannot create a directory beside it", d->out);
-    snprintf(d->tmp, sizeof d->tmp, "%s", strrchr(path, '/') + 1);
+    const char *tmp = strrchr(path, '/') + 1; /* ".<base>.ckptfs-XXXXXX": fits */
+    memcpy(d->tmp, tmp, strlen(tmp) + 1);
     d->tmp_fd = open_dir_at(d->parent_fd, d->tmp);
     if (d->tmp_fd < 0)
         return ck_fail_errno(d->err, errno, "%s: cannot open %s", d->out, path);

@@ -69,7 +69,7 @@ each_way() {
     echo ${#outs[@]} >"$T/made"
 }
 
-@test "every .ckpt and MindIR fixture to .ckpt, .safetensors and a OneFlow snapshot: the oracles agree" {
+@test "every .ckpt and MindIR fixture to .ckpt, .safetensors and a OneFlow snapshot: as IN" {
     total=0
     for f in "$MS"/*.ckpt "$MS"/*.mindir "$FIXTURES"/mindspore_misc/*.ckpt; do
         case $f in *EMPTY*|*strategy*) continue ;; esac
@@ -88,7 +88,7 @@ each_way() {
     [ "$total" -ge 25 ]
 }
 
-@test "every safetensors and ONNX fixture to .ckpt, .safetensors and a OneFlow snapshot: the oracles agree" {
+@test "every safetensors and ONNX fixture to .ckpt, .safetensors and a snapshot: as IN" {
     total=0
     while read -r f; do
         echo "== $f"
@@ -99,7 +99,7 @@ each_way() {
     [ "$total" -ge 60 ]
 }
 
-@test "and back: ckpt -> safetensors -> ckpt -> OneFlow -> (a -o create mount) ckpt, diff says identical" {
+@test "and back: ckpt -> safetensors -> ckpt -> OneFlow -> (a create mount) ckpt, identical" {
     for f in "$MS/mindarmour_checkpoint_lenet-10_1875.ckpt" \
              "$FIXTURES/mindspore_misc/mindformers_golden_router.ckpt"; do
         rm -rf "$T/w" && mkdir "$T/w"
@@ -149,7 +149,7 @@ each_way() {
     [ "$status" -eq 1 ] && [[ $output == *"tensor '"*"kBFloat16"* ]]
 }
 
-@test "encrypted and compressed OUT: envelope_oracle decrypts, zstd -d decompresses, to IN's tensors" {
+@test "encrypted and compressed OUT: envelope_oracle decrypts, zstd -d decompresses, to IN" {
     f=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
     KEY=$T/key
     (umask 077 && printf '0123456789ABCDEF' >"$KEY")
@@ -187,7 +187,7 @@ co.write_file(sys.argv[2], [co.record(co.tensor_value(b"w", "Float32", [2], byte
 ' "$REPO/tests/oracle" "$1"
 }
 
-@test "refused before anything is written, naming the tensor: str, bf16 (which OneFlow), map parts, clashing names" {
+@test "refused before anything is written, naming the tensor: str, bf16, map parts, clashes" {
     str_bf16_ckpt "$T/s.ckpt"
     mkdir "$T/o"
     run "$CONVERT" "$T/s.ckpt" "$T/o/x.safetensors"
@@ -234,7 +234,7 @@ onnx.save(helper.make_model(g), sys.argv[1])' "$T/clash.onnx"
     [ -z "$(ls -A "$T/o")" ]
 }
 
-@test "an existing OUT: refused without -f, replaced with it; a directory only if a snapshot or empty" {
+@test "an existing OUT: refused without -f, replaced with it; a directory only if a snapshot" {
     f=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
     g=$FIXTURES/safetensors/burn/mnist.safetensors
     echo old >"$T/x.ckpt"
@@ -296,7 +296,8 @@ onnx.save(helper.make_model(g), sys.argv[1])' "$T/clash.onnx"
         for _ in 1 2 3 4 5; do
             "$CONVERT" "${to[@]}" "$T/big.ckpt" "$T/o/$o" &
             pid=$!
-            while kill -0 $pid 2>/dev/null && [ -z "$(ls -A "$T/o" | grep '\.ckptfs-' | grep -v lock)" ]; do
+            while kill -0 $pid 2>/dev/null &&
+                  [ -z "$(ls -A "$T/o" | grep '\.ckptfs-' | grep -v lock)" ]; do
                 :
             done
             kill -9 $pid 2>/dev/null && killed=1
@@ -335,7 +336,7 @@ onnx.save(helper.make_model(g), sys.argv[1])' "$T/clash.onnx"
     done
 }
 
-@test "the progress bar: on a terminal, bytes of the total, rate, ETA, ending with the total; else nothing" {
+@test "the progress bar: on a terminal, bytes of the total, rate, ETA, the total last; else none" {
     # 48 MiB: the bar is redrawn as the bytes flow (16 MiB steps at most).
     f=$T/mid.ckpt
     $PY "$REPO/bench/gen_ckpt.py" "$f" --size $((48 << 20)) --count 3
