@@ -128,7 +128,7 @@ each_way() {
     $CMP "$T/names.ckpt" "$T/names2.ckpt"
 }
 
-@test "a distributed checkpoint (-o strategy) and an iteration directory: the full model" {
+@test "a distributed checkpoint (-o strategy), an iteration directory, a sharded set: the whole" {
     for c in tp2:2 tp4x2:4; do
         n=${c#*:} c=${c%:*}
         $DIST gen "$T/$c" --ranks "$n" --case $c --seed 5
@@ -147,6 +147,13 @@ each_way() {
     # Its bf16 tensors have no OneFlow snapshot to go to.
     run "$CONVERT" "$T/g/iteration_00000010" "$T/g/snap/"
     [ "$status" -eq 1 ] && [[ $output == *"tensor '"*"kBFloat16"* ]]
+    # A sharded safetensors set, by its index.
+    mkdir "$T/set"
+    $PY "$REPO/tests/oracle/safetensors_oracle.py" gen-set "$T/set" --shards 3 --count 7 --seed 4
+    for o in x.ckpt x.safetensors; do
+        "$CONVERT" "$T/set/model.safetensors.index.json" "$T/$o"
+    done
+    $CMP "$T/set/model.safetensors.index.json" "$T/x.ckpt" "$T/x.safetensors"
 }
 
 @test "encrypted and compressed OUT: envelope_oracle decrypts, zstd -d decompresses, to IN" {
@@ -314,6 +321,31 @@ onnx.save(helper.make_model(g), sys.argv[1])' "$T/clash.onnx"
         $CMP "$T/big.ckpt" "$T/o/$o"
         rm -rf "$T/o/$o"
     done
+}
+
+@test "leftovers are removed only when they are a convert's own: no link followed, nothing else" {
+    f=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
+    mkdir -p "$T/o" "$T/victim/d"
+    echo keep >"$T/victim/d/out"
+    echo keep >"$T/victim/top"
+    # A link with a leftover's name, and a tree deeper than a snapshot's.
+    ln -s "$T/victim" "$T/o/.snap.ckptfs-AAAAAA"
+    mkdir -p "$T/o/.snap.ckptfs-BBBBBB/a/b"
+    echo keep >"$T/o/.snap.ckptfs-BBBBBB/a/b/c"
+    # A real leftover: the shape of a snapshot being written.
+    mkdir -p "$T/o/.snap.ckptfs-CCCCCC/w"
+    : >"$T/o/.snap.ckptfs-CCCCCC/w/out"
+    "$CONVERT" "$f" "$T/o/snap/"
+    $CMP "$f" "$T/o/snap"
+    [ "$(cat "$T/victim/d/out")" = keep ] && [ "$(cat "$T/victim/top")" = keep ]
+    [ -L "$T/o/.snap.ckptfs-AAAAAA" ]
+    [ "$(cat "$T/o/.snap.ckptfs-BBBBBB/a/b/c")" = keep ]
+    [ ! -e "$T/o/.snap.ckptfs-CCCCCC" ]
+    # -f replaces a snapshot, never a link to one.
+    ln -s "$T/o/snap" "$T/o/link"
+    run "$CONVERT" -f "$f" "$T/o/link"
+    [ "$status" -eq 1 ] && [[ $output == *"$T/o/link: exists and is not a directory"* ]]
+    [ -L "$T/o/link" ]
 }
 
 @test "a read-only and a full filesystem: refused with the reason, nothing left" {
