@@ -117,6 +117,16 @@ each_way() {
         unmount "$T/m"
         $CMP "$f" "$T/w/c.ckpt"
     done
+    # From safetensors and ONNX to a .ckpt and back to safetensors.
+    for f in "$FIXTURES/safetensors/burn/mnist.safetensors" "$FIXTURES/onnx/tiny_conv2d.onnx"; do
+        rm -rf "$T/w" && mkdir "$T/w"
+        "$CONVERT" "$f" "$T/w/a.ckpt"
+        "$CONVERT" "$T/w/a.ckpt" "$T/w/b.safetensors"
+        "$CONVERT" "$T/w/b.safetensors" "$T/w/snap/"
+        $CMP "$f" "$T/w/a.ckpt" "$T/w/b.safetensors" "$T/w/snap"
+        run "$DIFF" "$f" "$T/w/b.safetensors"
+        [ "$status" -eq 0 ] && [ "$output" = identical ]
+    done
     # The names a OneFlow directory cannot spell as they are: escaped as the
     # mount escapes them (/, %, a leading dot, snapshot_done, NUL, hashed
     # long names), and back.
@@ -212,6 +222,10 @@ co.write_file(sys.argv[2], [co.record(co.tensor_value(b"w", "Float32", [2], byte
     # Unsigned types wider than a byte: no OneFlow release loads them.
     run "$CONVERT" "$FIXTURES/safetensors/hf-safetensors-samples/H.safetensors" "$T/o/h/"
     [ "$status" -eq 1 ] && [[ $output == *"tensor 'H'"*kUInt16* ]]
+    # A type safetensors has no dtype for.
+    $PY "$REPO/tests/oracle/ckpt_oracle.py" gen "$T/all.ckpt" --case alltypes --seed 1
+    run "$CONVERT" "$T/all.ckpt" "$T/o/x.safetensors"
+    [ "$status" -eq 1 ] && [[ $output == *"tensor 't.complex128'"*"Complex128 has no safetensors"* ]]
     # A map parameter's parts.
     $PY "$REPO/tests/oracle/ckpt_oracle.py" gen "$T/map.ckpt" --case maptensor --seed 1
     for o in x.ckpt x.safetensors snap/; do
