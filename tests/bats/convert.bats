@@ -99,6 +99,31 @@ each_way() {
     [ "$total" -ge 60 ]
 }
 
+@test "OneFlow snapshots as IN (legacy, graph save, pickled; generated pickles): each way" {
+    OF=$FIXTURES/oneflow
+    for f in "$OF"/legacy_v2_java_mlp_adam "$OF"/graph_save_affine_with_parameter \
+             "$OF"/new_pickled_3x3_i3o3_conv2d_params; do
+        echo "== $f"
+        each_way "$f"
+        [ "$(cat "$T/made")" -eq 3 ]
+    done
+    # The pickle's names, in its order, not tensor_5 and tensor_6.
+    run "$PY" "$REPO/tests/oracle/convert_oracle.py" list "$T/out/x.ckpt/x.ckpt"
+    [ "${lines[0]%%$'\t'*}" = weight ] && [ "${lines[1]%%$'\t'*}" = bias ]
+    # Python's own pickler, protocols 2 and 5: names with dots, '/', unicode, '%'.
+    for p in 2 5; do
+        rm -rf "$T/gen" && "$PY" "$REPO/tests/oracle/oneflow_oracle.py" gen "$T/gen" \
+            --case pickled --protocol $p --seed $p
+        each_way "$T/gen"
+        [ "$(cat "$T/made")" -ge 2 ]
+    done
+    # out without meta: refused, naming the entry, nothing written.
+    run "$CONVERT" "$OF/legacy_outonly_onnx_models_tmp" "$T/none.ckpt"
+    [ "$status" -eq 1 ] && [ "${#lines[@]}" -eq 1 ]
+    [[ $output == *"legacy_outonly_onnx_models_tmp/"*"without \`meta\`"* ]]
+    [ ! -e "$T/none.ckpt" ]
+}
+
 @test "and back: ckpt -> safetensors -> ckpt -> OneFlow -> (a create mount) ckpt, identical" {
     for f in "$MS/mindarmour_checkpoint_lenet-10_1875.ckpt" \
              "$FIXTURES/mindspore_misc/mindformers_golden_router.ckpt"; do

@@ -5,7 +5,9 @@ Each side is read by the repository's independent readers, never by ckptfs:
   .ckpt         ckpt_oracle (the official protobuf runtime)
   .safetensors  safetensors_oracle (json + numpy)
   .onnx/.mindir graph_oracle (python3-onnx, protobuf)
-  a directory   a OneFlow snapshot, read here: `meta` parsed with protobuf's text_format
+  a directory   as IN, any snapshot the tools read (oneflow_oracle: the legacy layout,
+                or the pickled one by Python's own restricted unpickler); as OUT, a
+                OneFlow snapshot, read here: `meta` parsed with protobuf's text_format
                 (ckpt_oracle's VariableMetaInfo), `out` with numpy, its size checked
                 against prod(shape) * itemsize, `snapshot_done` required, no `pickled_data`.
 
@@ -150,9 +152,18 @@ def read_oneflow(path):
     return out
 
 
-def read(path):
+def read_snapshot_in(path):
+    """A snapshot as IN, in any layout the tools read: oneflow_oracle's reading (the
+    pickle's names and order by Python's own restricted unpickler, or the legacy
+    directories sorted)."""
+    import oneflow_oracle as oo
+    return [Tensor(name, dirname, of_type, of_type, dims, raw)
+            for name, dirname, of_type, dims, raw in oo.tensors(path)]
+
+
+def read(path, as_in=False):
     if os.path.isdir(path):
-        return read_oneflow(path)
+        return read_snapshot_in(path) if as_in else read_oneflow(path)
     if path.endswith(".ckpt"):
         return read_ckpt(path)
     if path.endswith(".safetensors") or path.endswith(so.INDEX_SUFFIX):
@@ -203,7 +214,7 @@ def main(argv):
             for t in read(argv[1]):
                 print(show(t))
         elif len(argv) >= 3 and argv[0] == "compare":
-            src = read(argv[1])
+            src = read(argv[1], as_in=True)
             for out in argv[2:]:
                 compare(argv[1], src, out)
         else:
