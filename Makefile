@@ -22,7 +22,7 @@ DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c
 
 CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c \
              codec/arena.c codec/name_map.c codec/dir_name.c codec/tensor_index.c \
-             codec/oneflow_meta.c codec/ckpt_reader.c codec/pb_graph_walk.c \
+             codec/oneflow_meta.c codec/oneflow_pickle.c codec/ckpt_reader.c codec/pb_graph_walk.c \
              codec/onnx_mindir_reader.c codec/onnx_mindir_graph.c codec/onnx_mindir_tensor.c \
              codec/onnx_mindir_external.c codec/onnx_mindir_legacy.c \
              codec/safetensors_reader.c codec/safetensors_set.c codec/run_dir.c \
@@ -86,7 +86,7 @@ $(BUILD)/ckptfs-reencode: $(BUILD)/export/reencode_main.o $(EXPORT_OBJ) $(CODEC_
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/unit-tests: $(BUILD)/tests/unit/test_main.o $(BUILD)/tests/unit/test_zstd.o \
-		$(BUILD)/tests/unit/test_stats.o $(TOOL_OBJ) $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)
+		$(BUILD)/tests/unit/test_stats.o $(BUILD)/tests/unit/test_pickle.o $(TOOL_OBJ) $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Install the Debian packages the build and the tests need (as root), or say
