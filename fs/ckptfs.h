@@ -55,6 +55,9 @@ typedef struct ckfs_saver {
     bool armed;             /* sleeping until the automatic save is due */
     bool poked;             /* the tree changed since the saver last looked */
     ckfs_waiter *asked;     /* waiting for the next save */
+    bool final;             /* the save at unmount: nobody left to tell */
+    unsigned forgetting;    /* threads telling the kernel of renames (forget_later) */
+    pthread_cond_t forgotten;
 } ckfs_saver;
 
 typedef struct ckfs ckfs;
@@ -152,6 +155,12 @@ bool ckfs_busy(ckfs *fs);
 
 /* After a save: every node's times are the new file's.  Takes the lock. */
 void ckfs_invalidate_times(ckfs *fs);
+/* After a save that applied a OneFlow snapshot's names (tree.h,
+ * TREE_NAMES_FILE): the kernel forgets the old directory names, and a
+ * merged tensor's cached pages; frees list.  Takes no lock, and may wait
+ * for the root's directory lock, which a request waiting for a save may
+ * hold: never call it on the saver's thread. */
+void ckfs_forget_renamed(ckfs *fs, tree_renamed *list, size_t n);
 
 /* fs/saver.c.  Start the saver (after the daemon has forked), or only
  * prepare it, its thread starting with the first edit or save asked for

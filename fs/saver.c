@@ -28,14 +28,64 @@
 #include <syslog.h>
 #include <time.h>
 
+typedef struct forget_job {
+    ckfs *fs;
+    tree_renamed *list;
+    size_t n;
+} forget_job;
+
+static void *forget_main(void *arg)
+{
+    forget_job *job = arg;
+    ckfs_saver *s = &job->fs->saver;
+    ckfs_forget_renamed(job->fs, job->list, job->n);
+    pthread_mutex_lock(&s->mu);
+    s->forgetting--;
+    pthread_cond_broadcast(&s->forgotten);
+    pthread_mutex_unlock(&s->mu);
+    free(job);
+    return NULL;
+}
+
+/* Tell the kernel of the directories a save renamed (a OneFlow
+ * snapshot's names), on a thread of its own: the kernel takes the root's
+ * directory lock for it, which a request waiting for the saver may hold
+ * (touch snapshot_done creating the file).  Without a thread the old
+ * names stay cached until the new ones are looked up. */
+static void forget_later(ckfs *fs, tree_renamed *list, size_t n)
+{
+    ckfs_saver *s = &fs->saver;
+    forget_job *job = n > 0 && !s->final ? malloc(sizeof *job) : NULL;
+    pthread_attr_t attr;
+    pthread_t t;
+    if (job == NULL) {
+        tree_renamed_free(list, n);
+        return;
+    }
+    *job = (forget_job){.fs = fs, .list = list, .n = n};
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&s->mu);
+    s->forgetting++;
+    if (pthread_create(&t, &attr, forget_main, job) != 0) {
+        s->forgetting--;
+        tree_renamed_free(list, n);
+        free(job);
+    }
+    pthread_mutex_unlock(&s->mu);
+    pthread_attr_destroy(&attr);
+}
+
 /* One save, with the requests that wait for it; 0 or -1. */
 static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
 {
     ck_error err = {0};
     tree_save *job = NULL;
     ck_model *old = NULL;
+    tree_renamed *renamed;
     pthread_rwlock_wrlock(&fs->lock);
     int rc = tree_save_begin(&fs->tr, &job, &err);
+    size_t n_renamed = tree_take_renamed(&fs->tr, &renamed);
     bool wrote = job != NULL;
     if (wrote) {
         pthread_rwlock_unlock(&fs->lock);
@@ -52,6 +102,7 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
     ck_model_close(old); /* frees the replaced file: not while requests wait */
     if (wrote && rc == 0)
         ckfs_invalidate_times(fs); /* the kernel caches them long */
+    forget_later(fs, renamed, n_renamed);
     return rc;
 }
 
@@ -122,6 +173,7 @@ void ckfs_saver_init(ckfs *fs)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* commit_delay is measured so */
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, &ca);
+    pthread_cond_init(&s->forgotten, NULL);
     pthread_condattr_destroy(&ca);
 }
 
@@ -191,7 +243,13 @@ int ckfs_saver_stop(ckfs *fs)
         pthread_join(s->thread, NULL);
         s->running = false;
     }
+    s->final = true;
     int rc = fs->tr.writable ? save(fs, NULL, false) : 0;
+    pthread_mutex_lock(&s->mu); /* no request is left to hold them up */
+    while (s->forgetting > 0)
+        pthread_cond_wait(&s->forgotten, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    pthread_cond_destroy(&s->forgotten);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
     return rc;
