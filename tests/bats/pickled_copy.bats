@@ -271,3 +271,38 @@ refused() {
     mount_fg "$F" "$M" -o rw
     [ "$(ls -A "$M" | tr '\n' ' ')" = "bias snapshot_done weight " ]
 }
+
+@test "-o rw of an ONNX model whose initializers are the pickle's names: values replaced, graph intact" {
+    F=$BATS_TEST_TMPDIR/conv.onnx
+    $PY - "$F" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+w = numpy_helper.from_array(np.zeros((3, 3, 3, 3), np.float32), "weight")
+b = numpy_helper.from_array(np.ones(3, np.float32), "bias")
+g = helper.make_graph([helper.make_node("Conv", ["x", "weight", "bias"], ["y"], name="conv")],
+                      "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 5])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 3, 3])], [w, b])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+    mount_fg "$F" "$M" -o rw,commit=manual
+    cp -r "$SNAP/." "$M/"
+    touch "$M/snapshot_done"
+    named_after_save
+    $PY - "$F" "$SNAP" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+m = onnx.load(sys.argv[1])
+onnx.checker.check_model(m, full_check=True)
+inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+assert sorted(inits) == ["bias", "weight"], sorted(inits)
+assert list(m.graph.node[0].input) == ["x", "weight", "bias"]
+for name, path in (("weight", "tensor_5"), ("bias", "tensor_6")):
+    want = open(f"{sys.argv[2]}/{path}/out", "rb").read()
+    assert inits[name].astype("<f4").tobytes() == want, name
+assert inits["weight"].shape == (3, 3, 3, 3)
+PY
+}
