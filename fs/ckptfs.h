@@ -156,11 +156,14 @@ bool ckfs_busy(ckfs *fs);
 /* After a save: every node's times are the new file's.  Takes the lock. */
 void ckfs_invalidate_times(ckfs *fs);
 /* After a save that applied a OneFlow snapshot's names (tree.h,
- * TREE_NAMES_FILE): the kernel forgets the old directory names, and a
- * merged tensor's cached pages; frees list.  Takes no lock, and may wait
- * for the root's directory lock, which a request waiting for a save may
- * hold: never call it on the saver's thread. */
-void ckfs_forget_renamed(ckfs *fs, tree_renamed *list, size_t n);
+ * TREE_NAMES_FILE).  Inodes: the root's listing, and a merged tensor's
+ * meta and cached pages, are stale; takes the lock.  Names: the kernel
+ * forgets the old directory names of the session se (root: the mount's
+ * root as the kernel numbers it); frees list.  That takes no lock of ours
+ * but waits for the root's directory lock, which a request waiting for a
+ * save may hold: never on the saver's thread. */
+void ckfs_renamed_inodes(ckfs *fs, const tree_renamed *list, size_t n);
+void ckfs_forget_names(struct fuse_session *se, fuse_ino_t root, tree_renamed *list, size_t n);
 
 /* fs/saver.c.  Start the saver (after the daemon has forked), or only
  * prepare it, its thread starting with the first edit or save asked for
@@ -173,6 +176,9 @@ void ckfs_saver_init(ckfs *fs);
 void ckfs_saver_ask(ckfs *fs, ckfs_waiter *w);
 void ckfs_saver_poke(ckfs *fs);
 int ckfs_saver_stop(ckfs *fs);
+/* The session is ending (before fs->se goes): tell the kernel nothing
+ * more about renames. */
+void ckfs_saver_unmounting(ckfs *fs);
 
 /* fs/session_loop.c.  Answer requests on this thread until the mount ends,
  * looking for the next request for busy_poll_us microseconds before

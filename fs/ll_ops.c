@@ -344,19 +344,26 @@ void ckfs_invalidate_times(ckfs *fs)
     pthread_rwlock_unlock(&fs->lock);
 }
 
-void ckfs_forget_renamed(ckfs *fs, tree_renamed *list, size_t n)
+void ckfs_renamed_inodes(ckfs *fs, const tree_renamed *list, size_t n)
 {
+    if (n == 0)
+        return;
+    pthread_rwlock_rdlock(&fs->lock);
+    listing_changed(fs, INO_ROOT);
     for (size_t i = 0; fs->se != NULL && i < n; i++) {
-        const char *old = list[i].old_dir;
-        fuse_lowlevel_notify_inval_entry(fs->se, fs->ino_base | INO_ROOT, old, strlen(old));
         if (!list[i].merged)
             continue;
         invalidate_attrs(fs, ino_of_tensor(list[i].pos, NODE_META));
         fuse_lowlevel_notify_inval_inode(fs->se, fs->ino_base | ino_of_tensor(list[i].pos,
                                                                              NODE_OUT), 0, 0);
     }
-    if (n > 0)
-        listing_changed(fs, INO_ROOT);
+    pthread_rwlock_unlock(&fs->lock);
+}
+
+void ckfs_forget_names(struct fuse_session *se, fuse_ino_t root, tree_renamed *list, size_t n)
+{
+    for (size_t i = 0; se != NULL && i < n; i++)
+        fuse_lowlevel_notify_inval_entry(se, root, list[i].old_dir, strlen(list[i].old_dir));
     tree_renamed_free(list, n);
 }
 

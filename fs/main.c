@@ -403,6 +403,7 @@ static void model_ended(void *arg, int loop)
 {
     ckfs *fs = ((model_mount *)arg)->fs;
     pthread_rwlock_wrlock(&fs->lock);
+    ckfs_saver_unmounting(fs);
     fs->se = NULL; /* unmounting: nothing left to invalidate */
     pthread_rwlock_unlock(&fs->lock);
     if (loop < 0)

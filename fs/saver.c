@@ -21,6 +21,7 @@
  * no thread.
  */
 #include "ckptfs.h"
+#include "inode_map.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 
 typedef struct forget_job {
     ckfs *fs;
+    struct fuse_session *se;
     tree_renamed *list;
     size_t n;
 } forget_job;
@@ -38,7 +40,11 @@ static void *forget_main(void *arg)
 {
     forget_job *job = arg;
     ckfs_saver *s = &job->fs->saver;
-    ckfs_forget_renamed(job->fs, job->list, job->n);
+    pthread_mutex_lock(&s->mu);
+    bool unmounting = s->final;
+    pthread_mutex_unlock(&s->mu);
+    ckfs_forget_names(unmounting ? NULL : job->se, job->fs->ino_base | INO_ROOT,
+                      job->list, job->n);
     pthread_mutex_lock(&s->mu);
     s->forgetting--;
     pthread_cond_broadcast(&s->forgotten);
@@ -50,30 +56,40 @@ static void *forget_main(void *arg)
 /* Tell the kernel of the directories a save renamed (a OneFlow
  * snapshot's names), on a thread of its own: the kernel takes the root's
  * directory lock for it, which a request waiting for the saver may hold
- * (touch snapshot_done creating the file).  Without a thread the old
- * names stay cached until the new ones are looked up. */
-static void forget_later(ckfs *fs, tree_renamed *list, size_t n)
+ * (touch snapshot_done creating the file).  Only names it cached long
+ * need this: those of unsaved directories are not cached (ll_ops.c,
+ * name_timeout_of).  se: the session, read under the mount's lock. */
+static void forget_later(ckfs *fs, struct fuse_session *se, tree_renamed *list, size_t n)
 {
     ckfs_saver *s = &fs->saver;
-    forget_job *job = n > 0 && !s->final ? malloc(sizeof *job) : NULL;
+    ckfs_renamed_inodes(fs, list, n);
+    forget_job *job = n > 0 && se != NULL ? malloc(sizeof *job) : NULL;
     pthread_attr_t attr;
     pthread_t t;
     if (job == NULL) {
         tree_renamed_free(list, n);
         return;
     }
-    *job = (forget_job){.fs = fs, .list = list, .n = n};
+    *job = (forget_job){.fs = fs, .se = se, .list = list, .n = n};
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_mutex_lock(&s->mu);
-    s->forgetting++;
-    if (pthread_create(&t, &attr, forget_main, job) != 0) {
-        s->forgetting--;
+    bool started = !s->final && pthread_create(&t, &attr, forget_main, job) == 0;
+    if (started)
+        s->forgetting++;
+    pthread_mutex_unlock(&s->mu);
+    pthread_attr_destroy(&attr);
+    if (!started) {
         tree_renamed_free(list, n);
         free(job);
     }
-    pthread_mutex_unlock(&s->mu);
-    pthread_attr_destroy(&attr);
+}
+
+void ckfs_saver_unmounting(ckfs *fs)
+{
+    pthread_mutex_lock(&fs->saver.mu);
+    fs->saver.final = true;
+    pthread_mutex_unlock(&fs->saver.mu);
 }
 
 /* One save, with the requests that wait for it; 0 or -1. */
@@ -86,6 +102,7 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
     pthread_rwlock_wrlock(&fs->lock);
     int rc = tree_save_begin(&fs->tr, &job, &err);
     size_t n_renamed = tree_take_renamed(&fs->tr, &renamed);
+    struct fuse_session *se = fs->se;
     bool wrote = job != NULL;
     if (wrote) {
         pthread_rwlock_unlock(&fs->lock);
@@ -102,7 +119,7 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
     ck_model_close(old); /* frees the replaced file: not while requests wait */
     if (wrote && rc == 0)
         ckfs_invalidate_times(fs); /* the kernel caches them long */
-    forget_later(fs, renamed, n_renamed);
+    forget_later(fs, se, renamed, n_renamed);
     return rc;
 }
 
@@ -243,7 +260,7 @@ int ckfs_saver_stop(ckfs *fs)
         pthread_join(s->thread, NULL);
         s->running = false;
     }
-    s->final = true;
+    ckfs_saver_unmounting(fs);
     int rc = fs->tr.writable ? save(fs, NULL, false) : 0;
     pthread_mutex_lock(&s->mu); /* no request is left to hold them up */
     while (s->forgetting > 0)
