@@ -76,6 +76,14 @@ until_saved() { until_listed snapshot_done; }
     $PICKLED check-ckpt "$F" "$SNAP"
 }
 
+@test "fsync of the root saves and names them" {
+    mount_fg "$F" "$M" -o create,commit=manual
+    cp -r "$SNAP/." "$M/"
+    $PY -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$M"
+    named_after_save
+    $PICKLED check-ckpt "$F" "$SNAP"
+}
+
 @test "cp -r into -o create x.safetensors: weight and bias with the fixture's bytes, nothing else" {
     F=$BATS_TEST_TMPDIR/x.safetensors
     mount_fg "$F" "$M" -o create,commit=manual

@@ -105,10 +105,12 @@ def cmd_gen(directory, count, seed):
             name = "head/fc.weight"     # a '/' in a state-dict key
         if i == count - 1:
             name = "..leading.dots"
-        path = f"tensor_{numbers[i]}"
+        entries.append((name, f"tensor_{numbers[i]}"))
+    # Made in another order than the pickle's: cp copies in the order of
+    # the source's inodes, so the save must restore the state dict's.
+    for k in rng.permutation(count):
         dims = [int(rng.integers(1, 5)), int(rng.integers(1, 5))]
-        write_tensor(directory, path, dims, rng.standard_normal(dims[0] * dims[1]))
-        entries.append((name, path))
+        write_tensor(directory, entries[k][1], dims, rng.standard_normal(dims[0] * dims[1]))
     with open(os.path.join(directory, "pickled_data"), "wb") as f:
         f.write(dump_pickled(entries))
 
