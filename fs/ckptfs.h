@@ -112,6 +112,12 @@ struct ckfs {
      * programs' writes so.  NULL: nobody. */
     void (*on_save)(ckfs *fs, bool begins, bool committed);
     void *owner;
+    /* Tell the kernel of the names a save renamed, from threads that the
+     * saver's stop waits for (fs/saver.c, forget_later): a one-model
+     * mount, whose stop comes after the session's end.  A run
+     * directory's checkpoints are closed while requests that wait for the
+     * run may hold the directory lock those threads wait for. */
+    bool tell_renames;
 };
 
 #define ckfs_of_front(f) ((ckfs *)((char *)(f) - offsetof(ckfs, front)))

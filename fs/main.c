@@ -524,7 +524,8 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
                         ck_writer_lock *lock, const char *where, const char *path)
 {
     ckfs fs = {.timeout = 86400.0, .splice = !cli->nosplice, .mountpoint = opts->mountpoint,
-               .commit_delay = cli->manual ? -1 : cli->commit_delay, .log_fd = -1};
+               .commit_delay = cli->manual ? -1 : cli->commit_delay, .log_fd = -1,
+               .tell_renames = true};
     ckfs_front_init(&fs);
     ck_error err = {0};
     size_t spill_max = 0;

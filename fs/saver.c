@@ -58,12 +58,15 @@ static void *forget_main(void *arg)
  * directory lock for it, which a request waiting for the saver may hold
  * (touch snapshot_done creating the file).  Only names it cached long
  * need this: those of unsaved directories are not cached (ll_ops.c,
- * name_timeout_of).  se: the session, read under the mount's lock. */
+ * name_timeout_of); without it (fs->tell_renames) such an old name stays
+ * until the root is listed or the new name looked up, when the kernel
+ * moves the directory's one name.  se: the session, read under the
+ * mount's lock. */
 static void forget_later(ckfs *fs, struct fuse_session *se, tree_renamed *list, size_t n)
 {
     ckfs_saver *s = &fs->saver;
     ckfs_renamed_inodes(fs, list, n);
-    forget_job *job = n > 0 && se != NULL ? malloc(sizeof *job) : NULL;
+    forget_job *job = n > 0 && se != NULL && fs->tell_renames ? malloc(sizeof *job) : NULL;
     pthread_attr_t attr;
     pthread_t t;
     if (job == NULL) {
