@@ -314,3 +314,21 @@ for name, path in (("weight", "tensor_5"), ("bias", "tensor_6")):
 assert inits["weight"].shape == (3, 3, 3, 3)
 PY
 }
+
+@test "a writable run directory's checkpoint takes a pickled snapshot the same way" {
+    local d=$BATS_TEST_TMPDIR/run
+    mkdir -p "$d" "$BATS_TEST_TMPDIR/legacy/other"
+    $ORACLE meta-of 2 kFloat >"$BATS_TEST_TMPDIR/legacy/other/meta"
+    head -c 8 /dev/urandom >"$BATS_TEST_TMPDIR/legacy/other/out"
+    $ORACLE from-oneflow "$BATS_TEST_TMPDIR/legacy" "$d/net-1_10.ckpt"
+    chmod 0400 "$d/net-1_10.ckpt"   # complete, as MindSpore leaves it
+    mount_fg "$d" "$M" -o rw,commit=manual
+    [ -d "$M/net-1_10" ]
+    cp -r "$SNAP/." "$M/net-1_10/"
+    touch "$M/net-1_10/snapshot_done"
+    [ ! -e "$M/net-1_10/tensor_5" ]
+    [ ! -e "$M/net-1_10/pickled_data" ]
+    [ "$(ls "$M/net-1_10" | tr '\n' ' ')" = "bias other snapshot_done weight " ]
+    [ "$(tags "$d/net-1_10.ckpt")" = "other weight bias" ]
+    cmp "$M/net-1_10/weight/out" "$SNAP/tensor_5/out"
+}
