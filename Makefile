@@ -123,7 +123,8 @@ asan: deps
 # The concurrency tests (a save beside the request loop, client threads
 # racing saves, a run directory's watcher beside its requests and its
 # checkpoints' savers, threaded readers of merged and iteration mounts, the
-# threads of ckptfs-stat and ckptfs-diff) under
+# threads of ckptfs-stat and ckptfs-diff, the threads that tell the kernel
+# of a save's renames) under
 # ThreadSanitizer.  gcc's libtsan2 comes with gcc
 # (libgcc-12-dev depends on it).  Every report fails the test that was
 # running: TSAN_OPTIONS halts the process (exit 66) and writes the report to
@@ -142,9 +143,10 @@ tsan: deps
 	  bats --filter 'threads|tracker names' tests/bats/iteration_dir.bats; e=$$?; \
 	  bats tests/bats/run_rw.bats; f=$$?; \
 	  bats tests/bats/stat.bats tests/bats/diff.bats; g=$$?; \
+	  bats --filter 'commit=auto' tests/bats/pickled_copy.bats; h=$$?; \
 	  if [ -n "$$(ls -A $(TSAN_LOGS))" ]; then echo "tsan: reports in $(TSAN_LOGS)"; exit 1; fi; \
 	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ] && [ $$e -eq 0 ] && \
-	  [ $$f -eq 0 ] && [ $$g -eq 0 ]
+	  [ $$f -eq 0 ] && [ $$g -eq 0 ] && [ $$h -eq 0 ]
 
 demo: deps
 	$(MAKE) all

@@ -55,6 +55,9 @@ typedef struct ckfs_saver {
     bool armed;             /* sleeping until the automatic save is due */
     bool poked;             /* the tree changed since the saver last looked */
     ckfs_waiter *asked;     /* waiting for the next save */
+    bool final;             /* the save at unmount: nobody left to tell */
+    unsigned forgetting;    /* threads telling the kernel of renames (forget_later) */
+    pthread_cond_t forgotten;
 } ckfs_saver;
 
 typedef struct ckfs ckfs;
@@ -109,6 +112,12 @@ struct ckfs {
      * programs' writes so.  NULL: nobody. */
     void (*on_save)(ckfs *fs, bool begins, bool committed);
     void *owner;
+    /* Tell the kernel of the names a save renamed, from threads that the
+     * saver's stop waits for (fs/saver.c, forget_later): a one-model
+     * mount, whose stop comes after the session's end.  A run
+     * directory's checkpoints are closed while requests that wait for the
+     * run may hold the directory lock those threads wait for. */
+    bool tell_renames;
 };
 
 #define ckfs_of_front(f) ((ckfs *)((char *)(f) - offsetof(ckfs, front)))
@@ -152,6 +161,15 @@ bool ckfs_busy(ckfs *fs);
 
 /* After a save: every node's times are the new file's.  Takes the lock. */
 void ckfs_invalidate_times(ckfs *fs);
+/* After a save that applied a OneFlow snapshot's names (tree.h,
+ * TREE_NAMES_FILE).  Inodes: the root's listing, and a merged tensor's
+ * meta and cached pages, are stale; takes the lock.  Names: the kernel
+ * forgets the old directory names of the session se (root: the mount's
+ * root as the kernel numbers it); frees list.  That takes no lock of ours
+ * but waits for the root's directory lock, which a request waiting for a
+ * save may hold: never on the saver's thread. */
+void ckfs_renamed_inodes(ckfs *fs, const tree_renamed *list, size_t n);
+void ckfs_forget_names(struct fuse_session *se, fuse_ino_t root, tree_renamed *list, size_t n);
 
 /* fs/saver.c.  Start the saver (after the daemon has forked), or only
  * prepare it, its thread starting with the first edit or save asked for
@@ -164,6 +182,9 @@ void ckfs_saver_init(ckfs *fs);
 void ckfs_saver_ask(ckfs *fs, ckfs_waiter *w);
 void ckfs_saver_poke(ckfs *fs);
 int ckfs_saver_stop(ckfs *fs);
+/* The session is ending (before fs->se goes): tell the kernel nothing
+ * more about renames. */
+void ckfs_saver_unmounting(ckfs *fs);
 
 /* fs/session_loop.c.  Answer requests on this thread until the mount ends,
  * looking for the next request for busy_poll_us microseconds before

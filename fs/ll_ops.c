@@ -297,6 +297,22 @@ static double timeout_of(const ckfs *fs, fuse_ino_t ino)
     return fs->timeout;
 }
 
+/* How long the kernel may keep a name.  A tensor directory made in the
+ * mount and not saved yet may lose its name at the save, without the
+ * kernel seeing it: a copied OneFlow snapshot's tensor_<N> takes its real
+ * name (tree.h, TREE_NAMES_FILE).  The save is answered before the kernel
+ * can be told (it would wait for the directory lock of the very request
+ * that asked for the save), so such names are not cached at all: the
+ * kernel asks again, and learns of the rename as the save is answered. */
+static double name_timeout_of(const ckfs *fs, fuse_ino_t ino)
+{
+    uint32_t pos;
+    if (fs->tr.writable && ino_kind(ino, &pos) == NODE_TENSOR_DIR && pos < fs->tr.n_entries &&
+        fs->tr.entries[pos].tensor_id == ENTRY_NEW)
+        return 0.0;
+    return timeout_of(fs, ino);
+}
+
 /* The kernel's attributes of ino are stale.  Only attributes: that takes
  * no lock a request may hold, so it is safe from anywhere. */
 static void invalidate_attrs(const ckfs *fs, fuse_ino_t ino)
@@ -328,6 +344,29 @@ void ckfs_invalidate_times(ckfs *fs)
     pthread_rwlock_unlock(&fs->lock);
 }
 
+void ckfs_renamed_inodes(ckfs *fs, const tree_renamed *list, size_t n)
+{
+    if (n == 0)
+        return;
+    pthread_rwlock_rdlock(&fs->lock);
+    listing_changed(fs, INO_ROOT);
+    for (size_t i = 0; fs->se != NULL && i < n; i++) {
+        if (!list[i].merged)
+            continue;
+        invalidate_attrs(fs, ino_of_tensor(list[i].pos, NODE_META));
+        fuse_lowlevel_notify_inval_inode(fs->se, fs->ino_base | ino_of_tensor(list[i].pos,
+                                                                             NODE_OUT), 0, 0);
+    }
+    pthread_rwlock_unlock(&fs->lock);
+}
+
+void ckfs_forget_names(struct fuse_session *se, fuse_ino_t root, tree_renamed *list, size_t n)
+{
+    for (size_t i = 0; se != NULL && i < n; i++)
+        fuse_lowlevel_notify_inval_entry(se, root, list[i].old_dir, strlen(list[i].old_dir));
+    tree_renamed_free(list, n);
+}
+
 static int fill_entry(ckfs *fs, fuse_ino_t ino, struct fuse_entry_param *e)
 {
     memset(e, 0, sizeof *e);
@@ -335,7 +374,7 @@ static int fill_entry(ckfs *fs, fuse_ino_t ino, struct fuse_entry_param *e)
         return -1;
     e->ino = fs->ino_base | ino;
     e->attr_timeout = timeout_of(fs, ino);
-    e->entry_timeout = timeout_of(fs, ino);
+    e->entry_timeout = name_timeout_of(fs, ino);
     return 0;
 }
 

@@ -403,6 +403,7 @@ static void model_ended(void *arg, int loop)
 {
     ckfs *fs = ((model_mount *)arg)->fs;
     pthread_rwlock_wrlock(&fs->lock);
+    ckfs_saver_unmounting(fs);
     fs->se = NULL; /* unmounting: nothing left to invalidate */
     pthread_rwlock_unlock(&fs->lock);
     if (loop < 0)
@@ -523,7 +524,8 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
                         ck_writer_lock *lock, const char *where, const char *path)
 {
     ckfs fs = {.timeout = 86400.0, .splice = !cli->nosplice, .mountpoint = opts->mountpoint,
-               .commit_delay = cli->manual ? -1 : cli->commit_delay, .log_fd = -1};
+               .commit_delay = cli->manual ? -1 : cli->commit_delay, .log_fd = -1,
+               .tell_renames = true};
     ckfs_front_init(&fs);
     ck_error err = {0};
     size_t spill_max = 0;

@@ -1358,6 +1358,7 @@ void ckrun_stop(ckrun *r)
         if (fs == NULL)
             continue;
         pthread_rwlock_wrlock(&fs->lock);
+        ckfs_saver_unmounting(fs);
         fs->se = NULL;
         pthread_rwlock_unlock(&fs->lock);
     }

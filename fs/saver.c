@@ -21,6 +21,7 @@
  * no thread.
  */
 #include "ckptfs.h"
+#include "inode_map.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -28,14 +29,83 @@
 #include <syslog.h>
 #include <time.h>
 
+typedef struct forget_job {
+    ckfs *fs;
+    struct fuse_session *se;
+    tree_renamed *list;
+    size_t n;
+} forget_job;
+
+static void *forget_main(void *arg)
+{
+    forget_job *job = arg;
+    ckfs_saver *s = &job->fs->saver;
+    pthread_mutex_lock(&s->mu);
+    bool unmounting = s->final;
+    pthread_mutex_unlock(&s->mu);
+    ckfs_forget_names(unmounting ? NULL : job->se, job->fs->ino_base | INO_ROOT,
+                      job->list, job->n);
+    pthread_mutex_lock(&s->mu);
+    s->forgetting--;
+    pthread_cond_broadcast(&s->forgotten);
+    pthread_mutex_unlock(&s->mu);
+    free(job);
+    return NULL;
+}
+
+/* Tell the kernel of the directories a save renamed (a OneFlow
+ * snapshot's names), on a thread of its own: the kernel takes the root's
+ * directory lock for it, which a request waiting for the saver may hold
+ * (touch snapshot_done creating the file).  Only names it cached long
+ * need this: those of unsaved directories are not cached (ll_ops.c,
+ * name_timeout_of); without it (fs->tell_renames) such an old name stays
+ * until the root is listed or the new name looked up, when the kernel
+ * moves the directory's one name.  se: the session, read under the
+ * mount's lock. */
+static void forget_later(ckfs *fs, struct fuse_session *se, tree_renamed *list, size_t n)
+{
+    ckfs_saver *s = &fs->saver;
+    ckfs_renamed_inodes(fs, list, n);
+    forget_job *job = n > 0 && se != NULL && fs->tell_renames ? malloc(sizeof *job) : NULL;
+    pthread_attr_t attr;
+    pthread_t t;
+    if (job == NULL) {
+        tree_renamed_free(list, n);
+        return;
+    }
+    *job = (forget_job){.fs = fs, .se = se, .list = list, .n = n};
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&s->mu);
+    bool started = !s->final && pthread_create(&t, &attr, forget_main, job) == 0;
+    if (started)
+        s->forgetting++;
+    pthread_mutex_unlock(&s->mu);
+    pthread_attr_destroy(&attr);
+    if (!started) {
+        tree_renamed_free(list, n);
+        free(job);
+    }
+}
+
+void ckfs_saver_unmounting(ckfs *fs)
+{
+    pthread_mutex_lock(&fs->saver.mu);
+    fs->saver.final = true;
+    pthread_mutex_unlock(&fs->saver.mu);
+}
+
 /* One save, with the requests that wait for it; 0 or -1. */
 static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
 {
     ck_error err = {0};
     tree_save *job = NULL;
     ck_model *old = NULL;
+    tree_renamed *renamed;
     pthread_rwlock_wrlock(&fs->lock);
     int rc = tree_save_begin(&fs->tr, &job, &err);
+    size_t n_renamed = tree_take_renamed(&fs->tr, &renamed);
+    struct fuse_session *se = fs->se;
     bool wrote = job != NULL;
     if (wrote) {
         pthread_rwlock_unlock(&fs->lock);
@@ -52,6 +122,7 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
     ck_model_close(old); /* frees the replaced file: not while requests wait */
     if (wrote && rc == 0)
         ckfs_invalidate_times(fs); /* the kernel caches them long */
+    forget_later(fs, se, renamed, n_renamed);
     return rc;
 }
 
@@ -122,6 +193,7 @@ void ckfs_saver_init(ckfs *fs)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* commit_delay is measured so */
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wake, &ca);
+    pthread_cond_init(&s->forgotten, NULL);
     pthread_condattr_destroy(&ca);
 }
 
@@ -191,7 +263,13 @@ int ckfs_saver_stop(ckfs *fs)
         pthread_join(s->thread, NULL);
         s->running = false;
     }
+    ckfs_saver_unmounting(fs);
     int rc = fs->tr.writable ? save(fs, NULL, false) : 0;
+    pthread_mutex_lock(&s->mu); /* no request is left to hold them up */
+    while (s->forgetting > 0)
+        pthread_cond_wait(&s->forgotten, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    pthread_cond_destroy(&s->forgotten);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
     return rc;

@@ -15,6 +15,37 @@
 
 #include "../codec/arena.h"
 #include "../codec/dir_name.h"
+#include "../codec/oneflow_pickle.h"
+
+/* A OneFlow snapshot's names (TREE_NAMES_FILE): at the end of the file. */
+typedef struct name_step {
+    uint32_t pos;               /* the listed directory's entry */
+    int64_t into;               /* the tensor of its real name, or -1: renamed */
+    char *name;                 /* the real name (owned until applied) ... */
+    size_t name_len;
+    char *dir;                  /* ... and its directory name */
+    char *old_dir;
+} name_step;
+
+/* What a save does with a TREE_NAMES_FILE, decided before anything
+ * changes.  listed[pos]: LISTED, LISTED_MERGED, or LISTED_IN_ORDER for a
+ * new directory, which the save writes in the file's order. */
+enum { LISTED = 1, LISTED_IN_ORDER, LISTED_MERGED };
+
+typedef struct names_plan {
+    name_step *v;
+    size_t n;
+    uint8_t *listed;            /* per entry; NULL: no TREE_NAMES_FILE */
+    uint32_t *in_order;         /* the LISTED_IN_ORDER entries, in the file's order */
+    size_t n_in_order;
+} names_plan;
+
+static bool is_names_file(const extra *x);
+static void note_names_file(tree *tr);
+static int names_file_room(const tree *tr, const extra *x, uint64_t size, ck_error *err);
+static int plan_names(tree *tr, names_plan *plan, ck_error *err);
+static int apply_names(tree *tr, names_plan *plan, ck_error *err);
+static void plan_free(names_plan *plan);
 
 /* The entry's name, quoted for a message. */
 static const char *quoted(const tree *tr, const entry *e, char q[CK_QUOTE_BUF])
@@ -94,6 +125,7 @@ void tree_free(tree *tr)
     free(tr->entries);
     ck_name_map_free(&tr->by_dir);
     free(tr->freed);
+    tree_renamed_free(tr->renamed, tr->n_renamed);
     memset(tr, 0, sizeof *tr);
 }
 
@@ -191,7 +223,7 @@ bool tree_dirty(const tree *tr)
      * until it is saved encrypted. */
     if (tr->writable && tr->model->env.fresh && tr->model->n_sources > 0)
         return true;
-    return tr->n_differ > 0;
+    return tr->n_differ > 0 || tr->names_pending;
 }
 
 /* After any change to e (idempotent, so nested edits may each call it):
@@ -802,14 +834,52 @@ static void save_free(tree_save *save)
     free(save);
 }
 
-int tree_save_begin(tree *tr, tree_save **out, ck_error *err)
+/* Entry i, saved as save->w[save->n]. */
+static int add_entry(tree *tr, tree_save *save, uint32_t i, ck_error *err)
 {
-    *out = NULL;
-    if (!tree_dirty(tr))
-        return 0;
+    const char *dir = entry_dir_name(tr, &tr->entries[i]);
+    save->pos[save->n] = i;
+    save->dir[save->n] = ck_arena_strndup(&save->arena, dir, strlen(dir));
+    if (save->dir[save->n] == NULL)
+        return out_of_memory(tr, err);
+    if (describe(tr, &tr->entries[i], &save->w[save->n], save, err) < 0)
+        return -1;
+    save->n++;
+    return 0;
+}
+
+/* Every live entry, in position order, but the new directories a
+ * TREE_NAMES_FILE named: those where the first of them is, in its order. */
+static int add_entries(tree *tr, tree_save *save, const names_plan *plan, ck_error *err)
+{
+    bool in_order_done = false;
+    for (size_t i = 0; i < tr->n_entries; i++) {
+        if (tr->entries[i].deleted)
+            continue;
+        if (plan->listed == NULL || plan->listed[i] != LISTED_IN_ORDER) {
+            if (add_entry(tr, save, (uint32_t)i, err) < 0)
+                return -1;
+            continue;
+        }
+        for (size_t k = 0; !in_order_done && k < plan->n_in_order; k++)
+            if (add_entry(tr, save, plan->in_order[k], err) < 0)
+                return -1;
+        in_order_done = true;
+    }
+    return 0;
+}
+
+static int save_begin(tree *tr, tree_save **out, names_plan *plan, ck_error *err)
+{
+    if (plan_names(tr, plan, err) < 0)
+        return -1;
     for (size_t i = 0; i < tr->n_entries; i++)
         if (!tr->entries[i].deleted && validate(tr, &tr->entries[i], err) < 0)
             return -1;
+    if (plan->listed != NULL && apply_names(tr, plan, err) < 0)
+        return -1;
+    if (!tree_dirty(tr))
+        return 0; /* the names were the directories' own */
     size_t cap = tr->n_entries + 1;
     tree_save *save = calloc(1, sizeof *save);
     if (save == NULL)
@@ -824,22 +894,9 @@ int tree_save_begin(tree *tr, tree_save **out, ck_error *err)
         save_free(save);
         return out_of_memory(tr, err);
     }
-    for (size_t i = 0; i < tr->n_entries; i++) {
-        entry *e = &tr->entries[i];
-        if (e->deleted)
-            continue;
-        const char *dir = entry_dir_name(tr, e);
-        save->pos[save->n] = (uint32_t)i;
-        save->dir[save->n] = ck_arena_strndup(&save->arena, dir, strlen(dir));
-        if (save->dir[save->n] == NULL) {
-            save_free(save);
-            return out_of_memory(tr, err);
-        }
-        if (describe(tr, e, &save->w[save->n], save, err) < 0) {
-            save_free(save);
-            return -1;
-        }
-        save->n++;
+    if (add_entries(tr, save, plan, err) < 0) {
+        save_free(save);
+        return -1;
     }
     for (size_t i = 0; i < tr->n_entries; i++) {
         edit *ed = tr->entries[i].edit;
@@ -852,6 +909,17 @@ int tree_save_begin(tree *tr, tree_save **out, ck_error *err)
     tr->saving = true;
     *out = save;
     return 0;
+}
+
+int tree_save_begin(tree *tr, tree_save **out, ck_error *err)
+{
+    *out = NULL;
+    if (!tree_dirty(tr))
+        return 0;
+    names_plan plan = {0};
+    int rc = save_begin(tr, out, &plan, err);
+    plan_free(&plan);
+    return rc;
 }
 
 /* Just before the commit point: another program may have replaced or
@@ -1262,13 +1330,16 @@ int64_t tree_extra_create(tree *tr, uint32_t dir, const char *name, ck_error *er
         return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
     tr->extras[tr->n_extras] = (extra){.dir = dir, .name = copy};
     area_new(tr, &tr->extras[tr->n_extras].area);
-    return (int64_t)tr->n_extras++;
+    tr->n_extras++;
+    note_names_file(tr);
+    return (int64_t)tr->n_extras - 1;
 }
 
 static void drop_extra(tree *tr, extra *x)
 {
     area_free(tr, &x->area);
     x->deleted = true;
+    note_names_file(tr);
 }
 
 int tree_extra_unlink(tree *tr, size_t id, ck_error *err)
@@ -1282,7 +1353,8 @@ int tree_extra_write(tree *tr, size_t id, const void *buf, size_t size, uint64_t
                      ck_error *err)
 {
     extra *x = &tr->extras[id];
-    if (spill_room(tr, x->area.size, off + size, err) < 0)
+    if (off > UINT64_MAX - size || names_file_room(tr, x, off + size, err) < 0 ||
+        spill_room(tr, x->area.size, off + size, err) < 0)
         return -1;
     return area_write(tr, &x->area, buf, size, off, err);
 }
@@ -1290,7 +1362,7 @@ int tree_extra_write(tree *tr, size_t id, const void *buf, size_t size, uint64_t
 int tree_extra_truncate(tree *tr, size_t id, uint64_t size, ck_error *err)
 {
     extra *x = &tr->extras[id];
-    if (spill_room(tr, x->area.size, size, err) < 0)
+    if (names_file_room(tr, x, size, err) < 0 || spill_room(tr, x->area.size, size, err) < 0)
         return -1;
     return area_truncate(tr, &x->area, size, err);
 }
@@ -1298,6 +1370,9 @@ int tree_extra_truncate(tree *tr, size_t id, uint64_t size, ck_error *err)
 int tree_extra_rename(tree *tr, size_t id, const char *new_name, ck_error *err)
 {
     extra *x = &tr->extras[id];
+    extra renamed = {.dir = x->dir, .name = (char *)new_name};
+    if (names_file_room(tr, &renamed, x->area.size, err) < 0)
+        return -1;
     char *copy = strdup(new_name);
     if (copy == NULL)
         return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
@@ -1306,6 +1381,7 @@ int tree_extra_rename(tree *tr, size_t id, const char *new_name, ck_error *err)
         drop_extra(tr, &tr->extras[target]);
     free(x->name);
     x->name = copy;
+    note_names_file(tr);
     return 0;
 }
 
@@ -1359,4 +1435,274 @@ static int extra_replace_file_edit(tree *tr, size_t id, entry *e, bool meta, ck_
 int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *err)
 {
     return changed(tr, e, extra_replace_file_edit(tr, id, e, meta, err));
+}
+
+/* ---- a OneFlow snapshot's names (TREE_NAMES_FILE) ----
+ *
+ * cp -r, rsync and tar of a OneFlow >= 0.6 snapshot make tensor_<N>
+ * directories and a root pickled_data, which alone holds their real names.
+ * Renaming the directories while the tool still fills them would break it
+ * (cp chmods each directory by its path when it is done, rsync renames its
+ * temporaries inside them), so the names are applied when the edits are
+ * saved, all of them or none.  A listed directory whose real name is
+ * already a tensor's gives that tensor its meta and out, as copying a
+ * legacy snapshot over it would: the tensor keeps its place (and its part
+ * in an ONNX graph). */
+
+static bool is_names_file(const extra *x)
+{
+    return !x->deleted && x->dir == EXTRA_IN_ROOT && strcmp(x->name, TREE_NAMES_FILE) == 0;
+}
+
+static void note_names_file(tree *tr)
+{
+    tr->names_pending = tr->writable && tree_extra_lookup(tr, EXTRA_IN_ROOT, TREE_NAMES_FILE) >= 0;
+}
+
+/* A TREE_NAMES_FILE is parsed whole in memory: bounded as the parser is. */
+static int names_file_room(const tree *tr, const extra *x, uint64_t size, ck_error *err)
+{
+    if (!is_names_file(x) || size <= CK_PICKLE_MAX_BYTES)
+        return 0;
+    return ck_fail(err, EFBIG, "%s: %s: %llu bytes, more than the %u MiB a OneFlow snapshot's "
+                   "names take", tr->model->path, TREE_NAMES_FILE, (unsigned long long)size,
+                   CK_PICKLE_MAX_BYTES >> 20);
+}
+
+size_t tree_take_renamed(tree *tr, tree_renamed **out)
+{
+    size_t n = tr->n_renamed;
+    *out = tr->renamed;
+    tr->renamed = NULL;
+    tr->n_renamed = 0;
+    return n;
+}
+
+void tree_renamed_free(tree_renamed *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(list[i].old_dir);
+    free(list);
+}
+
+static void plan_free(names_plan *plan)
+{
+    for (size_t i = 0; i < plan->n; i++) {
+        free(plan->v[i].name);
+        free(plan->v[i].dir);
+        free(plan->v[i].old_dir);
+    }
+    free(plan->v);
+    free(plan->listed);
+    free(plan->in_order);
+    memset(plan, 0, sizeof *plan);
+}
+
+static int read_at(int fd, void *buf, size_t len, uint64_t off)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = pread(fd, p, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+/* The file's names, parsed by the codec (nothing is executed). */
+static int names_parse(tree *tr, const extra *x, ck_pickle_names *names, ck_error *err)
+{
+    uint64_t size = x->area.used ? x->area.size : 0;
+    if (names_file_room(tr, x, size, err) < 0)
+        return -1;
+    char *buf = malloc(size ? (size_t)size : 1);
+    if (buf == NULL)
+        return out_of_memory(tr, err);
+    if (size > 0 && read_at(tr->spill_fd, buf, (size_t)size, x->area.base) < 0) {
+        free(buf);
+        return ck_fail_errno(err, errno, "%s: reading a spill file failed", tr->model->path);
+    }
+    ck_error perr = {0};
+    int rc = ck_pickle_names_parse(buf, (size_t)size, TREE_NAMES_FILE, names, &perr);
+    free(buf);
+    if (rc < 0)
+        return ck_fail(err, perr.errnum ? perr.errnum : EINVAL, "%s: %s; nothing was saved, "
+                       "the edits and %s are kept", tr->model->path, perr.msg, TREE_NAMES_FILE);
+    return 0;
+}
+
+/* A refusal of the file: one line, naming it. */
+static int names_refused(tree *tr, const ck_pickle_entry *pe, const char *why, ck_error *err)
+{
+    char qn[CK_QUOTE_BUF], qp[CK_QUOTE_BUF];
+    return ck_fail(err, EINVAL, "%s: %s: '%s' (of '%s') %s; nothing was saved, the edits and "
+                   "%s are kept", tr->model->path, TREE_NAMES_FILE,
+                   ck_quote(qp, pe->path, strlen(pe->path)),
+                   ck_quote(qn, pe->name, strlen(pe->name)), why, TREE_NAMES_FILE);
+}
+
+/* One listed directory: where it is and what its real name makes it. */
+static int plan_step(tree *tr, names_plan *plan, ck_pickle_entry *pe, ck_error *err)
+{
+    int64_t pos = tree_lookup(tr, pe->path);
+    if (pos < 0)
+        return names_refused(tr, pe, "is not in the tree", err);
+    if (plan->listed[pos])
+        return names_refused(tr, pe, "is listed twice", err);
+    plan->listed[pos] = LISTED;
+    char dir[CK_DIR_NAME_MAX + 1];
+    size_t len = strlen(pe->name);
+    ck_dir_name(pe->name, len, NULL, dir);
+    bool is_new = tr->entries[pos].tensor_id == ENTRY_NEW;
+    if (is_new)
+        plan->in_order[plan->n_in_order++] = (uint32_t)pos;
+    if (strcmp(dir, pe->path) == 0)
+        return 0; /* already its name */
+    name_step *s = &plan->v[plan->n++];
+    *s = (name_step){.pos = (uint32_t)pos, .into = -1, .name = pe->name, .name_len = len};
+    pe->name = NULL; /* the step owns it now */
+    s->dir = strdup(dir);
+    s->old_dir = strdup(pe->path);
+    if (s->dir == NULL || s->old_dir == NULL)
+        return out_of_memory(tr, err);
+    return 0;
+}
+
+/* Each renamed directory's target: free (or freed by another listed
+ * directory), or a tensor, which it is then merged into.  Two real names
+ * never make one directory name. */
+static int plan_targets(tree *tr, names_plan *plan, ck_error *err)
+{
+    ck_name_map dirs;
+    ck_name_map_init(&dirs);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < plan->n; i++) {
+        name_step *s = &plan->v[i];
+        entry *e = &tr->entries[s->pos];
+        int64_t target = tree_lookup(tr, s->dir);
+        ck_pickle_entry pe = {.name = s->name, .path = s->old_dir};
+        if (ck_name_map_get(&dirs, s->dir, strlen(s->dir)) != CK_NAME_MAP_NONE)
+            rc = names_refused(tr, &pe, "has the directory name of another name", err);
+        else if (ck_name_map_put(&dirs, s->dir, strlen(s->dir), s->pos) < 0)
+            rc = out_of_memory(tr, err);
+        else if (removable(tr, e, err) < 0 || edit_of(tr, e, err) == NULL)
+            rc = -1;
+        else if (target >= 0 && !plan->listed[target])
+            s->into = target;
+        if (rc == 0 && s->into >= 0) {
+            plan->listed[s->pos] = LISTED_MERGED;
+            if (editable_edit(tr, &tr->entries[s->into], err) == NULL ||
+                with_overlay(tr, e, false, err) == NULL)
+                rc = -1; /* its bytes become the tensor's out */
+        }
+    }
+    ck_name_map_free(&dirs);
+    return rc;
+}
+
+static int plan_names(tree *tr, names_plan *plan, ck_error *err)
+{
+    ck_pickle_names names = {0};
+    memset(plan, 0, sizeof *plan);
+    int64_t id = tree_extra_lookup(tr, EXTRA_IN_ROOT, TREE_NAMES_FILE);
+    if (id < 0 || names_parse(tr, &tr->extras[id], &names, err) < 0) {
+        ck_pickle_names_free(&names);
+        return id < 0 ? 0 : -1;
+    }
+    plan->v = calloc(names.n ? names.n : 1, sizeof *plan->v);
+    plan->listed = calloc(tr->n_entries ? tr->n_entries : 1, 1);
+    plan->in_order = calloc(names.n ? names.n : 1, sizeof *plan->in_order);
+    int rc = plan->v && plan->listed && plan->in_order ? 0 : out_of_memory(tr, err);
+    for (size_t i = 0; rc == 0 && i < names.n; i++)
+        rc = plan_step(tr, plan, &names.v[i], err);
+    if (rc == 0)
+        rc = plan_targets(tr, plan, err);
+    /* New directories keep the file's order; merged ones are gone. */
+    size_t k = 0;
+    for (size_t i = 0; rc == 0 && i < plan->n_in_order; i++) {
+        uint32_t pos = plan->in_order[i];
+        if (plan->listed[pos] == LISTED_MERGED)
+            continue;
+        plan->listed[pos] = LISTED_IN_ORDER;
+        plan->in_order[k++] = pos;
+    }
+    plan->n_in_order = k;
+    ck_pickle_names_free(&names);
+    if (rc < 0)
+        plan_free(plan);
+    return rc;
+}
+
+/* The copied tensor s replaces t's meta and out; s is gone. */
+static void merge_into(tree *tr, entry *s, entry *t)
+{
+    edit *se = s->edit, *te = t->edit;
+    const ck_tensor *tt = entry_tensor(tr, t);
+    uint32_t ndim;
+    const int64_t *dims = entry_dims(tr, s, &ndim);
+    ck_meta m = {.dtype = entry_dtype(tr, s), .ndim = ndim};
+    memcpy(m.dims, dims, ndim * sizeof m.dims[0]);
+    area_free(tr, &te->overlay);
+    te->overlay = se->overlay;
+    se->overlay = (spill_area){0};
+    te->no_meta = te->no_out = false;
+    if (tt != NULL && strcmp(m.dtype->of_name, tt->dtype->of_name) == 0)
+        m.dtype = tt->dtype; /* as a meta written over it: the file's spelling */
+    te->meta = m;
+    te->meta_changed = tt == NULL || m.dtype != tt->dtype || m.ndim != tt->ndim ||
+                       memcmp(m.dims, tt->dims, tt->ndim * sizeof tt->dims[0]) != 0;
+    forget_entry(tr, s);
+    changed(tr, t, 0);
+}
+
+/* Apply a plan: only out of memory can fail it now.  Merges first: each
+ * forgets its directory's name, which a rename may then take. */
+static int apply_names(tree *tr, names_plan *plan, ck_error *err)
+{
+    tree_renamed *more = realloc(tr->renamed, (tr->n_renamed + plan->n + 1) * sizeof *more);
+    if (more == NULL)
+        return out_of_memory(tr, err);
+    tr->renamed = more;
+    for (size_t i = 0; i < plan->n; i++) {
+        name_step *s = &plan->v[i];
+        if (s->into < 0)
+            continue;
+        merge_into(tr, &tr->entries[s->pos], &tr->entries[s->into]);
+        tr->renamed[tr->n_renamed++] = (tree_renamed){.old_dir = s->old_dir,
+                                                      .pos = (uint32_t)s->into, .merged = true};
+        s->old_dir = NULL;
+    }
+    for (size_t i = 0; i < plan->n; i++)
+        if (plan->v[i].into < 0)
+            ck_name_map_del(&tr->by_dir, plan->v[i].old_dir, strlen(plan->v[i].old_dir));
+    int rc = 0;
+    for (size_t i = 0; i < plan->n; i++) {
+        name_step *s = &plan->v[i];
+        edit *ed = tr->entries[s->pos].edit;
+        if (s->into >= 0)
+            continue;
+        tr->renamed[tr->n_renamed++] = (tree_renamed){.old_dir = s->old_dir, .pos = s->pos};
+        s->old_dir = NULL;
+        free(ed->name);
+        free(ed->dir_name);
+        ed->name = s->name;
+        ed->name_len = s->name_len;
+        ed->dir_name = s->dir;
+        s->name = s->dir = NULL;
+        if (ck_name_map_put(&tr->by_dir, ed->dir_name, strlen(ed->dir_name), s->pos) < 0)
+            rc = out_of_memory(tr, err);
+        changed(tr, &tr->entries[s->pos], 0);
+    }
+    int64_t id = tree_extra_lookup(tr, EXTRA_IN_ROOT, TREE_NAMES_FILE);
+    if (id >= 0)
+        drop_extra(tr, &tr->extras[id]); /* applied: the file is gone */
+    return rc;
 }
