@@ -402,8 +402,8 @@ static int model_live(void *arg, struct fuse_session *se, bool daemonized)
 static void model_ended(void *arg, int loop)
 {
     ckfs *fs = ((model_mount *)arg)->fs;
+    ckfs_saver_unmounting(fs); /* not under the lock: the saver may need it to answer */
     pthread_rwlock_wrlock(&fs->lock);
-    ckfs_saver_unmounting(fs);
     fs->se = NULL; /* unmounting: nothing left to invalidate */
     pthread_rwlock_unlock(&fs->lock);
     if (loop < 0)

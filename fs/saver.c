@@ -90,9 +90,17 @@ static void forget_later(ckfs *fs, struct fuse_session *se, tree_renamed *list, 
 
 void ckfs_saver_unmounting(ckfs *fs)
 {
-    pthread_mutex_lock(&fs->saver.mu);
-    fs->saver.final = true;
-    pthread_mutex_unlock(&fs->saver.mu);
+    ckfs_saver *s = &fs->saver;
+    pthread_mutex_lock(&s->mu);
+    s->final = true;
+    /* The session's descriptor is closed after this: a thread still in
+     * the middle of telling the kernel would write to whatever file took
+     * the number next (the final save's).  Waiting cannot hang: what such
+     * a thread waits for is a request waiting for the saver, which still
+     * runs and answers it, or an unmount, which ends both. */
+    while (s->forgetting > 0)
+        pthread_cond_wait(&s->forgotten, &s->mu);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* One save, with the requests that wait for it; 0 or -1. */
@@ -265,10 +273,6 @@ int ckfs_saver_stop(ckfs *fs)
     }
     ckfs_saver_unmounting(fs);
     int rc = fs->tr.writable ? save(fs, NULL, false) : 0;
-    pthread_mutex_lock(&s->mu); /* no request is left to hold them up */
-    while (s->forgetting > 0)
-        pthread_cond_wait(&s->forgotten, &s->mu);
-    pthread_mutex_unlock(&s->mu);
     pthread_cond_destroy(&s->forgotten);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
