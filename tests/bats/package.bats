@@ -28,32 +28,42 @@ in_root() {
         DEBIAN_FRONTEND=noninteractive chroot "$R" "$@"
 }
 
-# prepare_base: the cached minbase root, made once (under a lock, in a
-# temporary directory renamed into place, so a half-made root is never used).
+# make_base DIR: debootstrap's minbase bookworm in DIR, with man-db.
+make_base() {
+    debootstrap --variant=minbase --include=man-db bookworm "$1" "$MIRROR" \
+        >"$ROOT_CACHE/debootstrap.log" 2>&1 || { tail -20 "$ROOT_CACHE/debootstrap.log"; return 1; }
+    # As an installed Debian 12 has it: the point and security updates too.
+    printf 'deb %s %s main\n' "$MIRROR" bookworm "$MIRROR" bookworm-updates \
+        http://deb.debian.org/debian-security bookworm-security >"$1/etc/apt/sources.list"
+    chroot "$1" apt-get clean
+}
+
+# prepare_base: the cached root, made once (in a temporary directory renamed
+# into place, so a half-made root is never used), its package lists fetched
+# again when a day old; under a lock, for two runs at once.
 prepare_base() {
-    local lock tmp
+    local lock tmp status=0
     mkdir -p "$ROOT_CACHE/archives"
     exec {lock}>"$ROOT_CACHE/lock"
     flock "$lock"
     if [ ! -e "$BASE/.complete" ]; then
         tmp=$(mktemp -d "$ROOT_CACHE/new.XXXXXX")
-        if ! debootstrap --variant=minbase --include=man-db bookworm "$tmp" "$MIRROR" \
-                >"$ROOT_CACHE/debootstrap.log" 2>&1; then
-            tail -20 "$ROOT_CACHE/debootstrap.log" >&2
+        chmod 0755 "$tmp"    # a root directory, for every user
+        if make_base "$tmp" >&2; then
+            rm -rf "$BASE"
+            mv "$tmp" "$BASE"
+            touch "$BASE/.complete"
+        else
             rm -rf "$tmp"
-            flock -u "$lock"
-            return 1
+            status=1
         fi
-        # As an installed Debian 12 has it: the point and security updates too.
-        printf 'deb %s %s main\n' "$MIRROR" bookworm "$MIRROR" bookworm-updates \
-            http://deb.debian.org/debian-security bookworm-security >"$tmp/etc/apt/sources.list"
-        chroot "$tmp" apt-get update -qq
-        chroot "$tmp" apt-get clean
-        rm -rf "$BASE"
-        mv "$tmp" "$BASE"
-        touch "$BASE/.complete"
     fi
-    flock -u "$lock"
+    # (apt keeps an unchanged list's old time: a stamp says when it asked.)
+    if [ "$status" = 0 ] && [ -z "$(find "$BASE/.lists" -mtime -1 2>/dev/null)" ]; then
+        chroot "$BASE" apt-get update -qq >&2 && touch "$BASE/.lists" || status=1
+    fi
+    exec {lock}>&-
+    return "$status"
 }
 
 # exited PID: the process has exited (a zombie has too: whoever adopted
@@ -93,10 +103,6 @@ setup_file() {
     # What a booted Debian has (systemd-tmpfiles makes it); without it
     # libfuse keeps /etc/mtab itself, with a lock file beside it.
     ln -sfn ../proc/self/mounts "$R/etc/mtab"
-    # Package lists older than a day are fetched again (in the overlay).
-    if [ -z "$(find "$BASE/var/lib/apt/lists" -maxdepth 1 -name '*_InRelease' -mtime -1)" ]; then
-        in_root apt-get update -qq
-    fi
 }
 
 # The FUSE mount first (its daemon, started by mount(8) in the root, holds
