@@ -83,6 +83,17 @@ root_files() {
 # mounted TARGET: note a mount just made, for teardown_file.
 mounted() { echo "$1" >>"$BATS_FILE_TMPDIR/mounts"; }
 
+# fuse_mount MNT MOUNT-ARGS...: mount(8) in the root (MNT as the root sees
+# it), noted first for teardown_file; sets $pid to the daemon's.
+fuse_mount() {
+    local mnt=$1
+    shift
+    mkdir -p "$R$mnt"
+    echo "$R$mnt" >>"$BATS_FILE_TMPDIR/fuse"
+    in_root mount "$@" 3>&-
+    pid=$(getfattr --absolute-names --only-values -n user.ckptfs.pid "$R$mnt")
+}
+
 setup_file() {
     make -s -C "$REPO" BUILD="$BUILD" deb >"$BATS_FILE_TMPDIR/deb.log" 2>&1 ||
         { tail -30 "$BATS_FILE_TMPDIR/deb.log" >&2; return 1; }
@@ -111,14 +122,16 @@ setup_file() {
 teardown_file() {
     local pid mnt i failed=0
     if [ -f "$BATS_FILE_TMPDIR/fuse" ]; then
-        read -r pid mnt <"$BATS_FILE_TMPDIR/fuse"
-        if mountpoint -q "$mnt"; then
+        while read -r mnt; do
+            mountpoint -q "$mnt" || continue
+            pid=$(getfattr --absolute-names --only-values -n user.ckptfs.pid "$mnt") || pid=
             fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" || failed=1
-        fi
-        for i in $(seq 1 200); do
-            exited "$pid" && break
-            sleep 0.05
-        done
+            [ -n "$pid" ] || continue
+            for i in $(seq 1 200); do
+                exited "$pid" && break
+                sleep 0.05
+            done
+        done < <(tac "$BATS_FILE_TMPDIR/fuse")
     fi
     if [ -f "$BATS_FILE_TMPDIR/mounts" ]; then
         while read -r mnt; do
@@ -271,10 +284,7 @@ print([t["sha256"] for t in json.load(open(sys.argv[1])) if t["dir"] == "fc3.bia
 @test "mount -t ckptfs runs the installed mount.ckptfs: ls shows the tensors; ckptfs-umount saves" {
     cp "$MODEL" "$R/tmp/model.ckpt"
     chmod 0644 "$R/tmp/model.ckpt"
-    mkdir "$R/mnt/m"
-    in_root mount -t ckptfs /tmp/model.ckpt /mnt/m -o rw 3>&-
-    pid=$(getfattr --absolute-names --only-values -n user.ckptfs.pid "$R/mnt/m")
-    echo "$pid $R/mnt/m" >"$BATS_FILE_TMPDIR/fuse"
+    fuse_mount /mnt/m -t ckptfs /tmp/model.ckpt /mnt/m -o rw
     # The daemon is the installed program, started through /sbin/mount.ckptfs.
     [ "$(readlink "/proc/$pid/exe")" = "$R/usr/bin/ckptfs" ]
     in_root grep -q ' /mnt/m fuse.ckptfs rw,' /proc/mounts
@@ -295,11 +305,24 @@ print([t["sha256"] for t in json.load(open(sys.argv[1])) if t["dir"] == "fc3.bia
     in_root ckptfs-umount /mnt/m
     ! mountpoint -q "$R/mnt/m" || false
     exited "$pid"
-    rm "$BATS_FILE_TMPDIR/fuse"
     want=$(sha256sum <"$BATS_TEST_TMPDIR/want" | cut -d' ' -f1)
     $ORACLE parse "$R/tmp/model.ckpt" >"$BATS_TEST_TMPDIR/saved.json"
     [ "$(fc3_bias_sha "$BATS_TEST_TMPDIR/saved.json")" = "$want" ]
     [ "$(fc3_bias_sha "$BATS_TEST_TMPDIR/ref.json")" != "$want" ]
+}
+
+@test "an fstab line of type ckptfs mounts with mount MNT, read-only as it says" {
+    [ -f "$R/tmp/model.ckpt" ] || cp "$MODEL" "$R/tmp/model.ckpt"
+    echo '/tmp/model.ckpt /mnt/f ckptfs noauto,ro 0 0' >>"$R/etc/fstab"
+    fuse_mount /mnt/f /mnt/f
+    [ "$(readlink "/proc/$pid/exe")" = "$R/usr/bin/ckptfs" ]
+    in_root grep -q ' /mnt/f fuse.ckptfs ro,' /proc/mounts
+    $ORACLE check "$R/mnt/f" "$R/tmp/model.ckpt"
+    run in_root sh -c 'printf x >/mnt/f/fc3.bias/out'
+    [[ $output == *"Read-only file system"* ]]
+    in_root ckptfs-umount /mnt/f
+    ! mountpoint -q "$R/mnt/f" || false
+    exited "$pid"
 }
 
 @test "dpkg --purge removes every file it installed; autoremove leaves the root as it was" {
