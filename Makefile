@@ -228,7 +228,7 @@ DEB_PVA   := $(DEB_OUT)/ckptfs_$(DEB_VER)_$(shell dpkg --print-architecture 2>/d
 deb:
 	@c=$$(dpkg-parsechangelog -S Version); [ "$$c" = "$(DEB_VER)" ] || { \
 	  echo "deb: debian/changelog is at $$c, codec/version.h at $(DEB_VER):" \
-	    "add a changelog entry (dch -v $(DEB_VER))" >&2; exit 1; }
+	    "add a debian/changelog entry for $(DEB_VER)" >&2; exit 1; }
 	@mkdir -p $(DEB_OUT)
 	CKPTFS_PKG_BUILD=$(DEB_OUT)/pkg CKPTFS_DEB_DIR=$(DEB_OUT) \
 	  dpkg-buildpackage -us -uc -b --post-clean \
