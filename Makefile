@@ -18,7 +18,7 @@ DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c
              libzstd-dev libssl-dev zlib1g-dev libjansson-dev bats attr rsync strace clang libclang-rt-14-dev \
              python3-protobuf protobuf-compiler \
              python3-numpy python3-onnx python3-cryptography time zstd openssl \
-             groff-base man-db
+             groff-base man-db debhelper debootstrap lintian
 
 CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c \
              codec/arena.c codec/name_map.c codec/dir_name.c codec/tensor_index.c \
@@ -56,7 +56,7 @@ BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat $(BUILD)/
              $(BUILD)/unit-tests
 
 .SECONDARY: $(PROTO_C) $(PROTO_C:.c=.h)
-.PHONY: all deps test check asan tsan demo install uninstall clean bench fuzz
+.PHONY: all deps test check asan tsan demo programs install uninstall deb clean bench fuzz
 all: $(BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: codec/proto/%.proto
@@ -64,11 +64,11 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: codec/proto/%.proto
 	protoc-c --c_out=$(BUILD)/gen -Icodec/proto $<
 
 $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/%.o: %.c $(wildcard codec/*.h fs/*.h export/*.h tests/unit/*.h) | $(PROTO_C)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/ckptfs: $(FS_OBJ) $(EXPORT_OBJ) $(CODEC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -202,7 +202,9 @@ INSTALLED := $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(INSTALL_BINS) $(INSTALL_SCRI
              $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8)))
 INSTALL_DIRS := $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man1 \
                 $(DESTDIR)$(MANDIR)/man8
-install: $(INSTALL_BINS:%=$(BUILD)/%) $(MAN1) $(MAN8)
+programs: $(INSTALL_BINS:%=$(BUILD)/%)
+
+install: programs $(MAN1) $(MAN8)
 	install -d $(INSTALL_DIRS)
 	install -m 0755 $(INSTALL_BINS:%=$(BUILD)/%) $(INSTALL_SCRIPTS:%=mount-helpers/%) \
 	  $(DESTDIR)$(PREFIX)/bin/
@@ -219,6 +221,25 @@ uninstall:
 	rm -f $(INSTALLED)
 	@for d in $(INSTALL_DIRS); do \
 	  [ -L "$$d" ] || [ ! -d "$$d" ] || rmdir --ignore-fail-on-non-empty "$$d"; done
+
+# The Debian package, $(BUILD)/ckptfs_VERSION_ARCH.deb (and its -dbgsym
+# .deb, .buildinfo and .changes), built by dpkg-buildpackage from debian/:
+# dh with `make programs` and `make install` above, so it holds whatever
+# INSTALL_BINS and INSTALL_SCRIPTS list.  It compiles apart, in
+# $(BUILD)/pkg, with Debian's hardening flags, and cleans up after itself.
+# debian/changelog's version must be CKPTFS_VERSION: the .deb is named so.
+DEB_OUT   := $(abspath $(BUILD))
+DEB_VER   := $(shell sed -n 's/^\#define CKPTFS_VERSION "\(.*\)"$$/\1/p' codec/version.h)
+DEB_PVA   := $(DEB_OUT)/ckptfs_$(DEB_VER)_$(shell dpkg --print-architecture 2>/dev/null)
+deb:
+	@c=$$(dpkg-parsechangelog -S Version); [ "$$c" = "$(DEB_VER)" ] || { \
+	  echo "deb: debian/changelog is at $$c, codec/version.h at $(DEB_VER):" \
+	    "add a debian/changelog entry for $(DEB_VER)" >&2; exit 1; }
+	@mkdir -p $(DEB_OUT)
+	CKPTFS_PKG_BUILD=$(DEB_OUT)/pkg CKPTFS_DEB_DIR=$(DEB_OUT) \
+	  dpkg-buildpackage -us -uc -b --post-clean \
+	  --buildinfo-option=-u$(DEB_OUT) --buildinfo-file=$(DEB_PVA).buildinfo \
+	  --changes-option=-u$(DEB_OUT) --changes-file=$(DEB_PVA).changes
 
 clean:
 	rm -rf build build-asan build-tsan
