@@ -86,7 +86,8 @@ $(BUILD)/ckptfs-reencode: $(BUILD)/export/reencode_main.o $(EXPORT_OBJ) $(CODEC_
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/unit-tests: $(BUILD)/tests/unit/test_main.o $(BUILD)/tests/unit/test_zstd.o \
-		$(BUILD)/tests/unit/test_stats.o $(TOOL_OBJ) $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)
+		$(BUILD)/tests/unit/test_stats.o $(BUILD)/tests/unit/test_stats_blocks.o \
+		$(TOOL_OBJ) $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Install the Debian packages the build and the tests need (as root), or say

@@ -848,6 +848,7 @@ int main(void)
     test_replaced_records_random();
     test_zstd();
     test_stats();
+    test_stats_blocks();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
