@@ -20,15 +20,16 @@
 #endif
 
 /* A block of n integers of type e (not 64-bit) summed exactly: sum s and
- * sum of squares q, zeros z, extremes mn and mx. */
+ * sum of squares q, zeros z, extremes mn and mx; its mean relative to
+ * shift. */
 static void ck_small_block_done(ck_stats *b, ck_elem e, size_t n, int64_t s, uint64_t q,
-                                uint64_t z, int64_t mn, int64_t mx)
+                                uint64_t z, int64_t mn, int64_t mx, int64_t shift)
 {
     /* n * M2 = n * q - s^2, exactly, then rounded once. */
     __int128 nm2 = (__int128)n * (__int128)q - (__int128)s * s;
     b->finite = n;
     b->zeros = z;
-    b->mean = (double)s / (double)n;
+    b->mean = (double)(s - shift * (int64_t)n) / (double)n;
     b->m2 = (double)nm2 / (double)n;
     b->min = (double)mn;
     b->max = (double)mx;
@@ -41,13 +42,25 @@ static void ck_small_block_done(ck_stats *b, ck_elem e, size_t n, int64_t s, uin
     }
 }
 
-/* A block of n 32-bit integers: its mean and m2 already in double. */
-static void ck_int_block_done(ck_stats *b, ck_elem e, size_t n, double mean, double m2,
+/* A block of n 32-bit integers: the sum of its differences from the
+ * shift, exact, and its m2 in double. */
+static void ck_int_block_done(ck_stats *b, ck_elem e, size_t n, int64_t rel, double m2,
                               uint64_t z, int64_t mn, int64_t mx)
 {
-    ck_small_block_done(b, e, n, 0, 0, z, mn, mx);
-    b->mean = mean;
+    ck_small_block_done(b, e, n, rel, 0, z, mn, mx, 0);
     b->m2 = m2;
+}
+
+/* What block means are taken relative to: the first finite element (an
+ * integer's value is exact in a double: 32 bits at most here). */
+static double ck_stats_shift(ck_elem e, const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double x = ck_elem_value(e, p, i);
+        if (isfinite(x))
+            return x;
+    }
+    return 0;
 }
 
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__

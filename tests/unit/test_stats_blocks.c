@@ -38,6 +38,11 @@ static long double value(ck_elem e, const unsigned char *p, size_t i)
         memcpy(&u16, q, 2);
     if (size == 4)
         memcpy(&u32, q, 4);
+    if (e == CK_ELEM_F64) {
+        double d;
+        memcpy(&d, q, 8);
+        return d;
+    }
     switch (e) {
     case CK_ELEM_F32:
         memcpy(&f, q, 4);
@@ -109,7 +114,7 @@ static bool agrees(const ck_stats *s, const ref *r, size_t n, double rel)
            (std > 0 ? fabs(got - std) <= rel * std : got <= 1e-15 * scale);
 }
 
-static const ck_elem TYPES[] = {CK_ELEM_F32, CK_ELEM_F16, CK_ELEM_BF16, CK_ELEM_I8,
+static const ck_elem TYPES[] = {CK_ELEM_F32, CK_ELEM_F16, CK_ELEM_BF16, CK_ELEM_F64, CK_ELEM_I8,
                                 CK_ELEM_U8, CK_ELEM_BOOL, CK_ELEM_I16, CK_ELEM_U16,
                                 CK_ELEM_I32, CK_ELEM_U32};
 #define N_TYPES (sizeof TYPES / sizeof TYPES[0])
@@ -153,6 +158,9 @@ static void put(ck_elem e, unsigned char *p, size_t i, float v, uint32_t bits)
     memcpy(&u, &v, 4);
     if (e == CK_ELEM_F32) {
         memcpy(p + 4 * i, &v, 4);
+    } else if (e == CK_ELEM_F64) {
+        double d = (double)v + (double)bits * 0x1p-60; /* more than a float's digits */
+        memcpy(p + 8 * i, &d, 8);
     } else if (e == CK_ELEM_BF16) {
         uint16_t h = (uint16_t)(u >> 16);
         memcpy(p + 2 * i, &h, 2);
@@ -198,19 +206,32 @@ static void test_lengths(void)
     free(buf);
 }
 
+/* Special value k (NaN, +Inf, -Inf, a negative quiet NaN, a signalling
+ * NaN) of float type e at p. */
+static void put_special(ck_elem e, unsigned char *p, int k)
+{
+    static const uint64_t f64[] = {0x7ff8000000000000, 0x7ff0000000000000,
+                                   0xfff0000000000000, 0xfff8000000000001, 0x7ff0000000000001};
+    static const uint32_t f32[] = {0x7fc00000, 0x7f800000, 0xff800000, 0xffc00001, 0x7f800001};
+    static const uint16_t f16[] = {0x7e00, 0x7c00, 0xfc00, 0xfe01, 0x7c01};
+    static const uint16_t bf16[] = {0x7fc0, 0x7f80, 0xff80, 0xffc1, 0x7f81};
+    switch (e) {
+    case CK_ELEM_F64: memcpy(p, &f64[k], 8); break;
+    case CK_ELEM_F32: memcpy(p, &f32[k], 4); break;
+    case CK_ELEM_F16: memcpy(p, &f16[k], 2); break;
+    default: memcpy(p, &bf16[k], 2); break;
+    }
+}
+
 /* NaN, +Inf and -Inf at each position of blocks of several lengths, alone
  * and beside each other. */
 static void test_specials(void)
 {
-    static const ck_elem floats[] = {CK_ELEM_F32, CK_ELEM_F16, CK_ELEM_BF16};
+    static const ck_elem floats[] = {CK_ELEM_F32, CK_ELEM_F16, CK_ELEM_BF16, CK_ELEM_F64};
     static const size_t lens[] = {1, 7, 8, 16, 17, 33, 64, BLOCK + 3};
-    /* NaN, +Inf, -Inf, a negative quiet NaN, a signalling NaN */
-    static const uint32_t f32[] = {0x7fc00000, 0x7f800000, 0xff800000, 0xffc00001, 0x7f800001};
-    static const uint16_t f16[] = {0x7e00, 0x7c00, 0xfc00, 0xfe01, 0x7c01};
-    static const uint16_t bf16[] = {0x7fc0, 0x7f80, 0xff80, 0xffc1, 0x7f81};
-    unsigned char *buf = malloc(4 * (BLOCK + 3));
+    unsigned char *buf = malloc(8 * (BLOCK + 3));
     bool ok = true;
-    for (size_t t = 0; t < 3 && ok; t++) {
+    for (size_t t = 0; t < 4 && ok; t++) {
         ck_elem e = floats[t];
         size_t size = ck_elem_size(e);
         for (size_t l = 0; l < sizeof lens / sizeof lens[0] && ok; l++) {
@@ -218,15 +239,10 @@ static void test_specials(void)
             for (size_t i = 0; i < n && ok; i += n > 64 ? 97 : 1) {
                 for (int k = 0; k < 5 && ok; k++) {
                     fill(e, buf, n, (uint32_t)(n + i), -0.5f);
-                    memcpy(buf + i * size, e == CK_ELEM_F32 ? (const void *)&f32[k]
-                           : e == CK_ELEM_F16 ? (const void *)&f16[k] : (const void *)&bf16[k],
-                           size);
+                    put_special(e, buf + i * size, k);
                     ok = check_all("one special", e, buf, n, 1e-12);
                     if (ok && n > 1) { /* and another at the far end */
-                        size_t j = n - 1 - i % n;
-                        memcpy(buf + j * size, e == CK_ELEM_F32 ? (const void *)&f32[(k + 1) % 5]
-                               : e == CK_ELEM_F16 ? (const void *)&f16[(k + 1) % 5]
-                               : (const void *)&bf16[(k + 1) % 5], size);
+                        put_special(e, buf + (n - 1 - i % n) * size, (k + 1) % 5);
                         ok = check_all("two specials", e, buf, n, 1e-12);
                     }
                 }
@@ -235,7 +251,7 @@ static void test_specials(void)
     }
     check(ok, "stats blocks: NaN (quiet, signalling, negative), +Inf and -Inf at every "
           "position of blocks of 1 to 64 elements and across a block of 2051, float32, "
-          "float16, bfloat16");
+          "float16, bfloat16, float64");
     free(buf);
 }
 
@@ -255,6 +271,9 @@ static void test_no_finite(void)
                 memcpy(buf + 2 * i, &h, 2);
             }
             ok = ok && check_all("no finite f16", CK_ELEM_F16, buf, n, 1e-12);
+            for (size_t i = 0; i < n && ok; i++) /* NaN, +Inf, -Inf, negative NaN */
+                put_special(CK_ELEM_F64, buf + 8 * i, kind < 2 ? kind : i % 3 ? 2 : 3);
+            ok = ok && check_all("no finite f64", CK_ELEM_F64, buf, n, 1e-12);
         }
     }
     for (size_t i = 0; i < BLOCK + 40; i++)
@@ -350,9 +369,26 @@ static void test_ranges(void)
         f[0] = first == 0 ? f[0] : first == 1 ? 2e6f : -3e7f;
         ok = check_all("large mean", CK_ELEM_F32, (unsigned char *)f, N, 1e-11);
     }
-    check(ok, "stats blocks: a mean of 1e6 beside a spread of 0.3, the first element of "
-          "the block far from the rest: std to 1e-11");
+    double *d = malloc(N * sizeof *d);
+    for (int first = 0; first < 3 && ok; first++) {
+        for (size_t i = 0; i < N; i++)
+            d[i] = 1e9 + (double)(rnd(&seed) % 1000) / 1024.0;
+        d[0] = first == 0 ? d[0] : first == 1 ? 2e9 : -3e10;
+        ok = check_all("large mean f64", CK_ELEM_F64, (unsigned char *)d, N, 1e-11);
+    }
+    int32_t *w = malloc(N * sizeof *w);
+    for (int first = 0; first < 3 && ok; first++) {
+        for (size_t i = 0; i < N; i++)
+            w[i] = 2000000000 + (int32_t)(rnd(&seed) % 3);
+        w[0] = first == 0 ? w[0] : first == 1 ? 1000000000 : -2000000000;
+        ok = check_all("large mean i32", CK_ELEM_I32, (unsigned char *)w, N, 1e-11);
+    }
+    free(w);
+    check(ok, "stats blocks: a mean of 1e6 (float32), 1e9 (float64) or 2e9 (int32) beside "
+          "a spread of about 1, the first element of the block far from the rest: std to "
+          "1e-11");
     free(f);
+    free(d);
 }
 
 void test_stats_blocks(void)
