@@ -5,14 +5,17 @@
 # an OLD build (an older commit, say).  Each timing is the median of REPS
 # rounds, the machine being shared and noisy.
 #
-#   bench/bench_stat.sh [BUILD [OLD]]   (env: REPS=5 MIB=1024 TYPES="F32 F16 BF16 I8 I32"
-#                                        NUMPY=1 SEED=1 BENCH_DIR=/var/tmp)
+#   bench/bench_stat.sh [BUILD [OLD]]   (env: REPS=5 MIB=1024 TYPES="F32 F16 BF16 I8 I32",
+#                                        F64 too
+#                                        NUMPY=0 SEED=1 BENCH_DIR=/var/tmp)
 #
 # Each model is a safetensors file of MIB MiB: four large tensors holding
 # nearly all of it plus four small ones, N(0, 0.02) values (integers: uniform
 # over the type), with one element in 2^20 NaN, one in 2^22 +Inf and -Inf,
 # and one in 2^10 zero, so that the statistics' slow path (a block holding a
 # non-finite value) is taken as often as in a model with a few bad values.
+# Beside each wall-clock time, the CPU time (user + system) of the same
+# runs, which the other loads of a shared machine disturb less.
 # With NUMPY=1, numpy's time for the same numbers (min, max, mean and std in
 # float64 of the finite values, NaN/Inf/zero counts) over the file as a
 # memory map, in the same interpreter (its start-up not counted).
@@ -23,7 +26,7 @@ OLD=${2:+$(realpath "$2")}
 REPS=${REPS:-5}
 MIB=${MIB:-1024}
 TYPES=${TYPES:-F32 F16 BF16 I8 I32}
-NUMPY=${NUMPY:-1}
+NUMPY=${NUMPY:-0}
 SEED=${SEED:-1}
 PY=/usr/bin/python3
 
@@ -38,13 +41,21 @@ W=$(mktemp -d "$base/ckptfs-bench-stat.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 . bench/bench_lib.sh
 
+# wall_cpu CMD...: "WALL CPU" seconds of CMD (its output dropped).
+wall_cpu() {
+    /usr/bin/time -f "%e %U %S" -o "$W/time" "$@" >/dev/null
+    awk '{printf "%.3f %.3f\n", $1, $2 + $3}' "$W/time"
+}
+# col N: column N of stdin's lines
+col() { awk -v n="$1" '{print $n}'; }
+
 # gen TYPE OUT: the model described above, written 16 MiB at a time.
 gen() {
     $PY - "$1" "$2" "$((MIB << 20))" "$SEED" <<'EOF'
 import json, sys
 import numpy as np
 kind, out, size, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-dt = {"F32": "<f4", "F16": "<f2", "BF16": "<f4", "I8": "i1", "I32": "<i4"}[kind]
+dt = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<f4", "I8": "i1", "I32": "<i4"}[kind]
 item = 2 if kind == "BF16" else np.dtype(dt).itemsize
 rng = np.random.default_rng(seed)
 small = [4096 + 1, 1000, 17, 1]
@@ -96,7 +107,8 @@ for name, e in header.items():
     if kind == "BF16":
         x = (x.view("<u2").astype("<u4") << 16).view("<f4")
     else:
-        x = x.view({"F32": "<f4", "F16": "<f2", "I8": "i1", "I32": "<i4"}[kind])
+        x = x.view({"F64": "<f8", "F32": "<f4", "F16": "<f2", "I8": "i1", "I32": "<i4"}[kind])
+    counts = None
     if x.dtype.kind == "f":
         counts = (np.isnan(x).sum(), np.isposinf(x).sum(), np.isneginf(x).sum())
         x = x[np.isfinite(x)]
@@ -121,8 +133,8 @@ for k in $TYPES; do
         cat "$f" >/dev/null # into the page cache
         timed cat "$f" >>"$W/cat"
         for i in "${!builds[@]}"; do
-            timed "${builds[i]}/ckptfs-stat" -j1 "$f" >>"$W/j1.$i"
-            timed "${builds[i]}/ckptfs-stat" -j2 "$f" >>"$W/j2.$i"
+            wall_cpu "${builds[i]}/ckptfs-stat" -j1 "$f" >>"$W/j1.$i"
+            wall_cpu "${builds[i]}/ckptfs-stat" -j2 "$f" >>"$W/j2.$i"
         done
         [ "$NUMPY" = 1 ] && numpy_time "$k" "$f" >>"$W/numpy"
     done
@@ -136,11 +148,13 @@ for k in $TYPES; do
     [ "$NUMPY" = 1 ] && printf '  numpy %6.3f' "$(median <"$W/numpy")"
     printf '\n'
     for i in "${!builds[@]}"; do
-        J1=$(median <"$W/j1.$i")
-        J2=$(median <"$W/j2.$i")
-        printf '      %-5s  -j1 %6.3f (%5.2fx cat)  -j2 %6.3f (%5.2fx cat)  -j1/-j2 %4.2f\n' \
+        J1=$(col 1 <"$W/j1.$i" | median)
+        J2=$(col 1 <"$W/j2.$i" | median)
+        printf '      %-5s  -j1 %6.3f (%5.2fx cat)  -j2 %6.3f (%5.2fx cat)  -j1/-j2 %4.2f' \
             "$([ "$i" = 0 ] && echo new || echo old)" "$J1" "$(ratio "$J1" "$C")" \
             "$J2" "$(ratio "$J2" "$C")" "$(ratio "$J1" "$J2")"
+        printf '  cpu -j1 %6.3f -j2 %6.3f\n' "$(col 2 <"$W/j1.$i" | median)" \
+            "$(col 2 <"$W/j2.$i" | median)"
     done
     rm "$f"
 done

@@ -16,6 +16,7 @@
 #include "le_bytes.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -106,6 +107,15 @@ static double ck_stats_shift(ck_elem e, const unsigned char *p, size_t n)
 
 #endif /* little-endian */
 
+#if defined(__x86_64__)
+/* F16C by cpuid: clang 14's __builtin_cpu_supports does not know it. */
+static bool has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+#endif
+
 ck_stats_isa ck_stats_isa_best(void)
 {
 #if defined(__x86_64__)
@@ -113,8 +123,7 @@ ck_stats_isa ck_stats_isa_best(void)
         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("fma"))
         return CK_STATS_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
         return CK_STATS_AVX2;
 #endif
     return CK_STATS_GENERIC;
