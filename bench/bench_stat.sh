@@ -5,9 +5,9 @@
 # an OLD build (an older commit, say).  Each timing is the median of REPS
 # rounds, the machine being shared and noisy.
 #
-#   bench/bench_stat.sh [BUILD [OLD]]   (env: REPS=5 MIB=1024 TYPES="F32 F16 BF16 I8 I32",
-#                                        F64 too
-#                                        NUMPY=0 SEED=1 BENCH_DIR=/var/tmp)
+#   bench/bench_stat.sh [BUILD [OLD]]   (env: REPS=5 MIB=1024 NUMPY=0 SEED=1
+#                                        TYPES="F32 F16 BF16 I8 I32" (and F64)
+#                                        BENCH_DIR=/var/tmp)
 #
 # Each model is a safetensors file of MIB MiB: four large tensors holding
 # nearly all of it plus four small ones, N(0, 0.02) values (integers: uniform
