@@ -43,7 +43,8 @@ trap 'rm -rf "$W"' EXIT
 
 # wall_cpu CMD...: "WALL CPU" seconds of CMD (its output dropped).
 wall_cpu() {
-    /usr/bin/time -f "%e %U %S" -o "$W/time" "$@" >/dev/null
+    local TIMEFORMAT='%3R %3U %3S' # bash's: to the millisecond
+    { time "$@" >/dev/null; } 2>"$W/time"
     awk '{printf "%.3f %.3f\n", $1, $2 + $3}' "$W/time"
 }
 # col N: column N of stdin's lines
