@@ -53,10 +53,11 @@ static void ck_int_block_done(ck_stats *b, ck_elem e, size_t n, int64_t rel, dou
 }
 
 /* What block means are taken relative to: the first finite element (an
- * integer's value is exact in a double: 32 bits at most here). */
+ * integer's value is exact in a double: 32 bits at most here) of the first
+ * block, else 0 (a piece of NaN is not scanned to its end). */
 static double ck_stats_shift(ck_elem e, const unsigned char *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && i < CK_BLOCK; i++) {
         double x = ck_elem_value(e, p, i);
         if (isfinite(x))
             return x;
