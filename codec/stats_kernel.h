@@ -15,9 +15,10 @@
 /* Elements a block holds: its two passes run over it while it is in L1. */
 #define CK_BLOCK 2048
 
-/* Fold the statistics of n elements of type e at p into s (zeroed, or a
- * piece's so far), block after block, with isa's loops: true; false when e
- * has no vector loop here (64-bit types), s untouched. */
+/* The statistics of n elements of type e at p into s (zeroed: its mean is
+ * kept relative to one of the elements until the end), block after block,
+ * with isa's loops: true; false when e has no vector loop here (the 64-bit
+ * integers; every type on a big-endian host), s untouched. */
 bool ck_stats_kernel(ck_stats *s, ck_elem e, const unsigned char *p, size_t n,
                      ck_stats_isa isa);
 

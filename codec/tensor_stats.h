@@ -10,13 +10,15 @@
  * finite elements; NaN and +/-Inf are counted apart (zeros are counted among
  * the finite elements, -0.0 too).  The mean and the spread are merged with
  * Chan et al.'s parallel update of (count, mean, M2): a piece is cut into
- * blocks of a few thousand elements, each summed in two passes (mean, then
- * squared deviations from it, in double) while it is in the CPU's first-level
- * cache, which stays accurate when the mean is large beside the spread; the
- * blocks, then the pieces, are merged in order, which gives the same result
- * whatever thread computed each piece.  Integers of up to 16 bits are summed
- * exactly (sums and sums of squares in integers), so theirs is exact to the
- * last rounding.
+ * blocks of 2048 elements, each summed while it is in the CPU's first-level
+ * cache, in double, as deviations from one of its own elements (not from
+ * zero), which stays accurate when the mean is large beside the spread
+ * (stats_kernel.inc); the blocks, then the pieces, are merged in order,
+ * which gives the same result whatever thread computed each piece.
+ * Integers of up to 16 bits are summed exactly (sums and sums of squares in
+ * integers), so theirs is exact to the last rounding.  The 64-bit types
+ * keep scalar loops, each piece in two passes (mean, then squared
+ * deviations from it).
  *
  * A histogram counts the finite elements in bins of [min, max] (min and max
  * from a first pass), with numpy.histogram's edges and rules: edges
