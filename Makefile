@@ -177,6 +177,7 @@ bench: all
 	bench/bench_readahead.sh $(BUILD)
 	bench/bench_save.sh $(BUILD)
 	bench/bench_safetensors.sh $(BUILD)
+	bench/bench_stat.sh $(BUILD)
 
 # mount(8) looks for mount.<type> in /sbin only.
 SBINDIR   ?= /sbin
