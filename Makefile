@@ -34,7 +34,7 @@ CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c 
 # What only the command-line tools (and the unit tests) use: how they open a
 # model, the statistics of ckptfs-stat, and the threaded chunked reads of
 # ckptfs-stat and ckptfs-diff.
-TOOL_SRC  := codec/cli_open.c codec/tensor_stats.c codec/chunk_pass.c
+TOOL_SRC  := codec/cli_open.c codec/tensor_stats.c codec/stats_kernel.c codec/chunk_pass.c
 EXPORT_SRC:= export/atomic_writer.c export/commit_group.c export/byte_sink.c export/ckpt_writer.c \
              export/onnx_mindir_writer.c export/safetensors_writer.c export/safetensors_set_writer.c export/encoder.c \
              export/wrap_writer.c export/cipher_writer.c export/zstd_writer.c \
@@ -66,7 +66,7 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: codec/proto/%.proto
 $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.o: %.c $(wildcard codec/*.h fs/*.h export/*.h tests/unit/*.h) | $(PROTO_C)
+$(BUILD)/%.o: %.c $(wildcard codec/*.h codec/*.inc fs/*.h export/*.h tests/unit/*.h) | $(PROTO_C)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
@@ -90,7 +90,8 @@ $(BUILD)/ckptfs-convert: $(BUILD)/export/convert_main.o $(BUILD)/export/oneflow_
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/unit-tests: $(BUILD)/tests/unit/test_main.o $(BUILD)/tests/unit/test_zstd.o \
-		$(BUILD)/tests/unit/test_stats.o $(BUILD)/tests/unit/test_pickle.o $(TOOL_OBJ) $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)
+		$(BUILD)/tests/unit/test_stats.o $(BUILD)/tests/unit/test_stats_blocks.o \
+		$(BUILD)/tests/unit/test_pickle.o $(TOOL_OBJ) $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Install the Debian packages the build and the tests need (as root), or say
@@ -182,6 +183,7 @@ bench: all
 	bench/bench_readahead.sh $(BUILD)
 	bench/bench_save.sh $(BUILD)
 	bench/bench_safetensors.sh $(BUILD)
+	bench/bench_stat.sh $(BUILD)
 
 # mount(8) looks for mount.<type> in /sbin only.
 SBINDIR   ?= /sbin

@@ -1,7 +1,9 @@
 /*
  * tensor_stats: per-piece statistics of a tensor's elements and their
- * merge (tensor_stats.h).  Each element type has its own loop, so that the
- * common float32 case is a tight loop the compiler can keep in registers.
+ * merge (tensor_stats.h).  The vector loops of stats_kernel do the types
+ * up to 32 bits; the scalar loops here do the 64-bit ones (and every type
+ * on a big-endian host).  Each element type has its own scalar loop, so
+ * that each is a tight loop the compiler can keep in registers.
  */
 #include "tensor_stats.h"
 
@@ -9,6 +11,7 @@
 #include <string.h>
 
 #include "le_bytes.h"
+#include "stats_kernel.h"
 
 ck_elem ck_elem_of(const ck_dtype *dt)
 {
@@ -290,13 +293,20 @@ void ck_stats_merge(ck_stats *a, const ck_stats *b, ck_elem e)
     a->zeros += b->zeros;
 }
 
-void ck_stats_add(ck_stats *s, ck_elem e, const void *buf, size_t n)
+void ck_stats_add_isa(ck_stats *s, ck_elem e, const void *buf, size_t n, ck_stats_isa isa)
 {
     ck_stats p;
     if (e == CK_ELEM_NONE || n == 0)
         return;
-    piece_stats(&p, e, buf, n);
+    ck_stats_init(&p);
+    if (!ck_stats_kernel(&p, e, buf, n, isa))
+        piece_stats(&p, e, buf, n);
     ck_stats_merge(s, &p, e);
+}
+
+void ck_stats_add(ck_stats *s, ck_elem e, const void *buf, size_t n)
+{
+    ck_stats_add_isa(s, e, buf, n, ck_stats_isa_best());
 }
 
 double ck_stats_mean(const ck_stats *s)

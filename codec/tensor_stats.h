@@ -9,10 +9,16 @@
  * and ck_stats_std.  Min, max, mean and standard deviation are those of the
  * finite elements; NaN and +/-Inf are counted apart (zeros are counted among
  * the finite elements, -0.0 too).  The mean and the spread are merged with
- * Chan et al.'s parallel update of (count, mean, M2): each piece is summed in
- * two passes over its elements (mean, then squared deviations from it), which
- * stays accurate when the mean is large beside the spread, and merging in the
- * same order gives the same result whatever thread computed each piece.
+ * Chan et al.'s parallel update of (count, mean, M2): a piece is cut into
+ * blocks of 2048 elements, each summed while it is in the CPU's first-level
+ * cache, in double, as deviations from one of its own elements (not from
+ * zero), which stays accurate when the mean is large beside the spread
+ * (stats_kernel.inc); the blocks, then the pieces, are merged in order,
+ * which gives the same result whatever thread computed each piece.
+ * Integers of up to 16 bits are summed exactly (sums and sums of squares in
+ * integers), so theirs is exact to the last rounding.  The 64-bit types
+ * keep scalar loops, each piece in two passes (mean, then squared
+ * deviations from it).
  *
  * A histogram counts the finite elements in bins of [min, max] (min and max
  * from a first pass), with numpy.histogram's edges and rules: edges
@@ -62,6 +68,23 @@ void ck_stats_init(ck_stats *s);
 /* Fold n elements of type e at buf (little-endian, as in the files; need
  * not be aligned) into s. */
 void ck_stats_add(ck_stats *s, ck_elem e, const void *buf, size_t n);
+
+/* The instruction sets ck_stats_add has vector loops for (stats_kernel.h);
+ * it takes the best the CPU runs.  The results of two of them may differ
+ * in the last bits of mean and std (fused multiply-adds, lanes summed in
+ * another order), never with the number of threads. */
+typedef enum ck_stats_isa {
+    CK_STATS_GENERIC = 0,   /* the build's baseline (SSE2 on x86-64) */
+    CK_STATS_AVX2,          /* x86-64 with AVX2 and FMA */
+    CK_STATS_AVX512,        /* x86-64 with AVX-512 F, VL, BW and DQ */
+} ck_stats_isa;
+
+/* The best of them the CPU runs. */
+ck_stats_isa ck_stats_isa_best(void);
+
+/* ck_stats_add with the loops of isa, or of the best below it the CPU
+ * runs: for the tests, which check every one of them. */
+void ck_stats_add_isa(ck_stats *s, ck_elem e, const void *buf, size_t n, ck_stats_isa isa);
 
 /* Fold b into a: a then holds the statistics of both.  Integer extremes
  * are merged as e's. */

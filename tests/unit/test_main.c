@@ -849,6 +849,7 @@ int main(void)
     test_zstd();
     test_stats();
     test_pickle();
+    test_stats_blocks();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

@@ -12,5 +12,6 @@ void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 void test_zstd(void);
 void test_stats(void);
 void test_pickle(void);
+void test_stats_blocks(void);
 
 #endif
