@@ -20,66 +20,31 @@ globals), never the code under test.
 """
 import argparse
 import collections
-import importlib.util
 import io
 import os
 import pickle
 import sys
-import types
 
 import numpy as np
+from google.protobuf import text_format
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location("ckpt_oracle", os.path.join(HERE, "ckpt_oracle.py"))
-ckpt_oracle = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ckpt_oracle)
-
-
-class Parameter:
-    """Stands in for oneflow.nn.Parameter as OneFlow pickles it."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def __getstate__(self):
-        return {"path": self.path}
-
-    def __setstate__(self, state):
-        self.path = state["path"]
-
-
-def _register():
-    """Make `oneflow.nn.Parameter` importable, as pickle checks when it dumps."""
-    oneflow = sys.modules.setdefault("oneflow", types.ModuleType("oneflow"))
-    nn = sys.modules.setdefault("oneflow.nn", types.ModuleType("oneflow.nn"))
-    oneflow.nn = nn
-    nn.Parameter = Parameter
-    Parameter.__module__ = "oneflow.nn"
-    Parameter.__qualname__ = "Parameter"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ckpt_oracle  # noqa: E402
+# OneFlow's classes as the pickler and the restricted unpickler see them.
+from oneflow_oracle import Parameter, _Unpickler  # noqa: E402
 
 
 def dump_pickled(entries, protocol=4):
     """The pickled_data bytes for [(name, path)] (an OrderedDict with _metadata, as
     a Module's state_dict is)."""
-    _register()
     data = collections.OrderedDict((name, Parameter(path)) for name, path in entries)
     data._metadata = collections.OrderedDict()
     return pickle.dumps({"protocol_version": 1, "data": data}, protocol=protocol)
 
 
-class _Restricted(pickle.Unpickler):
-    ALLOWED = {("collections", "OrderedDict"): collections.OrderedDict,
-               ("oneflow.nn", "Parameter"): Parameter}
-
-    def find_class(self, module, name):
-        if (module, name) not in self.ALLOWED:
-            raise pickle.UnpicklingError(f"global {module}.{name} refused")
-        return self.ALLOWED[(module, name)]
-
-
 def load_names(directory):
     with open(os.path.join(directory, "pickled_data"), "rb") as f:
-        doc = _Restricted(io.BytesIO(f.read())).load()
+        doc = _Unpickler(io.BytesIO(f.read())).load()
     assert doc["protocol_version"] == 1
     return [(name, p.path) for name, p in doc["data"].items()]
 
@@ -157,7 +122,6 @@ def cmd_check_ckpt(path, directory):
         raise SystemExit(f"names {got[:5]}... != {want[:5]}...")
     for e, (name, tpath) in zip(entries, names):
         meta = ckpt_oracle.VariableMetaInfo()
-        from google.protobuf import text_format
         with open(os.path.join(directory, tpath, "meta")) as f:
             text_format.Parse(f.read(), meta)
         if list(e.ckpt_dims) != list(meta.shape.dim):
