@@ -1,0 +1,235 @@
+#!/usr/bin/env bats
+# ckptfs-convert --into: a graph filled with a checkpoint's tensors.  The
+# oracle (tests/oracle/fill_oracle.py: onnx, the protobuf runtime, numpy)
+# makes the checkpoints from the templates' own tensors with other values,
+# then checks every tensor of OUT against the checkpoint or the template and
+# the rest of the graph against the template; onnx's checker and
+# onnxruntime-node run the filled ONNX models, against the same fill done
+# by onnx's numpy_helper.
+
+load helpers
+
+bats_require_minimum_version 1.5.0
+
+CONVERT=$BUILD/ckptfs-convert
+FILL="$PY $REPO/tests/oracle/fill_oracle.py"
+ORT_RUN="node $REPO/tests/ort/run_model.js"
+LENET_MINDIR=$MS/mindspore_ori_net.mindir
+LENET_CKPT=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
+CONV=$ONNX_FIX/tiny_conv2d.onnx
+SILERO=$ONNX_FIX/silero_vad_legacy.onnx
+
+setup() {
+    T=$BATS_TEST_TMPDIR
+}
+
+# ort MODEL SPEC: onnxruntime's outputs as JSON.
+ort() {
+    (cd "$REPO/tests/ort" && $ORT_RUN "$1" "$2")
+}
+
+# refused EXPECTED CMD...: CMD fails with status 1 and one line holding
+# EXPECTED on stderr; nothing is left in $T/out (no OUT, no temporary file).
+refused() {
+    local want=$1
+    shift
+    run --separate-stderr "$@"
+    echo "status $status: $stderr"
+    [ "$status" -eq 1 ]
+    [[ "$stderr" == *"$want"* ]]
+    [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+    [ -z "$(ls -A "$T/out")" ]
+}
+
+@test "ONNX: tiny_conv2d filled from a .ckpt passes the checker and runs as onnx's own fill does" {
+    local spec
+    $FILL ckpt "$CONV" "$T/w.ckpt" --seed 3
+    run --separate-stderr "$CONVERT" --into "$CONV" "$T/w.ckpt" "$T/out.onnx"
+    [ "$status" -eq 0 ]
+    [ "$stderr" = "ckptfs-convert: $T/out.onnx: filled 2 of 2 initializers; 0 template initializers kept; 0 checkpoint tensors unused" ]
+    [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/out.onnx" --checker)" = "ok: 2 filled, 0 kept" ]
+    $FILL pyfill "$CONV" "$T/w.ckpt" "$T/py.onnx"
+    spec=$($PY -c 'import json; print(json.dumps({"0": {"dims": [2,3,7,5], "data": [(i % 11) / 4 - 1 for i in range(210)]}}))')
+    [ "$(ort "$T/out.onnx" "$spec")" = "$(ort "$T/py.onnx" "$spec")" ]
+    [ "$(ort "$T/out.onnx" "$spec")" != "$(ort "$CONV" "$spec")" ]
+}
+
+@test "ONNX: silero_vad with one initializer missing and optimizer moments extra: reported, checked, run" {
+    local spec out
+    $FILL ckpt "$SILERO" "$T/w.ckpt" --skip model.decoder.decoder.1.bias \
+        --extra moments.a --extra moments.b --extra global_step
+    run --separate-stderr "$CONVERT" --into "$SILERO" "$T/w.ckpt" "$T/out.onnx"
+    [ "$status" -eq 0 ]
+    [ "$stderr" = "ckptfs-convert: $T/out.onnx: filled 68 of 69 initializers; 1 template initializers kept: model.decoder.decoder.1.bias; 3 checkpoint tensors unused: moments.a, moments.b, global_step" ]
+    [ "$($FILL check "$SILERO" "$T/w.ckpt" "$T/out.onnx" --checker)" = "ok: 68 filled, 1 kept" ]
+    # the tensors inside the If subgraphs are part of the graph: kept as they were
+    [ "$($GRAPH_ORACLE list "$T/out.onnx" | grep '%@' | md5sum)" = "$($GRAPH_ORACLE list "$SILERO" | grep '%@' | md5sum)" ]
+    $FILL pyfill "$SILERO" "$T/w.ckpt" "$T/py.onnx"
+    spec=$($PY -c 'import json; print(json.dumps({"input": {"dims": [1, 512], "data": [((i * 7) % 13 - 6) / 10 for i in range(512)]}, "sr": {"dims": [], "type": "int64", "data": [16000]}, "h": {"dims": [2, 1, 64], "data": [0.1] * 128}, "c": {"dims": [2, 1, 64], "data": [0.1] * 128}}))')
+    out=$(ort "$T/out.onnx" "$spec")
+    [[ "$out" == *'"output":{"dims":[1,1]'* ]]
+    [ "$out" = "$(ort "$T/py.onnx" "$spec")" ]
+    [ "$out" != "$(ort "$SILERO" "$spec")" ]
+}
+
+@test "ONNX: typed-field initializers (float_data, int64_data) filled from safetensors" {
+    local m=$ONNX_FIX/typed_fields_keras2onnx.onnx
+    $FILL ckpt "$m" "$T/w.safetensors" --seed 5
+    run --separate-stderr "$CONVERT" --into "$m" "$T/w.safetensors" "$T/out.onnx"
+    [ "$status" -eq 0 ]
+    [[ "$stderr" == *": filled 101 of 101 initializers; 0 template initializers kept; 0 checkpoint"* ]]
+    [ "$($FILL check "$m" "$T/w.safetensors" "$T/out.onnx")" = "ok: 101 filled, 0 kept" ]
+}
+
+@test "ONNX: every element type (float16, bfloat16, double, the integers) filled byte for byte" {
+    local m=$ONNX_FIX/dtypes_burn.onnx
+    $FILL ckpt "$m" "$T/w.ckpt" --seed 7
+    "$CONVERT" --into "$m" "$T/w.ckpt" "$T/out.onnx"
+    [ "$($FILL check "$m" "$T/w.ckpt" "$T/out.onnx")" = "ok: 12 filled, 0 kept" ]
+    $FILL ckpt "$m" "$T/w.safetensors" --seed 8
+    "$CONVERT" --into "$m" "$T/w.safetensors" "$T/out2.onnx"
+    [ "$($FILL check "$m" "$T/w.safetensors" "$T/out2.onnx")" = "ok: 12 filled, 0 kept" ]
+}
+
+@test "MindIR: the real LeNet graph filled from the real LeNet checkpoint (the <graph>: prefix kept)" {
+    run --separate-stderr "$CONVERT" --into "$LENET_MINDIR" "$LENET_CKPT" "$T/out.mindir"
+    [ "$status" -eq 0 ]
+    [ "$stderr" = "ckptfs-convert: $T/out.mindir: filled 2 of 2 parameters; 0 template parameters kept; 16 checkpoint tensors unused: fc1.weight, fc1.bias, fc2.weight, fc2.bias, fc3.weight, fc3.bias (+10 more)" ]
+    [ "$($FILL check "$LENET_MINDIR" "$LENET_CKPT" "$T/out.mindir")" = "ok: 2 filled, 0 kept" ]
+    # the parameters keep their full names in the file
+    $PY -c 'import sys; sys.path.insert(0, sys.argv[1]); import graph_oracle as go
+m = go.mindir_module().ModelProto(); m.ParseFromString(open(sys.argv[2], "rb").read())
+assert [p.name for p in m.graph.parameter] == ["17_1_construct.Default_wrapper.5:conv2.weight", "17_1_construct.Default_wrapper.5:conv1.weight"], m.graph.parameter' \
+        "$REPO/tests/oracle" "$T/out.mindir"
+    # and the mount shows the checkpoint's values
+    mount_fg "$T/out.mindir" "$T/m" -o ro
+    cmp "$T/m/conv1.weight/out" <($PY -c '
+import sys; sys.path.insert(0, sys.argv[1]); import ckpt_oracle as co
+sys.stdout.buffer.write(next(e.out for e in co.load_reference(sys.argv[2])[0] if e.tag == b"conv1.weight"))' "$REPO/tests/oracle" "$LENET_CKPT")
+}
+
+@test "MindIR: a 6-parameter LSTM graph, renamed tensors mapped back by --map" {
+    local m=$MS/mindspore_old_version_mindir_2.mindir
+    $FILL ckpt "$m" "$T/w.ckpt" --rename dense1.bias=head.b --rename lstm.weight_ih_l0=rnn.wi \
+        --extra rnn.unused
+    cat >"$T/names.map" <<'EOF'
+# checkpoint name    template name
+head.b  dense1.bias
+
+	rnn.wi		lstm.weight_ih_l0   
+EOF
+    run --separate-stderr "$CONVERT" --into "$m" --map "$T/names.map" "$T/w.ckpt" "$T/out.mindir"
+    [ "$status" -eq 0 ]
+    [[ "$stderr" == *": filled 6 of 6 parameters; 0 template parameters kept; 1 checkpoint tensors unused: rnn.unused" ]]
+    [ "$($FILL check "$m" "$T/w.ckpt" "$T/out.mindir" --map "$T/names.map")" = "ok: 6 filled, 0 kept" ]
+    # without the map the renamed two are reported on both sides
+    run --separate-stderr "$CONVERT" --into "$m" "$T/w.ckpt" "$T/out2.mindir"
+    [[ "$stderr" == *": filled 4 of 6 parameters; 2 template parameters kept: dense1.bias, lstm.weight_ih_l0; 3 checkpoint tensors unused: head.b, rnn.wi, rnn.unused" ]]
+    [ "$($FILL check "$m" "$T/w.ckpt" "$T/out2.mindir")" = "ok: 4 filled, 2 kept" ]
+}
+
+@test "--map: a mapped tensor wins over the checkpoint's tensor of that name, which is reported" {
+    # one checkpoint holding both a "2" and an "ema.2"
+    $PY -c 'import sys; sys.path.insert(0, sys.argv[1]); import fill_oracle as fo, numpy as np
+fo.write_ckpt(sys.argv[2], [("1", "Float32", [4,3,3,2], np.float32(np.arange(72)).tobytes()),
+    ("2", "Float32", [4], np.float32([1,2,3,4]).tobytes()),
+    ("ema.2", "Float32", [4], np.float32([5,6,7,8]).tobytes())])' "$REPO/tests/oracle" "$T/w.ckpt"
+    echo "ema.2 2" >"$T/names.map"
+    run --separate-stderr "$CONVERT" --into "$CONV" --map "$T/names.map" "$T/w.ckpt" "$T/out.onnx"
+    [ "$status" -eq 0 ]
+    [[ "$stderr" == *": filled 2 of 2 initializers; 0 template initializers kept; 1 checkpoint tensors unused: 2" ]]
+    [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/out.onnx" --map "$T/names.map" --checker)" = "ok: 2 filled, 0 kept" ]
+    [ "$($GRAPH_ORACLE values "$T/out.onnx" 2 | tr '\n' ' ')" = "5.0 6.0 7.0 8.0 " ]
+}
+
+@test "--strict: an initializer the checkpoint lacks is an error, and nothing is written" {
+    $FILL ckpt "$SILERO" "$T/w.ckpt" --skip model.decoder.decoder.1.bias --skip model_8k.decoder.decoder.1.bias
+    mkdir "$T/out"
+    refused "ckptfs-convert: $SILERO: 2 initializers have no tensor in $T/w.ckpt (--strict): model.decoder.decoder.1.bias, model_8k.decoder.decoder.1.bias" \
+        "$CONVERT" --into "$SILERO" --strict "$T/w.ckpt" "$T/out/x.onnx"
+    "$CONVERT" --into "$SILERO" "$T/w.ckpt" "$T/out/x.onnx" 2>/dev/null
+    [ "$($FILL check "$SILERO" "$T/w.ckpt" "$T/out/x.onnx")" = "ok: 67 filled, 2 kept" ]
+}
+
+@test "a shape or a type mismatch is refused naming the tensor and both types and shapes; nothing written" {
+    mkdir "$T/out"
+    $FILL ckpt "$CONV" "$T/shape.ckpt" --reshape 1
+    refused "ckptfs-convert: $T/shape.ckpt: tensor '1' is Float32 [2,3,3,4], but $CONV's initializer '1' is FLOAT [4,3,3,2]: shapes differ" \
+        "$CONVERT" --into "$CONV" "$T/shape.ckpt" "$T/out/x.onnx"
+    $FILL ckpt "$CONV" "$T/type.ckpt" --retype 2
+    refused "ckptfs-convert: $T/type.ckpt: tensor '2' is Int32 [4], but $CONV's initializer '2' is FLOAT [4]: types differ" \
+        "$CONVERT" --into "$CONV" "$T/type.ckpt" "$T/out/x.onnx"
+    $FILL ckpt "$ONNX_FIX/dtypes_burn.onnx" "$T/bf.safetensors" --retype const_bf16
+    refused "tensor 'const_bf16' is F16 [2,3], but $ONNX_FIX/dtypes_burn.onnx's initializer 'const_bf16' is BFLOAT16 [2,3]: types differ" \
+        "$CONVERT" --into "$ONNX_FIX/dtypes_burn.onnx" "$T/bf.safetensors" "$T/out/x.onnx"
+    $FILL ckpt "$LENET_MINDIR" "$T/m.ckpt" --reshape conv1.weight
+    refused "tensor 'conv1.weight' is Float32 [5,5,1,6], but $LENET_MINDIR's parameter 'conv1.weight' is FLOAT [6,1,5,5]: shapes differ" \
+        "$CONVERT" --into "$LENET_MINDIR" "$T/m.ckpt" "$T/out/x.mindir"
+    # a scalar is not a [1]
+    $PY -c 'import sys; sys.path.insert(0, sys.argv[1]); import fill_oracle as fo, numpy as np
+fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "$REPO/tests/oracle" "$T/s.ckpt"
+    refused "tensor '2' is Float32 [], but $CONV's initializer '2' is FLOAT [4]: shapes differ" \
+        "$CONVERT" --into "$CONV" "$T/s.ckpt" "$T/out/x.onnx"
+}
+
+@test "a malformed or wrong --map is refused with its line; nothing written" {
+    mkdir "$T/out"
+    $FILL ckpt "$CONV" "$T/w.ckpt" --rename 1=a --rename 2=b
+    run_map() { refused "$1" "$CONVERT" --into "$CONV" --map "$T/names.map" "$T/w.ckpt" "$T/out/x.onnx"; }
+    printf 'a 1\nb\n' >"$T/names.map"
+    run_map "$T/names.map:2: expected 'CKPT_NAME TEMPLATE_NAME', found 1 name"
+    printf 'a 1 x\n' >"$T/names.map"
+    run_map "$T/names.map:1: expected 'CKPT_NAME TEMPLATE_NAME', found 3 names or more"
+    printf '# c\na 1\nnope 2\n' >"$T/names.map"
+    run_map "$T/names.map:3: 'nope' is not a tensor of $T/w.ckpt"
+    printf 'a 1\nb nope\n' >"$T/names.map"
+    run_map "$T/names.map:2: 'nope' is not an initializer of $CONV"
+    printf 'a 1\na 2\n' >"$T/names.map"
+    run_map "$T/names.map:2: 'a' is mapped twice"
+    printf 'a 1\nb 1\n' >"$T/names.map"
+    run_map "$T/names.map:2: '1' is filled twice"
+    printf 'a 1\nb\0 2\n' >"$T/names.map"
+    run_map "$T/names.map: offset 5: a NUL byte: not a text file"
+    { printf 'a 1\nb '; head -c 70000 /dev/zero | tr '\0' x; printf ' 2\n'; } >"$T/names.map"
+    run_map "$T/names.map:2: line longer than 65536 bytes"
+    printf 'a \x01\\\n' >"$T/names.map"
+    run_map "$T/names.map:1: '\\x01\\x5c' is not an initializer of $CONV"
+    rm "$T/names.map"
+    mkdir "$T/names.map"
+    run_map "$T/names.map: not a regular file"
+    rmdir "$T/names.map"
+    mkfifo "$T/names.map"
+    run_map "$T/names.map: not a regular file"
+    rm "$T/names.map"
+    run_map "$T/names.map: No such file or directory"
+    # the good map works
+    printf 'a 1\r\nb 2\n' >"$T/names.map"
+    "$CONVERT" --into "$CONV" --map "$T/names.map" "$T/w.ckpt" "$T/out/x.onnx" 2>/dev/null
+    [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/out/x.onnx" --map "$T/names.map" --checker)" = "ok: 2 filled, 0 kept" ]
+}
+
+@test "OUT: an existing one is kept without -f and replaced with -f; a name of another format refused" {
+    mkdir "$T/out"
+    $FILL ckpt "$CONV" "$T/w.ckpt"
+    echo keep >"$T/o.onnx"
+    run --separate-stderr "$CONVERT" --into "$CONV" "$T/w.ckpt" "$T/o.onnx"
+    [ "$status" -eq 1 ]
+    [ "$stderr" = "ckptfs-convert: $T/o.onnx: exists (-f replaces it)" ]
+    [ "$(cat "$T/o.onnx")" = keep ]
+    "$CONVERT" --into "$CONV" -f "$T/w.ckpt" "$T/o.onnx" 2>/dev/null
+    [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/o.onnx" --checker)" = "ok: 2 filled, 0 kept" ]
+    refused "ckptfs-convert: $T/out/x.ckpt: named as a checkpoint, but the filled template is ONNX" \
+        "$CONVERT" --into "$CONV" "$T/w.ckpt" "$T/out/x.ckpt"
+    refused "ckptfs-convert: $LENET_CKPT: a checkpoint, not an ONNX or MindIR graph: --into takes a graph to fill" \
+        "$CONVERT" --into "$LENET_CKPT" "$T/w.ckpt" "$T/out/x.onnx"
+    [ -z "$(ls -A "$T" | grep -i ckptfs)" ]
+}
+
+@test "a template with external data is refused; so is a checkpoint the reader refuses" {
+    mkdir "$T/out"
+    $FILL ckpt "$CONV" "$T/w.ckpt"
+    refused "ckptfs-convert: $ONNX_FIX/external_burn/mixed_data.onnx: keeps tensor data in $ONNX_FIX/external_burn/mixed_data.bin: a template with external data is not supported" \
+        "$CONVERT" --into "$ONNX_FIX/external_burn/mixed_data.onnx" "$T/w.ckpt" "$T/out/x.onnx"
+    head -c 100 "$T/w.ckpt" >"$T/cut.ckpt"
+    refused "ckptfs-convert: $T/cut.ckpt: " "$CONVERT" --into "$CONV" "$T/cut.ckpt" "$T/out/x.onnx"
+}
