@@ -38,7 +38,7 @@ TOOL_SRC  := codec/cli_open.c codec/tensor_stats.c codec/chunk_pass.c
 EXPORT_SRC:= export/atomic_writer.c export/commit_group.c export/byte_sink.c export/ckpt_writer.c \
              export/onnx_mindir_writer.c export/safetensors_writer.c export/safetensors_set_writer.c export/encoder.c \
              export/wrap_writer.c export/cipher_writer.c export/zstd_writer.c \
-             export/writer_lock.c export/verify.c
+             export/writer_lock.c export/verify.c export/progress.c
 FS_SRC    := fs/main.c fs/ll_ops.c fs/tree.c fs/saver.c fs/session_loop.c fs/run_mount.c
 # The strategy file is decoded by protobuf-c's generated code (the codec
 # uses it); checkpoint.proto's only serves the unit tests' encoder.
@@ -52,7 +52,7 @@ FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
 PROTO_OBJ := $(BUILD)/gen/checkpoint.pb-c.o
 
 BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat $(BUILD)/ckptfs-diff \
-             $(BUILD)/ckptfs-reencode \
+             $(BUILD)/ckptfs-reencode $(BUILD)/ckptfs-convert \
              $(BUILD)/unit-tests
 
 .SECONDARY: $(PROTO_C) $(PROTO_C:.c=.h)
@@ -83,6 +83,10 @@ $(BUILD)/ckptfs-diff: $(BUILD)/codec/diff_main.o $(TOOL_OBJ) $(CODEC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/ckptfs-reencode: $(BUILD)/export/reencode_main.o $(EXPORT_OBJ) $(CODEC_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/ckptfs-convert: $(BUILD)/export/convert_main.o $(BUILD)/export/oneflow_dir_writer.o \
+		$(TOOL_OBJ) $(EXPORT_OBJ) $(CODEC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/unit-tests: $(BUILD)/tests/unit/test_main.o $(BUILD)/tests/unit/test_zstd.o \
@@ -186,7 +190,7 @@ MANDIR    ?= $(PREFIX)/share/man
 # exist); mount.ckptfs in SBINDIR with mount.ckptfs.8.  Pages go in plain,
 # as most upstream installs do: man reads them so, and a Debian build's
 # dh_installman/dh_compress gzips them (-9n) in the package.
-INSTALL_BINS    := ckptfs ckptfs-dump ckptfs-stat ckptfs-diff
+INSTALL_BINS    := ckptfs ckptfs-dump ckptfs-stat ckptfs-diff ckptfs-convert
 INSTALL_SCRIPTS := ckptfs-umount
 MAN1      := $(INSTALL_BINS:%=docs/man/%.1) $(INSTALL_SCRIPTS:%=docs/man/%.1)
 MAN8      := docs/man/mount.ckptfs.8

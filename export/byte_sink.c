@@ -96,11 +96,28 @@ int ck_sink_copy(ck_sink *s, ck_source *src, uint64_t off, uint64_t len)
     return copy_through_memory(s, src, off, len);
 }
 
-int ck_sink_piece(ck_sink *s, const ck_piece *p, uint64_t off, uint64_t len)
+static int piece_step(ck_sink *s, const ck_piece *p, uint64_t off, uint64_t len)
 {
     if (p->mem != NULL)
         return ck_sink_write(s, (const unsigned char *)p->mem + off, (size_t)len);
     return ck_sink_copy(s, p->src, p->off + off, len);
+}
+
+#define PROGRESS_STEP (16ull << 20)
+
+int ck_sink_piece(ck_sink *s, const ck_piece *p, uint64_t off, uint64_t len)
+{
+    if (s->progress == NULL || !s->progress->on)
+        return piece_step(s, p, off, len);
+    while (len > 0) {
+        uint64_t n = len < PROGRESS_STEP ? len : PROGRESS_STEP;
+        if (piece_step(s, p, off, n) < 0)
+            return -1;
+        ck_progress_add(s->progress, n);
+        off += n;
+        len -= n;
+    }
+    return 0;
 }
 
 

@@ -19,6 +19,7 @@
 #include "../codec/byte_source.h"
 #include "../codec/ck_error.h"
 #include "../codec/envelope.h"
+#include "progress.h"
 #include "wrap_writer.h"
 
 #define CK_SINK_BUF (1u << 20)
@@ -31,6 +32,7 @@ typedef struct ck_sink {
     unsigned char *buf;         /* CK_SINK_BUF bytes, the caller's */
     ck_error *err;
     ck_wrap_writer *wrap;       /* NULL: plaintext goes to fd as it is */
+    ck_progress *progress;      /* counts the pieces' bytes (NULL: none) */
 } ck_sink;
 
 /* Part of a tensor's bytes: len bytes from src at off, or from mem. */
@@ -56,7 +58,8 @@ int ck_sink_copy(ck_sink *s, ck_source *src, uint64_t off, uint64_t len);
 /* The next len bytes written are one payload that readers skip by its
  * length (a tensor's content); a hint for the wrap writer's frames. */
 int ck_sink_payload(ck_sink *s, uint64_t len);
-/* Bytes [off, off + len) of a piece. */
+/* Bytes [off, off + len) of a piece: tensor content, counted in the
+ * progress, in steps that let the bar move during a large tensor. */
 int ck_sink_piece(ck_sink *s, const ck_piece *p, uint64_t off, uint64_t len);
 
 size_t ck_varint_len(uint64_t v);

@@ -401,7 +401,7 @@ int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
     writer w = {.m = m, .tensors = tensors, .n = n};
     w.slice_bytes = opts && opts->slice_bytes ? opts->slice_bytes : CK_CKPT_SLICE_BYTES;
     w.s = (ck_sink){.fd = out_fd, .path = m->path, .crc_on = ck_ckpt_info_of(m)->has_crc, .crc = crc32(0, NULL, 0),
-                 .err = err};
+                 .err = err, .progress = opts ? opts->progress : NULL};
     w.s.buf = malloc(CK_SINK_BUF);
     w.entry_of = malloc((m->index.count ? m->index.count : 1) * sizeof *w.entry_of);
     w.keep_old = calloc(m->index.count ? m->index.count : 1, sizeof *w.keep_old);
@@ -442,7 +442,8 @@ out:
 static int ckpt_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                        ck_commit_group *g, ck_error *err)
 {
-    return ck_ckpt_write(m, tensors, n, NULL, g->files[0].fd, err);
+    ck_write_opts opts = {.progress = g->progress};
+    return ck_ckpt_write(m, tensors, n, &opts, g->files[0].fd, err);
 }
 
 /* A type is its MindSpore name in a checkpoint. */

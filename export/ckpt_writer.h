@@ -30,6 +30,7 @@
 
 typedef struct ck_write_opts {
     uint64_t slice_bytes;       /* 0: CK_CKPT_SLICE_BYTES */
+    ck_progress *progress;      /* counts the tensors' bytes (NULL: none) */
 } ck_write_opts;
 
 /* Write the tree (every original tensor that is not in `tensors` is

@@ -34,6 +34,7 @@
 #include <stddef.h>
 
 #include "atomic_writer.h"
+#include "progress.h"
 
 /* A model and its external data files (codec/model.h, CK_MAX_SOURCES). */
 #define CK_GROUP_MAX 4097
@@ -43,6 +44,7 @@ typedef struct ck_commit_group {
     ck_atomic_file *files;      /* files[0] is the model, renamed last */
     size_t n, cap;
     bool committed;             /* the journal is in place: keep the files */
+    ck_progress *progress;      /* the encoders' sinks count into it (NULL: none) */
 } ck_commit_group;
 
 /* Start a group whose first file replaces the model, dir->base; write it

@@ -131,13 +131,13 @@ install_into() {
     make -s -C "$REPO" BUILD="$BUILD" "$2" DESTDIR="$1" PREFIX=/opt/ck SBINDIR=/sbin
 }
 
-PAGES="man1/ckptfs.1 man1/ckptfs-dump.1 man1/ckptfs-stat.1 man1/ckptfs-diff.1 man1/ckptfs-umount.1
-       man8/mount.ckptfs.8"
+PAGES="man1/ckptfs.1 man1/ckptfs-dump.1 man1/ckptfs-stat.1 man1/ckptfs-diff.1 man1/ckptfs-convert.1
+       man1/ckptfs-umount.1 man8/mount.ckptfs.8"
 
 @test "make install puts the programs in PREFIX/bin, mount.ckptfs in SBINDIR, the pages in MANDIR" {
     root=$BATS_TEST_TMPDIR/root
     install_into "$root" install
-    for f in ckptfs ckptfs-dump ckptfs-stat ckptfs-diff ckptfs-umount; do
+    for f in ckptfs ckptfs-dump ckptfs-stat ckptfs-diff ckptfs-convert ckptfs-umount; do
         [ -x "$root/opt/ck/bin/$f" ]
     done
     [ -x "$root/sbin/mount.ckptfs" ]
@@ -154,7 +154,7 @@ PAGES="man1/ckptfs.1 man1/ckptfs-dump.1 man1/ckptfs-stat.1 man1/ckptfs-diff.1 ma
 @test "every installed program answers --version with the mount's version and --help with its usage, exit 0" {
     want=$("$CKPTFS" --version | head -1 | awk '{print $2}')
     [ -n "$want" ]
-    for p in ckptfs-dump ckptfs-stat ckptfs-diff; do
+    for p in ckptfs-dump ckptfs-stat ckptfs-diff ckptfs-convert; do
         run "$BUILD/$p" --version
         [ "$status" -eq 0 ]
         [ "$output" = "$p $want" ]

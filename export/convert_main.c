@@ -1,0 +1,521 @@
+/*
+ * ckptfs-convert: write a model in another format, without mounting it.
+ *
+ *   ckptfs-convert [OPTIONS] IN OUT
+ *
+ * IN is anything the other tools open (cli_open.h: a .ckpt, safetensors,
+ * ONNX, MindIR, encrypted or zstd-compressed, an iteration directory, a
+ * distributed checkpoint with -o strategy).  OUT is a .ckpt, a .safetensors
+ * (either optionally .zst, a .ckpt optionally encrypted with -o enc_mode)
+ * or a OneFlow snapshot directory (oneflow_dir_writer.h), chosen by --to or
+ * by OUT's name: a name ending in "/" or an existing directory is a OneFlow
+ * snapshot.
+ *
+ * The output is a model created empty (ck_model_empty, as -o create does)
+ * and every tensor of IN handed to its encoder as new bytes whose pieces are
+ * IN's extents, so bytes stream from file to file (copy_file_range where
+ * nothing needs to see them) and memory stays bounded whatever the size.
+ * Everything OUT cannot hold is refused, naming the tensor, before anything
+ * is written; OUT is written atomically, read back and checked against IN
+ * before it replaces anything, holding OUT's writer lock (writer_lock.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "../codec/cli_open.h"
+#include "../codec/key.h"
+#include "../codec/model.h"
+#include "../codec/name_map.h"
+#include "../codec/version.h"
+#include "commit_group.h"
+#include "encoder.h"
+#include "oneflow_dir_writer.h"
+#include "progress.h"
+#include "writer_lock.h"
+
+#define PROG "ckptfs-convert"
+
+typedef enum target {
+    TO_NONE,
+    TO_CKPT,
+    TO_SAFETENSORS,
+    TO_ONEFLOW,
+} target;
+
+typedef struct convert_opts {
+    ck_cli_open open;           /* how IN is opened */
+    target to;                  /* --to, or from OUT's name */
+    bool force, quiet;
+    const char *enc_mode;       /* -o enc_mode: encrypt a .ckpt OUT */
+    int zstd_level;             /* -o zstd_level: of a .zst OUT (0: the default) */
+    const char *in, *out;
+} convert_opts;
+
+/* ---- IN's tensors as the encoder takes them ---- */
+
+/* A tensor whose bytes only the codec can assemble (a merged distributed
+ * tensor's interleaved slices): a byte source that reads it through
+ * ck_model_read, so the writers take it as one piece like any other. */
+typedef struct tensor_source {
+    ck_source base;             /* first: ck_source_close frees the whole */
+    const ck_model *m;
+    const ck_tensor *t;
+} tensor_source;
+
+static int tensor_read_at(ck_source *src, void *buf, size_t len, uint64_t off, ck_error *err)
+{
+    tensor_source *ts = (tensor_source *)src;
+    long got = ck_model_read(ts->m, ts->t, buf, len, off, err);
+    if (got < 0)
+        return -1;
+    if ((size_t)got != len)
+        return ck_fail(err, EIO, "%s: short read of a merged tensor", ts->m->path);
+    return 0;
+}
+
+static void tensor_destroy(ck_source *src)
+{
+    (void)src;
+}
+
+static const struct ck_source_ops tensor_ops = {.read_at = tensor_read_at,
+                                                .destroy = tensor_destroy};
+
+static ck_source *tensor_source_new(const ck_model *m, const ck_tensor *t, ck_error *err)
+{
+    tensor_source *ts = calloc(1, sizeof *ts);
+    char *path = strdup(m->path);
+    if (ts == NULL || path == NULL) {
+        free(ts);
+        free(path);
+        ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        return NULL;
+    }
+    ts->base = (ck_source){.ops = &tensor_ops, .path = path, .size = t->nbytes, .fd = -1,
+                           .wd = -1};
+    ts->m = m;
+    ts->t = t;
+    return &ts->base;
+}
+
+/* The tree written to OUT: every live tensor of IN, as new bytes. */
+typedef struct plan {
+    ck_write_tensor *w;
+    ck_piece *pieces;
+    ck_source **own;            /* tensor sources made for gathered tensors */
+    size_t n, n_own;
+    uint64_t bytes;             /* the total of the tensors' bytes */
+} plan;
+
+static void plan_free(plan *p)
+{
+    for (size_t i = 0; i < p->n_own; i++)
+        ck_source_close(p->own[i]);
+    free(p->own);
+    free(p->w);
+    free(p->pieces);
+}
+
+static int plan_build(const ck_model *m, plan *p, ck_error *err)
+{
+    const ck_index *ix = &m->index;
+    size_t n_pieces = 0;
+    for (size_t i = 0; i < ix->n_live; i++)
+        n_pieces += ix->tensors[ix->live[i]].n_ext;
+    *p = (plan){.n = ix->n_live};
+    p->w = calloc(ix->n_live + 1, sizeof *p->w);
+    p->pieces = calloc(n_pieces + 1, sizeof *p->pieces);
+    p->own = calloc(ix->n_live + 1, sizeof *p->own);
+    if (p->w == NULL || p->pieces == NULL || p->own == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+    ck_piece *next = p->pieces;
+    for (size_t i = 0; i < ix->n_live; i++) {
+        const ck_tensor *t = &ix->tensors[ix->live[i]];
+        ck_write_tensor *w = &p->w[i];
+        *w = (ck_write_tensor){.orig_id = CK_WRITE_NEW, .name = t->name,
+                               .name_len = t->name_len, .dtype = t->dtype, .dims = t->dims,
+                               .ndim = t->ndim, .scalar_dims_zero = t->scalar_dims_zero,
+                               .pieces = next};
+        if (t->gather != NULL) {
+            ck_source *src = tensor_source_new(m, t, err);
+            if (src == NULL)
+                return -1;
+            p->own[p->n_own++] = src;
+            *next = (ck_piece){.src = src, .len = t->nbytes};
+            w->n_pieces = 1;
+        } else {
+            w->n_pieces = ck_pieces_of(m, t, next);
+        }
+        next += w->n_pieces;
+        p->bytes += ck_pieces_len(w);
+    }
+    return 0;
+}
+
+/* ---- what OUT cannot hold ---- */
+
+static const char *target_name(target to)
+{
+    switch (to) {
+    case TO_CKPT: return "a MindSpore checkpoint";
+    case TO_SAFETENSORS: return "safetensors";
+    case TO_ONEFLOW: return "a OneFlow snapshot";
+    case TO_NONE: break;
+    }
+    return "?";
+}
+
+/* Why OUT cannot hold tensor t's type, or NULL when it can. */
+static const char *type_refusal(target to, const ck_dtype *dt, char *buf, size_t cap)
+{
+    if (to != TO_CKPT && dt->kind == CK_KIND_STR)
+        return "a str value has no place in it";
+    switch (to) {
+    case TO_CKPT:
+        if (ck_dtype_from_mindspore(dt->ms_name, strlen(dt->ms_name), 0) == NULL)
+            snprintf(buf, cap, "type %s has no MindSpore checkpoint type", dt->ms_name);
+        else
+            return NULL;
+        return buf;
+    case TO_SAFETENSORS:
+        if (ck_dtype_safetensors_name(dt) != NULL)
+            return NULL;
+        snprintf(buf, cap, "type %s has no safetensors dtype", dt->ms_name);
+        return buf;
+    case TO_ONEFLOW:
+        return ck_oneflow_type_refusal(dt, buf, cap);
+    case TO_NONE:
+        break;
+    }
+    return NULL;
+}
+
+/* Refuse, naming the first tensor OUT cannot hold: a map parameter's part,
+ * a type it has no code for, a name it cannot store or that two tensors
+ * would share. */
+static int check_target(const convert_opts *o, const ck_model *m, const plan *p, ck_error *err)
+{
+    const ck_index *ix = &m->index;
+    ck_name_map seen;
+    ck_name_map_init(&seen);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < ix->n_live; i++) {
+        const ck_tensor *t = &ix->tensors[ix->live[i]];
+        char q[CK_QUOTE_BUF], why[160];
+        ck_quote(q, t->name, t->name_len);
+        const char *refusal = type_refusal(o->to, t->dtype, why, sizeof why);
+        /* The names OUT keeps: a OneFlow directory's as the mount shows
+         * it, else the tensor's own. */
+        const char *key = o->to == TO_ONEFLOW ? t->dir_name : t->name;
+        size_t len = o->to == TO_ONEFLOW ? strlen(t->dir_name) : t->name_len;
+        if (t->part != CK_PART_WHOLE)
+            rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': a MindSpore map parameter's %s "
+                         "cannot be converted", o->in, q, ck_cli_part(t));
+        else if (refusal != NULL)
+            rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': %s cannot hold it: %s", o->in, q,
+                         target_name(o->to), refusal);
+        else if (o->to == TO_SAFETENSORS && memchr(t->name, '\0', t->name_len) != NULL)
+            rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': safetensors cannot hold a name with "
+                         "a NUL byte", o->in, q);
+        else if (o->to == TO_SAFETENSORS && strcmp(t->name, "__metadata__") == 0)
+            rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': safetensors keeps that name for its "
+                         "metadata", o->in, q);
+        else if (ck_name_map_get(&seen, key, len) != CK_NAME_MAP_NONE)
+            rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': another tensor has the same %s in "
+                         "%s", o->in, q, o->to == TO_ONEFLOW ? "directory name" : "name",
+                         target_name(o->to));
+        else if (ck_name_map_put(&seen, key, len, (uint32_t)i) < 0)
+            rc = ck_fail(err, ENOMEM, "%s: out of memory", o->in);
+    }
+    (void)p;
+    ck_name_map_free(&seen);
+    return rc;
+}
+
+/* ---- OUT ---- */
+
+static bool same_file(const struct stat *a, dev_t dev, ino_t ino)
+{
+    return a->st_dev == dev && a->st_ino == ino;
+}
+
+/* OUT must not be IN or one of its files (it would be replaced while read). */
+static int check_not_in(const convert_opts *o, const ck_model *m, ck_error *err)
+{
+    struct stat so, si;
+    if (stat(o->out, &so) < 0)
+        return 0;
+    bool same = stat(o->in, &si) == 0 && same_file(&so, si.st_dev, si.st_ino);
+    same = same || same_file(&so, m->st.st_dev, m->st.st_ino);
+    for (uint32_t i = 0; !same && i < m->n_sources; i++)
+        for (const ck_source *s = m->sources[i]; s != NULL && !same; s = s->inner)
+            same = s->dev != 0 && same_file(&so, s->dev, s->ino);
+    if (same)
+        return ck_fail(err, EINVAL, "%s: is the model being converted (%s): write it elsewhere",
+                       o->out, o->in);
+    return 0;
+}
+
+/* An existing OUT is replaced only with -f, and a file format never
+ * replaces a directory. */
+static int check_out_file(const convert_opts *o, ck_error *err)
+{
+    struct stat st;
+    if (lstat(o->out, &st) < 0)
+        return errno == ENOENT ? 0 : ck_fail_errno(err, errno, "%s: cannot stat", o->out);
+    if (S_ISDIR(st.st_mode))
+        return ck_fail(err, EISDIR, "%s: is a directory (a OneFlow snapshot is written with "
+                       "--to oneflow)", o->out);
+    if (!o->force)
+        return ck_fail(err, EEXIST, "%s: exists (give -f to replace it)", o->out);
+    return 0;
+}
+
+static const char *format_of(target to)
+{
+    return to == TO_CKPT ? "ckpt" : "safetensors";
+}
+
+/* OUT as a .ckpt or .safetensors file: an empty model of that format,
+ * encoded from IN's tree through a commit group, as a mount's save. */
+static int write_file(const convert_opts *o, const plan *p,
+                      ck_progress *prog, ck_error *err)
+{
+    ck_key key = {0};
+    ck_open_opts oo = {.key = &key, .zstd_level = o->zstd_level};
+    if (o->enc_mode != NULL) {
+        if (ck_key_load(o->open.key_file, &key, err) < 0)
+            return -1;
+        if (key.len == 0)
+            return ck_fail(err, EINVAL, "%s: -o enc_mode needs a key: -o key_file=PATH or "
+                           CK_KEY_ENV, o->out);
+        oo.encrypt = true;
+        oo.enc_mode = (ck_cipher_mode)ck_cipher_mode_parse(o->enc_mode);
+    }
+    ck_model_dir *dir = ck_dir_open(o->out, err);
+    ck_model *om = NULL;
+    ck_writer_lock lock = {.fd = -1};
+    ck_commit_group g = {0};
+    int rc = -1;
+    if (dir != NULL && ck_writer_lock_take(&lock, o->out, PROG, err) == 0 &&
+        check_out_file(o, err) == 0 &&
+        (om = ck_model_empty(dir, o->out, format_of(o->to), &oo, err)) != NULL) {
+        ck_encode_cleanup(om); /* what a killed convert to OUT left */
+        ck_progress_start(prog, p->bytes, prog->on, prog->out);
+        if (ck_group_begin(&g, dir, err) == 0) {
+            g.progress = prog;
+            if (ck_encode(om, p->w, p->n, &g, err) == 0 && ck_group_commit(&g, err) == 0)
+                rc = 0;
+        }
+        ck_progress_end(prog);
+    }
+    ck_group_abort(&g);
+    ck_key_wipe(&key);
+    ck_model_close(om);
+    ck_writer_lock_release(&lock);
+    ck_dir_unref(dir);
+    return rc;
+}
+
+static int convert(const convert_opts *o)
+{
+    ck_error err = {0};
+    ck_model *m = ck_cli_open_model(&o->open, o->in, &err);
+    if (m == NULL) {
+        fprintf(stderr, PROG ": %s\n", err.msg);
+        return 1;
+    }
+    plan p = {0};
+    ck_progress prog = {.on = ck_progress_wanted(stderr, o->quiet), .out = stderr};
+    int rc = plan_build(m, &p, &err) < 0 || check_target(o, m, &p, &err) < 0 ||
+             check_not_in(o, m, &err) < 0 ? -1
+             : o->to == TO_ONEFLOW
+                 ? ck_oneflow_dir_write(&(ck_oneflow_dir_args){.out = o->out, .force = o->force,
+                                                               .progress = &prog, .m = m},
+                                        p.w, p.n, p.bytes, &err)
+                 : write_file(o, &p, &prog, &err);
+    if (rc < 0)
+        fprintf(stderr, PROG ": %s\n", err.msg);
+    plan_free(&p);
+    ck_model_close(m);
+    return rc < 0 ? 1 : 0;
+}
+
+/* ---- the command line ---- */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: " PROG " [OPTIONS] IN OUT\n"
+            "Write the model IN in another format as OUT: a MindSpore .ckpt, a .safetensors\n"
+            "(either .zst-compressed when OUT ends in .zst) or a OneFlow snapshot directory.\n"
+            "OUT's format is --to's, else its name's; a name ending in '/' or an existing\n"
+            "directory is a OneFlow snapshot.  OUT is written atomically and checked against\n"
+            "IN before it appears; what it cannot hold is refused before anything is written.\n"
+            "  --to FORMAT           ckpt, safetensors or oneflow\n"
+            "  -f, --force           replace an existing OUT (a directory only if it is a\n"
+            "                        OneFlow snapshot or empty)\n"
+            "  -q, --quiet           no progress bar (drawn only when stderr is a terminal)\n"
+            "  -o enc_mode=MODE      encrypt a .ckpt OUT: AES-GCM or AES-CBC, with the key\n"
+            "  -o zstd_level=N       the level of a .zst OUT (default 3)\n"
+            "  --nocrc               do not verify IN's .ckpt CRC trailer\n"
+            "  -o key_file=PATH      the key of an encrypted IN, and of OUT with enc_mode\n"
+            "                        (else CKPTFS_KEY_HEX)\n"
+            "  -o tmp_max=SIZE       most a zstd IN without seek table may take in $TMPDIR\n"
+            "  -o strategy=FILE      IN is a distributed checkpoint's directory\n"
+            "  --help, --version\n"
+            "IN: a file ckptfs reads, an iteration_<N> directory, or with -o strategy a\n"
+            "distributed checkpoint's directory.\n"
+            "Exit status: 0 written, 1 failed (nothing written), 2 a usage error.\n");
+}
+
+/* "-o NAME=VALUE": VALUE, or NULL when argv[i] is not that option. */
+static const char *o_value(int argc, char **argv, int i, const char *name)
+{
+    size_t n = strlen(name);
+    if (strcmp(argv[i], "-o") != 0 || i + 1 >= argc || strncmp(argv[i + 1], name, n) != 0 ||
+        argv[i + 1][n] != '=')
+        return NULL;
+    return argv[i + 1] + n + 1;
+}
+
+static target target_by_name(const char *name)
+{
+    return strcmp(name, "ckpt") == 0          ? TO_CKPT
+           : strcmp(name, "safetensors") == 0 ? TO_SAFETENSORS
+           : strcmp(name, "oneflow") == 0     ? TO_ONEFLOW
+                                              : TO_NONE;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* OUT's format from its name: TO_NONE when it says none. */
+static target target_of_out(const char *out)
+{
+    struct stat st;
+    if (ends_with(out, "/") || (stat(out, &st) == 0 && S_ISDIR(st.st_mode)))
+        return TO_ONEFLOW;
+    char base[4096];
+    snprintf(base, sizeof base, "%s", out);
+    if (ends_with(base, ".zst"))
+        base[strlen(base) - 4] = '\0';
+    return ends_with(base, ".ckpt") ? TO_CKPT
+           : ends_with(base, ".safetensors") ? TO_SAFETENSORS : TO_NONE;
+}
+
+/* An option of this tool's own at argv[*i]: 1 taken, 0 not one, -1 bad. */
+static int own_arg(convert_opts *o, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i], *v;
+    if (strcmp(a, "-f") == 0 || strcmp(a, "--force") == 0) {
+        o->force = true;
+    } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+        o->quiet = true;
+    } else if (strcmp(a, "--to") == 0 || strncmp(a, "--to=", 5) == 0) {
+        const char *name = a[4] == '=' ? a + 5 : *i + 1 < argc ? argv[++*i] : "";
+        if ((o->to = target_by_name(name)) == TO_NONE)
+            return -1;
+    } else if ((v = o_value(argc, argv, *i, "enc_mode")) != NULL) {
+        ++*i;
+        o->enc_mode = v;
+        return ck_cipher_mode_parse(v) < 0 ? -1 : 1;
+    } else if ((v = o_value(argc, argv, *i, "zstd_level")) != NULL) {
+        ++*i;
+        unsigned level;
+        if (ck_cli_uint(v, 1, (unsigned)ZSTD_maxCLevel(), &level) < 0)
+            return -1;
+        o->zstd_level = (int)level;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* What mode the command line asks for.  ckptfs-convert has one today; a
+ * mode that takes its own options (a graph filled from a checkpoint) is
+ * parsed into its own arguments and dispatched in main beside it. */
+typedef enum mode {
+    MODE_CONVERT,
+} mode;
+
+/* The consistency of the options with OUT: a message, or NULL. */
+static const char *check_opts(convert_opts *o)
+{
+    if (o->to == TO_NONE && (o->to = target_of_out(o->out)) == TO_NONE)
+        return "cannot tell OUT's format from its name: give --to ckpt, safetensors or oneflow";
+    if (o->enc_mode != NULL && (o->to != TO_CKPT || ends_with(o->out, ".zst")))
+        return "-o enc_mode encrypts a .ckpt OUT only (not compressed)";
+    if (o->zstd_level != 0 && (o->to == TO_ONEFLOW || !ends_with(o->out, ".zst")))
+        return "-o zstd_level is for a .zst OUT";
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    convert_opts o = {0};
+    mode md = MODE_CONVERT;
+    const char *path[2] = {NULL, NULL};
+    bool bad = false, opts_done = false, extra = false;
+    for (int i = 1; i < argc && !bad; i++) {
+        const char *a = argv[i];
+        int first = i; /* an option and its value may be two words */
+        int took = opts_done ? 0 : ck_cli_open_arg(&o.open, argc, argv, &i);
+        if (took == 0 && !opts_done)
+            took = own_arg(&o, argc, argv, &i);
+        if (took != 0) {
+            bad = took < 0;
+        } else if (opts_done || a[0] != '-' || a[1] == '\0') {
+            if (path[0] == NULL)
+                path[0] = a;
+            else if (path[1] == NULL)
+                path[1] = a;
+            else
+                bad = extra = true;
+        } else if (strcmp(a, "--") == 0) {
+            opts_done = true;
+        } else if (strcmp(a, "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--version") == 0) {
+            printf(PROG " %s\n", CKPTFS_VERSION);
+            return 0;
+        } else {
+            bad = true;
+        }
+        if (bad) {
+            fprintf(stderr, PROG ": %s", extra ? "an argument too many:" : "bad option");
+            for (int k = first; k <= i && k < argc; k++)
+                fprintf(stderr, " %s", argv[k]);
+            if (strcmp(a, "-o") == 0 && i == first && i + 1 < argc)
+                fprintf(stderr, " %s", argv[i + 1]); /* its value, refused */
+            fprintf(stderr, "; ");
+        }
+    }
+    if (path[1] == NULL || bad) {
+        if (path[1] == NULL && !bad)
+            fprintf(stderr, PROG ": %s; ", path[0] ? "no OUT given" : "no IN and OUT given");
+        fprintf(stderr, "usage: " PROG " [OPTIONS] IN OUT (see --help)\n");
+        return 2;
+    }
+    o.in = path[0];
+    o.out = path[1];
+    switch (md) {
+    case MODE_CONVERT: {
+        const char *why = check_opts(&o);
+        if (why != NULL) {
+            fprintf(stderr, PROG ": %s: %s\n", o.out, why);
+            return 2;
+        }
+        return convert(&o);
+    }
+    }
+    return 2;
+}
