@@ -36,6 +36,7 @@
 #include "../codec/onnx_mindir_reader.h"
 #include "commit_group.h"
 #include "encoder.h"
+#include "progress.h"
 #include "writer_lock.h"
 
 #define TOOL "ckptfs-convert"
@@ -138,16 +139,35 @@ static int check_template(const fill *f)
     return 0;
 }
 
-/* OUT is replaced only with -f; it is written atomically either way. */
+/* OUT must not be one of the files read (it would be replaced while they
+ * are read); an existing OUT is replaced only with -f. */
+static bool is_read(const ck_model *m, const struct stat *so)
+{
+    if (m == NULL)
+        return false;
+    if (m->st.st_dev == so->st_dev && m->st.st_ino == so->st_ino)
+        return true;
+    for (uint32_t i = 0; i < m->n_sources; i++)
+        for (const ck_source *s = m->sources[i]; s != NULL; s = s->inner)
+            if (s->dev != 0 && s->dev == so->st_dev && s->ino == so->st_ino)
+                return true;
+    return false;
+}
+
 static int check_out(const fill *f)
 {
     struct stat st;
-    if (f->a->force)
-        return 0;
-    if (lstat(f->a->out, &st) == 0)
-        return ck_fail(f->err, EEXIST, "%s: exists (-f replaces it)", f->a->out);
-    if (errno != ENOENT)
-        return ck_fail_errno(f->err, errno, "%s", f->a->out);
+    if (lstat(f->a->out, &st) < 0)
+        return errno == ENOENT ? 0 : ck_fail_errno(f->err, errno, "%s: cannot stat", f->a->out);
+    if (S_ISDIR(st.st_mode))
+        return ck_fail(f->err, EISDIR, "%s: is a directory", f->a->out);
+    struct stat so;
+    bool tmpl = stat(f->a->out, &so) == 0 && is_read(f->tm, &so);
+    if (tmpl || (stat(f->a->out, &so) == 0 && is_read(f->cm, &so)))
+        return ck_fail(f->err, EINVAL, "%s: is %s or one of its files: write it elsewhere",
+                       f->a->out, tmpl ? f->a->tmpl : f->a->ckpt);
+    if (!f->a->force)
+        return ck_fail(f->err, EEXIST, "%s: exists (give -f to replace it)", f->a->out);
     return 0;
 }
 
@@ -474,22 +494,31 @@ static ck_write_tensor *tree(fill *f, ck_piece **pieces_out)
     return w;
 }
 
-/* OUT written atomically in its directory, holding its writer lock. */
+/* OUT written atomically in its directory, holding its writer lock; the
+ * bar counts the checkpoint's bytes as they are copied. */
 static int write_out(fill *f)
 {
     ck_piece *pieces = NULL;
     ck_write_tensor *w = tree(f, &pieces);
     if (w == NULL)
         return -1;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < f->tm->index.n_live; i++)
+        bytes += w[i].unchanged ? 0 : ck_pieces_len(&w[i]);
     ck_model_dir *out_dir = ck_dir_open(f->a->out, f->err);
     ck_commit_group g = {0};
     ck_writer_lock lock = {.fd = -1};
+    ck_progress prog = {0};
     int rc = -1;
     if (out_dir != NULL && ck_writer_lock_take(&lock, f->a->out, TOOL, f->err) >= 0 &&
-        ck_group_begin(&g, out_dir, f->err) >= 0 &&
-        ck_encode(f->tm, w, f->tm->index.n_live, &g, f->err) >= 0 &&
-        ck_group_commit(&g, f->err) >= 0)
-        rc = 0;
+        check_out(f) >= 0 && ck_group_begin(&g, out_dir, f->err) >= 0) {
+        ck_progress_start(&prog, bytes, f->a->progress, stderr);
+        g.progress = &prog;
+        if (ck_encode(f->tm, w, f->tm->index.n_live, &g, f->err) >= 0 &&
+            ck_group_commit(&g, f->err) >= 0)
+            rc = 0;
+        ck_progress_end(&prog);
+    }
     ck_group_abort(&g);
     ck_writer_lock_release(&lock);
     ck_dir_unref(out_dir);
@@ -502,8 +531,9 @@ static int write_out(fill *f)
 
 static int prepare(fill *f)
 {
-    if (check_out(f) < 0 || (f->tm = open_template(f)) == NULL || check_template(f) < 0 ||
-        (f->cm = ck_cli_open_model(f->a->ckpt_open, f->a->ckpt, f->err)) == NULL)
+    if ((f->tm = open_template(f)) == NULL || check_template(f) < 0 ||
+        (f->cm = ck_cli_open_model(f->a->ckpt_open, f->a->ckpt, f->err)) == NULL ||
+        check_out(f) < 0)
         return -1;
     size_t nt = f->tm->index.n_live, nc = f->cm->index.n_live;
     f->by_tmpl = malloc((nt + 1) * sizeof *f->by_tmpl);

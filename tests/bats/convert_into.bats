@@ -214,7 +214,7 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
     echo keep >"$T/o.onnx"
     run --separate-stderr "$CONVERT" --into "$CONV" "$T/w.ckpt" "$T/o.onnx"
     [ "$status" -eq 1 ]
-    [ "$stderr" = "ckptfs-convert: $T/o.onnx: exists (-f replaces it)" ]
+    [ "$stderr" = "ckptfs-convert: $T/o.onnx: exists (give -f to replace it)" ]
     [ "$(cat "$T/o.onnx")" = keep ]
     "$CONVERT" --into "$CONV" -f "$T/w.ckpt" "$T/o.onnx" 2>/dev/null
     [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/o.onnx" --checker)" = "ok: 2 filled, 0 kept" ]
@@ -232,4 +232,54 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
         "$CONVERT" --into "$ONNX_FIX/external_burn/mixed_data.onnx" "$T/w.ckpt" "$T/out/x.onnx"
     head -c 100 "$T/w.ckpt" >"$T/cut.ckpt"
     refused "ckptfs-convert: $T/cut.ckpt: " "$CONVERT" --into "$CONV" "$T/cut.ckpt" "$T/out/x.onnx"
+}
+
+@test "a distributed checkpoint (-o strategy), slices cut along later dimensions included, fills a graph of its tensors" {
+    local s D
+    for s in 1 2 3 4 5 6; do
+        D=$T/$s
+        $PY "$REPO/tests/oracle/dist_random.py" gen "$D" --seed "$s" >/dev/null
+        $FILL template "$D/full.ckpt" "$D/t.onnx"
+        "$CONVERT" --into "$D/t.onnx" -o strategy="$D/strategy.ckpt" "$D/dist" "$D/out.onnx" 2>/dev/null
+        # every tensor filled with the merged bytes: the full model the ranks were cut from
+        run $FILL check "$D/t.onnx" "$D/full.ckpt" "$D/out.onnx" --checker
+        echo "seed $s: $output"
+        [ "$status" -eq 0 ]
+        [[ "$output" == "ok: "*" filled, 0 kept" ]]
+    done
+}
+
+@test "usage: --map and --strict need --into, --into takes no target options (exit 2); OUT may not be CKPT or TEMPLATE" {
+    mkdir "$T/out"
+    $FILL ckpt "$CONV" "$T/w.ckpt"
+    for args in "--map $T/m $T/w.ckpt $T/out/x.ckpt" "--strict $T/w.ckpt $T/out/x.ckpt" \
+                "--into $CONV --to ckpt $T/w.ckpt $T/out/x.onnx" \
+                "--into $CONV -o zstd_level=3 $T/w.ckpt $T/out/x.onnx" \
+                "--into=$CONV $T/w.ckpt" "--into $CONV --map= $T/w.ckpt $T/out/x.onnx"; do
+        run --separate-stderr "$CONVERT" $args
+        echo "$args: $status $stderr"
+        [ "$status" -eq 2 ]
+        [[ "$stderr" == "ckptfs-convert: "*"usage: ckptfs-convert"* ]]
+    done
+    [ -z "$(ls -A "$T/out")" ]
+    # an ONNX model's initializers fill a template too, but not in place
+    "$CONVERT" --into "$CONV" "$T/w.ckpt" "$T/w.onnx" 2>/dev/null
+    cp "$T/w.onnx" "$T/w2.onnx"
+    run --separate-stderr "$CONVERT" --into "$CONV" -f "$T/w2.onnx" "$T/w2.onnx"
+    [ "$status" -eq 1 ]
+    [ "$stderr" = "ckptfs-convert: $T/w2.onnx: is $T/w2.onnx or one of its files: write it elsewhere" ]
+    cmp "$T/w.onnx" "$T/w2.onnx"
+    "$CONVERT" --into "$CONV" "$T/w.onnx" "$T/out/from_onnx.onnx" 2>/dev/null
+    cmp "$T/w.onnx" "$T/out/from_onnx.onnx"
+    rm "$T/out/from_onnx.onnx"
+    cp "$CONV" "$T/t.onnx"
+    run --separate-stderr "$CONVERT" --into="$T/t.onnx" -f "$T/w.ckpt" "$T/t.onnx"
+    [ "$status" -eq 1 ]
+    [ "$stderr" = "ckptfs-convert: $T/t.onnx: is $T/t.onnx or one of its files: write it elsewhere" ]
+    cmp "$CONV" "$T/t.onnx"
+    # the = forms
+    "$CONVERT" --into="$CONV" --map="$T/empty.map" -q "$T/w.ckpt" "$T/out/x.onnx" 2>/dev/null && false
+    : >"$T/empty.map"
+    "$CONVERT" --into="$CONV" --map="$T/empty.map" -q "$T/w.ckpt" "$T/out/x.onnx" 2>/dev/null
+    [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/out/x.onnx" --checker)" = "ok: 2 filled, 0 kept" ]
 }

@@ -17,6 +17,8 @@ safetensors by json + numpy.
         template lacks, --retype stores one with another type of the same size or a
         different one (Float32 <-> Int32, Float16 <-> Int16...), --reshape with its
         dimensions reversed (or one more dimension of 1).
+    /usr/bin/python3 fill_oracle.py template CKPT OUT.onnx
+        an ONNX graph (IR 8, no nodes) whose initializers are CKPT's tensors, zeros.
     /usr/bin/python3 fill_oracle.py check TEMPLATE CKPT OUT [--map FILE] [--checker]
         OUT is TEMPLATE with every matched initializer holding CKPT's bytes and every
         other one its own; everything else equal (nodes, inputs, outputs, attributes,
@@ -262,6 +264,18 @@ def cmd_pyfill(a):
     onnx.save(model, a.out)
 
 
+PB_OF_MS = {v: k for k, v in MS_OF_PB.items() if k != 17}
+
+
+def cmd_template(a):
+    inits = [onnx.helper.make_tensor(name, PB_OF_MS[ms], dims, bytes(len(data)), raw=True)
+             for name, (ms, dims, data) in read_ckpt(a.ckpt).items()]
+    graph = onnx.helper.make_graph([], "fill", [], [], initializer=inits)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, a.out)
+
+
 def main():
     ap = argparse.ArgumentParser(prog="fill_oracle.py")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -271,6 +285,9 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     for opt in ("skip", "rename", "extra", "retype", "reshape"):
         p.add_argument("--" + opt, action="append", default=[])
+    p = sub.add_parser("template")
+    p.add_argument("ckpt")
+    p.add_argument("out")
     for name in ("check", "pyfill"):
         p = sub.add_parser(name)
         p.add_argument("template")
@@ -280,7 +297,8 @@ def main():
         if name == "check":
             p.add_argument("--checker", action="store_true")
     a = ap.parse_args()
-    {"ckpt": cmd_ckpt, "check": cmd_check, "pyfill": cmd_pyfill}[a.cmd](a)
+    {"ckpt": cmd_ckpt, "template": cmd_template, "check": cmd_check,
+     "pyfill": cmd_pyfill}[a.cmd](a)
 
 
 if __name__ == "__main__":
