@@ -283,3 +283,15 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
     "$CONVERT" --into="$CONV" --map="$T/empty.map" -q "$T/w.ckpt" "$T/out/x.onnx" 2>/dev/null
     [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/out/x.onnx" --checker)" = "ok: 2 filled, 0 kept" ]
 }
+
+@test "an encrypted MindIR template gives an OUT encrypted the same way, with the LeNet checkpoint's weights" {
+    local key=30313233343536373839414243444546 env="$PY $REPO/tests/oracle/envelope_oracle.py"
+    $env encrypt --mode AES-GCM --key-hex "$key" "$LENET_MINDIR" "$T/enc.mindir"
+    CKPTFS_KEY_HEX=$key "$CONVERT" --into "$T/enc.mindir" "$LENET_CKPT" "$T/out.mindir" 2>/dev/null
+    ! cmp -s "$T/out.mindir" "$T/enc.mindir"
+    $env decrypt --key-hex "$key" --expect-mode AES-GCM "$T/out.mindir" "$T/plain.mindir"
+    [ "$($FILL check "$LENET_MINDIR" "$LENET_CKPT" "$T/plain.mindir")" = "ok: 2 filled, 0 kept" ]
+    # without the key the template is refused, nothing written
+    mkdir "$T/out"
+    refused "$T/enc.mindir: " "$CONVERT" --into "$T/enc.mindir" "$LENET_CKPT" "$T/out/x.mindir"
+}
