@@ -136,6 +136,13 @@ static int check_template(const fill *f)
     if (out != NULL && out != m->format)
         return ck_fail(f->err, EINVAL, "%s: named as a %s, but the filled template is %s",
                        f->a->out, out->title, m->format->title);
+    /* OUT is wrapped as the template is: its name must not say otherwise. */
+    size_t n = strlen(f->a->out);
+    bool zst = n >= 4 && strcmp(f->a->out + n - 4, ".zst") == 0;
+    if (zst != (m->env.wrap == CK_WRAP_ZSTD))
+        return ck_fail(f->err, EINVAL, "%s: %s", f->a->out, zst ? "named as zstd-compressed, "
+                       "but the filled template is not" : "the filled template is "
+                       "zstd-compressed as the template is: name it .zst");
     return 0;
 }
 

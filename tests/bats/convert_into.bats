@@ -222,6 +222,15 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
         "$CONVERT" --into "$CONV" "$T/w.ckpt" "$T/out/x.ckpt"
     refused "ckptfs-convert: $LENET_CKPT: a checkpoint, not an ONNX or MindIR graph: --into takes a graph to fill" \
         "$CONVERT" --into "$LENET_CKPT" "$T/w.ckpt" "$T/out/x.onnx"
+    refused "ckptfs-convert: $T/out/x.onnx.zst: named as zstd-compressed, but the filled template is not" \
+        "$CONVERT" --into "$CONV" "$T/w.ckpt" "$T/out/x.onnx.zst"
+    # a compressed template gives a compressed OUT
+    zstd -q "$CONV" -o "$T/t.onnx.zst"
+    refused "ckptfs-convert: $T/out/x.onnx: the filled template is zstd-compressed as the template is: name it .zst" \
+        "$CONVERT" --into "$T/t.onnx.zst" "$T/w.ckpt" "$T/out/x.onnx"
+    "$CONVERT" --into "$T/t.onnx.zst" "$T/w.ckpt" "$T/z.onnx.zst" 2>/dev/null
+    zstd -q -d "$T/z.onnx.zst" -o "$T/z.onnx"
+    [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/z.onnx" --checker)" = "ok: 2 filled, 0 kept" ]
     [ -z "$(ls -A "$T" | grep -i ckptfs)" ]
 }
 
