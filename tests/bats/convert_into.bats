@@ -304,3 +304,34 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
     mkdir "$T/out"
     refused "$T/enc.mindir: " "$CONVERT" --into "$T/enc.mindir" "$LENET_CKPT" "$T/out/x.mindir"
 }
+
+@test "random --map files: each is taken or refused with one line, never a crash, and nothing half-written" {
+    local m
+    mkdir "$T/out"
+    $FILL ckpt "$CONV" "$T/w.ckpt" --rename 1=a --rename 2=b
+    $PY - "$T/maps" <<'PY'
+import os, random, sys
+rng = random.Random(15)
+os.mkdir(sys.argv[1])
+# mostly well-formed lines, valid or not for this pair of models, and some noise
+lines = [b"a 1", b"b 2"] * 4 + [b"b\t 1", b" a  2\r", b"# c", b"#a 1 2", b"", b"  ", b"1 2", b"a",
+         b"a 1 x", b"a\xff 1", b"b 2\x00", b"\\ 2", b"a" * 70000 + b" 1"]
+for i in range(60):
+    data = b"\n".join(rng.choice(lines) if rng.random() < 0.9 else
+                      bytes(rng.randrange(256) for _ in range(rng.randrange(1, 8)))
+                      for _ in range(rng.randrange(0, 5)))
+    open(os.path.join(sys.argv[1], "%02d.map" % i), "wb").write(data + rng.choice([b"", b"\n"]))
+PY
+    for m in $(seq -w 0 59); do
+        run --separate-stderr "$CONVERT" --into "$CONV" --map "$T/maps/$m.map" "$T/w.ckpt" "$T/out/x.onnx"
+        echo "$m: $status $stderr"
+        [ "$status" -eq 0 ] || [ "$status" -eq 1 ]
+        [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+        [[ "$stderr" == "ckptfs-convert: "* ]]
+        if [ "$status" -eq 0 ]; then
+            $FILL check "$CONV" "$T/w.ckpt" "$T/out/x.onnx" --map "$T/maps/$m.map" --checker
+            rm "$T/out/x.onnx"
+        fi
+        [ -z "$(ls -A "$T/out")" ]
+    done
+}

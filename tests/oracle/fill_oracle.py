@@ -199,11 +199,14 @@ def read_map(path):
     renames = {}
     if path is None:
         return renames
-    with open(path) as f:
-        for line in f:
-            words = line.split()
-            if words and not words[0].startswith("#"):
-                renames[words[0]] = words[1]
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    for line in lines:
+        # blanks are spaces and tabs; a carriage return counts as one
+        words = [w for w in line.replace(b"\t", b" ").replace(b"\r", b" ").split(b" ") if w]
+        if words and not words[0].startswith(b"#"):
+            renames[words[0].decode("utf-8", "surrogateescape")] = \
+                words[1].decode("utf-8", "surrogateescape")
     return renames
 
 
