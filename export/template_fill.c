@@ -312,7 +312,7 @@ static int apply_map(fill *f)
         int n = fields(p, field);
         if (n > 0 && field[0][0] != '#' && n != 2)
             return ck_fail(f->err, EINVAL, "%s:%u: expected 'CKPT_NAME TEMPLATE_NAME', "
-                           "found %d name%s", f->a->map, line, n == 3 ? 3 : n,
+                           "found %d name%s", f->a->map, line, n,
                            n == 1 ? "" : "s or more");
         if (n == 2 && field[0][0] != '#' && map_pair(f, line, field[0], field[1]) < 0)
             return -1;

@@ -247,7 +247,8 @@ def cmd_check(a):
             want = data
             kept += 1
         if odata != want:
-            fail(f"{name}: {len(odata)} bytes differ from the {'checkpoint' if name in fills else 'template'}'s")
+            side = "checkpoint" if name in fills else "template"
+            fail(f"{name}: {len(odata)} bytes differ from the {side}'s")
     if out.without_data() != tmpl.without_data():
         fail("the graph outside the tensors' data changed")
     if a.checker:

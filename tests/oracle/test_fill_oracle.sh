@@ -53,7 +53,8 @@ PY
 edit 'b = bytearray(g.initializer[1].raw_data); b[5] ^= 1; g.initializer[1].raw_data = bytes(b)' \
     "$T/py.onnx" "$T/flip.onnx"
 fails "one byte of a filled tensor" oracle check "$CONV" "$T/w.ckpt" "$T/flip.onnx"
-edit 'i = [t.name for t in g.initializer].index("model.decoder.decoder.1.bias"); b = bytearray(g.initializer[i].raw_data); b[0] ^= 1; g.initializer[i].raw_data = bytes(b)' \
+edit 'i = [t.name for t in g.initializer].index("model.decoder.decoder.1.bias")
+b = bytearray(g.initializer[i].raw_data); b[0] ^= 1; g.initializer[i].raw_data = bytes(b)' \
     "$T/spy.onnx" "$T/kept.onnx"
 fails "a kept tensor changed" oracle check "$SILERO" "$T/s.safetensors" "$T/kept.onnx"
 edit 'g.node[0].name = "other"' "$T/py.onnx" "$T/node.onnx"
@@ -85,6 +86,7 @@ g = fo.Graph(sys.argv[1])
 g.list[0].name = g.list[0].name.split(":", 1)[1]
 open(sys.argv[2], "wb").write(g.model.SerializeToString())
 PY
-fails "a MindIR parameter without its <graph>: prefix" oracle check "$LENET" "$T/l.ckpt" "$T/l2.mindir"
+fails "a MindIR parameter without its <graph>: prefix" \
+    oracle check "$LENET" "$T/l.ckpt" "$T/l2.mindir"
 fails "ckpt --skip of a name the template lacks" oracle ckpt "$CONV" "$T/x.ckpt" --skip nope
 summary
