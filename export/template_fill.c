@@ -501,6 +501,14 @@ static ck_write_tensor *tree(fill *f, ck_piece **pieces_out)
     return w;
 }
 
+/* Before OUT's group starts: the temporary files a killed fill of OUT
+ * left (OUT's writer lock is held). */
+static bool cleanup(const ck_model_dir *out_dir)
+{
+    ck_atomic_cleanup(out_dir, out_dir->base, getuid());
+    return true;
+}
+
 /* OUT written atomically in its directory, holding its writer lock; the
  * bar counts the checkpoint's bytes as they are copied. */
 static int write_out(fill *f)
@@ -518,7 +526,7 @@ static int write_out(fill *f)
     ck_progress prog = {0};
     int rc = -1;
     if (out_dir != NULL && ck_writer_lock_take(&lock, f->a->out, TOOL, f->err) >= 0 &&
-        check_out(f) >= 0 && ck_group_begin(&g, out_dir, f->err) >= 0) {
+        check_out(f) >= 0 && cleanup(out_dir) && ck_group_begin(&g, out_dir, f->err) >= 0) {
         ck_progress_start(&prog, bytes, f->a->progress, stderr);
         g.progress = &prog;
         if (ck_encode(f->tm, w, f->tm->index.n_live, &g, f->err) >= 0 &&

@@ -216,7 +216,12 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
     [ "$status" -eq 1 ]
     [ "$stderr" = "ckptfs-convert: $T/o.onnx: exists (give -f to replace it)" ]
     [ "$(cat "$T/o.onnx")" = keep ]
+    # what a killed fill of OUT left goes; files of other names stay
+    echo partial >"$T/.o.onnx.ckptfs-Ab3dE9"
+    echo other >"$T/.o.onnx.ckptfs-other"
     "$CONVERT" --into "$CONV" -f "$T/w.ckpt" "$T/o.onnx" 2>/dev/null
+    [ ! -e "$T/.o.onnx.ckptfs-Ab3dE9" ]
+    rm "$T/.o.onnx.ckptfs-other"
     [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/o.onnx" --checker)" = "ok: 2 filled, 0 kept" ]
     refused "ckptfs-convert: $T/out/x.ckpt: named as a checkpoint, but the filled template is ONNX" \
         "$CONVERT" --into "$CONV" "$T/w.ckpt" "$T/out/x.ckpt"
