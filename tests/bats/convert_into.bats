@@ -244,6 +244,13 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
     $FILL ckpt "$CONV" "$T/w.ckpt"
     refused "ckptfs-convert: $ONNX_FIX/external_burn/mixed_data.onnx: keeps tensor data in $ONNX_FIX/external_burn/mixed_data.bin: a template with external data is not supported" \
         "$CONVERT" --into "$ONNX_FIX/external_burn/mixed_data.onnx" "$T/w.ckpt" "$T/out/x.onnx"
+    # a split MindIR, current and legacy layout
+    $PY "$REPO/tests/oracle/split_mindir.py" "$LENET_MINDIR" "$T/split/lenet"
+    refused "ckptfs-convert: $T/split/lenet_graph.mindir: keeps tensor data in $T/split/lenet_variables/data_0: a template with external data is not supported" \
+        "$CONVERT" --into "$T/split/lenet_graph.mindir" "$LENET_CKPT" "$T/out/x.mindir"
+    $PY "$REPO/tests/oracle/split_mindir.py" "$LENET_MINDIR" "$T/legacy/lenet" --legacy
+    refused "ckptfs-convert: $T/legacy/lenet_graph.mindir: keeps tensor data in $T/legacy/lenet_variables/data_0: a template with external data is not supported" \
+        "$CONVERT" --into "$T/legacy/lenet_graph.mindir" "$LENET_CKPT" "$T/out/x.mindir"
     head -c 100 "$T/w.ckpt" >"$T/cut.ckpt"
     refused "ckptfs-convert: $T/cut.ckpt: " "$CONVERT" --into "$CONV" "$T/cut.ckpt" "$T/out/x.onnx"
 }
