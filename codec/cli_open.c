@@ -65,6 +65,7 @@ ck_model *ck_cli_open_model(const ck_cli_open *o, const char *path, ck_error *er
     ck_open_opts opts = {.skip_crc = o->skip_crc, .key = &key, .tmp_max = o->tmp_max};
     bool iter = ck_iteration_dir_path(path);
     opts.key_if_encrypted = o->strategy != NULL || iter; /* ranks or shards, plain ones too */
+    opts.key_if_encrypted |= o->key_optional;
     ck_model *m = o->strategy != NULL ? ck_dist_open(path, o->strategy, &opts, false, err)
                   : iter && is_dir(path) ? ck_iteration_open(path, &opts, false, err)
                                          : ck_model_open(path, &opts, err);

@@ -25,6 +25,8 @@ typedef struct ck_cli_open {
     const char *key_file;       /* NULL: CKPTFS_KEY_HEX, or no key */
     size_t tmp_max;             /* 0: the default */
     const char *strategy;       /* NULL: not a distributed checkpoint */
+    bool key_optional;          /* a plain model opens though a key is given (the
+                                 * key may be for ckptfs-convert's output) */
 } ck_cli_open;
 
 /* Whether argv[*i] (with argv[*i + 1] for -o) is one of the options above:

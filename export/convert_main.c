@@ -28,6 +28,7 @@
 #include <zstd.h>
 
 #include "../codec/cli_open.h"
+#include "../codec/dir_name.h"
 #include "../codec/key.h"
 #include "../codec/model.h"
 #include "../codec/name_map.h"
@@ -111,6 +112,7 @@ typedef struct plan {
     ck_write_tensor *w;
     ck_piece *pieces;
     ck_source **own;            /* tensor sources made for gathered tensors */
+    char **names;               /* names made for OUT (see out_name), else NULL */
     size_t n, n_own;
     uint64_t bytes;             /* the total of the tensors' bytes */
 } plan;
@@ -119,9 +121,43 @@ static void plan_free(plan *p)
 {
     for (size_t i = 0; i < p->n_own; i++)
         ck_source_close(p->own[i]);
+    for (size_t i = 0; p->names != NULL && i < p->n; i++)
+        free(p->names[i]);
+    free(p->names);
     free(p->own);
     free(p->w);
     free(p->pieces);
+}
+
+/* The name a tensor gets in a .ckpt or .safetensors OUT: its own, unless
+ * the mount shows it otherwise: a graph's constant or subgraph tensor
+ * (its directory's generated suffix, "%const", "%@NODE.ATTR", "%dup2"...,
+ * tells it from the tensors of the same name), a MindIR parameter (without
+ * its "<graph>:" prefix).  Then the shown name, its escaped part decoded;
+ * a name shortened by a hash stays as shown.  NULL: its own name. */
+static char *out_name(const ck_tensor *t, ck_error *err, const char *path)
+{
+    if (t->dir_suffix == NULL && t->dir_src == NULL)
+        return NULL;
+    const char *src = t->dir_src ? t->dir_src : t->name;
+    size_t src_len = t->dir_src ? t->dir_src_len : t->name_len;
+    char esc[CK_DIR_NAME_MAX + 1];
+    size_t n = ck_dir_name(src, src_len, NULL, esc), dl = strlen(t->dir_name);
+    bool prefixed = strncmp(t->dir_name, esc, n) == 0 && strstr(esc, "%~") == NULL;
+    size_t len = prefixed ? src_len + dl - n : dl;
+    char *name = malloc(len + 1);
+    if (name == NULL) {
+        ck_fail(err, ENOMEM, "%s: out of memory", path);
+        return NULL;
+    }
+    if (prefixed) {
+        memcpy(name, src, src_len);
+        memcpy(name + src_len, t->dir_name + n, dl - n);
+    } else {
+        memcpy(name, t->dir_name, dl);
+    }
+    name[len] = '\0';
+    return name;
 }
 
 static int plan_build(const ck_model *m, plan *p, ck_error *err)
@@ -134,7 +170,8 @@ static int plan_build(const ck_model *m, plan *p, ck_error *err)
     p->w = calloc(ix->n_live + 1, sizeof *p->w);
     p->pieces = calloc(n_pieces + 1, sizeof *p->pieces);
     p->own = calloc(ix->n_live + 1, sizeof *p->own);
-    if (p->w == NULL || p->pieces == NULL || p->own == NULL)
+    p->names = calloc(ix->n_live + 1, sizeof *p->names);
+    if (p->w == NULL || p->pieces == NULL || p->own == NULL || p->names == NULL)
         return ck_fail(err, ENOMEM, "%s: out of memory", m->path);
     ck_piece *next = p->pieces;
     for (size_t i = 0; i < ix->n_live; i++) {
@@ -144,6 +181,12 @@ static int plan_build(const ck_model *m, plan *p, ck_error *err)
                                .name_len = t->name_len, .dtype = t->dtype, .dims = t->dims,
                                .ndim = t->ndim, .scalar_dims_zero = t->scalar_dims_zero,
                                .pieces = next};
+        if (t->dir_suffix != NULL || t->dir_src != NULL) {
+            if ((p->names[i] = out_name(t, err, m->path)) == NULL)
+                return -1;
+            w->name = p->names[i];
+            w->name_len = strlen(p->names[i]);
+        }
         if (t->gather != NULL) {
             ck_source *src = tensor_source_new(m, t, err);
             if (src == NULL)
@@ -214,20 +257,23 @@ static int check_target(const convert_opts *o, const ck_model *m, const plan *p,
         const char *refusal = type_refusal(o->to, t->dtype, why, sizeof why);
         /* The names OUT keeps: a OneFlow directory's as the mount shows
          * it, else the tensor's own. */
-        const char *key = o->to == TO_ONEFLOW ? t->dir_name : t->name;
-        size_t len = o->to == TO_ONEFLOW ? strlen(t->dir_name) : t->name_len;
+        const char *key = o->to == TO_ONEFLOW ? t->dir_name : p->w[i].name;
+        size_t len = o->to == TO_ONEFLOW ? strlen(t->dir_name) : p->w[i].name_len;
         if (t->part != CK_PART_WHOLE)
             rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': a MindSpore map parameter's %s "
                          "cannot be converted", o->in, q, ck_cli_part(t));
         else if (refusal != NULL)
             rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': %s cannot hold it: %s", o->in, q,
                          target_name(o->to), refusal);
-        else if (o->to == TO_SAFETENSORS && memchr(t->name, '\0', t->name_len) != NULL)
+        else if (o->to == TO_SAFETENSORS && memchr(key, '\0', len) != NULL)
             rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': safetensors cannot hold a name with "
                          "a NUL byte", o->in, q);
-        else if (o->to == TO_SAFETENSORS && strcmp(t->name, "__metadata__") == 0)
+        else if (o->to == TO_SAFETENSORS && strcmp(key, "__metadata__") == 0)
             rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': safetensors keeps that name for its "
                          "metadata", o->in, q);
+        else if (o->to == TO_ONEFLOW && strcmp(key, "pickled_data") == 0)
+            rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': a OneFlow snapshot cannot hold that "
+                         "name (OneFlow >= 0.6 would read it as its pickle)", o->in, q);
         else if (ck_name_map_get(&seen, key, len) != CK_NAME_MAP_NONE)
             rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': another tensor has the same %s in "
                          "%s", o->in, q, o->to == TO_ONEFLOW ? "directory name" : "name",
@@ -235,7 +281,9 @@ static int check_target(const convert_opts *o, const ck_model *m, const plan *p,
         else if (ck_name_map_put(&seen, key, len, (uint32_t)i) < 0)
             rc = ck_fail(err, ENOMEM, "%s: out of memory", o->in);
     }
-    (void)p;
+    if (rc == 0 && o->to == TO_CKPT && ix->n_live == 0)
+        rc = ck_fail(err, ENOTSUP, "%s: has no tensors, and MindSpore reads no empty "
+                     "checkpoint", o->in);
     ck_name_map_free(&seen);
     return rc;
 }
@@ -555,6 +603,8 @@ int main(int argc, char **argv)
     }
     if (o.into != NULL)
         md = MODE_FILL;
+    /* The key encrypts OUT, or opens an encrypted TEMPLATE: IN may be plain. */
+    o.open.key_optional = o.enc_mode != NULL || o.into != NULL;
     switch (md) {
     case MODE_CONVERT: {
         const char *why = check_opts(&o);

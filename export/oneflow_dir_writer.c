@@ -35,7 +35,7 @@ const char *ck_oneflow_type_refusal(const ck_dtype *dt, char *buf, size_t cap)
         return "a str value has no place in it";
     if (strcmp(dt->of_name, "kBFloat16") == 0)
         return "OneFlow's DataType has kBFloat16 since 0.5.0, but no release (0.5 to 1.0) "
-               "loads it from a snapshot; convert it to float32 first";
+               "loads it from a snapshot";
     if (strcmp(dt->of_name, "kUInt16") == 0 || strcmp(dt->of_name, "kUInt32") == 0 ||
         strcmp(dt->of_name, "kUInt64") == 0) {
         snprintf(buf, cap, "OneFlow's DataType has %s since 0.6.0, but no release (0.6 to "

@@ -46,7 +46,7 @@ static void draw(ck_progress *p, const struct timespec *now)
         long left = (long)((double)(p->total - p->done) / bps + 0.5);
         snprintf(eta, sizeof eta, "ETA %ld:%02ld", left / 60, left % 60);
     } else {
-        snprintf(eta, sizeof eta, "ETA 0:00");
+        snprintf(eta, sizeof eta, p->done < p->total ? "ETA --:--" : "ETA 0:00");
     }
     fprintf(p->out, "\r[%s] %3d%% %s / %s  %s/s  %s\033[K", bar, (int)(frac * 100), done,
             total, rate, eta);
