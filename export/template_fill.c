@@ -55,6 +55,7 @@ typedef struct fill {
     const ck_fill_args *a;
     ck_model *tm, *cm;          /* the template, the checkpoint */
     ck_name_map tnames, cnames; /* shown name -> position in live */
+    ck_name_map tfull;          /* MindIR: "<graph>:<name>" -> position, for --map */
     uint32_t *by_tmpl;          /* per template tensor: the checkpoint's filling it */
     bool *renamed;              /* per checkpoint tensor: --map gave it another name */
     bool *used;                 /* per checkpoint tensor: it fills one */
@@ -201,6 +202,19 @@ static int index_names(fill *f, const ck_model *m, ck_name_map *map, const char 
     return 0;
 }
 
+/* MindIR parameters by their full names, which --map may use too. */
+static int index_full_names(fill *f)
+{
+    ck_name_map_init(&f->tfull);
+    for (size_t i = 0; i < f->tm->index.n_live; i++) {
+        const ck_tensor *t = tmpl_at(f, (uint32_t)i);
+        if (fillable(t) && t->dir_src != NULL &&
+            ck_name_map_put(&f->tfull, t->name, t->name_len, (uint32_t)i) == -1)
+            return ck_fail(f->err, ENOMEM, "%s: out of memory", f->a->tmpl);
+    }
+    return 0;
+}
+
 /* ---- --map FILE ---- */
 
 /* The whole file into f->map_text, NUL-ended: a regular file of bounded
@@ -273,6 +287,8 @@ static int map_pair(fill *f, unsigned line, const char *cname, const char *tname
     size_t cl = strlen(cname), tl = strlen(tname);
     uint32_t c = ck_name_map_get(&f->cnames, cname, cl);
     uint32_t t = ck_name_map_get(&f->tnames, tname, tl);
+    if (t == NONE) /* a MindIR parameter named in full, as the file spells it */
+        t = ck_name_map_get(&f->tfull, tname, tl);
     if (c == NONE)
         return ck_fail(f->err, EINVAL, "%s:%u: '%s' is not a tensor of %s", path, line,
                        ck_quote(f->q1, cname, cl), f->a->ckpt);
@@ -297,7 +313,7 @@ static int apply_map(fill *f)
 {
     if (f->a->map == NULL)
         return 0;
-    if (read_map(f) < 0)
+    if (index_full_names(f) < 0 || read_map(f) < 0)
         return -1;
     char *p = f->map_text;
     for (unsigned line = 1; *p != '\0'; line++) {
@@ -582,6 +598,7 @@ int ck_template_fill(const ck_fill_args *a)
     else
         report(&f);
     ck_name_map_free(&f.tnames);
+    ck_name_map_free(&f.tfull);
     ck_name_map_free(&f.cnames);
     free(f.by_tmpl);
     free(f.renamed);

@@ -218,6 +218,9 @@ def expected(template, ckpt_path, map_path):
     for name, value in ckpt.items():
         by_new.setdefault(renames.get(name, name), []).append((name in renames, value))
     names = {n for n, *_ in template.tensors()}
+    # a MindIR parameter may be named in full in the map ("<graph>:<name>")
+    full = {t.name: n for n, t, *_ in template.tensors()}
+    by_new = {(n if n in names else full.get(n, n)): v for n, v in by_new.items()}
     fills = {}
     for name in names:
         # a name the map gives wins over a tensor that has it of its own
