@@ -22,8 +22,8 @@
 #include "template_fill.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -463,12 +463,16 @@ static void report(fill *f)
 
 /* ---- writing ---- */
 
+/* Where ck_tensor_for_range's pieces of a checkpoint tensor go. */
+typedef struct piece_out {
+    const ck_model *m;
+    ck_piece *next;
+} piece_out;
+
 static int add_piece(void *ctx, uint32_t src, uint64_t src_off, size_t len)
 {
-    void **c = ctx;
-    const ck_model *m = c[0];
-    ck_piece **next = c[1];
-    *(*next)++ = (ck_piece){.src = m->sources[src], .off = src_off, .len = len};
+    piece_out *o = ctx;
+    *o->next++ = (ck_piece){.src = o->m->sources[src], .off = src_off, .len = len};
     return 0;
 }
 
@@ -497,7 +501,7 @@ static ck_write_tensor *tree(fill *f, ck_piece **pieces_out)
         ck_fail(f->err, ENOMEM, "%s: out of memory", f->a->tmpl);
         return NULL;
     }
-    ck_piece *next = pieces;
+    piece_out out = {.m = f->cm, .next = pieces};
     for (size_t i = 0; i < ix->n_live; i++) {
         uint32_t id = ix->live[i];
         const ck_tensor *t = &ix->tensors[id];
@@ -507,11 +511,10 @@ static ck_write_tensor *tree(fill *f, ck_piece **pieces_out)
         if (f->by_tmpl[i] == NONE)
             continue;
         const ck_tensor *c = ckpt_at(f, f->by_tmpl[i]);
-        void *ctx[2] = {f->cm, &next};
         w[i].unchanged = false;
-        w[i].pieces = next;
-        ck_tensor_for_range(c, 0, c->nbytes, add_piece, ctx);
-        w[i].n_pieces = (size_t)(next - w[i].pieces);
+        w[i].pieces = out.next;
+        ck_tensor_for_range(c, 0, c->nbytes, add_piece, &out);
+        w[i].n_pieces = (size_t)(out.next - w[i].pieces);
     }
     *pieces_out = pieces;
     return w;
