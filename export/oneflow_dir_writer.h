@@ -9,7 +9,7 @@
  * OneFlow >= 0.6 would then take its pickle branch instead.
  *
  * Atomic: the tree is written into a temporary directory beside OUT,
- * ".<OUT>.ckptfs-XXXXXX", every file and directory fsync'd, read back and
+ * ".<OUT>.ckptfs-XXXXXX", made durable (syncfs), read back and
  * checked against the tensors (names, meta, sizes, bytes), and only then
  * renamed into place (exchanged with an existing OUT, which is removed
  * after).  A crash leaves OUT absent, or old, or new and complete; the

@@ -10,9 +10,9 @@ Each side is read by the repository's independent readers, never by ckptfs:
                 against prod(shape) * itemsize, `snapshot_done` required, no `pickled_data`.
 
     /usr/bin/python3 convert_oracle.py list PATH           one line a tensor
-    /usr/bin/python3 convert_oracle.py compare IN OUT      exit 0 when OUT holds exactly
-                                                           IN's tensors; 1 and the first
-                                                           difference otherwise
+    /usr/bin/python3 convert_oracle.py compare IN OUT...   exit 0 when each OUT holds
+                                                           exactly IN's tensors; 1 and
+                                                           the first difference otherwise
 
 A tensor is matched by the name OUT gives it: in a OneFlow snapshot, its directory as the
 mount shows it (ckptfs's escaping, as each reader computes it); in a file, its own name,
@@ -167,8 +167,8 @@ def show(t):
                                     t.dims, len(t.out), t.sha[:16])
 
 
-def compare(in_path, out_path):
-    src, dst = read(in_path), read(out_path)
+def compare(in_path, src, out_path):
+    dst = read(out_path)
     into_dir = os.path.isdir(out_path)
     key = (lambda t: t.dirname) if into_dir else (lambda t: t.name)
     want = {}
@@ -194,7 +194,7 @@ def compare(in_path, out_path):
             raise co.CheckFailed(f"{k!r}: shape {a.dims} became {b.dims}")
         if a.sha != b.sha:
             raise co.CheckFailed(f"{k!r}: bytes differ ({len(a.out)} and {len(b.out)} bytes)")
-    print(f"ok: {len(src)} tensors")
+    print(f"ok: {out_path}: {len(src)} tensors")
 
 
 def main(argv):
@@ -202,8 +202,10 @@ def main(argv):
         if len(argv) == 2 and argv[0] == "list":
             for t in read(argv[1]):
                 print(show(t))
-        elif len(argv) == 3 and argv[0] == "compare":
-            compare(argv[1], argv[2])
+        elif len(argv) >= 3 and argv[0] == "compare":
+            src = read(argv[1])
+            for out in argv[2:]:
+                compare(argv[1], src, out)
         else:
             print(__doc__, file=sys.stderr)
             return 2
