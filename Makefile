@@ -86,6 +86,7 @@ $(BUILD)/ckptfs-reencode: $(BUILD)/export/reencode_main.o $(EXPORT_OBJ) $(CODEC_
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/ckptfs-convert: $(BUILD)/export/convert_main.o $(BUILD)/export/oneflow_dir_writer.o \
+		$(BUILD)/export/template_fill.o \
 		$(TOOL_OBJ) $(EXPORT_OBJ) $(CODEC_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

@@ -37,6 +37,7 @@
 #include "encoder.h"
 #include "oneflow_dir_writer.h"
 #include "progress.h"
+#include "template_fill.h"
 #include "writer_lock.h"
 
 #define PROG "ckptfs-convert"
@@ -55,6 +56,8 @@ typedef struct convert_opts {
     const char *enc_mode;       /* -o enc_mode: encrypt a .ckpt OUT */
     int zstd_level;             /* -o zstd_level: of a .zst OUT (0: the default) */
     const char *in, *out;
+    const char *into, *map;     /* --into TEMPLATE, --map FILE (template_fill.h) */
+    bool strict;                /* --strict */
 } convert_opts;
 
 /* ---- IN's tensors as the encoder takes them ---- */
@@ -416,6 +419,10 @@ static void usage(FILE *f)
             "  -o tmp_max=SIZE       most a zstd IN without seek table may take in $TMPDIR\n"
             "  -o strategy=FILE      IN is a distributed checkpoint's directory\n"
             "  --help, --version\n"
+            "or:    " PROG " --into TEMPLATE [--map FILE] [--strict] [OPTIONS] CKPT OUT\n"
+            "Write the ONNX or MindIR graph TEMPLATE as OUT with its initializers (parameters)\n"
+            "filled from CKPT's tensors of the same names, --map FILE's lines \"CKPT_NAME\n"
+            "TEMPLATE_NAME\" renaming CKPT's first; --strict: every one must be filled.\n"
             "IN: a file ckptfs reads, an iteration_<N> directory, or with -o strategy a\n"
             "distributed checkpoint's directory.\n"
             "Exit status: 0 written, 1 failed (nothing written), 2 a usage error.\n");
@@ -459,6 +466,19 @@ static target target_of_out(const char *out)
            : ends_with(base, ".safetensors") ? TO_SAFETENSORS : TO_NONE;
 }
 
+/* "--NAME VALUE" or "--NAME=VALUE" at argv[*i]: VALUE (*i moved past it),
+ * or NULL when it is not that option.  A missing value is "". */
+static const char *word_value(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0 || (a[n] != '\0' && a[n] != '='))
+        return NULL;
+    if (a[n] == '=')
+        return a + n + 1;
+    return *i + 1 < argc ? argv[++*i] : "";
+}
+
 /* An option of this tool's own at argv[*i]: 1 taken, 0 not one, -1 bad. */
 static int own_arg(convert_opts *o, int argc, char **argv, int *i)
 {
@@ -467,6 +487,12 @@ static int own_arg(convert_opts *o, int argc, char **argv, int *i)
         o->force = true;
     } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
         o->quiet = true;
+    } else if (strcmp(a, "--strict") == 0) {
+        o->strict = true;
+    } else if ((v = word_value(argc, argv, i, "--into")) != NULL) {
+        o->into = v;
+    } else if ((v = word_value(argc, argv, i, "--map")) != NULL) {
+        o->map = v;
     } else if (strcmp(a, "--to") == 0 || strncmp(a, "--to=", 5) == 0) {
         const char *name = a[4] == '=' ? a + 5 : *i + 1 < argc ? argv[++*i] : "";
         if ((o->to = target_by_name(name)) == TO_NONE)
@@ -492,7 +518,22 @@ static int own_arg(convert_opts *o, int argc, char **argv, int *i)
  * parsed into its own arguments and dispatched in main beside it. */
 typedef enum mode {
     MODE_CONVERT,
+    MODE_FILL,                  /* --into TEMPLATE: template_fill.h */
 } mode;
+
+/* --into's options go together, and the target's options do not apply:
+ * OUT is written in TEMPLATE's format.  A message, or NULL. */
+static const char *check_fill_opts(const convert_opts *o)
+{
+    if (o->into == NULL)
+        return o->map != NULL || o->strict ? "--map and --strict go with --into" : NULL;
+    if (o->into[0] == '\0' || (o->map != NULL && o->map[0] == '\0'))
+        return "--into and --map take a file";
+    if (o->to != TO_NONE || o->enc_mode != NULL || o->zstd_level != 0)
+        return "--into writes TEMPLATE's format: --to, -o enc_mode and -o zstd_level do not "
+               "apply";
+    return NULL;
+}
 
 /* The consistency of the options with OUT: a message, or NULL. */
 static const char *check_opts(convert_opts *o)
@@ -555,7 +596,15 @@ int main(int argc, char **argv)
     }
     o.in = path[0];
     o.out = path[1];
-    o.open.key_optional = o.enc_mode != NULL; /* the key encrypts OUT, IN may be plain */
+    const char *why = check_fill_opts(&o);
+    if (why != NULL) {
+        fprintf(stderr, PROG ": %s; usage: " PROG " [OPTIONS] IN OUT (see --help)\n", why);
+        return 2;
+    }
+    if (o.into != NULL)
+        md = MODE_FILL;
+    /* The key encrypts OUT, or opens an encrypted TEMPLATE: IN may be plain. */
+    o.open.key_optional = o.enc_mode != NULL || o.into != NULL;
     switch (md) {
     case MODE_CONVERT: {
         const char *why = check_opts(&o);
@@ -565,6 +614,12 @@ int main(int argc, char **argv)
         }
         return convert(&o);
     }
+    case MODE_FILL:
+        return ck_template_fill(&(ck_fill_args){.tmpl = o.into, .ckpt = o.in,
+                                                .ckpt_open = &o.open, .map = o.map,
+                                                .out = o.out, .force = o.force,
+                                                .strict = o.strict,
+                                                .progress = ck_progress_wanted(stderr, o.quiet)});
     }
     return 2;
 }

@@ -61,6 +61,7 @@ typedef struct writer {
     const ck_model *m;
     const ck_pb_layout *pb;
     const ck_pb_fields *f;
+    ck_progress *progress;      /* the group's: counts the new tensors' bytes */
     uint32_t pbfile;            /* the protobuf file being planned (a source id) ... */
     ck_source *file;            /* ... and its source */
     bool *pbfiles;              /* per source: it holds TensorProtos */
@@ -799,7 +800,8 @@ static uint64_t edit_len(const writer *w, const edit *e)
 
 static int emit(writer *w, int out_fd, const ck_envelope *env)
 {
-    ck_sink s = {.fd = out_fd, .path = w->m->path, .err = w->err, .buf = malloc(CK_SINK_BUF)};
+    ck_sink s = {.fd = out_fd, .path = w->m->path, .err = w->err, .buf = malloc(CK_SINK_BUF),
+                 .progress = w->progress};
     if (s.buf == NULL)
         return nomem(w);
     int rc = ck_sink_wrap(&s, env);
@@ -905,7 +907,8 @@ static int write_data_file(writer *w, uint32_t f, int fd, unsigned char *buf)
 {
     ck_source *old = f < w->m->n_sources ? w->m->sources[f] : NULL;
     uint64_t size = old ? old->size : 0, pos = size;
-    ck_sink s = {.fd = fd, .path = file_path(w, f), .err = w->err, .buf = buf};
+    ck_sink s = {.fd = fd, .path = file_path(w, f), .err = w->err, .buf = buf,
+                 .progress = w->progress};
     int rc = ck_sink_wrap(&s, data_envelope(w));
     if (rc == 0)
         rc = put_old_with_edits(w, &s, f);
@@ -1110,7 +1113,7 @@ int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                 ck_commit_group *g, ck_error *err)
 {
     const ck_pb_layout *pb = ck_pb_layout_of(m);
-    writer w = {.m = m, .pb = pb, .f = &pb->fields, .err = err};
+    writer w = {.m = m, .pb = pb, .f = &pb->fields, .progress = g->progress, .err = err};
     int32_t *state = malloc((m->index.count ? m->index.count : 1) * sizeof *state);
     int rc = -1;
     if (state == NULL)

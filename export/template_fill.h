@@ -1,7 +1,7 @@
 /*
  * template_fill: ckptfs-convert --into, a graph filled with trained weights.
  *
- *   ckptfs-convert --into TEMPLATE.onnx|.mindir [--map FILE] CKPT OUT
+ *   ckptfs-convert --into TEMPLATE.onnx|.mindir [--map FILE] [--strict] CKPT OUT
  *
  * writes TEMPLATE again as OUT with every initializer (ONNX) or parameter
  * (MindIR) whose name matches a tensor of CKPT replaced by that tensor's
@@ -26,6 +26,7 @@ typedef struct ck_fill_args {
     const char *out;            /* OUT, as given */
     bool progress;              /* draw a progress bar on stderr */
     bool force;                 /* OUT may be replaced */
+    bool strict;                /* a template tensor left unfilled is an error */
 } ck_fill_args;
 
 /* Run the fill; the exit status: 0 done, 1 failed (one line on stderr). */

@@ -49,6 +49,7 @@ selfcheck() {
 selfcheck safetensors tests/oracle/test_safetensors_oracle.sh
 selfcheck distributed-merge tests/oracle/test_dist_oracle.sh
 selfcheck iteration-directory tests/oracle/test_iteration_oracle.sh
+selfcheck template-fill tests/oracle/test_fill_oracle.sh
 
 echo "== bats suites"
 bats --tap tests/bats | tee "$log/bats"

@@ -1,0 +1,349 @@
+#!/usr/bin/env bats
+# ckptfs-convert --into: a graph filled with a checkpoint's tensors.  The
+# oracle (tests/oracle/fill_oracle.py: onnx, the protobuf runtime, numpy)
+# makes the checkpoints from the templates' own tensors with other values,
+# then checks every tensor of OUT against the checkpoint or the template and
+# the rest of the graph against the template; onnx's checker and
+# onnxruntime-node run the filled ONNX models, against the same fill done
+# by onnx's numpy_helper.
+
+load helpers
+
+bats_require_minimum_version 1.5.0
+
+CONVERT=$BUILD/ckptfs-convert
+FILL="$PY $REPO/tests/oracle/fill_oracle.py"
+ORT_RUN="node $REPO/tests/ort/run_model.js"
+LENET_MINDIR=$MS/mindspore_ori_net.mindir
+LENET_CKPT=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
+CONV=$ONNX_FIX/tiny_conv2d.onnx
+SILERO=$ONNX_FIX/silero_vad_legacy.onnx
+
+setup() {
+    T=$BATS_TEST_TMPDIR
+}
+
+# ort MODEL SPEC: onnxruntime's outputs as JSON.
+ort() {
+    (cd "$REPO/tests/ort" && $ORT_RUN "$1" "$2")
+}
+
+# refused EXPECTED CMD...: CMD fails with status 1 and one line holding
+# EXPECTED on stderr; nothing is left in $T/out (no OUT, no temporary file).
+refused() {
+    local want=$1
+    shift
+    run --separate-stderr "$@"
+    echo "status $status: $stderr"
+    [ "$status" -eq 1 ]
+    [[ "$stderr" == *"$want"* ]]
+    [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+    [ -z "$(ls -A "$T/out")" ]
+}
+
+@test "ONNX: tiny_conv2d filled from a .ckpt passes the checker and runs as onnx's own fill does" {
+    local spec
+    $FILL ckpt "$CONV" "$T/w.ckpt" --seed 3
+    run --separate-stderr "$CONVERT" --into "$CONV" "$T/w.ckpt" "$T/out.onnx"
+    [ "$status" -eq 0 ]
+    [ "$stderr" = "ckptfs-convert: $T/out.onnx: filled 2 of 2 initializers; 0 template initializers kept; 0 checkpoint tensors unused" ]
+    [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/out.onnx" --checker)" = "ok: 2 filled, 0 kept" ]
+    $FILL pyfill "$CONV" "$T/w.ckpt" "$T/py.onnx"
+    spec=$($PY -c 'import json; print(json.dumps({"0": {"dims": [2,3,7,5], "data": [(i % 11) / 4 - 1 for i in range(210)]}}))')
+    [ "$(ort "$T/out.onnx" "$spec")" = "$(ort "$T/py.onnx" "$spec")" ]
+    [ "$(ort "$T/out.onnx" "$spec")" != "$(ort "$CONV" "$spec")" ]
+}
+
+@test "ONNX: silero_vad with one initializer missing and optimizer moments extra: reported, checked, run" {
+    local spec out
+    $FILL ckpt "$SILERO" "$T/w.ckpt" --skip model.decoder.decoder.1.bias \
+        --extra moments.a --extra moments.b --extra global_step
+    run --separate-stderr "$CONVERT" --into "$SILERO" "$T/w.ckpt" "$T/out.onnx"
+    [ "$status" -eq 0 ]
+    [ "$stderr" = "ckptfs-convert: $T/out.onnx: filled 68 of 69 initializers; 1 template initializers kept: model.decoder.decoder.1.bias; 3 checkpoint tensors unused: moments.a, moments.b, global_step" ]
+    [ "$($FILL check "$SILERO" "$T/w.ckpt" "$T/out.onnx" --checker)" = "ok: 68 filled, 1 kept" ]
+    # the tensors inside the If subgraphs are part of the graph: kept as they were
+    [ "$($GRAPH_ORACLE list "$T/out.onnx" | grep '%@' | md5sum)" = "$($GRAPH_ORACLE list "$SILERO" | grep '%@' | md5sum)" ]
+    $FILL pyfill "$SILERO" "$T/w.ckpt" "$T/py.onnx"
+    spec=$($PY -c 'import json; print(json.dumps({"input": {"dims": [1, 512], "data": [((i * 7) % 13 - 6) / 10 for i in range(512)]}, "sr": {"dims": [], "type": "int64", "data": [16000]}, "h": {"dims": [2, 1, 64], "data": [0.1] * 128}, "c": {"dims": [2, 1, 64], "data": [0.1] * 128}}))')
+    out=$(ort "$T/out.onnx" "$spec")
+    [[ "$out" == *'"output":{"dims":[1,1]'* ]]
+    [ "$out" = "$(ort "$T/py.onnx" "$spec")" ]
+    [ "$out" != "$(ort "$SILERO" "$spec")" ]
+}
+
+@test "ONNX: typed-field initializers (float_data, int64_data) filled from safetensors" {
+    local m=$ONNX_FIX/typed_fields_keras2onnx.onnx
+    $FILL ckpt "$m" "$T/w.safetensors" --seed 5
+    run --separate-stderr "$CONVERT" --into "$m" "$T/w.safetensors" "$T/out.onnx"
+    [ "$status" -eq 0 ]
+    [[ "$stderr" == *": filled 101 of 101 initializers; 0 template initializers kept; 0 checkpoint"* ]]
+    [ "$($FILL check "$m" "$T/w.safetensors" "$T/out.onnx")" = "ok: 101 filled, 0 kept" ]
+}
+
+@test "ONNX: every element type (float16, bfloat16, double, the integers) filled byte for byte" {
+    local m=$ONNX_FIX/dtypes_burn.onnx
+    $FILL ckpt "$m" "$T/w.ckpt" --seed 7
+    "$CONVERT" --into "$m" "$T/w.ckpt" "$T/out.onnx"
+    [ "$($FILL check "$m" "$T/w.ckpt" "$T/out.onnx")" = "ok: 12 filled, 0 kept" ]
+    $FILL ckpt "$m" "$T/w.safetensors" --seed 8
+    "$CONVERT" --into "$m" "$T/w.safetensors" "$T/out2.onnx"
+    [ "$($FILL check "$m" "$T/w.safetensors" "$T/out2.onnx")" = "ok: 12 filled, 0 kept" ]
+}
+
+@test "MindIR: the real LeNet graph filled from the real LeNet checkpoint (the <graph>: prefix kept)" {
+    run --separate-stderr "$CONVERT" --into "$LENET_MINDIR" "$LENET_CKPT" "$T/out.mindir"
+    [ "$status" -eq 0 ]
+    [ "$stderr" = "ckptfs-convert: $T/out.mindir: filled 2 of 2 parameters; 0 template parameters kept; 16 checkpoint tensors unused: fc1.weight, fc1.bias, fc2.weight, fc2.bias, fc3.weight, fc3.bias (+10 more)" ]
+    [ "$($FILL check "$LENET_MINDIR" "$LENET_CKPT" "$T/out.mindir")" = "ok: 2 filled, 0 kept" ]
+    # the parameters keep their full names in the file
+    $PY -c 'import sys; sys.path.insert(0, sys.argv[1]); import graph_oracle as go
+m = go.mindir_module().ModelProto(); m.ParseFromString(open(sys.argv[2], "rb").read())
+assert [p.name for p in m.graph.parameter] == ["17_1_construct.Default_wrapper.5:conv2.weight", "17_1_construct.Default_wrapper.5:conv1.weight"], m.graph.parameter' \
+        "$REPO/tests/oracle" "$T/out.mindir"
+    # and the mount shows the checkpoint's values
+    mount_fg "$T/out.mindir" "$T/m" -o ro
+    cmp "$T/m/conv1.weight/out" <($PY -c '
+import sys; sys.path.insert(0, sys.argv[1]); import ckpt_oracle as co
+sys.stdout.buffer.write(next(e.out for e in co.load_reference(sys.argv[2])[0] if e.tag == b"conv1.weight"))' "$REPO/tests/oracle" "$LENET_CKPT")
+}
+
+@test "MindIR: a 6-parameter LSTM graph, renamed tensors mapped back by --map (a parameter named with or without its prefix)" {
+    local m=$MS/mindspore_old_version_mindir_2.mindir
+    $FILL ckpt "$m" "$T/w.ckpt" --rename dense1.bias=head.b --rename lstm.weight_ih_l0=rnn.wi \
+        --extra rnn.unused
+    cat >"$T/names.map" <<'EOF'
+# checkpoint name    template name
+head.b  dense1.bias
+
+	rnn.wi		163_1_construct_wrapper.29:lstm.weight_ih_l0   
+EOF
+    run --separate-stderr "$CONVERT" --into "$m" --map "$T/names.map" "$T/w.ckpt" "$T/out.mindir"
+    [ "$status" -eq 0 ]
+    [[ "$stderr" == *": filled 6 of 6 parameters; 0 template parameters kept; 1 checkpoint tensors unused: rnn.unused" ]]
+    [ "$($FILL check "$m" "$T/w.ckpt" "$T/out.mindir" --map "$T/names.map")" = "ok: 6 filled, 0 kept" ]
+    # without the map the renamed two are reported on both sides
+    run --separate-stderr "$CONVERT" --into "$m" "$T/w.ckpt" "$T/out2.mindir"
+    [[ "$stderr" == *": filled 4 of 6 parameters; 2 template parameters kept: dense1.bias, lstm.weight_ih_l0; 3 checkpoint tensors unused: head.b, rnn.wi, rnn.unused" ]]
+    [ "$($FILL check "$m" "$T/w.ckpt" "$T/out2.mindir")" = "ok: 4 filled, 2 kept" ]
+}
+
+@test "--map: a mapped tensor wins over the checkpoint's tensor of that name, which is reported" {
+    # one checkpoint holding both a "2" and an "ema.2"
+    $PY -c 'import sys; sys.path.insert(0, sys.argv[1]); import fill_oracle as fo, numpy as np
+fo.write_ckpt(sys.argv[2], [("1", "Float32", [4,3,3,2], np.float32(np.arange(72)).tobytes()),
+    ("2", "Float32", [4], np.float32([1,2,3,4]).tobytes()),
+    ("ema.2", "Float32", [4], np.float32([5,6,7,8]).tobytes())])' "$REPO/tests/oracle" "$T/w.ckpt"
+    echo "ema.2 2" >"$T/names.map"
+    run --separate-stderr "$CONVERT" --into "$CONV" --map "$T/names.map" "$T/w.ckpt" "$T/out.onnx"
+    [ "$status" -eq 0 ]
+    [[ "$stderr" == *": filled 2 of 2 initializers; 0 template initializers kept; 1 checkpoint tensors unused: 2" ]]
+    [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/out.onnx" --map "$T/names.map" --checker)" = "ok: 2 filled, 0 kept" ]
+    [ "$($GRAPH_ORACLE values "$T/out.onnx" 2 | tr '\n' ' ')" = "5.0 6.0 7.0 8.0 " ]
+}
+
+@test "--strict: an initializer the checkpoint lacks is an error, and nothing is written" {
+    $FILL ckpt "$SILERO" "$T/w.ckpt" --skip model.decoder.decoder.1.bias --skip model_8k.decoder.decoder.1.bias
+    mkdir "$T/out"
+    refused "ckptfs-convert: $SILERO: 2 initializers have no tensor in $T/w.ckpt (--strict): model.decoder.decoder.1.bias, model_8k.decoder.decoder.1.bias" \
+        "$CONVERT" --into "$SILERO" --strict "$T/w.ckpt" "$T/out/x.onnx"
+    "$CONVERT" --into "$SILERO" "$T/w.ckpt" "$T/out/x.onnx" 2>/dev/null
+    [ "$($FILL check "$SILERO" "$T/w.ckpt" "$T/out/x.onnx")" = "ok: 67 filled, 2 kept" ]
+}
+
+@test "a shape or a type mismatch is refused naming the tensor and both types and shapes; nothing written" {
+    mkdir "$T/out"
+    $FILL ckpt "$CONV" "$T/shape.ckpt" --reshape 1
+    refused "ckptfs-convert: $T/shape.ckpt: tensor '1' is Float32 [2,3,3,4], but $CONV's initializer '1' is FLOAT [4,3,3,2]: shapes differ" \
+        "$CONVERT" --into "$CONV" "$T/shape.ckpt" "$T/out/x.onnx"
+    $FILL ckpt "$CONV" "$T/type.ckpt" --retype 2
+    refused "ckptfs-convert: $T/type.ckpt: tensor '2' is Int32 [4], but $CONV's initializer '2' is FLOAT [4]: types differ" \
+        "$CONVERT" --into "$CONV" "$T/type.ckpt" "$T/out/x.onnx"
+    $FILL ckpt "$ONNX_FIX/dtypes_burn.onnx" "$T/bf.safetensors" --retype const_bf16
+    refused "tensor 'const_bf16' is F16 [2,3], but $ONNX_FIX/dtypes_burn.onnx's initializer 'const_bf16' is BFLOAT16 [2,3]: types differ" \
+        "$CONVERT" --into "$ONNX_FIX/dtypes_burn.onnx" "$T/bf.safetensors" "$T/out/x.onnx"
+    $FILL ckpt "$LENET_MINDIR" "$T/m.ckpt" --reshape conv1.weight
+    refused "tensor 'conv1.weight' is Float32 [5,5,1,6], but $LENET_MINDIR's parameter 'conv1.weight' is FLOAT [6,1,5,5]: shapes differ" \
+        "$CONVERT" --into "$LENET_MINDIR" "$T/m.ckpt" "$T/out/x.mindir"
+    # a scalar is not a [1]
+    $PY -c 'import sys; sys.path.insert(0, sys.argv[1]); import fill_oracle as fo, numpy as np
+fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "$REPO/tests/oracle" "$T/s.ckpt"
+    refused "tensor '2' is Float32 [], but $CONV's initializer '2' is FLOAT [4]: shapes differ" \
+        "$CONVERT" --into "$CONV" "$T/s.ckpt" "$T/out/x.onnx"
+}
+
+@test "a malformed or wrong --map is refused with its line; nothing written" {
+    mkdir "$T/out"
+    $FILL ckpt "$CONV" "$T/w.ckpt" --rename 1=a --rename 2=b
+    run_map() { refused "$1" "$CONVERT" --into "$CONV" --map "$T/names.map" "$T/w.ckpt" "$T/out/x.onnx"; }
+    printf 'a 1\nb\n' >"$T/names.map"
+    run_map "$T/names.map:2: expected 'CKPT_NAME TEMPLATE_NAME', found 1 name"
+    printf 'a 1 x\n' >"$T/names.map"
+    run_map "$T/names.map:1: expected 'CKPT_NAME TEMPLATE_NAME', found 3 names or more"
+    printf '# c\na 1\nnope 2\n' >"$T/names.map"
+    run_map "$T/names.map:3: 'nope' is not a tensor of $T/w.ckpt"
+    printf 'a 1\nb nope\n' >"$T/names.map"
+    run_map "$T/names.map:2: 'nope' is not an initializer of $CONV"
+    printf 'a 1\na 2\n' >"$T/names.map"
+    run_map "$T/names.map:2: 'a' is mapped twice"
+    printf 'a 1\nb 1\n' >"$T/names.map"
+    run_map "$T/names.map:2: '1' is filled twice"
+    printf 'a 1\nb\0 2\n' >"$T/names.map"
+    run_map "$T/names.map: offset 5: a NUL byte: not a text file"
+    { printf 'a 1\nb '; head -c 70000 /dev/zero | tr '\0' x; printf ' 2\n'; } >"$T/names.map"
+    run_map "$T/names.map:2: line longer than 65536 bytes"
+    printf 'a \x01\\\n' >"$T/names.map"
+    run_map "$T/names.map:1: '\\x01\\x5c' is not an initializer of $CONV"
+    rm "$T/names.map"
+    mkdir "$T/names.map"
+    run_map "$T/names.map: not a regular file"
+    rmdir "$T/names.map"
+    mkfifo "$T/names.map"
+    run_map "$T/names.map: not a regular file"
+    rm "$T/names.map"
+    run_map "$T/names.map: No such file or directory"
+    # the good map works
+    printf 'a 1\r\nb 2\n' >"$T/names.map"
+    "$CONVERT" --into "$CONV" --map "$T/names.map" "$T/w.ckpt" "$T/out/x.onnx" 2>/dev/null
+    [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/out/x.onnx" --map "$T/names.map" --checker)" = "ok: 2 filled, 0 kept" ]
+}
+
+@test "OUT: an existing one is kept without -f and replaced with -f; a name of another format refused" {
+    mkdir "$T/out"
+    $FILL ckpt "$CONV" "$T/w.ckpt"
+    echo keep >"$T/o.onnx"
+    run --separate-stderr "$CONVERT" --into "$CONV" "$T/w.ckpt" "$T/o.onnx"
+    [ "$status" -eq 1 ]
+    [ "$stderr" = "ckptfs-convert: $T/o.onnx: exists (give -f to replace it)" ]
+    [ "$(cat "$T/o.onnx")" = keep ]
+    # what a killed fill of OUT left goes; files of other names stay
+    echo partial >"$T/.o.onnx.ckptfs-Ab3dE9"
+    echo other >"$T/.o.onnx.ckptfs-other"
+    "$CONVERT" --into "$CONV" -f "$T/w.ckpt" "$T/o.onnx" 2>/dev/null
+    [ ! -e "$T/.o.onnx.ckptfs-Ab3dE9" ]
+    rm "$T/.o.onnx.ckptfs-other"
+    [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/o.onnx" --checker)" = "ok: 2 filled, 0 kept" ]
+    refused "ckptfs-convert: $T/out/x.ckpt: named as a checkpoint, but the filled template is ONNX" \
+        "$CONVERT" --into "$CONV" "$T/w.ckpt" "$T/out/x.ckpt"
+    refused "ckptfs-convert: $LENET_CKPT: a checkpoint, not an ONNX or MindIR graph: --into takes a graph to fill" \
+        "$CONVERT" --into "$LENET_CKPT" "$T/w.ckpt" "$T/out/x.onnx"
+    refused "ckptfs-convert: $T/out/x.onnx.zst: named as zstd-compressed, but the filled template is not" \
+        "$CONVERT" --into "$CONV" "$T/w.ckpt" "$T/out/x.onnx.zst"
+    # a compressed template gives a compressed OUT
+    zstd -q "$CONV" -o "$T/t.onnx.zst"
+    refused "ckptfs-convert: $T/out/x.onnx: the filled template is zstd-compressed as the template is: name it .zst" \
+        "$CONVERT" --into "$T/t.onnx.zst" "$T/w.ckpt" "$T/out/x.onnx"
+    "$CONVERT" --into "$T/t.onnx.zst" "$T/w.ckpt" "$T/z.onnx.zst" 2>/dev/null
+    zstd -q -d "$T/z.onnx.zst" -o "$T/z.onnx"
+    [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/z.onnx" --checker)" = "ok: 2 filled, 0 kept" ]
+    [ -z "$(ls -A "$T" | grep -i ckptfs)" ]
+}
+
+@test "a template with external data is refused; so is a checkpoint the reader refuses" {
+    mkdir "$T/out"
+    $FILL ckpt "$CONV" "$T/w.ckpt"
+    refused "ckptfs-convert: $ONNX_FIX/external_burn/mixed_data.onnx: keeps tensor data in $ONNX_FIX/external_burn/mixed_data.bin: a template with external data is not supported" \
+        "$CONVERT" --into "$ONNX_FIX/external_burn/mixed_data.onnx" "$T/w.ckpt" "$T/out/x.onnx"
+    # a split MindIR, current and legacy layout
+    $PY "$REPO/tests/oracle/split_mindir.py" "$LENET_MINDIR" "$T/split/lenet"
+    refused "ckptfs-convert: $T/split/lenet_graph.mindir: keeps tensor data in $T/split/lenet_variables/data_0: a template with external data is not supported" \
+        "$CONVERT" --into "$T/split/lenet_graph.mindir" "$LENET_CKPT" "$T/out/x.mindir"
+    $PY "$REPO/tests/oracle/split_mindir.py" "$LENET_MINDIR" "$T/legacy/lenet" --legacy
+    refused "ckptfs-convert: $T/legacy/lenet_graph.mindir: keeps tensor data in $T/legacy/lenet_variables/data_0: a template with external data is not supported" \
+        "$CONVERT" --into "$T/legacy/lenet_graph.mindir" "$LENET_CKPT" "$T/out/x.mindir"
+    head -c 100 "$T/w.ckpt" >"$T/cut.ckpt"
+    refused "ckptfs-convert: $T/cut.ckpt: " "$CONVERT" --into "$CONV" "$T/cut.ckpt" "$T/out/x.onnx"
+}
+
+@test "a distributed checkpoint (-o strategy), slices cut along later dimensions included, fills a graph of its tensors" {
+    local s D
+    for s in 1 2 3 4 5 6; do
+        D=$T/$s
+        $PY "$REPO/tests/oracle/dist_random.py" gen "$D" --seed "$s" >/dev/null
+        $FILL template "$D/full.ckpt" "$D/t.onnx"
+        "$CONVERT" --into "$D/t.onnx" -o strategy="$D/strategy.ckpt" "$D/dist" "$D/out.onnx" 2>/dev/null
+        # every tensor filled with the merged bytes: the full model the ranks were cut from
+        run $FILL check "$D/t.onnx" "$D/full.ckpt" "$D/out.onnx" --checker
+        echo "seed $s: $output"
+        [ "$status" -eq 0 ]
+        [[ "$output" == "ok: "*" filled, 0 kept" ]]
+    done
+}
+
+@test "usage: --map and --strict need --into, --into takes no target options (exit 2); OUT may not be CKPT or TEMPLATE" {
+    mkdir "$T/out"
+    $FILL ckpt "$CONV" "$T/w.ckpt"
+    for args in "--map $T/m $T/w.ckpt $T/out/x.ckpt" "--strict $T/w.ckpt $T/out/x.ckpt" \
+                "--into $CONV --to ckpt $T/w.ckpt $T/out/x.onnx" \
+                "--into $CONV -o zstd_level=3 $T/w.ckpt $T/out/x.onnx" \
+                "--into=$CONV $T/w.ckpt" "--into $CONV --map= $T/w.ckpt $T/out/x.onnx"; do
+        run --separate-stderr "$CONVERT" $args
+        echo "$args: $status $stderr"
+        [ "$status" -eq 2 ]
+        [[ "$stderr" == "ckptfs-convert: "*"usage: ckptfs-convert"* ]]
+    done
+    [ -z "$(ls -A "$T/out")" ]
+    # an ONNX model's initializers fill a template too, but not in place
+    "$CONVERT" --into "$CONV" "$T/w.ckpt" "$T/w.onnx" 2>/dev/null
+    cp "$T/w.onnx" "$T/w2.onnx"
+    run --separate-stderr "$CONVERT" --into "$CONV" -f "$T/w2.onnx" "$T/w2.onnx"
+    [ "$status" -eq 1 ]
+    [ "$stderr" = "ckptfs-convert: $T/w2.onnx: is $T/w2.onnx or one of its files: write it elsewhere" ]
+    cmp "$T/w.onnx" "$T/w2.onnx"
+    "$CONVERT" --into "$CONV" "$T/w.onnx" "$T/out/from_onnx.onnx" 2>/dev/null
+    cmp "$T/w.onnx" "$T/out/from_onnx.onnx"
+    rm "$T/out/from_onnx.onnx"
+    cp "$CONV" "$T/t.onnx"
+    run --separate-stderr "$CONVERT" --into="$T/t.onnx" -f "$T/w.ckpt" "$T/t.onnx"
+    [ "$status" -eq 1 ]
+    [ "$stderr" = "ckptfs-convert: $T/t.onnx: is $T/t.onnx or one of its files: write it elsewhere" ]
+    cmp "$CONV" "$T/t.onnx"
+    # the = forms
+    "$CONVERT" --into="$CONV" --map="$T/empty.map" -q "$T/w.ckpt" "$T/out/x.onnx" 2>/dev/null && false
+    : >"$T/empty.map"
+    "$CONVERT" --into="$CONV" --map="$T/empty.map" -q "$T/w.ckpt" "$T/out/x.onnx" 2>/dev/null
+    [ "$($FILL check "$CONV" "$T/w.ckpt" "$T/out/x.onnx" --checker)" = "ok: 2 filled, 0 kept" ]
+}
+
+@test "an encrypted MindIR template gives an OUT encrypted the same way, with the LeNet checkpoint's weights" {
+    local key=30313233343536373839414243444546 env="$PY $REPO/tests/oracle/envelope_oracle.py"
+    $env encrypt --mode AES-GCM --key-hex "$key" "$LENET_MINDIR" "$T/enc.mindir"
+    CKPTFS_KEY_HEX=$key "$CONVERT" --into "$T/enc.mindir" "$LENET_CKPT" "$T/out.mindir" 2>/dev/null
+    ! cmp -s "$T/out.mindir" "$T/enc.mindir"
+    $env decrypt --key-hex "$key" --expect-mode AES-GCM "$T/out.mindir" "$T/plain.mindir"
+    [ "$($FILL check "$LENET_MINDIR" "$LENET_CKPT" "$T/plain.mindir")" = "ok: 2 filled, 0 kept" ]
+    # without the key the template is refused, nothing written
+    mkdir "$T/out"
+    refused "$T/enc.mindir: " "$CONVERT" --into "$T/enc.mindir" "$LENET_CKPT" "$T/out/x.mindir"
+}
+
+@test "random --map files: each is taken or refused with one line, never a crash, and nothing half-written" {
+    local m
+    mkdir "$T/out"
+    $FILL ckpt "$CONV" "$T/w.ckpt" --rename 1=a --rename 2=b
+    $PY - "$T/maps" <<'PY'
+import os, random, sys
+rng = random.Random(15)
+os.mkdir(sys.argv[1])
+# mostly well-formed lines, valid or not for this pair of models, and some noise
+lines = [b"a 1", b"b 2"] * 4 + [b"b\t 1", b" a  2\r", b"# c", b"#a 1 2", b"", b"  ", b"1 2", b"a",
+         b"a 1 x", b"a\xff 1", b"b 2\x00", b"\\ 2", b"a" * 70000 + b" 1"]
+for i in range(60):
+    data = b"\n".join(rng.choice(lines) if rng.random() < 0.9 else
+                      bytes(rng.randrange(256) for _ in range(rng.randrange(1, 8)))
+                      for _ in range(rng.randrange(0, 5)))
+    open(os.path.join(sys.argv[1], "%02d.map" % i), "wb").write(data + rng.choice([b"", b"\n"]))
+PY
+    for m in $(seq -w 0 59); do
+        run --separate-stderr "$CONVERT" --into "$CONV" --map "$T/maps/$m.map" "$T/w.ckpt" "$T/out/x.onnx"
+        echo "$m: $status $stderr"
+        [ "$status" -eq 0 ] || [ "$status" -eq 1 ]
+        [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+        [[ "$stderr" == "ckptfs-convert: "* ]]
+        if [ "$status" -eq 0 ]; then
+            $FILL check "$CONV" "$T/w.ckpt" "$T/out/x.onnx" --map "$T/maps/$m.map" --checker
+            rm "$T/out/x.onnx"
+        fi
+        [ -z "$(ls -A "$T/out")" ]
+    done
+}
