@@ -16,8 +16,7 @@
 #include "key.h"
 #include "oneflow_dir.h"
 
-/* "-o NAME=VALUE": VALUE, or NULL when argv[i] is not that option. */
-static const char *o_value(int argc, char **argv, int i, const char *name)
+const char *ck_cli_o_value(int argc, char **argv, int i, const char *name)
 {
     size_t n = strlen(name);
     if (strcmp(argv[i], "-o") != 0 || i + 1 >= argc || strncmp(argv[i + 1], name, n) != 0 ||
@@ -33,12 +32,12 @@ int ck_cli_open_arg(ck_cli_open *o, int argc, char **argv, int *i)
         o->skip_crc = true;
         return 1;
     }
-    if ((v = o_value(argc, argv, *i, "key_file")) != NULL) {
+    if ((v = ck_cli_o_value(argc, argv, *i, "key_file")) != NULL) {
         o->key_file = v;
-    } else if ((v = o_value(argc, argv, *i, "tmp_max")) != NULL) {
+    } else if ((v = ck_cli_o_value(argc, argv, *i, "tmp_max")) != NULL) {
         if (ck_parse_size(v, &o->tmp_max) < 0)
             return -1;
-    } else if ((v = o_value(argc, argv, *i, "strategy")) != NULL) {
+    } else if ((v = ck_cli_o_value(argc, argv, *i, "strategy")) != NULL) {
         o->strategy = v;
     } else {
         return 0;

@@ -34,6 +34,10 @@ typedef struct ck_cli_open {
  * them, -1 when it is but its value is unusable. */
 int ck_cli_open_arg(ck_cli_open *o, int argc, char **argv, int *i);
 
+/* "-o NAME=VALUE" at argv[i] (two words): VALUE, or NULL when argv[i] is
+ * not that option; for a tool's own -o options beside these. */
+const char *ck_cli_o_value(int argc, char **argv, int i, const char *name);
+
 /* Whether path is a directory that ck_cli_open_model opens as a model (an
  * iteration directory, or any directory with -o strategy). */
 bool ck_cli_opens_dir(const ck_cli_open *o, const char *path);

@@ -5,7 +5,7 @@
  *
  * IN is anything the other tools open (cli_open.h: a .ckpt, safetensors,
  * ONNX, MindIR, encrypted or zstd-compressed, an iteration directory, a
- * distributed checkpoint with -o strategy).  OUT is a .ckpt, a .safetensors
+ * OneFlow snapshot directory, a distributed checkpoint with -o strategy).  OUT is a .ckpt, a .safetensors
  * (either optionally .zst, a .ckpt optionally encrypted with -o enc_mode)
  * or a OneFlow snapshot directory (oneflow_dir_writer.h), chosen by --to or
  * by OUT's name: a name ending in "/" or an existing directory is a OneFlow
@@ -423,19 +423,9 @@ static void usage(FILE *f)
             "Write the ONNX or MindIR graph TEMPLATE as OUT with its initializers (parameters)\n"
             "filled from CKPT's tensors of the same names, --map FILE's lines \"CKPT_NAME\n"
             "TEMPLATE_NAME\" renaming CKPT's first; --strict: every one must be filled.\n"
-            "IN: a file ckptfs reads, an iteration_<N> directory, or with -o strategy a\n"
-            "distributed checkpoint's directory.\n"
+            "IN: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
+            "directory, or with -o strategy a distributed checkpoint's directory.\n"
             "Exit status: 0 written, 1 failed (nothing written), 2 a usage error.\n");
-}
-
-/* "-o NAME=VALUE": VALUE, or NULL when argv[i] is not that option. */
-static const char *o_value(int argc, char **argv, int i, const char *name)
-{
-    size_t n = strlen(name);
-    if (strcmp(argv[i], "-o") != 0 || i + 1 >= argc || strncmp(argv[i + 1], name, n) != 0 ||
-        argv[i + 1][n] != '=')
-        return NULL;
-    return argv[i + 1] + n + 1;
 }
 
 static target target_by_name(const char *name)
@@ -497,11 +487,11 @@ static int own_arg(convert_opts *o, int argc, char **argv, int *i)
         const char *name = a[4] == '=' ? a + 5 : *i + 1 < argc ? argv[++*i] : "";
         if ((o->to = target_by_name(name)) == TO_NONE)
             return -1;
-    } else if ((v = o_value(argc, argv, *i, "enc_mode")) != NULL) {
+    } else if ((v = ck_cli_o_value(argc, argv, *i, "enc_mode")) != NULL) {
         ++*i;
         o->enc_mode = v;
         return ck_cipher_mode_parse(v) < 0 ? -1 : 1;
-    } else if ((v = o_value(argc, argv, *i, "zstd_level")) != NULL) {
+    } else if ((v = ck_cli_o_value(argc, argv, *i, "zstd_level")) != NULL) {
         ++*i;
         unsigned level;
         if (ck_cli_uint(v, 1, (unsigned)ZSTD_maxCLevel(), &level) < 0)
