@@ -442,6 +442,12 @@ out:
 static int ckpt_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                        ck_commit_group *g, ck_error *err)
 {
+    /* An empty file is what no tensors encode to, and MindSpore's
+     * load_checkpoint raises on it (as ckptfs's reader refuses it): said
+     * before anything is written rather than by the read-back check. */
+    if (n == 0)
+        return ck_fail(err, EINVAL, "%s: no tensors left, and MindSpore loads no empty "
+                       "checkpoint; nothing was saved", m->path);
     ck_write_opts opts = {.progress = g->progress};
     return ck_ckpt_write(m, tensors, n, &opts, g->files[0].fd, err);
 }
