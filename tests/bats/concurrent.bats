@@ -25,11 +25,6 @@ need_mt() {
     [ -n "$MT_OPT" ] || skip "this build has no multi-threaded loop option (ckptfs --help)"
 }
 
-# alive PID: the process runs (an exited child not yet collected is a zombie).
-alive() {
-    [ -e "/proc/$1" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)" != Z ]
-}
-
 # wait_until CMD...: poll CMD for up to 120 s.  A deadlock guard only.
 wait_until() {
     local _
@@ -65,8 +60,8 @@ teardown() {
             if mountpoint -q "$mnt"; then
                 fusermount3 -u "$mnt" 2>/dev/null || fusermount3 -uz "$mnt" 2>/dev/null || true
             fi
-            for _ in $(seq 1 1200); do alive "$pid" || break; sleep 0.1; done
-            if alive "$pid"; then
+            for _ in $(seq 1 1200); do running_child "$pid" || break; sleep 0.1; done
+            if running_child "$pid"; then
                 echo "daemon $pid still runs 120 s after its unmount: killed" >&2
                 kill -9 "$pid" 2>/dev/null || true
                 rc=1

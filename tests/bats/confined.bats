@@ -143,10 +143,10 @@ guarded() {
     "$@" &
     c=$!
     for _ in $(seq 1 600); do
-        kill -0 "$c" 2>/dev/null || break
+        running_child "$c" || break
         sleep 0.1
     done
-    if kill -0 "$c" 2>/dev/null; then
+    if running_child "$c"; then
         echo "$* hung: killing the daemon" >&2
         kill -9 "$pid"
         fusermount3 -uz "$mnt" 2>/dev/null || true

@@ -342,11 +342,11 @@ onnx.save(helper.make_model(g), sys.argv[1])' "$T/clash.onnx"
         for _ in 1 2 3 4 5; do
             "$CONVERT" "${to[@]}" "$T/big.ckpt" "$T/o/$o" &
             pid=$!
-            while kill -0 $pid 2>/dev/null &&
+            while running_child $pid &&
                   [ -z "$(ls -A "$T/o" | grep '\.ckptfs-' | grep -v lock)" ]; do
                 :
             done
-            kill -9 $pid 2>/dev/null && killed=1
+            running_child $pid && kill -9 $pid 2>/dev/null && killed=1
             wait $pid || true
             [ -n "$killed" ] && [ ! -e "$T/o/$o" ] && break
             killed=

@@ -30,6 +30,19 @@ mount_fg() {
     return 1
 }
 
+# running_child PID: PID is a child of this shell that has not exited.
+# Not `kill -0`: pid_max is 32768 on the test machines and bash reaps a
+# background child as soon as it exits, so its pid is soon another
+# process's; a guard that polled kill -0 once took a clean exit for a
+# daemon alive 120 s after its unmount, and killed that other process.
+running_child() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) } # after "pid (comm) ": state, ppid, ...
+    set -- $stat
+    [ "$1" != Z ] && [ "$2" = "$$" ]
+}
+
 # umount_wait MNT PID: unmount and collect the daemon's exit status (PID 0:
 # a daemonized mount, whose process is not our child).
 umount_wait() {
