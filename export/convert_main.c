@@ -177,10 +177,9 @@ static int plan_build(const ck_model *m, plan *p, ck_error *err)
     for (size_t i = 0; i < ix->n_live; i++) {
         const ck_tensor *t = &ix->tensors[ix->live[i]];
         ck_write_tensor *w = &p->w[i];
-        *w = (ck_write_tensor){.orig_id = CK_WRITE_NEW, .name = t->name,
-                               .name_len = t->name_len, .dtype = t->dtype, .dims = t->dims,
-                               .ndim = t->ndim, .scalar_dims_zero = t->scalar_dims_zero,
-                               .pieces = next};
+        *w = ck_write_unchanged(t, CK_WRITE_NEW);
+        w->unchanged = false; /* new bytes in OUT's format: IN's extents */
+        w->pieces = next;
         if (t->dir_suffix != NULL || t->dir_src != NULL) {
             if ((p->names[i] = out_name(t, err, m->path)) == NULL)
                 return -1;

@@ -19,6 +19,13 @@ size_t ck_pieces_of(const ck_model *m, const ck_tensor *t, ck_piece *out)
     return t->n_ext;
 }
 
+ck_write_tensor ck_write_unchanged(const ck_tensor *t, uint32_t id)
+{
+    return (ck_write_tensor){.orig_id = id, .unchanged = true, .name = t->name,
+                             .name_len = t->name_len, .dtype = t->dtype, .dims = t->dims,
+                             .ndim = t->ndim, .scalar_dims_zero = t->scalar_dims_zero};
+}
+
 uint64_t ck_pieces_len(const ck_write_tensor *t)
 {
     uint64_t n = 0;

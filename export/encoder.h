@@ -39,6 +39,11 @@ typedef struct ck_write_tensor {
 size_t ck_pieces_of(const ck_model *m, const ck_tensor *t, ck_piece *out);
 /* The bytes of a tensor to encode: the sum of its pieces. */
 uint64_t ck_pieces_len(const ck_write_tensor *t);
+/* Tensor t of the model (its index id) as the encoder takes it unchanged:
+ * name, type and shape as indexed, its records copied.  For new bytes, set
+ * unchanged to false and give pieces (and orig_id CK_WRITE_NEW for a model
+ * it does not come from). */
+ck_write_tensor ck_write_unchanged(const ck_tensor *t, uint32_t id);
 
 /* A format's writer, registered in encoder.c under its reader's format. */
 typedef struct ck_writer {

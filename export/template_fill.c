@@ -505,9 +505,7 @@ static ck_write_tensor *tree(fill *f, ck_piece **pieces_out)
     for (size_t i = 0; i < ix->n_live; i++) {
         uint32_t id = ix->live[i];
         const ck_tensor *t = &ix->tensors[id];
-        w[i] = (ck_write_tensor){.orig_id = id, .unchanged = true, .name = t->name,
-                                 .name_len = t->name_len, .dtype = t->dtype, .dims = t->dims,
-                                 .ndim = t->ndim, .scalar_dims_zero = t->scalar_dims_zero};
+        w[i] = ck_write_unchanged(t, id);
         if (f->by_tmpl[i] == NONE)
             continue;
         const ck_tensor *c = ckpt_at(f, f->by_tmpl[i]);
