@@ -45,6 +45,12 @@ typedef struct ck_commit_group {
     size_t n, cap;
     bool committed;             /* the journal is in place: keep the files */
     ck_progress *progress;      /* the encoders' sinks count into it (NULL: none) */
+    /* The model is saved under another name than the one it was read from
+     * (ckptfs-convert --into): the ONNX writer puts its external data in
+     * one new file beside it, "<model>.data", and none in the original's
+     * data files; an existing file of that name is replaced only when
+     * data_replace is set. */
+    bool own_data, data_replace;
 } ck_commit_group;
 
 /* Start a group whose first file replaces the model, dir->base; write it
