@@ -25,7 +25,10 @@
  * model by its owner could have left: the journal, each temporary file
  * and each existing target must be regular files owned by the model's
  * owner, beneath the model's directory and through no symbolic link, and
- * the last target must be the model itself.
+ * the last target must be the model itself.  A model that is absent (the
+ * first save of a model with its data file, ckptfs-convert --into,
+ * interrupted before the model's rename) is finished from a journal of
+ * the caller's own only.
  */
 #ifndef CK_COMMIT_GROUP_H
 #define CK_COMMIT_GROUP_H

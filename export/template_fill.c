@@ -66,6 +66,8 @@ typedef struct fill {
     char *map_text;             /* --map's file, cut into names in place */
     size_t n_cand, n_filled;    /* template tensors that may be filled, and are */
     bool external;              /* the template keeps tensor data in data files */
+    ck_model_dir *out_dir;      /* OUT's directory ... */
+    ck_writer_lock lock;        /* ... and OUT's writer lock, held from the start */
     char out_data[PATH_MAX];    /* "<OUT>.data", where OUT's external data goes */
     ck_error *err;
     char q1[CK_QUOTE_BUF], q2[CK_QUOTE_BUF];
@@ -563,22 +565,24 @@ static ck_write_tensor *tree(fill *f, ck_piece **pieces_out)
     return w;
 }
 
-/* Before OUT's group starts (OUT's writer lock is held): a fill of OUT
- * and its data file killed after its commit point is finished, as the
- * next mount of OUT would; the temporary files of one killed before it
- * are removed. */
-static bool cleanup(fill *f, const ck_model_dir *out_dir)
+/* Take OUT's writer lock; then a fill of OUT and its data file killed
+ * after its commit point is finished, as the next mount of OUT would, the
+ * temporary files of one killed before it are removed (so what OUT and
+ * OUT.data are is known), and OUT is checked. */
+static int claim_out(fill *f)
 {
-    if (ck_group_recover(out_dir, false, f->err) < 0)
-        return false;
     char rel[PATH_MAX];
-    ck_atomic_cleanup(out_dir, out_dir->base, getuid());
-    if ((size_t)snprintf(rel, sizeof rel, "%s.data", out_dir->base) < sizeof rel)
-        ck_atomic_cleanup(out_dir, rel, getuid());
-    return true;
+    if ((f->out_dir = ck_dir_open(f->a->out, f->err)) == NULL ||
+        ck_writer_lock_take(&f->lock, f->a->out, TOOL, f->err) < 0 ||
+        ck_group_recover(f->out_dir, false, f->err) < 0)
+        return -1;
+    ck_atomic_cleanup(f->out_dir, f->out_dir->base, getuid());
+    if ((size_t)snprintf(rel, sizeof rel, "%s.data", f->out_dir->base) < sizeof rel)
+        ck_atomic_cleanup(f->out_dir, rel, getuid());
+    return check_out(f);
 }
 
-/* OUT written atomically in its directory, holding its writer lock; the
+/* OUT written atomically in its directory (its writer lock is held); the
  * bar counts the checkpoint's bytes as they are copied. */
 static int write_out(fill *f)
 {
@@ -589,13 +593,10 @@ static int write_out(fill *f)
     uint64_t bytes = 0;
     for (size_t i = 0; i < f->tm->index.n_live; i++)
         bytes += w[i].unchanged ? 0 : ck_pieces_len(&w[i]);
-    ck_model_dir *out_dir = ck_dir_open(f->a->out, f->err);
     ck_commit_group g = {0};
-    ck_writer_lock lock = {.fd = -1};
     ck_progress prog = {0};
     int rc = -1;
-    if (out_dir != NULL && ck_writer_lock_take(&lock, f->a->out, TOOL, f->err) >= 0 &&
-        cleanup(f, out_dir) && check_out(f) >= 0 && ck_group_begin(&g, out_dir, f->err) >= 0) {
+    if (ck_group_begin(&g, f->out_dir, f->err) >= 0) {
         ck_progress_start(&prog, bytes, f->a->progress, stderr);
         g.progress = &prog;
         g.own_data = true;
@@ -606,8 +607,6 @@ static int write_out(fill *f)
         ck_progress_end(&prog);
     }
     ck_group_abort(&g);
-    ck_writer_lock_release(&lock);
-    ck_dir_unref(out_dir);
     free(w);
     free(pieces);
     return rc;
@@ -619,7 +618,7 @@ static int prepare(fill *f)
 {
     if ((f->tm = open_template(f)) == NULL || check_template(f) < 0 ||
         (f->cm = ck_cli_open_model(f->a->ckpt_open, f->a->ckpt, f->err)) == NULL ||
-        check_out(f) < 0)
+        claim_out(f) < 0)
         return -1;
     size_t nt = f->tm->index.n_live, nc = f->cm->index.n_live;
     f->by_tmpl = malloc((nt + 1) * sizeof *f->by_tmpl);
@@ -646,7 +645,7 @@ static int prepare(fill *f)
 int ck_template_fill(const ck_fill_args *a)
 {
     ck_error err = {0};
-    fill f = {.a = a, .err = &err};
+    fill f = {.a = a, .err = &err, .lock = {.fd = -1}};
     int rc = prepare(&f) < 0 || write_out(&f) < 0 ? 1 : 0;
     if (rc != 0)
         fprintf(stderr, TOOL ": %s\n", err.msg);
@@ -659,6 +658,8 @@ int ck_template_fill(const ck_fill_args *a)
     free(f.renamed);
     free(f.used);
     free(f.map_text);
+    ck_writer_lock_release(&f.lock);
+    ck_dir_unref(f.out_dir);
     ck_model_close(f.cm);
     ck_model_close(f.tm);
     return rc;

@@ -457,6 +457,69 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
     [ "$(tree_sum "$T/t")" = "$before" ]
 }
 
+@test "killed at each rename of OUT and OUT.data: all old, or once the journal is in place all new after the next fill or writable mount" {
+    local o when journal
+    command -v strace >/dev/null
+    save_external "$CONV" "$T/t/model.onnx" location=weights.bin
+    $FILL ckpt "$T/t/model.onnx" "$T/a.ckpt" --seed 1
+    $FILL ckpt "$T/t/model.onnx" "$T/b.ckpt" --seed 2
+    # kill_at WHEN ARGS...: the fill, killed as the WHENth such call starts
+    kill_at() {
+        local when=$1
+        shift
+        run strace -f -o /dev/null -e trace="${when%:*}" \
+            -e inject="${when%:*}:signal=KILL:when=${when#*:}" "$CONVERT" --into "$T/t/model.onnx" "$@"
+        [ "$status" -ne 0 ]
+    }
+    # The renames of the fill: the journal's, OUT.data's, OUT's; then the
+    # journal is unlinked.
+    for when in renameat:1 renameat:2 renameat:3 unlinkat:1; do
+        # a first fill, OUT absent: the next fill finishes it (and then
+        # refuses to replace it without -f) or, killed before the journal,
+        # finds nothing and fills
+        o=$T/first.$when
+        mkdir "$o"
+        kill_at "$when" "$T/b.ckpt" "$o/f.onnx"
+        journal=$(ls -A "$o" | grep -c 'ckptfs-journal$' || true)
+        echo "first, killed at $when: journal $journal"
+        if [ "$when" = renameat:1 ]; then
+            [ "$journal" -eq 0 ] && [ ! -e "$o/f.onnx" ] && [ ! -e "$o/f.onnx.data" ]
+        else
+            [ "$journal" -eq 1 ]
+        fi
+        run --separate-stderr "$CONVERT" --into "$T/t/model.onnx" "$T/b.ckpt" "$o/f.onnx"
+        if [ "$when" = renameat:1 ]; then
+            [ "$status" -eq 0 ]
+        else
+            [ "$status" -eq 1 ] && [ "$stderr" = "ckptfs-convert: $o/f.onnx: exists (give -f to replace it)" ]
+        fi
+        [ "$($FILL check "$T/t/model.onnx" "$T/b.ckpt" "$o/f.onnx" --checker)" = "ok: 2 filled, 0 kept, 2 external" ]
+        [ "$(ls -A "$o" | grep -v 'ckptfs-lock$' | tr '\n' ' ')" = "f.onnx f.onnx.data " ]
+        # a fill replacing OUT and OUT.data: the next writable mount of OUT
+        # finishes it or removes what it left
+        o=$T/again.$when
+        mkdir "$o"
+        "$CONVERT" --into "$T/t/model.onnx" "$T/a.ckpt" "$o/f.onnx" 2>/dev/null
+        kill_at "$when" -f "$T/b.ckpt" "$o/f.onnx"
+        journal=$(ls -A "$o" | grep -c 'ckptfs-journal$' || true)
+        echo "replacing, killed at $when: journal $journal"
+        if [ "$when" = renameat:1 ]; then
+            [ "$journal" -eq 0 ]
+            [ "$($FILL check "$T/t/model.onnx" "$T/a.ckpt" "$o/f.onnx")" = "ok: 2 filled, 0 kept, 2 external" ]
+        else
+            [ "$journal" -eq 1 ]
+        fi
+        mount_fg "$o/f.onnx" "$T/m.$when"
+        unmount "$T/m.$when"
+        [ "$(ls -A "$o" | grep -v 'ckptfs-lock$' | tr '\n' ' ')" = "f.onnx f.onnx.data " ]
+        if [ "$when" = renameat:1 ]; then
+            [ "$($FILL check "$T/t/model.onnx" "$T/a.ckpt" "$o/f.onnx" --checker)" = "ok: 2 filled, 0 kept, 2 external" ]
+        else
+            [ "$($FILL check "$T/t/model.onnx" "$T/b.ckpt" "$o/f.onnx" --checker)" = "ok: 2 filled, 0 kept, 2 external" ]
+        fi
+    done
+}
+
 @test "a distributed checkpoint (-o strategy), slices cut along later dimensions included, fills a graph of its tensors" {
     local s D
     for s in 1 2 3 4 5 6; do
