@@ -1080,14 +1080,20 @@ static int fit(writer *w, const ck_write_tensor *ts, size_t n, int32_t *state)
     return 0;
 }
 
-/* Saved under another name, "<new model>.data" is replaced only when the
- * caller says it may be (ckptfs-convert -f). */
+/* Saved under another name, "<new model>.data" must not be a file the
+ * model is read from (ckptfs-convert checks that by identity first; this
+ * is by name), and an existing one is replaced only when the caller says
+ * it may be (ckptfs-convert -f). */
 static int check_own_file(writer *w)
 {
-    struct stat st;
-    if (!w->own_data || !w->files[w->big].written || w->data_replace)
+    if (!w->own_data || !w->files[w->big].written)
         return 0;
-    if (ck_dir_stat(w->out_dir, w->big_rel, &st) == 0 || errno != ENOENT)
+    for (uint32_t f = 0; f < w->m->n_sources; f++)
+        if (strcmp(w->m->sources[f]->path, w->big_path) == 0)
+            return ck_fail(w->err, EINVAL, "%s: is a file of %s: the new model's data cannot "
+                           "go there", w->big_path, w->m->path);
+    struct stat st;
+    if (!w->data_replace && (ck_dir_stat(w->out_dir, w->big_rel, &st) == 0 || errno != ENOENT))
         return ck_fail(w->err, EEXIST, "%s: exists (give -f to replace it)", w->big_path);
     return 0;
 }
@@ -1101,19 +1107,13 @@ static bool big_data_name(const ck_model *m, char *rel, size_t size)
     return (size_t)snprintf(rel, size, "%s.data", m->dir->base) < size;
 }
 
-/* "<new model>.data" in the new model's directory, which must not be a
- * file the model is read from (ckptfs-convert checks that by identity
- * first; this is by name). */
+/* "<new model>.data" in the new model's directory. */
 static int setup_own_data(writer *w)
 {
     const ck_model_dir *d = w->out_dir;
     if ((size_t)snprintf(w->big_rel, sizeof w->big_rel, "%s.data", d->base) >= sizeof w->big_rel)
         return ck_fail(w->err, ENAMETOOLONG, "%s/%s.data: path too long", d->path, d->base);
     ck_dir_join(d, w->big_rel, w->big_path, sizeof w->big_path);
-    for (uint32_t f = 0; f < w->m->n_sources; f++)
-        if (strcmp(w->m->sources[f]->path, w->big_path) == 0)
-            return ck_fail(w->err, EINVAL, "%s: is a file of %s: the new model's data cannot "
-                           "go there", w->big_path, w->m->path);
     return 0;
 }
 

@@ -68,7 +68,6 @@ typedef struct fill {
     bool external;              /* the template keeps tensor data in data files */
     ck_model_dir *out_dir;      /* OUT's directory ... */
     ck_writer_lock lock;        /* ... and OUT's writer lock, held from the start */
-    char out_data[PATH_MAX];    /* "<OUT>.data", where OUT's external data goes */
     ck_error *err;
     char q1[CK_QUOTE_BUF], q2[CK_QUOTE_BUF];
 } fill;
@@ -201,10 +200,10 @@ static int check_out(fill *f)
         return -1;
     if (!f->external)
         return 0;
-    if ((size_t)snprintf(f->out_data, sizeof f->out_data, "%s.data", f->a->out) >=
-        sizeof f->out_data)
+    char data[PATH_MAX];
+    if ((size_t)snprintf(data, sizeof data, "%s.data", f->a->out) >= sizeof data)
         return ck_fail(f->err, ENAMETOOLONG, "%s.data: path too long", f->a->out);
-    return check_path(f, f->out_data, true);
+    return check_path(f, data, true);
 }
 
 /* ---- names ---- */
