@@ -231,7 +231,7 @@ ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_op
     ck_model *m = model_alloc(dir, path, opts, err);
     if (m == NULL)
         return NULL;
-    m->format = ck_format_by_extension(path);
+    m->format = opts && opts->format ? opts->format : ck_format_by_extension(path);
     if (m->format == NULL)
         m->format = ck_format_default();
     if (opts != NULL) {

@@ -39,6 +39,8 @@ typedef struct ck_open_opts {
                              * $TMPDIR (0: the default, see zstd_source.h) */
     const ck_file_override *overrides; /* files to read from other descriptors */
     size_t n_overrides;     /* (a save's new files, read back before the rename) */
+    const ck_format *format; /* read as this format whatever the file's name (NULL:
+                              * by its extension); a save written to another name */
 } ck_open_opts;
 
 #define CK_CACHE_SIZE_DEFAULT (16u << 20)

@@ -276,18 +276,23 @@ int ck_group_recover(const ck_model_dir *d, bool read_only, ck_error *err)
     if (read_only)
         return ck_fail(err, EROFS, "%s: a save was interrupted (journal %s); mount it "
                        "writable once (-o rw) to finish it", model, journal);
+    /* The save is the model owner's.  A first save of a model with its
+     * data file (ckptfs-convert --into OUT) may be interrupted before the
+     * model's own rename: then the journal must be the caller's. */
     struct stat ms;
-    if (ck_dir_stat(d, d->base, &ms) < 0 || !S_ISREG(ms.st_mode))
+    bool absent = ck_dir_stat(d, d->base, &ms) < 0 && errno == ENOENT;
+    if (!absent && (ck_dir_stat(d, d->base, &ms) < 0 || !S_ISREG(ms.st_mode)))
         return ck_fail(err, ENOENT, "%s: a journal %s is there, but the model is not a "
                        "regular file; not used", model, journal);
+    uid_t owner = absent ? geteuid() : ms.st_uid;
     size_t len = 0;
-    char *buf = read_journal(d, name, &len, journal, ms.st_uid, err);
+    char *buf = read_journal(d, name, &len, journal, owner, err);
     if (buf == NULL)
         return -1;
     int rc = 1;
     if (parse_journal(buf, len, journal, err) < 0 ||
-        roll_forward(d, buf, len, journal, ms.st_uid, false, err) < 0 ||
-        roll_forward(d, buf, len, journal, ms.st_uid, true, err) < 0)
+        roll_forward(d, buf, len, journal, owner, false, err) < 0 ||
+        roll_forward(d, buf, len, journal, owner, true, err) < 0)
         rc = -1;
     else if (unlinkat(d->fd, name, 0) < 0 || ck_dir_fsync(d, name) < 0)
         rc = ck_fail_errno(err, errno, "%s: cannot remove the journal", journal);

@@ -25,7 +25,10 @@
  * model by its owner could have left: the journal, each temporary file
  * and each existing target must be regular files owned by the model's
  * owner, beneath the model's directory and through no symbolic link, and
- * the last target must be the model itself.
+ * the last target must be the model itself.  A model that is absent (the
+ * first save of a model with its data file, ckptfs-convert --into,
+ * interrupted before the model's rename) is finished from a journal of
+ * the caller's own only.
  */
 #ifndef CK_COMMIT_GROUP_H
 #define CK_COMMIT_GROUP_H
@@ -45,6 +48,12 @@ typedef struct ck_commit_group {
     size_t n, cap;
     bool committed;             /* the journal is in place: keep the files */
     ck_progress *progress;      /* the encoders' sinks count into it (NULL: none) */
+    /* The model is saved under another name than the one it was read from
+     * (ckptfs-convert --into): the ONNX writer puts its external data in
+     * one new file beside it, "<model>.data", and none in the original's
+     * data files; an existing file of that name is replaced only when
+     * data_replace is set. */
+    bool own_data, data_replace;
 } ck_commit_group;
 
 /* Start a group whose first file replaces the model, dir->base; write it

@@ -79,6 +79,12 @@ typedef struct writer {
     uint32_t new_ext;           /* where new tensors' bytes go, or NO_FILE: inline */
     char big_path[PATH_MAX];    /* "<model>.data" ... */
     uint32_t big;               /* ... and its files index */
+    /* Saved under another name (ck_commit_group.own_data): every external
+     * tensor goes to "<new model>.data", named by its TensorProtos as
+     * big_rel, in the new model's directory. */
+    bool own_data, data_replace;
+    const ck_model_dir *out_dir;
+    char big_rel[PATH_MAX];
     ck_error *err;
     char q[CK_QUOTE_BUF];
 } writer;
@@ -249,6 +255,8 @@ static const char *file_path(const writer *w, uint32_t f)
  * as "<model's directory>/<location>", the location made canonical. */
 static const char *location_of(const writer *w, uint32_t f)
 {
+    if (w->own_data && f == w->m->n_sources)
+        return w->big_rel;
     const char *rel = ck_dir_rel(w->m->dir, file_path(w, f));
     return rel ? rel : file_path(w, f);
 }
@@ -558,6 +566,25 @@ static int check_type(writer *w, const ck_write_tensor *t)
     return 0;
 }
 
+/* Saved under another name, an external tensor moves to the new data
+ * file: the caller gives it as new bytes (its own), since its TensorProto
+ * cannot be copied as it was; a split MindIR keeps MindSpore's layout,
+ * which is not one data file beside the model. */
+static int check_own_data(writer *w, const ck_tensor *orig, int32_t state)
+{
+    if (w->pb->mindir)
+        return ck_fail(w->err, ENOTSUP, "%s: parameter '%s' keeps its data in %s: a split "
+                       "MindIR is not saved under another name", w->m->path,
+                       ck_quote(w->q, orig->name, orig->name_len),
+                       w->m->sources[orig->ext0.src]->path);
+    if (state == -2)
+        return ck_fail(w->err, EINVAL, "%s: tensor '%s' keeps its data in %s, which the new "
+                       "model does not name: it must be given as new bytes", w->m->path,
+                       ck_quote(w->q, orig->name, orig->name_len),
+                       w->m->sources[orig->ext0.src]->path);
+    return 0;
+}
+
 static int plan_tensors(writer *w, const ck_write_tensor *ts, size_t n, int32_t *state)
 {
     const ck_index *ix = &w->m->index;
@@ -569,7 +596,12 @@ static int plan_tensors(writer *w, const ck_write_tensor *ts, size_t n, int32_t 
     for (size_t id = 0; id < ix->count; id++) {
         const ck_tensor *orig = &ix->tensors[id];
         const ck_pb_tensor *pt = &w->pb->tensors[id];
-        if (state[id] == -2 || pt->pbfile != w->pbfile)
+        if (pt->pbfile != w->pbfile)
+            continue;
+        bool external = pt->storage == CK_STORE_EXTERNAL;
+        if (w->own_data && external && check_own_data(w, orig, state[id]) < 0)
+            return -1;
+        if (state[id] == -2)
             continue;
         if (w->pbfile != 0 && pt->storage == CK_STORE_EXTERNAL)
             return ck_fail(w->err, ENOTSUP, "%s: tensor '%s': external data inside a "
@@ -589,9 +621,9 @@ static int plan_tensors(writer *w, const ck_write_tensor *ts, size_t n, int32_t 
             if (check_type(w, t) < 0)
                 return -1;
             enc *en = new_enc(w);
-            uint32_t file = pt->storage == CK_STORE_EXTERNAL ? pt->ext_src
-                            : w->to_external[state[id]] ? w->big
-                                                        : NO_FILE;
+            uint32_t file = external && !w->own_data ? pt->ext_src
+                            : external || w->to_external[state[id]] ? w->big
+                                                                    : NO_FILE;
             if (encode_changed(w, en, t, orig, pt, file) < 0)
                 return -1;
             e.kind = E_TENSOR;
@@ -1033,8 +1065,9 @@ static int fit(writer *w, const ck_write_tensor *ts, size_t n, int32_t *state)
     }
     free(order);
     struct stat st;
-    if (w->big == w->m->n_sources && (ck_dir_stat(w->m->dir, location_of(w, w->big), &st) == 0 ||
-                                      errno != ENOENT))
+    bool taken = w->big == w->m->n_sources && !w->own_data &&
+                 (ck_dir_stat(w->m->dir, location_of(w, w->big), &st) == 0 || errno != ENOENT);
+    if (taken)
         return ck_fail(w->err, EEXIST, "%s: the new model passes protobuf's 2 GiB limit and "
                        "its data would go to %s, which exists and is not this model's",
                        w->m->path, w->big_path);
@@ -1047,6 +1080,24 @@ static int fit(writer *w, const ck_write_tensor *ts, size_t n, int32_t *state)
     return 0;
 }
 
+/* Saved under another name, "<new model>.data" must not be a file the
+ * model is read from (ckptfs-convert checks that by identity first; this
+ * is by name), and an existing one is replaced only when the caller says
+ * it may be (ckptfs-convert -f). */
+static int check_own_file(writer *w)
+{
+    if (!w->own_data || !w->files[w->big].written)
+        return 0;
+    for (uint32_t f = 0; f < w->m->n_sources; f++)
+        if (strcmp(w->m->sources[f]->path, w->big_path) == 0)
+            return ck_fail(w->err, EINVAL, "%s: is a file of %s: the new model's data cannot "
+                           "go there", w->big_path, w->m->path);
+    struct stat st;
+    if (!w->data_replace && (ck_dir_stat(w->out_dir, w->big_rel, &st) == 0 || errno != ENOENT))
+        return ck_fail(w->err, EEXIST, "%s: exists (give -f to replace it)", w->big_path);
+    return 0;
+}
+
 /* ---- setting up ---- */
 
 /* The data file a save adds when the model would pass 2 GiB:
@@ -1056,17 +1107,31 @@ static bool big_data_name(const ck_model *m, char *rel, size_t size)
     return (size_t)snprintf(rel, size, "%s.data", m->dir->base) < size;
 }
 
+/* "<new model>.data" in the new model's directory. */
+static int setup_own_data(writer *w)
+{
+    const ck_model_dir *d = w->out_dir;
+    if ((size_t)snprintf(w->big_rel, sizeof w->big_rel, "%s.data", d->base) >= sizeof w->big_rel)
+        return ck_fail(w->err, ENAMETOOLONG, "%s/%s.data: path too long", d->path, d->base);
+    ck_dir_join(d, w->big_rel, w->big_path, sizeof w->big_path);
+    return 0;
+}
+
 static int setup(writer *w, size_t n)
 {
     const ck_model *m = w->m;
     const ck_pb_layout *pb = w->pb;
     size_t count = m->index.count;
     char big[PATH_MAX];
-    big_data_name(m, big, sizeof big);
-    ck_dir_join(m->dir, big, w->big_path, sizeof w->big_path);
     w->n_files = m->n_sources + 1;
     w->big = m->n_sources;
-    for (uint32_t f = 1; f < m->n_sources; f++)
+    if (w->own_data && setup_own_data(w) < 0)
+        return -1;
+    if (!w->own_data) {
+        big_data_name(m, big, sizeof big);
+        ck_dir_join(m->dir, big, w->big_path, sizeof w->big_path);
+    }
+    for (uint32_t f = 1; f < m->n_sources && !w->own_data; f++)
         if (strcmp(m->sources[f]->path, w->big_path) == 0)
             w->big = f; /* "<model>.data" is a data file already */
     w->encs = calloc(count + n + 1, sizeof *w->encs);
@@ -1102,7 +1167,9 @@ static int write_pbfile(writer *w, uint32_t p, const ck_write_tensor *ts, size_t
     if (plan(w, ts, n, state) < 0 || fit(w, ts, n, state) < 0)
         return -1;
     if (p == 0)
-        return write_data_files(w, g) < 0 ? -1 : emit(w, g->files[0].fd, &w->m->env);
+        return check_own_file(w) < 0 || write_data_files(w, g) < 0
+                   ? -1
+                   : emit(w, g->files[0].fd, &w->m->env);
     if (w->n_edits == 0)
         return 0;
     int fd = ck_group_add(g, w->file->path, w->err);
@@ -1113,7 +1180,8 @@ int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                 ck_commit_group *g, ck_error *err)
 {
     const ck_pb_layout *pb = ck_pb_layout_of(m);
-    writer w = {.m = m, .pb = pb, .f = &pb->fields, .progress = g->progress, .err = err};
+    writer w = {.m = m, .pb = pb, .f = &pb->fields, .progress = g->progress, .err = err,
+                .own_data = g->own_data, .data_replace = g->data_replace, .out_dir = g->dir};
     int32_t *state = malloc((m->index.count ? m->index.count : 1) * sizeof *state);
     int rc = -1;
     if (state == NULL)

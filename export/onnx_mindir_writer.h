@@ -21,7 +21,11 @@
  * (aligned as the format's own writers align), and joins the commit group.
  * New parameters of a split MindIR go to its last data file.  An ONNX
  * model that would pass 2 GiB gets its largest new and changed tensors
- * moved to "<model>.data", as onnx's save does.
+ * moved to "<model>.data", as onnx's save does.  An ONNX model saved under
+ * another name with its own data (ck_commit_group.own_data: ckptfs-convert
+ * --into) puts every external tensor, given as new bytes, in that
+ * "<new model>.data" beside it, and writes none of the original's data
+ * files; a split MindIR is refused there.
  *
  * Nodes are never edited: the caller makes sure no node reads a tensor it
  * deletes or renames (the tree refuses those edits, asking

@@ -15,9 +15,13 @@
  * parameters are filled: Constant nodes' values and subgraph tensors are
  * part of the graph, not of what a checkpoint holds.
  *
- * A template with external data is refused: the writer places changed
- * data files beside the model they belong to, which here would be the
- * template's, not OUT's.
+ * An ONNX template with external data gives an OUT with its own: the
+ * group is marked own_data, so the writer puts every external tensor,
+ * filled or not, in one new file beside OUT, "<OUT>.data" (what onnx's
+ * save_model(save_as_external_data=True, all_tensors_to_one_file=True)
+ * makes), and nothing of the template's directory is written.  The ones
+ * not filled are handed over as new bytes, their own.  A split MindIR
+ * (MindSpore's <prefix>_variables/data_N layout) is refused.
  */
 #include "template_fill.h"
 
@@ -61,6 +65,9 @@ typedef struct fill {
     bool *used;                 /* per checkpoint tensor: it fills one */
     char *map_text;             /* --map's file, cut into names in place */
     size_t n_cand, n_filled;    /* template tensors that may be filled, and are */
+    bool external;              /* the template keeps tensor data in data files */
+    ck_model_dir *out_dir;      /* OUT's directory ... */
+    ck_writer_lock lock;        /* ... and OUT's writer lock, held from the start */
     ck_error *err;
     char q1[CK_QUOTE_BUF], q2[CK_QUOTE_BUF];
 } fill;
@@ -122,17 +129,21 @@ static ck_model *open_template(const fill *f)
     return m;
 }
 
-static int check_template(const fill *f)
+static int check_template(fill *f)
 {
     const ck_model *m = f->tm;
     if (m->format != &ck_format_onnx && m->format != &ck_format_mindir)
         return ck_fail(f->err, EINVAL, "%s: a %s, not an ONNX or MindIR graph: --into takes "
                        "a graph to fill", f->a->tmpl, m->format->title);
-    for (uint32_t i = 1; i < m->n_sources; i++)
-        if (ck_model_is_data_file(m, i))
-            return ck_fail(f->err, ENOTSUP, "%s: keeps tensor data in %s: a template with "
-                           "external data is not supported (save it with its data inline "
-                           "first)", f->a->tmpl, m->sources[i]->path);
+    for (uint32_t i = 1; i < m->n_sources; i++) {
+        if (!ck_model_is_data_file(m, i))
+            continue;
+        if (m->format == &ck_format_mindir)
+            return ck_fail(f->err, ENOTSUP, "%s: keeps tensor data in %s: a split MindIR "
+                           "template is not supported (export it with its data inline first)",
+                           f->a->tmpl, m->sources[i]->path);
+        f->external = true;
+    }
     const ck_format *out = ck_format_by_extension(f->a->out);
     if (out != NULL && out != m->format)
         return ck_fail(f->err, EINVAL, "%s: named as a %s, but the filled template is %s",
@@ -162,21 +173,37 @@ static bool is_read(const ck_model *m, const struct stat *so)
     return false;
 }
 
-static int check_out(const fill *f)
+/* path (OUT, or data: its data file) must not be a file read, and an
+ * existing one is replaced only with -f. */
+static int check_path(const fill *f, const char *path, bool data)
 {
     struct stat st;
-    if (lstat(f->a->out, &st) < 0)
-        return errno == ENOENT ? 0 : ck_fail_errno(f->err, errno, "%s: cannot stat", f->a->out);
+    if (lstat(path, &st) < 0)
+        return errno == ENOENT ? 0 : ck_fail_errno(f->err, errno, "%s: cannot stat", path);
     if (S_ISDIR(st.st_mode))
-        return ck_fail(f->err, EISDIR, "%s: is a directory", f->a->out);
+        return ck_fail(f->err, EISDIR, "%s: is a directory", path);
     struct stat so;
-    bool tmpl = stat(f->a->out, &so) == 0 && is_read(f->tm, &so);
-    if (tmpl || (stat(f->a->out, &so) == 0 && is_read(f->cm, &so)))
-        return ck_fail(f->err, EINVAL, "%s: is %s or one of its files: write it elsewhere",
-                       f->a->out, tmpl ? f->a->tmpl : f->a->ckpt);
+    bool tmpl = stat(path, &so) == 0 && is_read(f->tm, &so);
+    if (tmpl || (stat(path, &so) == 0 && is_read(f->cm, &so)))
+        return ck_fail(f->err, EINVAL, data ? "%s: is %s or one of its files: OUT's data "
+                       "would go there (name OUT otherwise)" : "%s: is %s or one of its files: "
+                       "write it elsewhere", path, tmpl ? f->a->tmpl : f->a->ckpt);
     if (!f->a->force)
-        return ck_fail(f->err, EEXIST, "%s: exists (give -f to replace it)", f->a->out);
+        return ck_fail(f->err, EEXIST, "%s: exists (give -f to replace it)", path);
     return 0;
+}
+
+/* OUT, and with a template's external data "<OUT>.data" too. */
+static int check_out(fill *f)
+{
+    if (check_path(f, f->a->out, false) < 0)
+        return -1;
+    if (!f->external)
+        return 0;
+    char data[PATH_MAX];
+    if ((size_t)snprintf(data, sizeof data, "%s.data", f->a->out) >= sizeof data)
+        return ck_fail(f->err, ENAMETOOLONG, "%s.data: path too long", f->a->out);
+    return check_path(f, data, true);
 }
 
 /* ---- names ---- */
@@ -476,6 +503,17 @@ static int add_piece(void *ctx, uint32_t src, uint64_t src_off, size_t len)
     return 0;
 }
 
+/* A tensor whose bytes are in one of the template's data files: OUT
+ * cannot name those, so it is handed over as new bytes, its own, which
+ * the writer puts in OUT's data file. */
+static bool moves(const fill *f, const ck_tensor *t)
+{
+    for (uint32_t k = 0; f->external && k < t->n_ext; k++)
+        if (ck_model_is_data_file(f->tm, ck_tensor_ext(t, k)->src))
+            return true;
+    return false;
+}
+
 /* The template's tree, each filled tensor given the checkpoint's bytes;
  * *pieces_out holds every piece. */
 static ck_write_tensor *tree(fill *f, ck_piece **pieces_out)
@@ -483,7 +521,9 @@ static ck_write_tensor *tree(fill *f, ck_piece **pieces_out)
     const ck_index *ix = &f->tm->index;
     size_t n_pieces = 0;
     for (size_t i = 0; i < ix->n_live; i++)
-        if (f->by_tmpl[i] != NONE) {
+        if (f->by_tmpl[i] == NONE) {
+            n_pieces += moves(f, tmpl_at(f, (uint32_t)i)) ? tmpl_at(f, (uint32_t)i)->n_ext : 0;
+        } else {
             const ck_tensor *c = ckpt_at(f, f->by_tmpl[i]);
             n_pieces += ck_tensor_max_pieces(c, 0, c->nbytes);
             if (n_pieces > FILL_MAX_PIECES) {
@@ -506,6 +546,12 @@ static ck_write_tensor *tree(fill *f, ck_piece **pieces_out)
         uint32_t id = ix->live[i];
         const ck_tensor *t = &ix->tensors[id];
         w[i] = ck_write_unchanged(t, id);
+        if (f->by_tmpl[i] == NONE && moves(f, t)) {
+            w[i].unchanged = false;
+            w[i].pieces = out.next;
+            w[i].n_pieces = ck_pieces_of(f->tm, t, out.next);
+            out.next += w[i].n_pieces;
+        }
         if (f->by_tmpl[i] == NONE)
             continue;
         const ck_tensor *c = ckpt_at(f, f->by_tmpl[i]);
@@ -518,15 +564,24 @@ static ck_write_tensor *tree(fill *f, ck_piece **pieces_out)
     return w;
 }
 
-/* Before OUT's group starts: the temporary files a killed fill of OUT
- * left (OUT's writer lock is held). */
-static bool cleanup(const ck_model_dir *out_dir)
+/* Take OUT's writer lock; then a fill of OUT and its data file killed
+ * after its commit point is finished, as the next mount of OUT would, the
+ * temporary files of one killed before it are removed (so what OUT and
+ * OUT.data are is known), and OUT is checked. */
+static int claim_out(fill *f)
 {
-    ck_atomic_cleanup(out_dir, out_dir->base, getuid());
-    return true;
+    char rel[PATH_MAX];
+    if ((f->out_dir = ck_dir_open(f->a->out, f->err)) == NULL ||
+        ck_writer_lock_take(&f->lock, f->a->out, TOOL, f->err) < 0 ||
+        ck_group_recover(f->out_dir, false, f->err) < 0)
+        return -1;
+    ck_atomic_cleanup(f->out_dir, f->out_dir->base, getuid());
+    if ((size_t)snprintf(rel, sizeof rel, "%s.data", f->out_dir->base) < sizeof rel)
+        ck_atomic_cleanup(f->out_dir, rel, getuid());
+    return check_out(f);
 }
 
-/* OUT written atomically in its directory, holding its writer lock; the
+/* OUT written atomically in its directory (its writer lock is held); the
  * bar counts the checkpoint's bytes as they are copied. */
 static int write_out(fill *f)
 {
@@ -537,23 +592,20 @@ static int write_out(fill *f)
     uint64_t bytes = 0;
     for (size_t i = 0; i < f->tm->index.n_live; i++)
         bytes += w[i].unchanged ? 0 : ck_pieces_len(&w[i]);
-    ck_model_dir *out_dir = ck_dir_open(f->a->out, f->err);
     ck_commit_group g = {0};
-    ck_writer_lock lock = {.fd = -1};
     ck_progress prog = {0};
     int rc = -1;
-    if (out_dir != NULL && ck_writer_lock_take(&lock, f->a->out, TOOL, f->err) >= 0 &&
-        check_out(f) >= 0 && cleanup(out_dir) && ck_group_begin(&g, out_dir, f->err) >= 0) {
+    if (ck_group_begin(&g, f->out_dir, f->err) >= 0) {
         ck_progress_start(&prog, bytes, f->a->progress, stderr);
         g.progress = &prog;
+        g.own_data = true;
+        g.data_replace = f->a->force;
         if (ck_encode(f->tm, w, f->tm->index.n_live, &g, f->err) >= 0 &&
             ck_group_commit(&g, f->err) >= 0)
             rc = 0;
         ck_progress_end(&prog);
     }
     ck_group_abort(&g);
-    ck_writer_lock_release(&lock);
-    ck_dir_unref(out_dir);
     free(w);
     free(pieces);
     return rc;
@@ -565,7 +617,7 @@ static int prepare(fill *f)
 {
     if ((f->tm = open_template(f)) == NULL || check_template(f) < 0 ||
         (f->cm = ck_cli_open_model(f->a->ckpt_open, f->a->ckpt, f->err)) == NULL ||
-        check_out(f) < 0)
+        claim_out(f) < 0)
         return -1;
     size_t nt = f->tm->index.n_live, nc = f->cm->index.n_live;
     f->by_tmpl = malloc((nt + 1) * sizeof *f->by_tmpl);
@@ -592,7 +644,7 @@ static int prepare(fill *f)
 int ck_template_fill(const ck_fill_args *a)
 {
     ck_error err = {0};
-    fill f = {.a = a, .err = &err};
+    fill f = {.a = a, .err = &err, .lock = {.fd = -1}};
     int rc = prepare(&f) < 0 || write_out(&f) < 0 ? 1 : 0;
     if (rc != 0)
         fprintf(stderr, TOOL ": %s\n", err.msg);
@@ -605,6 +657,8 @@ int ck_template_fill(const ck_fill_args *a)
     free(f.renamed);
     free(f.used);
     free(f.map_text);
+    ck_writer_lock_release(&f.lock);
+    ck_dir_unref(f.out_dir);
     ck_model_close(f.cm);
     ck_model_close(f.tm);
     return rc;

@@ -1,6 +1,7 @@
 #include "verify.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,29 +39,40 @@ static int differs(verifier *v, const char *dir, const char *fmt, ...)
 static ck_model *reopen(const ck_model *m, const ck_commit_group *g, ck_error *err)
 {
     ck_file_override *ov = calloc(g->n ? g->n : 1, sizeof *ov);
-    if (ov == NULL) {
-        ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+    /* The model is read as m->path: ckptfs-reencode writes elsewhere, but
+     * the data files it names are found beside m.  A model saved with its
+     * own data file is read where it goes, in m's format whatever its name. */
+    ck_model_dir *dir = g->own_data ? ck_dir_in(g->dir->fd, g->dir->path, g->dir->base, err)
+                                    : ck_dir_ref(m->dir);
+    char path[PATH_MAX];
+    const char *as = g->own_data ? ck_dir_join(g->dir, g->dir->base, path, sizeof path)
+                                 : m->path;
+    if (ov == NULL || dir == NULL) {
+        if (ov == NULL)
+            ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        free(ov);
+        ck_dir_unref(dir);
         return NULL;
     }
-    /* The model is read as m->path: ckptfs-reencode writes elsewhere, but
-     * the data files it names are found beside m. */
     for (size_t i = 0; i < g->n; i++)
         if (i == 0)
-            ck_override_init(&ov[i], m->dir, m->dir->base, m->path, g->files[i].fd);
+            ck_override_init(&ov[i], dir, dir->base, as, g->files[i].fd);
         else
             ck_override_init(&ov[i], g->dir, g->files[i].rel, g->files[i].target,
                              g->files[i].fd);
     /* The CRC trailer was computed over the very bytes written; reading
      * the whole file again for it would double the cost of a save. */
     ck_open_opts o = {.skip_crc = true, .overrides = ov, .n_overrides = g->n,
-                      .key = m->env.wrap == CK_WRAP_CIPHER ? &m->env.key : NULL};
+                      .key = m->env.wrap == CK_WRAP_CIPHER ? &m->env.key : NULL,
+                      .format = m->format};
     ck_error e = {0};
-    ck_model *nm = ck_model_open_at(m->dir, m->path, &o, &e);
+    ck_model *nm = ck_model_open_at(dir, as, &o, &e);
     free(ov);
+    ck_dir_unref(dir);
     if (nm == NULL) {
         /* The reader's message names the model too: say it once. */
-        size_t pl = strlen(m->path);
-        const char *why = strncmp(e.msg, m->path, pl) == 0 && strncmp(e.msg + pl, ": ", 2) == 0
+        size_t pl = strlen(as);
+        const char *why = strncmp(e.msg, as, pl) == 0 && strncmp(e.msg + pl, ": ", 2) == 0
                               ? e.msg + pl + 2 : e.msg;
         ck_fail(err, EIO, "%s: the saved file does not read back, nothing was saved: %s",
                 m->path, why);

@@ -5,7 +5,10 @@
 # then checks every tensor of OUT against the checkpoint or the template and
 # the rest of the graph against the template; onnx's checker and
 # onnxruntime-node run the filled ONNX models, against the same fill done
-# by onnx's numpy_helper.
+# by onnx's numpy_helper.  Templates with external data are saved by onnx
+# itself (save_model with save_as_external_data): OUT gets "<OUT>.data",
+# checked by the oracle field by field, and the template's directory is
+# compared by sha256 of every file before and after.
 
 load helpers
 
@@ -26,6 +29,32 @@ setup() {
 # ort MODEL SPEC: onnxruntime's outputs as JSON.
 ort() {
     (cd "$REPO/tests/ort" && $ORT_RUN "$1" "$2")
+}
+
+# save_external IN OUT [KEY=VALUE...]: IN saved by onnx as OUT with external data:
+# one=1|0 (all_tensors_to_one_file), threshold=BYTES (size_threshold), attrs=1
+# (convert_attribute: Constant nodes' values too), location=NAME (the one file).
+save_external() {
+    $PY - "$@" <<'PY'
+import os, sys, onnx
+kw = dict(a.split("=", 1) for a in sys.argv[3:])
+m = onnx.load(sys.argv[1])
+os.makedirs(os.path.dirname(sys.argv[2]), exist_ok=True)
+onnx.save_model(m, sys.argv[2], save_as_external_data=True,
+                all_tensors_to_one_file=kw.get("one", "1") == "1",
+                location=kw.get("location"), size_threshold=int(kw.get("threshold", "0")),
+                convert_attribute=kw.get("attrs") == "1")
+PY
+}
+
+# tree_sum DIR: the sha256 of every file beneath DIR, hidden ones included, by name.
+tree_sum() {
+    (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
+}
+
+# silero_spec: inputs for silero_vad (as the inline test gives them).
+silero_spec() {
+    $PY -c 'import json; print(json.dumps({"input": {"dims": [1, 512], "data": [((i * 7) % 13 - 6) / 10 for i in range(512)]}, "sr": {"dims": [], "type": "int64", "data": [16000]}, "h": {"dims": [2, 1, 64], "data": [0.1] * 128}, "c": {"dims": [2, 1, 64], "data": [0.1] * 128}}))'
 }
 
 # refused EXPECTED CMD...: CMD fails with status 1 and one line holding
@@ -239,20 +268,256 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
     [ -z "$(ls -A "$T" | grep -i ckptfs)" ]
 }
 
-@test "a template with external data is refused; so is a checkpoint the reader refuses" {
+@test "a split MindIR template is refused naming its data file; so is a checkpoint the reader refuses" {
     mkdir "$T/out"
     $FILL ckpt "$CONV" "$T/w.ckpt"
-    refused "ckptfs-convert: $ONNX_FIX/external_burn/mixed_data.onnx: keeps tensor data in $ONNX_FIX/external_burn/mixed_data.bin: a template with external data is not supported" \
-        "$CONVERT" --into "$ONNX_FIX/external_burn/mixed_data.onnx" "$T/w.ckpt" "$T/out/x.onnx"
     # a split MindIR, current and legacy layout
     $PY "$REPO/tests/oracle/split_mindir.py" "$LENET_MINDIR" "$T/split/lenet"
-    refused "ckptfs-convert: $T/split/lenet_graph.mindir: keeps tensor data in $T/split/lenet_variables/data_0: a template with external data is not supported" \
+    refused "ckptfs-convert: $T/split/lenet_graph.mindir: keeps tensor data in $T/split/lenet_variables/data_0: a split MindIR template is not supported (export it with its data inline first)" \
         "$CONVERT" --into "$T/split/lenet_graph.mindir" "$LENET_CKPT" "$T/out/x.mindir"
     $PY "$REPO/tests/oracle/split_mindir.py" "$LENET_MINDIR" "$T/legacy/lenet" --legacy
-    refused "ckptfs-convert: $T/legacy/lenet_graph.mindir: keeps tensor data in $T/legacy/lenet_variables/data_0: a template with external data is not supported" \
+    refused "ckptfs-convert: $T/legacy/lenet_graph.mindir: keeps tensor data in $T/legacy/lenet_variables/data_0: a split MindIR template is not supported" \
         "$CONVERT" --into "$T/legacy/lenet_graph.mindir" "$LENET_CKPT" "$T/out/x.mindir"
     head -c 100 "$T/w.ckpt" >"$T/cut.ckpt"
     refused "ckptfs-convert: $T/cut.ckpt: " "$CONVERT" --into "$CONV" "$T/cut.ckpt" "$T/out/x.onnx"
+}
+
+@test "ONNX external data in one file: OUT gets <OUT>.data, the template's directory is untouched, OUT runs as onnx's fill" {
+    local before spec
+    save_external "$CONV" "$T/t/model.onnx" location=weights.bin
+    before=$(tree_sum "$T/t")
+    $FILL ckpt "$T/t/model.onnx" "$T/w.safetensors" --seed 3
+    mkdir "$T/out"
+    run --separate-stderr "$CONVERT" --into "$T/t/model.onnx" "$T/w.safetensors" "$T/out/f.onnx"
+    [ "$status" -eq 0 ]
+    [ "$stderr" = "ckptfs-convert: $T/out/f.onnx: filled 2 of 2 initializers; 0 template initializers kept; 0 checkpoint tensors unused" ]
+    [ "$(ls -A "$T/out" | tr '\n' ' ')" = "f.onnx f.onnx.data " ]
+    [ "$(tree_sum "$T/t")" = "$before" ]
+    [ "$($FILL check "$T/t/model.onnx" "$T/w.safetensors" "$T/out/f.onnx" --checker)" = "ok: 2 filled, 0 kept, 2 external" ]
+    $FILL pyfill "$T/t/model.onnx" "$T/w.safetensors" "$T/py.onnx"
+    spec=$($PY -c 'import json; print(json.dumps({"0": {"dims": [2,3,7,5], "data": [(i % 11) / 4 - 1 for i in range(210)]}}))')
+    [ "$(ort "$T/out/f.onnx" "$spec")" = "$(ort "$T/py.onnx" "$spec")" ]
+    [ "$(ort "$T/out/f.onnx" "$spec")" != "$(ort "$T/t/model.onnx" "$spec")" ]
+}
+
+@test "ONNX external data, some tensors inline: inline ones stay inline, kept and subgraph tensors move to <OUT>.data" {
+    local before out
+    # onnx's default: tensors of 1 KiB and more external, the rest inline
+    save_external "$SILERO" "$T/t/model.onnx" location=weights.bin threshold=1024
+    before=$(tree_sum "$T/t")
+    # one external and one inline initializer kept
+    $FILL ckpt "$T/t/model.onnx" "$T/w.ckpt" --skip model.encoder.11.0.proj.weight \
+        --skip model.decoder.decoder.1.bias
+    mkdir "$T/out"
+    run --separate-stderr "$CONVERT" --into "$T/t/model.onnx" "$T/w.ckpt" "$T/out/f.onnx"
+    [ "$status" -eq 0 ]
+    [ "$stderr" = "ckptfs-convert: $T/out/f.onnx: filled 67 of 69 initializers; 2 template initializers kept: model.encoder.11.0.proj.weight, model.decoder.decoder.1.bias; 0 checkpoint tensors unused" ]
+    [ "$(ls -A "$T/out" | tr '\n' ' ')" = "f.onnx f.onnx.data " ]
+    [ "$(tree_sum "$T/t")" = "$before" ]
+    # the If subgraphs' initializers were external too: 52 in all, as in the template
+    [ "$($FILL check "$T/t/model.onnx" "$T/w.ckpt" "$T/out/f.onnx" --checker)" = "ok: 67 filled, 2 kept, 52 external" ]
+    $FILL pyfill "$T/t/model.onnx" "$T/w.ckpt" "$T/py.onnx"
+    out=$(ort "$T/out/f.onnx" "$(silero_spec)")
+    [[ "$out" == *'"output":{"dims":[1,1]'* ]]
+    [ "$out" = "$(ort "$T/py.onnx" "$(silero_spec)")" ]
+    [ "$out" != "$(ort "$T/t/model.onnx" "$(silero_spec)")" ]
+}
+
+@test "ONNX external data in one file per tensor, Constant values too: all of it goes to the one <OUT>.data" {
+    local before out
+    save_external "$SILERO" "$T/t/model.onnx" one=0 threshold=1024
+    [ "$(ls "$T/t" | wc -l)" -eq 53 ]
+    before=$(tree_sum "$T/t")
+    $FILL ckpt "$T/t/model.onnx" "$T/w.ckpt" --seed 9
+    mkdir "$T/out"
+    "$CONVERT" --into "$T/t/model.onnx" "$T/w.ckpt" "$T/out/f.onnx" 2>/dev/null
+    [ "$(ls -A "$T/out" | tr '\n' ' ')" = "f.onnx f.onnx.data " ]
+    [ "$(tree_sum "$T/t")" = "$before" ]
+    [ "$($FILL check "$T/t/model.onnx" "$T/w.ckpt" "$T/out/f.onnx" --checker)" = "ok: 69 filled, 0 kept, 52 external" ]
+    $FILL pyfill "$T/t/model.onnx" "$T/w.ckpt" "$T/py.onnx"
+    out=$(ort "$T/out/f.onnx" "$(silero_spec)")
+    [[ "$out" == *'"output":{"dims":[1,1]'* ]]
+    [ "$out" = "$(ort "$T/py.onnx" "$(silero_spec)")" ]
+    # every tensor, Constant nodes' values included (onnxruntime runs neither
+    # this template nor its fill: its shape inference wants small subgraph
+    # tensors inline)
+    save_external "$SILERO" "$T/a/model.onnx" one=0 attrs=1
+    [ "$(ls "$T/a" | wc -l)" -eq 264 ]
+    before=$(tree_sum "$T/a")
+    "$CONVERT" --into "$T/a/model.onnx" "$T/w.ckpt" "$T/out/a.onnx" 2>/dev/null
+    [ "$(tree_sum "$T/a")" = "$before" ]
+    [ "$($FILL check "$T/a/model.onnx" "$T/w.ckpt" "$T/out/a.onnx" --checker)" = "ok: 69 filled, 0 kept, 263 external" ]
+}
+
+@test "OUT beside an external-data template: only OUT and OUT.data are created; an existing OUT.data needs -f" {
+    local before
+    save_external "$CONV" "$T/t/model.onnx" location=weights.bin
+    $FILL ckpt "$T/t/model.onnx" "$T/w.ckpt" --seed 1
+    $FILL ckpt "$T/t/model.onnx" "$T/w2.ckpt" --seed 2
+    before=$(tree_sum "$T/t")
+    "$CONVERT" --into "$T/t/model.onnx" "$T/w.ckpt" "$T/t/f.onnx" 2>/dev/null
+    [ "$(ls -A "$T/t" | tr '\n' ' ')" = "f.onnx f.onnx.data model.onnx weights.bin " ]
+    [ "$(tree_sum "$T/t" | grep -v ' ./f\.onnx')" = "$before" ]
+    [ "$($FILL check "$T/t/model.onnx" "$T/w.ckpt" "$T/t/f.onnx" --checker)" = "ok: 2 filled, 0 kept, 2 external" ]
+    # OUT.data alone is not replaced without -f, OUT stays absent
+    rm "$T/t/f.onnx"
+    echo keep >"$T/t/f.onnx.data"
+    run --separate-stderr "$CONVERT" --into "$T/t/model.onnx" "$T/w.ckpt" "$T/t/f.onnx"
+    [ "$status" -eq 1 ]
+    [ "$stderr" = "ckptfs-convert: $T/t/f.onnx.data: exists (give -f to replace it)" ]
+    [ "$(cat "$T/t/f.onnx.data")" = keep ]
+    [ ! -e "$T/t/f.onnx" ]
+    # with -f both are written; again with -f over both, from another checkpoint
+    "$CONVERT" --into "$T/t/model.onnx" -f "$T/w.ckpt" "$T/t/f.onnx" 2>/dev/null
+    [ "$($FILL check "$T/t/model.onnx" "$T/w.ckpt" "$T/t/f.onnx" --checker)" = "ok: 2 filled, 0 kept, 2 external" ]
+    run --separate-stderr "$CONVERT" --into "$T/t/model.onnx" "$T/w2.ckpt" "$T/t/f.onnx"
+    [ "$stderr" = "ckptfs-convert: $T/t/f.onnx: exists (give -f to replace it)" ]
+    "$CONVERT" --into "$T/t/model.onnx" -f "$T/w2.ckpt" "$T/t/f.onnx" 2>/dev/null
+    [ "$($FILL check "$T/t/model.onnx" "$T/w2.ckpt" "$T/t/f.onnx" --checker)" = "ok: 2 filled, 0 kept, 2 external" ]
+    [ "$(ls -A "$T/t" | tr '\n' ' ')" = "f.onnx f.onnx.data model.onnx weights.bin " ]
+    [ "$(tree_sum "$T/t" | grep -v ' ./f\.onnx')" = "$before" ]
+}
+
+@test "refused: <OUT>.data that is a file of the template or the checkpoint (by name or by link) or a directory; nothing written" {
+    local before
+    # the template's data file is "w.onnx.data": an OUT "w.onnx" beside it would take it
+    save_external "$CONV" "$T/t/model.onnx" location=w.onnx.data
+    $FILL ckpt "$T/t/model.onnx" "$T/w.ckpt"
+    before=$(tree_sum "$T/t")
+    mkdir "$T/out"
+    refused "ckptfs-convert: $T/t/w.onnx.data: is $T/t/model.onnx or one of its files: OUT's data would go there (name OUT otherwise)" \
+        "$CONVERT" --into "$T/t/model.onnx" -f "$T/w.ckpt" "$T/t/w.onnx"
+    [ "$(tree_sum "$T/t")" = "$before" ]
+    ln -s "$T/t/w.onnx.data" "$T/out/s.onnx.data"
+    ln "$T/t/w.onnx.data" "$T/out/h.onnx.data"
+    mkdir "$T/out/d.onnx.data"
+    cp "$T/w.ckpt" "$T/out/c.onnx.data"
+    for o in s h d; do
+        run --separate-stderr "$CONVERT" --into "$T/t/model.onnx" -f "$T/w.ckpt" "$T/out/$o.onnx"
+        echo "$o: $status $stderr"
+        [ "$status" -eq 1 ]
+    done
+    run --separate-stderr "$CONVERT" --into "$T/t/model.onnx" -f "$T/w.ckpt" "$T/out/s.onnx"
+    [ "$stderr" = "ckptfs-convert: $T/out/s.onnx.data: is $T/t/model.onnx or one of its files: OUT's data would go there (name OUT otherwise)" ]
+    run --separate-stderr "$CONVERT" --into "$T/t/model.onnx" -f "$T/w.ckpt" "$T/out/h.onnx"
+    [ "$stderr" = "ckptfs-convert: $T/out/h.onnx.data: is $T/t/model.onnx or one of its files: OUT's data would go there (name OUT otherwise)" ]
+    run --separate-stderr "$CONVERT" --into "$T/t/model.onnx" -f "$T/w.ckpt" "$T/out/d.onnx"
+    [ "$stderr" = "ckptfs-convert: $T/out/d.onnx.data: is a directory" ]
+    run --separate-stderr "$CONVERT" --into "$T/t/model.onnx" -f "$T/out/c.onnx.data" "$T/out/c.onnx"
+    [ "$stderr" = "ckptfs-convert: $T/out/c.onnx.data: is $T/out/c.onnx.data or one of its files: OUT's data would go there (name OUT otherwise)" ]
+    [ "$(ls -A "$T/out" | tr '\n' ' ')" = "c.onnx.data d.onnx.data h.onnx.data s.onnx.data " ]
+    [ "$(tree_sum "$T/t")" = "$before" ]
+    cmp "$T/w.ckpt" "$T/out/c.onnx.data"
+}
+
+@test "a zstd-compressed ONNX template with external data gives OUT.zst and a plain <OUT.zst>.data" {
+    save_external "$SILERO" "$T/t/model.onnx" location=weights.bin threshold=1024
+    zstd -q --rm "$T/t/model.onnx"
+    $FILL ckpt "$SILERO" "$T/w.ckpt" --seed 4
+    mkdir "$T/out"
+    "$CONVERT" --into "$T/t/model.onnx.zst" "$T/w.ckpt" "$T/out/f.onnx.zst" 2>/dev/null
+    [ "$(ls -A "$T/out" | tr '\n' ' ')" = "f.onnx.zst f.onnx.zst.data " ]
+    zstd -q -d "$T/out/f.onnx.zst" -o "$T/out/f.onnx"
+    zstd -q -d "$T/t/model.onnx.zst" -o "$T/t/model.onnx"
+    [ "$($FILL check "$T/t/model.onnx" "$T/w.ckpt" "$T/out/f.onnx" --data-file f.onnx.zst.data --checker)" = "ok: 69 filled, 0 kept, 52 external" ]
+}
+
+@test "kill -9 mid-fill of a 256 MiB external-data template leaves neither OUT nor OUT.data; the next fill cleans up" {
+    local before killed pid
+    $PY "$REPO/bench/gen_ckpt.py" "$T/big.ckpt" --size $((256 << 20)) --count 8
+    $FILL template "$T/big.ckpt" "$T/inline.onnx"
+    save_external "$T/inline.onnx" "$T/t/model.onnx" location=weights.bin
+    rm "$T/inline.onnx"
+    before=$(tree_sum "$T/t")
+    mkdir "$T/o"
+    killed=
+    # Kill it once a temporary file exists and before it is done; a run that
+    # finished first proves nothing and is tried again.
+    for _ in 1 2 3 4 5; do
+        "$CONVERT" --into "$T/t/model.onnx" "$T/big.ckpt" "$T/o/f.onnx" 2>/dev/null &
+        pid=$!
+        while running_child $pid &&
+              [ -z "$(ls -A "$T/o" | grep '\.ckptfs-' | grep -v lock)" ]; do
+            :
+        done
+        running_child $pid && kill -9 $pid 2>/dev/null && killed=1
+        wait $pid || true
+        [ -n "$killed" ] && [ ! -e "$T/o/f.onnx" ] && break
+        killed=
+        rm -rf "$T/o/f.onnx" "$T/o/f.onnx.data" "$T/o"/.*ckptfs-*
+    done
+    [ -n "$killed" ]
+    [ ! -e "$T/o/f.onnx" ] && [ ! -e "$T/o/f.onnx.data" ]
+    [ -n "$(ls -A "$T/o" | grep '\.ckptfs-')" ]   # what it left behind
+    [ "$(tree_sum "$T/t")" = "$before" ]
+    "$CONVERT" -q --into "$T/t/model.onnx" "$T/big.ckpt" "$T/o/f.onnx" 2>/dev/null
+    [ -z "$(ls -A "$T/o" | grep '\.ckptfs-' | grep -v lock)" ]
+    [ "$(ls -A "$T/o" | grep -v lock | tr '\n' ' ')" = "f.onnx f.onnx.data " ]
+    [ "$($FILL check "$T/t/model.onnx" "$T/big.ckpt" "$T/o/f.onnx")" = "ok: 8 filled, 0 kept, 8 external" ]
+    [ "$(tree_sum "$T/t")" = "$before" ]
+}
+
+@test "killed at each rename of OUT and OUT.data: all old, or once the journal is in place all new after the next fill or writable mount" {
+    local o when journal
+    command -v strace >/dev/null
+    save_external "$CONV" "$T/t/model.onnx" location=weights.bin
+    $FILL ckpt "$T/t/model.onnx" "$T/a.ckpt" --seed 1
+    $FILL ckpt "$T/t/model.onnx" "$T/b.ckpt" --seed 2
+    # kill_at WHEN ARGS...: the fill, killed as the WHENth such call starts
+    kill_at() {
+        local when=$1
+        shift
+        run strace -f -o /dev/null -e trace="${when%:*}" \
+            -e inject="${when%:*}:signal=KILL:when=${when#*:}" "$CONVERT" --into "$T/t/model.onnx" "$@"
+        [ "$status" -ne 0 ]
+    }
+    # The renames of the fill: the journal's, OUT.data's, OUT's; then the
+    # journal is unlinked.
+    for when in renameat:1 renameat:2 renameat:3 unlinkat:1; do
+        # a first fill, OUT absent: the next fill finishes it (and then
+        # refuses to replace it without -f) or, killed before the journal,
+        # finds nothing and fills
+        o=$T/first.$when
+        mkdir "$o"
+        kill_at "$when" "$T/b.ckpt" "$o/f.onnx"
+        journal=$(ls -A "$o" | grep -c 'ckptfs-journal$' || true)
+        echo "first, killed at $when: journal $journal"
+        if [ "$when" = renameat:1 ]; then
+            [ "$journal" -eq 0 ] && [ ! -e "$o/f.onnx" ] && [ ! -e "$o/f.onnx.data" ]
+        else
+            [ "$journal" -eq 1 ]
+        fi
+        run --separate-stderr "$CONVERT" --into "$T/t/model.onnx" "$T/b.ckpt" "$o/f.onnx"
+        if [ "$when" = renameat:1 ]; then
+            [ "$status" -eq 0 ]
+        else
+            [ "$status" -eq 1 ] && [ "$stderr" = "ckptfs-convert: $o/f.onnx: exists (give -f to replace it)" ]
+        fi
+        [ "$($FILL check "$T/t/model.onnx" "$T/b.ckpt" "$o/f.onnx" --checker)" = "ok: 2 filled, 0 kept, 2 external" ]
+        [ "$(ls -A "$o" | grep -v 'ckptfs-lock$' | tr '\n' ' ')" = "f.onnx f.onnx.data " ]
+        # a fill replacing OUT and OUT.data: the next writable mount of OUT
+        # finishes it or removes what it left
+        o=$T/again.$when
+        mkdir "$o"
+        "$CONVERT" --into "$T/t/model.onnx" "$T/a.ckpt" "$o/f.onnx" 2>/dev/null
+        kill_at "$when" -f "$T/b.ckpt" "$o/f.onnx"
+        journal=$(ls -A "$o" | grep -c 'ckptfs-journal$' || true)
+        echo "replacing, killed at $when: journal $journal"
+        if [ "$when" = renameat:1 ]; then
+            [ "$journal" -eq 0 ]
+            [ "$($FILL check "$T/t/model.onnx" "$T/a.ckpt" "$o/f.onnx")" = "ok: 2 filled, 0 kept, 2 external" ]
+        else
+            [ "$journal" -eq 1 ]
+        fi
+        mount_fg "$o/f.onnx" "$T/m.$when"
+        unmount "$T/m.$when"
+        [ "$(ls -A "$o" | grep -v 'ckptfs-lock$' | tr '\n' ' ')" = "f.onnx f.onnx.data " ]
+        if [ "$when" = renameat:1 ]; then
+            [ "$($FILL check "$T/t/model.onnx" "$T/a.ckpt" "$o/f.onnx" --checker)" = "ok: 2 filled, 0 kept, 2 external" ]
+        else
+            [ "$($FILL check "$T/t/model.onnx" "$T/b.ckpt" "$o/f.onnx" --checker)" = "ok: 2 filled, 0 kept, 2 external" ]
+        fi
+    done
 }
 
 @test "a distributed checkpoint (-o strategy), slices cut along later dimensions included, fills a graph of its tensors" {

@@ -20,10 +20,16 @@ safetensors by json + numpy.
     /usr/bin/python3 fill_oracle.py template CKPT OUT.onnx
         an ONNX graph (IR 8, no nodes) whose initializers are CKPT's tensors, zeros.
     /usr/bin/python3 fill_oracle.py check TEMPLATE CKPT OUT [--map FILE] [--checker]
+            [--data-file NAME]
         OUT is TEMPLATE with every matched initializer holding CKPT's bytes and every
         other one its own; everything else equal (nodes, inputs, outputs, attributes,
-        metadata, other tensors); --checker: onnx.checker.check_model(OUT) passes.
-        Prints "ok: N filled, K kept".
+        metadata, other tensors; ONNX external data loaded by onnx, so compared as
+        values); every ONNX tensor external in TEMPLATE is external in OUT, in the one
+        file "<OUT>.data" beside it (or --data-file NAME: a decompressed OUT.zst's is
+        still named after OUT.zst) (location, offset, length, nothing else; its own
+        range, 4096-aligned over 1 MiB), every inline one inline; --checker:
+        onnx.checker.check_model(OUT) passes.  Prints "ok: N filled, K kept", and
+        ", E external" when OUT has external data.
     /usr/bin/python3 fill_oracle.py pyfill TEMPLATE CKPT OUT [--map FILE]
         the same fill done by onnx's own helpers (numpy_helper.from_array): the model
         onnxruntime's outputs are compared with.
@@ -85,7 +91,10 @@ class Graph:
                 self.model.ParseFromString(f.read())
             self.list = self.model.graph.parameter
         else:
-            self.model = onnx.load(path, load_external_data=False)
+            # external data loaded into the tensors (data_location DEFAULT, no
+            # external_data entries): models compare as values wherever the bytes are
+            self.model = onnx.load(path)
+            self.layout = onnx.load(path, load_external_data=False)
             self.list = self.model.graph.initializer
 
     def shown(self, t):
@@ -230,6 +239,41 @@ def expected(template, ckpt_path, map_path):
     return fills
 
 
+def check_layout(tmpl, out, data):
+    """ONNX: the tensors external in the template are external in OUT, in
+    "<OUT>.data" (onnx's all_tensors_to_one_file layout), each at its own range
+    holding its bytes; the inline ones inline.  Returns how many are external."""
+    edh = onnx.external_data_helper
+    ts = list(edh._get_all_tensors(tmpl.layout))
+    os_ = list(edh._get_all_tensors(out.layout))
+    loaded = list(edh._get_all_tensors(out.model))
+    if len(ts) != len(os_):
+        fail(f"{len(os_)} tensors, the template has {len(ts)}")
+    spans = []
+    for t, o, full in zip(ts, os_, loaded):
+        if edh.uses_external_data(t) != edh.uses_external_data(o):
+            fail(f"{o.name}: external {edh.uses_external_data(o)}, in the template "
+                 f"{edh.uses_external_data(t)}")
+        if not edh.uses_external_data(o):
+            continue
+        kv = [(e.key, e.value) for e in o.external_data]
+        if [k for k, _ in kv] != ["location", "offset", "length"] or kv[0][1] != data:
+            fail(f"{o.name}: external_data {kv}, expected location {data}, offset, length")
+        off, length = int(kv[1][1]), int(kv[2][1])
+        if length != len(full.raw_data):
+            fail(f"{o.name}: length {length}, its bytes are {len(full.raw_data)}")
+        if length > (1 << 20) and off % 4096:
+            fail(f"{o.name}: offset {off} of a tensor over 1 MiB not 4096-aligned")
+        spans.append((off, off + length, o.name))
+    spans.sort()
+    for (_, end, name), (start, _, other) in zip(spans, spans[1:]):
+        if start < end:
+            fail(f"{name} and {other} overlap in {data}")
+    if spans and spans[-1][1] > os.path.getsize(os.path.join(out.base, data)):
+        fail(f"{spans[-1][2]}: past the end of {data}")
+    return len(spans)
+
+
 def cmd_check(a):
     tmpl, out = Graph(a.template), Graph(a.out)
     fills = expected(tmpl, a.ckpt, a.map)
@@ -252,11 +296,13 @@ def cmd_check(a):
         if odata != want:
             side = "checkpoint" if name in fills else "template"
             fail(f"{name}: {len(odata)} bytes differ from the {side}'s")
+    data = a.data_file or os.path.basename(a.out) + ".data"
+    external = 0 if out.mindir else check_layout(tmpl, out, data)
     if out.without_data() != tmpl.without_data():
         fail("the graph outside the tensors' data changed")
     if a.checker:
         onnx.checker.check_model(a.out)
-    print(f"ok: {filled} filled, {kept} kept")
+    print(f"ok: {filled} filled, {kept} kept" + (f", {external} external" if external else ""))
 
 
 def cmd_pyfill(a):
@@ -303,6 +349,7 @@ def main():
         p.add_argument("--map")
         if name == "check":
             p.add_argument("--checker", action="store_true")
+            p.add_argument("--data-file")
     a = ap.parse_args()
     {"ckpt": cmd_ckpt, "template": cmd_template, "check": cmd_check,
      "pyfill": cmd_pyfill}[a.cmd](a)

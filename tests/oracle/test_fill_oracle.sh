@@ -4,7 +4,9 @@
 # `check` fails on the models a wrong fill would give: the template itself,
 # one byte of a filled tensor changed, a kept tensor changed, a node or a
 # tensor's name changed, a MindIR parameter renamed; `ckpt` refuses a name
-# the template lacks.
+# the template lacks; with an external-data template, onnx's fill saved with
+# its data in "<OUT>.data" passes, and inline, in another file or with two
+# tensors at one offset it fails.
 set -u
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -89,4 +91,39 @@ PY
 fails "a MindIR parameter without its <graph>: prefix" \
     oracle check "$LENET" "$T/l.ckpt" "$T/l2.mindir"
 fails "ckpt --skip of a name the template lacks" oracle ckpt "$CONV" "$T/x.ckpt" --skip nope
+
+# External data: a template saved by onnx with every tensor in one data file; onnx's own
+# fill saved the same way into "<OUT>.data" passes, other layouts do not.
+# save_ext IN OUT LOCATION [EDIT]: IN saved by onnx with its tensors in LOCATION, after EDIT
+save_ext() {
+    py "$@" <<'PY'
+import os, sys, onnx
+m = onnx.load(sys.argv[1])
+if len(sys.argv) > 4:
+    exec(sys.argv[4])
+onnx.save_model(m, sys.argv[2], save_as_external_data=True, all_tensors_to_one_file=True,
+                location=sys.argv[3], size_threshold=0)
+PY
+}
+mkdir "$T/ext" "$T/o"
+save_ext "$CONV" "$T/ext/t.onnx" weights.bin
+check "ckpt of an external-data template" oracle ckpt "$T/ext/t.onnx" "$T/e.ckpt" --seed 6
+oracle pyfill "$T/ext/t.onnx" "$T/e.ckpt" "$T/o/inline.onnx"
+save_ext "$T/o/inline.onnx" "$T/o/f.onnx" f.onnx.data
+check "onnx's fill saved with its data in <OUT>.data passes" \
+    oracle check "$T/ext/t.onnx" "$T/e.ckpt" "$T/o/f.onnx" --checker
+fails "... and its data inline does not" oracle check "$T/ext/t.onnx" "$T/e.ckpt" "$T/o/inline.onnx"
+save_ext "$T/o/inline.onnx" "$T/o/g.onnx" other.data
+fails "... nor in a file of another name" oracle check "$T/ext/t.onnx" "$T/e.ckpt" "$T/o/g.onnx"
+py "$T/o/f.onnx" "$T/o/h.onnx" <<'PY'
+import shutil, sys, onnx
+m = onnx.load(sys.argv[1], load_external_data=False)
+m.graph.initializer[1].external_data[1].value = m.graph.initializer[0].external_data[1].value
+onnx.save(m, sys.argv[2])
+shutil.copy(sys.argv[1] + ".data", sys.argv[2] + ".data")
+PY
+fails "... nor two tensors at one offset" oracle check "$T/ext/t.onnx" "$T/e.ckpt" "$T/o/h.onnx"
+save_ext "$T/ext/t.onnx" "$T/o/k.onnx" k.onnx.data
+fails "the external template saved elsewhere is not its fill" \
+    oracle check "$T/ext/t.onnx" "$T/e.ckpt" "$T/o/k.onnx"
 summary
