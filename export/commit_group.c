@@ -280,8 +280,9 @@ int ck_group_recover(const ck_model_dir *d, bool read_only, ck_error *err)
      * data file (ckptfs-convert --into OUT) may be interrupted before the
      * model's own rename: then the journal must be the caller's. */
     struct stat ms;
-    bool absent = ck_dir_stat(d, d->base, &ms) < 0 && errno == ENOENT;
-    if (!absent && (ck_dir_stat(d, d->base, &ms) < 0 || !S_ISREG(ms.st_mode)))
+    int model_st = ck_dir_stat(d, d->base, &ms);
+    bool absent = model_st < 0 && errno == ENOENT;
+    if (!absent && (model_st < 0 || !S_ISREG(ms.st_mode)))
         return ck_fail(err, ENOENT, "%s: a journal %s is there, but the model is not a "
                        "regular file; not used", model, journal);
     uid_t owner = absent ? geteuid() : ms.st_uid;
