@@ -1,6 +1,6 @@
 /*
- * cli_open: how the command-line tools open a model (cli_open.h), in one
- * place so that ckptfs-dump and ckptfs-stat cannot drift apart.
+ * cli_open: how the command-line tools open a model and read their command
+ * line (cli_open.h), in one place so that the tools cannot drift apart.
  */
 #include "cli_open.h"
 
@@ -15,6 +15,7 @@
 #include "iteration_dir.h"
 #include "key.h"
 #include "oneflow_dir.h"
+#include "version.h"
 
 const char *ck_cli_o_value(int argc, char **argv, int i, const char *name)
 {
@@ -44,6 +45,78 @@ int ck_cli_open_arg(ck_cli_open *o, int argc, char **argv, int *i)
     }
     *i += 1;
     return 1;
+}
+
+/* An option at argv[*i], one of cli_open's or the tool's own: 1 taken, 0
+ * not one, -1 bad. */
+static int option(ck_cli_args *a, int argc, char **argv, int *i)
+{
+    int took = a->open != NULL ? ck_cli_open_arg(a->open, argc, argv, i) : 0;
+    if (took == 0 && a->own != NULL)
+        took = a->own(a->ctx, argc, argv, i);
+    return took;
+}
+
+/* The start of the one error line: the words argv[first..last] refused,
+ * and the value of an -o that was refused itself (unknown NAME). */
+static void refuse(const ck_cli_args *a, bool extra, int argc, char **argv, int first,
+                   int last)
+{
+    fprintf(stderr, "%s: %s", a->prog, extra ? "an argument too many:" : "bad option");
+    for (int k = first; k <= last && k < argc; k++)
+        fprintf(stderr, " %s", argv[k]);
+    if (strcmp(argv[first], "-o") == 0 && last == first && last + 1 < argc)
+        fprintf(stderr, " %s", argv[last + 1]);
+    fprintf(stderr, "; ");
+}
+
+/* What a word that is no option is. */
+typedef enum word_is {
+    TAKEN,                  /* a positional argument, or `--` */
+    ANSWERED,               /* --help, --version: printed, exit 0 */
+    BAD,                    /* an unknown option, or an option's bad value */
+    EXTRA,                  /* one positional argument too many */
+} word_is;
+
+static word_is plain_word(ck_cli_args *a, const char *w, bool *opts_done)
+{
+    if (*opts_done || w[0] != '-' || w[1] == '\0') {
+        if (a->n_pos == a->max_pos)
+            return EXTRA;
+        a->pos[a->n_pos++] = w;
+        return TAKEN;
+    }
+    if (strcmp(w, "--") == 0) {
+        *opts_done = true;
+        return TAKEN;
+    }
+    if (strcmp(w, "--help") == 0) {
+        a->usage(stdout);
+        return ANSWERED;
+    }
+    if (strcmp(w, "--version") == 0) {
+        printf("%s %s\n", a->prog, CKPTFS_VERSION);
+        return ANSWERED;
+    }
+    return BAD;
+}
+
+int ck_cli_read_args(ck_cli_args *a, int argc, char **argv)
+{
+    bool opts_done = false;
+    a->n_pos = 0;
+    for (int i = 1; i < argc; i++) {
+        int first = i; /* an option and its value may be two words */
+        int took = opts_done ? 0 : option(a, argc, argv, &i);
+        word_is is = took > 0 ? TAKEN : took < 0 ? BAD : plain_word(a, argv[i], &opts_done);
+        if (is == ANSWERED)
+            return 1;
+        if (is == BAD || is == EXTRA) {
+            refuse(a, is == EXTRA, argc, argv, first, i);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static bool is_dir(const char *path)

@@ -1,7 +1,8 @@
 /*
  * cli_open: the options by which a command-line tool opens a model, shared
- * by ckptfs-dump, ckptfs-stat and ckptfs-diff so that they take a model
- * the same way, and the few things they print a tensor by.
+ * by ckptfs-dump, ckptfs-stat, ckptfs-diff and ckptfs-convert so that they
+ * take a model the same way, the reading of the rest of their command line
+ * (ck_cli_read_args), and the few things they print a tensor by.
  *
  *   --nocrc               do not verify a .ckpt CRC trailer
  *   -o key_file=PATH      the key of an encrypted model (else CKPTFS_KEY_HEX)
@@ -16,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "ck_error.h"
 #include "model.h"
@@ -37,6 +39,30 @@ int ck_cli_open_arg(ck_cli_open *o, int argc, char **argv, int *i);
 /* "-o NAME=VALUE" at argv[i] (two words): VALUE, or NULL when argv[i] is
  * not that option; for a tool's own -o options beside these. */
 const char *ck_cli_o_value(int argc, char **argv, int i, const char *name);
+
+/* A tool's command line as ckptfs-stat, -diff and -convert read it alike:
+ * the options above, the tool's own, --help, --version, and `--`, after
+ * which every word is a positional argument (a path may start with '-';
+ * "-" alone always is one). */
+typedef struct ck_cli_args {
+    const char *prog;           /* "ckptfs-stat": messages, --version */
+    void (*usage)(FILE *to);    /* --help's text */
+    ck_cli_open *open;          /* where the options above go */
+    /* The tool's own option at argv[*i]: 1 taken (*i moved past its
+     * value), 0 not one of them, -1 its value unusable.  May be NULL. */
+    int (*own)(void *ctx, int argc, char **argv, int *i);
+    void *ctx;
+    const char **pos;           /* the positional arguments, in order */
+    size_t max_pos;             /* room in pos; one more is refused */
+    size_t n_pos;               /* set: how many were given */
+} ck_cli_args;
+
+/* Read argv[1..] as a says, up to the first bad word.  0: read (the tool
+ * checks n_pos); 1: --help or --version answered on stdout, exit 0; -1: a
+ * bad word, and "PROG: bad option WORDS; " (or "an argument too many:")
+ * printed on stderr, for the tool to end the line with its usage and exit
+ * 2. */
+int ck_cli_read_args(ck_cli_args *a, int argc, char **argv);
 
 /* Whether path is a directory that ck_cli_open_model opens as a model (an
  * iteration directory, or any directory with -o strategy). */

@@ -32,7 +32,6 @@
 #include "le_bytes.h"
 #include "model.h"
 #include "tensor_stats.h"
-#include "version.h"
 
 #define PROG "ckptfs-diff"
 
@@ -453,52 +452,34 @@ out:
     return es;
 }
 
+/* An option of ckptfs-diff's own at argv[*i] (ck_cli_args): 1 taken, 0
+ * not one, -1 a bad value. */
+static int own_arg(void *ctx, int argc, char **argv, int *i)
+{
+    diff_opts *o = ctx;
+    int took = ck_chunk_opt_arg(&o->read, argc, argv, i);
+    if (took != 0)
+        return took;
+    if (strcmp(argv[*i], "--json") == 0)
+        o->json = true;
+    else if (strcmp(argv[*i], "-q") == 0)
+        o->quiet = true;
+    else
+        return 0;
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     diff_opts o = {.read = ck_chunk_opts_default()};
     const char *path[2] = {NULL, NULL};
-    bool bad = false, opts_done = false, extra = false;
-    for (int i = 1; i < argc && !bad; i++) {
-        const char *a = argv[i];
-        int first = i; /* an option and its value may be two words */
-        int took = opts_done ? 0 : ck_cli_open_arg(&o.open, argc, argv, &i);
-        if (took == 0 && !opts_done)
-            took = ck_chunk_opt_arg(&o.read, argc, argv, &i);
-        if (took != 0) {
-            bad = took < 0;
-        } else if (opts_done || a[0] != '-' || a[1] == '\0') {
-            if (path[0] == NULL)
-                path[0] = a;
-            else if (path[1] == NULL)
-                path[1] = a;
-            else
-                bad = extra = true;
-        } else if (strcmp(a, "--") == 0) {
-            opts_done = true;
-        } else if (strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--version") == 0) {
-            printf(PROG " %s\n", CKPTFS_VERSION);
-            return 0;
-        } else if (strcmp(a, "--json") == 0) {
-            o.json = true;
-        } else if (strcmp(a, "-q") == 0) {
-            o.quiet = true;
-        } else {
-            bad = true;
-        }
-        if (bad) {
-            fprintf(stderr, PROG ": %s", extra ? "an argument too many:" : "bad option");
-            for (int k = first; k <= i && k < argc; k++)
-                fprintf(stderr, " %s", argv[k]);
-            if (strcmp(a, "-o") == 0 && i == first && i + 1 < argc)
-                fprintf(stderr, " %s", argv[i + 1]); /* its value, refused */
-            fprintf(stderr, "; ");
-        }
-    }
-    if (path[1] == NULL || bad) {
-        if (path[1] == NULL && !bad)
+    ck_cli_args args = {.prog = PROG, .usage = usage, .open = &o.open, .own = own_arg,
+                        .ctx = &o, .pos = path, .max_pos = 2};
+    int got = ck_cli_read_args(&args, argc, argv);
+    if (got > 0)
+        return 0; /* --help, --version */
+    if (got < 0 || path[1] == NULL) {
+        if (got == 0)
             fprintf(stderr, PROG ": %s; ", path[0] ? "no B given" : "no A and B given");
         fprintf(stderr, "usage: " PROG " [OPTIONS] A B (see --help)\n");
         return 2;

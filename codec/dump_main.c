@@ -26,8 +26,8 @@
  *
  *   ckptfs-dump SNAPSHOT_DIR
  *   a OneFlow snapshot directory (oneflow_dir.h): its tensors, named by
- *   pickled_data or by their directories; each extent OFF+LEN in the `out`
- *   files taken one after another in the order shown
+ *   pickled_data or by their directories; each extent FILE:OFF+LEN, FILE
+ *   the tensor's `out` relative to the snapshot (tensor_5/out, conv1.weight/out)
  *
  *   ckptfs-dump [-o settle=SECONDS] RUN_DIR
  *   a training run's directory: one line per checkpoint (run_dir.h), none
@@ -45,6 +45,7 @@
 
 #include "cli_open.h"
 #include "model.h"
+#include "oneflow_dir.h"
 #include "oneflow_meta.h"
 #include "run_dir.h"
 #include "version.h"
@@ -52,6 +53,25 @@
 /* Seconds a writable checkpoint must be left unchanged to count as
  * complete, by default (MindSpore's own are made read-only when done). */
 #define SETTLE_DEFAULT 5.0
+
+/* Extent e of t: FILE:OFF+LEN when its bytes are in a file of the model's
+ * directory other than the model's own, else OFF+LEN. */
+static void print_extent(const ck_model *m, const ck_tensor *t, const ck_extent *e)
+{
+    const char *path = m->sources[e->src]->path;
+    size_t k = strlen(m->path);
+    uint64_t off = e->off;
+    const char *out = ck_oneflow_out_file(m, t, e->off, &off);
+    if (out != NULL) {
+        printf("%s:", out); /* a tensor's out, of a snapshot directory */
+    } else if (ck_model_is_data_file(m, e->src)) {
+        const char *rel = ck_dir_rel(m->dir, path);
+        printf("%s:", rel != NULL ? rel : path);
+    } else if (strncmp(path, m->path, k) == 0 && path[k] == '/') {
+        printf("%s:", path + k + 1); /* a rank's file, of a merged checkpoint */
+    }
+    printf("%" PRIu64 "+%" PRIu64, off, e->len);
+}
 
 static void print_tensor(const ck_model *m, const ck_tensor *t)
 {
@@ -62,17 +82,8 @@ static void print_tensor(const ck_model *m, const ck_tensor *t)
     if (t->dtype->kind == CK_KIND_STR)
         printf("decoded ");
     for (uint32_t i = 0; i < t->n_ext; i++) {
-        const ck_extent *e = ck_tensor_ext(t, i);
         printf("%s", i ? "," : "");
-        const char *path = m->sources[e->src]->path;
-        size_t k = strlen(m->path);
-        if (ck_model_is_data_file(m, e->src)) {
-            const char *rel = ck_dir_rel(m->dir, path);
-            printf("%s:", rel != NULL ? rel : path);
-        } else if (strncmp(path, m->path, k) == 0 && path[k] == '/') {
-            printf("%s:", path + k + 1); /* a rank's file, of a merged checkpoint */
-        }
-        printf("%" PRIu64 "+%" PRIu64, e->off, e->len);
+        print_extent(m, t, ck_tensor_ext(t, i));
     }
     if (t->gather != NULL)
         printf("\tinterleaved, %" PRIu64 "-byte runs", t->gather->run);

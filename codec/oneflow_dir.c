@@ -191,6 +191,24 @@ static const ck_format oneflow_format = {
     .notes = of_notes,
 };
 
+/* Tensor i's file is files[i]: read_tensors adds them together. */
+const char *ck_oneflow_out_file(const ck_model *m, const ck_tensor *t, uint64_t off,
+                                uint64_t *in)
+{
+    if (m->format != &oneflow_format || m->n_sources != 1 || t < m->index.tensors ||
+        t >= m->index.tensors + m->index.count)
+        return NULL;
+    const of_source *s = (const of_source *)m->sources[0];
+    size_t id = (size_t)(t - m->index.tensors);
+    if (id >= s->n)
+        return NULL;
+    const of_file *f = &s->files[id];
+    if (off < f->base || off - f->base > f->size)
+        return NULL;
+    *in = off - f->base;
+    return f->rel;
+}
+
 /* ---- listing the tensors ---------------------------------------------- */
 
 static int add_entry(opener *o, const char *dir, const char *name, size_t len, ck_error *err)

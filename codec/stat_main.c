@@ -28,7 +28,6 @@
 #include "cli_open.h"
 #include "model.h"
 #include "tensor_stats.h"
-#include "version.h"
 
 #define PROG "ckptfs-stat"
 #define BINS_DEFAULT 10
@@ -367,69 +366,55 @@ static bool matches(const ck_tensor *t, const char *name)
            strcmp(name, t->dir_name) == 0;
 }
 
+/* An option of ckptfs-stat's own at argv[*i] (ck_cli_args): 1 taken, 0
+ * not one, -1 a bad value. */
+static int own_arg(void *ctx, int argc, char **argv, int *i)
+{
+    stat_opts *o = ctx;
+    const char *a = argv[*i];
+    int took = ck_chunk_opt_arg(&o->read, argc, argv, i);
+    if (took != 0)
+        return took;
+    if (strcmp(a, "--json") == 0)
+        o->json = true;
+    else if (strcmp(a, "--hist") == 0)
+        o->bins = BINS_DEFAULT;
+    else if (strncmp(a, "--hist=", 7) == 0)
+        return ck_cli_uint(a + 7, 1, BINS_MAX, &o->bins) < 0 ? -1 : 1;
+    else
+        return 0;
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     stat_opts o = {.read = ck_chunk_opts_default()};
-    const char *path = NULL;
-    char **names = calloc((size_t)argc, sizeof *names);
-    size_t n_names = 0;
-    bool bad = false, opts_done = false;
-    if (names == NULL)
+    /* MODEL, then the TENSOR names */
+    const char **pos = calloc((size_t)argc, sizeof *pos);
+    if (pos == NULL)
         return 1;
-    for (int i = 1; i < argc && !bad; i++) {
-        const char *a = argv[i];
-        int first = i; /* an option and its value may be two words */
-        int took = opts_done ? 0 : ck_cli_open_arg(&o.open, argc, argv, &i);
-        if (took == 0 && !opts_done)
-            took = ck_chunk_opt_arg(&o.read, argc, argv, &i);
-        if (took != 0) {
-            bad = took < 0;
-        } else if (opts_done || a[0] != '-' || a[1] == '\0') {
-            if (path == NULL)
-                path = a;
-            else
-                names[n_names++] = argv[i];
-        } else if (strcmp(a, "--") == 0) {
-            opts_done = true;
-        } else if (strcmp(a, "--help") == 0) {
-            usage(stdout);
-            free(names);
-            return 0;
-        } else if (strcmp(a, "--version") == 0) {
-            printf(PROG " %s\n", CKPTFS_VERSION);
-            free(names);
-            return 0;
-        } else if (strcmp(a, "--json") == 0) {
-            o.json = true;
-        } else if (strcmp(a, "--hist") == 0) {
-            o.bins = BINS_DEFAULT;
-        } else if (strncmp(a, "--hist=", 7) == 0) {
-            bad = ck_cli_uint(a + 7, 1, BINS_MAX, &o.bins) < 0;
-        } else {
-            bad = true;
-        }
-        if (bad) {
-            fprintf(stderr, PROG ": bad option");
-            for (int k = first; k <= i && k < argc; k++)
-                fprintf(stderr, " %s", argv[k]);
-            if (strcmp(a, "-o") == 0 && i == first && i + 1 < argc)
-                fprintf(stderr, " %s", argv[i + 1]); /* its value, refused */
-            fprintf(stderr, "; ");
-        }
+    ck_cli_args args = {.prog = PROG, .usage = usage, .open = &o.open, .own = own_arg,
+                        .ctx = &o, .pos = pos, .max_pos = (size_t)argc};
+    int got = ck_cli_read_args(&args, argc, argv);
+    if (got > 0) {
+        free(pos);
+        return 0; /* --help, --version */
     }
-    if (path == NULL || bad) {
+    if (got < 0 || args.n_pos == 0) {
         /* One line: what is wrong, then the usage. */
-        if (path == NULL && !bad)
+        if (got == 0)
             fprintf(stderr, PROG ": no MODEL given; ");
         fprintf(stderr, "usage: " PROG " [OPTIONS] MODEL [TENSOR...] (see --help)\n");
-        free(names);
+        free(pos);
         return 2;
     }
+    const char *path = pos[0], **names = pos + 1;
+    size_t n_names = args.n_pos - 1;
     ck_error err = {0};
     ck_model *m = ck_cli_open_model(&o.open, path, &err);
     if (m == NULL) {
         fprintf(stderr, PROG ": %s\n", err.msg);
-        free(names);
+        free(pos);
         return 1;
     }
     const ck_index *ix = &m->index;
@@ -442,7 +427,7 @@ int main(int argc, char **argv)
             fprintf(stderr, PROG ": %s: no tensor %s\n", path,
                     ck_quote(q, names[k], strlen(names[k])));
             ck_model_close(m);
-            free(names);
+            free(pos);
             return 1;
         }
     }
@@ -482,6 +467,6 @@ int main(int argc, char **argv)
     }
     free(rs);
     ck_model_close(m);
-    free(names);
+    free(pos);
     return rc;
 }

@@ -32,7 +32,6 @@
 #include "../codec/key.h"
 #include "../codec/model.h"
 #include "../codec/name_map.h"
-#include "../codec/version.h"
 #include "commit_group.h"
 #include "encoder.h"
 #include "oneflow_dir_writer.h"
@@ -468,9 +467,11 @@ static const char *word_value(int argc, char **argv, int *i, const char *name)
     return *i + 1 < argc ? argv[++*i] : "";
 }
 
-/* An option of this tool's own at argv[*i]: 1 taken, 0 not one, -1 bad. */
-static int own_arg(convert_opts *o, int argc, char **argv, int *i)
+/* An option of this tool's own at argv[*i] (ck_cli_args): 1 taken, 0 not
+ * one, -1 bad. */
+static int own_arg(void *ctx, int argc, char **argv, int *i)
 {
+    convert_opts *o = ctx;
     const char *a = argv[*i], *v;
     if (strcmp(a, "-f") == 0 || strcmp(a, "--force") == 0) {
         o->force = true;
@@ -541,44 +542,13 @@ int main(int argc, char **argv)
     convert_opts o = {0};
     mode md = MODE_CONVERT;
     const char *path[2] = {NULL, NULL};
-    bool bad = false, opts_done = false, extra = false;
-    for (int i = 1; i < argc && !bad; i++) {
-        const char *a = argv[i];
-        int first = i; /* an option and its value may be two words */
-        int took = opts_done ? 0 : ck_cli_open_arg(&o.open, argc, argv, &i);
-        if (took == 0 && !opts_done)
-            took = own_arg(&o, argc, argv, &i);
-        if (took != 0) {
-            bad = took < 0;
-        } else if (opts_done || a[0] != '-' || a[1] == '\0') {
-            if (path[0] == NULL)
-                path[0] = a;
-            else if (path[1] == NULL)
-                path[1] = a;
-            else
-                bad = extra = true;
-        } else if (strcmp(a, "--") == 0) {
-            opts_done = true;
-        } else if (strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(a, "--version") == 0) {
-            printf(PROG " %s\n", CKPTFS_VERSION);
-            return 0;
-        } else {
-            bad = true;
-        }
-        if (bad) {
-            fprintf(stderr, PROG ": %s", extra ? "an argument too many:" : "bad option");
-            for (int k = first; k <= i && k < argc; k++)
-                fprintf(stderr, " %s", argv[k]);
-            if (strcmp(a, "-o") == 0 && i == first && i + 1 < argc)
-                fprintf(stderr, " %s", argv[i + 1]); /* its value, refused */
-            fprintf(stderr, "; ");
-        }
-    }
-    if (path[1] == NULL || bad) {
-        if (path[1] == NULL && !bad)
+    ck_cli_args args = {.prog = PROG, .usage = usage, .open = &o.open, .own = own_arg,
+                        .ctx = &o, .pos = path, .max_pos = 2};
+    int got = ck_cli_read_args(&args, argc, argv);
+    if (got > 0)
+        return 0; /* --help, --version */
+    if (got < 0 || path[1] == NULL) {
+        if (got == 0)
             fprintf(stderr, PROG ": %s; ", path[0] ? "no OUT given" : "no IN and OUT given");
         fprintf(stderr, "usage: " PROG " [OPTIONS] IN OUT (see --help)\n");
         return 2;

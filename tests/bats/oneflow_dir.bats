@@ -33,6 +33,28 @@ agree() {
     $STAT_ORACLE compare "$T/stat.expect" "$T/stat.got"
 }
 
+# placed DIR: every extent ckptfs-dump DIR prints is FILE:OFF+LEN, FILE a
+# regular file of DIR whose LEN bytes at OFF, as dd reads them, are that
+# tensor's bytes as the oracle reads them from the snapshot (by SHA-256).
+placed() {
+    $OF sums "$1" >"$T/sums"
+    "$DUMP" "$1" | tail -n +2 >"$T/placed"
+    [ "$(wc -l <"$T/placed")" -eq "$(wc -l <"$T/sums")" ]
+    [ -z "$(cut -f1 "$T/sums" | sort | uniq -d)" ]
+    local name type shape size ext file off len want got
+    while IFS=$'\t' read -r name type shape size ext; do
+        [[ $ext =~ ^([^:,]+):([0-9]+)\+([0-9]+)$ ]] || { echo "$name: extent $ext"; return 1; }
+        file=$1/${BASH_REMATCH[1]} off=${BASH_REMATCH[2]} len=${BASH_REMATCH[3]}
+        [ -f "$file" ]
+        [ ! -L "$file" ]
+        [ "$len" -eq "$size" ]
+        want=$(awk -F'\t' -v n="$name" '$1 == n { print $2 }' "$T/sums")
+        got=$(dd if="$file" bs=65536 iflag=skip_bytes,count_bytes skip="$off" count="$len" \
+              status=none | sha256sum | cut -d' ' -f1)
+        [ -n "$want" ] && [ "$got" = "$want" ] || { echo "$name: $ext: $got, not $want"; return 1; }
+    done <"$T/placed"
+}
+
 # refused TOOL-ARGS... : exit status 1 (2 for ckptfs-diff) and one line.
 refused() {
     run "$@"
@@ -50,11 +72,13 @@ copy() {
     agree "$FX/legacy_v2_java_mlp_adam"
     grep -q "legacy layout, snapshot_done" "$T/dump.got"
     [ "$(wc -l <"$T/dump.expect")" -eq 13 ]
+    placed "$FX/legacy_v2_java_mlp_adam"
 }
 
 @test "nn.Graph save (model.mlir beside meta/out, no snapshot_done): model.mlir is no tensor" {
     agree "$FX/graph_save_affine_with_parameter"
     [ "$(cut -f1 "$T/dump.expect" | tr '\n' ' ')" = "model.a model.b " ]
+    placed "$FX/graph_save_affine_with_parameter"
 }
 
 @test "pickled fixture: weight then bias, as pickled_data lists them, from tensor_5 and tensor_6" {
@@ -62,6 +86,10 @@ copy() {
     grep -q ", pickled_data$" "$T/dump.got"
     [ "$(tail -n +2 "$T/dump.got" | cut -f1-3 | tr '\t\n' ' |')" = \
       "weight kFloat [3,3,3,3]|bias kFloat [3]|" ]
+    # each extent in its own out: 3*3*3*3 and 3 floats
+    [ "$(tail -n +2 "$T/dump.got" | cut -f5 | tr '\n' ' ')" = \
+      "tensor_5/out:0+324 tensor_6/out:0+12 " ]
+    placed "$FX/new_pickled_3x3_i3o3_conv2d_params"
 }
 
 @test "out without meta (OneFlow's ONNX loader output) is refused, naming the entry" {
@@ -93,6 +121,7 @@ copy() {
     for p in 2 3 4 5; do
         $OF gen "$T/p$p" --case pickled --protocol "$p" --seed "$p"
         agree "$T/p$p"
+        placed "$T/p$p"
         grep -qF 'héllo%2Fwörld' "$T/dump.got"
         grep -q '^x\{237\}%~[0-9a-f]\{16\}	' "$T/dump.got"
     done
@@ -101,6 +130,22 @@ copy() {
     $OF gen "$T/v1" --case oneflow-1.0 --protocol 4
     agree "$T/v1"
     [ "$(wc -l <"$T/dump.expect")" -eq 3 ]
+    placed "$T/v1"
+}
+
+@test "dump: each extent in its tensor's own out, empty ones too (at one offset of the source)" {
+    copy graph_save_affine_with_parameter
+    local d=$T/graph_save_affine_with_parameter e
+    for e in e1 e2 model.0; do
+        mkdir "$d/$e"
+        printf 'shape {\n  dim: 0\n}\ndata_type: kFloat\n' >"$d/$e/meta"
+        : >"$d/$e/out"
+    done
+    agree "$d"
+    placed "$d"
+    # the oracle's order (bytewise): three empty tensors, then model.a's 12 floats
+    [ "$(cut -f5 "$T/dump.expect" | tr '\n' ' ')" = \
+      "e1/out:0+0 e2/out:0+0 model.0/out:0+0 model.a/out:0+48 model.b/out:0+16 " ]
 }
 
 @test "pickled: no tensors, and 10,000 in a shuffled order (the pickle's, not sorted)" {

@@ -23,20 +23,23 @@ names so that the pickle names the globals OneFlow's does.
         huge-len (a BINUNICODE8 of 2^62 bytes), plain-dict (data a plain dict)
     /usr/bin/python3 oneflow_oracle.py dump DIR
         the tensor lines ckptfs-dump DIR should print (its header aside)
+    /usr/bin/python3 oneflow_oracle.py sums DIR
+        each tensor's directory name and the SHA-256 of its bytes, one a line
     /usr/bin/python3 oneflow_oracle.py stat DIR [--hist BINS]
         the JSON document ckptfs-stat --json DIR should print (stat_oracle's fields)
 
 Rules (the tools' design, docs/design.md): with pickled_data, the tensors are the
 state dict's entries in its order, each read from its {"path": dir}/meta and out;
 without it, every subdirectory holding `out` is a tensor named by its directory name
-(ckptfs's escapes decoded), sorted bytewise.  Dump extents are offsets in the `out`
-files taken one after another in that order.
+(ckptfs's escapes decoded), sorted bytewise.  A dump extent is the tensor's whole
+`out`, FILE:0+LEN, FILE its path relative to DIR ("tensor_5/out").
 
 Exit status: 0 success; 1 refused snapshot; 2 usage error.
 """
 
 import argparse
 import collections
+import hashlib
 import json
 import os
 import pickle
@@ -173,12 +176,19 @@ def tensors(d):
 
 
 def cmd_dump(a):
-    off = 0
-    for name, dirname, of_type, dims, raw in tensors(a.dir):
+    subs = [sub for _name, sub in entries(a.dir)]
+    for sub, (name, dirname, of_type, dims, raw) in zip(subs, tensors(a.dir)):
         shape = ",".join(str(x) for x in dims)
-        line = f"{os.fsdecode(dirname)}\t{of_type}\t[{shape}]\t{len(raw)}\t{off}+{len(raw)}"
+        line = (f"{os.fsdecode(dirname)}\t{of_type}\t[{shape}]\t{len(raw)}\t"
+                f"{sub}/out:0+{len(raw)}")
         sys.stdout.buffer.write(os.fsencode(line) + b"\n")
-        off += len(raw)
+    return 0
+
+
+def cmd_sums(a):
+    for name, dirname, of_type, dims, raw in tensors(a.dir):
+        line = f"{os.fsdecode(dirname)}\t{hashlib.sha256(raw).hexdigest()}"
+        sys.stdout.buffer.write(os.fsencode(line) + b"\n")
     return 0
 
 
@@ -308,12 +318,14 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p = sub.add_parser("dump")
     p.add_argument("dir")
+    p = sub.add_parser("sums")
+    p.add_argument("dir")
     p = sub.add_parser("stat")
     p.add_argument("dir")
     p.add_argument("--hist", type=int, default=0)
     a = ap.parse_args(argv)
     try:
-        return {"gen": cmd_gen, "dump": cmd_dump, "stat": cmd_stat}[a.cmd](a)
+        return {"gen": cmd_gen, "dump": cmd_dump, "sums": cmd_sums, "stat": cmd_stat}[a.cmd](a)
     except (Refused, pickle.UnpicklingError, KeyError, AttributeError) as exc:
         print(f"oneflow_oracle: {a.dir}: refused: {exc}", file=sys.stderr)
         return 1
