@@ -46,7 +46,6 @@
 #include "cli_open.h"
 #include "model.h"
 #include "oneflow_dir.h"
-#include "oneflow_meta.h"
 #include "run_dir.h"
 #include "version.h"
 
