@@ -336,23 +336,7 @@ onnx.save(helper.make_model(g), sys.argv[1])' "$T/clash.onnx"
     for o in big.safetensors snap; do
         to=()
         [ $o = snap ] && to=(--to oneflow)
-        killed=
-        # Kill it once its temporary output exists and before it is done;
-        # a run that finished first proves nothing and is tried again.
-        for _ in 1 2 3 4 5; do
-            "$CONVERT" "${to[@]}" "$T/big.ckpt" "$T/o/$o" &
-            pid=$!
-            while running_child $pid &&
-                  [ -z "$(ls -A "$T/o" | grep '\.ckptfs-' | grep -v lock)" ]; do
-                :
-            done
-            running_child $pid && kill -9 $pid 2>/dev/null && killed=1
-            wait $pid || true
-            [ -n "$killed" ] && [ ! -e "$T/o/$o" ] && break
-            killed=
-            rm -rf "$T/o/$o" "$T/o"/.*ckptfs-*
-        done
-        [ -n "$killed" ]
+        kill_while_writing "$T/o" "$o" "$CONVERT" "${to[@]}" "$T/big.ckpt" "$T/o/$o"
         [ ! -e "$T/o/$o" ]
         [ -n "$(ls -A "$T/o" | grep '\.ckptfs-')" ]   # what it left behind
         "$CONVERT" -q "${to[@]}" "$T/big.ckpt" "$T/o/$o"

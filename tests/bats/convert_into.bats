@@ -423,30 +423,14 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
 }
 
 @test "kill -9 mid-fill of a 256 MiB external-data template leaves neither OUT nor OUT.data; the next fill cleans up" {
-    local before killed pid
+    local before
     $PY "$REPO/bench/gen_ckpt.py" "$T/big.ckpt" --size $((256 << 20)) --count 8
     $FILL template "$T/big.ckpt" "$T/inline.onnx"
     save_external "$T/inline.onnx" "$T/t/model.onnx" location=weights.bin
     rm "$T/inline.onnx"
     before=$(tree_sum "$T/t")
     mkdir "$T/o"
-    killed=
-    # Kill it once a temporary file exists and before it is done; a run that
-    # finished first proves nothing and is tried again.
-    for _ in 1 2 3 4 5; do
-        "$CONVERT" --into "$T/t/model.onnx" "$T/big.ckpt" "$T/o/f.onnx" 2>/dev/null &
-        pid=$!
-        while running_child $pid &&
-              [ -z "$(ls -A "$T/o" | grep '\.ckptfs-' | grep -v lock)" ]; do
-            :
-        done
-        running_child $pid && kill -9 $pid 2>/dev/null && killed=1
-        wait $pid || true
-        [ -n "$killed" ] && [ ! -e "$T/o/f.onnx" ] && break
-        killed=
-        rm -rf "$T/o/f.onnx" "$T/o/f.onnx.data" "$T/o"/.*ckptfs-*
-    done
-    [ -n "$killed" ]
+    kill_while_writing "$T/o" f.onnx "$CONVERT" --into "$T/t/model.onnx" "$T/big.ckpt" "$T/o/f.onnx"
     [ ! -e "$T/o/f.onnx" ] && [ ! -e "$T/o/f.onnx.data" ]
     [ -n "$(ls -A "$T/o" | grep '\.ckptfs-')" ]   # what it left behind
     [ "$(tree_sum "$T/t")" = "$before" ]

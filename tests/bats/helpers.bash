@@ -43,6 +43,30 @@ running_child() {
     [ "$1" != Z ] && [ "$2" = "$$" ]
 }
 
+# kill_while_writing DIR OUT CMD...: run CMD in the background and kill -9
+# it once a temporary file (.*ckptfs-*, not the lock) is in DIR and before
+# it ends; a run that finished first proves nothing, so up to 5 tries, each
+# after removing what it wrote (DIR/OUT, DIR/OUT.data, the temporaries).
+# Fails unless one run was killed with DIR/OUT absent.
+kill_while_writing() {
+    local dir=$1 out=$2 pid killed _
+    shift 2
+    for _ in 1 2 3 4 5; do
+        killed=
+        "$@" 2>/dev/null &
+        pid=$!
+        while running_child $pid &&
+              [ -z "$(ls -A "$dir" | grep '\.ckptfs-' | grep -v lock)" ]; do
+            :
+        done
+        running_child $pid && kill -9 $pid 2>/dev/null && killed=1
+        wait $pid || true
+        [ -n "$killed" ] && [ ! -e "$dir/$out" ] && return 0
+        rm -rf "${dir:?}/$out" "$dir/$out.data" "$dir"/.*ckptfs-*
+    done
+    return 1
+}
+
 # umount_wait MNT PID: unmount and collect the daemon's exit status (PID 0:
 # a daemonized mount, whose process is not our child).
 umount_wait() {
