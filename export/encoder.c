@@ -26,6 +26,17 @@ ck_write_tensor ck_write_unchanged(const ck_tensor *t, uint32_t id)
                              .ndim = t->ndim, .scalar_dims_zero = t->scalar_dims_zero};
 }
 
+ck_write_tensor ck_write_own(const ck_model *m, const ck_tensor *t, uint32_t id,
+                             ck_piece **next)
+{
+    ck_write_tensor w = ck_write_unchanged(t, id);
+    w.unchanged = false;
+    w.pieces = *next;
+    w.n_pieces = ck_pieces_of(m, t, *next);
+    *next += w.n_pieces;
+    return w;
+}
+
 uint64_t ck_pieces_len(const ck_write_tensor *t)
 {
     uint64_t n = 0;

@@ -44,6 +44,11 @@ uint64_t ck_pieces_len(const ck_write_tensor *t);
  * unchanged to false and give pieces (and orig_id CK_WRITE_NEW for a model
  * it does not come from). */
 ck_write_tensor ck_write_unchanged(const ck_tensor *t, uint32_t id);
+/* Tensor t of m as new bytes, its own: as ck_write_unchanged, with its
+ * extents as pieces, put at *next (room for t->n_ext), which moves past
+ * them.  So it is encoded anew, or moved to another file. */
+ck_write_tensor ck_write_own(const ck_model *m, const ck_tensor *t, uint32_t id,
+                             ck_piece **next);
 
 /* A format's writer, registered in encoder.c under its reader's format. */
 typedef struct ck_writer {

@@ -42,13 +42,8 @@ static ck_write_tensor *tree(const ck_model *m, bool all, ck_piece **pieces_out)
     for (size_t i = 0; i < ix->n_live; i++) {
         uint32_t id = ix->live[i];
         const ck_tensor *t = &ix->tensors[id];
-        w[i] = ck_write_unchanged(t, id);
-        if (!all || t->part != CK_PART_WHOLE)
-            continue;
-        w[i].unchanged = false;
-        w[i].pieces = next;
-        w[i].n_pieces = ck_pieces_of(m, t, next);
-        next += w[i].n_pieces;
+        w[i] = all && t->part == CK_PART_WHOLE ? ck_write_own(m, t, id, &next)
+                                               : ck_write_unchanged(t, id);
     }
     *pieces_out = pieces;
     return w;

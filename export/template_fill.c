@@ -545,13 +545,8 @@ static ck_write_tensor *tree(fill *f, ck_piece **pieces_out)
     for (size_t i = 0; i < ix->n_live; i++) {
         uint32_t id = ix->live[i];
         const ck_tensor *t = &ix->tensors[id];
-        w[i] = ck_write_unchanged(t, id);
-        if (f->by_tmpl[i] == NONE && moves(f, t)) {
-            w[i].unchanged = false;
-            w[i].pieces = out.next;
-            w[i].n_pieces = ck_pieces_of(f->tm, t, out.next);
-            out.next += w[i].n_pieces;
-        }
+        w[i] = f->by_tmpl[i] == NONE && moves(f, t) ? ck_write_own(f->tm, t, id, &out.next)
+                                                    : ck_write_unchanged(t, id);
         if (f->by_tmpl[i] == NONE)
             continue;
         const ck_tensor *c = ckpt_at(f, f->by_tmpl[i]);
