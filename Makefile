@@ -38,7 +38,7 @@ TOOL_SRC  := codec/cli_open.c codec/tensor_stats.c codec/stats_kernel.c codec/ch
 EXPORT_SRC:= export/atomic_writer.c export/commit_group.c export/byte_sink.c export/ckpt_writer.c \
              export/onnx_mindir_writer.c export/safetensors_writer.c export/safetensors_set_writer.c export/encoder.c \
              export/wrap_writer.c export/cipher_writer.c export/zstd_writer.c \
-             export/writer_lock.c export/verify.c export/progress.c
+             export/writer_lock.c export/verify.c export/progress.c export/direct_out.c
 FS_SRC    := fs/main.c fs/ll_ops.c fs/tree.c fs/saver.c fs/session_loop.c fs/run_mount.c
 # The strategy file is decoded by protobuf-c's generated code (the codec
 # uses it); checkpoint.proto's only serves the unit tests' encoder.
@@ -92,7 +92,7 @@ $(BUILD)/ckptfs-convert: $(BUILD)/export/convert_main.o $(BUILD)/export/oneflow_
 
 $(BUILD)/unit-tests: $(BUILD)/tests/unit/test_main.o $(BUILD)/tests/unit/test_zstd.o \
 		$(BUILD)/tests/unit/test_stats.o $(BUILD)/tests/unit/test_stats_blocks.o \
-		$(BUILD)/tests/unit/test_pickle.o $(TOOL_OBJ) $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)
+		$(BUILD)/tests/unit/test_pickle.o $(BUILD)/tests/unit/test_direct_out.o $(TOOL_OBJ) $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Install the Debian packages the build and the tests need (as root), or say
@@ -126,7 +126,7 @@ asan: deps
 # racing saves, a run directory's watcher beside its requests and its
 # checkpoints' savers, threaded readers of merged and iteration mounts, the
 # threads of ckptfs-stat and ckptfs-diff, the threads that tell the kernel
-# of a save's renames) under
+# of a save's renames, the zstd writer's output thread) under
 # ThreadSanitizer.  gcc's libtsan2 comes with gcc
 # (libgcc-12-dev depends on it).  Every report fails the test that was
 # running: TSAN_OPTIONS halts the process (exit 66) and writes the report to
@@ -146,9 +146,10 @@ tsan: deps
 	  bats tests/bats/run_rw.bats; f=$$?; \
 	  bats tests/bats/stat.bats tests/bats/diff.bats; g=$$?; \
 	  bats --filter 'commit=auto' tests/bats/pickled_copy.bats; h=$$?; \
+	  bats --filter 'save|saved' tests/bats/zstd.bats; i=$$?; \
 	  if [ -n "$$(ls -A $(TSAN_LOGS))" ]; then echo "tsan: reports in $(TSAN_LOGS)"; exit 1; fi; \
 	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ] && [ $$e -eq 0 ] && \
-	  [ $$f -eq 0 ] && [ $$g -eq 0 ] && [ $$h -eq 0 ]
+	  [ $$f -eq 0 ] && [ $$g -eq 0 ] && [ $$h -eq 0 ] && [ $$i -eq 0 ]
 
 demo: deps
 	$(MAKE) all

@@ -54,6 +54,7 @@ typedef struct zsource {
     ZSTD_DCtx *dctx;
     unsigned char *cbuf;                /* one compressed frame */
     size_t ccap;
+    uint32_t last_inflated;             /* the frame decompressed last, + 1 (0: none) */
 } zsource;
 
 /* ---- XXH64 ----
@@ -270,6 +271,32 @@ static bool frames_fit_cache(const seek_table *t)
 
 /* ---- the seekable source ---- */
 
+/* Frames up to PREFETCH_FRAME compressed bytes are asked for at open, in
+ * all at most PREFETCH_MAX bytes of them.  Opening reads every record
+ * header, and in ckptfs's own layout each sits in a small frame of its
+ * own between payload frames: from a cold file (one just saved past the
+ * page cache, or after a reboot) that was one synchronous disk read per
+ * header, 0.3 s for 4096 of them; asked for together the disk serves them
+ * in 0.05 s.  For frames already cached the asking costs a lookup each
+ * (2.5 ms for 4096). */
+#define PREFETCH_FRAME (64u << 10)
+#define PREFETCH_MAX (64u << 20)
+
+static void prefetch_small_frames(const ck_source *file, const seek_table *t)
+{
+    uint64_t budget = PREFETCH_MAX;
+    for (uint32_t i = 0; i < t->n; i++) {
+        uint64_t off = t->idx[i].c_off, len = t->idx[i + 1].c_off - off;
+        if (len == 0 || len > PREFETCH_FRAME)
+            continue;
+        if (len > budget)
+            return;
+        budget -= len;
+        /* Advice only: a filesystem without readahead just ignores it. */
+        posix_fadvise(file->fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
+    }
+}
+
 /* The frame holding plaintext offset off (< size): the last frame starting
  * at or before it, which skips empty frames. */
 static uint32_t frame_of(const seek_table *t, uint64_t off)
@@ -285,12 +312,28 @@ static uint32_t frame_of(const seek_table *t, uint64_t off)
     return lo;
 }
 
+/* Frames decompressed in a row (a scan of the headers, a cat of every
+ * out): the next one's compressed bytes are asked of the disk while this
+ * one decompresses, so a cold file is read at the speed of decompression,
+ * not of decompression plus the disk.  Random reads ask for nothing more. */
+static void read_ahead(zsource *z, uint32_t i)
+{
+    bool in_a_row = z->last_inflated == i;      /* frame i - 1 came last */
+    z->last_inflated = i + 1;
+    if (!in_a_row || i + 1 >= z->t.n)
+        return;
+    const zframe *next = &z->t.idx[i + 1];
+    posix_fadvise(z->file->fd, (off_t)next->c_off, (off_t)(next[1].c_off - next->c_off),
+                  POSIX_FADV_WILLNEED);
+}
+
 /* Decompress frame i into buf (dsize bytes) and check it. */
 static int inflate_frame(zsource *z, uint32_t i, unsigned char *buf, size_t dsize,
                          ck_error *err)
 {
     const zframe *f = &z->t.idx[i];
     size_t csize = (size_t)(f[1].c_off - f->c_off);
+    read_ahead(z, i);
     if (csize > z->ccap) {
         /* Bounded by frames_fit_cache(); grown to the largest frame read. */
         unsigned char *nb = malloc(csize);
@@ -754,6 +797,7 @@ ck_source *ck_zstd_source_open(ck_source *file, ck_page_cache *cache, uint64_t t
     }
     if (rc == 1 && frames_fit_cache(&t)) {
         *seekable = true;
+        prefetch_small_frames(file, &t);
         return seekable_open(file, cache, &t, err);
     }
     uint64_t expected = rc == 1 ? t.idx[t.n].d_off : UINT64_MAX;

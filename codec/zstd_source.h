@@ -4,7 +4,9 @@
  * A file in zstd's seekable format (independent frames, then a seek table
  * in a skippable frame at the end; zstd's contrib/seekable_format) is read
  * frame by frame: a read decompresses only the frames it touches, through
- * the shared page cache (a frame is a page).  Any other zstd file is
+ * the shared page cache (a frame is a page); the small frames (record
+ * headers, in ckptfs's layout) are asked of the disk together at open, and
+ * frames decompressed in a row ask for the next.  Any other zstd file is
  * decompressed once, streaming, into an unlinked temporary file in $TMPDIR
  * (never into memory, bounded by tmp_max and the free space there), which
  * then serves reads as a plain file does.

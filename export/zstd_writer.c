@@ -27,14 +27,13 @@
  *
  * Memory: the plaintext buffer (2 MiB), one compressed frame (its bound),
  * the compression context with its workers (about 4 MiB at level 3 with
- * 2 workers, 9 MiB with 8; tens of MiB at levels 19 and up) and 12 bytes
- * of seek table per frame.
+ * 2 workers, 9 MiB with 8; tens of MiB at levels 19 and up), 12 bytes
+ * of seek table per frame, and the output's two 4 MiB buffers with the
+ * thread that writes them (direct_out.h).
  */
-#define _GNU_SOURCE /* copy_file_range */
 #include "zstd_writer.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +44,7 @@
 #include "../codec/le_bytes.h"
 
 #include "../codec/zstd_source.h"
+#include "direct_out.h"
 
 #define SEEK_MAX_FRAMES 0x8000000u
 #define SEEK_HEADER 8
@@ -64,6 +64,7 @@ typedef struct zstd_writer {
     unsigned char *buf;                 /* the frame being gathered: fill bytes */
     size_t fill;
     unsigned char *cbuf;                /* one compressed frame */
+    ck_direct_out *out;                 /* the file's bytes go here */
     size_t ccap;
     /* The seek-table frame as it grows: room for its header, then one
      * SEEK_ENTRY-byte entry per frame written; the footer is added at
@@ -113,6 +114,16 @@ static void add_entry(zstd_writer *z, uint32_t csize, uint32_t dsize, uint32_t s
     z->frames++;
 }
 
+/* Bytes of the new file, in order: through the direct stream, which
+ * keeps base.out_off (the offset messages name) with it. */
+static int emit(zstd_writer *z, const void *p, size_t len, ck_error *err)
+{
+    if (ck_direct_out_write(z->out, p, len, err) < 0)
+        return -1;
+    z->base.out_off = ck_direct_out_len(z->out);
+    return 0;
+}
+
 /* One frame of len (<= CK_ZSTD_FRAME) bytes, compressed and appended. */
 static int compress_frame(zstd_writer *z, const void *src, size_t len, ck_error *err)
 {
@@ -124,9 +135,8 @@ static int compress_frame(zstd_writer *z, const void *src, size_t len, ck_error 
                        "%s: offset %llu: zstd compression of frame %u failed: %s",
                        z->base.path, (unsigned long long)z->base.out_off, z->frames,
                        ZSTD_getErrorName(r));
-    if (ck_wrap_pwrite(&z->base, z->cbuf, r, z->base.out_off, err) < 0)
+    if (emit(z, z->cbuf, r, err) < 0)
         return -1;
-    z->base.out_off += r;
     /* r <= ZSTD_compressBound(CK_ZSTD_FRAME) and len <= CK_ZSTD_FRAME: both fit. */
     add_entry(z, (uint32_t)r, (uint32_t)len, z->sums ? ck_zstd_checksum(src, len) : 0);
     return 0;
@@ -206,39 +216,16 @@ static int gather_src(zstd_writer *z, ck_source *src, uint64_t off, uint64_t len
     return 0;
 }
 
-/* The compressed bytes [c_off, c_off + len) of file appended as they are:
- * in the kernel when it can, else through cbuf.  Without reflinks the
- * kernel copies the pages, and the save's fsync then writes them all:
- * writeback of each COPY_STEP is started as soon as it is copied, so the
- * disk works while the next one is copied (a one-tensor save of a 1 GiB
- * model: its fsync from about 0.3 s to under 1 ms, the save from about
- * 1.0 s to 0.85 s on the reference machine's ext4). */
-#define COPY_STEP (64u << 20)
+/* The compressed bytes [c_off, c_off + len) of file appended as they are.
+ * They go past the page cache (direct_out.h says why): a one-tensor save
+ * of a 1 GiB model is this copy of about 1 GB, which nothing reads back
+ * but the frames holding record headers. */
 static int copy_bytes(zstd_writer *z, ck_source *file, uint64_t c_off, uint64_t len,
                       ck_error *err)
 {
-    loff_t in = (loff_t)c_off, out = (loff_t)z->base.out_off;
-    while (len > 0) {
-        size_t want = len > COPY_STEP ? COPY_STEP : (size_t)len;
-        ssize_t n = copy_file_range(file->fd, &in, z->base.fd, &out, want, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;                      /* EXDEV, ENOSYS, EINVAL...: through memory */
-        /* Only a start: failures show at the fsync. */
-        sync_file_range(z->base.fd, (off64_t)z->base.out_off, n, SYNC_FILE_RANGE_WRITE);
-        len -= (uint64_t)n;
-        z->base.out_off += (uint64_t)n;
-    }
-    while (len > 0) {
-        size_t n = len < z->ccap ? (size_t)len : z->ccap;
-        if (ck_source_read(file, z->cbuf, n, (uint64_t)in, err) < 0 ||
-            ck_wrap_pwrite(&z->base, z->cbuf, n, z->base.out_off, err) < 0)
-            return -1;
-        in += (loff_t)n;
-        len -= n;
-        z->base.out_off += n;
-    }
+    if (ck_direct_out_copy(z->out, file, c_off, len, err) < 0)
+        return -1;
+    z->base.out_off = ck_direct_out_len(z->out);
     return 0;
 }
 
@@ -391,10 +378,7 @@ static int write_table(zstd_writer *z, ck_error *err)
     t[len + 4] = z->sums ? SEEK_CHECKSUM_FLAG : 0;
     ck_put_le32(t + len + 5, CK_ZSTD_SEEKABLE_MAGIC);
     len += SEEK_FOOTER;
-    if (ck_wrap_pwrite(&z->base, t, len, z->base.out_off, err) < 0)
-        return -1;
-    z->base.out_off += len;
-    return 0;
+    return emit(z, t, len, err);
 }
 
 static int zw_finish(ck_wrap_writer *w, ck_error *err)
@@ -402,7 +386,8 @@ static int zw_finish(ck_wrap_writer *w, ck_error *err)
     zstd_writer *z = (zstd_writer *)w;
     if (usable(z, err) < 0)
         return -1;
-    if (place_run(z, err) < 0 || end_frame(z, err) < 0 || write_table(z, err) < 0)
+    if (place_run(z, err) < 0 || end_frame(z, err) < 0 || write_table(z, err) < 0 ||
+        ck_direct_out_finish(z->out, err) < 0)
         return failed(z);
     z->finished = true;
     return 0;
@@ -412,6 +397,7 @@ static void zw_destroy(ck_wrap_writer *w)
 {
     zstd_writer *z = (zstd_writer *)w;
     ZSTD_freeCCtx(z->cctx);
+    ck_direct_out_free(z->out);
     free(z->buf);
     free(z->cbuf);
     free(z->table);
@@ -482,7 +468,8 @@ ck_wrap_writer *ck_zstd_writer_new(int fd, const char *path, int level, bool sum
         zw_destroy(&z->base);
         return NULL;
     }
-    if (setup_cctx(z->cctx, level, path, err) < 0) {
+    if (setup_cctx(z->cctx, level, path, err) < 0 ||
+        (z->out = ck_direct_out_new(fd, path, err)) == NULL) {
         zw_destroy(&z->base);
         return NULL;
     }

@@ -847,6 +847,7 @@ int main(void)
     test_verifier();
     test_replaced_records_random();
     test_zstd();
+    test_direct_out();
     test_stats();
     test_pickle();
     test_stats_blocks();

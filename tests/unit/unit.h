@@ -13,5 +13,6 @@ void test_zstd(void);
 void test_stats(void);
 void test_pickle(void);
 void test_stats_blocks(void);
+void test_direct_out(void);
 
 #endif
