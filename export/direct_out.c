@@ -147,11 +147,19 @@ static int submit(ck_direct_out *o, ck_error *err)
     return 0;
 }
 
-/* Room for at most want more bytes in the buffer: *room >= 1. */
+/* How many of want more bytes go into the buffer now (at least 1: a full
+ * buffer was handed over as it filled). */
 static size_t room_for(const ck_direct_out *o, uint64_t want)
 {
     size_t room = CK_DIRECT_BUF - o->fill;
     return want < room ? (size_t)want : room;
+}
+
+/* n more bytes are in the buffer; a full one goes to be written. */
+static int filled(ck_direct_out *o, size_t n, ck_error *err)
+{
+    o->fill += n;
+    return o->fill == CK_DIRECT_BUF ? submit(o, err) : 0;
 }
 
 int ck_direct_out_write(ck_direct_out *o, const void *p, size_t len, ck_error *err)
@@ -160,11 +168,10 @@ int ck_direct_out_write(ck_direct_out *o, const void *p, size_t len, ck_error *e
     while (len > 0) {
         size_t n = room_for(o, len);
         memcpy(o->buf[o->cur] + o->fill, q, n);
-        o->fill += n;
+        if (filled(o, n, err) < 0)
+            return -1;
         q += n;
         len -= n;
-        if (o->fill == CK_DIRECT_BUF && submit(o, err) < 0)
-            return -1;
     }
     return 0;
 }
@@ -174,13 +181,11 @@ int ck_direct_out_copy(ck_direct_out *o, ck_source *src, uint64_t off, uint64_t 
 {
     while (len > 0) {
         size_t n = room_for(o, len);
-        if (ck_source_read(src, o->buf[o->cur] + o->fill, n, off, err) < 0)
+        if (ck_source_read(src, o->buf[o->cur] + o->fill, n, off, err) < 0 ||
+            filled(o, n, err) < 0)
             return -1;
-        o->fill += n;
         off += n;
         len -= n;
-        if (o->fill == CK_DIRECT_BUF && submit(o, err) < 0)
-            return -1;
     }
     return 0;
 }

@@ -64,8 +64,8 @@ typedef struct zstd_writer {
     unsigned char *buf;                 /* the frame being gathered: fill bytes */
     size_t fill;
     unsigned char *cbuf;                /* one compressed frame */
-    ck_direct_out *out;                 /* the file's bytes go here */
     size_t ccap;
+    ck_direct_out *out;                 /* the file's bytes go here */
     /* The seek-table frame as it grows: room for its header, then one
      * SEEK_ENTRY-byte entry per frame written; the footer is added at
      * finish. */

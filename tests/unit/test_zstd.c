@@ -32,10 +32,7 @@ static uint64_t rng = 88172645463325252ull;
 
 static uint64_t rnd(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    return unit_xorshift(&rng);
 }
 
 /* Compressible, but not so much that frames are trivial. */

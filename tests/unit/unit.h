@@ -5,7 +5,18 @@
 #ifndef CK_UNIT_H
 #define CK_UNIT_H
 
+#include <stdint.h>
+
 extern char tmpdir[256];
+
+/* xorshift64: the tests' reproducible random numbers, a stream per state. */
+static inline uint64_t unit_xorshift(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
 
 void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
