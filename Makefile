@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # ckptfs — see README.md.  `make` builds build/ckptfs; `make test` installs
 # what the tests need, builds and runs every test.
 
@@ -56,7 +57,7 @@ BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat $(BUILD)/
              $(BUILD)/unit-tests
 
 .SECONDARY: $(PROTO_C) $(PROTO_C:.c=.h)
-.PHONY: all deps test check asan tsan demo programs install uninstall deb clean bench fuzz
+.PHONY: all deps deb-deps test check asan tsan demo programs install uninstall deb clean bench fuzz
 all: $(BINS)
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: codec/proto/%.proto
@@ -96,19 +97,22 @@ $(BUILD)/unit-tests: $(BUILD)/tests/unit/test_main.o $(BUILD)/tests/unit/test_zs
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Install the Debian packages the build and the tests need (as root), or say
-# which command would.
-deps:
+# which command would; then the tests' npm package.  The demo needs only the
+# Debian packages.
+deps: deb-deps
+	@# onnxruntime-node, the ONNX tests' real consumer; its default install
+	@# step would download a GPU provider from outside the npm registry.
+	@if [ ! -d tests/ort/node_modules/onnxruntime-node ]; then \
+	  echo "deps: npm install onnxruntime-node"; \
+	  cd tests/ort && npm install --no-audit --no-fund --onnxruntime-node-install=skip; fi
+
+deb-deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -z "$$missing" ]; then echo "deps: all present"; \
 	elif [ "$$(id -u)" = 0 ]; then \
 	  echo "deps: installing $$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	else echo "deps: run as root: apt-get install $$missing"; exit 1; fi
-	@# onnxruntime-node, the ONNX tests' real consumer; its default install
-	@# step would download a GPU provider from outside the npm registry.
-	@if [ ! -d tests/ort/node_modules/onnxruntime-node ]; then \
-	  echo "deps: npm install onnxruntime-node"; \
-	  cd tests/ort && npm install --no-audit --no-fund --onnxruntime-node-install=skip; fi
 
 test: deps
 	$(MAKE) all $(BUILD)/fuzz-ckpt
@@ -151,8 +155,10 @@ tsan: deps
 	  [ $$a -eq 0 ] && [ $$b -eq 0 ] && [ $$c -eq 0 ] && [ $$d -eq 0 ] && [ $$e -eq 0 ] && \
 	  [ $$f -eq 0 ] && [ $$g -eq 0 ] && [ $$h -eq 0 ] && [ $$i -eq 0 ]
 
-demo: deps
-	$(MAKE) all
+# The main job on the real checkpoint in tests/demo/, start to end
+# (tests/demo.sh says what it shows).
+demo: deb-deps
+	$(MAKE) programs
 	tests/demo.sh $(BUILD)
 
 # Coverage-guided fuzzing of the readers and writers of .ckpt, ONNX and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Bounded resources: the daemon's peak RSS (VmHWM) with many `str` values,
 # and the descriptors it holds with many edited tensors, for BUILD and,
 # side by side, for an OTHER build (an older commit, say).

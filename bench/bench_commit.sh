@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Commit benchmark: saving a one-tensor edit of a 4 GiB checkpoint, as a
 # ratio to `cp` of the same file measured in the same run (median of REPS),
 # and the daemon's peak RSS meanwhile.  Targets: ratio <= 1.3, RSS < 64 MiB.

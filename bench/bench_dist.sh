@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The merged mount of a distributed checkpoint (issue 14): "reading a merged
 # 1 GiB tensor split over 8 generated ranks along dim 0 and along dim 1,
 # against reading the same bytes from one plain checkpoint, in one run".

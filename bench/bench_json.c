@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Benchmark and behaviour probe of the JSON libraries ckptfs could parse
  * safetensors headers with: jansson, json-c and cJSON (Debian 12 packages).
  *

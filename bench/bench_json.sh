@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ckptfs benchmark of the JSON libraries that could parse safetensors
 # headers (jansson, json-c, cJSON: Debian's libjansson-dev, libjson-c-dev,
 # libcjson-dev), and a probe of how each treats hostile headers.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers shared by the benchmark scripts (sourced; they set CKPTFS and W).
 
 now() { date +%s.%N; }

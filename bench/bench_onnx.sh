@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ckptfs ONNX benchmark: models whose weights are in an external data file.
 # Everything is measured side by side in one run and reported as ratios,
 # because the machine is shared and noisy; each timing is the median of REPS

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Read-ahead: the first read of every `out` of a READ_MIB model through a
 # read-only mount with the FUSE bdi's read_ahead_kb at 128 (the kernel's
 # default), 1024 and 4096, by 1 and 4 parallel `cat`s, fresh mount each

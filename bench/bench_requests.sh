@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # FUSE requests per tensor for find, ls -lR (first and second walk) and cat
 # on a read-only mount, counted from the `-d` request log of a foreground
 # daemon (one line "opcode: NAME" per request): a count, not a timing, so

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The run-directory mount (issue 14): "a directory of 1,000 checkpoints of
 # 1,000 tensors each mounts in milliseconds and stays within a few tens of
 # MiB however much is browsed".  Everything side by side in one run; each

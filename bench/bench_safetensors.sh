@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # safetensors against .ckpt: the same tensors (bench/gen_ckpt.py, with and
 # without --safetensors) mounted read-only side by side in one run; each
 # timing is the median of REPS runs.

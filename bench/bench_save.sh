@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Requests during a save (issue 12): how long a stat of a meta and a 4 KiB
 # read of an out take while a big save runs, against the save's duration and
 # against the same requests on an idle mount; and `find` over many tensors

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ckptfs-stat at the speed of reading its model: for each element type, the
 # time of `ckptfs-stat -j1` and `-j2` over a model in the page cache against
 # `cat` of the same file, for BUILD and, side by side in the same run, for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bench_stats_kernel: the CPU time of ckptfs-stat's loops alone
  * (ck_stats_add_isa), for each element type and each instruction set the

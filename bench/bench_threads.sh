@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One request thread or libfuse's pool (-o threads): the first read of
 # every `out` of a SIZE model by 1, 2 and 4 readers at once (page cache
 # dropped before each run), and `find` over COUNT tensors, for both loops

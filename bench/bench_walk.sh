@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Metadata walks and parallel first reads: ckptfs (read-only) side by side
 # with squashfuse_ll (the same tree as a squashfs image) and with the same
 # tree copied to the local ext4 disk, in one run.  Each timing is the median

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # ckptfs benchmark of seekable zstd at the speed of its data: what a mount
 # and a one-tensor save cost against the zstd command doing all the work.
 # Measured side by side in one run, reported as ratios (the machine is

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Write a large benchmark checkpoint quickly: COUNT Float32 tensors holding
 SIZE bytes in total, laid out as MindSpore's writer does (one Checkpoint
 message per value).  Content is a repeated block of random bytes, so the file

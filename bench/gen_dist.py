@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Write the inputs of bench/bench_dist.sh quickly: one Float32 tensor [ROWS, COLS] of random
 bytes as a plain checkpoint, and the same tensor as two 8-rank distributed checkpoints (split
 along dim 0, tensor_map [0, -1], and along dim 1, tensor_map [-1, 0], dev_matrix [RANKS]),

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Write a large benchmark ONNX model quickly: COUNT Float32 initializers
 holding SIZE bytes in total, feeding a chain of Add nodes (X + W0 + W1 + ...
 = Y), so that onnx.checker accepts the model.

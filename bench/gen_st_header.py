@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Write a safetensors header (the JSON only, without the 8-byte length
 prefix) of N tensors, for bench_json: laid out as the safetensors writer
 lays it out, so that the parsers see the sizes and shapes of a real one.

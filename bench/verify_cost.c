@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * verify_cost: the time of a save's read-back check (ck_verify_save) next
  * to the encode it checks, for a one-tensor edit of MODEL (the tensor

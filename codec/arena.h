@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * arena: a chunked bump allocator for things that live as long as a mounted
  * model (names, dims).  Pointers stay valid until ck_arena_free, and one

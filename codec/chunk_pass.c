@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * chunk_pass: a tensor's chunks over threads (chunk_pass.h), the loop
  * ckptfs-stat and ckptfs-diff share.

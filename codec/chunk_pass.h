@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * chunk_pass: one pass over a tensor's bytes in chunks by several threads,
  * shared by ckptfs-stat and ckptfs-diff so that both read a tensor the same

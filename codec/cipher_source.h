@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cipher_source: the plaintext of a MindSpore-encrypted file (ms_cipher.h)
  * as a byte source.

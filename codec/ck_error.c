@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "ck_error.h"
 
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ckpt_reader: MindSpore `.ckpt` files (checkpoint.proto, every version).
  *

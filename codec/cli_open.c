@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cli_open: how the command-line tools open a model and read their command
  * line (cli_open.h), in one place so that the tools cannot drift apart.

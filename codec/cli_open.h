@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cli_open: the options by which a command-line tool opens a model, shared
  * by ckptfs-dump, ckptfs-stat, ckptfs-diff and ckptfs-convert so that they

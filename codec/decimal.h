@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * decimal: the one parser of the decimal numbers in names ckptfs reads
  * (a checkpoint's epoch and step, rank_<id>, iteration_<N>, a shard

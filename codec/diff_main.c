@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ckptfs-diff: what differs between two models, without mounting either,
  * the comparison one would otherwise load both into numpy for.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "dir_name.h"
 
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dir_name: the reversible mapping between tensor names and directory names.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_merge: a distributed checkpoint merged into one model (dist_merge.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_merge: a MindSpore distributed checkpoint (one checkpoint per rank,
  * DIST_DIR/rank_<id>/) seen as the one model it was cut from.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_strategy: MindSpore's parallel strategy file (dist_strategy.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dist_strategy: MindSpore's parallel strategy file (ParallelStrategyMap,
  * node_strategy.proto), read for what a merge of a distributed checkpoint

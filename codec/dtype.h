@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dtype: the element types ckptfs knows, and how they map between the
  * model formats' type names and OneFlow's DataType enum (the `meta` file).

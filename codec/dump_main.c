@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ckptfs-dump: list a model's tensors without mounting it.
  *

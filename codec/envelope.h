@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * envelope: the layer a model file may be wrapped in, around the bytes the
  * format readers parse: MindSpore's encryption (AES-GCM or AES-CBC blocks,

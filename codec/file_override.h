@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * file_override: open a model with some of its files replaced by open
  * descriptors.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * file_watch: whether another program wrote a model's files since they
  * were opened, as opposed to touching or chmod'ing them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * format: the table of the formats ckptfs reads (format.h).
  */

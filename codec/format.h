@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * format: the model formats ckptfs reads, registered in one table.
  *

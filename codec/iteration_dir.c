@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * iteration_dir: a MindSpore Transformers iteration directory as one model
  * (iteration_dir.h).

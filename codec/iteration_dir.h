@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * iteration_dir: a MindSpore Transformers "Checkpoint 2.0" iteration
  * directory (iteration_<N>/: metadata.json, common.json, and

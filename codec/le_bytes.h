@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * le_bytes: little-endian integers in byte buffers, as the wrapping formats
  * store them (MindSpore's encrypted block headers, zstd's seek table, the

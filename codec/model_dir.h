@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * model_dir: the model's directory, opened once, and every file access of
  * a mount made relative to it.

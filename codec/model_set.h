@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * model_set: the models a merged model is assembled from (a distributed
  * checkpoint's ranks, an iteration directory's shard files), held open for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "ms_cipher.h"
 #include "le_bytes.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ms_cipher: MindSpore's encrypted-file layout (mindspore/core/utils/
  * crypto.cc; facts in ../shared/reference/mindspore-formats.md section 3).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * name_map: an open-addressing hash map from byte strings to uint32 ids.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * oneflow_dir: a OneFlow snapshot directory as one model (oneflow_dir.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * oneflow_dir: a OneFlow snapshot directory, read-only, as one model for
  * the command-line tools (ckptfs-dump, ckptfs-stat, ckptfs-diff).

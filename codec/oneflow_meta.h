@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * oneflow_meta: the `meta` file of a OneFlow variable directory.
  *

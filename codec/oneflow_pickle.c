@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * oneflow_pickle: the names in a OneFlow snapshot's `pickled_data`
  * (oneflow_pickle.h), read by a symbolic pickle machine that never executes

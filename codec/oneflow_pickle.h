@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * oneflow_pickle: the names in a OneFlow 0.6-0.9 snapshot directory's
  * `pickled_data`, read without executing anything.

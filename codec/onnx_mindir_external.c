@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_mindir_external: a tensor's external data in an ONNX or MindIR
  * model (onnx_mindir_internal.h lists the reader's files).

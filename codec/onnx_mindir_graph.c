@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_mindir_graph: the reader's visitor of the graph walk
  * (pb_graph_walk.h; onnx_mindir_internal.h lists the reader's files).

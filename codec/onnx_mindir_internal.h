@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_mindir_internal: the state shared by the files of the ONNX / MindIR
  * reader while it reads one model; private to them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_mindir_legacy: the legacy split MindIR layout (MindSpore 1.2-1.5),
  * whose parameters are kept beside the graph file (onnx_mindir_internal.h

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_mindir_reader: the ONNX and MindIR formats: opening a model, and
  * the layout its reading leaves for the encoder (onnx_mindir_reader.h;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_mindir_reader: index the weights of an ONNX or MindIR model.
  *

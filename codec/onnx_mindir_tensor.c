@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_mindir_tensor: one TensorProto of an ONNX or MindIR model into the
  * index (onnx_mindir_internal.h lists the reader's files).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * page_cache: a bounded cache of decoded bytes, shared by the sources whose
  * plaintext is not the file (decrypted AES pieces, decompressed zstd frames).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pb_graph_walk: the one walk of an ONNX or MindIR graph structure.
  *

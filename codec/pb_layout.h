@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pb_layout: where the weights of an ONNX or MindIR model sit in its
  * protobuf message tree.

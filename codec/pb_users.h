@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pb_users: which graph node reads a main-graph tensor of an ONNX or
  * MindIR model.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pb_wire: a defensive, streaming protobuf wire-format reader.
  *

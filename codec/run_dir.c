@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * run_dir: the checkpoints of a training run's directory (run_dir.h).
  *

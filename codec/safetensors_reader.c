@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * safetensors_reader: Hugging Face's safetensors format, as its reference
  * implementation reads it (huggingface/safetensors, tensor.rs):

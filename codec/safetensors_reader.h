@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * safetensors_reader: index a safetensors file (safetensors_reader.c says
  * how it is read and what is refused).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * safetensors_set: a Hugging Face sharded set, mounted through its index
  * file as one model.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * safetensors_set: a Hugging Face sharded set (model.safetensors.index.json
  * and its shards) as one model (safetensors_set.c says how it is read).

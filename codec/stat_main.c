@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ckptfs-stat: the statistics of a model's tensors without mounting it,
  * the numbers one would otherwise load the model into numpy for.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stats_kernel: the vector loops of ckptfs-stat's statistics
  * (stats_kernel.h), made from stats_kernel.inc once per instruction set

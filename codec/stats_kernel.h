@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stats_kernel: the vector loops behind ck_stats_add (tensor_stats.h), one
  * set per instruction set, chosen at run time: the baseline of the build

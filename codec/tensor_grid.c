@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tensor_grid: a full tensor as a grid of slices (tensor_grid.h).
  *

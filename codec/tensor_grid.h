@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tensor_grid: a full tensor described as a grid of equal slices, each a
  * whole tensor of another model (a rank's checkpoint, a shard file), with

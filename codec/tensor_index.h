@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tensor_index: what a format reader produces and everything above reads.
  *

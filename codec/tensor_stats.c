@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tensor_stats: per-piece statistics of a tensor's elements and their
  * merge (tensor_stats.h).  The vector loops of stats_kernel do the types

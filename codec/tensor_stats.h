@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tensor_stats: the statistics of a tensor's elements (ckptfs-stat), built
  * from pieces so that a tensor is never whole in memory and its pieces may

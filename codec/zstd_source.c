@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "zstd_source.h"
 #include "le_bytes.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * zstd_source: the plaintext of a zstd-compressed model file.
  *

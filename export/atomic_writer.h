@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * atomic_writer: replace a file so that readers and crashes only ever see
  * the complete old or the complete new version.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The encrypting wrap writer: MindSpore's block layout (codec/ms_cipher.h),
  * as MindSpore's own Encrypt() writes it: the plaintext cut from offset 0

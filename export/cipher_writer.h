@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cipher_writer: the wrap writer that encrypts in MindSpore's block layout
  * (cipher_writer.c; the layout in codec/ms_cipher.h).

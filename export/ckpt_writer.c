@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #define _GNU_SOURCE /* copy_file_range */
 #include "ckpt_writer.h"
 

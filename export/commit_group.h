@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * commit_group: replace a model and its data files as one, so that after
  * a crash at any moment the model is seen with either all its old files or

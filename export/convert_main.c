@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ckptfs-convert: write a model in another format, without mounting it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * encoder: what the encoders take, the writers' table, and the one entry
  * point that saves a model in its own format.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * oneflow_dir_writer: a OneFlow snapshot directory, written beside OUT and
  * renamed into place (oneflow_dir_writer.h).

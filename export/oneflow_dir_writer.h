@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * oneflow_dir_writer: a model written out as a OneFlow snapshot directory.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * onnx_mindir_writer: encode a tree back into its ONNX or MindIR file.
  *

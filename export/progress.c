@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * progress: the bar of progress.h.  Redrawing is rate-limited by the
  * monotonic clock so that a copy in small pieces does not flood the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * progress: the one-line progress bar of a long write (ckptfs-convert).
  *

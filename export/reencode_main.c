@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ckptfs-reencode: write a model again through ckptfs's encoder, without
  * mounting it.

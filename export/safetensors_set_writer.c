@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * safetensors_set_writer: save a sharded set (codec/safetensors_set.c).
  *

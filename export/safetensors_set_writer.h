@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * safetensors_set_writer: save a Hugging Face sharded set, its changed
  * shards and its index as one (safetensors_set_writer.c says how).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * safetensors_writer: encode a tree back into a safetensors file
  * (safetensors_writer.c says how it is laid out).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * template_fill: ckptfs-convert --into, a graph filled with trained weights.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wrap_writer: the output side of an envelope (codec/envelope.h).  The
  * encoders produce a model's plaintext in order; a wrap writer turns it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * writer_lock: the flock'd ".<model>.ckptfs-lock" that makes a model's
  * writer the only one (see writer_lock.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The seekable-zstd wrap writer: the plaintext is cut into frames of at
  * most CK_ZSTD_FRAME bytes, each compressed independently, and a seek

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * zstd_writer: the wrap writer that compresses into a seekable zstd file
  * (zstd_writer.c says how the frames are cut).

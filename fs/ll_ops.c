@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ll_ops: the FUSE low-level operations of a ckptfs mount.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * run_mount: a training run's directory as one tree of snapshots
  * (run_mount.h says what is shown and why).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * run_mount: a training run's directory mounted as one tree of snapshots.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * saver: the thread that saves a writable mount's edits, beside the
  * request loop.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * session_loop: the single-threaded request loop, which polls the FUSE
  * device for a moment before it sleeps.

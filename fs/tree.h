@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tree: the mounted tree and the edits not yet saved, without FUSE.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Run every test (C unit tests, a fixed fuzzing run of the reader, then the
 # bats suites against real FUSE mounts) with the binaries in BUILD, and end
 # with "N passed, N failed".

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Who may see what: the tree has the model file's owner and modes, which the
 # kernel enforces (default_permissions) for other users too (allow_other);
 # chmod and chown on the tree are refused; key files must be the mounting

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Malformed files are refused before anything is mounted: non-zero exit, one
 # line naming the file, the byte offset (as the oracle locates it) and the
 # problem; the file is never modified.

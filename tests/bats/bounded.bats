@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Bounded resources: what a mount may take of $TMPDIR (a zstd model without
 # a seek table is decompressed there), of descriptors (edits under a low
 # RLIMIT_NOFILE, and a save still possible), and of memory (str values).

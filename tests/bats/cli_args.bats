@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # The arguments ckptfs-stat, ckptfs-diff and ckptfs-convert read alike
 # (cli_open.h): `--` ends the options, so that a path may start with '-';
 # a bad option, a missing or an extra argument is named in one line that

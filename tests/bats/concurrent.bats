@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Requests during a save (issue 12).  A save runs beside the request loop:
 # lookups, getattr, reads, readdir, getxattr and statfs are answered while it
 # runs and show the tree as it was when it began; writes made meanwhile go to

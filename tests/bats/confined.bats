@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Nothing outside the model's own files: every file of a mount is reached
 # through the model's directory, opened once before mounting, with no name
 # resolved again and no symbolic link followed (codec/model_dir.h).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # ckptfs-convert: every fixture to .ckpt, .safetensors and a OneFlow
 # snapshot directory and back, each output read by an independent oracle
 # (tests/oracle/convert_oracle.py: ckpt_oracle's protobuf runtime,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # ckptfs-convert --into: a graph filled with a checkpoint's tensors.  The
 # oracle (tests/oracle/fill_oracle.py: onnx, the protobuf runtime, numpy)
 # makes the checkpoints from the templates' own tensors with other values,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Crash safety: kill -9 the daemon at random moments while it saves a
 # 256 MiB model; the file must always be the complete old or the complete
 # new model, and the next mount removes what the interrupted save left.

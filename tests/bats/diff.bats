@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # ckptfs-diff: two models compared tensor by tensor, checked against numpy
 # (tests/oracle/diff_oracle.py, which parses both files with the format
 # oracles, computes every difference on whole tensors at once, and writes

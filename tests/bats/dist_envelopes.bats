@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # A distributed checkpoint whose ranks are compressed or encrypted (issue 14):
 # each rank is opened as any model is, so the merge is the same whatever
 # wraps the files.  The ranks are cut by dist_oracle's `gen`, wrapped by zstd

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # A distributed checkpoint mounted merged (issue 14): `ckptfs -o strategy=STRATEGY DIST_DIR M`
 # shows the full model whose slices the ranks (DIST_DIR/rank_<id>/, one checkpoint each) hold,
 # as laid out by MindSpore's ParallelStrategyMap.  Every expected tree and byte comes from

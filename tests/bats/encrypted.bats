@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # MindSpore-encrypted models (AES-GCM / AES-CBC, 64 MiB blocks, and the
 # v1.3-1.6 legacy layout): mounted with a key, refused without the right one,
 # saved encrypted again.  Every expected value comes from the independent

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Real MindSpore checkpoints and real OneFlow snapshots (../shared/fixtures),
 # compared with the independent oracle (python protobuf + numpy).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # A save that runs out of space (a 2 MiB tmpfs) fails like any other: the
 # reason, the model untouched, the edits kept, no temporary file left.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Checkpoints written the way MindSpore's writer does, by the oracle with the
 # official protobuf runtime, covering every variant of the format; each mount
 # is compared tensor by tensor with the oracle's reference parse.

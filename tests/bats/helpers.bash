@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared setup for the bats suites: paths, the oracle, and mounts that are
 # always torn down (teardown unmounts every mount the test made, waits for
 # each daemon it started and fails the test if a daemon exited non-zero —

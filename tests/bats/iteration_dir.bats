@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # MindSpore Transformers "Checkpoint 2.0" iteration directories (issue 14):
 # `ckptfs ITER_DIR M` shows iteration_<digits>/ (metadata.json + per-rank
 # model/opt safetensors slices) as one read-only snapshot of whole tensors,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # The split MindIR layouts (<prefix>_graph.mindir + <prefix>_variables/),
 # made from a real MindIR by tests/oracle/split_mindir.py as MindSpore's
 # _split_save writes them, mounted and edited; checked with the protobuf

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # mount-helpers/: ckptfs-umount (save, unmount, wait) and mount.ckptfs (the
 # mount(8) helper), and what `make install` puts where.
 

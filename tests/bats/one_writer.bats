@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # One writer, and the file it mounted: a second writable mount of a model
 # is refused while the first lives (the lock survives its saves and dies
 # with it); a model another program replaced or rewrote is never

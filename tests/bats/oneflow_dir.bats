@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # OneFlow snapshot directories as input of ckptfs-dump, ckptfs-stat and
 # ckptfs-diff (issue 15): the real fixtures in ../shared/fixtures/oneflow
 # and snapshots written by the independent oracle (tests/oracle/

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Malformed ONNX and MindIR models are refused before anything is mounted:
 # non-zero exit, one line naming the file, the byte offset (as
 # tests/oracle/graph_oracle.py locates it in the bytes the official protobuf

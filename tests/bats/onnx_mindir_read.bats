@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Real ONNX and MindIR models mounted read-only and compared, tensor by
 # tensor, with tests/oracle/graph_oracle.py (python3-onnx's numpy_helper for
 # ONNX; the official protobuf runtime with tests/oracle/mind_ir.proto for

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Editing ONNX and MindIR models through a mount: the saved file is checked
 # with the real consumers (python3-onnx, onnx.checker, onnxruntime-node, the
 # protobuf runtime with tests/oracle/mind_ir.proto), never with ckptfs.

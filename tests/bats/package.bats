@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # The Debian package (`make deb`, debian/): what it holds and declares, and
 # that it works once installed into a fresh Debian 12 root.
 #

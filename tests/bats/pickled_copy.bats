@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # A OneFlow >= 0.6 snapshot (pickled_data + tensor_<N>/{meta,out}) copied into
 # a writable mount with cp -r, rsync -a or tar: the save gives the tensors the
 # real names pickled_data lists (read by codec/oneflow_pickle.c, never

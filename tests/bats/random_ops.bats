@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # The model-based random test, tests/random/model_test.py: fixed seeds of
 # random operations (ranged writes, truncates, meta edits, mkdir / rm -r /
 # mv of tensors, saves, remounts, kill -9) on writable mounts of every

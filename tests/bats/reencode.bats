@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # The encoder behind commits, driven by ckptfs-reencode and checked with the
 # oracle: an unchanged tree gives the file back byte for byte; re-encoding
 # every tensor gives a file the official protobuf runtime reads as the same

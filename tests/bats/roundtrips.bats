@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Fewer round trips: on a read-only mount the kernel is told once that
 # there are no handles (open, opendir and flush answer ENOSYS) and that
 # the tree has no SELinux labels or ACLs (security.* and system.* xattrs

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # A training run's directory, listed by ckptfs-dump without opening a
 # checkpoint: which files are checkpoints, which are complete (read-only,
 # as MindSpore leaves them, or unchanged for -o settle seconds), and the

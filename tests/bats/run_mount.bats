@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # A training run's directory mounted (issue 14): one read-only directory per
 # complete checkpoint, named as codec/run_dir names it, each exactly the tree
 # a mount of that one file shows; `latest` links to the newest; the listing

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # A run directory mounted writable (`ckptfs -o rw RUN_DIR M`, issue 14).
 # Each test's name starts with the behaviour it checks:
 #   1. each checkpoint's directory is edited and saved as a single-model

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # safetensors models mount like checkpoints: every real fixture and every
 # file the independent oracle (tests/oracle/safetensors_oracle.py, json +
 # numpy) generates shows the oracle's tree, types and metadata; mounting

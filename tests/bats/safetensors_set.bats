@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Hugging Face sharded sets (model.safetensors.index.json beside its
 # shards) mount through the index as one model.  No small real set was
 # found (../shared/fixtures/safetensors/SOURCES.md), so the sets are

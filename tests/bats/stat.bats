@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # ckptfs-stat: the statistics of a model's tensors, checked against numpy
 # (tests/oracle/stat_oracle.py, which parses each file with the format
 # oracles and computes every number on the whole tensor at once): counts,

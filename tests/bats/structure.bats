@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Tensors made, removed and renamed with mkdir, rm -r and mv; a model made
 # from nothing with -o create; and the OneFlow bridge: a real OneFlow
 # snapshot copied into a mount becomes a .ckpt.  Saved files are checked with

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Ordinary tools on a mounted checkpoint: what users actually run.
 
 load helpers

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # A save is read back before it replaces the model: the encoder never
 # writes a file the reader refuses or reads differently, and when the
 # read-back differs from the tree the save fails with one line and leaves

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Writable mounts (-o rw): edits to out and meta with ordinary tools, saved
 # into the model by touch snapshot_done, fsync or unmount, checked with the
 # oracle's reference parse of the saved file.

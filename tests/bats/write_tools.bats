@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # Tools that write through temporary files and rename them into place
 # (rsync, sed -i, atomic writers), cp -a, tar x, and the files such tools
 # leave, which are never saved into the model.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
 # zstd-compressed models (model.ckpt.zst, .onnx.zst, .mindir.zst): mounted
 # as the model they hold, read frame by frame when the file is in zstd's
 # seekable format, saved back in the seekable format.  Every expected value

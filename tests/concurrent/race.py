@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Processes racing the saves of a writable ckptfs mount (tests/bats/concurrent.bats).
 
     race.py gen OUT --count N --min-kib A --max-kib B [--seed S]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target: any byte string given to the model opener must be
  * refused with a message or indexed into tensors whose every byte can be

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run.sh FUZZER RUNS [FORMAT...]: fuzz the reader and writer of each format
 # (ckpt, onnx, mindir, safetensors, safetensors-set (seeded by its regression
 # inputs only: the index; the fuzzer writes the shards), and the envelopes ckpt.enc, mindir.enc,

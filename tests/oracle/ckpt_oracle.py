@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Independent test oracle for ckptfs (MindSpore .ckpt mounted as a OneFlow tree).
 
 This module is written from the format notes only (mindspore-formats.md sections 1, 2

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Independent oracle for ckptfs-convert: does OUT hold IN's tensors?
 
 Each side is read by the repository's independent readers, never by ckptfs:

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Independent oracle for ckptfs-diff: what differs between two models, by numpy.
 
 Files are parsed as stat_oracle parses them (ckpt_oracle, safetensors_oracle, graph_oracle;

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Independent test oracle for ckptfs's merged mount of a MindSpore distributed checkpoint
 (`ckptfs -o strategy=STRATEGY_FILE DIST_DIR M`).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Random distributed checkpoints for the merged mount's model-based test (dist_random.bats).
 
     /usr/bin/python3 dist_random.py gen OUT_DIR --seed S

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Independent test oracle for ckptfs's "envelopes": MindSpore encryption and seekable zstd.
 
 Written from the format facts only; it shares no code with the C program under test.

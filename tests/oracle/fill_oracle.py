@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Independent test oracle for ckptfs-convert --into (a graph filled with a checkpoint).
 
 Written from onnx-format.md, mindspore-formats.md section 4 and the rules of

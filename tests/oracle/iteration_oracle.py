@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Independent test oracle for ckptfs mounts of a MindSpore Transformers "Checkpoint 2.0"
 iteration directory (`ckptfs ITER_DIR M`, and each iteration_<digits>/ of a run mount).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Independent oracle for OneFlow snapshot directories read by ckptfs's tools.
 
 Written from oneflow-layout.md (sections 1 and 3) and OneFlow's check_point_v2.py as

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Test oracle for OneFlow >= 0.6 snapshot directories (pickled_data + tensor_<N>/).
 
 flow.save(state_dict, dir) (oneflow@v0.6.0:python/oneflow/framework/check_point_v2.py)

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Expected values for the writable run-directory mounts (tests/bats/run_rw.bats).
 
 Everything here is decided by ckpt_oracle.py's reference parse of the files and by

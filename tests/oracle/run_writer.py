@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A training run's checkpoint writer, as MindSpore's ModelCheckpoint callback behaves, for
 testing a live run-directory mount (tests/bats/run_mount.bats).
 

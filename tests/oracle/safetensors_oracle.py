@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Independent test oracle for ckptfs mounts of .safetensors files.
 
 Written from the format description (../shared/fixtures/safetensors/SOURCES.md, checked

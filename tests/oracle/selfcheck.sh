@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared by the oracle self-check scripts (test_dist_oracle.sh,
 # test_iteration_oracle.sh), sourced after they set ORACLE (the oracle's
 # command): a scratch directory $T, TAP-like ok/not ok lines, and the

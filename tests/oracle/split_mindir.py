@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Write a MindIR model in MindSpore's split layouts, for the tests.
 
 Follows mindspore-formats.md section 4.4 (MindSpore's _split_save), with the official

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Independent oracle for ckptfs-stat: the statistics of a model's tensors, by numpy.
 
 Files are parsed by the other oracles (ckpt_oracle for .ckpt, safetensors_oracle for

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Self-checks of tests/oracle/dist_oracle.py (the merged-distributed-checkpoint oracle),
 # without a mount: every gen case merges back to its full model (tree compared file by
 # file with the tree of full.ckpt), a few slices are checked against positions worked out

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Self-checks of tests/oracle/fill_oracle.py (the oracle of ckptfs-convert
 # --into), without ckptfs: onnx's own fill (`pyfill`) passes `check`, and
 # `check` fails on the models a wrong fill would give: the template itself,

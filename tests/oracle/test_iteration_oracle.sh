@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Self-checks of tests/oracle/iteration_oracle.py (the MindSpore Transformers Checkpoint 2.0
 # iteration-directory oracle), without a mount: every gen case assembles back to its full
 # model (tree compared file by file with the tree of full.safetensors), slices and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Self-checks of tests/oracle/safetensors_oracle.py, without a mount (the C reader does
 # not exist yet): every real file under ../shared/fixtures/safetensors parses to the
 # facts SOURCES.md records (size, sha256, tensor count, dtypes, header length, padding,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Run an ONNX model with onnxruntime-node (CPU) on inputs given as JSON
 // and print its outputs as JSON: the tests' real-consumer check.
 //   node run_model.js MODEL '{"input": {"dims": [1,2], "data": [0, 1]}}'

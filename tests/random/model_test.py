@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Model-based random test of a writable ckptfs mount (in the spirit of fsx).
 
 A seed drives random sequences of operations through ordinary file APIs on a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * direct_out: streams of writes and copies of every awkward length (none,
  * one byte, around the 4 KiB block and the buffer's size, many buffers)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of oneflow_pickle: pickles written opcode by opcode here, in
  * the shapes Python's pickler gives a OneFlow state dict at protocols 2

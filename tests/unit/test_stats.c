@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of tensor_stats: the statistics of ckptfs-stat, on buffers
  * whose answers are known by hand (or by a naive second computation in long

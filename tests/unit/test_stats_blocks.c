@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of tensor_stats' vector loops (stats_kernel): every
  * instruction set the CPU runs against a scalar reference written here,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * zstd: the seekable writer against the real `zstd` command, the seekable
  * source against the plaintext (reads across frame boundaries, small and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the unit-test files share: the TAP check and the private temporary
  * directory (removed at the end by main).
