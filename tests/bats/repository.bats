@@ -7,6 +7,7 @@
 load helpers
 
 DEMO_CKPT=tests/demo/checkpoint_lenet-10_1875.ckpt
+ORACLE_PY=$REPO/tests/oracle/ckpt_oracle.py
 
 @test "make demo in a fresh clone without ../shared: mounts the real LeNet, saves an edit the oracle reads" {
     git -C "$REPO" rev-parse --git-dir >/dev/null 2>&1 || skip "not a git checkout"
