@@ -220,6 +220,51 @@ static int fill_layouts(const char *path, const strategy_map *msg, ck_strategy *
     return 0;
 }
 
+/* What protobuf-c may allocate to unpack a strategy file: a budget of
+ * UNPACK_PER_BYTE times the file's size plus UNPACK_BASE, charged for
+ * every allocation with its header, so that a file of many tiny items
+ * (an empty sub-message is 2 bytes and unpacks into a struct, a pointer
+ * and protobuf-c's 32-byte scan record) is refused as soon as it crosses
+ * the budget, not once unpacked at 20 to 30 times its size.  MindSpore's
+ * strategies cost 7.5 times their size as charged here (the fixtures'). */
+#define UNPACK_PER_BYTE 12u
+#define UNPACK_BASE (1u << 20)
+#define BUDGET_HDR 16u /* keeps the block's alignment; stands for malloc's own header */
+
+typedef struct unpack_budget {
+    size_t left;
+    bool over; /* an allocation was refused for the budget */
+} unpack_budget;
+
+static void *budget_alloc(void *ctx, size_t size)
+{
+    unpack_budget *b = ctx;
+    size_t cost;
+    if (__builtin_add_overflow(size, (size_t)BUDGET_HDR, &cost) || cost > b->left) {
+        b->over = true;
+        return NULL;
+    }
+    size_t *p = malloc(cost);
+    if (p == NULL)
+        return NULL;
+    p[0] = cost;
+    b->left -= cost;
+    return (char *)p + BUDGET_HDR;
+}
+
+/* ctx NULL: freeing after the unpack, when nothing is counted any more. */
+static void budget_free(void *ctx, void *ptr)
+{
+    if (ptr == NULL)
+        return;
+    size_t *p = (size_t *)(void *)((char *)ptr - BUDGET_HDR);
+    if (ctx != NULL)
+        ((unpack_budget *)ctx)->left += p[0];
+    free(p);
+}
+
+static const ProtobufCAllocator budget_freer = {.alloc = budget_alloc, .free = budget_free};
+
 int ck_strategy_load(const char *path, ck_strategy *s, ck_error *err)
 {
     memset(s, 0, sizeof *s);
@@ -228,8 +273,16 @@ int ck_strategy_load(const char *path, ck_strategy *s, ck_error *err)
     if (buf == NULL)
         return -1;
     /* protobuf-c refuses a truncated message and a missing required field. */
-    strategy_map *msg = mindspore__straspb__parallel_strategy_map__unpack(NULL, len, buf);
+    unpack_budget b = {.left = (size_t)UNPACK_PER_BYTE * len + UNPACK_BASE};
+    ProtobufCAllocator a = {.alloc = budget_alloc, .free = budget_free, .allocator_data = &b};
+    strategy_map *msg = mindspore__straspb__parallel_strategy_map__unpack(&a, len, buf);
     free(buf);
+    if (msg == NULL && b.over)
+        return ck_fail(err, EFBIG, "%s: the strategy file would take more than %zu bytes of "
+                       "memory unpacked (%u times its %zu bytes, plus %u): too many empty or "
+                       "tiny items for what it describes", path,
+                       (size_t)UNPACK_PER_BYTE * len + UNPACK_BASE, UNPACK_PER_BYTE, len,
+                       UNPACK_BASE);
     if (msg == NULL)
         return ck_fail(err, EINVAL, "%s: not a MindSpore parallel strategy file "
                        "(ParallelStrategyMap does not decode)", path);
@@ -245,7 +298,8 @@ void ck_strategy_free(ck_strategy *s)
 {
     free(s->layouts);
     if (s->msg != NULL)
-        mindspore__straspb__parallel_strategy_map__free_unpacked(s->msg, NULL);
+        mindspore__straspb__parallel_strategy_map__free_unpacked(
+            s->msg, (ProtobufCAllocator *)&budget_freer);
     memset(s, 0, sizeof *s);
 }
 
