@@ -136,7 +136,8 @@ frozen_save() {
     [ ! -e "$M/snapshot_done" ]
     # The tensor directories' entries are cached (directories keep long
     # timeouts), as in any use: a lookup in the root then needs no lock on
-    # it, which `touch`'s create holds for as long as the save runs.
+    # it, which setfattr holds for as long as the save runs (cold_touch_save:
+    # touch's create does not).
     ls "$M" >/dev/null
     stat "$M"/t.*/ >/dev/null
 
@@ -162,10 +163,10 @@ frozen_save() {
         r ls-tensor sh -c '[ "$(ls "$1" | tr "\n" " ")" = "meta out " ]' - "$M/t.2"
         r getfattr sh -c '[ "$(getfattr --only-values -n user.ckptfs.type "$1")" = Float32 ]' - "$M/t.4"
         r statfs stat -f "$M"
-        # A create (touch) and setxattr (setfattr) hold the root's lock in the
-        # kernel for as long as they wait: a listing of the root waits there
-        # with them, whatever the daemon does.  fsync locks only its file.
-        if [ "$how" = fsync ]; then
+        # setxattr (setfattr) holds the root's lock in the kernel for as long
+        # as it waits: a listing of the root waits there with it, whatever
+        # the daemon does.  touch waits in its close, fsync on its file.
+        if [ "$how" != setfattr ]; then
             r ls-root sh -c '[ "$(ls "$1" | grep -c "^t\.[0-5]$")" = 6 ]' - "$M"
         fi
         echo "readers done" >>"$log"
@@ -178,7 +179,7 @@ frozen_save() {
     wait_until grep -q "^save " "$log"
     cat "$log"
     # Every reader answered, correctly, before the unfreeze; the save after.
-    [ "$(sed -n '/^unfreeze$/q;p' "$log" | grep -c ' ok$')" -eq "$([ "$how" = fsync ] && echo 7 || echo 6)" ]
+    [ "$(sed -n '/^unfreeze$/q;p' "$log" | grep -c ' ok$')" -eq "$([ "$how" != setfattr ] && echo 7 || echo 6)" ]
     sed -n '/^unfreeze$/q;p' "$log" | grep -qx "readers done"
     ! grep -q FAILED "$log"
     sed -n '/^unfreeze$/,$p' "$log" | grep -qx "save 0"
@@ -284,9 +285,8 @@ cold_touch_save() {
 
 # dirty_during_frozen_save HOW [ckptfs options]: while the save HOW asks
 # for waits on the frozen ext4, edits that touch only the tree (nothing on
-# disk) are taken at once: with touch, a meta reshape (touch's create holds
-# the root's lock in the kernel, so nothing may rename or mkdir in the root
-# meanwhile); with fsync, a rename and a mkdir in the root.  After the
+# disk) are taken at once: with touch, a meta reshape; with fsync, a rename
+# and a mkdir in the root.  After the
 # unfreeze the save has the tree it began with, the next one the edits, and
 # HOW itself succeeded: touch's futimens comes when the tree is dirty again.
 dirty_during_frozen_save() {
