@@ -560,10 +560,11 @@ static void op_readdirplus(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size
  * no-open support).  It then stops sending OPEN/RELEASE and FLUSH, and
  * keeps the page cache as keep_cache did; ENOENT and EISDIR still come
  * from lookup and the inode's type, and a write open from the ro mount
- * (EROFS). */
+ * (EROFS).  Only when the whole session is read-only: a read-only
+ * checkpoint of an -o rw run answers as a writable mount (session_rw). */
 static bool no_handles(fuse_req_t req, const ckfs *fs)
 {
-    if (fs->tr.writable)
+    if (fs->tr.writable || fs->session_rw)
         return false;
     fuse_reply_err(req, ENOSYS);
     return true;
