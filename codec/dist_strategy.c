@@ -21,8 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "decimal.h"
 #include "byte_source.h"
+#include "decimal.h"
 #include "model_dir.h"
 #include "node_strategy.pb-c.h"
 #include "pb_wire.h"
@@ -32,12 +32,14 @@ typedef Mindspore__Straspb__ParallelLayouts parallel_layouts;
 
 #define MAX_DEVICE_DIM 0x7fffffffLL
 
-/* What protobuf-c may allocate to unpack a strategy file: a budget of
- * UNPACK_PER_BYTE times the file's size plus UNPACK_BASE, charged for
- * every allocation with its header, so that a file of many tiny items
- * (an empty sub-message is 2 bytes and unpacks into a struct, a pointer
- * and protobuf-c's 32-byte scan record) is refused as soon as it crosses
- * the budget, not once unpacked at 20 to 30 times its size.  MindSpore's
+/* What a strategy file may cost unpacked: UNPACK_PER_BYTE times its size
+ * plus UNPACK_BASE.  An empty sub-message is 2 bytes on the wire and
+ * unpacks into a struct, an array slot and protobuf-c's 32-byte scan
+ * record: a file of such items would take 20 to 30 times its size.  Its
+ * cost is first added up from the wire (unpacked_cost, before the file is
+ * read into memory); then the unpack charges every allocation to the
+ * budget (budget_alloc), so that what the sum leaves out (the scan
+ * records) is refused too, the moment it crosses the budget.  MindSpore's
  * strategies cost 7.5 times their size as charged here (the fixtures'). */
 #define UNPACK_PER_BYTE 12u
 #define UNPACK_BASE (1u << 20)
@@ -147,7 +149,6 @@ static int check_unpacked_cost(int fd, size_t size, const char *path, ck_error *
     ck_source_close(src);
     return cost > budget_of(size) ? over_budget(path, size, err) : 0;
 }
-
 
 /* The whole file, which must be a regular file of at most the bound. */
 static unsigned char *read_file(const char *path, size_t *len, ck_error *err)
