@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Requests during a save (issue 12): how long a stat of a meta and a 4 KiB
 # read of an out take while a big save runs, against the save's duration and
-# against the same requests on an idle mount; and `find` over many tensors
+# against the same requests on an idle mount; the first lookup of a tensor
+# during a save started by touch (a create) and by fsync (issue 26); and
+# `find` over many tensors
 # on a writable mount (automatic save on) against a read-only mount of the
 # same file.  For BUILD and, side by side in the same run, an OTHER build
 # (the commit before the saver thread, say).
@@ -91,6 +93,51 @@ print("%d %.6f %.6f %.6f %.3f %.6f" % (len(lat), lat[(len(lat) - 1) // 2][0],
                                        worst[1] - t_start, dur))
 PY
 
+# The first lookup (issue 26): starts the save with HOW (touch: creating
+# snapshot_done; fsync: of a meta), waits until its temporary file is
+# beside the model, then stats a tensor directory not looked up before and
+# reads 4 KiB of its out; prints that latency and the save's duration.
+cat >"$W/first.py" <<'PY'
+import os, subprocess, sys, time
+how, mnt, model, tensor = sys.argv[1:5]
+d, base = os.path.split(model)
+t0 = time.perf_counter()
+if how == "touch":
+    p = subprocess.Popen(["touch", os.path.join(mnt, "snapshot_done")])
+else:
+    p = subprocess.Popen(["/usr/bin/python3", "-c", "import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))",
+                          os.path.join(mnt, "layer.0.weight", "meta")])
+while p.poll() is None and not any(n.startswith("." + base + ".ckptfs-") and not n.endswith("-lock")
+                                   for n in os.listdir(d)):
+    time.sleep(0.001)
+t1 = time.perf_counter()
+os.stat(os.path.join(mnt, tensor))
+fd = os.open(os.path.join(mnt, tensor, "out"), os.O_RDONLY)
+os.pread(fd, 4096, 0)
+os.close(fd)
+t2 = time.perf_counter()
+running = p.poll() is None
+p.wait()
+if p.returncode != 0:
+    sys.exit("the save failed")
+print("%.6f %.6f %s" % (t2 - t1, time.perf_counter() - t0, "during" if running else "after"))
+PY
+
+# first_lookup BUILD HOW: the first lookup of a tensor while HOW's save runs.
+first_lookup() {
+    local b=$1 how=$2 lat dur when
+    sync
+    "$b/ckptfs" -o commit=manual${OPTS:+,$OPTS} "$W/model.ckpt" "$W/m"
+    printf '%04d' "$RANDOM" | dd of="$W/m/layer.0.weight/out" bs=1 seek=4096 conv=notrunc \
+        status=none
+    read -r lat dur when < <(/usr/bin/python3 "$W/first.py" "$how" "$W/m" "$W/model.ckpt" \
+        layer.3.weight)
+    fusermount3 -u "$W/m"
+    while pgrep -f -- "$b/ckptfs -o commit=manual" >/dev/null; do sleep 0.1; done
+    echo "$b: save started by $how, ${dur}s: first stat + 4 KiB read of a tensor ${lat}s" \
+        "(ended $when the save), ratio $(ratio "$lat" "$dur")"
+}
+
 # during_save BUILD: idle latency, then the latency during one save.
 during_save() {
     local b=$1 n med p95 mx at dur idle_med idle_max
@@ -144,7 +191,12 @@ echo "## 1. a stat and a 4 KiB read while a one-tensor edit of $GIB GiB is saved
 for b in "${1:-build}" ${2:+"$2"}; do
     during_save "$(realpath "$b")"
 done
-echo "## 2. find: writable mount with the automatic save vs read-only"
+echo "## 2. the first lookup of a tensor during a save started by touch (create) or fsync"
+for b in "${1:-build}" ${2:+"$2"}; do
+    first_lookup "$(realpath "$b")" touch
+    first_lookup "$(realpath "$b")" fsync
+done
+echo "## 3. find: writable mount with the automatic save vs read-only"
 for b in "${1:-build}" ${2:+"$2"}; do
     find_ratio "$(realpath "$b")"
 done

@@ -21,14 +21,134 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "byte_source.h"
 #include "decimal.h"
 #include "model_dir.h"
 #include "node_strategy.pb-c.h"
+#include "pb_wire.h"
 
 typedef Mindspore__Straspb__ParallelStrategyMap strategy_map;
 typedef Mindspore__Straspb__ParallelLayouts parallel_layouts;
 
 #define MAX_DEVICE_DIM 0x7fffffffLL
+
+/* What a strategy file may cost unpacked: UNPACK_PER_BYTE times its size
+ * plus UNPACK_BASE.  An empty sub-message is 2 bytes on the wire and
+ * unpacks into a struct, an array slot and protobuf-c's 32-byte scan
+ * record: a file of such items would take 20 to 30 times its size.  Its
+ * cost is first added up from the wire (unpacked_cost, before the file is
+ * read into memory); then the unpack charges every allocation to the
+ * budget (budget_alloc), so that what the sum leaves out (the scan
+ * records) is refused too, the moment it crosses the budget.  MindSpore's
+ * strategies cost 7.5 times their size as charged here (the fixtures'). */
+#define UNPACK_PER_BYTE 12u
+#define UNPACK_BASE (1u << 20)
+#define BUDGET_HDR 16u /* keeps the block's alignment; stands for malloc's own header */
+
+typedef struct unpack_budget {
+    size_t left;
+    bool over; /* an allocation was refused for the budget */
+} unpack_budget;
+
+static void *budget_alloc(void *ctx, size_t size)
+{
+    unpack_budget *b = ctx;
+    size_t cost;
+    if (__builtin_add_overflow(size, (size_t)BUDGET_HDR, &cost) || cost > b->left) {
+        b->over = true;
+        return NULL;
+    }
+    size_t *p = malloc(cost);
+    if (p == NULL)
+        return NULL;
+    p[0] = cost;
+    b->left -= cost;
+    return (char *)p + BUDGET_HDR;
+}
+
+/* ctx NULL: freeing after the unpack, when nothing is counted any more. */
+static void budget_free(void *ctx, void *ptr)
+{
+    if (ptr == NULL)
+        return;
+    size_t *p = (size_t *)(void *)((char *)ptr - BUDGET_HDR);
+    if (ctx != NULL)
+        ((unpack_budget *)ctx)->left += p[0];
+    free(p);
+}
+
+static const ProtobufCAllocator budget_freer = {.alloc = budget_alloc, .free = budget_free};
+
+static size_t budget_of(size_t len)
+{
+    return (size_t)UNPACK_PER_BYTE * len + UNPACK_BASE; /* len is at most 256 MiB */
+}
+
+static int over_budget(const char *path, size_t len, ck_error *err)
+{
+    return ck_fail(err, EFBIG, "%s: the strategy file would take more than %zu bytes of "
+                   "memory unpacked (%u times its %zu bytes, plus %u): too many empty or tiny "
+                   "items for what it describes", path, budget_of(len), UNPACK_PER_BYTE, len,
+                   UNPACK_BASE);
+}
+
+#define UNKNOWN_FIELD_COST (sizeof(ProtobufCMessageUnknownField) + BUDGET_HDR)
+#define MAX_DEPTH 8 /* the schema nests 4 deep */
+
+/* Add to *cost what protobuf-c allocates to unpack the message desc that
+ * ends at end (as budget_alloc charges it, less the scan records), until
+ * it passes max.  -1 on a wire error, which is left to protobuf-c to
+ * report. */
+static int unpacked_cost(pb_reader *r, const ProtobufCMessageDescriptor *desc, uint64_t end,
+                         unsigned depth, size_t max, size_t *cost, ck_error *err)
+{
+    pb_field f;
+    int more = 0;
+    *cost += desc->sizeof_message + BUDGET_HDR;
+    while (*cost <= max && (more = pb_next_field(r, end, &f, err)) > 0) {
+        const ProtobufCFieldDescriptor *fd = protobuf_c_message_descriptor_get_field(desc,
+                                                                                    f.num);
+        bool repeated = fd != NULL && fd->label == PROTOBUF_C_LABEL_REPEATED;
+        uint64_t at = r->pos, len;
+        if (fd == NULL || f.wire_type != PB_WT_LEN) { /* in the struct, an array slot, or kept */
+            if (pb_skip(r, end, f.key_off, f.wire_type, err) < 0)
+                return -1;
+            *cost += fd == NULL ? UNKNOWN_FIELD_COST + (size_t)(r->pos - at) : repeated ? 8 : 0;
+            continue;
+        }
+        if (pb_read_len(r, end, f.key_off, &len, err) < 0)
+            return -1;
+        uint64_t sub_end = r->pos + len;
+        *cost += repeated ? sizeof(void *) : 0;
+        if (fd->type == PROTOBUF_C_TYPE_MESSAGE && depth < MAX_DEPTH) {
+            if (unpacked_cost(r, fd->descriptor, sub_end, depth + 1, max, cost, err) < 0)
+                return -1;
+        } else if (fd->type == PROTOBUF_C_TYPE_STRING || fd->type == PROTOBUF_C_TYPE_BYTES) {
+            *cost += (size_t)len + 1 + BUDGET_HDR;
+        } else { /* packed scalars: at most one a byte */
+            *cost += 8 * (size_t)len;
+        }
+        pb_seek(r, sub_end);
+    }
+    return more < 0 ? -1 : 0;
+}
+
+/* Refuse the strategy file open as fd, size bytes, whose unpacked cost
+ * adds up past its budget. */
+static int check_unpacked_cost(int fd, size_t size, const char *path, ck_error *err)
+{
+    ck_error wire = {0};
+    pb_reader r;
+    size_t cost = 0;
+    ck_source *src = ck_source_wrap_fd(fd, size, path, err);
+    if (src == NULL)
+        return -1;
+    pb_reader_init(&r, src, 0);
+    (void)unpacked_cost(&r, &mindspore__straspb__parallel_strategy_map__descriptor, size, 0,
+                        budget_of(size), &cost, &wire);
+    ck_source_close(src);
+    return cost > budget_of(size) ? over_budget(path, size, err) : 0;
+}
 
 /* The whole file, which must be a regular file of at most the bound. */
 static unsigned char *read_file(const char *path, size_t *len, ck_error *err)
@@ -50,6 +170,8 @@ static unsigned char *read_file(const char *path, size_t *len, ck_error *err)
     } else if ((uint64_t)st.st_size > CK_STRATEGY_MAX_BYTES) {
         ck_fail(err, EFBIG, "%s: %lld bytes is too big for a strategy file (at most %u)", path,
                 (long long)st.st_size, CK_STRATEGY_MAX_BYTES);
+    } else if (check_unpacked_cost(fd, (size_t)st.st_size, path, err) < 0) {
+        /* refused before anything is read into memory */
     } else if ((buf = malloc((size_t)st.st_size)) == NULL) {
         ck_fail(err, ENOMEM, "%s: out of memory", path);
     } else {
@@ -228,8 +350,12 @@ int ck_strategy_load(const char *path, ck_strategy *s, ck_error *err)
     if (buf == NULL)
         return -1;
     /* protobuf-c refuses a truncated message and a missing required field. */
-    strategy_map *msg = mindspore__straspb__parallel_strategy_map__unpack(NULL, len, buf);
+    unpack_budget b = {.left = budget_of(len)};
+    ProtobufCAllocator a = {.alloc = budget_alloc, .free = budget_free, .allocator_data = &b};
+    strategy_map *msg = mindspore__straspb__parallel_strategy_map__unpack(&a, len, buf);
     free(buf);
+    if (msg == NULL && b.over)
+        return over_budget(path, len, err);
     if (msg == NULL)
         return ck_fail(err, EINVAL, "%s: not a MindSpore parallel strategy file "
                        "(ParallelStrategyMap does not decode)", path);
@@ -245,7 +371,8 @@ void ck_strategy_free(ck_strategy *s)
 {
     free(s->layouts);
     if (s->msg != NULL)
-        mindspore__straspb__parallel_strategy_map__free_unpacked(s->msg, NULL);
+        mindspore__straspb__parallel_strategy_map__free_unpacked(
+            s->msg, (ProtobufCAllocator *)&budget_freer);
     memset(s, 0, sizeof *s);
 }
 

@@ -119,6 +119,11 @@ struct ckfs {
      * directory's checkpoints are closed while requests that wait for the
      * run may hold the directory lock those threads wait for. */
     bool tell_renames;
+    /* The session was mounted -o rw: no mount of it answers OPEN or FLUSH
+     * with ENOSYS, which the kernel takes for the whole connection (a
+     * read-only checkpoint of a writable run would end every writable
+     * one's opens and closes reaching the daemon). */
+    bool session_rw;
 };
 
 #define ckfs_of_front(f) ((ckfs *)((char *)(f) - offsetof(ckfs, front)))

@@ -560,10 +560,11 @@ static void op_readdirplus(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size
  * no-open support).  It then stops sending OPEN/RELEASE and FLUSH, and
  * keeps the page cache as keep_cache did; ENOENT and EISDIR still come
  * from lookup and the inode's type, and a write open from the ro mount
- * (EROFS). */
+ * (EROFS).  Only when the whole session is read-only: a read-only
+ * checkpoint of an -o rw run answers as a writable mount (session_rw). */
 static bool no_handles(fuse_req_t req, const ckfs *fs)
 {
-    if (fs->tr.writable)
+    if (fs->tr.writable || fs->session_rw)
         return false;
     fuse_reply_err(req, ENOSYS);
     return true;
@@ -592,7 +593,6 @@ enum reply {
     REPLY_ERR,      /* fsync: the save's errno */
     REPLY_OK,       /* a rename over snapshot_done: 0 whatever the save did */
     REPLY_OPEN,     /* `: > snapshot_done` */
-    REPLY_CREATE,   /* touch of an absent snapshot_done */
     REPLY_ENTRY,    /* mknod snapshot_done */
     REPLY_SEAL,     /* ckptfs-umount: take no more edits once saved */
 };
@@ -630,9 +630,6 @@ static void answer(ckfs *fs, ckfs_waiter *w, int errnum)
     switch (errnum != 0 ? REPLY_ERR : (enum reply)w->reply) {
     case REPLY_OPEN:
         fuse_reply_open(w->req, &w->fi);
-        break;
-    case REPLY_CREATE:
-        fuse_reply_create(w->req, &e, &w->fi);
         break;
     case REPLY_ENTRY:
         fuse_reply_entry(w->req, &e);
@@ -696,6 +693,83 @@ static void writer_opened(ckfs *fs, struct fuse_file_info *fi)
 {
     fi->fh = FH_WRITER;
     fs->open_writers++;
+}
+
+/* touch of an absent snapshot_done: the kernel holds the root's directory
+ * lock for the whole create, so a create answered only once the save is
+ * durable would hold back every lookup of a name not cached in the root
+ * for as long as the save runs.  The create is answered at once instead,
+ * with this as its handle, and the save it asked for is waited for by the
+ * file's close (FLUSH), which the kernel sends holding no directory lock:
+ * touch still returns once the file is durable, and fails with the save's
+ * errno (touch checks close).  Any other fh value (0, FH_WRITER) is no
+ * such handle. */
+typedef struct save_handle {
+    bool saved;        /* the save has ended, with errnum */
+    int errnum;
+    fuse_req_t flush;  /* a close waiting for it */
+    bool released;     /* the kernel let go of the handle before the save ended */
+} save_handle;
+
+static save_handle *save_handle_of(const struct fuse_file_info *fi)
+{
+    return fi->fh > FH_WRITER ? (save_handle *)(uintptr_t)fi->fh : NULL;
+}
+
+/* The save that created the file has ended (under the mount's lock). */
+static void save_handle_saved(ckfs_waiter *w, int errnum, const char *why)
+{
+    (void)why; /* said by ckfs_saved, kept in user.ckptfs.last_error */
+    save_handle *h = w->arg;
+    h->saved = true;
+    h->errnum = errnum;
+    if (h->flush != NULL)
+        fuse_reply_err(h->flush, errnum);
+    h->flush = NULL;
+    if (h->released)
+        free(h);
+}
+
+/* The kernel will send nothing more for handle h. */
+static void save_handle_release(save_handle *h)
+{
+    if (h->saved)
+        free(h);
+    else
+        h->released = true; /* freed when the save ends */
+}
+
+/* Create snapshot_done: ask for a save, answer now (see save_handle). */
+static void create_snapshot_done(fuse_req_t req, ckfs *fs, struct fuse_file_info *fi)
+{
+    struct fuse_entry_param e;
+    save_handle *h = calloc(1, sizeof *h);
+    ckfs_waiter *w = calloc(1, sizeof *w);
+    if (h == NULL || w == NULL) {
+        free(h);
+        free(w);
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    fill_entry(fs, INO_SNAPSHOT_DONE, &e); /* by inode: the name shows once saved */
+    fi->fh = (uintptr_t)h;
+    *w = (ckfs_waiter){.ino = INO_SNAPSHOT_DONE, .done = save_handle_saved, .arg = h};
+    ckfs_saver_ask(fs, w); /* ends, at the earliest, once we let go of the mount's lock */
+    if (fuse_reply_create(req, &e, fi) != 0) /* interrupted: no close will come */
+        save_handle_release(h);
+}
+
+/* The close of a created snapshot_done: answered when its save has ended.
+ * A second close meanwhile (a duplicated descriptor) waits for a save of
+ * its own. */
+static void flush_snapshot_done(fuse_req_t req, ckfs *fs, fuse_ino_t ino, save_handle *h)
+{
+    if (h->saved)
+        fuse_reply_err(req, h->errnum);
+    else if (h->flush == NULL)
+        h->flush = req;
+    else
+        ask_save(req, fs, ino, REPLY_ERR, NULL);
 }
 
 static void op_open(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -958,6 +1032,10 @@ static void op_flush(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_
     ck_error err;
     if (no_handles(req, fs))
         return;
+    if (save_handle_of(fi) != NULL) {
+        flush_snapshot_done(req, fs, ino, save_handle_of(fi));
+        return;
+    }
     if (fi->fh != FH_WRITER || resolve(fs, ino, &e) != NODE_META) {
         fuse_reply_err(req, 0);
         return;
@@ -985,6 +1063,8 @@ static void op_release(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_fil
         fs->open_writers--;
         edited(fs);
     }
+    if (save_handle_of(fi) != NULL)
+        save_handle_release(save_handle_of(fi));
     fuse_reply_err(req, 0);
 }
 
@@ -1086,14 +1166,19 @@ static entry *file_of(ckfs *fs, fuse_ino_t parent, const char *name, bool *meta)
     return e;
 }
 
-/* Whether create or mknod of parent/name makes snapshot_done, which
- * asks for a save (answered by the saver). */
+/* Whether create (fi) or mknod (fi NULL) of parent/name makes
+ * snapshot_done, which asks for a save: a create is answered at once and
+ * its close waits for the save (save_handle); a mknod has no close, it is
+ * answered by the saver. */
 static bool makes_snapshot_done(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *name,
-                                enum reply reply, const struct fuse_file_info *fi)
+                                struct fuse_file_info *fi)
 {
     if (parent != INO_ROOT || strcmp(name, "snapshot_done") != 0 || !takes_edits(fs))
         return false;
-    ask_save(req, fs, INO_SNAPSHOT_DONE, reply, fi);
+    if (fi != NULL)
+        create_snapshot_done(req, fs, fi);
+    else
+        ask_save(req, fs, INO_SNAPSHOT_DONE, REPLY_ENTRY, NULL);
     return true;
 }
 
@@ -1135,7 +1220,7 @@ static void op_create(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *n
     (void)mode;
     fuse_ino_t ino = 0;
     struct fuse_entry_param e;
-    if (makes_snapshot_done(req, fs, parent, name, REPLY_CREATE, fi))
+    if (makes_snapshot_done(req, fs, parent, name, fi))
         return;
     int rc = make_file(fs, parent, name, &ino);
     if (rc == 0 && fill_entry(fs, ino, &e) < 0)
@@ -1154,7 +1239,7 @@ static void op_mknod(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *na
 {
     (void)rdev;
     fuse_ino_t ino = 0;
-    if (S_ISREG(mode) && makes_snapshot_done(req, fs, parent, name, REPLY_ENTRY, NULL))
+    if (S_ISREG(mode) && makes_snapshot_done(req, fs, parent, name, NULL))
         return;
     int rc = S_ISREG(mode) ? make_file(fs, parent, name, &ino) : EPERM;
     if (rc != 0)

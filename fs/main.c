@@ -471,7 +471,8 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
      * run being followed is another program's to write. */
     bool rw = cli->rw == 1;
     ckfs proto = {.timeout = 86400.0, .splice = !cli->nosplice, .mountpoint = opts->mountpoint,
-                  .commit_delay = rw && !cli->manual ? cli->commit_delay : -1, .log_fd = -1};
+                  .commit_delay = rw && !cli->manual ? cli->commit_delay : -1, .log_fd = -1,
+                  .session_rw = rw};
     ckfs_front_init(&proto);
     char *where = rw ? realpath(opts->mountpoint, NULL) : NULL;
     ckrun_opts ro = {.path = path, .mountpoint = opts->mountpoint, .settle = cli->settle,
@@ -526,7 +527,7 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
 {
     ckfs fs = {.timeout = 86400.0, .splice = !cli->nosplice, .mountpoint = opts->mountpoint,
                .commit_delay = cli->manual ? -1 : cli->commit_delay, .log_fd = -1,
-               .tell_renames = true};
+               .tell_renames = true, .session_rw = rw};
     ckfs_front_init(&fs);
     ck_error err = {0};
     size_t spill_max = 0;

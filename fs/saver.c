@@ -57,7 +57,7 @@ static void *forget_main(void *arg)
 /* Tell the kernel of the directories a save renamed (a OneFlow
  * snapshot's names), on a thread of its own: the kernel takes the root's
  * directory lock for it, which a request waiting for the saver may hold
- * (touch snapshot_done creating the file).  Only names it cached long
+ * (ckptfs-umount's setxattr on the root).  Only names it cached long
  * need this: those of unsaved directories are not cached (ll_ops.c,
  * name_timeout_of); without it (fs->tell_renames) such an old name stays
  * until the root is listed or the new name looked up, when the kernel

@@ -115,7 +115,12 @@ read_is() {
 # fsync, setfattr: ckptfs-umount's save) waits on the frozen ext4 the model
 # lives on; requests made from another process meanwhile are all answered,
 # and show the tree as it was (the edited tensor with its new bytes); the
-# save returns only after the unfreeze, and the file holds the edit.
+# save returns only after the unfreeze, and the file holds the edit (for
+# touch, as soon as touch returns: its close waited for the save).
+# touch-cold: touch on a mount where no tensor directory was looked up
+# yet.  `touch snapshot_done` creates the file, and the kernel holds the
+# root's directory lock for the whole create, which every first lookup
+# in the root needs: the create must be answered at once.
 frozen_save() {
     local how=$1 pid log=$BATS_TEST_TMPDIR/order T=$BATS_TEST_TMPDIR
     shift
@@ -136,14 +141,18 @@ frozen_save() {
     [ ! -e "$M/snapshot_done" ]
     # The tensor directories' entries are cached (directories keep long
     # timeouts), as in any use: a lookup in the root then needs no lock on
-    # it, which `touch`'s create holds for as long as the save runs.
-    ls "$M" >/dev/null
-    stat "$M"/t.*/ >/dev/null
+    # it, which setfattr holds for as long as the save runs.
+    if [ "$how" != touch-cold ]; then
+        ls "$M" >/dev/null
+        stat "$M"/t.*/ >/dev/null
+    fi
 
     FROZEN=$EXT
     fsfreeze -f "$EXT"
     case $how in
-    touch) (rc=0; touch "$M/snapshot_done" || rc=$?; echo "save $rc" >>"$log") & ;;
+    touch*) (rc=0; touch "$M/snapshot_done" || rc=$?
+             $RACE extract "$F" t.1 "$T/t1.now" && cmp -s "$T/t1" "$T/t1.now" || rc="$rc, not durable"
+             echo "save $rc" >>"$log") & ;;
     fsync) (rc=0; $PY -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' \
                 "$M/t.3/meta" || rc=$?; echo "save $rc" >>"$log") & ;;
     setfattr) (rc=0; setfattr -n user.ckptfs.unmount -v 1 "$M" || rc=$?; echo "save $rc" >>"$log") & ;;
@@ -162,10 +171,10 @@ frozen_save() {
         r ls-tensor sh -c '[ "$(ls "$1" | tr "\n" " ")" = "meta out " ]' - "$M/t.2"
         r getfattr sh -c '[ "$(getfattr --only-values -n user.ckptfs.type "$1")" = Float32 ]' - "$M/t.4"
         r statfs stat -f "$M"
-        # A create (touch) and setxattr (setfattr) hold the root's lock in the
-        # kernel for as long as they wait: a listing of the root waits there
-        # with them, whatever the daemon does.  fsync locks only its file.
-        if [ "$how" = fsync ]; then
+        # setxattr (setfattr) holds the root's lock in the kernel for as long
+        # as it waits: a listing of the root waits there with it, whatever
+        # the daemon does.  touch waits in its close, fsync on its file.
+        if [ "$how" != setfattr ]; then
             r ls-root sh -c '[ "$(ls "$1" | grep -c "^t\.[0-5]$")" = 6 ]' - "$M"
         fi
         echo "readers done" >>"$log"
@@ -178,7 +187,7 @@ frozen_save() {
     wait_until grep -q "^save " "$log"
     cat "$log"
     # Every reader answered, correctly, before the unfreeze; the save after.
-    [ "$(sed -n '/^unfreeze$/q;p' "$log" | grep -c ' ok$')" -eq "$([ "$how" = fsync ] && echo 7 || echo 6)" ]
+    [ "$(sed -n '/^unfreeze$/q;p' "$log" | grep -c ' ok$')" -eq "$([ "$how" != setfattr ] && echo 7 || echo 6)" ]
     sed -n '/^unfreeze$/q;p' "$log" | grep -qx "readers done"
     ! grep -q FAILED "$log"
     sed -n '/^unfreeze$/,$p' "$log" | grep -qx "save 0"
@@ -212,11 +221,19 @@ frozen_save() {
     frozen_save fsync -o "$MT_OPT"
 }
 
+@test "touch snapshot_done on a mount with nothing looked up: first lookups in the root are answered during the save, touch returns once it is durable" {
+    frozen_save touch-cold
+}
+
+@test "multi-threaded loop: first lookups in the root are answered during touch's save" {
+    need_mt
+    frozen_save touch-cold -o "$MT_OPT"
+}
+
 # dirty_during_frozen_save HOW [ckptfs options]: while the save HOW asks
 # for waits on the frozen ext4, edits that touch only the tree (nothing on
-# disk) are taken at once: with touch, a meta reshape (touch's create holds
-# the root's lock in the kernel, so nothing may rename or mkdir in the root
-# meanwhile); with fsync, a rename and a mkdir in the root.  After the
+# disk) are taken at once: with touch, a meta reshape; with fsync, a rename
+# and a mkdir in the root.  After the
 # unfreeze the save has the tree it began with, the next one the edits, and
 # HOW itself succeeded: touch's futimens comes when the tree is dirty again.
 dirty_during_frozen_save() {

@@ -274,6 +274,64 @@ bad_strategy() {
     grep -qF -- "$T/nonexistent.ckpt" "$T/err"
 }
 
+# strategy_pb PYTHON OUT [ARGS...]: run PYTHON with the oracle's strategy messages (the official
+# protobuf runtime) as Map, Item, Layout, and OUT, ARGS as sys.argv[1:]
+strategy_pb() {
+    local code=$1
+    shift
+    $PY -c "import sys
+sys.path.insert(0, '$REPO/tests/oracle')
+import dist_oracle as d
+Map = d._cls('ParallelStrategyMap')
+$code" "$@"
+}
+
+# A 32 MiB strategy of 16 operator strategies of 2^20 empty ParallelStrategy each (2 bytes on
+# the wire, a struct, a pointer and a scan record unpacked: ~30 times the file before the fix,
+# 986 MB peak): refused in one line naming the file and the memory, before it is read into
+# memory (peak RSS under its size); a strategy of real size (the golden-stick layout beside
+# 20,000 operator strategies, 1.6 MB) still mounts, the oracle's tree.
+@test "a strategy of empty items: refused before it is read into memory, names the file; a real-size one mounts" {
+    strategy_pb '
+m = Map()
+it = m.parallel_strategy_item.add(node_name="n")
+it.parallel_strategys.stage = 0
+for _ in range(1 << 20):
+    it.parallel_strategys.parallel_strategy.add()
+one = m.SerializePartialToString()  # current_stage is in the first piece
+with open(sys.argv[1], "wb") as f:
+    f.write(Map(current_stage=0).SerializeToString())
+    for _ in range(16):
+        f.write(one)  # concatenated messages merge: 16 items' "$T/hostile.ckpt"
+    size=$(stat -c %s "$T/hostile.ckpt")
+    [ "$size" -gt $((32 << 20)) ]
+    st=0
+    /usr/bin/time -f '%M' -o "$T/peak" "$BUILD/ckptfs-dump" -o "strategy=$T/hostile.ckpt" \
+        "$GS_DIST" >"$T/out" 2>"$T/err" || st=$?
+    peak=$(tail -1 "$T/peak") # after time's own "Command exited" line
+    echo "exit $st, peak $peak KiB: $(cat "$T/err")"
+    [ "$peak" -lt $((size / 1024)) ]
+    [ "$st" -eq 1 ]
+    [ "$(wc -l <"$T/err")" -eq 1 ]
+    grep -qF -- "$T/hostile.ckpt: " "$T/err"
+    grep -q 'memory' "$T/err"
+
+    gs_strategy "$T/small.ckpt"
+    strategy_pb '
+m = Map()
+m.ParseFromString(open(sys.argv[1], "rb").read())
+for i in range(20000):
+    it = m.parallel_strategy_item.add(node_name=f"Default/network-Net/layer.{i}/MatMul-op{i}")
+    it.parallel_strategys.stage = 0
+    for _ in range(2):
+        it.parallel_strategys.parallel_strategy.add(dim=[2, 1])
+open(sys.argv[2], "wb").write(m.SerializeToString())' "$T/small.ckpt" "$T/strategy.ckpt"
+    [ "$(stat -c %s "$T/strategy.ckpt")" -gt $((1 << 20)) ]
+    $DIST merge "$T/strategy.ckpt" "$GS_DIST" "$T/want"
+    mount_fg "$GS_DIST" "$M" -o "strategy=$T/strategy.ckpt"
+    merged_equal "$T/want"
+}
+
 # -o rw / -o create refused before mounting; every change fails with EROFS; the ranks unchanged
 @test "read-only: -o rw, -o create refused; writes, touch, mkdir, rm: EROFS" {
     gen tp2 2

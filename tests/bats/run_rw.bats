@@ -769,6 +769,28 @@ iteration_read_only() {
     sums "$D" | grep -v net-1_1 | diff "$T/before" -
 }
 
+# The kernel takes an ENOSYS answer to OPEN or FLUSH for the whole connection
+# (it sends no more of them): a read-only checkpoint of an rw run answers them
+# as a writable mount does, so that the writable checkpoints' closes still
+# reach the daemon: a bad meta fails its close, and touch snapshot_done
+# returns only once the file is saved.
+@test "8: after a read of a read-only iteration checkpoint of an rw run, a writable one's bad meta fails its close and touch snapshot_done waits for the save" {
+    iteration_run
+    put "$LINEARS" net-1_1.ckpt
+    mount_fg "$D" "$M" -o rw,commit=manual
+    diff -r "$T/it/full" "$M/iteration_00000010" # opens, reads and closes its files
+    run $PY -c 'import os, sys
+w = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
+os.write(w, b"shape {\n}\ndata_type: kNoSuchType\n")
+os.close(w)' "$M/net-1_1/linear1.bias/meta"
+    echo "status $status: $output"
+    [ "$status" -ne 0 ]
+    [[ $output == *"Invalid argument"* ]]
+    poke "$M/net-1_1/linear1.bias/out" 0 0000803f
+    touch "$M/net-1_1/snapshot_done"
+    edited "$O/net-1_1.ckpt" "$D/net-1_1.ckpt" linear1.bias 0 0000803f
+}
+
 # legacy_files: a legacy-encrypted .ckpt (the oracle's; its plaintext
 # $T/plain.ckpt) and the v1.3 legacy .mindir fixture in $D.
 legacy_files() {
