@@ -784,6 +784,9 @@ static int parse_header(reader *r)
         goto out;
     }
     r->h = yajl_alloc(&events, &funcs, r);
+    /* check_string checks every string, strictly (yajl lets overlong forms
+     * and encoded surrogates through): yajl's own check would be a second. */
+    yajl_config(r->h, yajl_dont_validate_strings, 1);
     for (uint64_t off = 0; off < n; off += ST_CHUNK) {
         size_t len = n - off < ST_CHUNK ? (size_t)(n - off) : ST_CHUNK;
         if (ck_source_read(r->src, buf, len, 8 + off, r->err) < 0 ||
