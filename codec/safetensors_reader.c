@@ -10,10 +10,13 @@
  * The header is one object: each tensor's name maps to {"dtype": "F32",
  * "shape": [2, 3], "data_offsets": [begin, end]}, offsets relative to the
  * start of the data; "__metadata__", when present, is a string-to-string
- * map (e.g. {"format": "pt"}).  The header is parsed with jansson, which
- * refuses bad UTF-8, NUL characters, duplicate names (the reference
- * silently keeps the last one), integers past 2^63 and nesting deeper
- * than it allows; the rest is checked here, each refusal naming the file
+ * map (e.g. {"format": "pt"}).  The header is read in chunks and parsed in
+ * one pass by yajl's event parser straight into the index, without a JSON
+ * document (which cost 9 times the header: docs/benchmarks.md).  Refused,
+ * as jansson refused them before: bytes that are not strict UTF-8 in any
+ * string, lone surrogate escapes, NUL characters, duplicate keys in any
+ * object (the reference silently keeps the last one), integers past 2^63;
+ * and nesting deeper than serde_json allows.  Each refusal names the file
  * offset it is about.  A tensor's bytes are located, never read: each is
  * one extent of the file.
  *
