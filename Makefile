@@ -191,6 +191,7 @@ bench: all
 	bench/bench_readahead.sh $(BUILD)
 	bench/bench_save.sh $(BUILD)
 	bench/bench_safetensors.sh $(BUILD)
+	bench/bench_st_scale.sh $(BUILD)
 	bench/bench_stat.sh $(BUILD)
 
 # mount(8) looks for mount.<type> in /sbin only.
