@@ -6,8 +6,9 @@
 #
 #   bench/bench_st_scale.sh [BUILD]   (env: REPS=5 SMALL=100000 BIG=1000000)
 #
-# For each file: the mount's start-up until the mount is live (the
-# daemonized command returns then), the peak RSS of a foreground mount
+# For each file, in rounds that alternate the two formats (the machine is
+# shared): the mount's start-up until the mount is live (the daemonized
+# command returns then), the peak RSS of a foreground mount
 # (VmHWM once live: the header parse sets it), and `ckptfs-dump` (header
 # parse and index, every tensor listed) with its peak RSS from
 # /usr/bin/time.  Printed: safetensors/ckpt ratios (target <= 1.5 for time
@@ -39,18 +40,24 @@ for n in "$SMALL" "$BIG"; do
 done
 mkdir -p "$W/m"
 
-# measure FILE: appends "mount_s dump_s" per rep to FILE.t, and
-# "mount_hwm_kib dump_maxrss_kib" (once) to FILE.mem.
-measure() {
-    local f=$1 pid
-    : >"$f.t"
+# times N: REPS rounds, each mounting (until live) and dumping the .ckpt
+# then the .safetensors, so that both see the same load; appends
+# "mount_s dump_s" per round to $W/N.EXT.t.
+times() {
+    local f
     for _ in $(seq "$REPS"); do
-        t=$(mount_timed "$f" "$W/m")
-        fusermount3 -u "$W/m"
-        d=$(timed "$BUILD/ckptfs-dump" "$f")
-        echo "$t $d" >>"$f.t"
+        for f in "$W/$1.ckpt" "$W/$1.safetensors"; do
+            t=$(mount_timed "$f" "$W/m")
+            fusermount3 -u "$W/m"
+            d=$(timed "$BUILD/ckptfs-dump" "$f")
+            echo "$t $d" >>"$f.t"
+        done
     done
-    # Memory in the foreground: a daemon forks after the header is parsed.
+}
+# memory FILE: "mount_hwm_kib dump_maxrss_kib" to FILE.mem.
+memory() {
+    local f=$1 pid
+    # In the foreground: a daemon forks after the header is parsed.
     "$CKPTFS" -f -o ro "$f" "$W/m" &
     pid=$!
     MOUNTS+=("$W/m")
@@ -65,7 +72,8 @@ col() { awk -v c="$1" '{print $c}' "$2" | median; }
 
 echo "## mount (until live) and ckptfs-dump: median of $REPS; peak RSS"
 for n in "$SMALL" "$BIG"; do
-    for ext in ckpt safetensors; do measure "$W/$n.$ext"; done
+    times "$n"
+    for ext in ckpt safetensors; do memory "$W/$n.$ext"; done
     for what in 1:mount 2:dump; do
         c=${what%%:*}
         tc=$(col "$c" "$W/$n.ckpt.t"); ts=$(col "$c" "$W/$n.safetensors.t")
