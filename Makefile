@@ -8,7 +8,7 @@ CC        ?= gcc
 OPTFLAGS  ?= -O2 -g
 SANFLAGS  ?=
 
-PKGS      := fuse3 libprotobuf-c zlib libzstd libcrypto jansson
+PKGS      := fuse3 libprotobuf-c zlib libzstd libcrypto jansson yajl
 CFLAGS    += -std=gnu11 -Wall -Wextra -Werror -D_FILE_OFFSET_BITS=64 $(OPTFLAGS) $(SANFLAGS) \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null) -I$(BUILD)/gen
 LDFLAGS   += $(SANFLAGS)
@@ -16,7 +16,7 @@ LDLIBS    += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 
 # Debian 12 packages for building, testing and benchmarking.
 DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c-compiler \
-             libzstd-dev libssl-dev zlib1g-dev libjansson-dev bats attr rsync strace clang libclang-rt-14-dev \
+             libzstd-dev libssl-dev zlib1g-dev libjansson-dev libyajl-dev bats attr rsync strace clang libclang-rt-14-dev \
              python3-protobuf protobuf-compiler \
              python3-numpy python3-onnx python3-cryptography time zstd openssl \
              groff-base man-db debhelper debootstrap lintian
@@ -172,7 +172,7 @@ $(BUILD)/fuzz-ckpt: tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) $(BUILD)/g
 	@mkdir -p $(BUILD)
 	clang -std=gnu11 -Wall -Wextra -Werror -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -D_FILE_OFFSET_BITS=64 -I$(BUILD)/gen -o $@ tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) \
-	  $(BUILD)/gen/node_strategy.pb-c.c -lz -lzstd -lcrypto -ljansson -lprotobuf-c
+	  $(BUILD)/gen/node_strategy.pb-c.c -lz -lzstd -lcrypto -ljansson -lyajl -lprotobuf-c
 
 fuzz: $(BUILD)/fuzz-ckpt
 	tests/fuzz/run.sh $(BUILD)/fuzz-ckpt $(FUZZ_RUNS)
@@ -191,6 +191,7 @@ bench: all
 	bench/bench_readahead.sh $(BUILD)
 	bench/bench_save.sh $(BUILD)
 	bench/bench_safetensors.sh $(BUILD)
+	bench/bench_st_scale.sh $(BUILD)
 	bench/bench_stat.sh $(BUILD)
 
 # mount(8) looks for mount.<type> in /sbin only.

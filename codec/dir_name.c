@@ -127,3 +127,23 @@ long ck_dir_name_decode(const char *dir, size_t len, char *out, size_t cap)
         return -1;
     return (long)n;
 }
+
+bool ck_utf8_valid(const void *bytes, size_t n)
+{
+    const unsigned char *s = bytes;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = s[i];
+        size_t k = c < 0x80 ? 0 : c >= 0xc2 && c < 0xe0 ? 1 : c >= 0xe0 && c < 0xf0 ? 2
+                 : c >= 0xf0 && c < 0xf5 ? 3 : 9;
+        if (c == 0 || k == 9 || k > n - i - 1)
+            return false;
+        for (size_t j = 1; j <= k; j++)
+            if ((s[i + j] & 0xc0) != 0x80)
+                return false;
+        if ((c == 0xe0 && s[i + 1] < 0xa0) || (c == 0xed && s[i + 1] >= 0xa0) ||
+            (c == 0xf0 && s[i + 1] < 0x90) || (c == 0xf4 && s[i + 1] >= 0x90))
+            return false; /* overlong, surrogate, beyond U+10FFFF */
+        i += k + 1;
+    }
+    return true;
+}

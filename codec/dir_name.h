@@ -22,6 +22,7 @@
 #ifndef CK_DIR_NAME_H
 #define CK_DIR_NAME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define CK_DIR_NAME_MAX 255
@@ -36,5 +37,9 @@ size_t ck_dir_name(const char *name, size_t len, const char *suffix,
  * escaped name (bad or generated escape, or a byte that escaping would have
  * encoded). */
 long ck_dir_name_decode(const char *dir, size_t len, char *out, size_t cap);
+
+/* Whether s[0..n) is UTF-8 as the Unicode standard defines it (no overlong
+ * form, no surrogate, nothing past U+10FFFF) and holds no NUL. */
+bool ck_utf8_valid(const void *s, size_t n);
 
 #endif

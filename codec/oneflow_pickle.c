@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dir_name.h"
+
 /* Bounds beyond the header's: Python's own pickles of a state dict need a
  * stack of about 2 * 1000 (one SETITEMS batch) and a few marks. */
 #define MAX_STACK (1u << 16)
@@ -488,25 +490,6 @@ static int step(machine *vm, bool *stop)
 
 /* ---- the result ---------------------------------------------------------- */
 
-static bool valid_utf8(const uint8_t *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        uint8_t c = s[i];
-        size_t k = c < 0x80 ? 0 : c >= 0xc2 && c < 0xe0 ? 1 : c >= 0xe0 && c < 0xf0 ? 2
-                 : c >= 0xf0 && c < 0xf5 ? 3 : 9;
-        if (c == 0 || k == 9 || k > n - i - 1)
-            return false;
-        for (size_t j = 1; j <= k; j++)
-            if ((s[i + j] & 0xc0) != 0x80)
-                return false;
-        if ((c == 0xe0 && s[i + 1] < 0xa0) || (c == 0xed && s[i + 1] >= 0xa0) ||
-            (c == 0xf0 && s[i + 1] < 0x90) || (c == 0xf4 && s[i + 1] >= 0x90))
-            return false; /* overlong, surrogate, beyond U+10FFFF */
-        i += k + 1;
-    }
-    return true;
-}
-
 static char *copy_str(machine *vm, const node *n)
 {
     char *s = malloc((size_t)n->n + 1);
@@ -525,7 +508,7 @@ static bool one_component(const uint8_t *s, size_t n)
     if (n == 0 || n > 255 || memchr(s, '/', n) != NULL || (n == 1 && s[0] == '.') ||
         (n == 2 && s[0] == '.' && s[1] == '.'))
         return false;
-    return valid_utf8(s, n);
+    return ck_utf8_valid(s, n);
 }
 
 /* The state {"path": dir} of the tensor node t (the entry's cell c). */
@@ -602,7 +585,7 @@ static int entries(machine *vm, const node *data, ck_pickle_names *out)
         const cell *e = &vm->cells[c];
         const node *k = nd(vm, e->key);
         long p = -1;
-        if (k->kind != K_STR || !valid_utf8(vm->buf + k->x, k->n)) {
+        if (k->kind != K_STR || !ck_utf8_valid(vm->buf + k->x, k->n)) {
             rc = fail_at(vm, k->off, "a state dict key that is not a UTF-8 string without NUL");
             break;
         }
