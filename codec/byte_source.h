@@ -62,6 +62,10 @@ struct ck_source {
      * file's reads are positional and need none. */
     pthread_mutex_t *serial;
     ck_source *inner;   /* a view's source (ck_source_view), else NULL */
+    /* The directory its file was opened in, its model's (a view's is its
+     * inner source's): who may read it is checked along the way to it
+     * (ck_model_may_read).  Not a reference: a source ends with its model. */
+    const struct ck_model_dir *dir;
 };
 
 /* Open a regular file read-only as an identity source. */

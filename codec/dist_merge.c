@@ -93,13 +93,16 @@ static int open_rank_dirs(int dfd, const char *path, uint32_t n, int *fds, ck_er
     return rc;
 }
 
-/* The one checkpoint in rank r's directory, opened as a model.  watch:
- * its files are watched for writes, with rank 0's watch when rank0 is
- * given (one inotify instance for all ranks). */
-static ck_model *open_rank(int rfd, const char *path, uint32_t r, const ck_open_opts *o,
-                           bool watch, const ck_model *rank0, ck_error *err)
+/* The one checkpoint in rank r's directory (rfd, beneath DIST_DIR's dfd),
+ * opened as a model: reached from DIST_DIR, the mount's root, so that
+ * who may read it is checked along that way.  watch: its files are
+ * watched for writes, with rank 0's watch when rank0 is given (one
+ * inotify instance for all ranks). */
+static ck_model *open_rank(int dfd, int rfd, const char *path, uint32_t r,
+                           const ck_open_opts *o, bool watch, const ck_model *rank0,
+                           ck_error *err)
 {
-    char dir[PATH_MAX], file[PATH_MAX];
+    char dir[PATH_MAX], file[PATH_MAX], rel[PATH_MAX];
     if ((size_t)snprintf(dir, sizeof dir, "%s/rank_%u", path, r) >= sizeof dir) {
         ck_fail(err, ENAMETOOLONG, "%s: the path is too long", path);
         return NULL;
@@ -114,10 +117,12 @@ static ck_model *open_rank(int rfd, const char *path, uint32_t r, const ck_open_
         ck_fail(err, EINVAL, "%s: %zu checkpoints (a rank's directory holds exactly one)", dir,
                 list.n);
     } else if ((size_t)snprintf(file, sizeof file, "%s/%s", dir, list.e[0].file) >=
-               sizeof file) {
+                   sizeof file ||
+               (size_t)snprintf(rel, sizeof rel, "rank_%u/%s", r, list.e[0].file) >=
+                   sizeof rel) {
         ck_fail(err, ENAMETOOLONG, "%s: the path is too long", dir);
     } else {
-        ck_model_dir *d = ck_dir_in(rfd, dir, list.e[0].file, err);
+        ck_model_dir *d = ck_dir_in(dfd, path, rel, err);
         if (d != NULL) {
             if (watch && rank0 == NULL)
                 ck_dir_watch_files(d);
@@ -145,7 +150,7 @@ static int open_ranks(const char *path, uint32_t n, const ck_open_opts *o, bool 
         rc = open_rank_dirs(dfd, path, n, fds, err);
     for (uint32_t r = 0; rc == 0 && r < n; r++) {
         const ck_model *rank0 = r > 0 ? set->models[0] : NULL;
-        ck_model *m = open_rank(fds[r], path, r, o, watch, rank0, err);
+        ck_model *m = open_rank(dfd, fds[r], path, r, o, watch, rank0, err);
         rc = m == NULL ? -1 : ck_mset_put(set, r, m, err);
     }
     for (uint32_t r = 0; fds != NULL && r < n; r++)

@@ -203,8 +203,9 @@ static int cmp_file_name(const void *a, const void *b, void *names)
     return strcmp(n[*(const uint32_t *)a], n[*(const uint32_t *)b]);
 }
 
-static int open_files(iter *it, int dfd, shard_file *f, size_t n, const ck_open_opts *o,
-                      bool watch, ck_error *err)
+static int open_files(iter *it, int dfd, ck_model_dir *root, const char *below,
+                      shard_file *f, size_t n, const ck_open_opts *o, bool watch,
+                      ck_error *err)
 {
     it->file_names = calloc(n, sizeof *it->file_names);
     it->by_file_name = calloc(n, sizeof *it->by_file_name);
@@ -217,6 +218,10 @@ static int open_files(iter *it, int dfd, shard_file *f, size_t n, const ck_open_
         ck_model_dir *d = ck_dir_in(dfd, it->path, f[i].name, err);
         if (d == NULL)
             return -1;
+        if (root != NULL && ck_dir_set_root(d, root, below, err) < 0) {
+            ck_dir_unref(d);
+            return -1;
+        }
         if (watch && i == 0)
             ck_dir_watch_files(d);
         else if (watch)
@@ -663,9 +668,19 @@ static void iter_free(iter *it)
     json_decref(it->root);
 }
 
-ck_model *ck_iteration_open_at(int dfd, const char *path, const ck_open_opts *o, bool watch,
-                               ck_error *err)
+ck_model *ck_iteration_open_at(int root_fd, const char *below, const char *path,
+                               const ck_open_opts *o, bool watch, ck_error *err)
 {
+    int dfd = root_fd;
+    ck_model_dir *root = NULL; /* the run's directory, for its files' checks */
+    if (below != NULL &&
+        ((root = ck_dir_in(root_fd, path, ".", err)) == NULL ||
+         (dfd = openat(root_fd, below, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)) {
+        if (root != NULL)
+            ck_fail_errno(err, errno, "%s: cannot open", path);
+        ck_dir_unref(root);
+        return NULL;
+    }
     shard_file *f = NULL;
     size_t n = 0;
     bool has_meta = false;
@@ -675,7 +690,7 @@ ck_model *ck_iteration_open_at(int dfd, const char *path, const ck_open_opts *o,
     if (rc == 0 && (it.files = ck_mset_new((uint32_t)n, path, err)) == NULL)
         rc = -1;
     if (rc == 0)
-        rc = open_files(&it, dfd, f, n, o, watch, err);
+        rc = open_files(&it, dfd, root, below, f, n, o, watch, err);
     if (rc == 0 && has_meta)
         rc = read_metadata_tables(&it, dfd, err);
     if (rc == 0 && (m = ck_model_assembled(it.files->models[0]->dir, path, &iteration_format,
@@ -699,6 +714,9 @@ ck_model *ck_iteration_open_at(int dfd, const char *path, const ck_open_opts *o,
         ck_model_close(m);
         m = NULL;
     }
+    if (dfd != root_fd)
+        close(dfd);
+    ck_dir_unref(root);
     return m;
 }
 
@@ -710,7 +728,7 @@ ck_model *ck_iteration_open(const char *path, const ck_open_opts *o, bool watch,
         ck_fail_errno(err, errno, "%s: cannot open the directory", path);
         return NULL;
     }
-    ck_model *m = ck_iteration_open_at(dfd, path, o, watch, err);
+    ck_model *m = ck_iteration_open_at(dfd, NULL, path, o, watch, err);
     close(dfd);
     return m;
 }

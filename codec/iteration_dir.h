@@ -39,14 +39,16 @@ bool ck_iteration_dir_path(const char *path);
  * (at least 7 digits each); its kind (0 model, 1 opt) and i. */
 bool ck_iteration_file_name(const char *name, int *kind, uint64_t *i);
 
-/* Open the iteration directory open as dfd (O_PATH will do; path names it
- * in messages) as one model.  Refuses, in one line naming the file and
+/* Open the iteration directory below beneath the directory open as
+ * root_fd (a run's: who may read its files is checked from there), or
+ * root_fd itself when below is NULL (O_PATH will do; path names it in
+ * messages), as one model.  Refuses, in one line naming the file and
  * the parameter, metadata.json that is not the layout described, a slice
  * missing or of another shape or type, a storage entry naming a file or a
  * tensor that is not there, and, with no metadata.json, a name in two
  * files.  watch: watch the files for writes (a mount). */
-ck_model *ck_iteration_open_at(int dfd, const char *path, const ck_open_opts *o, bool watch,
-                               ck_error *err);
+ck_model *ck_iteration_open_at(int root_fd, const char *below, const char *path,
+                               const ck_open_opts *o, bool watch, ck_error *err);
 /* The same, opening path first. */
 ck_model *ck_iteration_open(const char *path, const ck_open_opts *o, bool watch,
                             ck_error *err);

@@ -46,6 +46,8 @@ static ck_envelope_opts envelope_opts(const ck_model *m, const ck_open_opts *o)
 
 long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err)
 {
+    if (src->dir == NULL)
+        src->dir = m->dir;
     if (src->fd < 0)
         src->serial = &m->lock; /* it decodes: see ck_model.lock */
     if (m->n_sources == CK_MAX_SOURCES) {
@@ -473,6 +475,26 @@ static int check_extents(const ck_model *m, const ck_tensor *t, ck_error *err)
         ck_source *src = m->sources[e->src];
         if (src->fd >= 0 && ck_source_check_fd(src, end, err) < 0)
             return -1;
+    }
+    return 0;
+}
+
+int ck_model_may_read(const ck_model *m, const ck_tensor *t, const ck_cred *who,
+                      ck_error *err)
+{
+    for (uint32_t k = 0; k < t->n_ext; k++) {
+        uint32_t i = ck_tensor_ext(t, k)->src;
+        if (k > 0 && ck_tensor_ext(t, k - 1)->src == i)
+            continue; /* one check for a run of extents in one source */
+        const ck_source *src = m->sources[i];
+        while (src->inner != NULL)
+            src = src->inner;
+        /* NULL: no file of the directory (decoded values, kept aside) */
+        const char *rel = src->dir ? ck_dir_rel(src->dir, src->path) : NULL;
+        if (rel != NULL && ck_dir_may_read(src->dir, rel, who) < 0)
+            return ck_fail_errno(err, errno == ENOENT ? ESTALE : errno,
+                                 "%s: tensor '%s': uid %u cannot read it on disk", src->path,
+                                 t->name, (unsigned)who->uid);
     }
     return 0;
 }

@@ -133,6 +133,13 @@ int ck_parse_size(const char *text, size_t *out);
 long ck_model_read(const ck_model *m, const ck_tensor *t, void *buf, size_t size,
                    uint64_t off, ck_error *err);
 
+/* Whether who (another user of an allow_other mount) may read every
+ * file t is read from, as on disk: every directory from the mount's root
+ * to the file searchable, the file readable (ck_dir_may_read).  -1 with
+ * EACCES and the file's name otherwise. */
+int ck_model_may_read(const ck_model *m, const ck_tensor *t, const ck_cred *who,
+                      ck_error *err);
+
 /* Before tensor t's bytes are read straight from its plain file sources:
  * fail with EIO and the reason when such a file was truncated below t's
  * extents or rewritten since it was opened (ck_source_check_fd). */

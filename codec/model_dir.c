@@ -78,26 +78,115 @@ ck_model_dir *ck_dir_open(const char *model_path, ck_error *err)
     return d;
 }
 
+static void dir_free(ck_model_dir *d)
+{
+    if (d->fd >= 0)
+        close(d->fd);
+    ck_dir_unref(d->root);
+    ck_watch_free(d->watch);
+    free(d->path);
+    free(d->base);
+    free(d->below);
+    free(d);
+}
+
+static int openat2_beneath(int dfd, const char *rel, int flags, mode_t mode);
+
 ck_model_dir *ck_dir_in(int dir_fd, const char *dir_path, const char *name, ck_error *err)
 {
+    /* name's directory part, if any: the model's directory is that. */
+    const char *slash = strrchr(name, '/');
     ck_model_dir *d = calloc(1, sizeof *d);
-    if (d == NULL || (d->path = strdup(dir_path)) == NULL || (d->base = strdup(name)) == NULL) {
+    if (d != NULL) {
+        d->fd = -1;
+        d->base = strdup(slash ? slash + 1 : name);
+        d->below = slash ? strndup(name, (size_t)(slash - name)) : NULL;
+        if (slash == NULL)
+            d->path = strdup(dir_path);
+        else if (asprintf(&d->path, "%s/%s", dir_path, d->below) < 0)
+            d->path = NULL;
+    }
+    if (d == NULL || d->path == NULL || d->base == NULL || (slash && d->below == NULL)) {
         if (d != NULL)
-            free(d->path);
-        free(d);
+            dir_free(d);
         ck_fail(err, ENOMEM, "%s/%s: out of memory", dir_path, name);
         return NULL;
     }
     d->refs = 1;
-    d->fd = openat(dir_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    d->fd = slash ? openat2_beneath(dir_fd, d->below, O_PATH | O_DIRECTORY, 0)
+                  : openat(dir_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (d->fd < 0) {
-        ck_fail_errno(err, errno, "%s: cannot open the directory again", dir_path);
-        free(d->path);
-        free(d->base);
-        free(d);
+        ck_fail_errno(err, errno, "%s: cannot open the directory", d->path);
+        dir_free(d);
+        return NULL;
+    }
+    if (slash && (d->root = ck_dir_in(dir_fd, dir_path, ".", err)) == NULL) {
+        dir_free(d);
         return NULL;
     }
     return d;
+}
+
+int ck_dir_set_root(ck_model_dir *d, ck_model_dir *root, const char *below, ck_error *err)
+{
+    char *copy = strdup(below);
+    if (copy == NULL)
+        return ck_fail(err, ENOMEM, "%s: out of memory", d->path);
+    ck_dir_unref(d->root);
+    free(d->below);
+    d->root = ck_dir_ref(root);
+    d->below = copy;
+    return 0;
+}
+
+static bool in_groups(const ck_cred *who, gid_t g)
+{
+    if (who->gid == g)
+        return true;
+    for (size_t i = 0; i < who->n_groups; i++)
+        if (who->groups[i] == g)
+            return true;
+    return false;
+}
+
+/* The kernel's rule without ACLs: the owner's bits for the owner, else
+ * the group's for a member, else the others'. */
+static bool grants(const struct stat *st, const ck_cred *who, mode_t want)
+{
+    mode_t bits = st->st_uid == who->uid ? st->st_mode >> 6
+                  : in_groups(who, st->st_gid) ? st->st_mode >> 3
+                                               : st->st_mode;
+    return (bits & want) == want;
+}
+
+int ck_dir_may_read(const ck_model_dir *d, const char *rel, const ck_cred *who)
+{
+    char way[PATH_MAX];
+    int n = d->below ? snprintf(way, sizeof way, "%s/%s", d->below, rel)
+                     : snprintf(way, sizeof way, "%s", rel);
+    if (n < 0 || (size_t)n >= sizeof way) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int root = d->root ? d->root->fd : d->fd;
+    struct stat st;
+    /* Each directory on the way, then the file: as a path walk on disk. */
+    for (char *c = way; (c = strchr(c, '/')) != NULL; *c++ = '/') {
+        *c = '\0';
+        if (fstatat(root, way, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            return -1;
+        if (!S_ISDIR(st.st_mode) || !grants(&st, who, S_IXOTH)) {
+            errno = EACCES;
+            return -1;
+        }
+    }
+    if (fstatat(root, way, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return -1;
+    if (!grants(&st, who, S_IROTH)) {
+        errno = EACCES;
+        return -1;
+    }
+    return 0;
 }
 
 void ck_dir_watch_files(ck_model_dir *d)
@@ -123,11 +212,7 @@ void ck_dir_unref(ck_model_dir *d)
 {
     if (d == NULL || __atomic_sub_fetch(&d->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
-    close(d->fd);
-    ck_watch_free(d->watch);
-    free(d->path);
-    free(d->base);
-    free(d);
+    dir_free(d);
 }
 
 static int openat2_beneath(int dfd, const char *rel, int flags, mode_t mode)

@@ -9,7 +9,9 @@
  * files, the journal and the renames of a save are all reached from this
  * descriptor with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) and the
  * *at() calls: no name is resolved again, no symbolic link is followed,
- * nothing outside the directory is reached.  Every open is O_NONBLOCK, so
+ * nothing outside the directory is reached (but for the stat of the
+ * directories between the mount's root and it, to check who may read its
+ * files: ck_dir_may_read).  Every open is O_NONBLOCK, so
  * a FIFO planted where a file is expected is refused after fstat instead
  * of blocking the daemon.
  *
@@ -33,15 +35,43 @@ typedef struct ck_model_dir {
     char *base;         /* the model's name in it */
     int refs;           /* a model and the ones a save reopens share it */
     ck_file_watch *watch; /* writes to its files by other programs, or NULL */
+    /* The mount's root when it is above this directory (a run's or a
+     * distributed checkpoint's directory, for a rank_<id>/ or an
+     * iteration_<N>/ in it), a reference shared by the files of one
+     * iteration; NULL when the directory is the mount's own.  below: this
+     * directory's path beneath it ("rank_1"), or NULL. */
+    struct ck_model_dir *root;
+    char *below;
 } ck_model_dir;
+
+/* Who asks (another user of an allow_other mount): uid, gid and the
+ * supplementary groups. */
+typedef struct ck_cred {
+    uid_t uid;
+    gid_t gid;
+    const gid_t *groups;
+    size_t n_groups;
+} ck_cred;
 
 /* Open the directory of model_path (the one name resolution).  A model
  * that is a symbolic link is taken where it points, once, here. */
 ck_model_dir *ck_dir_open(const char *model_path, ck_error *err);
 /* The file name in the directory open as dir_fd (dir_path in messages):
  * a run directory's checkpoint, reached through the run's descriptor with
- * no name resolved again; a link in name's place is not followed. */
+ * no name resolved again; a link in name's place is not followed.  name
+ * may lie in a subdirectory ("rank_0/net.ckpt"): the model's directory is
+ * then that subdirectory (its data files, journal and lock are beside it),
+ * opened beneath dir_fd with no link followed, and dir_fd is the root the
+ * way to it is checked from (ck_dir_may_read). */
 ck_model_dir *ck_dir_in(int dir_fd, const char *dir_path, const char *name, ck_error *err);
+/* d lies at below beneath root, the mount's root (a reference is taken):
+ * who may read its files is checked from there. */
+int ck_dir_set_root(ck_model_dir *d, ck_model_dir *root, const char *below, ck_error *err);
+/* Whether who may read rel (a file beneath d) on disk: search permission
+ * on every directory from the mount's root to it, read permission on the
+ * file itself, by its owner, group and mode bits (no ACL).  0, or -1 with
+ * errno (EACCES; a stat's error). */
+int ck_dir_may_read(const ck_model_dir *d, const char *rel, const ck_cred *who);
 ck_model_dir *ck_dir_ref(ck_model_dir *d);
 
 /* Watch the files of models opened from here on for writes by other

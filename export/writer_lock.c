@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * writer_lock: the flock'd ".<model>.ckptfs-lock" that makes a model's
- * writer the only one (see writer_lock.h).
+ * writer the only one (see writer_lock.h), beside the model file in its
+ * own directory (take_in), whatever path named it.
  */
 #define _GNU_SOURCE
 #include "writer_lock.h"
 
+#include "../codec/model_dir.h"
+
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,19 +23,6 @@
 #define LOCK_TRIES 100
 /* How long a mount waits for an unmounted daemon's last save. */
 #define UNMOUNT_WAIT_MS 60000
-
-static int lock_path(const char *model, char out[PATH_MAX], ck_error *err)
-{
-    char a[PATH_MAX], b[PATH_MAX];
-    if (strlen(model) >= PATH_MAX)
-        return ck_fail(err, ENAMETOOLONG, "%s: path too long", model);
-    strcpy(a, model);
-    strcpy(b, model);
-    int n = snprintf(out, PATH_MAX, "%s/.%s.ckptfs-lock", dirname(a), basename(b));
-    if (n < 0 || n >= PATH_MAX)
-        return ck_fail(err, ENAMETOOLONG, "%s: path too long", model);
-    return 0;
-}
 
 /* The holder, from the line it wrote: "PID WHERE"; where points into
  * text.  Returns the pid, or 0 when the line is not one. */
@@ -172,28 +161,53 @@ static int take(ck_writer_lock *l, const char *model, const char *shown, const c
     return ck_fail(err, EAGAIN, "%s: the lock file %s keeps being replaced", model, shown);
 }
 
+/* The lock of the model file d->base, beside it in d: one name for the
+ * file however it was reached (a single-model mount of
+ * run/rank_0/m.safetensors, the run's mount of its rank_0, a link to it),
+ * so every writer of one file contends for one lock. */
+static int take_in(ck_writer_lock *l, const ck_model_dir *d, const char *model,
+                   const char *where, bool wait, ck_error *err)
+{
+    char shown[PATH_MAX];
+    l->fd = -1;
+    l->dir_fd = -1;
+    int n = snprintf(l->path, sizeof l->path, ".%s.ckptfs-lock", d->base);
+    if (n < 0 || (size_t)n >= sizeof l->path)
+        return ck_fail(err, ENAMETOOLONG, "%s: path too long", model);
+    /* The lock's own descriptor of the directory: the model's may go first. */
+    if ((l->dir_fd = fcntl(d->fd, F_DUPFD_CLOEXEC, 0)) < 0)
+        return ck_fail_errno(err, errno, "%s: cannot open its directory", model);
+    if (take(l, model, ck_dir_join(d, l->path, shown, sizeof shown), where, wait, err) == 0)
+        return 0;
+    close(l->dir_fd);
+    l->dir_fd = -1;
+    return -1;
+}
+
 int ck_writer_lock_take(ck_writer_lock *l, const char *model, const char *where,
                         ck_error *err)
 {
     l->fd = -1;
-    l->dir_fd = AT_FDCWD;
-    if (lock_path(model, l->path, err) < 0)
-        return -1;
-    return take(l, model, l->path, where, true, err);
+    l->dir_fd = -1;
+    ck_model_dir *d = ck_dir_open(model, err);
+    int rc = d == NULL ? -1 : take_in(l, d, model, where, true, err);
+    ck_dir_unref(d);
+    return rc;
 }
 
 int ck_writer_lock_take_at(ck_writer_lock *l, int dir_fd, const char *dir_path,
                            const char *name, const char *where, ck_error *err)
 {
-    char model[PATH_MAX], shown[PATH_MAX];
+    char model[PATH_MAX];
     l->fd = -1;
-    l->dir_fd = dir_fd;
-    int a = snprintf(model, sizeof model, "%s/%s", dir_path, name);
-    int b = snprintf(shown, sizeof shown, "%s/.%s.ckptfs-lock", dir_path, name);
-    int c = snprintf(l->path, sizeof l->path, ".%s.ckptfs-lock", name);
-    if (a < 0 || b < 0 || c < 0 || (size_t)b >= sizeof shown || (size_t)c >= sizeof l->path)
+    l->dir_fd = -1;
+    int n = snprintf(model, sizeof model, "%s/%s", dir_path, name);
+    if (n < 0 || (size_t)n >= sizeof model)
         return ck_fail(err, ENAMETOOLONG, "%s/%s: path too long", dir_path, name);
-    return take(l, model, shown, where, false, err);
+    ck_model_dir *d = ck_dir_in(dir_fd, dir_path, name, err);
+    int rc = d == NULL ? -1 : take_in(l, d, model, where, false, err);
+    ck_dir_unref(d);
+    return rc;
 }
 
 void ck_writer_lock_note(ck_writer_lock *l, pid_t pid, const char *where)
@@ -218,5 +232,7 @@ void ck_writer_lock_release(ck_writer_lock *l)
      * once it gets the lock, and makes a new one. */
     unlinkat(l->dir_fd, l->path, 0);
     close(l->fd);
+    close(l->dir_fd);
     l->fd = -1;
+    l->dir_fd = -1;
 }

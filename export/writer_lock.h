@@ -24,17 +24,20 @@
 
 typedef struct ck_writer_lock {
     int fd;                     /* -1: not held */
-    int dir_fd;                 /* path is relative to it (AT_FDCWD: a path as given) */
+    int dir_fd;                 /* the model's directory, the lock's own; path is in it */
     char path[PATH_MAX];
 } ck_writer_lock;
 
 /* Take model's lock, recording pid and where (a mount point, or a word
- * such as "ckptfs-reencode").  When another process holds it: -1 with
+ * such as "ckptfs-reencode").  The lock is beside the file model names
+ * (a symbolic link's target: ck_dir_open), so that every path to one file
+ * leads to one lock.  When another process holds it: -1 with
  * EBUSY and "MODEL: mounted writable by pid N at WHERE; ...". */
 int ck_writer_lock_take(ck_writer_lock *l, const char *model, const char *where,
                         ck_error *err);
 /* The same for the file name in the directory open as dir_fd (dir_path
- * names it in messages; dir_fd must outlive the lock), without waiting
+ * names it in messages), maybe in a subdirectory of it ("rank_0/m.ckpt",
+ * whose lock is rank_0/.m.ckpt.ckptfs-lock, as ck_dir_in places it), without waiting
  * for a holder that is finishing its last save: a run directory takes
  * its checkpoints' locks on its request thread. */
 int ck_writer_lock_take_at(ck_writer_lock *l, int dir_fd, const char *dir_path,

@@ -932,9 +932,40 @@ static bool model_changed(fuse_req_t req, ckfs *fs, const ck_tensor *t)
     return true;
 }
 
+/* The kernel checks the tree's modes, which are the model file's
+ * (file_mode_of), for every user; the directories between the mount's
+ * root and each file a tensor is read from (a run's rank_<id>/ or
+ * iteration_<N>/, a distributed checkpoint's ranks, beside the file's own
+ * mode) have no node to carry their modes, so another user's read of a
+ * tensor is checked here against the way to each of its files on disk:
+ * EACCES where that user could not read it there.  The daemon's own user
+ * and root read what the daemon opened. */
+static bool may_read(fuse_req_t req, const ckfs *fs, const ck_tensor *t)
+{
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    if (t == NULL || ctx->uid == 0 || ctx->uid == geteuid())
+        return true;
+    gid_t few[64], *groups = few;
+    int n = fuse_req_getgroups(req, 64, few);
+    if (n > 64 && (groups = malloc((size_t)n * sizeof *groups)) != NULL)
+        n = fuse_req_getgroups(req, n, groups);
+    ck_cred who = {.uid = ctx->uid, .gid = ctx->gid, .groups = groups,
+                   .n_groups = n > 0 && groups != NULL ? (size_t)n : 0}; /* unknown: none */
+    ck_error err = {0};
+    int rc = ck_model_may_read(MODEL(fs), t, &who, &err);
+    if (groups != few)
+        free(groups);
+    if (rc == 0)
+        return true;
+    fuse_reply_err(req, err.errnum ? err.errnum : EACCES);
+    return false;
+}
+
 static void read_out(fuse_req_t req, ckfs *fs, const entry *e, size_t size, off_t off)
 {
     const ck_tensor *t = entry_tensor(&fs->tr, e);
+    if (!may_read(req, fs, t))
+        return;
     if (e->edit != NULL && e->edit->overlay.used) {
         read_spill(req, fs, &e->edit->overlay, size, off);
         return;
@@ -969,6 +1000,8 @@ static void op_read(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, off_t
         return;
     case NODE_META: {
         char meta[CK_META_MAX];
+        if (!may_read(req, fs, entry_tensor(&fs->tr, e)))
+            return;
         size_t n = entry_meta_text(&fs->tr, e, meta, sizeof meta);
         if ((uint64_t)off >= n)
             fuse_reply_buf(req, NULL, 0);

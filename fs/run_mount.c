@@ -69,7 +69,7 @@
 /* What a writable checkpoint costs beyond a read-only one: its saver's
  * thread (stack pages) and its share of a spill file. */
 #define WRITABLE_COST (64u << 10)
-#define WRITABLE_FDS 2          /* the writer lock, the spill file */
+#define WRITABLE_FDS 3          /* the writer lock and its directory, the spill file */
 /* Times a listing is scanned again when saves keep starting and ending
  * under it: then it is taken as it is (a saving slot is kept anyway). */
 #define RESCANS_MAX 100
@@ -556,16 +556,8 @@ static bool file_is_slots(const run_slot *s, const struct stat *st)
 static ck_model *open_checkpoint(ckrun *r, const run_slot *s, const char *path, bool writable,
                                  ck_error *err)
 {
-    if (s->iteration) {
-        int dfd = openat(r->dir_fd, s->file, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dfd < 0) {
-            ck_fail_errno(err, errno, "%s: cannot open", path);
-            return NULL;
-        }
-        ck_model *model = ck_iteration_open_at(dfd, path, &r->open_opts, false, err);
-        close(dfd);
-        return model;
-    }
+    if (s->iteration)
+        return ck_iteration_open_at(r->dir_fd, s->file, path, &r->open_opts, false, err);
     ck_model *model = NULL;
     ck_model_dir *dir = ck_dir_in(r->dir_fd, r->path, s->file, err);
     if (dir != NULL && writable)
@@ -706,11 +698,13 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
     s->lock = lock;
     /* The index, the mount around it, a guess at the allocator's and the
      * kernel's share, and what the pages of an encrypted or compressed
-     * one may hold; its files and directory. */
+     * one may hold; its files and directory, and the run's, kept again
+     * when that is below it (rank_<id>/, iteration_<N>/). */
     s->cost = tree_footprint(&fs->tr) + sizeof *fs + 4096 +
               (model->env.wrap != CK_WRAP_NONE ? ck_page_cache_budget(model->cache) : 0) +
               (lock != NULL ? WRITABLE_COST : 0);
-    s->fds = model->n_sources + 1 + (lock != NULL ? WRITABLE_FDS : 0);
+    s->fds = model->n_sources + 1 + (model->dir->root != NULL) +
+             (lock != NULL ? WRITABLE_FDS : 0);
     r->open_cost += s->cost;
     r->open_fds += s->fds;
     if (s->read_only && r->se != NULL) /* its directory loses its w bits */

@@ -406,3 +406,24 @@ nobody() {
     [[ $output == *"Permission denied"* ]]
     nobody "$T/m2" cat "$p/out" | cmp "$T/want/$p/out" -
 }
+
+@test "another user (allow_other): ranks' files 0444 but rank_1/ 0700: no read of a tensor drawing on rank_1 (EACCES), as on disk; the owner reads the oracle's merge; rank_1/ opened, the other user reads it too" {
+    gen tp2 2
+    chmod 0444 "$G"/dist/rank_*/*.ckpt
+    chmod 0755 "$G/dist" "$G/dist/rank_0"
+    chmod 0700 "$G/dist/rank_1"
+    # on disk, from the distributed checkpoint's directory
+    nobody "$G/dist" cat rank_0/"$(ls "$G/dist/rank_0")" >/dev/null
+    ! nobody "$G/dist" cat rank_1/"$(ls "$G/dist/rank_1")" >/dev/null || false
+    mount_fg "$G/dist" "$M" -o "strategy=$G/strategy.ckpt" -o allow_other
+    p=model.layers.0.wq.weight
+    for f in out meta; do
+        run nobody "$M" cat "$p/$f"
+        echo "$p/$f: $status ${output:0:60}"
+        [ "$status" -ne 0 ]
+        [[ $output == *"Permission denied"* ]]
+    done
+    chmod 0755 "$G/dist/rank_1"
+    nobody "$M" cat "$p/out" | cmp "$T/want/$p/out" -
+    diff -r "$T/want" "$M"
+}

@@ -15,6 +15,7 @@ load helpers
 RUN=$FIXTURES/mindspore_run_dir/qishna_lenet_modelcheckpoint
 ST="$PY $REPO/tests/oracle/safetensors_oracle.py"
 WRITER="$PY $REPO/tests/oracle/run_writer.py"
+ITER="$PY $REPO/tests/oracle/iteration_oracle.py"
 
 setup() {
     T=$BATS_TEST_TMPDIR
@@ -588,4 +589,104 @@ nobody() {
     run nobody cat own-1_1/conv1.weight/meta
     [ "$status" -ne 0 ]
     nobody cat pub-1_1/conv1.weight/out | cmp - "$M/pub-1_1/conv1.weight/out"
+}
+
+# onnx_external OUT SEED: an ONNX model OUT whose one initializer "w" (4x3
+# float32 from SEED) is stored in the external data file w.bin beside it, as
+# onnx's save_as_external_data writes it
+onnx_external() {
+    $PY - "$1" "$2" <<'PYEOF'
+import os, sys
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, TensorProto
+out, seed = sys.argv[1], int(sys.argv[2])
+w = np.random.default_rng(seed).standard_normal((4, 3)).astype(np.float32)
+g = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])],
+                      [numpy_helper.from_array(w, "w")])
+m = helper.make_model(g)
+onnx.save_model(m, out, save_as_external_data=True, all_tensors_to_one_file=True,
+                location="w.bin", size_threshold=0)
+PYEOF
+}
+
+# onnx_w MODEL: the bytes of initializer w, as onnx loads them (external data included)
+onnx_w() {
+    $PY -c 'import sys, onnx; from onnx import numpy_helper
+m = onnx.load(sys.argv[1]); sys.stdout.buffer.write(numpy_helper.to_array(m.graph.initializer[0]).tobytes())' "$1"
+}
+
+@test "a checkpoint in rank_<id>/ reads its data files beside it: a sharded set's shards, an ONNX model's external data; never the run directory's files of the same names" {
+    mkdir -p "$D/rank_0" "$D/rank_1" "$T/other"
+    $ST gen-set "$D/rank_0" --shards 2 --count 5 --seed 1
+    onnx_external "$D/rank_1/net.onnx" 1
+    # the same names at the top of the run, other bytes
+    $ST gen-set "$T/other" --shards 2 --count 5 --seed 2
+    cp "$T"/other/model-0000?-of-00002.safetensors "$D/"
+    onnx_external "$T/other/net.onnx" 2
+    cp "$T/other/w.bin" "$D/w.bin"
+    ! cmp -s "$D/w.bin" "$D/rank_1/w.bin" || false
+    chmod 0444 "$D"/*.safetensors "$D"/rank_*/*
+    mount_fg "$D" "$M"
+    $ST check "$M/rank_0" "$D/rank_0/model.safetensors.index.json"
+    onnx_w "$D/rank_1/net.onnx" | cmp - "$M/rank_1/w/out"
+    unmount "$M"
+    # with no such files at the top, they still open
+    rm "$D"/model-0000?-of-00002.safetensors "$D/w.bin"
+    mount_fg "$D" "$M"
+    $ST check "$M/rank_0" "$D/rank_0/model.safetensors.index.json"
+    onnx_w "$D/rank_1/net.onnx" | cmp - "$M/rank_1/w/out"
+}
+
+# nobody_reads_all DIR: nobody reads every out and meta under DIR (a mounted
+# checkpoint), each equal to what the owner reads
+nobody_reads_all() {
+    local f
+    for f in "$M/$1"/*/out "$M/$1"/*/meta; do
+        nobody cat "${f#"$M/"}" | cmp - "$f"
+    done
+}
+
+# nobody_refused DIR: nobody's read of every out and meta under DIR fails with
+# EACCES (before the owner reads anything there: the kernel keeps what was read)
+nobody_refused() {
+    local f
+    for f in "$M/$1"/*/out "$M/$1"/*/meta; do
+        run nobody cat "${f#"$M/"}"
+        echo "$f: $status ${output:0:60}"
+        [ "$status" -ne 0 ]
+        [[ $output == *"Permission denied"* ]]
+    done
+}
+
+@test "allow_other: another user reads through the mount what they could read on disk: nothing of a checkpoint in a 0700 rank_<id>/ or iteration_<N>/ (EACCES), the rest; the owner everything; a chmod of the directory counts at once" {
+    mkdir -p "$D/rank_0" "$D/rank_1"
+    cp "$(fixture 1)" "$D/rank_0/net.ckpt"
+    cp "$(fixture 2)" "$D/rank_1/net.ckpt"
+    $ITER gen "$T/it" --case tp2 --seed 1
+    mv "$T/it/iteration_00000010" "$D/"
+    printf 10 >"$D/latest_checkpointed_iteration.txt"
+    $ITER file-tree "$T/it/full.safetensors" "$T/it/full"
+    chmod 0444 "$D"/rank_*/net.ckpt "$D"/iteration_00000010/*
+    chmod 0755 "$D" "$D/rank_0"
+    chmod 0700 "$D/rank_1" "$D/iteration_00000010"
+    # on disk, from the run directory: nobody reads rank_0's file, not
+    # rank_1's nor the iteration's
+    M=$D nobody cat rank_0/net.ckpt >/dev/null
+    ! M=$D nobody cat rank_1/net.ckpt >/dev/null || false
+    ! M=$D nobody cat "iteration_00000010/$(ls "$D/iteration_00000010" | head -1)" >/dev/null ||
+        false
+    mount_fg "$D" "$M" -o allow_other
+    nobody_refused rank_1
+    nobody_refused iteration_00000010
+    nobody_reads_all rank_0
+    # the owner reads them all, right
+    $ORACLE check "$M/rank_0" "$(fixture 1)"
+    $ORACLE check "$M/rank_1" "$(fixture 2)"
+    diff -r "$T/it/full" "$M/iteration_00000010"
+    # the directories opened: their files are now readable on disk, and through the mount
+    chmod 0755 "$D/rank_1" "$D/iteration_00000010"
+    nobody_reads_all rank_1
+    nobody_reads_all iteration_00000010
 }

@@ -446,6 +446,42 @@ PY
     edited "$O/$N1.ckpt" "$D/$N1.ckpt" fc3.bias 4 00000040
 }
 
+@test "3: a checkpoint in rank_<id>/ holds its lock beside its file (rank_<id>/.<file>.ckptfs-lock) and is edited and saved; a single-model rw mount of that file, by any path, is refused; one holding it first makes it read-only in the run" {
+    mkdir -p "$D/rank_0" "$D/rank_1" "$O"
+    cp "$RUN/$N1.ckpt" "$D/rank_0/net.ckpt"
+    cp "$RUN/$N2.ckpt" "$D/rank_1/net.ckpt"
+    cp "$RUN/$N1.ckpt" "$O/r0.ckpt"
+    cp "$RUN/$N2.ckpt" "$O/r1.ckpt"
+    chmod 0400 "$D"/rank_*/net.ckpt
+    mount_fg "$D" "$M" -o rw,commit=manual
+    pid=$(daemon_pid)
+    ls "$M/rank_0" >/dev/null
+    [ "$(cat "$D/rank_0/.net.ckpt.ckptfs-lock")" = "$pid $M" ]
+    [ ! -e "$D/.rank_0" ]
+    second_rw "$D/rank_0/net.ckpt"
+    [ "$status" -ne 0 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ $output == *"pid $pid"* ]]
+    ! mountpoint -q "$T/second" || false
+    # another name of the same file: the same lock
+    ln -s "$D/rank_0/net.ckpt" "$T/link.ckpt"
+    second_rw "$T/link.ckpt"
+    [ "$status" -ne 0 ]
+    [[ $output == *"pid $pid"* ]]
+    ! mountpoint -q "$T/second" || false
+    # the run edits and saves it
+    poke "$M/rank_0/fc3.bias/out" 0 0000803f
+    touch "$M/rank_0/snapshot_done"
+    edited "$O/r0.ckpt" "$D/rank_0/net.ckpt" fc3.bias 0 0000803f
+    unmount "$M"
+    [ ! -e "$D/rank_0/.net.ckpt.ckptfs-lock" ]
+    # the other way: a single-model rw mount holds rank_1's file
+    mount_fg "$D/rank_1/net.ckpt" "$T/one" -o rw,commit=manual
+    mount_fg "$D" "$M" -o rw,commit=manual
+    refused_ro sh -c "printf x | dd of='$M/rank_1/conv1.weight/out' conv=notrunc status=none"
+    cmp "$D/rank_1/net.ckpt" "$O/r1.ckpt"
+}
+
 # ---------------------------------------------------------------------------
 # 4. -o index_cache
 
