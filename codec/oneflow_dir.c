@@ -83,15 +83,11 @@ static int read_file(of_source *s, const of_file *f, unsigned char *buf, size_t 
 {
     char full[PATH_MAX];
     ck_dir_join(s->dir, f->rel, full, sizeof full);
-    int fd = ck_dir_openat(s->dir, f->rel, O_RDONLY | O_NONBLOCK, 0);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return ck_fail_errno(err, e, "%s: cannot open again", full);
-    }
-    if (!S_ISREG(st.st_mode) || st.st_dev != f->dev || st.st_ino != f->ino ||
+    int fd = ck_keep_regular(ck_dir_openat(s->dir, f->rel, O_RDONLY | O_NONBLOCK, 0), &st);
+    if (fd < 0 && st.st_mode == 0)
+        return ck_fail_errno(err, errno, "%s: cannot open again", full);
+    if (fd < 0 || st.st_dev != f->dev || st.st_ino != f->ino ||
         (uint64_t)st.st_size != f->size) {
         close(fd);
         return ck_fail(err, EIO, "%s: changed since the snapshot was opened (another file, "
