@@ -349,3 +349,33 @@ EOF2
     [[ $output == "ckptfs: $f: offset "*"NUL"* ]]
     ! mountpoint -q "$BATS_TEST_TMPDIR/m"
 }
+
+@test "out of memory while parsing a valid header is said to be memory, not invalid JSON" {
+    local big=$BATS_TEST_TMPDIR/big.safetensors small=$BATS_TEST_TMPDIR/small.safetensors
+    # 200,000 one-float tensors: a 17 MB header that jansson's document
+    # cannot hold in 60 MB of address space, beside a file that can.
+    $PY - "$big" "$small" <<'PY'
+import json, struct, sys
+for path, n in ((sys.argv[1], 200000), (sys.argv[2], 1)):
+    h = {f"layer.{i}.weight": {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]}
+         for i in range(n)}
+    b = json.dumps(h).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(b)) + b + bytes(4 * n))
+PY
+    # valid, to Python's json
+    $PY -c '
+import json, struct, sys
+d = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", d[:8])[0]
+assert len(json.loads(d[8:8 + n])) == 200000' "$big"
+    local limited=(timeout 20 bash -c 'ulimit -v 60000 && exec "$@"' limited)
+    # the limit lets the binary start and read a small file
+    run "${limited[@]}" "$BUILD/ckptfs-dump" "$small"
+    [ "$status" -eq 0 ]
+    mkdir -p "$BATS_TEST_TMPDIR/m"
+    run "${limited[@]}" "$CKPTFS" -f "$big" "$BATS_TEST_TMPDIR/m"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [ "$status" -ne 124 ]
+    [[ $output == "ckptfs: $big: out of memory while parsing the header (17633339 bytes)" ]]
+}
