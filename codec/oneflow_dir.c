@@ -425,12 +425,8 @@ static int read_meta(opener *o, const entry *e, ck_meta *meta, ck_error *err)
 /* Bytes of meta's elements; -1 when they overflow. */
 static int meta_bytes(const ck_meta *meta, uint64_t *out)
 {
-    uint64_t n = meta->dtype->itemsize;
-    for (uint32_t i = 0; i < meta->ndim; i++)
-        if (__builtin_mul_overflow(n, (uint64_t)meta->dims[i], &n))
-            return -1;
-    *out = n;
-    return 0;
+    return ck_shape_product(&ck_shape_oneflow, meta->dtype, meta->dims, meta->ndim, out) < 0
+               ? 0 : -1;
 }
 
 static int stat_out(opener *o, const entry *e, const ck_meta *meta, of_file *f, ck_error *err)

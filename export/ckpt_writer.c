@@ -464,4 +464,5 @@ const ck_writer ck_ckpt_writer = {
     .encode = ckpt_encode,
     .in_tree_order = true,
     .same_type = ckpt_same_type,
+    .shape = &ck_shape_ckpt,
 };

@@ -1219,6 +1219,7 @@ const ck_writer ck_onnx_writer = {
     .encode = ck_pb_write,
     .new_data_file = big_data_name,
     .same_type = pb_same_type,
+    .shape = &ck_shape_pb,
 };
 
 const ck_writer ck_mindir_writer = {
@@ -1227,4 +1228,5 @@ const ck_writer ck_mindir_writer = {
     .new_data_file = big_data_name,
     .prefixes_names = true,
     .same_type = pb_same_type,
+    .shape = &ck_shape_pb,
 };

@@ -235,4 +235,5 @@ const ck_writer ck_safetensors_set_writer = {
     .encode = set_encode,
     .own_order = true,
     .same_type = ck_st_same_type,
+    .shape = &ck_shape_st,
 };

@@ -338,4 +338,5 @@ const ck_writer ck_safetensors_writer = {
     .encode = st_encode,
     .own_order = true,
     .same_type = ck_st_same_type,
+    .shape = &ck_shape_st,
 };

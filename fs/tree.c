@@ -732,11 +732,11 @@ static int validate(const tree *tr, const entry *e, ck_error *err)
         return 0;
     uint32_t ndim;
     const int64_t *dims = entry_dims(tr, e, &ndim);
-    uint64_t want = dt->itemsize;
-    for (uint32_t i = 0; i < ndim; i++)
-        if (__builtin_mul_overflow(want, (uint64_t)dims[i], &want))
-            return ck_fail(err, EINVAL, "%s: tensor '%s': the meta's shape is too large", path,
-                           quoted(tr, e, q));
+    uint64_t want;
+    /* out's byte count, as a OneFlow reader counts it */
+    if (ck_shape_product(&ck_shape_oneflow, dt, dims, ndim, &want) >= 0)
+        return ck_fail(err, EINVAL, "%s: tensor '%s': the meta's shape is too large", path,
+                       quoted(tr, e, q));
     uint64_t have = entry_out_size(tr, e);
     if (have != want) {
         char shape[CK_META_MAX];
