@@ -89,7 +89,8 @@ static int read_file(of_source *s, const of_file *f, unsigned char *buf, size_t 
         return ck_fail_errno(err, errno, "%s: cannot open again", full);
     if (fd < 0 || st.st_dev != f->dev || st.st_ino != f->ino ||
         (uint64_t)st.st_size != f->size) {
-        close(fd);
+        if (fd >= 0)
+            close(fd);
         return ck_fail(err, EIO, "%s: changed since the snapshot was opened (another file, "
                        "or another size)", full);
     }

@@ -401,8 +401,9 @@ int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
 {
     writer w = {.m = m, .tensors = tensors, .n = n};
     w.slice_bytes = opts && opts->slice_bytes ? opts->slice_bytes : CK_CKPT_SLICE_BYTES;
-    w.s = (ck_sink){.fd = out_fd, .path = opts && opts->out ? opts->out : m->path, .crc_on = ck_ckpt_info_of(m)->has_crc, .crc = crc32(0, NULL, 0),
-                 .err = err, .progress = opts ? opts->progress : NULL};
+    w.s = (ck_sink){.fd = out_fd, .path = opts && opts->out ? opts->out : m->path,
+                    .crc_on = ck_ckpt_info_of(m)->has_crc, .crc = crc32(0, NULL, 0),
+                    .err = err, .progress = opts ? opts->progress : NULL};
     w.s.buf = malloc(CK_SINK_BUF);
     w.entry_of = malloc((m->index.count ? m->index.count : 1) * sizeof *w.entry_of);
     w.keep_old = calloc(m->index.count ? m->index.count : 1, sizeof *w.keep_old);

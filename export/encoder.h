@@ -71,6 +71,7 @@ typedef struct ck_writer {
     bool (*same_type)(const ck_dtype *a, const ck_dtype *b); /* of one kind and
                                  * OneFlow type: the same in the file */
     const ck_shape_rule *shape; /* the shapes its reader takes (dtype.h) */
+    bool holds_none;            /* a file of no tensors is valid (not .ckpt) */
 } ck_writer;
 
 /* Why the format of rule r cannot hold dims, into why (cap bytes), or

@@ -223,7 +223,13 @@ print(8 + n + json.loads(b[8:8 + n])["conv1.bias"]["data_offsets"][0] + 4)' "$f"
     err=$(getfattr --absolute-names --only-values -n user.ckptfs.last_error "$M3")
     echo "$err"
     [[ $err == *"typed.safetensors: tensor '"*"': type k"*" has no safetensors dtype"* ]]
-    [ ! -e "$BATS_TEST_TMPDIR/typed.safetensors" ]
+    # the refused save wrote nothing: the file is the 0-tensor one that
+    # snapshot_done, copied first (the mount lists it first), saved
+    $PY -c '
+import json, struct, sys
+d = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", d[:8])[0]
+h = json.loads(d[8:8 + n]); h.pop("__metadata__", None)
+assert h == {} and len(d) == 8 + n, h' "$BATS_TEST_TMPDIR/typed.safetensors"
     [ -d "$M3/$(ls "$S2" | grep -v snapshot_done | head -1)" ]
     for t in "$M3"/*/; do rm -r "$t"; done # so that the unmount has nothing to save
 }
