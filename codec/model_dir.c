@@ -187,7 +187,19 @@ int ck_keep_regular(int fd, struct stat *st)
 
 int ck_open_regular(int dfd, const char *path, int flags, mode_t mode, struct stat *st)
 {
-    return ck_keep_regular(openat(dfd, path, flags | O_NONBLOCK | O_CLOEXEC, mode), st);
+    int fd = ck_keep_regular(openat(dfd, path, flags | O_NONBLOCK | O_CLOEXEC, mode), st);
+    /* A FIFO opened for writing alone with no reader fails with ENXIO
+     * before fstat can say what it is. */
+    if (fd < 0 && errno == ENXIO) {
+        struct stat s;
+        if (fstatat(dfd, path, &s, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(s.st_mode)) {
+            *st = s;
+            errno = EINVAL;
+            return -1;
+        }
+        errno = ENXIO;
+    }
+    return fd;
 }
 
 int ck_dir_open_regular(const ck_model_dir *d, const char *rel, const char *shown,
