@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #define _GNU_SOURCE /* O_TMPFILE, memfd_create */
 #include "byte_source.h"
+#include "model_dir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -110,7 +111,12 @@ ck_source *ck_source_view(ck_source *inner, ck_error *err)
 
 ck_source *ck_source_open_file(const char *path, ck_error *err)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block */
+    struct stat st;
+    int fd = ck_open_regular(AT_FDCWD, path, O_RDONLY, 0, &st);
+    if (fd < 0 && st.st_mode != 0) {
+        ck_fail(err, EINVAL, "%s: not a regular file", path);
+        return NULL;
+    }
     if (fd < 0) {
         ck_fail_errno(err, errno, "%s: cannot open", path);
         return NULL;

@@ -283,12 +283,9 @@ static int nomem(parser *p)
 static long checked_nbytes(const int64_t *dims, uint32_t ndim, unsigned itemsize,
                            uint64_t *out)
 {
-    uint64_t n = itemsize;
-    for (uint32_t i = 0; i < ndim; i++)
-        if (__builtin_mul_overflow(n, (uint64_t)dims[i], &n))
-            return -1 - (long)i;
-    *out = n;
-    return 0;
+    ck_dtype item = {.itemsize = itemsize};
+    long bad = ck_shape_product(&ck_shape_ckpt, &item, dims, ndim, out);
+    return bad < 0 ? 0 : -1 - bad;
 }
 
 static void format_dims(const int64_t *dims, uint32_t ndim, char *buf, size_t cap)

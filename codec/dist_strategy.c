@@ -153,19 +153,18 @@ static int check_unpacked_cost(int fd, size_t size, const char *path, ck_error *
 /* The whole file, which must be a regular file of at most the bound. */
 static unsigned char *read_file(const char *path, size_t *len, ck_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    int fd = ck_open_regular(AT_FDCWD, path, O_RDONLY, 0, &st);
     if (fd < 0) {
-        ck_fail_errno(err, errno, "%s: cannot open the strategy file", path);
+        if (st.st_mode != 0)
+            ck_fail(err, EINVAL, "%s: the strategy file is %s, not a regular file", path,
+                    ck_file_kind(st.st_mode));
+        else
+            ck_fail_errno(err, errno, "%s: cannot open the strategy file", path);
         return NULL;
     }
-    struct stat st;
     unsigned char *buf = NULL;
-    if (fstat(fd, &st) < 0) {
-        ck_fail_errno(err, errno, "%s: cannot stat the strategy file", path);
-    } else if (!S_ISREG(st.st_mode)) {
-        ck_fail(err, EINVAL, "%s: the strategy file is %s, not a regular file", path,
-                ck_file_kind(st.st_mode));
-    } else if (st.st_size == 0) {
+    if (st.st_size == 0) {
         ck_fail(err, EINVAL, "%s: the strategy file is empty", path);
     } else if ((uint64_t)st.st_size > CK_STRATEGY_MAX_BYTES) {
         ck_fail(err, EFBIG, "%s: %lld bytes is too big for a strategy file (at most %u)", path,

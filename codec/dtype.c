@@ -228,3 +228,20 @@ const char *ck_dtype_safetensors_name(const ck_dtype *dt)
     }
     return NULL;
 }
+
+const ck_shape_rule ck_shape_ckpt = {.elements = false, .max = UINT64_MAX};
+const ck_shape_rule ck_shape_oneflow = {.elements = false, .max = UINT64_MAX};
+const ck_shape_rule ck_shape_pb = {.elements = false, .max = INT64_MAX};
+const ck_shape_rule ck_shape_st = {.elements = true, .max = INT64_MAX};
+
+long ck_shape_product(const ck_shape_rule *r, const ck_dtype *dt, const int64_t *dims,
+                      uint32_t ndim, uint64_t *out)
+{
+    uint64_t n = r->elements || dt->kind == CK_KIND_PACKED ? 1 : dt->itemsize;
+    for (uint32_t i = 0; i < ndim; i++)
+        if (dims[i] < 0 || __builtin_mul_overflow(n, (uint64_t)dims[i], &n) || n > r->max)
+            return (long)i;
+    if (out != NULL)
+        *out = n;
+    return -1;
+}

@@ -6,7 +6,9 @@
 #ifndef CK_DTYPE_H
 #define CK_DTYPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum ck_dtype_kind {
     CK_KIND_NUMERIC,    /* plain little-endian elements of itemsize bytes */
@@ -54,5 +56,22 @@ const char *ck_dtype_safetensors_name(const ck_dtype *dt);
 /* A safetensors dtype's place in the reference's `Dtype` list (BOOL 0 ...
  * U64 21), which its writer orders tensors by. */
 unsigned ck_st_dtype_rank(const char *name);
+
+/* How a format's reader bounds a shape: it multiplies the dims out, left
+ * to right, from the item size (from 1 for sub-byte types) or from 1 (an
+ * element count), and refuses a product past max at any step, so that
+ * [2^62, 0] of Float32 is refused by one and read by another. */
+typedef struct ck_shape_rule {
+    bool elements;          /* start from 1, not from the item size */
+    uint64_t max;
+} ck_shape_rule;
+/* The readers' rules: .ckpt and OneFlow count bytes in 64 bits; ONNX and
+ * MindIR bytes up to INT64_MAX (sizes are off_t); safetensors elements up
+ * to INT64_MAX (the reference's usize, and off_t). */
+extern const ck_shape_rule ck_shape_ckpt, ck_shape_oneflow, ck_shape_pb, ck_shape_st;
+/* The product under rule r into *out (may be NULL): -1, or the index of
+ * the dim that takes it past r->max. */
+long ck_shape_product(const ck_shape_rule *r, const ck_dtype *dt, const int64_t *dims,
+                      uint32_t ndim, uint64_t *out);
 
 #endif

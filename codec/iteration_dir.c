@@ -270,19 +270,19 @@ static json_t *read_metadata(const iter *it, int dfd, ck_error *err)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/" METADATA, it->path);
-    int fd = openat(dfd, METADATA, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        ck_fail_errno(err, errno, "%s: cannot open", path);
-        if (fd >= 0)
-            close(fd);
+    int fd = ck_open_regular(dfd, METADATA, O_RDONLY | O_NOFOLLOW, 0, &st);
+    if (fd < 0) {
+        if (st.st_mode != 0)
+            ck_fail(err, EINVAL, "%s: is %s, not a regular file", path, ck_file_kind(st.st_mode));
+        else
+            ck_fail_errno(err, errno, "%s: cannot open", path);
         return NULL;
     }
     char *text = NULL;
     json_t *root = NULL;
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > CK_ITER_MAX_METADATA)
-        ck_fail(err, EINVAL, "%s: %s", path, S_ISREG(st.st_mode) ? "too big (at most 64 MiB)"
-                                                                 : "not a regular file");
+    if ((uint64_t)st.st_size > CK_ITER_MAX_METADATA)
+        ck_fail(err, EINVAL, "%s: too big (at most 64 MiB)", path);
     else if ((text = malloc((size_t)st.st_size + 1)) == NULL)
         nomem(path, err);
     else if (pread(fd, text, (size_t)st.st_size, 0) != st.st_size)

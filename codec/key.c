@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "key.h"
+#include "model_dir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,19 +36,19 @@ static int check_private(const char *path, const struct stat *st, ck_error *err)
 
 static int load_file(const char *path, ck_key *key, ck_error *err)
 {
-    /* O_NONBLOCK: a FIFO put there must not hang the mount. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    struct stat st;
+    int fd = ck_open_regular(AT_FDCWD, path, O_RDONLY | O_NOFOLLOW, 0, &st);
+    if (fd < 0 && st.st_mode != 0)
+        return ck_fail(err, EINVAL, "%s: key file is %s, not a regular file", path,
+                       ck_file_kind(st.st_mode));
     if (fd < 0 && errno == ELOOP)
         return ck_fail(err, EACCES, "%s: key file is a symbolic link; give the file itself", path);
     if (fd < 0)
         return ck_fail_errno(err, errno, "%s: cannot open the key file", path);
-    struct stat st;
     unsigned char buf[sizeof key->bytes + 1];
     ssize_t n = -1;
     int rc = -1;
-    if (fstat(fd, &st) < 0)
-        ck_fail_errno(err, errno, "%s: cannot stat the key file", path);
-    else if (check_private(path, &st, err) == 0) {
+    if (check_private(path, &st, err) == 0) {
         do
             n = read(fd, buf, sizeof buf);
         while (n < 0 && errno == EINTR);

@@ -201,12 +201,14 @@ static ck_source *open_model_file(ck_model *m, const char *path, ck_error *err)
     if (m->n_overrides == 0) {
         fd = ck_dir_open_regular(dir, dir->base, path, &m->st, err); /* named as given */
     } else {
-        fd = ck_override_fd(m->overrides, m->n_overrides, path,
-                            ck_dir_openat(dir, dir->base, O_RDONLY, 0));
-        if (fd < 0 || fstat(fd, &m->st) < 0) {
-            ck_fail_errno(err, errno, "%s: cannot open", path);
-            if (fd >= 0)
-                close(fd);
+        fd = ck_dir_openat(dir, dir->base, O_RDONLY | O_NONBLOCK, 0);
+        fd = ck_keep_regular(ck_override_fd(m->overrides, m->n_overrides, path, fd), &m->st);
+        if (fd < 0) {
+            if (m->st.st_mode != 0)
+                ck_fail(err, EINVAL, "%s: is %s, not a regular file", path,
+                        ck_file_kind(m->st.st_mode));
+            else
+                ck_fail_errno(err, errno, "%s: cannot open", path);
             return NULL;
         }
     }

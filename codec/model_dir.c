@@ -247,37 +247,64 @@ const char *ck_file_kind(mode_t mode)
     return "not a regular file";
 }
 
+int ck_keep_regular(int fd, struct stat *st)
+{
+    st->st_mode = 0;
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+        int e = st->st_mode != 0 ? EINVAL : errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    /* Back to blocking I/O, which splice and copy_file_range expect. */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        close(fd);
+        st->st_mode = 0;
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+int ck_open_regular(int dfd, const char *path, int flags, mode_t mode, struct stat *st)
+{
+    int fd = ck_keep_regular(openat(dfd, path, flags | O_NONBLOCK | O_CLOEXEC, mode), st);
+    /* A FIFO opened for writing alone with no reader fails with ENXIO
+     * before fstat can say what it is. */
+    if (fd < 0 && errno == ENXIO) {
+        struct stat s;
+        if (fstatat(dfd, path, &s, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(s.st_mode)) {
+            *st = s;
+            errno = EINVAL;
+            return -1;
+        }
+        errno = ENXIO;
+    }
+    return fd;
+}
+
 int ck_dir_open_regular(const ck_model_dir *d, const char *rel, const char *shown,
                         struct stat *st, ck_error *err)
 {
     char joined[PATH_MAX];
     const char *full = shown ? shown : ck_dir_join(d, rel, joined, sizeof joined);
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
-    int fd = ck_dir_openat(d, rel, O_RDONLY | O_NONBLOCK, 0);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ELOOP)
-            return ck_fail(err, ELOOP, "%s: a symbolic link (or beneath one); ckptfs follows "
-                           "no link in the model's directory", full);
-        if (e == EXDEV)
-            return ck_fail(err, EPERM, "%s: leads out of the model's directory", full);
-        return ck_fail_errno(err, e, "%s: cannot open", full);
-    }
-    if (fstat(fd, st) < 0) {
-        int e = errno;
-        close(fd);
-        return ck_fail_errno(err, e, "%s: cannot stat", full);
-    }
-    if (!S_ISREG(st->st_mode)) {
-        close(fd);
+    int fd = ck_keep_regular(ck_dir_openat(d, rel, O_RDONLY | O_NONBLOCK, 0), st);
+    if (fd >= 0)
+        return fd;
+    int e = errno;
+    if (st->st_mode != 0)
         return ck_fail(err, EINVAL, "%s: is %s, not a regular file", full,
                        ck_file_kind(st->st_mode));
-    }
-    /* Back to blocking reads, which splice and copy_file_range expect. */
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0)
-        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-    return fd;
+    if (e == ELOOP)
+        return ck_fail(err, ELOOP, "%s: a symbolic link (or beneath one); ckptfs follows "
+                       "no link in the model's directory", full);
+    if (e == EXDEV)
+        return ck_fail(err, EPERM, "%s: leads out of the model's directory", full);
+    return ck_fail_errno(err, e, "%s: cannot open", full);
 }
 
 int ck_dir_parent(const ck_model_dir *d, const char *rel, int flags, const char **name)

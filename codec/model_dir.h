@@ -11,9 +11,9 @@
  * *at() calls: no name is resolved again, no symbolic link is followed,
  * nothing outside the directory is reached (but for the stat of the
  * directories between the mount's root and it, to check who may read its
- * files: ck_dir_may_read).  Every open is O_NONBLOCK, so
- * a FIFO planted where a file is expected is refused after fstat instead
- * of blocking the daemon.
+ * files: ck_dir_may_read).  Every open of a file ckptfs did not create is
+ * O_NONBLOCK (ck_keep_regular), so a FIFO planted where a file is expected
+ * is refused after fstat instead of blocking the daemon.
  *
  * Paths in messages stay full: "<dir>/<name>", with dir as the model's
  * path spells it.
@@ -85,8 +85,22 @@ void ck_dir_share_watch(ck_model_dir *d, ck_file_watch *w);
 void ck_dir_unref(ck_model_dir *d);
 
 /* openat2 beneath the directory, never following a symbolic link;
- * O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK are added.  -1 with errno set. */
+ * O_CLOEXEC | O_NOFOLLOW are added.  -1 with errno set. */
 int ck_dir_openat(const ck_model_dir *d, const char *rel, int flags, mode_t mode);
+
+/* Open path (relative to dfd, as openat(2)) when it is a file ckptfs did
+ * not create itself (a model, a data file, a lock, a journal, a key, a
+ * strategy or map file): O_NONBLOCK | O_CLOEXEC are added, so a FIFO
+ * another user planted there cannot block the open, and the file is kept
+ * only if fstat says it is a regular file (into st); O_NONBLOCK is then
+ * cleared for the reads, splice and copy_file_range that follow.  -1 with
+ * errno set; a file that is there but not regular gives EINVAL with its
+ * type in st->st_mode (ck_file_kind names it), any other failure leaves
+ * st->st_mode 0. */
+int ck_open_regular(int dfd, const char *path, int flags, mode_t mode, struct stat *st);
+/* The same checks for fd, just opened O_NONBLOCK by other means (-1 is
+ * passed through); fd is closed when refused. */
+int ck_keep_regular(int fd, struct stat *st);
 
 /* Open rel read-only and require a regular file: one line naming it
  * (shown, or the full path when NULL) and what it is instead (a FIFO, a

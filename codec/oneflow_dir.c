@@ -83,17 +83,14 @@ static int read_file(of_source *s, const of_file *f, unsigned char *buf, size_t 
 {
     char full[PATH_MAX];
     ck_dir_join(s->dir, f->rel, full, sizeof full);
-    int fd = ck_dir_openat(s->dir, f->rel, O_RDONLY | O_NONBLOCK, 0);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        int e = errno;
+    int fd = ck_keep_regular(ck_dir_openat(s->dir, f->rel, O_RDONLY | O_NONBLOCK, 0), &st);
+    if (fd < 0 && st.st_mode == 0)
+        return ck_fail_errno(err, errno, "%s: cannot open again", full);
+    if (fd < 0 || st.st_dev != f->dev || st.st_ino != f->ino ||
+        (uint64_t)st.st_size != f->size) {
         if (fd >= 0)
             close(fd);
-        return ck_fail_errno(err, e, "%s: cannot open again", full);
-    }
-    if (!S_ISREG(st.st_mode) || st.st_dev != f->dev || st.st_ino != f->ino ||
-        (uint64_t)st.st_size != f->size) {
-        close(fd);
         return ck_fail(err, EIO, "%s: changed since the snapshot was opened (another file, "
                        "or another size)", full);
     }
@@ -429,12 +426,8 @@ static int read_meta(opener *o, const entry *e, ck_meta *meta, ck_error *err)
 /* Bytes of meta's elements; -1 when they overflow. */
 static int meta_bytes(const ck_meta *meta, uint64_t *out)
 {
-    uint64_t n = meta->dtype->itemsize;
-    for (uint32_t i = 0; i < meta->ndim; i++)
-        if (__builtin_mul_overflow(n, (uint64_t)meta->dims[i], &n))
-            return -1;
-    *out = n;
-    return 0;
+    return ck_shape_product(&ck_shape_oneflow, meta->dtype, meta->dims, meta->ndim, out) < 0
+               ? 0 : -1;
 }
 
 static int stat_out(opener *o, const entry *e, const ck_meta *meta, of_file *f, ck_error *err)

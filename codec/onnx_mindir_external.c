@@ -208,8 +208,13 @@ static long open_external(rd *d, ck_tensor *t, const ck_pb_str *loc, const char 
     /* Beneath the model's directory, no symbolic link followed: a link
      * swapped in for a directory after mounting cannot redirect a save,
      * and two names of one file cannot hide behind a link. */
+    struct stat st;
     int fd = ck_dir_openat(dir, rel, O_RDONLY | O_NONBLOCK, 0);
-    fd = ck_override_fd(d->m->overrides, d->m->n_overrides, full, fd);
+    fd = ck_keep_regular(ck_override_fd(d->m->overrides, d->m->n_overrides, full, fd), &st);
+    if (fd < 0 && st.st_mode != 0)
+        return ck_fail(d->err, EINVAL, "%s: tensor '%s': external data file %s is %s, not a "
+                       "regular file", PATH(d), tensor_label(d, t), shown,
+                       ck_file_kind(st.st_mode));
     if (fd < 0) {
         int e = errno;
         if (e == EXDEV)
@@ -227,20 +232,6 @@ static long open_external(rd *d, ck_tensor *t, const ck_pb_str *loc, const char 
         return ck_fail_errno(d->err, e, "%s: tensor '%s': external data file %s", PATH(d),
                              tensor_label(d, t), shown);
     }
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        close(fd);
-        return ck_fail_errno(d->err, errno, "%s: cannot stat %s", PATH(d), shown);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return ck_fail(d->err, EINVAL, "%s: tensor '%s': external data file %s is %s, not a "
-                       "regular file", PATH(d), tensor_label(d, t), shown,
-                       ck_file_kind(st.st_mode));
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0)
-        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     /* Another name of a file already open (a hard link, or the model
      * itself): a save would write one name and lose the edits made
      * through the other, so such a model is not mounted. */

@@ -37,21 +37,13 @@ static int walk_variables_file(rd *d, int dfd, const char *dir, const char *name
         return ck_fail(d->err, ENAMETOOLONG, "%s/%s: path too long", dir, name);
     /* O_NONBLOCK: a FIFO here must be refused, not waited on. */
     int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    fd = ck_override_fd(d->m->overrides, d->m->n_overrides, path, fd);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0 || S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode)) {
-        if (fd >= 0)
-            close(fd);
-        return 0; /* MindSpore's loader reads regular files only */
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
+    fd = ck_keep_regular(ck_override_fd(d->m->overrides, d->m->n_overrides, path, fd), &st);
+    if (fd < 0 && st.st_mode != 0 && !S_ISDIR(st.st_mode))
         return ck_fail(d->err, EINVAL, "%s: variables file %s is %s, not a regular file",
                        PATH(d), path, ck_file_kind(st.st_mode));
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0)
-        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    if (fd < 0)
+        return 0; /* MindSpore's loader reads regular files only */
     ck_source *src = ck_source_adopt_fd(fd, path, d->err);
     long sid = src == NULL ? -1 : ck_model_add_data_file(d->m, src, d->err);
     if (sid < 0)

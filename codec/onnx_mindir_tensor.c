@@ -374,13 +374,11 @@ static int check_dims(rd *d, const ck_tensor *t, const tinfo *ti)
  * large), for the message to name it. */
 static long want_bytes(const tinfo *ti, const ck_dtype *dt, uint64_t *out)
 {
-    bool packed = dt->kind == CK_KIND_PACKED;
-    uint64_t n = packed ? 1 : dt->itemsize;
-    for (uint32_t i = 0; i < ti->ndim; i++)
-        if (__builtin_mul_overflow(n, (uint64_t)ti->dims[i], &n) || n > INT64_MAX)
-            return (long)i;
-    *out = packed ? n / dt->per_byte + (n % dt->per_byte != 0) : n;
-    return -1;
+    uint64_t n;
+    long bad = ck_shape_product(&ck_shape_pb, dt, ti->dims, ti->ndim, &n);
+    if (bad < 0)
+        *out = dt->kind == CK_KIND_PACKED ? n / dt->per_byte + (n % dt->per_byte != 0) : n;
+    return bad;
 }
 
 static int mismatch(rd *d, ck_tensor *t, uint64_t at, const char *where_, uint64_t have,

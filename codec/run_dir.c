@@ -194,7 +194,8 @@ static int scan(int dfd, const char *path, double settle, const struct timespec 
 static int64_t tracked_iteration(int dfd)
 {
     char buf[32];
-    int fd = openat(dfd, TRACKER, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    int fd = ck_open_regular(dfd, TRACKER, O_RDONLY | O_NOFOLLOW, 0, &st);
     ssize_t n = fd < 0 ? -1 : pread(fd, buf, sizeof buf - 1, 0);
     if (fd >= 0)
         close(fd);

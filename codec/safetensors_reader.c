@@ -759,8 +759,13 @@ json_t *ck_st_parse_json(const char *text, size_t len, uint64_t at, const char *
                          const char *what, ck_error *err)
 {
     json_error_t je;
+    memset(&je, 0, sizeof je);
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-    if (root == NULL) {
+    if (root == NULL && (json_error_code(&je) == json_error_out_of_memory || je.text[0] == '\0')) {
+        /* jansson names every fault of the text; where an allocation of
+         * its own fails it may say nothing at all. */
+        ck_fail(err, ENOMEM, "%s: out of memory while parsing %s (%zu bytes)", path, what, len);
+    } else if (root == NULL) {
         /* jansson's text quotes the input near the error: quote it again. */
         char q[CK_QUOTE_BUF];
         ck_fail(err, EINVAL, "%s: offset %llu: %s is not valid JSON: %s", path,

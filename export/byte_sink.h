@@ -27,7 +27,7 @@
 
 typedef struct ck_sink {
     int fd;
-    const char *path;           /* of the model, for messages */
+    const char *path;           /* the file written (its target), for messages */
     bool crc_on;
     uLong crc;
     unsigned char *buf;         /* CK_SINK_BUF bytes, the caller's */

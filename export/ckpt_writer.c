@@ -401,8 +401,9 @@ int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
 {
     writer w = {.m = m, .tensors = tensors, .n = n};
     w.slice_bytes = opts && opts->slice_bytes ? opts->slice_bytes : CK_CKPT_SLICE_BYTES;
-    w.s = (ck_sink){.fd = out_fd, .path = m->path, .crc_on = ck_ckpt_info_of(m)->has_crc, .crc = crc32(0, NULL, 0),
-                 .err = err, .progress = opts ? opts->progress : NULL};
+    w.s = (ck_sink){.fd = out_fd, .path = opts && opts->out ? opts->out : m->path,
+                    .crc_on = ck_ckpt_info_of(m)->has_crc, .crc = crc32(0, NULL, 0),
+                    .err = err, .progress = opts ? opts->progress : NULL};
     w.s.buf = malloc(CK_SINK_BUF);
     w.entry_of = malloc((m->index.count ? m->index.count : 1) * sizeof *w.entry_of);
     w.keep_old = calloc(m->index.count ? m->index.count : 1, sizeof *w.keep_old);
@@ -449,7 +450,7 @@ static int ckpt_encode(const ck_model *m, const ck_write_tensor *tensors, size_t
     if (n == 0)
         return ck_fail(err, EINVAL, "%s: no tensors left, and MindSpore loads no empty "
                        "checkpoint; nothing was saved", m->path);
-    ck_write_opts opts = {.progress = g->progress};
+    ck_write_opts opts = {.progress = g->progress, .out = g->files[0].target};
     return ck_ckpt_write(m, tensors, n, &opts, g->files[0].fd, err);
 }
 
@@ -464,4 +465,5 @@ const ck_writer ck_ckpt_writer = {
     .encode = ckpt_encode,
     .in_tree_order = true,
     .same_type = ckpt_same_type,
+    .shape = &ck_shape_ckpt,
 };

@@ -32,6 +32,7 @@
 typedef struct ck_write_opts {
     uint64_t slice_bytes;       /* 0: CK_CKPT_SLICE_BYTES */
     ck_progress *progress;      /* counts the tensors' bytes (NULL: none) */
+    const char *out;            /* the file written, for messages (NULL: m->path) */
 } ck_write_opts;
 
 /* Write the tree (every original tensor that is not in `tensors` is

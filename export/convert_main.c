@@ -240,9 +240,15 @@ static const char *type_refusal(target to, const ck_dtype *dt, char *buf, size_t
     return NULL;
 }
 
+/* The shapes OUT's reader takes (dtype.h). */
+static const ck_shape_rule *target_shapes(target to)
+{
+    return to == TO_CKPT ? &ck_shape_ckpt : to == TO_ONEFLOW ? &ck_shape_oneflow : &ck_shape_st;
+}
+
 /* Refuse, naming the first tensor OUT cannot hold: a map parameter's part,
- * a type it has no code for, a name it cannot store or that two tensors
- * would share. */
+ * a type it has no code for, a shape its reader would refuse, a name it
+ * cannot store or that two tensors would share. */
 static int check_target(const convert_opts *o, const ck_model *m, const plan *p, ck_error *err)
 {
     const ck_index *ix = &m->index;
@@ -254,6 +260,9 @@ static int check_target(const convert_opts *o, const ck_model *m, const plan *p,
         char q[CK_QUOTE_BUF], why[160];
         ck_quote(q, t->name, t->name_len);
         const char *refusal = type_refusal(o->to, t->dtype, why, sizeof why);
+        if (refusal == NULL)
+            refusal = ck_shape_refusal(target_shapes(o->to), p->w[i].dtype, p->w[i].dims,
+                                       p->w[i].ndim, why, sizeof why);
         /* The names OUT keeps: a OneFlow directory's as the mount shows
          * it, else the tensor's own. */
         const char *key = o->to == TO_ONEFLOW ? t->dir_name : p->w[i].name;

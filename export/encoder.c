@@ -63,6 +63,22 @@ const ck_writer *ck_writer_of(const ck_model *m)
     return NULL;
 }
 
+const char *ck_shape_refusal(const ck_shape_rule *r, const ck_dtype *dt, const int64_t *dims,
+                             uint32_t ndim, char *why, size_t cap)
+{
+    long bad = ck_shape_product(r, dt, dims, ndim, NULL);
+    if (bad < 0)
+        return NULL;
+    size_t n = (size_t)snprintf(why, cap, "dims [");
+    for (uint32_t i = 0; i < ndim && n < cap; i++)
+        n += (size_t)snprintf(why + n, cap - n, "%s%lld", i ? "," : "", (long long)dims[i]);
+    if (n < cap)
+        snprintf(why + n, cap - n, "] make %s past %s (at dim %ld)",
+                 r->elements ? "an element count" : "a byte count",
+                 r->max == INT64_MAX ? "2^63-1" : "2^64-1", bad);
+    return why;
+}
+
 int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
               ck_commit_group *g, ck_error *err)
 {
@@ -70,6 +86,17 @@ int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
     if (w == NULL)
         return ck_fail(err, ENOTSUP, "%s: ckptfs reads %s models but does not save them yet",
                        m->path, m->format->title);
+    /* What the reader would refuse is refused before a byte is written,
+     * not found by the read-back check. */
+    for (size_t i = 0; i < n; i++) {
+        const ck_write_tensor *t = &tensors[i];
+        char q[CK_QUOTE_BUF], why[128];
+        if (!t->unchanged &&
+            ck_shape_refusal(w->shape, t->dtype, t->dims, t->ndim, why, sizeof why) != NULL)
+            return ck_fail(err, EINVAL, "%s: tensor '%s': %s cannot hold it: %s; nothing was "
+                           "saved", m->path, ck_quote(q, t->name, t->name_len),
+                           m->format->title, why);
+    }
     int rc = w->encode(m, tensors, n, g, err);
     /* Nothing is committed that the reader would refuse or read otherwise. */
     return rc < 0 ? -1 : ck_verify_save(m, tensors, n, g, err);

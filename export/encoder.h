@@ -70,7 +70,14 @@ typedef struct ck_writer {
                                  * does not show (MindIR: its graph's name) */
     bool (*same_type)(const ck_dtype *a, const ck_dtype *b); /* of one kind and
                                  * OneFlow type: the same in the file */
+    const ck_shape_rule *shape; /* the shapes its reader takes (dtype.h) */
+    bool holds_none;            /* a file of no tensors is valid (not .ckpt) */
 } ck_writer;
+
+/* Why the format of rule r cannot hold dims, into why (cap bytes), or
+ * NULL when it can. */
+const char *ck_shape_refusal(const ck_shape_rule *r, const ck_dtype *dt, const int64_t *dims,
+                             uint32_t ndim, char *why, size_t cap);
 
 /* The writer of m's format; NULL when ckptfs does not save it (yet). */
 const ck_writer *ck_writer_of(const ck_model *m);

@@ -831,9 +831,9 @@ static uint64_t edit_len(const writer *w, const edit *e)
     return n;
 }
 
-static int emit(writer *w, int out_fd, const ck_envelope *env)
+static int emit(writer *w, int out_fd, const char *out, const ck_envelope *env)
 {
-    ck_sink s = {.fd = out_fd, .path = w->m->path, .err = w->err, .buf = malloc(CK_SINK_BUF),
+    ck_sink s = {.fd = out_fd, .path = out, .err = w->err, .buf = malloc(CK_SINK_BUF),
                  .progress = w->progress};
     if (s.buf == NULL)
         return nomem(w);
@@ -1170,11 +1170,11 @@ static int write_pbfile(writer *w, uint32_t p, const ck_write_tensor *ts, size_t
     if (p == 0)
         return check_own_file(w) < 0 || write_data_files(w, g) < 0
                    ? -1
-                   : emit(w, g->files[0].fd, &w->m->env);
+                   : emit(w, g->files[0].fd, g->files[0].target, &w->m->env);
     if (w->n_edits == 0)
         return 0;
     int fd = ck_group_add(g, w->file->path, w->err);
-    return fd < 0 ? -1 : emit(w, fd, data_envelope(w));
+    return fd < 0 ? -1 : emit(w, fd, w->file->path, data_envelope(w));
 }
 
 int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
@@ -1219,6 +1219,7 @@ const ck_writer ck_onnx_writer = {
     .encode = ck_pb_write,
     .new_data_file = big_data_name,
     .same_type = pb_same_type,
+    .shape = &ck_shape_pb,
 };
 
 const ck_writer ck_mindir_writer = {
@@ -1227,4 +1228,5 @@ const ck_writer ck_mindir_writer = {
     .new_data_file = big_data_name,
     .prefixes_names = true,
     .same_type = pb_same_type,
+    .shape = &ck_shape_pb,
 };

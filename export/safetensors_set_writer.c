@@ -196,7 +196,7 @@ static char *index_text(set_writer *w, json_t *map)
 
 static int write_index(set_writer *w, unsigned char *buf)
 {
-    ck_sink s = {.fd = w->g->files[0].fd, .path = w->m->path, .buf = buf, .err = w->err};
+    ck_sink s = {.fd = w->g->files[0].fd, .path = w->g->files[0].target, .buf = buf, .err = w->err};
     if (index_unchanged(w))
         return ck_sink_copy(&s, w->m->sources[0], 0, w->m->sources[0]->size);
     json_t *map = weight_map(w);
@@ -235,4 +235,5 @@ const ck_writer ck_safetensors_set_writer = {
     .encode = set_encode,
     .own_order = true,
     .same_type = ck_st_same_type,
+    .shape = &ck_shape_st,
 };

@@ -312,7 +312,7 @@ static int st_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n
                      ck_commit_group *g, ck_error *err)
 {
     const ck_st_info *info = ck_st_info_of(m);
-    ck_sink s = {.fd = g->files[0].fd, .path = m->path, .err = err, .progress = g->progress};
+    ck_sink s = {.fd = g->files[0].fd, .path = g->files[0].target, .err = err, .progress = g->progress};
     s.buf = malloc(CK_SINK_BUF);
     int rc = s.buf == NULL ? ck_fail(err, ENOMEM, "%s: out of memory", m->path) : 0;
     if (rc == 0 && (rc = ck_sink_wrap(&s, &m->env)) == 0) {
@@ -338,4 +338,6 @@ const ck_writer ck_safetensors_writer = {
     .encode = st_encode,
     .own_order = true,
     .same_type = ck_st_same_type,
+    .shape = &ck_shape_st,
+    .holds_none = true,
 };

@@ -250,16 +250,15 @@ static int index_full_names(fill *f)
 static int read_map(fill *f)
 {
     const char *path = f->a->map;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    int fd = ck_open_regular(AT_FDCWD, path, O_RDONLY | O_NOCTTY, 0, &st);
+    if (fd < 0 && st.st_mode != 0)
+        return ck_fail(f->err, EINVAL, "%s: not a regular file (%s)", path,
+                       ck_file_kind(st.st_mode));
     if (fd < 0)
         return ck_fail_errno(f->err, errno, "%s", path);
-    struct stat st;
     int rc = -1;
-    if (fstat(fd, &st) < 0) {
-        ck_fail_errno(f->err, errno, "%s", path);
-    } else if (!S_ISREG(st.st_mode)) {
-        ck_fail(f->err, EINVAL, "%s: not a regular file", path);
-    } else if (st.st_size > MAP_MAX_BYTES) {
+    if (st.st_size > MAP_MAX_BYTES) {
         ck_fail(f->err, EFBIG, "%s: over %u bytes: not a name map", path, MAP_MAX_BYTES);
     } else if ((f->map_text = malloc((size_t)st.st_size + 1)) == NULL) {
         ck_fail(f->err, ENOMEM, "%s: out of memory", path);

@@ -42,7 +42,7 @@ struct ck_wrap_writer_ops {
 struct ck_wrap_writer {
     const struct ck_wrap_writer_ops *ops;
     int fd;
-    const char *path;           /* of the model, for messages */
+    const char *path;           /* the file written (its target), for messages */
     uint64_t out_off;           /* bytes written to fd so far */
 };
 

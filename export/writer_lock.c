@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "writer_lock.h"
+#include "../codec/model_dir.h"
 
 #include "../codec/model_dir.h"
 
@@ -120,13 +121,20 @@ static int take(ck_writer_lock *l, const char *model, const char *shown, const c
 {
     for (int tries = 0; tries < LOCK_TRIES; tries++) {
         bool mine = true;
-        int fd = openat(l->dir_fd, l->path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        struct stat st;
+        /* Not ours until we created it: another user may have put a FIFO
+         * (or a device) there, whose open would wait for ever. */
+        int fd = ck_open_regular(l->dir_fd, l->path, O_RDWR | O_CREAT | O_NOFOLLOW, 0644, &st);
         int open_errno = errno;
         if (fd < 0 && errno == EACCES) {
             /* Left by another user: flock needs no write access. */
-            fd = openat(l->dir_fd, l->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+            fd = ck_open_regular(l->dir_fd, l->path, O_RDONLY | O_NOFOLLOW, 0, &st);
             mine = false;
         }
+        if (fd < 0 && st.st_mode != 0)
+            return ck_fail(err, EINVAL, "%s: the lock file %s is %s, not a regular file "
+                           "(not one ckptfs made); remove it", model, shown,
+                           ck_file_kind(st.st_mode));
         if (fd < 0)
             return ck_fail_errno(err, open_errno, "%s: cannot create the lock file %s (a writable "
                                  "mount writes in the model's directory; mount it -o ro)",

@@ -36,6 +36,8 @@ struct ckfs_waiter {
     fuse_req_t req;
     fuse_ino_t ino;             /* the node the save was asked through */
     int reply;                  /* how to answer it: see ll_ops.c */
+    bool make_file;             /* asked by name (snapshot_done, fsync): a model not
+                                 * on disk yet is written even with no edit */
     struct fuse_file_info fi;   /* an open's or a create's */
     /* Instead of replying to req: told the outcome, under the mount's
      * lock (a run directory's seal waits for several saves). */

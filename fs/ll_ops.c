@@ -607,7 +607,8 @@ static void ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    *w = (ckfs_waiter){.req = req, .ino = ino, .reply = (int)reply};
+    *w = (ckfs_waiter){.req = req, .ino = ino, .reply = (int)reply,
+                       .make_file = reply != REPLY_SEAL};
     if (fi != NULL)
         w->fi = *fi;
     ckfs_saver_ask(fs, w);

@@ -230,11 +230,17 @@ static char *absolute_path(const char *path)
 
 /* -o log=PATH, opened before daemonizing (which changes directory to /).
  * Appended to; never through a symlink, which another user could have
- * pointed at a file of ours. */
+ * pointed at a file of ours; a regular file, so that a FIFO put there
+ * cannot hold the mount in its open. */
 static int open_log(const char *path)
 {
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0)
+    struct stat st;
+    int fd = ck_open_regular(AT_FDCWD, path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0600,
+                             &st);
+    if (fd < 0 && st.st_mode != 0)
+        fprintf(stderr, "ckptfs: -o log=%s: is %s, not a regular file\n", path,
+                ck_file_kind(st.st_mode));
+    else if (fd < 0)
         fprintf(stderr, "ckptfs: -o log=%s: %s\n", path, strerror(errno));
     return fd;
 }

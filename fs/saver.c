@@ -111,8 +111,11 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
     tree_save *job = NULL;
     ck_model *old = NULL;
     tree_renamed *renamed;
+    bool make_file = false;
+    for (const ckfs_waiter *w = waiters; w != NULL; w = w->next)
+        make_file |= w->make_file;
     pthread_rwlock_wrlock(&fs->lock);
-    int rc = tree_save_begin(&fs->tr, &job, &err);
+    int rc = tree_save_begin(&fs->tr, &job, make_file, &err);
     size_t n_renamed = tree_take_renamed(&fs->tr, &renamed);
     struct fuse_session *se = fs->se;
     bool wrote = job != NULL;

@@ -732,11 +732,11 @@ static int validate(const tree *tr, const entry *e, ck_error *err)
         return 0;
     uint32_t ndim;
     const int64_t *dims = entry_dims(tr, e, &ndim);
-    uint64_t want = dt->itemsize;
-    for (uint32_t i = 0; i < ndim; i++)
-        if (__builtin_mul_overflow(want, (uint64_t)dims[i], &want))
-            return ck_fail(err, EINVAL, "%s: tensor '%s': the meta's shape is too large", path,
-                           quoted(tr, e, q));
+    uint64_t want;
+    /* out's byte count, as a OneFlow reader counts it */
+    if (ck_shape_product(&ck_shape_oneflow, dt, dims, ndim, &want) >= 0)
+        return ck_fail(err, EINVAL, "%s: tensor '%s': the meta's shape is too large", path,
+                       quoted(tr, e, q));
     uint64_t have = entry_out_size(tr, e);
     if (have != want) {
         char shape[CK_META_MAX];
@@ -870,7 +870,21 @@ static int add_entries(tree *tr, tree_save *save, const names_plan *plan, ck_err
     return 0;
 }
 
-static int save_begin(tree *tr, tree_save **out, names_plan *plan, ck_error *err)
+/* Whether a save has something to write: edits, or (make_file) the file
+ * of a model created empty that was never saved, when its format has a
+ * file of no tensors (a 0-tensor safetensors).  An empty .ckpt cannot be
+ * written, and failing instead would fail `cp -r SNAPSHOT/. MNT/`
+ * whenever snapshot_done comes first (ckptfs lists it first, tmpfs lists
+ * newest first): the tensors that follow make the first save. */
+static bool to_save(const tree *tr, bool make_file)
+{
+    const ck_writer *w = ck_writer_of(tr->model);
+    return tree_dirty(tr) || (make_file && tr->writable && tr->model->n_sources == 0 &&
+                              w != NULL && w->holds_none);
+}
+
+static int save_begin(tree *tr, tree_save **out, bool make_file, names_plan *plan,
+                      ck_error *err)
 {
     if (plan_names(tr, plan, err) < 0)
         return -1;
@@ -879,7 +893,7 @@ static int save_begin(tree *tr, tree_save **out, names_plan *plan, ck_error *err
             return -1;
     if (plan->listed != NULL && apply_names(tr, plan, err) < 0)
         return -1;
-    if (!tree_dirty(tr))
+    if (!to_save(tr, make_file))
         return 0; /* the names were the directories' own */
     size_t cap = tr->n_entries + 1;
     tree_save *save = calloc(1, sizeof *save);
@@ -912,13 +926,13 @@ static int save_begin(tree *tr, tree_save **out, names_plan *plan, ck_error *err
     return 0;
 }
 
-int tree_save_begin(tree *tr, tree_save **out, ck_error *err)
+int tree_save_begin(tree *tr, tree_save **out, bool make_file, ck_error *err)
 {
     *out = NULL;
-    if (!tree_dirty(tr))
+    if (!to_save(tr, make_file))
         return 0;
     names_plan plan = {0};
-    int rc = save_begin(tr, out, &plan, err);
+    int rc = save_begin(tr, out, make_file, &plan, err);
     plan_free(&plan);
     return rc;
 }

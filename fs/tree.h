@@ -226,7 +226,10 @@ int entry_meta_truncate(tree *tr, entry *e, uint64_t size, ck_error *err);
  * Edits made between begin and end are kept as edits of the new file, for
  * the next save. */
 typedef struct tree_save tree_save;
-int tree_save_begin(tree *tr, tree_save **save, ck_error *err);
+/* make_file: save even a tree with no edit when its model has no file yet
+ * (-o create) and its format has a file of no tensors: a save asked for
+ * by name then writes it (a 0-tensor safetensors). */
+int tree_save_begin(tree *tr, tree_save **save, bool make_file, ck_error *err);
 int tree_save_run(tree_save *save, ck_error *err);
 /* *old: the model file replaced, for the caller to close once it no
  * longer holds what serializes the tree (closing frees the replaced file,

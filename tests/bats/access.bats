@@ -205,3 +205,12 @@ key_refused() {
     [[ $output == *"log="*"Too many levels of symbolic links"* ]]
     [ ! -e "$BATS_TEST_TMPDIR/elsewhere" ]
 }
+
+@test "-o log=PATH that is a FIFO is refused, not waited on" {
+    mkfifo "$BATS_TEST_TMPDIR/log"
+    mkdir "$M"
+    echo "0 $M" >>"$BATS_TEST_TMPDIR/mounts"
+    run timeout 20 $CKPTFS -o ro,log="$BATS_TEST_TMPDIR/log" "$F" "$M"
+    [ "$status" -ne 0 ] && [ "$status" -ne 124 ]
+    [ "$output" = "ckptfs: -o log=$BATS_TEST_TMPDIR/log: is a FIFO, not a regular file" ]
+}

@@ -447,3 +447,34 @@ print(("%.0f %s" if u == 0 else "%.1f %s") % (v, ["B", "KiB", "MiB", "GiB", "TiB
     [ "$status" -eq 1 ] && [[ $output == *"your_file_EMPTY.ckpt: empty file"* ]]
     [ ! -e "$T/x.ckpt" ]
 }
+
+# empty_huge FILE: a safetensors file whose tensor 'big' is F32 [2^62, 0]
+# (valid: 0 elements) beside 'w', F32 [2].
+empty_huge() {
+    $PY - "$1" <<'PY'
+import json, struct, sys
+h = {"big": {"dtype": "F32", "shape": [2**62, 0], "data_offsets": [0, 0]},
+     "w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
+b = json.dumps(h).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(b)) + b + struct.pack("<2f", 1.5, -2))
+PY
+}
+
+@test "a shape OUT's reader would refuse ([2^62, 0] of F32 is 2^64 bytes before the 0) is refused before anything is written, naming the tensor" {
+    empty_huge "$T/e.safetensors"
+    mkdir "$T/o"
+    run timeout 60 "$CONVERT" -q "$T/e.safetensors" "$T/o/x.ckpt"
+    [ "$status" -eq 1 ] && [ "${#lines[@]}" -eq 1 ]
+    [ "$output" = "ckptfs-convert: $T/e.safetensors: tensor 'big': a MindSpore checkpoint cannot hold it: dims [4611686018427387904,0] make a byte count past 2^64-1 (at dim 0)" ]
+    run timeout 60 "$CONVERT" -q "$T/e.safetensors" "$T/o/snap/"
+    [ "$status" -eq 1 ]
+    [[ $output == *"$T/e.safetensors: tensor 'big': a OneFlow snapshot cannot hold it: dims [4611686018427387904,0]"* ]]
+    [ -z "$(ls -A "$T/o")" ]
+    # safetensors counts elements: 2^62 x 0 is 0, and it is written
+    timeout 60 "$CONVERT" -q "$T/e.safetensors" "$T/o/x.safetensors"
+    $PY -c '
+import json, struct, sys
+d = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", d[:8])[0]
+h = json.loads(d[8:8 + n])
+assert h["big"]["shape"] == [2**62, 0] and struct.unpack("<2f", d[8 + n:]) == (1.5, -2), h' "$T/o/x.safetensors"
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # SPDX-License-Identifier: Apache-2.0
 # A save that runs out of space (a 2 MiB tmpfs) fails like any other: the
-# reason, the model untouched, the edits kept, no temporary file left.
+# reason, the model untouched, the edits kept, no temporary file left;
+# ckptfs-convert names the file it was writing.
 
 load helpers
 
@@ -27,4 +28,25 @@ teardown() {
     [ "$(sha "$S/model.ckpt")" = "$before" ]
     [ -z "$(ls -A "$S" | grep ckptfs- | grep -vx "\.model\.ckpt\.ckptfs-lock")" ]
     [ "$(dd if="$BATS_TEST_TMPDIR/m/layer.1.weight/out" bs=1 skip=8 count=4 status=none)" = ckpt ]
+}
+
+@test "ENOSPC in ckptfs-convert (and --into): the message names OUT, the file written, not IN or the template" {
+    [ "$(id -u)" = 0 ] || skip "mounting a tmpfs needs root"
+    S=$BATS_TEST_TMPDIR/small
+    mkdir "$S"
+    mount -t tmpfs -o size=64k tmpfs "$S"
+    local tmpl=$MS/mindspore_ori_net.mindir ckpt=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
+    run timeout 60 "$BUILD/ckptfs-convert" -q --into "$tmpl" "$ckpt" "$S/out.mindir"
+    echo "$output"
+    [ "$status" -ne 0 ] && [ "$status" -ne 124 ]
+    [[ $output == *"$S/out.mindir: writing the new version failed"*"No space left on device"* ]]
+    [[ $output != *"$tmpl"* ]]
+    for out in out.safetensors out.ckpt; do
+        run timeout 60 "$BUILD/ckptfs-convert" -q "$ckpt" "$S/$out"
+        echo "$output"
+        [ "$status" -ne 0 ] && [ "$status" -ne 124 ]
+        [[ $output == *"$S/$out: writing the new version failed"*"No space left on device"* ]]
+        [[ $output != *"$ckpt"* ]]
+    done
+    [ -z "$(ls -A "$S")" ]
 }

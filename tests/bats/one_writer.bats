@@ -361,6 +361,42 @@ PY
     [ -f "$M/linear1.bias/out" ]
 }
 
+# refused_fast CMD...: CMD fails, and not by timing out (the hang guard:
+# an open that waits on a FIFO fails the test instead of hanging it).
+refused_fast() {
+    run timeout 20 "$@"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [ "$status" -ne 124 ]
+}
+
+@test "a FIFO another user planted as the lock file: the writable mount and ckptfs-convert are refused in one line naming it" {
+    S=$(mktemp -d /tmp/ckptfs-one-writer.XXXXXX)
+    chmod 1777 "$S"
+    cp "$F" "$S/model.ckpt"
+    chmod 0644 "$S/model.ckpt"
+    setpriv --reuid=65533 --regid=65533 --clear-groups \
+        mkfifo -m 0644 "$S/.model.ckpt.ckptfs-lock" "$S/.out.safetensors.ckptfs-lock"
+    mkdir -m 0777 "$S/mnt"
+    echo "0 $S/mnt" >>"$BATS_TEST_TMPDIR/mounts"
+    local nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    local want="$S/model.ckpt: the lock file $S/.model.ckpt.ckptfs-lock is a FIFO, not a regular file"
+    # root opens it for writing (a FIFO's O_RDWR open does not wait) ...
+    refused_fast "$CKPTFS" -o rw "$S/model.ckpt" "$S/mnt"
+    [[ $output == "ckptfs: $want"* ]]
+    [ "${#lines[@]}" -eq 1 ]
+    # ... another user may not, and falls back to reading it: that open
+    # used to wait for a writer for ever
+    refused_fast "${nobody[@]}" "$CKPTFS" -o rw "$S/model.ckpt" "$S/mnt"
+    [[ $output == "ckptfs: $want"* ]]
+    refused_fast "${nobody[@]}" "$BUILD/ckptfs-convert" -q "$S/model.ckpt" "$S/out.safetensors"
+    [[ $output == *"$S/out.safetensors: the lock file $S/.out.safetensors.ckptfs-lock is a FIFO, not a regular file"* ]]
+    [ "${#lines[@]}" -eq 1 ]
+    [ ! -e "$S/out.safetensors" ]
+    [ -p "$S/.model.ckpt.ckptfs-lock" ]
+    ! mountpoint -q "$S/mnt"
+}
+
 @test "writable by default, in a directory that cannot hold the lock (read-only filesystem): mounted read-only" {
     S=$(mktemp -d /tmp/ckptfs-one-writer.XXXXXX)
     mkdir "$S/src" "$S/ro"

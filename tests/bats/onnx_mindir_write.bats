@@ -448,3 +448,21 @@ PY
     spec=$($PY -c 'import json; print(json.dumps({"0": {"dims": [2,3,7,5], "data": [0.5]*210}}))')
     (cd "$REPO/tests/ort" && $ORT_RUN "$m" "$spec" >/dev/null)
 }
+
+@test "a new tensor of a shape ONNX's reader would refuse ([2^62, 2, 0] of int8: 2^63 bytes before the 0) is refused at the save, naming it, before anything is written" {
+    local m mnt=$BATS_TEST_TMPDIR/m
+    m=$(work_copy "$ONNX_FIX/tiny_conv2d.onnx")
+    local before
+    before=$(sha256sum <"$m")
+    mount_fg "$m" "$mnt" -o commit=manual
+    mkdir "$mnt/huge"
+    printf 'shape {\n  dim: 4611686018427387904\n  dim: 2\n  dim: 0\n}\ndata_type: kInt8\n' >"$mnt/huge/meta"
+    : >"$mnt/huge/out"
+    run touch "$mnt/snapshot_done"
+    [ "$status" -ne 0 ]
+    err=$(getfattr --absolute-names --only-values -n user.ckptfs.last_error "$mnt")
+    echo "$err"
+    [[ $err == *"$m: tensor 'huge': ONNX cannot hold it: dims [4611686018427387904,2,0] make a byte count past 2^63-1 (at dim 1); nothing was saved" ]]
+    [ "$(sha256sum <"$m")" = "$before" ]
+    rm -r "$mnt/huge" # so that the unmount has nothing to save
+}

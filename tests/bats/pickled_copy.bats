@@ -333,3 +333,19 @@ PY
     [ "$(tags "$d/net-1_10.ckpt")" = "other weight bias" ]
     cmp "$M/net-1_10/weight/out" "$SNAP/tensor_5/out"
 }
+
+@test "an empty snapshot copied into -o create x.safetensors: a 0-tensor file is written, not answered saved with no file" {
+    local snap=$BATS_TEST_TMPDIR/empty
+    mkdir "$snap"
+    : >"$snap/snapshot_done"
+    local st=$BATS_TEST_TMPDIR/new.safetensors
+    mount_fg "$st" "$M" -o create,commit=manual
+    timeout 60 cp -r "$snap/." "$M/"
+    [ -f "$st" ]
+    $PY -c '
+import json, struct, sys
+d = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", d[:8])[0]
+h = json.loads(d[8:8 + n]); h.pop("__metadata__", None)
+assert h == {} and len(d) == 8 + n, (h, len(d))' "$st"
+    [ "$(ls "$M")" = snapshot_done ]
+}

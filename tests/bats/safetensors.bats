@@ -223,7 +223,13 @@ print(8 + n + json.loads(b[8:8 + n])["conv1.bias"]["data_offsets"][0] + 4)' "$f"
     err=$(getfattr --absolute-names --only-values -n user.ckptfs.last_error "$M3")
     echo "$err"
     [[ $err == *"typed.safetensors: tensor '"*"': type k"*" has no safetensors dtype"* ]]
-    [ ! -e "$BATS_TEST_TMPDIR/typed.safetensors" ]
+    # the refused save wrote nothing: the file is the 0-tensor one that
+    # snapshot_done, copied first (the mount lists it first), saved
+    $PY -c '
+import json, struct, sys
+d = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", d[:8])[0]
+h = json.loads(d[8:8 + n]); h.pop("__metadata__", None)
+assert h == {} and len(d) == 8 + n, h' "$BATS_TEST_TMPDIR/typed.safetensors"
     [ -d "$M3/$(ls "$S2" | grep -v snapshot_done | head -1)" ]
     for t in "$M3"/*/; do rm -r "$t"; done # so that the unmount has nothing to save
 }
@@ -348,4 +354,35 @@ EOF2
     [ "${#lines[@]}" -eq 1 ]
     [[ $output == "ckptfs: $f: offset "*"NUL"* ]]
     ! mountpoint -q "$BATS_TEST_TMPDIR/m"
+}
+
+@test "out of memory while parsing a valid header is said to be memory, not invalid JSON" {
+    local big=$BATS_TEST_TMPDIR/big.safetensors small=$BATS_TEST_TMPDIR/small.safetensors
+    # 200,000 one-float tensors: a 17 MB header that jansson's document
+    # cannot hold in 60 MB of address space, beside a file that can.
+    $PY - "$big" "$small" <<'PY'
+import json, struct, sys
+for path, n in ((sys.argv[1], 200000), (sys.argv[2], 1)):
+    h = {f"layer.{i}.weight": {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]}
+         for i in range(n)}
+    b = json.dumps(h).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(b)) + b + bytes(4 * n))
+PY
+    # valid, to Python's json
+    $PY -c '
+import json, struct, sys
+d = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", d[:8])[0]
+assert len(json.loads(d[8:8 + n])) == 200000' "$big"
+    local limited=(timeout 20 bash -c 'ulimit -v 60000 && exec "$@"' limited)
+    # the limit lets the binary start and read a small file
+    run "${limited[@]}" "$BUILD/ckptfs-dump" "$small"
+    [ "$status" -eq 0 ]
+    mkdir -p "$BATS_TEST_TMPDIR/m"
+    run "${limited[@]}" "$CKPTFS" -f "$big" "$BATS_TEST_TMPDIR/m"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [ "$status" -ne 124 ]
+    [[ $output == "ckptfs: $big: out of memory while parsing the header"* ]]
+    [[ $output != *"not valid JSON"* ]]
 }
