@@ -29,9 +29,11 @@
  * only to swap in a new listing.  A slot's open mount (slot->fs) is
  * opened, used and closed by the request thread alone, so a request uses
  * it without r->mu; the watcher marks a slot gone and the request thread
- * closes it.  Order: r->mu, then a checkpoint's lock; its saver takes
- * r->mu holding nothing (slot_saves), so that a checkpoint is closed
- * under r->mu only when it has nothing to save.
+ * closes it, at once when the watcher asks (wake_fd, between two
+ * requests), else at the next request into a checkpoint.  Order: r->mu,
+ * then a checkpoint's lock; its saver takes r->mu holding nothing
+ * (slot_saves), so that a checkpoint is closed under r->mu only when it
+ * has nothing to save.
  */
 #define _GNU_SOURCE
 #include "run_mount.h"
@@ -99,7 +101,7 @@ typedef struct run_writing {
 
 /* A rank_<id>/ or iteration_<N>/ directory watched as the run directory
  * is.  Its files written before its watch was in place are judged by
- * their settle time alone (doubtful()). */
+ * their settle time alone (judged_complete). */
 typedef struct run_subdir {
     int wd;
     char *name;
