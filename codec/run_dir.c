@@ -437,7 +437,7 @@ static int cmp_run(const ck_run_entry *a, const ck_run_entry *b)
     return cmp_time(a, b);
 }
 
-static void find_latest(ck_run_list *l)
+void ck_run_list_pick_latest(ck_run_list *l)
 {
     bool run = one_run(l);
     l->latest = -1;
@@ -477,7 +477,7 @@ static int scan(int dfd, const char *path, double settle, const struct timespec 
     if (rc == 0)
         rc = unique_names(out, path, err);
     if (rc == 0)
-        find_latest(out);
+        ck_run_list_pick_latest(out);
     return rc;
 }
 

@@ -57,6 +57,11 @@ int ck_run_dir_scan_at(int dfd, const char *path, double settle, const struct ti
                        ck_run_list *out, ck_error *err);
 void ck_run_list_free(ck_run_list *l);
 
+/* Pick l->latest again, by the rules above, after the caller has judged
+ * some entries otherwise complete than their names and modes say (a
+ * mount that saw one still being written). */
+void ck_run_list_pick_latest(ck_run_list *l);
+
 /* Whether name is a distributed checkpoint's rank directory, "rank_<id>"
  * with id in decimal, no leading zero; the id into *id. */
 bool ck_rank_dir_name(const char *name, uint64_t *id);

@@ -194,10 +194,21 @@ int ckfs_saver_stop(ckfs *fs);
  * more about renames. */
 void ckfs_saver_unmounting(ckfs *fs);
 
+/* Work another thread asks the request thread to do between requests:
+ * it writes to fd (an eventfd, non-blocking), the loop reads it and calls
+ * run(arg).  A run directory's watcher closes deleted checkpoints so. */
+typedef struct ckfs_idle_work {
+    int fd;
+    void (*run)(void *arg);
+    void *arg;
+} ckfs_idle_work;
+
 /* fs/session_loop.c.  Answer requests on this thread until the mount ends,
  * looking for the next request for busy_poll_us microseconds before
- * sleeping (0: libfuse's own loop).  0, or a negative errno. */
-int ckfs_session_loop(struct fuse_session *se, unsigned busy_poll_us);
+ * sleeping (0 and no work: libfuse's own loop), and doing work (NULL:
+ * none) when asked.  0, or a negative errno. */
+int ckfs_session_loop(struct fuse_session *se, unsigned busy_poll_us,
+                      const ckfs_idle_work *work);
 
 /* One line to stderr or syslog, and to the -o log file. */
 void ckfs_log(const ckfs *fs, int priority, const char *fmt, ...)

@@ -291,10 +291,10 @@ static int add_mount_opts(struct fuse_args *args, const char *model, bool rw, un
  * a wakeup either way, and the pool adds its own; the one thread polls
  * before it sleeps (fs/session_loop.c). */
 static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *opts,
-                    const struct cli *cli)
+                    const struct cli *cli, const ckfs_idle_work *work)
 {
     if (!cli->threads || opts->singlethread)
-        return ckfs_session_loop(se, cli->busy_poll);
+        return ckfs_session_loop(se, cli->busy_poll, work);
     struct fuse_loop_config cfg = {.clone_fd = opts->clone_fd,
                                    .max_idle_threads = opts->max_idle_threads};
     return fuse_session_loop_mt(se, &cfg);
@@ -355,6 +355,7 @@ typedef struct mount_hooks {
     int (*live)(void *arg, struct fuse_session *se, bool daemonized);
     void (*ended)(void *arg, int loop);
     void *arg;
+    const ckfs_idle_work *work; /* the request thread's, between requests (NULL: none) */
 } mount_hooks;
 
 static int serve(struct fuse_session *se, struct fuse_cmdline_opts *opts,
@@ -376,7 +377,7 @@ static int serve(struct fuse_session *se, struct fuse_cmdline_opts *opts,
         openlog("ckptfs", LOG_PID, LOG_DAEMON);
     if (h->live(h->arg, se, !opts->foreground) != 0)
         goto out_unmount;
-    int loop = run_loop(se, opts, cli);
+    int loop = run_loop(se, opts, cli, h->work);
     h->ended(h->arg, loop);
     rc = loop < 0 ? 1 : 0;
 out_unmount:
@@ -512,7 +513,10 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
         struct fuse_lowlevel_ops ops;
         ckrun_ops(&ops);
         struct fuse_session *se = fuse_session_new(args, &ops, sizeof ops, ckrun_front(r));
-        mount_hooks h = {.model_path = path, .live = run_live, .ended = run_ended, .arg = r};
+        ckfs_idle_work work;
+        ckrun_idle_work(r, &work);
+        mount_hooks h = {.model_path = path, .live = run_live, .ended = run_ended, .arg = r,
+                         .work = &work};
         rc = se != NULL ? serve(se, opts, cli, &h) : 2; /* as in serve_model */
         /* The last saves, once unmounted (as a model mount's destroy). */
         if (ckrun_close_all(r) < 0)

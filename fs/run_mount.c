@@ -29,13 +29,16 @@
  * only to swap in a new listing.  A slot's open mount (slot->fs) is
  * opened, used and closed by the request thread alone, so a request uses
  * it without r->mu; the watcher marks a slot gone and the request thread
- * closes it.  Order: r->mu, then a checkpoint's lock; its saver takes
- * r->mu holding nothing (slot_saves), so that a checkpoint is closed
- * under r->mu only when it has nothing to save.
+ * closes it, at once when the watcher asks (wake_fd, between two
+ * requests), else at the next request into a checkpoint.  Order: r->mu,
+ * then a checkpoint's lock; its saver takes r->mu holding nothing
+ * (slot_saves), so that a checkpoint is closed under r->mu only when it
+ * has nothing to save.
  */
 #define _GNU_SOURCE
 #include "run_mount.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -50,6 +53,7 @@
 #include <unistd.h>
 
 #include "../codec/iteration_dir.h"
+#include "../codec/model_dir.h"
 #include "../codec/page_cache.h"
 #include "../codec/run_dir.h"
 #include "../export/commit_group.h"
@@ -60,11 +64,19 @@
 #define RUN_INO_ROOT 1u
 #define RUN_INO_LATEST 2u
 
-/* Files being written: created or written to and not closed since.
- * Whatever their mode says (cp of a read-only file creates it read-only,
- * then writes it), they are not complete.  The watcher's own; bounded,
- * past which a file is judged by its mode and settle time alone. */
+/* Files being written, as the events tell (take_event): the watcher's
+ * own; bounded, past which a file is judged by its mode and settle time
+ * alone. */
 #define WRITING_MAX 4096
+/* How long a file that appeared (IN_CREATE) waits for the IN_OPEN that
+ * follows when open(2) created it, and does not when link(2) did: both
+ * events are queued by the one system call, so this only has to cover
+ * its creator being descheduled between the two. */
+#define CREATE_GRACE 1.0
+/* Rank and iteration directories watched; past this, or when inotify
+ * gives no more watches, the run is listed again every second and their
+ * files are judged as without inotify. */
+#define SUBDIRS_MAX 1024
 
 /* What a writable checkpoint costs beyond a read-only one: its saver's
  * thread (stack pages) and its share of a spill file. */
@@ -73,6 +85,28 @@
 /* Times a listing is scanned again when saves keep starting and ending
  * under it: then it is taken as it is (a saving slot is kept anyway). */
 #define RESCANS_MAX 100
+
+/* What the events told of one file being written.  It is, whatever its
+ * mode says (cp of a read-only file creates it read-only, then writes
+ * it), while modified (until IN_CLOSE_WRITE) or open since it was created
+ * (an open that has not written yet), or created a moment ago.  A file
+ * that only appeared, by link(2) (ln, cp -l, linkat of an O_TMPFILE), has
+ * an IN_CREATE and no open: it is judged as any other file. */
+typedef struct run_writing {
+    char *name;                 /* beneath the run directory: "x.ckpt", "rank_0/x.ckpt" */
+    double created;             /* when its IN_CREATE was read (CLOCK_REALTIME), 0: not seen */
+    unsigned opens;             /* IN_OPEN since then, less IN_CLOSE_NOWRITE */
+    bool modified;              /* IN_MODIFY seen, no IN_CLOSE_WRITE since */
+} run_writing;
+
+/* A rank_<id>/ or iteration_<N>/ directory watched as the run directory
+ * is.  Its files written before its watch was in place are judged by
+ * their settle time alone (judged_complete). */
+typedef struct run_subdir {
+    int wd;
+    char *name;
+    double doubt_until;         /* files changed before this are doubtful */
+} run_subdir;
 
 typedef struct run_slot {
     char *name;                 /* shown in the root */
@@ -88,6 +122,7 @@ typedef struct run_slot {
     bool listed;                /* in the root now */
     bool gone;                  /* deleted or replaced: ESTALE from now on */
     bool failed;                /* did not open: EIO, not tried again (the file is as it was) */
+    bool said_transient;        /* a transient failure to open was said (open_failed) */
     bool read_only;             /* -o rw, but this one could not be written when last opened */
     bool said;                  /* why it is read-only, or kept though gone: said once */
     bool saving;                /* a save of ours is writing its file (slot_saves) */
@@ -141,8 +176,17 @@ struct ckrun {
     bool watching;
     double next_settle;
     ck_error scan_err;          /* the last listing's failure, said once */
-    char *writing[WRITING_MAX]; /* see take_events */
+    /* What the events told: the watcher's own (and ckrun_new's before
+     * it starts); apply_listing reads them on the watcher's thread. */
+    run_writing writing[WRITING_MAX];
     size_t n_writing;
+    int top_wd;                 /* the run directory's watch */
+    double doubt_until;         /* its files changed before this are doubtful */
+    run_subdir *subdirs;        /* its rank and iteration directories watched */
+    size_t n_subdirs;
+    bool unwatched;             /* one of them is not: list again every second */
+    bool said_unwatched;
+    int wake_fd;                /* asks the request thread to close gone slots */
 };
 
 static ckrun *run_of(fuse_req_t req)
@@ -172,9 +216,89 @@ static double now_real(void)
 static long writing_find(const ckrun *r, const char *name)
 {
     for (size_t i = 0; i < r->n_writing; i++)
-        if (strcmp(r->writing[i], name) == 0)
+        if (strcmp(r->writing[i].name, name) == 0)
             return (long)i;
     return -1;
+}
+
+/* Whether w's file is still being written (see run_writing); when that
+ * may change without an event into *due. */
+static bool still_writing(const run_writing *w, double now, double *due)
+{
+    if (w->modified || w->opens > 0)
+        return true;
+    if (w->created + CREATE_GRACE <= now)
+        return false;
+    *due = w->created + CREATE_GRACE;
+    return true;
+}
+
+/* Whether what the events told of w matters to entry e's file: its own,
+ * or one in its iteration directory. */
+static bool writing_of(const run_writing *w, const ck_run_entry *e)
+{
+    size_t n = strlen(e->file);
+    return e->iteration ? strncmp(w->name, e->file, n) == 0 && w->name[n] == '/'
+                        : strcmp(w->name, e->file) == 0;
+}
+
+/* The watched subdirectory named name, or NULL. */
+static run_subdir *subdir_named(const ckrun *r, const char *name, size_t len)
+{
+    for (size_t i = 0; i < r->n_subdirs; i++)
+        if (strlen(r->subdirs[i].name) == len && memcmp(r->subdirs[i].name, name, len) == 0)
+            return &r->subdirs[i];
+    return NULL;
+}
+
+/* Until when e's files, changed before, are doubtful: written before its
+ * directory's watch was in place, or while events were lost. */
+static double doubt_of(const ckrun *r, const ck_run_entry *e)
+{
+    const char *slash = strchr(e->file, '/');
+    if (slash == NULL && !e->iteration)
+        return r->doubt_until;
+    const run_subdir *d = subdir_named(r, e->file, slash ? (size_t)(slash - e->file)
+                                                         : strlen(e->file));
+    return d != NULL ? d->doubt_until : 0; /* unwatched: as without inotify */
+}
+
+static double seconds(const struct timespec *t)
+{
+    return (double)t->tv_sec + (double)t->tv_nsec / 1e9;
+}
+
+static void due_at(ckrun *r, double due)
+{
+    if (r->next_settle == 0 || due < r->next_settle)
+        r->next_settle = due;
+}
+
+/* Whether entry e is complete: not being written as far as the events
+ * tell; if changed before the events could tell (doubtful), unchanged for
+ * settle seconds whatever its mode; and as run_dir judged it (read-only,
+ * settled, or an iteration its tracker names).  A file listed already
+ * and unchanged since (listed) is not doubtful: it stays, and so do the
+ * inodes the kernel holds.  When that may change without an event is
+ * noted in r->next_settle.  On the watcher's thread (or ckrun_new's). */
+static bool judged_complete(ckrun *r, const ck_run_entry *e, bool listed, double now)
+{
+    double due = 0;
+    bool writing = false;
+    for (size_t i = 0; i < r->n_writing && !writing; i++)
+        writing = writing_of(&r->writing[i], e) && still_writing(&r->writing[i], now, &due);
+    if (writing) {
+        if (due > 0)
+            due_at(r, due);
+        return false;
+    }
+    double mtime = seconds(&e->mtime);
+    bool doubtful = !listed && mtime <= doubt_of(r, e);
+    if ((doubtful || !e->complete) && now - mtime < r->settle) {
+        due_at(r, mtime + r->settle);
+        return false;
+    }
+    return e->complete; /* read-only, settled, or named by the tracker */
 }
 
 /* The listed slot named name, or -1.  Under r->mu. */
@@ -245,6 +369,7 @@ typedef struct run_change {
     const char **dropped;       /* names of slots no longer listed (theirs: stable) */
     size_t n_dropped;
     bool listing, latest;
+    bool gone_open;             /* a slot dropped is open: the request thread closes it */
 } run_change;
 
 /* Whether slot s must stay as it is whatever the directory shows: a save
@@ -257,7 +382,7 @@ static bool pinned(const run_slot *s)
 
 /* Take listing l: slots for new checkpoints, gone for the rest.  Under
  * r->mu; fails only for memory, leaving what was listed. */
-static int apply_listing(ckrun *r, const ck_run_list *l, run_change *ch)
+static int apply_listing(ckrun *r, ck_run_list *l, run_change *ch)
 {
     uint32_t *listed = malloc((l->n + r->n_listed + 1) * sizeof *listed);
     bool *kept = calloc(r->n_slots + l->n + 1, sizeof *kept);
@@ -272,6 +397,20 @@ static int apply_listing(ckrun *r, const ck_run_list *l, run_change *ch)
     size_t n = 0;
     long latest = -1;
     r->next_settle = 0;
+    /* Which are complete, before the newest is picked among them: one
+     * being written is not, whatever its mode, and `latest` stays on the
+     * newest that is.  A slot kept as it was, or whose file our own save
+     * wrote, is shown. */
+    double now = now_real();
+    for (size_t i = 0; i < l->n; i++) {
+        ck_run_entry *e = &l->e[i];
+        long s = listed_slot(r, e->name);
+        bool same = s >= 0 && same_file(&r->slots[s], e);
+        e->complete = (s >= 0 && (r->slots[s].saving || (!same && pinned(&r->slots[s])) ||
+                                  (same && r->slots[s].ours))) ||
+                      judged_complete(r, e, same, now);
+    }
+    ck_run_list_pick_latest(l);
     for (size_t i = 0; i < l->n; i++) {
         const ck_run_entry *e = &l->e[i];
         long s = listed_slot(r, e->name);
@@ -282,14 +421,8 @@ static int apply_listing(ckrun *r, const ck_run_list *l, run_change *ch)
             latest = (long)i == l->latest ? s : latest;
             continue;
         }
-        if (writing_find(r, e->file) >= 0)
-            continue; /* closing it lists again */
-        if (!e->complete && !(same && r->slots[s].ours)) {
-            double due = (double)e->mtime.tv_sec + (double)e->mtime.tv_nsec / 1e9 + r->settle;
-            if (r->next_settle == 0 || due < r->next_settle)
-                r->next_settle = due;
-            continue;
-        }
+        if (!e->complete)
+            continue; /* an event or its settle time lists it again */
         if (!same)
             s = -1; /* new, or replaced: the old slot is dropped below, as not kept */
         if (s < 0) {
@@ -321,6 +454,7 @@ static int apply_listing(ckrun *r, const ck_run_list *l, run_change *ch)
             continue;
         }
         ch->dropped[ch->n_dropped++] = s->name;
+        ch->gone_open |= s->fs != NULL;
         mark_gone(r, s);
         ch->listing = true;
     }
@@ -334,6 +468,9 @@ static int apply_listing(ckrun *r, const ck_run_list *l, run_change *ch)
     return 0;
 }
 
+static void watch_subdirs(ckrun *r, double doubt_until);
+static void writing_forget(ckrun *r, double now);
+
 /* List the directory again and tell the kernel what changed.  On the
  * watcher's thread (or before the mount): never under a request. */
 static void relist(ckrun *r)
@@ -341,6 +478,9 @@ static void relist(ckrun *r)
     ck_run_list l;
     ck_error err = {0};
     struct timespec now;
+    double t = now_real();
+    writing_forget(r, t);
+    watch_subdirs(r, t); /* before the scan: nothing written in between is missed */
     pthread_mutex_lock(&r->mu);
     for (int scans = 0;; scans++) {
         /* A scan that a save of ours began or ended under may show the file
@@ -383,22 +523,28 @@ static void relist(ckrun *r)
     if (r->se != NULL && (ch.listing || ch.latest)) /* its listing, nlink and times */
         fuse_lowlevel_notify_inval_inode(r->se, RUN_INO_ROOT, 0, 0);
     free(ch.dropped);
+    /* A deleted file's descriptors are let go now, not at the next request
+     * into a checkpoint: its space is held meanwhile. */
+    uint64_t one = 1;
+    if (ch.gone_open && write(r->wake_fd, &one, sizeof one) != sizeof one) {
+        /* the eventfd is full of wake-ups already */
+    }
 }
 
 /* ---- the watcher ---- */
 
 #define WATCH_EVENTS                                                                       \
-    (IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE | IN_MOVED_FROM |       \
-     IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+    (IN_CREATE | IN_OPEN | IN_MODIFY | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_ATTRIB |     \
+     IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 
 /* How long to sleep: until the next writable file settles, at most; a
- * second when there is no inotify. */
+ * second when there is no inotify, or a directory is not watched. */
 static int watch_timeout_ms(ckrun *r)
 {
     pthread_mutex_lock(&r->mu);
     double due = r->next_settle;
     pthread_mutex_unlock(&r->mu);
-    int ms = r->inotify_fd < 0 ? 1000 : -1;
+    int ms = r->inotify_fd < 0 || r->unwatched ? 1000 : -1;
     if (due > 0) {
         double wait = (due - now_real()) * 1000.0 + 20.0; /* past the second it settles in */
         int w = wait < 0 ? 0 : wait > 3.6e6 ? 3600000 : (int)wait;
@@ -408,48 +554,229 @@ static int watch_timeout_ms(ckrun *r)
     return ms;
 }
 
-/* Note name as being written: whether it was not already. */
-static bool writing_add(ckrun *r, const char *name)
+/* What the events told of name, noted from now on (NULL: the list is
+ * full, or out of memory). */
+static run_writing *writing_note(ckrun *r, const char *name)
 {
-    if (writing_find(r, name) >= 0 || r->n_writing == WRITING_MAX)
-        return false;
-    char *copy = strdup(name);
+    long i = writing_find(r, name);
+    if (i >= 0)
+        return &r->writing[i];
+    char *copy = r->n_writing < WRITING_MAX ? strdup(name) : NULL;
     if (copy == NULL)
-        return false;
-    r->writing[r->n_writing++] = copy;
-    return true;
+        return NULL;
+    r->writing[r->n_writing] = (run_writing){.name = copy};
+    return &r->writing[r->n_writing++];
+}
+
+static void writing_drop(ckrun *r, size_t i)
+{
+    free(r->writing[i].name);
+    r->writing[i] = r->writing[--r->n_writing];
 }
 
 static void writing_remove(ckrun *r, const char *name)
 {
     long i = writing_find(r, name);
-    if (i < 0)
-        return;
-    free(r->writing[i]);
-    r->writing[i] = r->writing[--r->n_writing];
+    if (i >= 0)
+        writing_drop(r, (size_t)i);
 }
 
-/* Read every pending event and note the files being written.  Whether to
- * list again: not for one more write to a file known to be written. */
+/* Forget the files no longer being written (a link past its grace), and
+ * with now 0 every one: the events can no longer tell. */
+static void writing_forget(ckrun *r, double now)
+{
+    double due;
+    for (size_t i = r->n_writing; i-- > 0;)
+        if (now == 0 || !still_writing(&r->writing[i], now, &due))
+            writing_drop(r, i);
+}
+
+/* Forget the files beneath the subdirectory name (its watch is gone). */
+static void writing_forget_in(ckrun *r, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = r->n_writing; i-- > 0;)
+        if (strncmp(r->writing[i].name, name, n) == 0 && r->writing[i].name[n] == '/')
+            writing_drop(r, i);
+}
+
+/* Whether name is a directory the listing looks into. */
+static bool watched_name(const char *name)
+{
+    uint64_t n;
+    return ck_rank_dir_name(name, &n) || ck_iteration_dir_name(name, &n);
+}
+
+/* Watch the subdirectory name of the run directory (opened beneath it, no
+ * link followed; the watch through /proc/self/fd, as the run's own).
+ * Whether it is watched now. */
+static bool subdir_watch(ckrun *r, const char *name, double doubt_until)
+{
+    if (subdir_named(r, name, strlen(name)) != NULL)
+        return true;
+    int fd = openat(r->dir_fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return true; /* not a directory, or gone: nothing to watch */
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    run_subdir *more = r->n_subdirs < SUBDIRS_MAX
+                           ? realloc(r->subdirs, (r->n_subdirs + 1) * sizeof *more)
+                           : NULL;
+    if (more != NULL)
+        r->subdirs = more;
+    int wd = more != NULL ? inotify_add_watch(r->inotify_fd, self, WATCH_EVENTS) : -1;
+    int e = more != NULL ? errno : ENOSPC;
+    close(fd);
+    char *copy = wd >= 0 ? strdup(name) : NULL;
+    if (copy == NULL) {
+        if (wd >= 0)
+            inotify_rm_watch(r->inotify_fd, wd);
+        if (!r->said_unwatched)
+            ckfs_log(&r->proto, LOG_WARNING, "%s/%s: cannot watch the directory (%s): the run "
+                     "is listed again every second", r->path, name,
+                     wd >= 0 ? strerror(ENOMEM) : strerror(e));
+        r->said_unwatched = true;
+        return false;
+    }
+    /* The same directory watched again under a new name: one watch. */
+    for (size_t i = 0; i < r->n_subdirs; i++)
+        if (r->subdirs[i].wd == wd) {
+            free(r->subdirs[i].name);
+            r->subdirs[i].name = copy;
+            return true;
+        }
+    r->subdirs[r->n_subdirs++] = (run_subdir){.wd = wd, .name = copy,
+                                              .doubt_until = doubt_until};
+    return true;
+}
+
+/* Stop following subdirectory i (deleted, or renamed away). */
+static void subdir_forget(ckrun *r, size_t i, bool rm_watch)
+{
+    if (rm_watch)
+        inotify_rm_watch(r->inotify_fd, r->subdirs[i].wd);
+    writing_forget_in(r, r->subdirs[i].name);
+    free(r->subdirs[i].name);
+    r->subdirs[i] = r->subdirs[--r->n_subdirs];
+}
+
+/* Watch every rank and iteration directory of the run not watched yet:
+ * their files changed before doubt_until are judged by settle time alone
+ * (0 for the directories there when the mount began, judged as the run
+ * directory's own files then).  One not watched has the run listed every
+ * second. */
+static void watch_subdirs(ckrun *r, double doubt_until)
+{
+    if (r->inotify_fd < 0)
+        return;
+    DIR *d = ck_list_dir(r->dir_fd);
+    if (d == NULL)
+        return; /* the scan says why */
+    bool unwatched = false;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (watched_name(de->d_name) && (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN))
+            unwatched |= !subdir_watch(r, de->d_name, doubt_until);
+    closedir(d);
+    r->unwatched = unwatched;
+}
+
+/* Events were lost: what they said of files being written can no longer
+ * be told from what they did not say.  Every file changed until now is
+ * judged by its settle time alone, in every directory watched. */
+static void overflowed(ckrun *r, double now)
+{
+    writing_forget(r, 0);
+    r->doubt_until = now;
+    for (size_t i = 0; i < r->n_subdirs; i++)
+        r->subdirs[i].doubt_until = now;
+}
+
+/* One event on the run directory (or a subdirectory's, named sub): note
+ * what it says of files being written.  Whether to list again: not for
+ * opens and closes that change nothing (our own listing opens the
+ * directories), nor one more write to a file known to be written. */
+static bool take_event(ckrun *r, const struct inotify_event *ev, const char *sub, double now)
+{
+    const uint32_t m = ev->mask;
+    if (ev->len == 0) /* the directory itself: moved, deleted, chmod'ed */
+        return (m & (IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE)) == 0;
+    if (ev->name[0] == '.')
+        return false; /* never a checkpoint: our own locks and saves' temporary files */
+    if (m & IN_ISDIR) {
+        if (sub != NULL || (m & (IN_OPEN | IN_CLOSE_NOWRITE)))
+            return false; /* nothing deeper is listed; our own listing */
+        if ((m & (IN_CREATE | IN_MOVED_TO)) && watched_name(ev->name) &&
+            !subdir_watch(r, ev->name, now))
+            r->unwatched = true;
+        run_subdir *d = subdir_named(r, ev->name, strlen(ev->name));
+        if ((m & (IN_DELETE | IN_MOVED_FROM)) && d != NULL)
+            subdir_forget(r, (size_t)(d - r->subdirs), true);
+        return true;
+    }
+    char name[2 * NAME_MAX + 2];
+    snprintf(name, sizeof name, "%s%s%s", sub ? sub : "", sub ? "/" : "", ev->name);
+    long i = writing_find(r, name);
+    run_writing *w = i >= 0 ? &r->writing[i] : NULL;
+    double due;
+    if (m & IN_CREATE) {
+        if ((w = writing_note(r, name)) != NULL)
+            *w = (run_writing){.name = w->name, .created = now};
+        return true; /* its grace ends: list again then */
+    }
+    if (m & IN_OPEN) {
+        if (w != NULL)
+            w->opens++;
+        return false;
+    }
+    if (m & IN_MODIFY) {
+        bool known = w != NULL && still_writing(w, now, &due);
+        if ((w = writing_note(r, name)) != NULL)
+            w->modified = true;
+        return !known;
+    }
+    if (m & IN_CLOSE_NOWRITE) {
+        if (w == NULL || w->opens == 0)
+            return false;
+        w->opens--;
+        return !still_writing(w, now, &due);
+    }
+    if (m & (IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO))
+        writing_remove(r, name);
+    return true; /* closed, gone, arrived, or a chmod: perhaps complete now */
+}
+
+/* Read every pending event.  Whether to list again. */
 static bool take_events(ckrun *r)
 {
     char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
     bool changed = false;
     ssize_t n;
     while ((n = read(r->inotify_fd, buf, sizeof buf)) > 0) {
+        double now = now_real();
         for (char *p = buf; p < buf + n;) {
             const struct inotify_event *ev = (const struct inotify_event *)p;
             p += sizeof *ev + ev->len;
-            if (ev->len > 0 && ev->name[0] == '.')
-                continue; /* never a checkpoint: our own locks and saves' temporary files */
-            if (ev->len == 0 || (ev->mask & IN_ISDIR))
-                changed = true; /* the directory itself, an overflow, a subdirectory */
-            else if (ev->mask & (IN_CREATE | IN_MODIFY))
-                changed |= writing_add(r, ev->name);
-            else if (ev->mask & (IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO))
-                writing_remove(r, ev->name), changed = true;
-            else
-                changed = true; /* a chmod: perhaps complete now */
+            if (ev->mask & IN_Q_OVERFLOW) {
+                overflowed(r, now);
+                changed = true;
+                continue;
+            }
+            const char *sub = NULL;
+            if (ev->wd != r->top_wd) {
+                size_t i = 0;
+                while (i < r->n_subdirs && r->subdirs[i].wd != ev->wd)
+                    i++;
+                if (i == r->n_subdirs)
+                    continue; /* a watch removed since */
+                if (ev->mask & IN_IGNORED) { /* the directory is gone */
+                    subdir_forget(r, i, false);
+                    changed = true;
+                    continue;
+                }
+                sub = r->subdirs[i].name;
+            }
+            changed |= take_event(r, ev, sub, now);
         }
     }
     return changed;
@@ -533,10 +860,26 @@ static void evict(ckrun *r, const run_slot *keep)
     }
 }
 
-/* Why a checkpoint did not open: said once, with the reader's reason. */
+/* Whether a failure to open is the process's state rather than the
+ * file's: out of descriptors or memory, which closing others may cure. */
+static bool transient(int errnum)
+{
+    return errnum == EMFILE || errnum == ENFILE || errnum == ENOMEM;
+}
+
+/* Why a checkpoint did not open, with the reader's reason: said once.  A
+ * transient failure is this request's alone (its errno); any other is the
+ * file's, EIO from now on (the file is as it was). */
 static int open_failed(ckrun *r, run_slot *s, const ck_error *err, int *errnum)
 {
-    ckfs_log(&r->proto, LOG_ERR, "%s", err->msg);
+    if (!transient(err->errnum) || !s->said_transient)
+        ckfs_log(&r->proto, LOG_ERR, "%s%s", err->msg,
+                 transient(err->errnum) ? " (tried again on the next request)" : "");
+    if (transient(err->errnum)) {
+        s->said_transient = true;
+        *errnum = err->errnum;
+        return -1;
+    }
     s->failed = true;
     *errnum = EIO;
     return -1;
@@ -691,6 +1034,7 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
     fs->owner = r;
     fs->on_save = lock != NULL ? slot_saves : NULL;
     fs->sealed = __atomic_load_n(&r->sealed, __ATOMIC_ACQUIRE);
+    s->said_transient = false;
     ckfs_lock_init(fs);
     ckfs_saver_init(fs); /* its thread starts with the first edit */
     s->file_ino = model->st.st_ino;
@@ -713,6 +1057,58 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
     return 0;
 }
 
+/* Close every open checkpoint but keep that has nothing to save: how
+ * many were. */
+static size_t close_idle(ckrun *r, const run_slot *keep)
+{
+    size_t closed = 0;
+    for (size_t i = 0; i < r->n_slots; i++) {
+        run_slot *s = &r->slots[i];
+        if (s->fs != NULL && s != keep && !pinned(s)) {
+            close_slot(r, s);
+            closed++;
+        }
+    }
+    return closed;
+}
+
+/* Open slot index's checkpoint; out of descriptors or memory (another
+ * large one open, a low `ulimit -n`), once more after closing the idle
+ * ones, which the next request into them opens again.  Under r->mu. */
+static int open_slot_or_make_room(ckrun *r, size_t index, int *errnum)
+{
+    if (open_slot(r, index, errnum) == 0)
+        return 0;
+    if (!transient(*errnum) || close_idle(r, &r->slots[index]) == 0)
+        return -1;
+    return open_slot(r, index, errnum);
+}
+
+/* Let the files of deleted or replaced checkpoints go.  One an edit
+ * reached while the watcher looked stays, for the unmount to say so.
+ * Under r->mu, on the request thread. */
+static void close_gone(ckrun *r)
+{
+    for (size_t i = 0; r->n_gone_open > 0 && i < r->n_slots; i++)
+        if (r->slots[i].gone && r->slots[i].fs != NULL && !pinned(&r->slots[i]))
+            close_slot(r, &r->slots[i]);
+}
+
+/* The watcher dropped open slots from the listing: between requests, on
+ * the request thread. */
+static void close_gone_now(void *arg)
+{
+    ckrun *r = arg;
+    pthread_mutex_lock(&r->mu);
+    close_gone(r);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void ckrun_idle_work(ckrun *r, ckfs_idle_work *work)
+{
+    *work = (ckfs_idle_work){.fd = r->wake_fd, .run = close_gone_now, .arg = r};
+}
+
 /* A failed seal: every open checkpoint takes edits again.  Under r->mu,
  * on the request thread (which holds no checkpoint's lock here). */
 static void unseal_all(ckrun *r)
@@ -733,17 +1129,13 @@ static ckfs *run_mount_of(ckfs_front *front, fuse_ino_t *ino, int *errnum)
     pthread_mutex_lock(&r->mu);
     if (__atomic_exchange_n(&r->seal_failed, false, __ATOMIC_ACQ_REL))
         unseal_all(r);
-    /* Deleted or replaced: let their files go.  One an edit reached
-     * while the watcher looked stays, for the unmount to say so. */
-    for (size_t i = 0; r->n_gone_open > 0 && i < r->n_slots; i++)
-        if (r->slots[i].gone && r->slots[i].fs != NULL && !pinned(&r->slots[i]))
-            close_slot(r, &r->slots[i]);
+    close_gone(r); /* the watcher asked for it too: this may come first */
     run_slot *slot = s >= 1 && s <= r->n_slots ? &r->slots[s - 1] : NULL;
     if (slot == NULL || slot->gone) {
         *errnum = ESTALE;
     } else if (slot->failed) {
         *errnum = EIO;
-    } else if (slot->fs != NULL || open_slot(r, (size_t)(s - 1), errnum) == 0) {
+    } else if (slot->fs != NULL || open_slot_or_make_room(r, (size_t)(s - 1), errnum) == 0) {
         slot->used = ++r->clock;
         fs = slot->fs;
     }
@@ -1260,7 +1652,7 @@ ckrun *ckrun_new(const ckrun_opts *o, ck_error *err)
         ck_fail(err, ENOMEM, "%s: out of memory", o->path);
         return NULL;
     }
-    r->dir_fd = r->inotify_fd = r->stop_fd = r->relist_fd = -1;
+    r->dir_fd = r->inotify_fd = r->stop_fd = r->relist_fd = r->top_wd = r->wake_fd = -1;
     r->latest = -1;
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->error_mu, NULL);
@@ -1281,6 +1673,12 @@ ckrun *ckrun_new(const ckrun_opts *o, ck_error *err)
     if (r->writable)
         r->file_watch = ck_watch_new(); /* NULL: any new mtime counts as a write */
     r->dir_fd = open(r->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    r->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (r->wake_fd < 0) {
+        ck_fail_errno(err, errno, "%s: cannot make an eventfd", r->path);
+        ckrun_free(r);
+        return NULL;
+    }
     if (r->dir_fd < 0 || fstat(r->dir_fd, &r->dir_st) < 0) {
         ck_fail_errno(err, errno, "%s: cannot read the run directory", r->path);
         ckrun_free(r);
@@ -1291,7 +1689,8 @@ ckrun *ckrun_new(const ckrun_opts *o, ck_error *err)
     char self[64];
     snprintf(self, sizeof self, "/proc/self/fd/%d", r->dir_fd);
     r->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (r->inotify_fd >= 0 && inotify_add_watch(r->inotify_fd, self, WATCH_EVENTS) < 0) {
+    if (r->inotify_fd >= 0 &&
+        (r->top_wd = inotify_add_watch(r->inotify_fd, self, WATCH_EVENTS)) < 0) {
         int e = errno;
         close(r->inotify_fd);
         r->inotify_fd = -1;
@@ -1300,6 +1699,7 @@ ckrun *ckrun_new(const ckrun_opts *o, ck_error *err)
     if (r->inotify_fd < 0)
         fprintf(stderr, "ckptfs: %s: cannot watch the directory (%s): it is listed again "
                 "every second\n", r->path, strerror(errno));
+    watch_subdirs(r, 0);
     ck_run_list l;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -1392,10 +1792,15 @@ void ckrun_free(ckrun *r)
         close(r->relist_fd);
     if (r->inotify_fd >= 0)
         close(r->inotify_fd);
+    if (r->wake_fd >= 0)
+        close(r->wake_fd);
     if (r->dir_fd >= 0)
         close(r->dir_fd); /* after the writer locks, which are beneath it */
     for (size_t i = 0; i < r->n_writing; i++)
-        free(r->writing[i]);
+        free(r->writing[i].name);
+    for (size_t i = 0; i < r->n_subdirs; i++)
+        free(r->subdirs[i].name);
+    free(r->subdirs);
     for (size_t i = 0; i < r->n_slots; i++) {
         free(r->slots[i].name);
         free(r->slots[i].file);

@@ -59,6 +59,9 @@ ckfs_front *ckrun_front(ckrun *r);
 /* After the session exists and the daemon has forked: the session to
  * notify, how to log, and the watching thread. */
 int ckrun_start(ckrun *r, struct fuse_session *se, bool use_syslog);
+/* What the request thread does for the run between requests: close the
+ * checkpoints the watcher found deleted (their files' space held). */
+void ckrun_idle_work(ckrun *r, ckfs_idle_work *work);
 /* The loop has ended: stop watching, before the session goes. */
 void ckrun_stop(ckrun *r);
 /* After the session: save what each checkpoint has unsaved, and close

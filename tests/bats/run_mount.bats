@@ -29,7 +29,11 @@ teardown() {
         kill "$(cat "$BATS_TEST_TMPDIR/reader.pid")" 2>/dev/null || true
         wait "$(cat "$BATS_TEST_TMPDIR/reader.pid")" 2>/dev/null || true
     fi
-    exec 7<&- || true
+    exec 7<&- 8>&- || true
+    # a daemon a test stopped (to overflow its inotify queue) answers again
+    if [ -s "$BATS_TEST_TMPDIR/stopped.pid" ]; then
+        kill -CONT "$(cat "$BATS_TEST_TMPDIR/stopped.pid")" 2>/dev/null || true
+    fi
     ckptfs_teardown
 }
 
@@ -689,4 +693,204 @@ nobody_refused() {
     chmod 0755 "$D/rank_1" "$D/iteration_00000010"
     nobody_reads_all rank_1
     nobody_reads_all iteration_00000010
+}
+
+# ---------------------------------------------------------------------------
+# Following the run: every complete checkpoint shown, and only those (issue 26)
+
+# put_ro SRC NAME: SRC's bytes as $D/NAME, moved in read-only and whole
+# (rename: one event; no moment half written)
+put_ro() {
+    cp "$1" "$T/put.tmp"
+    chmod 0400 "$T/put.tmp"
+    mv "$T/put.tmp" "$D/$2"
+}
+
+# until_sentinel NAME: a complete checkpoint moved in as NAME is listed; the
+# watcher has then taken every event before it (they come in order)
+until_sentinel() {
+    put_ro "$(fixture 3)" "$1.ckpt"
+    until_listed "$1"
+}
+
+@test "arrived by link(2): ln, cp -l and an O_TMPFILE published with linkat are listed once complete, and read whole" {
+    mkdir "$D"
+    put_ro "$(fixture 1)" lenet-1_5.ckpt
+    for e in 1 2 3; do
+        cp "$(fixture $e)" "$T/src$e.ckpt"
+        chmod 0400 "$T/src$e.ckpt"
+    done
+    mount_fg "$D" "$M" -o settle=1
+    ln "$T/src2.ckpt" "$D/lenet-2_5.ckpt"
+    until_listed lenet-2_5
+    cp -l "$T/src3.ckpt" "$D/lenet-3_5.ckpt"
+    until_listed lenet-3_5
+    # a writer publishing atomically: written unnamed, then linked in
+    $PY - "$D" lenet-4_5.ckpt "$T/src1.ckpt" <<'PY'
+import ctypes, os, sys
+d, name, src = sys.argv[1:]
+fd = os.open(d, os.O_TMPFILE | os.O_WRONLY, 0o400)
+with open(src, "rb") as f:
+    data = f.read()
+while data:
+    data = data[os.write(fd, data):]
+# linkat(2) as open(2) documents it for O_TMPFILE (os.link does not follow)
+libc = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD, AT_SYMLINK_FOLLOW = -100, 0x400
+if libc.linkat(AT_FDCWD, b"/proc/self/fd/%d" % fd, AT_FDCWD,
+               os.path.join(d, name).encode(), AT_SYMLINK_FOLLOW) != 0:
+    raise OSError(ctypes.get_errno(), "linkat")
+os.close(fd)
+PY
+    until_listed lenet-4_5
+    printf '%s\n' latest lenet-1_5 lenet-2_5 lenet-3_5 lenet-4_5 | diff - <(root_names)
+    [ "$(readlink "$M/latest")" = lenet-4_5 ]
+    $ORACLE check "$M/lenet-2_5" "$(fixture 2)"
+    $ORACLE check "$M/lenet-3_5" "$(fixture 3)"
+    $ORACLE check "$M/lenet-4_5" "$(fixture 1)"
+}
+
+@test "an inotify queue overflow: a checkpoint whose close and chmod were lost is listed once settled" {
+    mkdir "$D"
+    put_ro "$(fixture 1)" lenet-1_5.ckpt
+    mount_fg "$D" "$M" -o settle=1
+    pid=$(daemon_pid)
+    half=$(($(stat -c %s "$(fixture 2)") / 2))
+    # a writer has the next checkpoint open, half written: the daemon knows
+    exec 8>"$D/lenet-2_5.ckpt"
+    head -c "$half" "$(fixture 2)" >&8
+    until_sentinel lenet-0_5
+    ! listed lenet-2_5 || false
+    # the daemon stops reading; more events than its queue holds, then the
+    # rest of the file, its close and its chmod: all lost
+    echo "$pid" >"$T/stopped.pid"
+    kill -STOP "$pid"
+    queue=$(cat /proc/sys/fs/inotify/max_queued_events)
+    $PY - "$D" "$queue" <<'PY'
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):  # each at least a create and a close
+    os.close(os.open(os.path.join(d, "flood%d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
+PY
+    tail -c +$((half + 1)) "$(fixture 2)" >&8
+    exec 8>&-
+    chmod 0400 "$D/lenet-2_5.ckpt"
+    kill -CONT "$pid"
+    rm -f "$T/stopped.pid"
+    until_listed lenet-2_5
+    [ "$(readlink "$M/latest")" = lenet-2_5 ]
+    $ORACLE check "$M/lenet-2_5" "$(fixture 2)"
+    find "$D" -name 'flood*' -delete
+}
+
+@test "subdirectories followed: a rank_<id>/ and an iteration_<N>/ made empty, then filled, are listed once complete" {
+    mkdir "$D"
+    put_ro "$(fixture 1)" lenet-1_5.ckpt
+    $PY "$REPO/tests/oracle/iteration_oracle.py" gen "$T/it" --case tp2 --seed 1
+    $PY "$REPO/tests/oracle/iteration_oracle.py" file-tree "$T/it/full.safetensors" "$T/it/full"
+    mount_fg "$D" "$M" -o settle=1
+    mkdir "$D/rank_0" "$D/iteration_00000010"
+    until_sentinel lenet-0_5   # the empty directories were seen
+    ! listed rank_0 || false
+    ! listed iteration_00000010 || false
+    cp "$(fixture 2)" "$D/rank_0/net.ckpt"
+    chmod 0400 "$D/rank_0/net.ckpt"
+    until_listed rank_0
+    $ORACLE check "$M/rank_0" "$(fixture 2)"
+    cp "$T/it/iteration_00000010"/* "$D/iteration_00000010/"
+    chmod 0400 "$D/iteration_00000010"/*
+    until_listed iteration_00000010
+    diff -r "$T/it/full" "$M/iteration_00000010"
+    # deleted and made again: followed again
+    rm -r "$D/rank_0"
+    until_gone rank_0
+    mkdir "$D/rank_0"
+    until_sentinel lenet-0_6
+    cp "$(fixture 3)" "$D/rank_0/net.ckpt"
+    chmod 0400 "$D/rank_0/net.ckpt"
+    until_listed rank_0
+    $ORACLE check "$M/rank_0" "$(fixture 3)"
+}
+
+@test "latest while a newer checkpoint is written read-only from the start (cp of a 0444 file): it stays on the newest complete one" {
+    mkdir "$D"
+    put_ro "$(fixture 1)" lenet-1_5.ckpt
+    mount_fg "$D" "$M" -o settle=1
+    [ "$(readlink "$M/latest")" = lenet-1_5 ]
+    half=$(($(stat -c %s "$(fixture 2)") / 2))
+    umask 0333
+    exec 8>"$D/lenet-2_5.ckpt"
+    umask 0022
+    [ "$(stat -c %a "$D/lenet-2_5.ckpt")" = 444 ]
+    head -c "$half" "$(fixture 2)" >&8
+    until_sentinel lenet-0_5   # the half-written one was seen
+    ! listed lenet-2_5 || false
+    [ "$(readlink "$M/latest")" = lenet-1_5 ]
+    $ORACLE check "$M/latest" "$(fixture 1)"
+    tail -c +$((half + 1)) "$(fixture 2)" >&8
+    exec 8>&-
+    until_listed lenet-2_5
+    [ "$(readlink "$M/latest")" = lenet-2_5 ]
+    $ORACLE check "$M/latest" "$(fixture 2)"
+}
+
+@test "out of descriptors for a while (ulimit -n 300, 58 checkpoints open, a 180-shard set): the idle ones are closed and it opens; no failure is kept" {
+    mkdir "$D"
+    for i in $(seq 1 58); do
+        $ST gen "$D/c$i.safetensors" --case scalars --seed "$i"
+    done
+    $ST gen-set "$D" --shards 180 --count 180
+    # a second such set, other.safetensors.index.json and other-*-of-00180
+    mkdir "$T/s2"
+    $ST gen-set "$T/s2" --shards 180 --count 180 --seed 2
+    $PY - "$T/s2" "$D" <<'PY'
+import json, os, sys
+src, dst = sys.argv[1:]
+with open(os.path.join(src, "model.safetensors.index.json")) as f:
+    index = json.load(f)
+for shard in set(index["weight_map"].values()):
+    os.rename(os.path.join(src, shard), os.path.join(dst, "other" + shard[len("model"):]))
+index["weight_map"] = {k: "other" + v[len("model"):] for k, v in index["weight_map"].items()}
+with open(os.path.join(dst, "other.safetensors.index.json"), "w") as f:
+    json.dump(index, f, indent=2, sort_keys=True)
+PY
+    chmod 0400 "$D"/*
+    CKPTFS="prlimit --nofile=300:300 $CKPTFS" mount_fg "$D" "$M"
+    pid=$(daemon_pid)
+    for i in $(seq 1 58); do
+        ls "$M/c$i" >/dev/null
+    done
+    # 58 open hold 116 descriptors: the set's 181 fit once they are closed
+    $ST check "$M/model" "$D/model.safetensors.index.json"
+    $ST check "$M/c1" "$D/c1.safetensors"
+    # with a limit nothing closed can meet, this request fails; with the
+    # limit back, the next one opens it
+    prlimit --pid "$pid" --nofile=100:300
+    run ls "$M/other"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    cat "$T/daemon.log"
+    grep -F "/other" "$T/daemon.log" | grep -F "tried again"
+    prlimit --pid "$pid" --nofile=300:300
+    $ST check "$M/other" "$D/other.safetensors.index.json"
+    $ST check "$M/model" "$D/model.safetensors.index.json"
+}
+
+# held: the daemon (pid $pid) has a descriptor of $D/$1
+held() { ls -l "/proc/$pid/fd" | grep -qF -- "$D/$1"; }
+
+@test "a deleted checkpoint's file is let go once the listing drops it, with no request into another checkpoint" {
+    mkdir "$D"
+    put_ro "$(fixture 1)" a-1_1.ckpt
+    put_ro "$(fixture 2)" b-1_1.ckpt
+    mount_fg "$D" "$M"
+    pid=$(daemon_pid)
+    $ORACLE check "$M/a-1_1" "$(fixture 1)"
+    held a-1_1.ckpt
+    rm -f "$D/a-1_1.ckpt"
+    until_gone a-1_1
+    for _ in $(seq 1 400); do held a-1_1.ckpt || break; sleep 0.05; done
+    ls -l "/proc/$pid/fd"
+    ! held a-1_1.ckpt || false
+    $ORACLE check "$M/b-1_1" "$(fixture 2)"
 }
