@@ -4,7 +4,9 @@
  * the comparison one would otherwise load both into numpy for.
  *
  *   ckptfs-diff [OPTIONS] A B
- *   tensors are matched by name (and map-tensor part); reported are the
+ *   tensors are matched by name (ck_tensor_shown_name: the mount's and
+ *   ckptfs-convert's, so a model and its conversion match) and map-tensor
+ *   part; reported are the
  *   tensors only in A, only in B, those whose type or shape changed, and of
  *   the others those whose bytes differ, with the largest absolute and
  *   relative difference of their elements.  Exit status as diff(1)'s: 0
