@@ -4,7 +4,9 @@
  * the comparison one would otherwise load both into numpy for.
  *
  *   ckptfs-diff [OPTIONS] A B
- *   tensors are matched by name (and map-tensor part); reported are the
+ *   tensors are matched by name (ck_tensor_shown_name: the mount's and
+ *   ckptfs-convert's, so a model and its conversion match) and map-tensor
+ *   part; reported are the
  *   tensors only in A, only in B, those whose type or shape changed, and of
  *   the others those whose bytes differ, with the largest absolute and
  *   relative difference of their elements.  Exit status as diff(1)'s: 0
@@ -49,6 +51,8 @@ typedef enum verdict {
 /* One line of the report: a tensor of A, of B, or of both. */
 typedef struct entry {
     const ck_tensor *a, *b;
+    const char *name;       /* the pair's one name (ck_tensor_shown_name) */
+    size_t name_len;
     verdict v;
     ck_elem elem;           /* the pair's element type (SAME, BYTES_DIFFER) */
     double max_abs, max_rel;
@@ -233,29 +237,66 @@ static bool same_shape(const ck_tensor *a, const ck_tensor *b)
     return a->ndim == b->ndim && memcmp(a->dims, b->dims, a->ndim * sizeof *a->dims) == 0;
 }
 
-static int by_name(const ck_tensor *a, const ck_tensor *b)
+/* A tensor with the name it is matched by: the one the mount shows and
+ * ckptfs-convert writes, so a model and its conversion match. */
+typedef struct named {
+    const ck_tensor *t;
+    const char *name;
+    size_t len;
+    char *own;              /* allocated name, or NULL */
+} named;
+
+static int by_name(const named *a, const named *b)
 {
-    size_t n = a->name_len < b->name_len ? a->name_len : b->name_len;
+    size_t n = a->len < b->len ? a->len : b->len;
     int c = memcmp(a->name, b->name, n);
     if (c != 0)
         return c;
-    if (a->name_len != b->name_len)
-        return a->name_len < b->name_len ? -1 : 1;
-    return (int)a->part - (int)b->part;
+    if (a->len != b->len)
+        return a->len < b->len ? -1 : 1;
+    return (int)a->t->part - (int)b->t->part;
 }
 
-static int cmp_ptr(const void *x, const void *y)
+static int cmp_named(const void *x, const void *y)
 {
-    return by_name(*(const ck_tensor *const *)x, *(const ck_tensor *const *)y);
+    return by_name(*(const named *const *)x, *(const named *const *)y);
+}
+
+/* Each live tensor of ix with its name; NULL when out of memory. */
+static named *name_all(const ck_index *ix)
+{
+    named *v = calloc(ix->n_live + 1, sizeof *v);
+    for (size_t i = 0; v != NULL && i < ix->n_live; i++) {
+        const ck_tensor *t = &ix->tensors[ix->live[i]];
+        v[i] = (named){.t = t, .name = t->name, .len = t->name_len};
+        if (ck_tensor_has_own_name(t))
+            continue;
+        if ((v[i].own = ck_tensor_shown_name(t)) == NULL) {
+            for (size_t j = 0; j < i; j++)
+                free(v[j].own);
+            free(v);
+            return NULL;
+        }
+        v[i].name = v[i].own;
+        v[i].len = strlen(v[i].own);
+    }
+    return v;
+}
+
+static void names_free(named *v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++)
+        free(v[i].own);
+    free(v);
 }
 
 /* ---- output ---- */
 
-static const char *name_text(const ck_tensor *t, char *out, size_t cap)
+static const char *name_text(const entry *e, const ck_tensor *t, char *out, size_t cap)
 {
     char q[CK_QUOTE_BUF];
     const char *part = ck_cli_part(t);
-    snprintf(out, cap, "%s%s%s", ck_quote(q, t->name, t->name_len), part ? "%map." : "",
+    snprintf(out, cap, "%s%s%s", ck_quote(q, e->name, e->name_len), part ? "%map." : "",
              part ? part : "");
     return out;
 }
@@ -271,7 +312,7 @@ static void print_text(const char *pa, const char *pb, const entry *es, size_t n
     for (size_t i = 0; i < n; i++) {
         const entry *e = &es[i];
         const ck_tensor *t = e->a ? e->a : e->b;
-        name_text(t, name, sizeof name);
+        name_text(e, t, name, sizeof name);
         switch (e->v) {
         case ONLY_A:
             printf("only in %s: %s\n", pa, name);
@@ -315,12 +356,12 @@ static json_t *jdiff(double v)
     return json_real(v);
 }
 
-static json_t *jname(const ck_tensor *t)
+static json_t *jname(const entry *e)
 {
-    json_t *name = json_stringn(t->name, t->name_len);
+    json_t *name = json_stringn(e->name, e->name_len);
     if (name == NULL) { /* not UTF-8: the escaped form, as in the tree */
         char q[CK_QUOTE_BUF];
-        name = json_string(ck_quote(q, t->name, t->name_len));
+        name = json_string(ck_quote(q, e->name, e->name_len));
     }
     return name;
 }
@@ -348,7 +389,7 @@ static int print_json(const ck_model *ma, const ck_model *mb, const char *pa, co
         const entry *e = &es[i];
         const ck_tensor *t = e->a ? e->a : e->b;
         json_t *o = json_object();
-        json_object_set_new(o, "name", jname(t));
+        json_object_set_new(o, "name", jname(e));
         if (ck_cli_part(t) != NULL)
             json_object_set_new(o, "part", json_string(ck_cli_part(t)));
         json_object_set_new(o, "status", json_string(verdict_name(e->v)));
@@ -407,43 +448,45 @@ static void usage(FILE *f)
 }
 
 /* Every tensor of A in A's order (with its match in B), then those of B
- * no tensor of A matched, in B's order. */
-static entry *match(const ck_model *ma, const ck_model *mb, size_t *n_out)
+ * no tensor of A matched, in B's order.  The entries' names live in
+ * *na and *nb (each model's, in its order), freed by the caller. */
+static entry *match(const ck_model *ma, const ck_model *mb, size_t *n_out, named **na,
+                    named **nb)
 {
     const ck_index *ia = &ma->index, *ib = &mb->index;
     entry *es = calloc(ia->n_live + ib->n_live + 1, sizeof *es);
-    const ck_tensor **sorted = calloc(ib->n_live + 1, sizeof *sorted);
+    const named **sorted = calloc(ib->n_live + 1, sizeof *sorted);
     bool *used = calloc(ib->n_live + 1, sizeof *used);
     size_t n = 0;
-    if (es == NULL || sorted == NULL || used == NULL) {
+    *na = name_all(ia);
+    *nb = name_all(ib);
+    if (es == NULL || sorted == NULL || used == NULL || *na == NULL || *nb == NULL) {
         free(es);
         es = NULL;
         goto out;
     }
     for (size_t i = 0; i < ib->n_live; i++)
-        sorted[i] = &ib->tensors[ib->live[i]];
-    qsort(sorted, ib->n_live, sizeof *sorted, cmp_ptr);
+        sorted[i] = &(*nb)[i];
+    qsort(sorted, ib->n_live, sizeof *sorted, cmp_named);
     for (size_t i = 0; i < ia->n_live; i++) {
-        const ck_tensor *a = &ia->tensors[ia->live[i]];
-        const ck_tensor **hit = bsearch(&a, sorted, ib->n_live, sizeof *sorted, cmp_ptr);
+        const named *a = &(*na)[i];
+        const named **hit = bsearch(&a, sorted, ib->n_live, sizeof *sorted, cmp_named);
         entry *e = &es[n++];
-        e->a = a;
-        e->v = ONLY_A;
+        *e = (entry){.a = a->t, .v = ONLY_A, .name = a->name, .name_len = a->len};
         if (hit != NULL) {
-            e->b = *hit;
+            e->b = (*hit)->t;
             used[hit - sorted] = true;
-            e->v = !same_type(a->dtype, e->b->dtype) ? TYPE_DIFFERS
-                   : !same_shape(a, e->b) ? SHAPE_DIFFERS : SAME;
-            e->elem = ck_elem_of(a->dtype);
+            e->v = !same_type(a->t->dtype, e->b->dtype) ? TYPE_DIFFERS
+                   : !same_shape(a->t, e->b) ? SHAPE_DIFFERS : SAME;
+            e->elem = ck_elem_of(a->t->dtype);
         }
     }
     for (size_t i = 0; i < ib->n_live; i++) {
-        const ck_tensor *b = &ib->tensors[ib->live[i]];
-        const ck_tensor **hit = bsearch(&b, sorted, ib->n_live, sizeof *sorted, cmp_ptr);
+        const named *b = &(*nb)[i];
+        const named **hit = bsearch(&b, sorted, ib->n_live, sizeof *sorted, cmp_named);
         if (hit != NULL && !used[hit - sorted]) {
             used[hit - sorted] = true; /* a name twice in B is reported once */
-            es[n].b = b;
-            es[n++].v = ONLY_B;
+            es[n++] = (entry){.b = b->t, .v = ONLY_B, .name = b->name, .name_len = b->len};
         }
     }
 out:
@@ -496,7 +539,8 @@ int main(int argc, char **argv)
         }
     }
     size_t n = 0;
-    entry *es = match(m[0], m[1], &n);
+    named *na = NULL, *nb = NULL;
+    entry *es = match(m[0], m[1], &n, &na, &nb);
     counts c = {0};
     int rc = es == NULL ? 2 : 0;
     if (es == NULL)
@@ -506,7 +550,7 @@ int main(int argc, char **argv)
         if (e->v == SAME && compare_pair(m[0], m[1], e, &o, &err) < 0) {
             char q[CK_QUOTE_BUF];
             fprintf(stderr, PROG ": %s (tensor %s)\n", err.msg,
-                    ck_quote(q, e->a->name, e->a->name_len));
+                    ck_quote(q, e->name, e->name_len));
             rc = 2;
         }
         switch (e->v) {
@@ -528,6 +572,8 @@ int main(int argc, char **argv)
     if (rc == 0)
         rc = c.only_a + c.only_b + c.changed + c.differ == 0 ? 0 : 1;
     free(es);
+    names_free(na, m[0]->index.n_live);
+    names_free(nb, m[1]->index.n_live);
     ck_model_close(m[0]);
     ck_model_close(m[1]);
     return rc;

@@ -488,6 +488,18 @@ static int locate_data(rd *d, ck_tensor *t, ck_pb_tensor *pt, const tinfo *ti, u
     return 0;
 }
 
+/* A MindIR attribute's tensor without data is a data type, not a tensor:
+ * MindSpore's loader (load_model.cc, BuildValueFromAttributeProto; the same
+ * rule in anf_model_parser.cc) reads a TENSORS value without raw_data as the
+ * type its data_type names.  Its bprop graphs (ops/bprop_mindir/) hold such
+ * values, e.g. INT16 with dims [], so they are not listed.  An attribute
+ * tensor is one with a holder (the node it belongs to). */
+static bool is_type_value(const rd *d, const char *holder, const tinfo *ti)
+{
+    return d->pb->mindir && holder != NULL && !ti->has_raw && ti->typed_field == 0 &&
+           !ti->external;
+}
+
 int omr_add_tensor(rd *d, const pb_field *f, uint64_t end, const where *w, ck_pb_role role,
                    const ck_pb_str *value_name, const char *holder, uint8_t part)
 {
@@ -501,6 +513,8 @@ int omr_add_tensor(rd *d, const pb_field *f, uint64_t end, const where *w, ck_pb
     tinfo *ti = &d->ti;
     if (read_tensor_fields(d, body, body_end, ti) < 0)
         return -1;
+    if (is_type_value(d, holder, ti))
+        return 0;
     long id = ck_index_add(ix);
     if (id < 0)
         return nomem(d);

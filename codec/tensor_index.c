@@ -225,3 +225,29 @@ size_t ck_index_memory(const ck_index *ix)
         n += ix->tensors[i].cap_more * sizeof(ck_extent);
     return n;
 }
+
+bool ck_tensor_has_own_name(const ck_tensor *t)
+{
+    return t->dir_suffix == NULL && t->dir_src == NULL;
+}
+
+char *ck_tensor_shown_name(const ck_tensor *t)
+{
+    const char *src = t->dir_src ? t->dir_src : t->name;
+    size_t src_len = t->dir_src ? t->dir_src_len : t->name_len;
+    char esc[CK_DIR_NAME_MAX + 1];
+    size_t n = ck_dir_name(src, src_len, NULL, esc), dl = strlen(t->dir_name);
+    bool prefixed = strncmp(t->dir_name, esc, n) == 0 && strstr(esc, "%~") == NULL;
+    size_t len = prefixed ? src_len + dl - n : dl;
+    char *name = malloc(len + 1);
+    if (name == NULL)
+        return NULL;
+    if (prefixed) {
+        memcpy(name, src, src_len);
+        memcpy(name + src_len, t->dir_name + n, dl - n);
+    } else {
+        memcpy(name, t->dir_name, dl);
+    }
+    name[len] = '\0';
+    return name;
+}

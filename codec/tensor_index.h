@@ -130,4 +130,15 @@ size_t ck_tensor_max_pieces(const ck_tensor *t, uint64_t off, size_t size);
 /* Bytes of memory the index holds, for the benchmark's accounting. */
 size_t ck_index_memory(const ck_index *ix);
 
+/* A tensor's one name, in every tool and in the mount: its own, unless the
+ * mount shows it otherwise: a graph's constant or subgraph tensor (its
+ * directory's generated suffix, "%const", "%@NODE.ATTR", "%dup2"..., tells
+ * it from the tensors of the same name), a MindIR parameter (without its
+ * "<graph>:" prefix).  Then the shown name, its escaped part decoded; a
+ * name shortened by a hash stays as shown.  ck_tensor_has_own_name: the
+ * name is t->name; else ck_tensor_shown_name allocates it (NULL: out of
+ * memory). */
+bool ck_tensor_has_own_name(const ck_tensor *t);
+char *ck_tensor_shown_name(const ck_tensor *t);
+
 #endif

@@ -112,7 +112,7 @@ typedef struct plan {
     ck_write_tensor *w;
     ck_piece *pieces;
     ck_source **own;            /* tensor sources made for gathered tensors */
-    char **names;               /* names made for OUT (see out_name), else NULL */
+    char **names;               /* names made for OUT (ck_tensor_shown_name), else NULL */
     size_t n, n_own;
     uint64_t bytes;             /* the total of the tensors' bytes */
 } plan;
@@ -127,37 +127,6 @@ static void plan_free(plan *p)
     free(p->own);
     free(p->w);
     free(p->pieces);
-}
-
-/* The name a tensor gets in a .ckpt or .safetensors OUT: its own, unless
- * the mount shows it otherwise: a graph's constant or subgraph tensor
- * (its directory's generated suffix, "%const", "%@NODE.ATTR", "%dup2"...,
- * tells it from the tensors of the same name), a MindIR parameter (without
- * its "<graph>:" prefix).  Then the shown name, its escaped part decoded;
- * a name shortened by a hash stays as shown.  NULL: its own name. */
-static char *out_name(const ck_tensor *t, ck_error *err, const char *path)
-{
-    if (t->dir_suffix == NULL && t->dir_src == NULL)
-        return NULL;
-    const char *src = t->dir_src ? t->dir_src : t->name;
-    size_t src_len = t->dir_src ? t->dir_src_len : t->name_len;
-    char esc[CK_DIR_NAME_MAX + 1];
-    size_t n = ck_dir_name(src, src_len, NULL, esc), dl = strlen(t->dir_name);
-    bool prefixed = strncmp(t->dir_name, esc, n) == 0 && strstr(esc, "%~") == NULL;
-    size_t len = prefixed ? src_len + dl - n : dl;
-    char *name = malloc(len + 1);
-    if (name == NULL) {
-        ck_fail(err, ENOMEM, "%s: out of memory", path);
-        return NULL;
-    }
-    if (prefixed) {
-        memcpy(name, src, src_len);
-        memcpy(name + src_len, t->dir_name + n, dl - n);
-    } else {
-        memcpy(name, t->dir_name, dl);
-    }
-    name[len] = '\0';
-    return name;
 }
 
 static int plan_build(const ck_model *m, plan *p, ck_error *err)
@@ -181,8 +150,8 @@ static int plan_build(const ck_model *m, plan *p, ck_error *err)
         w->unchanged = false; /* new bytes in OUT's format: IN's extents */
         w->pieces = next;
         if (t->dir_suffix != NULL || t->dir_src != NULL) {
-            if ((p->names[i] = out_name(t, err, m->path)) == NULL)
-                return -1;
+            if ((p->names[i] = ck_tensor_shown_name(t)) == NULL)
+                return ck_fail(err, ENOMEM, "%s: out of memory", m->path);
             w->name = p->names[i];
             w->name_len = strlen(p->names[i]);
         }

@@ -232,6 +232,11 @@ static int attr_of(ckfs *fs, fuse_ino_t ino, node_kind k, const entry *e, struct
     const struct stat *ms = &fs->tr.file_st;
     mode_t file_mode = file_mode_of(fs);
     mode_t dir_mode = dir_mode_of(fs);
+    if (e != NULL && (k == NODE_TENSOR_DIR || k == NODE_META || k == NODE_OUT) &&
+        !entry_writable(&fs->tr, e)) { /* the mode says what a write will do */
+        file_mode &= ~(mode_t)0222;
+        dir_mode &= ~(mode_t)0222;
+    }
     memset(st, 0, sizeof *st);
     st->st_ino = fs->ino_base | ino; /* the number the kernel knows */
     st->st_uid = ms->st_uid;
@@ -801,6 +806,11 @@ static void op_open(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_i
     int rc = 0;
     if (k == NODE_SNAPSHOT_DONE) {
         ask_save(req, fs, ino, REPLY_OPEN, fi); /* `: > snapshot_done` asks for a save too */
+        return;
+    }
+    /* as the mode says, also to root, whom the kernel lets past it */
+    if ((k == NODE_META || k == NODE_OUT) && entry_write_check(&fs->tr, e, &err) < 0) {
+        reply_refused(req, fs, ino, NULL, &err);
         return;
     }
     if (k == NODE_EXTRA)

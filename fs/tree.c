@@ -259,19 +259,29 @@ static void recount(tree *tr)
 
 /* ---- edits ---- */
 
-static int editable(const tree *tr, const entry *e, ck_error *err)
+/* The one place that decides whether a tensor may be written: every edit
+ * checks it, and the modes the mount shows come from it (entry_writable),
+ * so a tensor without w bits is exactly one whose write would be refused.
+ * EACCES is what the kernel says to a write of a file without w bits. */
+int entry_write_check(const tree *tr, const entry *e, ck_error *err)
 {
     char q[CK_QUOTE_BUF];
     const ck_tensor *t = entry_tensor(tr, e);
     if (!tr->writable)
         return ck_fail(err, EROFS, "%s: read-only mount", tr->model->path);
     if (t != NULL && t->part != CK_PART_WHOLE)
-        return ck_fail(err, EPERM, "%s: tensor '%s': map parameters cannot be edited",
+        return ck_fail(err, EACCES, "%s: tensor '%s': map parameters cannot be edited",
                        tr->model->path, quoted(tr, e, q));
     if (t != NULL && t->read_only)
-        return ck_fail(err, EPERM, "%s: tensor '%s': %s tensors are shown read-only",
+        return ck_fail(err, EACCES, "%s: tensor '%s': %s tensors are shown read-only",
                        tr->model->path, quoted(tr, e, q), t->type_name);
     return 0;
+}
+
+bool entry_writable(const tree *tr, const entry *e)
+{
+    ck_error err = {0};
+    return entry_write_check(tr, e, &err) == 0;
 }
 
 static edit *edit_of(tree *tr, entry *e, ck_error *err);
@@ -279,7 +289,7 @@ static edit *edit_of(tree *tr, entry *e, ck_error *err);
 /* The entry's edit record, after checking the entry may be edited. */
 static edit *editable_edit(tree *tr, entry *e, ck_error *err)
 {
-    return editable(tr, e, err) < 0 ? NULL : edit_of(tr, e, err);
+    return entry_write_check(tr, e, err) < 0 ? NULL : edit_of(tr, e, err);
 }
 
 static edit *edit_of(tree *tr, entry *e, ck_error *err)
@@ -1213,7 +1223,7 @@ static int removable(tree *tr, entry *e, ck_error *err)
         return ck_fail(err, EROFS, "%s: read-only mount", tr->model->path);
     if (keep_if_in_use(tr, e, err) < 0)
         return -1;
-    return editable(tr, e, err);
+    return entry_write_check(tr, e, err);
 }
 
 static int rmdir_edit(tree *tr, entry *e, ck_error *err)

@@ -195,6 +195,12 @@ int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *
 size_t tree_take_renamed(tree *tr, tree_renamed **out);
 void tree_renamed_free(tree_renamed *list, size_t n);
 
+/* Whether the entry's tensor may be written (a writable mount, a tensor
+ * whose type the writer can write, not a map part): the w bits its files
+ * show; check names the reason when it may not. */
+bool entry_writable(const tree *tr, const entry *e);
+int entry_write_check(const tree *tr, const entry *e, ck_error *err);
+
 /* `out` edits: the first one copies the model's bytes to a spill file
  * (nothing is copied when truncating). */
 int entry_out_truncate(tree *tr, entry *e, uint64_t size, ck_error *err);

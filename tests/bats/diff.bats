@@ -198,3 +198,37 @@ PY
     # the mount's version, word for word
     [ "$output" = "ckptfs-diff $("$CKPTFS" --version | head -1 | cut -d' ' -f2)" ]
 }
+
+@test "a model and its conversion (.safetensors, .ckpt) are identical: one name per tensor, the mount's, in every tool (ONNX Constants, MindIR GRAPH: parameters)" {
+    for m in "$ONNX_FIX"/ppocrv4_rec_constants.onnx "$ONNX_FIX"/silero_vad_legacy.onnx \
+             "$ONNX_FIX"/silero_vad_v5_subgraphs.onnx "$MS"/mindspore_ori_net.mindir; do
+        b=$T/$(basename "$m")
+        "$BUILD/ckptfs-convert" "$m" "$b.safetensors"
+        "$BUILD/ckptfs-convert" "$m" "$b.ckpt"
+        for out in "$b.safetensors" "$b.ckpt"; do
+            run "$DIFF" "$m" "$out"
+            echo "$m $out: $output"
+            [ "$status" -eq 0 ]
+            [[ ${lines[-1]} == *identical* ]]
+        done
+        # the names written are the mount's directory names, the name's %XX
+        # escapes (only where a path needs them) decoded; header read with json
+        mount_fg "$m" "$T/mnt" -o ro
+        ls "$T/mnt" | grep -vx snapshot_done >"$T/dirs"
+        unmount "$T/mnt"
+        $PY - "$b.safetensors" "$T/dirs" <<'PY'
+import json, re, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+names = sorted(k.encode() for k in json.loads(b[8:8 + n]) if k != "__metadata__")
+def unesc(d):
+    """The escaped name decoded, the generated suffix (from the first % that is
+    not an escape: %const, %@NODE.ATTR, %dup2...) kept as shown."""
+    g = re.search(rb"%(?![0-9A-F]{2})", d)
+    cut = g.start() if g else len(d)
+    return re.sub(rb"%([0-9A-F]{2})", lambda m: bytes([int(m[1], 16)]), d[:cut]) + d[cut:]
+dirs = sorted(unesc(d) for d in open(sys.argv[2], "rb").read().splitlines())
+assert names == dirs, (set(names) ^ set(dirs))
+PY
+    done
+}

@@ -174,3 +174,31 @@ PY
         done <"$BATS_TEST_TMPDIR/flips"
     done
 }
+
+@test "a MindIR Constant whose tensor has a data type and no data is a type, not a tensor: the rest mounts (MindSpore's bprop graphs)" {
+    local m=$BATS_TEST_TMPDIR/bprop.mindir mnt=$BATS_TEST_TMPDIR/b
+    # as ops/bprop_mindir/BroadcastTo_bprop.mindir: a ValueNode Constant whose
+    # TENSORS value is INT16 (MindIR code 4), dims [], without data, beside a
+    # parameter
+    $PY - "$m" "$REPO/tests/oracle" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+import graph_oracle
+pb = graph_oracle.mindir_module()
+m = pb.ModelProto(ir_version="0.1.1", producer_name="MindSpore", model_version="2.2.0",
+                  mind_ir_version=1,
+                  little_endian=True)
+g = m.graph
+g.name = "bprop_graph"
+p = g.parameter.add(name="bprop_graph:w", data_type=1, dims=[2])
+p.raw_data = b"\x00\x00\x80\x3f\x00\x00\x00\x40"
+n = g.node.add(op_type="Constant", name="[ValueNode]37", output=["[ValueNode]37"])
+a = n.attribute.add(name="value", type=pb.AttributeProto.TENSORS)
+a.tensors.add(data_type=4)
+open(sys.argv[1], "wb").write(m.SerializeToString())
+PY
+    [ "$($GRAPH_ORACLE list "$m" | cut -f1 | tr '\n' ' ')" = "w " ]
+    mount_fg "$m" "$mnt" -o ro
+    [ "$(ls "$mnt" | tr '\n' ' ')" = "snapshot_done w " ]
+    $GRAPH_ORACLE check "$mnt" "$m"
+}

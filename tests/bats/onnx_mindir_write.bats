@@ -466,3 +466,26 @@ PY
     [ "$(sha256sum <"$m")" = "$before" ]
     rm -r "$mnt/huge" # so that the unmount has nothing to save
 }
+
+@test "a STRING initializer has no w bits on a writable mount and opening it for writing is EACCES; a FLOAT one stays writable" {
+    local f=$BATS_TEST_TMPDIR/str.onnx m=$BATS_TEST_TMPDIR/m
+    $PY - "$f" <<'PY'
+import sys
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper, save
+s = helper.make_tensor("labels", TensorProto.STRING, [2], [b"cat", b"dog"])
+w = numpy_helper.from_array(np.array([1.5, 2.5], dtype=np.float32), "w")
+g = helper.make_graph([helper.make_node("Add", ["X", "w"], ["Y"])], "g",
+                      [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2])],
+                      [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2])], [s, w])
+save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[1])
+PY
+    chmod 0644 "$f"
+    mount_fg "$f" "$m" -o commit=manual
+    [ "$(stat -c %A "$m/labels/out") $(stat -c %A "$m/labels/meta") $(stat -c %A "$m/labels")" = "-r--r--r-- -r--r--r-- dr-xr-xr-x" ]
+    [ "$(stat -c %A "$m/w/out") $(stat -c %A "$m/w")" = "-rw-r--r-- drwxr-xr-x" ]
+    run bash -c "printf x > '$m/labels/out'"
+    [ "$status" -ne 0 ]
+    [[ $output == *"Permission denied"* ]]
+    [ "$(cat "$m/labels/out" | tr '\0' ' ')" = "cat dog " ]
+}

@@ -62,7 +62,7 @@ teardown() {
 
 @test "random ops, manual saves: safetensors (layout kept in place, or the reference writer's)" {
     # Parsed by safetensors_oracle after every save; F8/F4 tensors are
-    # read-only (EPERM); kChar and kComplex128 metas and names holding NUL
+    # read-only (no w bits, EACCES); kChar and kComplex128 metas and names holding NUL
     # are accepted, their saves refused (EINVAL).
     model_test --format safetensors --seeds 1-4 --steps 300
 }

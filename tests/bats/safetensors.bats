@@ -386,3 +386,27 @@ assert len(json.loads(d[8:8 + n])) == 200000' "$big"
     [[ $output == "ckptfs: $big: out of memory while parsing the header"* ]]
     [[ $output != *"not valid JSON"* ]]
 }
+
+@test "a tensor the writer cannot write (F8_E4M3) has no w bits on a writable mount, and opening it for writing is EACCES; the others stay writable" {
+    f=$BATS_TEST_TMPDIR/f8.safetensors m=$BATS_TEST_TMPDIR/m
+    $PY - "$f" <<'PY'
+import json, struct, sys
+h = json.dumps({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                "q": {"dtype": "F8_E4M3", "shape": [4], "data_offsets": [8, 12]}}).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + bytes(range(12)))
+PY
+    chmod 0644 "$f"
+    cp "$f" "$BATS_TEST_TMPDIR/before"
+    mount_fg "$f" "$m" -o commit=manual
+    [ "$(stat -c %A "$m/q/out") $(stat -c %A "$m/q/meta") $(stat -c %A "$m/q")" = "-r--r--r-- -r--r--r-- dr-xr-xr-x" ]
+    [ "$(stat -c %A "$m/a/out") $(stat -c %A "$m/a")" = "-rw-r--r-- drwxr-xr-x" ]
+    run bash -c "printf x > '$m/q/out'"
+    [ "$status" -ne 0 ]
+    [[ $output == *"Permission denied"* ]]
+    run bash -c "printf x >> '$m/q/meta'"
+    [[ $output == *"Permission denied"* ]]
+    printf '\x01\x02\x03\x04' | dd of="$m/a/out" conv=notrunc status=none
+    touch "$m/snapshot_done"
+    [ "$($PY -c 'import sys; b=open(sys.argv[1],"rb").read(); print(b[-12:].hex())' "$f")" = "010203040405060708090a0b" ]
+}

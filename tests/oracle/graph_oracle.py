@@ -191,6 +191,16 @@ def tensor_bytes(t, types, base_dir, mindir):
     return (tname, of_type, np_dtype), dims, out
 
 
+def has_data(t):
+    """A MindIR TensorProto holds data: raw_data, typed values or external data.
+    MindSpore's loader (load_model.cc, BuildValueFromAttributeProto) reads an
+    attribute's tensor without raw_data as the data type it names."""
+    typed = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data",
+             "string_data")
+    return (t.HasField("raw_data") or t.HasField("external_data")
+            or any(len(getattr(t, f, ())) for f in typed))
+
+
 class Walker:
     def __init__(self, path, mindir, module=None):
         self.path = path
@@ -230,6 +240,8 @@ class Walker:
     def attr_tensor(self, t, node, main, suffix):
         """An attribute's tensor: named by the node's first output, as a Constant's value
         (its own name when the node has no output)."""
+        if self.mindir and not has_data(t):
+            return  # a data type, not a tensor (MindSpore's load_model.cc reads it so)
         value = node.output[0].encode() if node.output and node.output[0] else t.name.encode()
         self.add(t, value, b"%const" if main else suffix)
 

@@ -23,8 +23,8 @@ the reference, names and order included; snapshot_done exists.  Formats: see FOR
 and MANUAL_FORMATS.
 
 safetensors (manual saves, one thread): the file made by safetensors_oracle's writer
-holds every dtype with a OneFlow type, F8 and F4 (shown as bytes: every edit refused
-with EPERM), 0-d and empty tensors, names to escape and __metadata__; half the seeds in
+holds every dtype with a OneFlow type, F8 and F4 (shown as bytes without w bits: every
+edit refused with EACCES), 0-d and empty tensors, names to escape and __metadata__; half the seeds in
 the 2022 layout (name order, unpadded).  A meta of kChar or kComplex128, or a name
 holding NUL (directory %00), is accepted, the save refused (EINVAL).  After each save,
 besides dtypes, shapes, bytes, order and __metadata__: when every tensor of the last
@@ -341,7 +341,7 @@ class Model:
         return e[T] == "kChar"
 
     def readonly(self, e):
-        """A tensor every edit of which is refused with EPERM (rm -r and mv included)."""
+        """A tensor every edit of which is refused with EACCES (rm -r and mv included)."""
         return False
 
     def saveable(self, state):
@@ -783,7 +783,7 @@ class Safetensors(Model):
 
     def readonly(self, e):
         # F8 and the sub-byte floats: OneFlow has no such type; ckptfs shows their bytes
-        # and refuses every edit (write, meta, rm -r, mv) with EPERM.
+        # without w bits and refuses every edit (write, meta, rm -r, mv) with EACCES.
         return e[ST] is not None and e[ST][1] in st_oracle().MAPPING and \
             ST_DTYPE.get(st_oracle().MAPPING[e[ST][1]][1]) != e[ST][1]
 
@@ -1620,8 +1620,8 @@ class Run:
         if e is None:
             return
         if self.model.readonly(e):
-            self.note("rm -r %r (read-only), expect EPERM" % e[D])
-            self.expect_errno(lambda: shutil.rmtree(self.p(e[D])), errno.EPERM, "rm -r")
+            self.note("rm -r %r (read-only), expect EACCES" % e[D])
+            self.expect_errno(lambda: shutil.rmtree(self.p(e[D])), errno.EACCES, "rm -r")
             self.check_entry(e)
             return
         if "empty-ckpt" in self.args.avoid and self.model.fmt.startswith("ckpt") and \
@@ -1669,7 +1669,7 @@ class Run:
         if self.busy(e):
             want = errno.EBUSY
         if self.model.readonly(e):
-            want, replaced = errno.EPERM, None
+            want, replaced = errno.EACCES, None
         self.note("mv %r %r%s" % (e[D], target, ", expect %s" % errno.errorcode[want] if want else ""))
         if self.expect_errno(lambda: os.rename(self.p(e[D]), self.p(target)), want, "mv") == 0:
             if replaced is not None:
@@ -1726,13 +1726,13 @@ class Run:
 
     def op_readonly(self):
         """An edit of a tensor the format's reader shows read-only (safetensors: F8, F4),
-        refused with EPERM; the tensor reads as before."""
+        refused with EACCES; the tensor reads as before."""
         e = self.pick(self.model.readonly)
         if e is None:
             return
         path = self.p(e[D])
         what = self.r.choice(["pwrite", "truncate", "meta", "rm out"])
-        self.note("%s on read-only %r, expect EPERM" % (what, e[D]))
+        self.note("%s on read-only %r, expect EACCES" % (what, e[D]))
 
         def run():
             if what == "pwrite":
@@ -1749,7 +1749,7 @@ class Run:
             else:
                 os.unlink(os.path.join(path, b"out"))
 
-        self.expect_errno(run, errno.EPERM, what)
+        self.expect_errno(run, errno.EACCES, what)
         self.check_entry(e)
 
     def op_check(self):
