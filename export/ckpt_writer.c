@@ -466,4 +466,5 @@ const ck_writer ck_ckpt_writer = {
     .in_tree_order = true,
     .same_type = ckpt_same_type,
     .shape = &ck_shape_ckpt,
+    .why_not_empty = "MindSpore reads no empty checkpoint",
 };

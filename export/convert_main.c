@@ -33,6 +33,7 @@
 #include "../codec/key.h"
 #include "../codec/model.h"
 #include "../codec/name_map.h"
+#include "ckpt_writer.h"
 #include "commit_group.h"
 #include "encoder.h"
 #include "oneflow_dir_writer.h"
@@ -259,8 +260,8 @@ static int check_target(const convert_opts *o, const ck_model *m, const plan *p,
             rc = ck_fail(err, ENOMEM, "%s: out of memory", o->in);
     }
     if (rc == 0 && o->to == TO_CKPT && ix->n_live == 0)
-        rc = ck_fail(err, ENOTSUP, "%s: has no tensors, and MindSpore reads no empty "
-                     "checkpoint", o->in);
+        rc = ck_fail(err, ENOTSUP, "%s: has no tensors, and %s", o->in,
+                     ck_ckpt_writer.why_not_empty);
     ck_name_map_free(&seen);
     return rc;
 }

@@ -339,5 +339,4 @@ const ck_writer ck_safetensors_writer = {
     .own_order = true,
     .same_type = ck_st_same_type,
     .shape = &ck_shape_st,
-    .holds_none = true,
 };

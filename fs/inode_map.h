@@ -9,6 +9,12 @@
  * from 2^40 up by their id.  Numbers are never reused, so lookup counts need
  * no bookkeeping and forget is a no-op; nothing else in fs/ knows the
  * arithmetic.
+ *
+ * snapshot_done has the highest number, as it is last in the listing: it
+ * means "the rest is complete", and cp -r copies a directory in inode order
+ * (gnulib's savedir sorts by inode for speed), so a copy of the tree into a
+ * writable mount creates it after the tensors and its save holds them all.
+ * Below 2^42, the bits a run directory's checkpoint has (CKFS_INO_BITS).
  */
 #ifndef CKPTFS_INODE_MAP_H
 #define CKPTFS_INODE_MAP_H
@@ -17,7 +23,7 @@
 #include <stdint.h>
 
 #define INO_ROOT 1u
-#define INO_SNAPSHOT_DONE 2u
+#define INO_SNAPSHOT_DONE (1ull << 41) /* above every extra file */
 #define INO_TENSOR_BASE 16u
 #define INO_EXTRA_BASE (1ull << 40) /* extra files: base + their id */
 

@@ -399,7 +399,7 @@ static void op_lookup(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *n
     switch (resolve(fs, parent, &e)) {
     case NODE_ROOT: {
         if (strcmp(name, "snapshot_done") == 0) {
-            if (tree_dirty(&fs->tr))
+            if (!tree_equals_file(&fs->tr))
                 fuse_reply_err(req, ENOENT); /* absent until the edits are saved */
             else
                 reply_entry(req, fs, INO_SNAPSHOT_DONE);
@@ -450,46 +450,72 @@ static void op_getattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_fil
 
 #define SKIP ((fuse_ino_t)-1) /* a listing position with nothing there now */
 
+/* Listing positions: ".", "..", then a tensor directory's meta and out, or
+ * the root's tensors by index; the extra files from EXTRA_POS, by id; and
+ * last the root's snapshot_done at DONE_POS.  Each kind has its own range,
+ * so a position stays the same name while tensors and files are added.
+ * snapshot_done comes last because it means "the rest is complete", as in
+ * OneFlow's own snapshots: a copy made in listing order (cp -r, tar) into
+ * a writable mount creates it after the tensors, and that save holds them
+ * all. */
+#define EXTRA_POS ((off_t)1 << 40)
+#define DONE_POS ((off_t)1 << 62)
+
 /* Entry `pos` of a directory listing: its name and inode (0 past the end,
  * SKIP for a position that is empty now: snapshot_done while edits are
- * unsaved, a removed tensor, a missing meta or out). */
+ * unsaved, a removed tensor, a missing meta or out), and the position that
+ * follows it. */
 static fuse_ino_t dir_entry(ckfs *fs, fuse_ino_t dir, const entry *e, off_t pos,
-                            const char **name)
+                            const char **name, off_t *next)
 {
     static const char *const fixed[] = {".", ".."};
+    *next = pos + 1;
+    if (pos < 0)
+        return 0;
     if (pos < 2) {
         *name = fixed[pos];
         return pos == 0 ? dir : INO_ROOT;
     }
-    uint32_t home = e ? pos_of(fs, e) : EXTRA_IN_ROOT;
-    size_t fixed_end = e ? 4 : 3 + fs->tr.n_entries;
-    if ((size_t)pos >= fixed_end) { /* then the extra files, by id */
-        size_t id = (size_t)pos - fixed_end;
-        if (id >= fs->tr.n_extras)
-            return 0;
+    if (pos < EXTRA_POS && e != NULL) { /* a tensor's directory */
+        if (pos == 2) {
+            *name = "meta";
+            return entry_has_meta(e) ? ino_of_tensor(pos_of(fs, e), NODE_META) : SKIP;
+        }
+        if (pos == 3) {
+            *name = "out";
+            return entry_has_out(e) ? ino_of_tensor(pos_of(fs, e), NODE_OUT) : SKIP;
+        }
+        *next = EXTRA_POS;
+        return SKIP;
+    }
+    if (pos < EXTRA_POS) { /* the root's tensors */
+        size_t i = (size_t)pos - 2;
+        if (i >= fs->tr.n_entries) {
+            *next = EXTRA_POS;
+            return SKIP;
+        }
+        if (fs->tr.entries[i].deleted)
+            return SKIP;
+        *name = entry_dir_name(&fs->tr, &fs->tr.entries[i]);
+        return ino_of_tensor((uint32_t)i, NODE_TENSOR_DIR);
+    }
+    if (pos < DONE_POS) { /* the extra files */
+        size_t id = (size_t)(pos - EXTRA_POS);
+        if (id >= fs->tr.n_extras) {
+            *next = DONE_POS;
+            return e != NULL ? 0 : SKIP;
+        }
         const extra *x = &fs->tr.extras[id];
-        if (x->deleted || x->dir != home)
+        if (x->deleted || x->dir != (e ? pos_of(fs, e) : EXTRA_IN_ROOT))
             return SKIP;
         *name = x->name;
         return INO_EXTRA_BASE + id;
     }
-    if (e == NULL) { /* the root */
-        if (pos == 2) {
-            *name = "snapshot_done";
-            return tree_dirty(&fs->tr) ? SKIP : INO_SNAPSHOT_DONE;
-        }
-        const entry *child = &fs->tr.entries[pos - 3];
-        if (child->deleted)
-            return SKIP;
-        *name = entry_dir_name(&fs->tr, child);
-        return ino_of_tensor((uint32_t)(pos - 3), NODE_TENSOR_DIR);
+    if (pos == DONE_POS && e == NULL) {
+        *name = "snapshot_done";
+        return tree_equals_file(&fs->tr) ? INO_SNAPSHOT_DONE : SKIP;
     }
-    if (pos == 2) {
-        *name = "meta";
-        return entry_has_meta(e) ? ino_of_tensor(pos_of(fs, e), NODE_META) : SKIP;
-    }
-    *name = "out";
-    return entry_has_out(e) ? ino_of_tensor(pos_of(fs, e), NODE_OUT) : SKIP;
+    return 0;
 }
 
 /* The directory at ino (t: its tensor, NULL for the root), or an errno. */
@@ -516,9 +542,10 @@ static void do_readdir(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, of
         return;
     }
     size_t used = 0;
-    for (off_t pos = off;; pos++) {
+    off_t next;
+    for (off_t pos = off;; pos = next) {
         const char *name;
-        fuse_ino_t child = dir_entry(fs, ino, dir, pos, &name);
+        fuse_ino_t child = dir_entry(fs, ino, dir, pos, &name, &next);
         if (child == 0)
             break;
         if (child == SKIP)
@@ -532,11 +559,11 @@ static void do_readdir(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, of
                 fill_entry(fs, child, &e);
             else
                 fill_attr(fs, child, &e.attr);
-            n = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, pos + 1);
+            n = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, next);
         } else {
             struct stat st;
             fill_attr(fs, child, &st);
-            n = fuse_add_direntry(req, buf + used, size - used, name, &st, pos + 1);
+            n = fuse_add_direntry(req, buf + used, size - used, name, &st, next);
         }
         if (n > size - used)
             break;
@@ -759,7 +786,8 @@ static void create_snapshot_done(fuse_req_t req, ckfs *fs, struct fuse_file_info
     }
     fill_entry(fs, INO_SNAPSHOT_DONE, &e); /* by inode: the name shows once saved */
     fi->fh = (uintptr_t)h;
-    *w = (ckfs_waiter){.ino = INO_SNAPSHOT_DONE, .done = save_handle_saved, .arg = h};
+    *w = (ckfs_waiter){.ino = INO_SNAPSHOT_DONE, .done = save_handle_saved, .arg = h,
+                       .make_file = true};
     ckfs_saver_ask(fs, w); /* ends, at the earliest, once we let go of the mount's lock */
     if (fuse_reply_create(req, &e, fi) != 0) /* interrupted: no close will come */
         save_handle_release(h);
@@ -1731,22 +1759,22 @@ static ckfs *shared(fuse_req_t req, fuse_ino_t *ino)
     return fs;
 }
 
-/* Exclusive, noting whether the tree differed from the file (dirty): the
- * root's listing shows snapshot_done only when it does not, a change
- * the kernel cannot see in its cached listing. */
-static ckfs *exclusive(fuse_req_t req, fuse_ino_t *ino, bool *dirty)
+/* Exclusive, noting whether the root showed snapshot_done (the tree
+ * equalled the file), a change the kernel cannot see in its cached
+ * listing. */
+static ckfs *exclusive(fuse_req_t req, fuse_ino_t *ino, bool *done)
 {
     ckfs *fs = mount_at(req, ino);
     if (fs == NULL)
         return NULL;
     pthread_rwlock_wrlock(&fs->lock);
-    *dirty = tree_dirty(&fs->tr);
+    *done = tree_equals_file(&fs->tr);
     return fs;
 }
 
-static void exclusive_done(ckfs *fs, bool dirty)
+static void exclusive_done(ckfs *fs, bool done)
 {
-    if (tree_dirty(&fs->tr) != dirty)
+    if (tree_equals_file(&fs->tr) != done)
         listing_changed(fs, INO_ROOT);
     pthread_rwlock_unlock(&fs->lock);
 }
@@ -1765,12 +1793,12 @@ static void exclusive_done(ckfs *fs, bool dirty)
 #define EXCLUSIVE(op, at, params, args)                                                    \
     static void locked_##op params                                                         \
     {                                                                                      \
-        bool dirty;                                                                        \
-        ckfs *fs = exclusive(req, &at, &dirty);                                            \
+        bool done;                                                                        \
+        ckfs *fs = exclusive(req, &at, &done);                                            \
         if (fs == NULL)                                                                    \
             return;                                                                        \
         op_##op args;                                                                      \
-        exclusive_done(fs, dirty);                                                         \
+        exclusive_done(fs, done);                                                         \
     }
 
 SHARED(lookup, parent, (fuse_req_t req, fuse_ino_t parent, const char *name),
@@ -1825,23 +1853,23 @@ EXCLUSIVE(setxattr, ino,
 static void locked_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                           fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
-    bool dirty;
+    bool done;
     if ((parent & ~CKFS_INO_MASK) != (newparent & ~CKFS_INO_MASK)) {
         fuse_reply_err(req, EXDEV);
         return;
     }
-    ckfs *fs = exclusive(req, &parent, &dirty);
+    ckfs *fs = exclusive(req, &parent, &done);
     if (fs == NULL)
         return;
     op_rename(req, fs, parent, name, newparent & CKFS_INO_MASK, newname, flags);
-    exclusive_done(fs, dirty);
+    exclusive_done(fs, done);
 }
 
 /* Opening for reading, and closing, change nothing on a read-only mount
  * and when nothing was written. */
 static void locked_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    bool dirty;
+    bool done;
     if (!is_writer(fi)) {
         ckfs *fs = shared(req, &ino);
         if (fs == NULL)
@@ -1850,33 +1878,33 @@ static void locked_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
         pthread_rwlock_unlock(&fs->lock);
         return;
     }
-    ckfs *fs = exclusive(req, &ino, &dirty);
+    ckfs *fs = exclusive(req, &ino, &done);
     if (fs == NULL)
         return;
     op_open(req, fs, ino, fi);
-    exclusive_done(fs, dirty);
+    exclusive_done(fs, done);
 }
 
 /* A meta written is parsed at close: flush and release change the tree
  * on a writable mount. */
 static void locked_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    bool dirty;
-    ckfs *fs = exclusive(req, &ino, &dirty);
+    bool done;
+    ckfs *fs = exclusive(req, &ino, &done);
     if (fs == NULL)
         return;
     op_flush(req, fs, ino, fi);
-    exclusive_done(fs, dirty);
+    exclusive_done(fs, done);
 }
 
 static void locked_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-    bool dirty;
-    ckfs *fs = exclusive(req, &ino, &dirty);
+    bool done;
+    ckfs *fs = exclusive(req, &ino, &done);
     if (fs == NULL)
         return;
     op_release(req, fs, ino, fi);
-    exclusive_done(fs, dirty);
+    exclusive_done(fs, done);
 }
 
 const struct fuse_lowlevel_ops ckfs_ops = {

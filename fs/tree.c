@@ -227,6 +227,11 @@ bool tree_dirty(const tree *tr)
     return tr->n_differ > 0 || tr->names_pending;
 }
 
+bool tree_equals_file(const tree *tr)
+{
+    return tr->model->n_sources > 0 && !tree_dirty(tr);
+}
+
 /* After any change to e (idempotent, so nested edits may each call it):
  * keep the count of entries that differ from the file, and mark e as
  * changed since a running save began.  Returns rc, for `return
@@ -881,16 +886,13 @@ static int add_entries(tree *tr, tree_save *save, const names_plan *plan, ck_err
 }
 
 /* Whether a save has something to write: edits, or (make_file) the file
- * of a model created empty that was never saved, when its format has a
- * file of no tensors (a 0-tensor safetensors).  An empty .ckpt cannot be
- * written, and failing instead would fail `cp -r SNAPSHOT/. MNT/`
- * whenever snapshot_done comes first (ckptfs lists it first, tmpfs lists
- * newest first): the tensors that follow make the first save. */
+ * of a model created empty that was never saved.  A format with no file of
+ * no tensors (.ckpt) refuses that save with the reason (ck_encode) rather
+ * than answering "saved" with no file. */
 static bool to_save(const tree *tr, bool make_file)
 {
-    const ck_writer *w = ck_writer_of(tr->model);
-    return tree_dirty(tr) || (make_file && tr->writable && tr->model->n_sources == 0 &&
-                              w != NULL && w->holds_none);
+    return tree_dirty(tr) ||
+           (make_file && tr->writable && tr->model->n_sources == 0 && ck_writer_of(tr->model));
 }
 
 static int save_begin(tree *tr, tree_save **out, bool make_file, names_plan *plan,

@@ -165,6 +165,9 @@ size_t entry_meta_text(const tree *tr, const entry *e, char *buf, size_t cap);
 /* Any change not yet in the model file, or a TREE_NAMES_FILE waiting
  * (snapshot_done is absent then); O(1). */
 bool tree_dirty(const tree *tr);
+/* Whether the file exists and the tree equals it: when the root shows
+ * snapshot_done.  A model created empty has no file until its first save. */
+bool tree_equals_file(const tree *tr);
 
 /* Tensor directories: make one (its name is unescaped by the listing
  * rule), remove an empty one, rename one (replacing the target).  Removing

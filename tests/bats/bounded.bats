@@ -45,7 +45,7 @@ refused_mount() {
     echo "status $status: $output"
     [ "$status" -ne 0 ]
     [ "${#lines[@]}" -eq 1 ]
-    ! mountpoint -q "$M"
+    ! mountpoint -q "$M" || false
 }
 
 # zeros_zst MIB OUT [zstd options]: MIB MiB of zeros compressed by zstd, from

@@ -189,9 +189,9 @@ frozen_save() {
     # Every reader answered, correctly, before the unfreeze; the save after.
     [ "$(sed -n '/^unfreeze$/q;p' "$log" | grep -c ' ok$')" -eq "$([ "$how" != setfattr ] && echo 7 || echo 6)" ]
     sed -n '/^unfreeze$/q;p' "$log" | grep -qx "readers done"
-    ! grep -q FAILED "$log"
+    ! grep -q FAILED "$log" || false
     sed -n '/^unfreeze$/,$p' "$log" | grep -qx "save 0"
-    ! sed -n '/^unfreeze$/q;p' "$log" | grep -q "^save"
+    ! sed -n '/^unfreeze$/q;p' "$log" | grep -q "^save" || false
     # The save holds the edit; the tree switched to the new file.
     [ -e "$M/snapshot_done" ]
     $RACE extract "$F" t.1 "$T/t1.saved"
@@ -445,7 +445,7 @@ unmount_during_save() {
     printf 'LAST' | dd of="$M/layer.1.weight/out" bs=1 seek=200 conv=notrunc status=none
     if [ "$how" = ckptfs-umount ]; then
         "$REPO/mount-helpers/ckptfs-umount" "$M"
-        ! mountpoint -q "$M"
+        ! mountpoint -q "$M" || false
     fi
     umount_wait "$M" "$pid" || rc=$?
     forget_daemon "$pid"

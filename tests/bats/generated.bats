@@ -30,7 +30,7 @@ check_case() {
     run "$CKPTFS" "$BATS_TEST_TMPDIR/bad.ckpt" "$BATS_TEST_TMPDIR/m"
     [ "$status" -ne 0 ]
     [[ $output == *"bad.ckpt: offset "*"CRC mismatch"* ]]
-    ! mountpoint -q "$BATS_TEST_TMPDIR/m"
+    ! mountpoint -q "$BATS_TEST_TMPDIR/m" || false
     mount_fg "$BATS_TEST_TMPDIR/bad.ckpt" "$BATS_TEST_TMPDIR/m" -o nocrc
     run $ORACLE check "$BATS_TEST_TMPDIR/m" "$BATS_TEST_TMPDIR/bad.ckpt"
     [ "$status" -eq 0 ]

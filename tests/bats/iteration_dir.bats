@@ -175,7 +175,7 @@ EOF
         [ "$status" -ne 0 ]
         [ "${#lines[@]}" -eq 1 ]
         [[ $output == "ckptfs: $T/single/$IT"* ]]
-        ! mountpoint -q "$M"
+        ! mountpoint -q "$M" || false
     done
 }
 
@@ -400,7 +400,7 @@ names_one_of() {
     [ "$status" -ne 0 ]
     [ "${#lines[@]}" -eq 1 ]
     [[ $output == "ckptfs: "*"$f"* ]]
-    ! mountpoint -q "$M"
+    ! mountpoint -q "$M" || false
 }
 
 # tree_of DIR: every entry's path, type, mode, size and mtime; then every xattr (but the
@@ -448,7 +448,7 @@ tree_of() {
         [[ $output == "ckptfs: "* ]]
         names_one_of "$file"
         [ "$param" = - ] || [[ $output == *"$param"* ]]
-        ! mountpoint -q "$M"
+        ! mountpoint -q "$M" || false
     done
 }
 

@@ -156,7 +156,7 @@ copy() {
     $OF gen "$T/many" --case many --count 10000 --protocol 2
     agree "$T/many"
     [ "$(wc -l <"$T/dump.expect")" -eq 10000 ]
-    ! cut -f1 "$T/dump.expect" | sort -C
+    ! cut -f1 "$T/dump.expect" | sort -C || false
 }
 
 @test "legacy, 5,000 tensors with 64 descriptors allowed: escaped names decoded, bytewise order" {

@@ -147,7 +147,7 @@ until_saved() { until_listed snapshot_done; }
     named_after_save
     $PICKLED check-ckpt "$F" "$SNAP"
     # A successful save clears the refusal.
-    ! getfattr -n user.ckptfs.last_error "$M" 2>/dev/null
+    ! getfattr -n user.ckptfs.last_error "$M" 2>/dev/null || false
 }
 
 @test "commit=auto: tensors saved as tensor_<N> first, pickled_data later renames them in the file" {
@@ -348,4 +348,28 @@ d = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", d[:8])[0]
 h = json.loads(d[8:8 + n]); h.pop("__metadata__", None)
 assert h == {} and len(d) == 8 + n, (h, len(d))' "$st"
     [ "$(ls "$M")" = snapshot_done ]
+}
+
+@test "an empty snapshot copied into -o create x.ckpt: the save is refused with the reason and no file, and the tensors copied next make the file" {
+    local snap=$BATS_TEST_TMPDIR/empty
+    mkdir "$snap"
+    : >"$snap/snapshot_done"
+    local ck=$BATS_TEST_TMPDIR/new.ckpt
+    mount_fg "$ck" "$M" -o create,commit=manual
+    [ -z "$(ls -A "$M")" ] # no file yet, so no snapshot_done
+    run timeout 60 cp -r "$snap/." "$M/"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [[ $output == *snapshot_done* ]]
+    err=$(getfattr --absolute-names --only-values -n user.ckptfs.last_error "$M")
+    [[ $err == *"new.ckpt: has no tensors, and MindSpore reads no empty checkpoint; nothing was saved"* ]]
+    [ ! -e "$ck" ]
+    [ ! -e "$M/snapshot_done" ]
+    mkdir "$M/w"
+    $ORACLE meta-of 2 kFloat >"$M/w/meta"
+    head -c 8 /dev/urandom >"$M/w/out"
+    touch "$M/snapshot_done"
+    [ "$(tags "$ck")" = w ]
+    run $ORACLE check "$M" "$ck"
+    [ "$status" -eq 0 ]
 }

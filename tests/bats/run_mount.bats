@@ -303,7 +303,7 @@ live_run() {
     [ "$status" -ne 0 ]
     [ "${#lines[@]}" -eq 1 ]
     [[ "$output" == "ckptfs: $D: "* ]]
-    ! mountpoint -q "$M"
+    ! mountpoint -q "$M" || false
 }
 
 # readat OFFSET LENGTH: pread of fd 7 (bats keeps 3 for itself); status 0 and the bytes in $T/got, or

@@ -620,7 +620,7 @@ until_no_lock() {
     poke "$M/$N2/conv2.weight/out" 64 01020304
     "$UMOUNT" "$M"
     ! mountpoint -q "$M" || false
-    ! kill -0 "$pid" 2>/dev/null || false
+    ! running_child "$pid" || false # exited (a zombie until bash reaps it)
     sed -i "\\|^$pid $M\$|d" "$T/mounts"
     edited "$O/$N1.ckpt" "$D/$N1.ckpt" fc1.bias 0 0000803f
     edited "$O/$N2.ckpt" "$D/$N2.ckpt" conv2.weight 64 01020304

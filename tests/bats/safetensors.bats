@@ -177,7 +177,7 @@ print(8 + n + json.loads(b[8:8 + n])["conv1.bias"]["data_offsets"][0] + 4)' "$f"
     grep -x $'__metadata__\t{"format":"pt"}' "$BATS_TEST_TMPDIR/p"
     grep $'^tensor\tadded.i64\tI64\t\[3\]\t24\t' "$BATS_TEST_TMPDIR/p"
     grep $'^tensor\trenamed.lora_A\tF32\t\[768,8\]\t' "$BATS_TEST_TMPDIR/p"
-    ! grep $'\tbase_model.model.score.weight\t' "$BATS_TEST_TMPDIR/p"
+    ! grep $'\tbase_model.model.score.weight\t' "$BATS_TEST_TMPDIR/p" || false
     [ "$(grep -c '^tensor' "$BATS_TEST_TMPDIR/p")" -eq 25 ]
 }
 
@@ -217,19 +217,17 @@ print(8 + n + json.loads(b[8:8 + n])["conv1.bias"]["data_offsets"][0] + 4)' "$f"
     mount_fg "$BATS_TEST_TMPDIR/a.ckpt" "$S2" -o ro
     M3=$BATS_TEST_TMPDIR/m3
     mount_fg "$BATS_TEST_TMPDIR/typed.safetensors" "$M3" -o create,commit=manual
-    cp -r "$S2/." "$M3/"
+    # snapshot_done is copied last and its save refused: cp says so
+    run cp -r "$S2/." "$M3/"
+    [ "$status" -ne 0 ]
+    [[ $output == *"snapshot_done"* ]]
     run touch "$M3/snapshot_done"
     [ "$status" -ne 0 ]
     err=$(getfattr --absolute-names --only-values -n user.ckptfs.last_error "$M3")
     echo "$err"
     [[ $err == *"typed.safetensors: tensor '"*"': type k"*" has no safetensors dtype"* ]]
-    # the refused save wrote nothing: the file is the 0-tensor one that
-    # snapshot_done, copied first (the mount lists it first), saved
-    $PY -c '
-import json, struct, sys
-d = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", d[:8])[0]
-h = json.loads(d[8:8 + n]); h.pop("__metadata__", None)
-assert h == {} and len(d) == 8 + n, h' "$BATS_TEST_TMPDIR/typed.safetensors"
+    # the refused saves wrote nothing, and the edits stay for another try
+    [ ! -e "$BATS_TEST_TMPDIR/typed.safetensors" ]
     [ -d "$M3/$(ls "$S2" | grep -v snapshot_done | head -1)" ]
     for t in "$M3"/*/; do rm -r "$t"; done # so that the unmount has nothing to save
 }
@@ -271,7 +269,7 @@ refuse() {
     [ "$status" -ne 0 ]
     [ "${#lines[@]}" -eq 1 ]
     [[ $output == "ckptfs: $f: "* ]]
-    ! mountpoint -q "$BATS_TEST_TMPDIR/m"
+    ! mountpoint -q "$BATS_TEST_TMPDIR/m" || false
     [ "$(sha "$f")" = "$before" ]
     [ -z "${3:-}" ] || [[ $output == *"$3"* ]]
     off=$(sed -nE 's/^ckptfs: [^:]*: offset ([0-9]+): .*/\1/p' <<<"$output")
@@ -345,7 +343,7 @@ EOF2
     check_mount "$f"
 }
 
-@test "a tensor name holding NUL is refused in one line (valid for the format; jansson cannot hold it)" {
+@test "a tensor name holding NUL is refused in one line (valid JSON, but no directory name can hold it)" {
     f=$BATS_TEST_TMPDIR/nul.safetensors
     $ST_ORACLE gen "$f" --case nulname
     mkdir -p "$BATS_TEST_TMPDIR/m"
@@ -353,13 +351,13 @@ EOF2
     [ "$status" -ne 0 ]
     [ "${#lines[@]}" -eq 1 ]
     [[ $output == "ckptfs: $f: offset "*"NUL"* ]]
-    ! mountpoint -q "$BATS_TEST_TMPDIR/m"
+    ! mountpoint -q "$BATS_TEST_TMPDIR/m" || false
 }
 
 @test "out of memory while parsing a valid header is said to be memory, not invalid JSON" {
     local big=$BATS_TEST_TMPDIR/big.safetensors small=$BATS_TEST_TMPDIR/small.safetensors
-    # 200,000 one-float tensors: a 17 MB header that jansson's document
-    # cannot hold in 60 MB of address space, beside a file that can.
+    # 200,000 one-float tensors: a 17 MB header whose tensor index does
+    # not fit in 60 MB of address space, beside a file that does.
     $PY - "$big" "$small" <<'PY'
 import json, struct, sys
 for path, n in ((sys.argv[1], 200000), (sys.argv[2], 1)):

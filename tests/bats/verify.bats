@@ -49,7 +49,7 @@ PY
 
 # no_temporaries DIR: a failed save leaves nothing beside the model.
 no_temporaries() {
-    ! ls -a "$1" | grep -v 'ckptfs-lock$' | grep -q 'ckptfs-'
+    ! ls -a "$1" | grep -v 'ckptfs-lock$' | grep -q 'ckptfs-' || false
 }
 
 @test "[v, w, v] with w deleted: the replaced v is dropped, not joined to the live one" {

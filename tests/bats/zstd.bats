@@ -185,7 +185,7 @@ patched() {
     cp "$1" "$2"
     chmod 644 "$2"
     printf %s "$4" | dd of="$2" bs=1 seek="$3" conv=notrunc status=none
-    ! cmp -s "$1" "$2" # the edit changes something
+    ! cmp -s "$1" "$2" || false # the edit changes something
 }
 
 # poke MNT DIR OFFSET TEXT: write TEXT at OFFSET of DIR's out in the mount.
@@ -236,7 +236,7 @@ refused_once() {
     [ "${#lines[@]}" -eq 1 ]
     [[ $output == "ckptfs: $f: "* ]]
     for t in "$@"; do [[ $output == *"$t"* ]] || { echo "missing: $t"; return 1; }; done
-    ! mountpoint -q "$R"
+    ! mountpoint -q "$R" || false
     [ "$(sha "$f")" = "$before" ]
 }
 
@@ -556,7 +556,7 @@ PY
         [ "${#lines[@]}" -eq 1 ]
         [[ $output == *"zstd_level=$lvl"* ]]
         [[ $output == *"22"* ]] # zstd's highest level (zstd --ultra -22)
-        ! mountpoint -q "$R"
+        ! mountpoint -q "$R" || false
         [ "$(sha "$f")" = "$before" ]
     done
 }
@@ -580,7 +580,7 @@ PY
     cat "$BATS_TEST_TMPDIR"/{a,b}.zst >"$f"
     z=$(stat -c %s "$BATS_TEST_TMPDIR/a.zst")
     printf '\xff' | dd of="$f" bs=1 seek=$((z + 5000)) conv=notrunc status=none
-    ! zstd -q -t "$f" 2>/dev/null # the zstd command agrees it is damaged
+    ! zstd -q -t "$f" 2>/dev/null || false # the zstd command agrees it is damaged
     before=$(sha "$f")
     try_mount "$f"
     refused_once "$f" "$before" "offset $z: " zstd
@@ -607,8 +607,8 @@ f = json.load(sys.stdin)["frames"][int(sys.argv[1])]; print(f["offset"], f["comp
     [ "$(holder "$BATS_TEST_TMPDIR/ext" $((hi - 1)) | cut -d' ' -f1)" = fc1.weight ]
     cp "$D/good.zst" "$f"
     printf '\x5a' | dd of="$f" bs=1 seek=$((fo + fc / 2)) conv=notrunc status=none
-    ! cmp -s "$f" "$D/good.zst"
-    ! $ENVELOPE zstd-layout "$f" >/dev/null 2>&1 # the oracle finds it too
+    ! cmp -s "$f" "$D/good.zst" || false
+    ! $ENVELOPE zstd-layout "$f" >/dev/null 2>&1 || false # the oracle finds it too
     before=$(sha "$f")
     dmg=$(tail -c +$((fo + 1)) "$f" | head -c "$fc" | sha256sum | cut -c1-64)
     mount_fg "$f" "$M" -o commit=manual
@@ -714,7 +714,7 @@ for e in json.load(sys.stdin):
     pid=$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)
     $ORACLE check "$M.s" "$LENET"
     for l in /proc/$pid/fd/*; do readlink "$l"; done >"$BATS_TEST_TMPDIR/fds"
-    ! grep -q "^$td/" "$BATS_TEST_TMPDIR/fds"
+    ! grep -q "^$td/" "$BATS_TEST_TMPDIR/fds" || false
     # nowhere to decompress to: refused, naming the directory
     before=$(sha "$D/p.ckpt.zst")
     TMPDIR=$BATS_TEST_TMPDIR/none try_mount "$D/p.ckpt.zst"
