@@ -544,7 +544,7 @@ static void do_readdir(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, of
     size_t used = 0;
     off_t next;
     for (off_t pos = off;; pos = next) {
-        const char *name;
+        const char *name = NULL;
         fuse_ino_t child = dir_entry(fs, ino, dir, pos, &name, &next);
         if (child == 0)
             break;

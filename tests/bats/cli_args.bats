@@ -48,7 +48,7 @@ usage_error() {
     $PY "$REPO/tests/oracle/convert_oracle.py" compare "$LENET" "$T/-out.safetensors"
     # after --, an option's spelling is a path too
     run "$STAT" -- -m.ckpt --json
-    [ "$status" -eq 1 ] && [ "$output" = "ckptfs-stat: -m.ckpt: no tensor --json" ]
+    [ "$status" -eq 1 ] && [ "$output" = "ckptfs-stat: -m.ckpt: no tensor --json" ] || false
     # without --, each is refused as an option
     usage_error "ckptfs-stat: bad option -m.ckpt; $U_STAT" "$STAT" -m.ckpt
     usage_error "ckptfs-diff: bad option -m.ckpt; $U_DIFF" "$DIFF" -m.ckpt -n.ckpt

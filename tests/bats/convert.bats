@@ -134,9 +134,9 @@ each_way() {
         "$CONVERT" "$T/w/b.ckpt" "$T/w/snap/"
         $CMP "$f" "$T/w/a.safetensors" "$T/w/b.ckpt" "$T/w/snap"
         run "$DIFF" "$f" "$T/w/a.safetensors"
-        [ "$status" -eq 0 ] && [ "$output" = identical ]
+        [ "$status" -eq 0 ] && [ "$output" = identical ] || false
         run "$DIFF" "$f" "$T/w/b.ckpt"
-        [ "$status" -eq 0 ] && [ "$output" = identical ]
+        [ "$status" -eq 0 ] && [ "$output" = identical ] || false
         # The snapshot is what the mount shows: copied into a new model.
         mount_fg "$T/w/c.ckpt" "$T/m" -o create
         cp -r "$T/w/snap/." "$T/m/"
@@ -151,7 +151,7 @@ each_way() {
         "$CONVERT" "$T/w/b.safetensors" "$T/w/snap/"
         $CMP "$f" "$T/w/a.ckpt" "$T/w/b.safetensors" "$T/w/snap"
         run "$DIFF" "$f" "$T/w/b.safetensors"
-        [ "$status" -eq 0 ] && [ "$output" = identical ]
+        [ "$status" -eq 0 ] && [ "$output" = identical ] || false
     done
     # The names a OneFlow directory cannot spell as they are: escaped as the
     # mount escapes them (/, %, a leading dot, snapshot_done, NUL, hashed
@@ -159,7 +159,7 @@ each_way() {
     $PY "$REPO/tests/oracle/ckpt_oracle.py" gen "$T/names.ckpt" --case names --seed 2
     "$CONVERT" "$T/names.ckpt" "$T/names/"
     $CMP "$T/names.ckpt" "$T/names"
-    [ -d "$T/names/a%2Fb%2Fc" ] && [ -d "$T/names/%73napshot_done" ]
+    [ -d "$T/names/a%2Fb%2Fc" ] && [ -d "$T/names/%73napshot_done" ] || false
     "$CONVERT" "$T/names.ckpt" "$T/names2.ckpt"
     $CMP "$T/names.ckpt" "$T/names2.ckpt"
 }
@@ -182,7 +182,7 @@ each_way() {
     done
     # Its bf16 tensors have no OneFlow snapshot to go to.
     run "$CONVERT" "$T/g/iteration_00000010" "$T/g/snap/"
-    [ "$status" -eq 1 ] && [[ $output == *"tensor '"*"kBFloat16"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"tensor '"*"kBFloat16"* ]] || false
     # A sharded safetensors set, by its index.
     mkdir "$T/set"
     $PY "$REPO/tests/oracle/safetensors_oracle.py" gen-set "$T/set" --shards 3 --count 7 --seed 4
@@ -214,7 +214,7 @@ each_way() {
     done
     # Without a key, enc_mode is refused before anything is written.
     run env -u CKPTFS_KEY_HEX "$CONVERT" -o enc_mode=AES-GCM "$f" "$T/nokey.ckpt"
-    [ "$status" -eq 1 ] && [[ $output == *"needs a key"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"needs a key"* ]] || false
     [ ! -e "$T/nokey.ckpt" ]
 }
 
@@ -247,21 +247,21 @@ co.write_file(sys.argv[2], [co.record(co.tensor_value(b"w", "Float32", [2], byte
     rm "$T/o/x.ckpt"
     # Unsigned types wider than a byte: no OneFlow release loads them.
     run "$CONVERT" "$FIXTURES/safetensors/hf-safetensors-samples/H.safetensors" "$T/o/h/"
-    [ "$status" -eq 1 ] && [[ $output == *"tensor 'H'"*kUInt16* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"tensor 'H'"*kUInt16* ]] || false
     # A type safetensors has no dtype for.
     $PY "$REPO/tests/oracle/ckpt_oracle.py" gen "$T/all.ckpt" --case alltypes --seed 1
     run "$CONVERT" "$T/all.ckpt" "$T/o/x.safetensors"
-    [ "$status" -eq 1 ] && [[ $output == *"tensor 't.complex128'"*"Complex128 has no safetensors"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"tensor 't.complex128'"*"Complex128 has no safetensors"* ]] || false
     # A map parameter's parts.
     $PY "$REPO/tests/oracle/ckpt_oracle.py" gen "$T/map.ckpt" --case maptensor --seed 1
     for o in x.ckpt x.safetensors snap/; do
         run "$CONVERT" "$T/map.ckpt" "$T/o/$o"
-        [ "$status" -eq 1 ] && [[ $output == *"tensor 'emb': a MindSpore map parameter's key"* ]]
+        [ "$status" -eq 1 ] && [[ $output == *"tensor 'emb': a MindSpore map parameter's key"* ]] || false
     done
     # A name that safetensors cannot hold.
     $PY "$REPO/tests/oracle/ckpt_oracle.py" gen "$T/names.ckpt" --case names --seed 1
     run "$CONVERT" "$T/names.ckpt" "$T/o/x.safetensors"
-    [ "$status" -eq 1 ] && [[ $output == *"tensor 'nul\\x00byte'"*"NUL byte"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"tensor 'nul\\x00byte'"*"NUL byte"* ]] || false
     # Two ONNX tensors that would share a name in a file: the initializer
     # "w%const" and the Constant node "w" (shown as w%25const and w%const).
     $PY -c '
@@ -273,7 +273,7 @@ add = helper.make_node("Add", ["w", "w%const"], ["y"])
 g = helper.make_graph([c, add], "g", [], [helper.make_tensor_value_info("y", 1, [2])], [w])
 onnx.save(helper.make_model(g), sys.argv[1])' "$T/clash.onnx"
     run "$CONVERT" "$T/clash.onnx" "$T/o/x.safetensors"
-    [ "$status" -eq 1 ] && [[ $output == *"another tensor has the same name"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"another tensor has the same name"* ]] || false
     # ... while a OneFlow snapshot tells them apart, as the mount does.
     "$CONVERT" "$T/clash.onnx" "$T/o/snap/"
     $CMP "$T/clash.onnx" "$T/o/snap"
@@ -286,14 +286,14 @@ onnx.save(helper.make_model(g), sys.argv[1])' "$T/clash.onnx"
     g=$FIXTURES/safetensors/burn/mnist.safetensors
     echo old >"$T/x.ckpt"
     run "$CONVERT" "$f" "$T/x.ckpt"
-    [ "$status" -eq 1 ] && [[ $output == *"$T/x.ckpt: exists (give -f to replace it)"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"$T/x.ckpt: exists (give -f to replace it)"* ]] || false
     [ "$(cat "$T/x.ckpt")" = old ]
     "$CONVERT" -f "$f" "$T/x.ckpt"
     $CMP "$f" "$T/x.ckpt"
     # A OneFlow snapshot.
     "$CONVERT" "$f" "$T/snap/"
     run "$CONVERT" "$g" "$T/snap"
-    [ "$status" -eq 1 ] && [[ $output == *"exists (give -f"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"exists (give -f"* ]] || false
     $CMP "$f" "$T/snap"
     "$CONVERT" --force "$g" "$T/snap"
     $CMP "$g" "$T/snap"
@@ -305,13 +305,13 @@ onnx.save(helper.make_model(g), sys.argv[1])' "$T/clash.onnx"
     # Anything else is never replaced, -f or not.
     mkdir -p "$T/home/docs" && echo keep >"$T/home/docs/notes.txt"
     run "$CONVERT" -f "$f" "$T/home"
-    [ "$status" -eq 1 ] && [[ $output == *"$T/home: exists and is not a OneFlow snapshot"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"$T/home: exists and is not a OneFlow snapshot"* ]] || false
     [ "$(cat "$T/home/docs/notes.txt")" = keep ]
     mkdir "$T/d.ckpt"
     run "$CONVERT" -f "$f" "$T/d.ckpt" --to ckpt
-    [ "$status" -eq 1 ] && [[ $output == *"$T/d.ckpt: is a directory"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"$T/d.ckpt: is a directory"* ]] || false
     run "$CONVERT" -f --to oneflow "$f" "$T/x.ckpt"
-    [ "$status" -eq 1 ] && [[ $output == *"exists and is not a directory"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"exists and is not a directory"* ]] || false
     $CMP "$f" "$T/x.ckpt"
 }
 
@@ -319,15 +319,15 @@ onnx.save(helper.make_model(g), sys.argv[1])' "$T/clash.onnx"
     cp "$MS/mindarmour_checkpoint_lenet-10_1875.ckpt" "$T/a.ckpt"
     before=$(sha256sum <"$T/a.ckpt")
     run "$CONVERT" -f "$T/a.ckpt" "$T/a.ckpt"
-    [ "$status" -eq 1 ] && [[ $output == *"$T/a.ckpt: is the model being converted"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"$T/a.ckpt: is the model being converted"* ]] || false
     ln "$T/a.ckpt" "$T/hard.ckpt"
     run "$CONVERT" -f "$T/a.ckpt" "$T/hard.ckpt"
-    [ "$status" -eq 1 ] && [[ $output == *"is the model being converted"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"is the model being converted"* ]] || false
     [ "$(sha256sum <"$T/a.ckpt")" = "$before" ]
     "$CONVERT" "$T/a.ckpt" "$T/b.ckpt"
     mount_fg "$T/b.ckpt" "$T/m" -o commit=manual
     run "$CONVERT" -f "$MS/mindquantum_hackathon01_Mr_Tang754_model.ckpt" "$T/b.ckpt"
-    [ "$status" -eq 1 ] && [[ $output == *"$T/b.ckpt: mounted writable by pid"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"$T/b.ckpt: mounted writable by pid"* ]] || false
     $CMP "$T/a.ckpt" "$T/b.ckpt"
 }
 
@@ -361,14 +361,14 @@ onnx.save(helper.make_model(g), sys.argv[1])' "$T/clash.onnx"
     : >"$T/o/.snap.ckptfs-CCCCCC/w/out"
     "$CONVERT" "$f" "$T/o/snap/"
     $CMP "$f" "$T/o/snap"
-    [ "$(cat "$T/victim/d/out")" = keep ] && [ "$(cat "$T/victim/top")" = keep ]
+    [ "$(cat "$T/victim/d/out")" = keep ] && [ "$(cat "$T/victim/top")" = keep ] || false
     [ -L "$T/o/.snap.ckptfs-AAAAAA" ]
     [ "$(cat "$T/o/.snap.ckptfs-BBBBBB/a/b/c")" = keep ]
     [ ! -e "$T/o/.snap.ckptfs-CCCCCC" ]
     # -f replaces a snapshot, never a link to one.
     ln -s "$T/o/snap" "$T/o/link"
     run "$CONVERT" -f "$f" "$T/o/link"
-    [ "$status" -eq 1 ] && [[ $output == *"$T/o/link: exists and is not a directory"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"$T/o/link: exists and is not a directory"* ]] || false
     [ -L "$T/o/link" ]
 }
 
@@ -379,7 +379,7 @@ onnx.save(helper.make_model(g), sys.argv[1])' "$T/clash.onnx"
     mount -t tmpfs -o size=1m,ro tmpfs "$T/ro"
     for o in x.ckpt x.safetensors snap/; do
         run "$CONVERT" "$f" "$T/ro/$o"
-        [ "$status" -eq 1 ] && [[ $output == *"$T/ro/"*"Read-only file system"* ]]
+        [ "$status" -eq 1 ] && [[ $output == *"$T/ro/"*"Read-only file system"* ]] || false
     done
     [ -z "$(ls -A "$T/ro")" ]
     # 3 MB into 2 MiB.
@@ -387,7 +387,7 @@ onnx.save(helper.make_model(g), sys.argv[1])' "$T/clash.onnx"
     $PY "$REPO/bench/gen_ckpt.py" "$T/mid.ckpt" --size $((3 << 20)) --count 6
     for o in x.ckpt x.safetensors snap/; do
         run "$CONVERT" "$T/mid.ckpt" "$T/small/$o"
-        [ "$status" -eq 1 ] && [[ $output == *"$T/small/"*"No space left on device"* ]]
+        [ "$status" -eq 1 ] && [[ $output == *"$T/small/"*"No space left on device"* ]] || false
         [ -z "$(ls -A "$T/small")" ] || { ls -la "$T/small"; false; }
     done
 }
@@ -422,14 +422,14 @@ print(("%.0f %s" if u == 0 else "%.1f %s") % (v, ["B", "KiB", "MiB", "GiB", "TiB
     [ ! -s "$T/tty" ]
     $CMP "$f" "$T/q.ckpt"
     run "$CONVERT" "$f" "$T/n.ckpt"
-    [ "$status" -eq 0 ] && [ -z "$output" ]
+    [ "$status" -eq 0 ] && [ -z "$output" ] || false
 }
 
 @test "usage: --help and --version exit 0; usage errors 2; a model that cannot be read 1" {
     run "$CONVERT" --help
-    [ "$status" -eq 0 ] && [[ ${lines[0]} == "usage: ckptfs-convert "* ]]
+    [ "$status" -eq 0 ] && [[ ${lines[0]} == "usage: ckptfs-convert "* ]] || false
     run "$CONVERT" --version
-    [ "$status" -eq 0 ] && [[ $output == "ckptfs-convert "* ]]
+    [ "$status" -eq 0 ] && [[ $output == "ckptfs-convert "* ]] || false
     f=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
     for args in "" "$f" "--to" "--to onnx $f $T/x" "--bogus $f $T/x.ckpt" "$f $T/x.ckpt extra" \
                 "$f $T/x.bin" "-o enc_mode=AES-GCM $f $T/x.safetensors" \
@@ -442,9 +442,9 @@ print(("%.0f %s" if u == 0 else "%.1f %s") % (v, ["B", "KiB", "MiB", "GiB", "TiB
     done
     [ -z "$(ls -A "$T" | grep -v -e '^bats' -e mounts)" ] || ls -la "$T"
     run "$CONVERT" "$T/missing.ckpt" "$T/x.ckpt"
-    [ "$status" -eq 1 ] && [[ $output == "ckptfs-convert: $T/missing.ckpt: "* ]]
+    [ "$status" -eq 1 ] && [[ $output == "ckptfs-convert: $T/missing.ckpt: "* ]] || false
     run "$CONVERT" "$MS/mindscience_phylstm_your_file_EMPTY.ckpt" "$T/x.ckpt"
-    [ "$status" -eq 1 ] && [[ $output == *"your_file_EMPTY.ckpt: empty file"* ]]
+    [ "$status" -eq 1 ] && [[ $output == *"your_file_EMPTY.ckpt: empty file"* ]] || false
     [ ! -e "$T/x.ckpt" ]
 }
 

@@ -432,7 +432,7 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
     before=$(tree_sum "$T/t")
     mkdir "$T/o"
     kill_while_writing "$T/o" f.onnx "$CONVERT" --into "$T/t/model.onnx" "$T/big.ckpt" "$T/o/f.onnx"
-    [ ! -e "$T/o/f.onnx" ] && [ ! -e "$T/o/f.onnx.data" ]
+    [ ! -e "$T/o/f.onnx" ] && [ ! -e "$T/o/f.onnx.data" ] || false
     [ -n "$(ls -A "$T/o" | grep '\.ckptfs-')" ]   # what it left behind
     [ "$(tree_sum "$T/t")" = "$before" ]
     "$CONVERT" -q --into "$T/t/model.onnx" "$T/big.ckpt" "$T/o/f.onnx" 2>/dev/null
@@ -468,7 +468,7 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
         journal=$(ls -A "$o" | grep -c 'ckptfs-journal$' || true)
         echo "first, killed at $when: journal $journal"
         if [ "$when" = renameat:1 ]; then
-            [ "$journal" -eq 0 ] && [ ! -e "$o/f.onnx" ] && [ ! -e "$o/f.onnx.data" ]
+            [ "$journal" -eq 0 ] && [ ! -e "$o/f.onnx" ] && [ ! -e "$o/f.onnx.data" ] || false
         else
             [ "$journal" -eq 1 ]
         fi
@@ -476,7 +476,7 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
         if [ "$when" = renameat:1 ]; then
             [ "$status" -eq 0 ]
         else
-            [ "$status" -eq 1 ] && [ "$stderr" = "ckptfs-convert: $o/f.onnx: exists (give -f to replace it)" ]
+            [ "$status" -eq 1 ] && [ "$stderr" = "ckptfs-convert: $o/f.onnx: exists (give -f to replace it)" ] || false
         fi
         [ "$($FILL check "$T/t/model.onnx" "$T/b.ckpt" "$o/f.onnx" --checker)" = "ok: 2 filled, 0 kept, 2 external" ]
         [ "$(ls -A "$o" | grep -v 'ckptfs-lock$' | tr '\n' ' ')" = "f.onnx f.onnx.data " ]

@@ -39,9 +39,9 @@ check_diff() {
         cp "$f" "$T/copy.${f##*.}"
         run "$DIFF" "$f" "$T/copy.${f##*.}"
         echo "$f: $status: $output"
-        [ "$status" -eq 0 ] && [ "$output" = "identical" ]
+        [ "$status" -eq 0 ] && [ "$output" = "identical" ] || false
         run "$DIFF" -q "$f" "$T/copy.${f##*.}"
-        [ "$status" -eq 0 ] && [ -z "$output" ]
+        [ "$status" -eq 0 ] && [ -z "$output" ] || false
         n=$((n + 1))
     done
     [ "$n" -ge 9 ]
@@ -52,9 +52,9 @@ check_diff() {
 @test "a .ckpt against its safetensors conversion (F32 for Float32): identical, both ways" {
     $DIFF_ORACLE write "$LENET" "$T/lenet.safetensors"
     run "$DIFF" "$LENET" "$T/lenet.safetensors"
-    [ "$status" -eq 0 ] && [ "$output" = "identical" ]
+    [ "$status" -eq 0 ] && [ "$output" = "identical" ] || false
     run "$DIFF" "$T/lenet.safetensors" "$LENET"
-    [ "$status" -eq 0 ] && [ "$output" = "identical" ]
+    [ "$status" -eq 0 ] && [ "$output" = "identical" ] || false
     check_diff "$LENET" "$T/lenet.safetensors" 0
     # every safetensors fixture against its .ckpt conversion, and back
     n=0
@@ -62,7 +62,7 @@ check_diff() {
         $DIFF_ORACLE write "$f" "$T/conv.ckpt" 2>/dev/null || continue # no MindSpore type
         run "$DIFF" "$T/conv.ckpt" "$f"
         echo "$f: $status: $output"
-        [ "$status" -eq 0 ] && [ "$output" = "identical" ]
+        [ "$status" -eq 0 ] && [ "$output" = "identical" ] || false
         n=$((n + 1))
     done < <(find "$FIXTURES/safetensors" -name '*.safetensors' | sort)
     [ "$n" -ge 10 ]
@@ -72,7 +72,7 @@ check_diff() {
     $DIFF_ORACLE write "$LENET" "$T/permuted.ckpt" --permute
     ! cmp -s "$LENET" "$T/permuted.ckpt" || false
     run "$DIFF" "$LENET" "$T/permuted.ckpt"
-    [ "$status" -eq 0 ] && [ "$output" = "identical" ]
+    [ "$status" -eq 0 ] && [ "$output" = "identical" ] || false
     check_diff "$T/permuted.ckpt" "$LENET" 0
 }
 
@@ -94,7 +94,7 @@ check_diff() {
     cmp got--j1.json got--j3--chunk=8.json
     cmp got--j1.json got--j2--chunk=4K.json
     run "$DIFF" -q "$LENET" perturbed.ckpt
-    [ "$status" -eq 1 ] && [ -z "$output" ]
+    [ "$status" -eq 1 ] && [ -z "$output" ] || false
 }
 
 @test "a tensor removed, one added, one reshaped, one retyped: one line each, exit 1" {
@@ -147,9 +147,9 @@ PY
     for mode in AES-GCM AES-CBC; do
         $ENVELOPE encrypt --mode $mode --key-hex $hex "$LENET" "$T/enc.ckpt"
         run "$DIFF" -o key_file="$T/key" "$T/enc.ckpt" "$LENET"
-        [ "$status" -eq 0 ] && [ "$output" = "identical" ]
+        [ "$status" -eq 0 ] && [ "$output" = "identical" ] || false
         run env CKPTFS_KEY_HEX=$hex "$DIFF" "$LENET" "$T/enc.ckpt"
-        [ "$status" -eq 0 ] && [ "$output" = "identical" ]
+        [ "$status" -eq 0 ] && [ "$output" = "identical" ] || false
         $ENVELOPE encrypt --mode $mode --key-hex $hex "$T/changed.ckpt" "$T/enc2.ckpt"
         ORACLE_KEY=$hex check_diff "$T/enc.ckpt" "$T/enc2.ckpt" 1 -o key_file="$T/key"
     done
@@ -162,7 +162,7 @@ PY
     cp -r "$T/d/dist" "$T/dist2"
     run "$DIFF" -o strategy="$T/d/strategy.ckpt" -j 2 --chunk=8 "$T/d/dist" "$T/dist2"
     echo "$output"
-    [ "$status" -eq 0 ] && [ "$output" = "identical" ]
+    [ "$status" -eq 0 ] && [ "$output" = "identical" ] || false
 }
 
 @test "a missing or corrupt file: exit 2, one line naming the file as given" {
@@ -191,7 +191,7 @@ PY
         [[ $output == *"usage: ckptfs-diff"* ]]
     done
     run "$DIFF" --help
-    [ "$status" -eq 0 ] && [[ $output == "usage: ckptfs-diff "* ]]
+    [ "$status" -eq 0 ] && [[ $output == "usage: ckptfs-diff "* ]] || false
     [[ $output == *"2 trouble"* ]]
     run "$DIFF" --version
     [ "$status" -eq 0 ]

@@ -38,7 +38,7 @@ PY
     [[ "$output" == *"18 tensors; fc3.bias [10] [0. 1. 2. 3. 4. 5. 6. 7. 8. 9.]"* ]]
     # Nothing left behind: no mount, no temporary directory named in the output.
     dir=$(sed -n 's/^ckptfs demo in \([^ ]*\) .*/\1/p' <<<"$output")
-    [ -n "$dir" ] && [ ! -e "$dir" ]
+    [ -n "$dir" ] && [ ! -e "$dir" ] || false
 }
 
 @test "the demo checkpoint is the file its SOURCES.md names (size and sha256)" {

@@ -53,7 +53,7 @@ refused() {
     ! mountpoint -q "$BATS_TEST_TMPDIR/m" || false
     off=$(sed -nE 's/^ckptfs: [^:]*: offset ([0-9]+): .*/\1/p' <<<"$output")
     hdr=$(( $(od -An -tu8 -N8 "$f") + 8 ))
-    [ "$off" -ge 8 ] && [ "$off" -le "$hdr" ]
+    [ "$off" -ge 8 ] && [ "$off" -le "$hdr" ] || false
 }
 
 # accepted NAME HEADER_PY DIR...: that header mounts and shows each DIR.
