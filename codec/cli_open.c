@@ -131,10 +131,24 @@ bool ck_cli_opens_dir(const ck_cli_open *o, const char *path)
     return o->strategy != NULL || ck_iteration_dir_path(path) || ck_oneflow_dir_path(path);
 }
 
+int ck_cli_load_key(ck_cli_open *o, ck_error *err)
+{
+    if (ck_key_load(o->key_file, &o->key, err) < 0)
+        return -1;
+    o->key_loaded = true;
+    return 0;
+}
+
+void ck_cli_key_wipe(ck_cli_open *o)
+{
+    ck_key_wipe(&o->key);
+    o->key_loaded = false;
+}
+
 ck_model *ck_cli_open_model(const ck_cli_open *o, const char *path, ck_error *err)
 {
-    ck_key key;
-    if (ck_key_load(o->key_file, &key, err) < 0)
+    ck_key key = o->key;
+    if (!o->key_loaded && ck_key_load(o->key_file, &key, err) < 0)
         return NULL;
     ck_open_opts opts = {.skip_crc = o->skip_crc, .key = &key, .tmp_max = o->tmp_max};
     bool iter = ck_iteration_dir_path(path);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "ck_error.h"
+#include "key.h"
 #include "model.h"
 
 typedef struct ck_cli_open {
@@ -30,7 +31,15 @@ typedef struct ck_cli_open {
     const char *strategy;       /* NULL: not a distributed checkpoint */
     bool key_optional;          /* a plain model opens though a key is given (the
                                  * key may be for ckptfs-convert's output) */
+    ck_key key;                 /* once ck_cli_load_key has loaded it */
+    bool key_loaded;
 } ck_cli_open;
+
+/* Load the key once, for every model a tool opens: -o key_file, else
+ * CKPTFS_KEY_HEX, which loading takes out of the environment (so a second
+ * load would find none).  0, or -1 with err.  ck_cli_key_wipe wipes it. */
+int ck_cli_load_key(ck_cli_open *o, ck_error *err);
+void ck_cli_key_wipe(ck_cli_open *o);
 
 /* Whether argv[*i] (with argv[*i + 1] for -o) is one of the options above:
  * 1 when it is and was taken (*i moved past it), 0 when it is not one of
@@ -69,8 +78,8 @@ int ck_cli_read_args(ck_cli_args *a, int argc, char **argv);
  * iteration directory, or any directory with -o strategy). */
 bool ck_cli_opens_dir(const ck_cli_open *o, const char *path);
 
-/* Open path as the options say: the key loaded (and wiped once the model is
- * open), a distributed checkpoint merged, an iteration directory assembled,
+/* Open path as the options say: with the key ck_cli_load_key loaded, else
+ * one loaded for it (and wiped once the model is open), a distributed checkpoint merged, an iteration directory assembled,
  * any other path opened as one model file.  NULL with err on failure; the
  * messages name path as given. */
 ck_model *ck_cli_open_model(const ck_cli_open *o, const char *path, ck_error *err);

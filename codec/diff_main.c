@@ -528,16 +528,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: " PROG " [OPTIONS] A B (see --help)\n");
         return 2;
     }
+    o.open.key_optional = true; /* one key serves A, B or both */
     ck_error err = {0};
     ck_model *m[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) {
-        if ((m[k] = ck_cli_open_model(&o.open, path[k], &err)) == NULL) {
+        if ((k == 0 && ck_cli_load_key(&o.open, &err) < 0) ||
+            (m[k] = ck_cli_open_model(&o.open, path[k], &err)) == NULL) {
             fprintf(stderr, PROG ": %s\n", err.msg);
             if (k == 1)
                 ck_model_close(m[0]);
+            ck_cli_key_wipe(&o.open);
             return 2;
         }
     }
+    ck_cli_key_wipe(&o.open);
     size_t n = 0;
     named *na = NULL, *nb = NULL;
     entry *es = match(m[0], m[1], &n, &na, &nb);

@@ -315,11 +315,9 @@ static const char *format_of(target to)
 static int write_file(const convert_opts *o, const plan *p,
                       ck_progress *prog, ck_error *err)
 {
-    ck_key key = {0};
+    ck_key key = o->enc_mode ? o->open.key : (ck_key){0}; /* the one IN was opened with */
     ck_open_opts oo = {.key = &key, .zstd_level = o->zstd_level};
     if (o->enc_mode != NULL) {
-        if (ck_key_load(o->open.key_file, &key, err) < 0)
-            return -1;
         if (key.len == 0)
             return ck_fail(err, EINVAL, "%s: -o enc_mode needs a key: -o key_file=PATH or "
                            CK_KEY_ENV, o->out);
@@ -544,21 +542,23 @@ int main(int argc, char **argv)
         md = MODE_FILL;
     /* The key encrypts OUT, or opens an encrypted TEMPLATE: IN may be plain. */
     o.open.key_optional = o.enc_mode != NULL || o.into != NULL;
-    switch (md) {
-    case MODE_CONVERT: {
-        const char *why = check_opts(&o);
-        if (why != NULL) {
-            fprintf(stderr, PROG ": %s: %s\n", o.out, why);
-            return 2;
-        }
-        return convert(&o);
+    if (md == MODE_CONVERT && (why = check_opts(&o)) != NULL) {
+        fprintf(stderr, PROG ": %s: %s\n", o.out, why);
+        return 2;
     }
-    case MODE_FILL:
-        return ck_template_fill(&(ck_fill_args){.tmpl = o.into, .ckpt = o.in,
-                                                .ckpt_open = &o.open, .map = o.map,
-                                                .out = o.out, .force = o.force,
-                                                .strict = o.strict,
-                                                .progress = ck_progress_wanted(stderr, o.quiet)});
+    ck_error err = {0};
+    if (ck_cli_load_key(&o.open, &err) < 0) { /* once, for IN, OUT and TEMPLATE */
+        fprintf(stderr, PROG ": %s\n", err.msg);
+        return 1;
     }
-    return 2;
+    int rc = md == MODE_CONVERT
+                 ? convert(&o)
+                 : ck_template_fill(&(ck_fill_args){.tmpl = o.into, .ckpt = o.in,
+                                                    .ckpt_open = &o.open, .map = o.map,
+                                                    .out = o.out, .force = o.force,
+                                                    .strict = o.strict,
+                                                    .progress = ck_progress_wanted(stderr,
+                                                                                   o.quiet)});
+    ck_cli_key_wipe(&o.open);
+    return rc;
 }

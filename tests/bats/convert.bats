@@ -204,6 +204,11 @@ each_way() {
         # And an encrypted IN back to a plain OUT, with the same key.
         CKPTFS_KEY_HEX=$FIXTURE_KEY "$CONVERT" "$T/$mode.ckpt" "$T/$mode.back.safetensors"
         $CMP "$f" "$T/$mode.back.safetensors"
+        # One key from the environment serves an encrypted IN and OUT alike.
+        CKPTFS_KEY_HEX=$FIXTURE_KEY "$CONVERT" -o enc_mode=$mode "$T/$mode.ckpt" "$T/$mode.again.ckpt"
+        $ENVELOPE decrypt --key-hex $FIXTURE_KEY --expect-mode $mode "$T/$mode.again.ckpt" \
+            "$T/$mode.again.plain.ckpt"
+        $CMP "$f" "$T/$mode.again.plain.ckpt"
     done
     for o in x.ckpt.zst x.safetensors.zst; do
         "$CONVERT" -o zstd_level=5 "$f" "$T/$o"

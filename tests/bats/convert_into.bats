@@ -562,6 +562,11 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
     ! cmp -s "$T/out.mindir" "$T/enc.mindir" || false
     $env decrypt --key-hex "$key" --expect-mode AES-GCM "$T/out.mindir" "$T/plain.mindir"
     [ "$($FILL check "$LENET_MINDIR" "$LENET_CKPT" "$T/plain.mindir")" = "ok: 2 filled, 0 kept" ]
+    # one key from the environment opens an encrypted checkpoint and template alike
+    $env encrypt --mode AES-CBC --key-hex "$key" "$LENET_CKPT" "$T/enc.ckpt"
+    CKPTFS_KEY_HEX=$key "$CONVERT" --into "$T/enc.mindir" "$T/enc.ckpt" "$T/out2.mindir" 2>/dev/null
+    $env decrypt --key-hex "$key" --expect-mode AES-GCM "$T/out2.mindir" "$T/plain2.mindir"
+    [ "$($FILL check "$LENET_MINDIR" "$LENET_CKPT" "$T/plain2.mindir")" = "ok: 2 filled, 0 kept" ]
     # without the key the template is refused, nothing written
     mkdir "$T/out"
     refused "$T/enc.mindir: " "$CONVERT" --into "$T/enc.mindir" "$LENET_CKPT" "$T/out/x.mindir"
