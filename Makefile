@@ -21,33 +21,25 @@ DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c
              python3-numpy python3-onnx python3-cryptography time zstd openssl \
              groff-base man-db debhelper debootstrap lintian
 
-CODEC_SRC := codec/ck_error.c codec/byte_source.c codec/pb_wire.c codec/dtype.c \
-             codec/arena.c codec/name_map.c codec/dir_name.c codec/tensor_index.c \
-             codec/oneflow_meta.c codec/oneflow_pickle.c codec/ckpt_reader.c codec/pb_graph_walk.c \
-             codec/onnx_mindir_reader.c codec/onnx_mindir_graph.c codec/onnx_mindir_tensor.c \
-             codec/onnx_mindir_external.c codec/onnx_mindir_legacy.c \
-             codec/safetensors_reader.c codec/safetensors_set.c codec/run_dir.c \
-             codec/format.c codec/model.c codec/pb_users.c codec/page_cache.c codec/key.c \
-             codec/ms_cipher.c codec/cipher_source.c codec/zstd_source.c codec/envelope.c \
-             codec/file_override.c codec/model_dir.c codec/file_watch.c \
-             codec/dist_strategy.c codec/dist_merge.c codec/tensor_grid.c codec/model_set.c \
-             codec/iteration_dir.c codec/oneflow_dir.c
-# What only the command-line tools (and the unit tests) use: how they open a
-# model, the statistics of ckptfs-stat, and the threaded chunked reads of
-# ckptfs-stat and ckptfs-diff.
-TOOL_SRC  := codec/cli_open.c codec/tensor_stats.c codec/stats_kernel.c codec/chunk_pass.c
-EXPORT_SRC:= export/atomic_writer.c export/commit_group.c export/byte_sink.c export/ckpt_writer.c \
-             export/onnx_mindir_writer.c export/safetensors_writer.c export/safetensors_set_writer.c export/encoder.c \
-             export/wrap_writer.c export/cipher_writer.c export/zstd_writer.c \
-             export/writer_lock.c export/verify.c export/progress.c export/direct_out.c
-FS_SRC    := fs/main.c fs/ll_ops.c fs/tree.c fs/saver.c fs/session_loop.c fs/run_mount.c
+# The library every program links, built once: the codec (formats, their
+# readers and writers; envelopes; collections; the core) and export (commit,
+# lock, conversion).  A source file added to one of these folders is in it.
+LIB_SRC   := $(wildcard codec/*.c codec/*/*.c export/*.c)
+# What only the command-line programs (and the unit tests) use: argument
+# reading and how they open a model, the statistics of ckptfs-stat, and the
+# threaded chunked reads of ckptfs-stat and ckptfs-diff.
+TOOL_SRC  := tools/cli_open.c tools/tensor_stats.c tools/stats_kernel.c tools/chunk_pass.c
+FS_SRC    := $(wildcard fs/*.c)
+UNIT_SRC  := $(wildcard tests/unit/*.c)
+HEADERS   := $(wildcard codec/*.h codec/*/*.h export/*.h fs/*.h tools/*.h tools/*.inc \
+               tests/unit/*.h)
 # The strategy file is decoded by protobuf-c's generated code (the codec
 # uses it); checkpoint.proto's only serves the unit tests' encoder.
-PROTOS    := codec/proto/checkpoint.proto codec/proto/node_strategy.proto
-PROTO_C   := $(PROTOS:codec/proto/%.proto=$(BUILD)/gen/%.pb-c.c)
+PROTOS    := codec/pb/proto/checkpoint.proto codec/pb/proto/node_strategy.proto
+PROTO_C   := $(PROTOS:codec/pb/proto/%.proto=$(BUILD)/gen/%.pb-c.c)
 
-CODEC_OBJ := $(CODEC_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/node_strategy.pb-c.o
-EXPORT_OBJ:= $(EXPORT_SRC:%.c=$(BUILD)/%.o)
+LIB       := $(BUILD)/libckptfs.a
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/node_strategy.pb-c.o
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
 PROTO_OBJ := $(BUILD)/gen/checkpoint.pb-c.o
@@ -60,40 +52,29 @@ BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat $(BUILD)/
 .PHONY: all deps deb-deps test check asan tsan demo programs install uninstall deb clean bench fuzz
 all: $(BINS)
 
-$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: codec/proto/%.proto
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: codec/pb/proto/%.proto
 	@mkdir -p $(BUILD)/gen
-	protoc-c --c_out=$(BUILD)/gen -Icodec/proto $<
+	protoc-c --c_out=$(BUILD)/gen -Icodec/pb/proto $<
 
 $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/%.o: %.c $(wildcard codec/*.h codec/*.inc fs/*.h export/*.h tests/unit/*.h) | $(PROTO_C)
+$(BUILD)/%.o: %.c $(HEADERS) | $(PROTO_C)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/ckptfs: $(FS_OBJ) $(EXPORT_OBJ) $(CODEC_OBJ)
+$(LIB): $(LIB_OBJ)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/ckptfs: $(FS_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/ckptfs-dump: $(BUILD)/codec/dump_main.o $(TOOL_OBJ) $(CODEC_OBJ)
+# tools/NAME.c is the program ckptfs-NAME.
+$(BUILD)/ckptfs-%: $(BUILD)/tools/%.o $(TOOL_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/ckptfs-stat: $(BUILD)/codec/stat_main.o $(TOOL_OBJ) $(CODEC_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-
-$(BUILD)/ckptfs-diff: $(BUILD)/codec/diff_main.o $(TOOL_OBJ) $(CODEC_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-
-$(BUILD)/ckptfs-reencode: $(BUILD)/export/reencode_main.o $(EXPORT_OBJ) $(CODEC_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-
-$(BUILD)/ckptfs-convert: $(BUILD)/export/convert_main.o $(BUILD)/export/oneflow_dir_writer.o \
-		$(BUILD)/export/template_fill.o \
-		$(TOOL_OBJ) $(EXPORT_OBJ) $(CODEC_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-
-$(BUILD)/unit-tests: $(BUILD)/tests/unit/test_main.o $(BUILD)/tests/unit/test_zstd.o \
-		$(BUILD)/tests/unit/test_stats.o $(BUILD)/tests/unit/test_stats_blocks.o \
-		$(BUILD)/tests/unit/test_pickle.o $(BUILD)/tests/unit/test_direct_out.o $(TOOL_OBJ) $(CODEC_OBJ) $(EXPORT_OBJ) $(PROTO_OBJ)
+$(BUILD)/unit-tests: $(UNIT_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ) $(TOOL_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Install the Debian packages the build and the tests need (as root), or say
@@ -167,12 +148,25 @@ demo: deb-deps
 # A fixed seed and run count make it deterministic: `make fuzz FUZZ_RUNS=N`
 # runs N inputs per format.
 FUZZ_RUNS ?= 200000
-$(BUILD)/fuzz-ckpt: tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) $(BUILD)/gen/node_strategy.pb-c.c \
-		$(wildcard codec/*.h export/*.h)
-	@mkdir -p $(BUILD)
-	clang -std=gnu11 -Wall -Wextra -Werror -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  -D_FILE_OFFSET_BITS=64 -I$(BUILD)/gen -o $@ tests/fuzz/fuzz_ckpt.c $(CODEC_SRC) $(EXPORT_SRC) \
-	  $(BUILD)/gen/node_strategy.pb-c.c -lz -lzstd -lcrypto -ljansson -lyajl -lprotobuf-c
+FUZZ_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -g -O1 -D_FILE_OFFSET_BITS=64 \
+               -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+               $(shell pkg-config --cflags yajl 2>/dev/null) -I$(BUILD)/gen
+# The library again, instrumented for the fuzzer: its own objects and archive.
+$(BUILD)/fuzz/%.o: %.c $(HEADERS) | $(PROTO_C)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(BUILD)/fuzz/libckptfs.a: $(LIB_SRC:%.c=$(BUILD)/fuzz/%.o) $(BUILD)/fuzz/gen/node_strategy.pb-c.o
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(BUILD)/fuzz/gen/node_strategy.pb-c.o: $(BUILD)/gen/node_strategy.pb-c.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -c -o $@ $<
+
+$(BUILD)/fuzz-ckpt: $(BUILD)/fuzz/tests/fuzz/fuzz_ckpt.o $(BUILD)/fuzz/libckptfs.a
+	clang -fsanitize=fuzzer,address,undefined -o $@ $^ \
+	  -lz -lzstd -lcrypto -ljansson -lyajl -lprotobuf-c
 
 fuzz: $(BUILD)/fuzz-ckpt
 	tests/fuzz/run.sh $(BUILD)/fuzz-ckpt $(FUZZ_RUNS)
@@ -240,11 +234,11 @@ uninstall:
 # $(BUILD)/pkg, with Debian's hardening flags, and cleans up after itself.
 # debian/changelog's version must be CKPTFS_VERSION: the .deb is named so.
 DEB_OUT   := $(abspath $(BUILD))
-DEB_VER   := $(shell sed -n 's/^\#define CKPTFS_VERSION "\(.*\)"$$/\1/p' codec/version.h)
+DEB_VER   := $(shell sed -n 's/^\#define CKPTFS_VERSION "\(.*\)"$$/\1/p' codec/core/version.h)
 DEB_PVA   := $(DEB_OUT)/ckptfs_$(DEB_VER)_$(shell dpkg --print-architecture 2>/dev/null)
 deb:
 	@c=$$(dpkg-parsechangelog -S Version); [ "$$c" = "$(DEB_VER)" ] || { \
-	  echo "deb: debian/changelog is at $$c, codec/version.h at $(DEB_VER):" \
+	  echo "deb: debian/changelog is at $$c, codec/core/version.h at $(DEB_VER):" \
 	    "add a debian/changelog entry for $(DEB_VER)" >&2; exit 1; }
 	@mkdir -p $(DEB_OUT)
 	CKPTFS_PKG_BUILD=$(DEB_OUT)/pkg CKPTFS_DEB_DIR=$(DEB_OUT) \

@@ -6,8 +6,8 @@
  * were free.  Thread CPU time, so that the other loads of a shared machine
  * disturb it little; the best of REPS rounds.
  *
- *   make && gcc -std=gnu11 -O2 -Icodec -o /tmp/bsk bench/bench_stats_kernel.c \
- *       build/codec/tensor_stats.o build/codec/stats_kernel.o build/codec/dtype.o -lm
+ *   make && gcc -std=gnu11 -O2 -Itools -o /tmp/bsk bench/bench_stats_kernel.c \
+ *       build/tools/tensor_stats.o build/tools/stats_kernel.o build/libckptfs.a -lm
  *   /tmp/bsk [MIB [CHUNK_KIB]]    (256 MiB in 4096 KiB pieces by default)
  *
  * Built with -DCK_STATS_OLD against an older tensor_stats (its header and

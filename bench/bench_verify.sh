@@ -17,10 +17,8 @@ KINDS=${KINDS:-plain gcm zstd}
 W=$(mktemp -d "${BENCH_DIR:-/var/tmp}/ckptfs-verify.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 KHEX=30313233343536373839414243444546
-objs=$(ls "$BUILD"/codec/*.o "$BUILD"/export/*.o | grep -v -e dump_main -e reencode_main)
-# shellcheck disable=SC2086
-cc -O2 -I. -D_FILE_OFFSET_BITS=64 -o "$W/verify_cost" bench/verify_cost.c $objs \
-    -lz -lzstd -lcrypto
+cc -O2 -I. -D_FILE_OFFSET_BITS=64 -o "$W/verify_cost" bench/verify_cost.c "$BUILD/libckptfs.a" \
+    -lz -lzstd -lcrypto -ljansson -lyajl -lprotobuf-c -lm
 echo "# generating $((SIZE >> 20)) MiB in $TENSORS tensors"
 /usr/bin/python3 bench/gen_ckpt.py "$W/plain.ckpt" --size "$SIZE" --count "$TENSORS"
 declare -A FILE=([plain]=plain.ckpt [gcm]=gcm.ckpt [zstd]=plain.ckpt.zst)

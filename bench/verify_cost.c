@@ -13,11 +13,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "codec/key.h"
-#include "codec/model.h"
+#include "codec/cipher/key.h"
+#include "codec/core/model.h"
 #include "export/encoder.h"
-#include "export/onnx_mindir_writer.h"
-#include "export/ckpt_writer.h"
+#include "codec/onnx_mindir/onnx_mindir_writer.h"
+#include "codec/ckpt/ckpt_writer.h"
 #include "export/verify.h"
 
 static double now(void)
@@ -66,7 +66,7 @@ int main(int argc, char **argv)
     double enc[100], ver[100];
     for (int r = 0; r < reps && found; r++) {
         ck_commit_group g;
-        if (ck_group_begin(&g, argv[1], &err) < 0)
+        if (ck_group_begin(&g, m->dir, &err) < 0)
             break;
         double t0 = now();
         int rc = ck_writer_of(m)->encode(m, w, ix->n_live, &g, &err);

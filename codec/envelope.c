@@ -4,10 +4,10 @@
 #include <errno.h>
 #include <string.h>
 
-#include "cipher_source.h"
-#include "le_bytes.h"
-#include "ms_cipher.h"
-#include "zstd_source.h"
+#include "cipher/cipher_source.h"
+#include "core/le_bytes.h"
+#include "cipher/ms_cipher.h"
+#include "zstd/zstd_source.h"
 
 static bool is_zstd(const unsigned char *head, size_t n)
 {

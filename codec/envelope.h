@@ -2,7 +2,7 @@
 /*
  * envelope: the layer a model file may be wrapped in, around the bytes the
  * format readers parse: MindSpore's encryption (AES-GCM or AES-CBC blocks,
- * codec/ms_cipher.h) or zstd compression (codec/zstd_source.h).
+ * codec/cipher/ms_cipher.h) or zstd compression (codec/zstd/zstd_source.h).
  *
  * ck_envelope_open() recognises the wrapping by the file's leading bytes and
  * turns the file's source into a source of its plaintext; the readers never
@@ -17,11 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "byte_source.h"
-#include "ck_error.h"
-#include "key.h"
-#include "ms_cipher.h"
-#include "page_cache.h"
+#include "core/byte_source.h"
+#include "core/ck_error.h"
+#include "cipher/key.h"
+#include "cipher/ms_cipher.h"
+#include "core/page_cache.h"
 
 typedef enum ck_wrap {
     CK_WRAP_NONE,

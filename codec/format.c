@@ -6,10 +6,10 @@
 
 #include <string.h>
 
-#include "ckpt_reader.h"
-#include "onnx_mindir_reader.h"
-#include "safetensors_reader.h"
-#include "safetensors_set.h"
+#include "ckpt/ckpt_reader.h"
+#include "onnx_mindir/onnx_mindir_reader.h"
+#include "safetensors/safetensors_reader.h"
+#include "safetensors/safetensors_set.h"
 
 /* The first is the default (ck_format_default). */
 static const ck_format *const formats[] = {

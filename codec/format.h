@@ -21,9 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ck_error.h"
-#include "dtype.h"
-#include "tensor_index.h"
+#include "core/ck_error.h"
+#include "core/dtype.h"
+#include "core/tensor_index.h"
 
 struct ck_model;
 struct ck_open_opts;

@@ -9,7 +9,7 @@
  * mode and owner are kept.  Temporary names start with ".<target>.ckptfs-",
  * so a later mount can find and remove leftovers of an interrupted save.
  *
- * Targets are named relative to the model's directory (codec/model_dir.h)
+ * Targets are named relative to the model's directory (codec/core/model_dir.h)
  * and reached through its descriptor: the target's own directory is opened
  * once, beneath it and through no symbolic link, and the temporary file,
  * the rename and the fsync all go through that descriptor.
@@ -20,8 +20,8 @@
 #include <limits.h>
 #include <sys/types.h>
 
-#include "../codec/ck_error.h"
-#include "../codec/model_dir.h"
+#include "../codec/core/ck_error.h"
+#include "../codec/core/model_dir.h"
 
 typedef struct ck_atomic_file {
     int fd;                         /* write the new content here */

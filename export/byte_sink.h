@@ -17,8 +17,8 @@
 #include <stdint.h>
 #include <zlib.h>
 
-#include "../codec/byte_source.h"
-#include "../codec/ck_error.h"
+#include "../codec/core/byte_source.h"
+#include "../codec/core/ck_error.h"
 #include "../codec/envelope.h"
 #include "progress.h"
 #include "wrap_writer.h"

@@ -22,7 +22,7 @@
  * NUL byte, then "end\n".
  *
  * Every file is reached through the model's directory descriptor
- * (codec/model_dir.h), and recovery only renames what a save of this
+ * (codec/core/model_dir.h), and recovery only renames what a save of this
  * model by its owner could have left: the journal, each temporary file
  * and each existing target must be regular files owned by the model's
  * owner, beneath the model's directory and through no symbolic link, and
@@ -40,7 +40,7 @@
 #include "atomic_writer.h"
 #include "progress.h"
 
-/* A model and its external data files (codec/model.h, CK_MAX_SOURCES). */
+/* A model and its external data files (codec/core/model.h, CK_MAX_SOURCES). */
 #define CK_GROUP_MAX 4097
 
 typedef struct ck_commit_group {

@@ -5,10 +5,10 @@
 #include <limits.h>
 
 #include "atomic_writer.h"
-#include "ckpt_writer.h"
-#include "safetensors_set_writer.h"
-#include "safetensors_writer.h"
-#include "onnx_mindir_writer.h"
+#include "../codec/ckpt/ckpt_writer.h"
+#include "../codec/safetensors/safetensors_set_writer.h"
+#include "../codec/safetensors/safetensors_writer.h"
+#include "../codec/onnx_mindir/onnx_mindir_writer.h"
 #include "verify.h"
 
 size_t ck_pieces_of(const ck_model *m, const ck_tensor *t, ck_piece *out)

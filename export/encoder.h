@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../codec/model.h"
+#include "../codec/core/model.h"
 #include "byte_sink.h"
 #include "commit_group.h"
 

@@ -35,10 +35,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../codec/key.h"
-#include "../codec/model.h"
-#include "../codec/name_map.h"
-#include "../codec/onnx_mindir_reader.h"
+#include "../codec/cipher/key.h"
+#include "../codec/core/model.h"
+#include "../codec/core/name_map.h"
+#include "../codec/onnx_mindir/onnx_mindir_reader.h"
 #include "commit_group.h"
 #include "encoder.h"
 #include "progress.h"

@@ -17,7 +17,7 @@
 
 #include <stdbool.h>
 
-#include "../codec/cli_open.h"
+#include "../tools/cli_open.h"
 
 typedef struct ck_fill_args {
     const char *tmpl;           /* TEMPLATE, as given */

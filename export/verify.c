@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../codec/dir_name.h"
+#include "../codec/core/dir_name.h"
 
 #define CHUNK (1u << 20)
 

@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <unistd.h>
 
-#include "cipher_writer.h"
-#include "zstd_writer.h"
+#include "../codec/cipher/cipher_writer.h"
+#include "../codec/zstd/zstd_writer.h"
 
 ck_wrap_writer *ck_wrap_writer_new(const ck_envelope *env, int fd, const char *path,
                                    ck_error *err)

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../codec/ck_error.h"
+#include "../codec/core/ck_error.h"
 #include "../codec/envelope.h"
 
 typedef struct ck_wrap_writer ck_wrap_writer;

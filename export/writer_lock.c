@@ -6,9 +6,9 @@
  */
 #define _GNU_SOURCE
 #include "writer_lock.h"
-#include "../codec/model_dir.h"
+#include "../codec/core/model_dir.h"
 
-#include "../codec/model_dir.h"
+#include "../codec/core/model_dir.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -20,7 +20,7 @@
 #include <limits.h>
 #include <sys/types.h>
 
-#include "../codec/ck_error.h"
+#include "../codec/core/ck_error.h"
 
 typedef struct ck_writer_lock {
     int fd;                     /* -1: not held */

@@ -22,8 +22,8 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "../codec/model.h"
-#include "../codec/version.h"
+#include "../codec/core/model.h"
+#include "../codec/core/version.h"
 #include "tree.h"
 
 /* "TIME PATH: reason" of the last refused operation. */

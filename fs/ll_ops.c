@@ -29,7 +29,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "../codec/oneflow_meta.h"
+#include "../codec/oneflow/oneflow_meta.h"
 #include "inode_map.h"
 
 #define XATTR_NAME "user.ckptfs.name"

@@ -23,8 +23,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "../codec/dist_merge.h"
-#include "../codec/iteration_dir.h"
+#include "../codec/collections/dist_merge.h"
+#include "../codec/collections/iteration_dir.h"
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
 #include "../export/writer_lock.h"
@@ -574,8 +574,8 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
 }
 
 /* A model assembled from several files, read-only: a distributed
- * checkpoint merged by its strategy file (codec/dist_merge.h), or an
- * iteration directory (codec/iteration_dir.h). */
+ * checkpoint merged by its strategy file (codec/collections/dist_merge.h), or an
+ * iteration directory (codec/collections/iteration_dir.h). */
 static int mount_assembled(const struct cli *cli, struct fuse_args *args,
                            struct fuse_cmdline_opts *opts, const char *path,
                            const ck_open_opts *oo)

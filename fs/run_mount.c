@@ -52,10 +52,10 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "../codec/iteration_dir.h"
-#include "../codec/model_dir.h"
-#include "../codec/page_cache.h"
-#include "../codec/run_dir.h"
+#include "../codec/collections/iteration_dir.h"
+#include "../codec/core/model_dir.h"
+#include "../codec/core/page_cache.h"
+#include "../codec/collections/run_dir.h"
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
 #include "../export/writer_lock.h"

@@ -14,9 +14,9 @@
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
 
-#include "../codec/arena.h"
-#include "../codec/dir_name.h"
-#include "../codec/oneflow_pickle.h"
+#include "../codec/core/arena.h"
+#include "../codec/core/dir_name.h"
+#include "../codec/oneflow/oneflow_pickle.h"
 
 /* A OneFlow snapshot's names (TREE_NAMES_FILE): at the end of the file. */
 typedef struct name_step {

@@ -26,8 +26,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "../codec/model.h"
-#include "../codec/oneflow_meta.h"
+#include "../codec/core/model.h"
+#include "../codec/oneflow/oneflow_meta.h"
 
 /* A meta is a few lines; anything longer is not one. */
 #define TREE_META_MAX 65536
@@ -73,7 +73,7 @@ typedef struct entry {
 /* A root file of this name is a OneFlow >= 0.6 snapshot's `pickled_data`
  * (copied in with its tensor_<N> directories): unlike other files it asks
  * for a save, which first gives the directories it lists their real names
- * (tree_save_begin, codec/oneflow_pickle.h) and then drops it. */
+ * (tree_save_begin, codec/oneflow/oneflow_pickle.h) and then drops it. */
 #define TREE_NAMES_FILE "pickled_data"
 
 /* A directory name a save took away when it applied TREE_NAMES_FILE, for

@@ -17,8 +17,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ck_error.h"
-#include "model.h"
+#include "../codec/core/ck_error.h"
+#include "../codec/core/model.h"
 
 /* More threads than this would only cost memory (a chunk each). */
 #define CK_CHUNK_THREADS_MAX 256

@@ -12,11 +12,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "dist_merge.h"
-#include "iteration_dir.h"
-#include "key.h"
-#include "oneflow_dir.h"
-#include "version.h"
+#include "../codec/collections/dist_merge.h"
+#include "../codec/collections/iteration_dir.h"
+#include "../codec/cipher/key.h"
+#include "../codec/oneflow/oneflow_dir.h"
+#include "../codec/core/version.h"
 
 const char *ck_cli_o_value(int argc, char **argv, int i, const char *name)
 {

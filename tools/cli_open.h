@@ -20,9 +20,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "ck_error.h"
-#include "key.h"
-#include "model.h"
+#include "../codec/core/ck_error.h"
+#include "../codec/cipher/key.h"
+#include "../codec/core/model.h"
 
 typedef struct ck_cli_open {
     bool skip_crc;

@@ -28,18 +28,18 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "../codec/cli_open.h"
-#include "../codec/dir_name.h"
-#include "../codec/key.h"
-#include "../codec/model.h"
-#include "../codec/name_map.h"
-#include "ckpt_writer.h"
-#include "commit_group.h"
-#include "encoder.h"
-#include "oneflow_dir_writer.h"
-#include "progress.h"
-#include "template_fill.h"
-#include "writer_lock.h"
+#include "cli_open.h"
+#include "../codec/core/dir_name.h"
+#include "../codec/cipher/key.h"
+#include "../codec/core/model.h"
+#include "../codec/core/name_map.h"
+#include "../codec/ckpt/ckpt_writer.h"
+#include "../export/commit_group.h"
+#include "../export/encoder.h"
+#include "../codec/oneflow/oneflow_dir_writer.h"
+#include "../export/progress.h"
+#include "../export/template_fill.h"
+#include "../export/writer_lock.h"
 
 #define PROG "ckptfs-convert"
 

@@ -32,8 +32,8 @@
 
 #include "chunk_pass.h"
 #include "cli_open.h"
-#include "le_bytes.h"
-#include "model.h"
+#include "../codec/core/le_bytes.h"
+#include "../codec/core/model.h"
 #include "tensor_stats.h"
 
 #define PROG "ckptfs-diff"

@@ -45,10 +45,10 @@
 #include <time.h>
 
 #include "cli_open.h"
-#include "model.h"
-#include "oneflow_dir.h"
-#include "run_dir.h"
-#include "version.h"
+#include "../codec/core/model.h"
+#include "../codec/oneflow/oneflow_dir.h"
+#include "../codec/collections/run_dir.h"
+#include "../codec/core/version.h"
 
 /* Seconds a writable checkpoint must be left unchanged to count as
  * complete, by default (MindSpore's own are made read-only when done). */

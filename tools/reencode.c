@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../codec/model.h"
-#include "commit_group.h"
-#include "encoder.h"
-#include "writer_lock.h"
+#include "../codec/core/model.h"
+#include "../export/commit_group.h"
+#include "../export/encoder.h"
+#include "../export/writer_lock.h"
 
 /* The model's tree as the writer takes it.  With all, every whole tensor
  * is given as new bytes, its own (its extents), so that each is encoded

@@ -27,7 +27,7 @@
 
 #include "chunk_pass.h"
 #include "cli_open.h"
-#include "model.h"
+#include "../codec/core/model.h"
 #include "tensor_stats.h"
 
 #define PROG "ckptfs-stat"

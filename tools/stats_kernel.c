@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "le_bytes.h"
+#include "../codec/core/le_bytes.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>

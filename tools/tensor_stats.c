@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "le_bytes.h"
+#include "../codec/core/le_bytes.h"
 #include "stats_kernel.h"
 
 ck_elem ck_elem_of(const ck_dtype *dt)

@@ -34,7 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtype.h"
+#include "../codec/core/dtype.h"
 
 /* The element types the statistics understand. */
 typedef enum ck_elem {

@@ -20,11 +20,11 @@
 #ifndef CK_CIPHER_SOURCE_H
 #define CK_CIPHER_SOURCE_H
 
-#include "byte_source.h"
-#include "ck_error.h"
+#include "../core/byte_source.h"
+#include "../core/ck_error.h"
 #include "key.h"
 #include "ms_cipher.h"
-#include "page_cache.h"
+#include "../core/page_cache.h"
 
 #define CK_CIPHER_PAGE (1u << 20)
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The encrypting wrap writer: MindSpore's block layout (codec/ms_cipher.h),
+ * The encrypting wrap writer: MindSpore's block layout (codec/cipher/ms_cipher.h),
  * as MindSpore's own Encrypt() writes it: the plaintext cut from offset 0
  * into 64 MiB blocks, each with a fresh IV from RAND_bytes.
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "key.h"
-#include "model_dir.h"
+#include "../core/model_dir.h"
 
 #include <errno.h>
 #include <fcntl.h>

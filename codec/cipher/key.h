@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "ck_error.h"
+#include "../core/ck_error.h"
 
 #define CK_KEY_ENV "CKPTFS_KEY_HEX"
 

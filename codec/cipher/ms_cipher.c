@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "ms_cipher.h"
-#include "le_bytes.h"
+#include "../core/le_bytes.h"
 
 #include <errno.h>
 #include <string.h>

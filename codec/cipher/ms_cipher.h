@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <openssl/evp.h>
 
-#include "ck_error.h"
+#include "../core/ck_error.h"
 
 #define CK_MS_MAGIC_GCM 0x7F3A5ED8u
 #define CK_MS_MAGIC_CBC 0x7F3A5ED9u

@@ -10,8 +10,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "model.h"
-#include "pb_wire.h"
+#include "../core/model.h"
+#include "../pb/pb_wire.h"
 
 #define CRC_TRAILER_LEN 17 /* "crc_num" + 10-byte big-endian CRC */
 #define MAP_PARTS 3

@@ -19,10 +19,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "byte_source.h"
-#include "ck_error.h"
-#include "format.h"
-#include "tensor_index.h"
+#include "../core/byte_source.h"
+#include "../core/ck_error.h"
+#include "../format.h"
+#include "../core/tensor_index.h"
 
 /* Longest tag and type string accepted; real ones are far shorter. */
 #define CK_CKPT_MAX_TAG 4096

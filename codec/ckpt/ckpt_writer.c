@@ -9,9 +9,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../codec/ckpt_reader.h"
-#include "../codec/dir_name.h"
-#include "byte_sink.h"
+#include "ckpt_reader.h"
+#include "../core/dir_name.h"
+#include "../../export/byte_sink.h"
 
 static size_t put_len_field(unsigned char *p, unsigned field, uint64_t len)
 {

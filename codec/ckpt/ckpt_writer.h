@@ -24,8 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../codec/model.h"
-#include "encoder.h"
+#include "../core/model.h"
+#include "../../export/encoder.h"
 
 #define CK_CKPT_SLICE_BYTES (512ull << 20)
 

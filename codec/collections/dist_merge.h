@@ -21,8 +21,8 @@
 
 #include <stdbool.h>
 
-#include "ck_error.h"
-#include "model.h"
+#include "../core/ck_error.h"
+#include "../core/model.h"
 
 /* Each rank holds one open model, and so at least one descriptor. */
 #define CK_DIST_MAX_RANKS 4096

@@ -21,11 +21,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "byte_source.h"
-#include "decimal.h"
-#include "model_dir.h"
+#include "../core/byte_source.h"
+#include "../core/decimal.h"
+#include "../core/model_dir.h"
 #include "node_strategy.pb-c.h"
-#include "pb_wire.h"
+#include "../pb/pb_wire.h"
 
 typedef Mindspore__Straspb__ParallelStrategyMap strategy_map;
 typedef Mindspore__Straspb__ParallelLayouts parallel_layouts;

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ck_error.h"
+#include "../core/ck_error.h"
 
 /* A strategy bigger than this is not one (a 10,000-parameter model's is
  * about 2 MiB). */

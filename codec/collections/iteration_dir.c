@@ -37,9 +37,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "decimal.h"
+#include "../core/decimal.h"
 #include "model_set.h"
-#include "safetensors_reader.h"
+#include "../safetensors/safetensors_reader.h"
 #include "tensor_grid.h"
 
 #define METADATA "metadata.json"

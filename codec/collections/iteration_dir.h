@@ -18,8 +18,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ck_error.h"
-#include "model.h"
+#include "../core/ck_error.h"
+#include "../core/model.h"
 
 /* metadata.json bigger than this is refused (jansson holds several times
  * its size while parsing). */

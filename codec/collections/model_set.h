@@ -16,8 +16,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "ck_error.h"
-#include "model.h"
+#include "../core/ck_error.h"
+#include "../core/model.h"
 
 typedef struct ck_model_set {
     ck_model **models;

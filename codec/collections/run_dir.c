@@ -47,9 +47,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "decimal.h"
+#include "../core/decimal.h"
 #include "iteration_dir.h"
-#include "model_dir.h"
+#include "../core/model_dir.h"
 #include "model_set.h"
 
 #define SET_INDEX ".safetensors.index.json"

@@ -14,8 +14,8 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "ck_error.h"
-#include "format.h"
+#include "../core/ck_error.h"
+#include "../format.h"
 
 /* One checkpoint of the directory. */
 typedef struct ck_run_entry {

@@ -10,8 +10,8 @@
 
 #include <stdint.h>
 
-#include "ck_error.h"
-#include "tensor_index.h"
+#include "../core/ck_error.h"
+#include "../core/tensor_index.h"
 
 typedef struct ck_grid_piece {
     const ck_tensor *t;     /* one slice: a whole tensor of another model */

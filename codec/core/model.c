@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cipher_source.h"
-#include "ms_cipher.h"
+#include "../cipher/cipher_source.h"
+#include "../cipher/ms_cipher.h"
 
 const char *ck_model_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
 {

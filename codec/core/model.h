@@ -19,9 +19,9 @@
 
 #include "byte_source.h"
 #include "ck_error.h"
-#include "envelope.h"
+#include "../envelope.h"
 #include "file_override.h"
-#include "format.h"
+#include "../format.h"
 #include "model_dir.h"
 #include "tensor_index.h"
 

@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dir_name.h"
+#include "../core/dir_name.h"
 #include "oneflow_meta.h"
 #include "oneflow_pickle.h"
 

@@ -31,8 +31,8 @@
 
 #include <stdbool.h>
 
-#include "ck_error.h"
-#include "model.h"
+#include "../core/ck_error.h"
+#include "../core/model.h"
 
 #define CK_ONEFLOW_PICKLE "pickled_data"
 #define CK_ONEFLOW_DONE "snapshot_done"

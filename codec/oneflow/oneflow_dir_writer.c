@@ -23,9 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../codec/oneflow_meta.h"
-#include "byte_sink.h"
-#include "writer_lock.h"
+#include "oneflow_meta.h"
+#include "../../export/byte_sink.h"
+#include "../../export/writer_lock.h"
 
 #define TMP_TAG ".ckptfs-"
 #define CHUNK (1u << 20)

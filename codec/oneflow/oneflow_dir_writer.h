@@ -25,9 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../codec/model.h"
-#include "encoder.h"
-#include "progress.h"
+#include "../core/model.h"
+#include "../../export/encoder.h"
+#include "../../export/progress.h"
 
 typedef struct ck_oneflow_dir_args {
     const char *out;            /* the snapshot directory, as given */

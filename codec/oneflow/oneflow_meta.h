@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dtype.h"
-#include "tensor_index.h"
+#include "../core/dtype.h"
+#include "../core/tensor_index.h"
 
 /* Upper bound of a meta text: CK_MAX_DIMS lines of "  dim: <int64>\n". */
 #define CK_META_MAX (32 + CK_MAX_DIMS * 30)

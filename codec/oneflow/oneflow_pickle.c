@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dir_name.h"
+#include "../core/dir_name.h"
 
 /* Bounds beyond the header's: Python's own pickles of a state dict need a
  * stack of about 2 * 1000 (one SETITEMS batch) and a few marks. */

@@ -25,7 +25,7 @@
 
 #include <stddef.h>
 
-#include "ck_error.h"
+#include "../core/ck_error.h"
 
 /* pickled_data bigger than this is refused: OneFlow's is ~100 bytes per
  * tensor. */

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dir_name.h"
+#include "../core/dir_name.h"
 #include "onnx_mindir_internal.h"
 
 static int parse_decimal(const ck_pb_str *s, uint64_t *out)

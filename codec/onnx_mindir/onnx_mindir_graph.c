@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dir_name.h"
+#include "../core/dir_name.h"
 #include "onnx_mindir_internal.h"
 
 /* What the reader keeps while it is in one message: its frame and naming

@@ -19,10 +19,10 @@
 
 #include <errno.h>
 
-#include "name_map.h"
+#include "../core/name_map.h"
 #include "onnx_mindir_reader.h"
-#include "pb_graph_walk.h"
-#include "pb_wire.h"
+#include "../pb/pb_graph_walk.h"
+#include "../pb/pb_wire.h"
 
 /* Where the walk is: which frame encloses what it finds, and how to name
  * it. */

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "onnx_mindir_internal.h"
-#include "pb_users.h"
+#include "../pb/pb_users.h"
 
 static void layout_free(void *state)
 {

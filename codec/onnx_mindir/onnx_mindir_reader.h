@@ -38,9 +38,9 @@
 #ifndef CK_ONNX_MINDIR_READER_H
 #define CK_ONNX_MINDIR_READER_H
 
-#include "model.h"
-#include "pb_graph_walk.h"
-#include "pb_layout.h"
+#include "../core/model.h"
+#include "../pb/pb_graph_walk.h"
+#include "../pb/pb_layout.h"
 
 /* The front info opening each data file of a split MindIR. */
 #define CK_MINDIR_DATA_HEADER 64u

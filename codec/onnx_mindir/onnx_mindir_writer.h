@@ -30,14 +30,14 @@
  *
  * Nodes are never edited: the caller makes sure no node reads a tensor it
  * deletes or renames (the tree refuses those edits, asking
- * codec/pb_users.h).  Constant and subgraph tensors, which only a node
+ * codec/pb/pb_users.h).  Constant and subgraph tensors, which only a node
  * edit could remove or rename, are refused here too (EBUSY).
  */
 #ifndef CK_ONNX_MINDIR_WRITER_H
 #define CK_ONNX_MINDIR_WRITER_H
 
-#include "commit_group.h"
-#include "encoder.h"
+#include "../../export/commit_group.h"
+#include "../../export/encoder.h"
 
 /* protobuf's limit on one message (INT_MAX bytes). */
 #define CK_PB_MAX_MESSAGE 2147483647ull

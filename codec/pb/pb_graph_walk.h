@@ -26,8 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "byte_source.h"
-#include "ck_error.h"
+#include "../core/byte_source.h"
+#include "../core/ck_error.h"
 #include "pb_wire.h"
 
 /* Message nesting the walker follows (graphs within nodes within graphs). */

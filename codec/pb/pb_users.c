@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arena.h"
-#include "name_map.h"
-#include "onnx_mindir_reader.h"
+#include "../core/arena.h"
+#include "../core/name_map.h"
+#include "../onnx_mindir/onnx_mindir_reader.h"
 #include "pb_graph_walk.h"
 #include "pb_wire.h"
 

@@ -25,8 +25,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "ck_error.h"
-#include "model.h"
+#include "../core/ck_error.h"
+#include "../core/model.h"
 
 typedef struct ck_pb_users ck_pb_users;
 

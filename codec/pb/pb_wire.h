@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "byte_source.h"
-#include "ck_error.h"
+#include "../core/byte_source.h"
+#include "../core/ck_error.h"
 
 enum {
     PB_WT_VARINT = 0,

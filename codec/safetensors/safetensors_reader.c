@@ -5,7 +5,7 @@
  *
  *   N (u64, little-endian) | header: N bytes of JSON, UTF-8 | data
  *
- * (export/safetensors_writer.c writes it back.)
+ * (codec/safetensors/safetensors_writer.c writes it back.)
  *
  * The header is one object: each tensor's name maps to {"dtype": "F32",
  * "shape": [2, 3], "data_offsets": [begin, end]}, offsets relative to the
@@ -41,9 +41,9 @@
 #include <string.h>
 #include <yajl/yajl_parse.h>
 
-#include "dir_name.h"
-#include "le_bytes.h"
-#include "model.h"
+#include "../core/dir_name.h"
+#include "../core/le_bytes.h"
+#include "../core/model.h"
 
 #define OFF(x) ((unsigned long long)(x))
 /* serde_json's recursion limit: 128 levels, the top-level object included,

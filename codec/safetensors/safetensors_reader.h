@@ -8,8 +8,8 @@
 
 #include <stdint.h>
 
-#include "ck_error.h"
-#include "format.h"
+#include "../core/ck_error.h"
+#include "../format.h"
 
 /* The reference implementation's limit on the header's length. */
 #define CK_ST_MAX_HEADER 100000000u

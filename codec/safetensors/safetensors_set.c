@@ -23,7 +23,7 @@
  * lists is in the shard it names; anything else is refused in one line
  * naming the tensor and both files.  Shard names are relative paths
  * beneath the index's directory, reached through no symbolic link.
- * export/safetensors_set_writer.c saves the set.
+ * codec/safetensors/safetensors_set_writer.c saves the set.
  */
 #include "safetensors_set.h"
 
@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "../core/model.h"
 #include "safetensors_reader.h"
 
 /* The index is JSON like a header; the same bound. */

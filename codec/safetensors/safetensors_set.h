@@ -7,7 +7,7 @@
 #ifndef CK_SAFETENSORS_SET_H
 #define CK_SAFETENSORS_SET_H
 
-#include "format.h"
+#include "../format.h"
 
 /* The format (format.h). */
 extern const ck_format ck_format_safetensors_set;

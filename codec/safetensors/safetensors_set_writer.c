@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * safetensors_set_writer: save a sharded set (codec/safetensors_set.c).
+ * safetensors_set_writer: save a sharded set (codec/safetensors/safetensors_set.c).
  *
  * - Each tensor stays in its shard, renamed or not; a new tensor goes to
  *   the last shard, as a loader reading the weight map finds it anywhere.
@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../codec/safetensors_reader.h"
-#include "../codec/safetensors_set.h"
+#include "safetensors_reader.h"
+#include "safetensors_set.h"
 #include "safetensors_writer.h"
 
 typedef struct set_writer {

@@ -6,7 +6,7 @@
 #ifndef CK_SAFETENSORS_SET_WRITER_H
 #define CK_SAFETENSORS_SET_WRITER_H
 
-#include "encoder.h"
+#include "../../export/encoder.h"
 
 /* The writer (encoder.h). */
 extern const ck_writer ck_safetensors_set_writer;

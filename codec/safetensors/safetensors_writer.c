@@ -30,9 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../codec/le_bytes.h"
-#include "../codec/name_map.h"
-#include "../codec/safetensors_reader.h"
+#include "../core/le_bytes.h"
+#include "../core/name_map.h"
+#include "safetensors_reader.h"
 
 /* One tensor as it will be written. */
 typedef struct item {

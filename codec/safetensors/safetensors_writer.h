@@ -6,8 +6,8 @@
 #ifndef CK_SAFETENSORS_WRITER_H
 #define CK_SAFETENSORS_WRITER_H
 
-#include "../codec/safetensors_reader.h"
-#include "encoder.h"
+#include "safetensors_reader.h"
+#include "../../export/encoder.h"
 
 /* The writer (encoder.h). */
 extern const ck_writer ck_safetensors_writer;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "zstd_source.h"
-#include "le_bytes.h"
+#include "../core/le_bytes.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -414,7 +414,7 @@ static int zs_read_at(ck_source *src, void *buf, size_t len, uint64_t off, ck_er
 
 /* What a reader's window asks for (pb_wire): at most to the end of the
  * frame holding off.  Frames that ckptfs writes end where a large tensor
- * payload starts (export/zstd_writer.c), so the window over a record
+ * payload starts (codec/zstd/zstd_writer.c), so the window over a record
  * header decompresses that header's small frame, not the payload's. */
 static int zs_read_some(ck_source *src, void *buf, size_t len, uint64_t off, size_t *got,
                         ck_error *err)

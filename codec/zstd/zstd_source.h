@@ -19,9 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "byte_source.h"
-#include "ck_error.h"
-#include "page_cache.h"
+#include "../core/byte_source.h"
+#include "../core/ck_error.h"
+#include "../core/page_cache.h"
 
 #define CK_ZSTD_MAGIC 0xFD2FB528u
 #define CK_ZSTD_SKIPPABLE_MASK 0xFFFFFFF0u
@@ -43,7 +43,7 @@
 #define CK_ZSTD_TMP_FLOOR (256ull << 20)
 
 /* The frames of a seekable source, for a writer that copies them as they
- * are (export/zstd_writer.c): frame i holds plaintext [idx[i].d_off,
+ * are (codec/zstd/zstd_writer.c): frame i holds plaintext [idx[i].d_off,
  * idx[i + 1].d_off) and is the compressed bytes [idx[i].c_off,
  * idx[i + 1].c_off) of file.  Checked at open: offsets grow, every frame
  * lies before the seek table, sizes fit 32 bits. */

@@ -42,10 +42,10 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
-#include "../codec/le_bytes.h"
+#include "../core/le_bytes.h"
 
-#include "../codec/zstd_source.h"
-#include "direct_out.h"
+#include "zstd_source.h"
+#include "../../export/direct_out.h"
 
 #define SEEK_MAX_FRAMES 0x8000000u
 #define SEEK_HEADER 8

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Nothing outside the model's own files: every file of a mount is reached
 # through the model's directory, opened once before mounting, with no name
-# resolved again and no symbolic link followed (codec/model_dir.h).
+# resolved again and no symbolic link followed (codec/core/model_dir.h).
 # Checked with the ckpt oracle, python3-onnx and ordinary tools.
 #
 # The `timeout` around a client command or a mount is a guard, not a

@@ -616,7 +616,7 @@ split_enc() {
 # message, "ckptfs:  (offsets in the decrypted content)", while ckptfs-dump
 # (and the ASan build of ckptfs) open it.  fs/main.c leaves its ck_error
 # uninitialized, ck_group_recover() clears only msg, and
-# ck_model_add_data_file() (codec/model.c) treats a non-zero errnum on entry
+# ck_model_add_data_file() (codec/core/model.c) treats a non-zero errnum on entry
 # as its own failure (gdb: errnum == 1 there).
 @test "split MindIR, every file encrypted: mounted as the oracle reads the plain split, an edit saved encrypted" {
     m=$(split_enc AES-GCM)

@@ -18,7 +18,7 @@ load helpers
 ROOT_CACHE=${CKPTFS_ROOT_CACHE:-/var/cache/ckptfs-tests}
 BASE=$ROOT_CACHE/bookworm-minbase
 MIRROR=http://deb.debian.org/debian
-VERSION=$(sed -n 's/^#define CKPTFS_VERSION "\(.*\)"$/\1/p' "$REPO/codec/version.h")
+VERSION=$(sed -n 's/^#define CKPTFS_VERSION "\(.*\)"$/\1/p' "$REPO/codec/core/version.h")
 DEB=$BUILD/ckptfs_${VERSION}_$(dpkg --print-architecture).deb
 MODEL=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # A OneFlow >= 0.6 snapshot (pickled_data + tensor_<N>/{meta,out}) copied into
 # a writable mount with cp -r, rsync -a or tar: the save gives the tensors the
-# real names pickled_data lists (read by codec/oneflow_pickle.c, never
+# real names pickled_data lists (read by codec/oneflow/oneflow_pickle.c, never
 # executed) and drops pickled_data.  A pickled_data that cannot be read fails
 # that save with one line and changes nothing.  Saved files are read by the
 # independent oracles.

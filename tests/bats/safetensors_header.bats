@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # SPDX-License-Identifier: Apache-2.0
-# The safetensors header as a stream (codec/safetensors_reader.c: parsed in
+# The safetensors header as a stream (codec/safetensors/safetensors_reader.c: parsed in
 # one pass into the index, in chunks, with no JSON document): every refusal
 # the reference makes, and the stricter ones ckptfs keeps, wherever the fault
 # sits (far into a 100 000-tensor header, inside a key, inside

@@ -51,13 +51,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../codec/dist_merge.h"
-#include "../../codec/iteration_dir.h"
-#include "../../codec/model.h"
-#include "../../codec/oneflow_dir.h"
-#include "../../codec/oneflow_meta.h"
-#include "../../codec/onnx_mindir_reader.h"
-#include "../../codec/safetensors_set.h"
+#include "../../codec/collections/dist_merge.h"
+#include "../../codec/collections/iteration_dir.h"
+#include "../../codec/core/model.h"
+#include "../../codec/oneflow/oneflow_dir.h"
+#include "../../codec/oneflow/oneflow_meta.h"
+#include "../../codec/onnx_mindir/onnx_mindir_reader.h"
+#include "../../codec/safetensors/safetensors_set.h"
 #include "../../export/encoder.h"
 
 static char dir[PATH_MAX - 32];

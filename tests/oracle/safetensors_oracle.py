@@ -291,7 +291,7 @@ def parse_header_json(text):
 
 
 def escape_name(tag):
-    """ckpt_oracle's escaping; the empty name is "%" (codec/dir_name.h; ckpt_oracle would
+    """ckpt_oracle's escaping; the empty name is "%" (codec/core/dir_name.h; ckpt_oracle would
     give an empty directory name, which a .ckpt tag in practice never is)."""
     return b"%" if tag == b"" else co.escape_tag(tag)
 

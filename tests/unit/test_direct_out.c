@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../codec/byte_source.h"
+#include "../../codec/core/byte_source.h"
 #include "../../export/direct_out.h"
 #include "unit.h"
 

@@ -2,7 +2,7 @@
 /*
  * Unit tests of the codec (and the atomic writer), without FUSE.
  *
- * Checkpoints are encoded with protobuf-c from codec/proto/checkpoint.proto —
+ * Checkpoints are encoded with protobuf-c from codec/pb/proto/checkpoint.proto —
  * a second, independent protobuf implementation — and the streaming reader's
  * index is compared with what was encoded.  Malformed inputs are derived from
  * valid ones (every truncation, deterministic byte corruption) and must be
@@ -19,13 +19,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../codec/ckpt_reader.h"
-#include "../../codec/dir_name.h"
-#include "../../codec/model.h"
-#include "../../codec/name_map.h"
-#include "../../codec/oneflow_meta.h"
+#include "../../codec/ckpt/ckpt_reader.h"
+#include "../../codec/core/dir_name.h"
+#include "../../codec/core/model.h"
+#include "../../codec/core/name_map.h"
+#include "../../codec/oneflow/oneflow_meta.h"
 #include "../../export/atomic_writer.h"
-#include "../../export/ckpt_writer.h"
+#include "../../codec/ckpt/ckpt_writer.h"
 #include "../../export/encoder.h"
 #include "../../export/verify.h"
 #include <glob.h>

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../../codec/oneflow_dir.h"
-#include "../../codec/oneflow_pickle.h"
+#include "../../codec/oneflow/oneflow_dir.h"
+#include "../../codec/oneflow/oneflow_pickle.h"
 #include "unit.h"
 
 typedef struct pk {

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../codec/dtype.h"
-#include "../../codec/tensor_stats.h"
+#include "../../codec/core/dtype.h"
+#include "../../tools/tensor_stats.h"
 #include "unit.h"
 
 static bool close_to(double a, double b, double rel)

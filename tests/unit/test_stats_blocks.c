@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../codec/tensor_stats.h"
+#include "../../tools/tensor_stats.h"
 #include "unit.h"
 
 /* A block of the vector loops (stats_kernel.h's CK_BLOCK), for the lengths

@@ -23,8 +23,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "../../codec/zstd_source.h"
-#include "../../export/zstd_writer.h"
+#include "../../codec/zstd/zstd_source.h"
+#include "../../codec/zstd/zstd_writer.h"
 #include "unit.h"
 
 #define F ((size_t)CK_ZSTD_FRAME)
