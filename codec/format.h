@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * format: the model formats ckptfs reads, registered in one table.
+ * format: what a format's reader is, for the rest of ckptfs.
  *
  * A format is a reader and the answers it gives about its models: how a
  * file is recognised, how it is indexed, and what the rest of ckptfs asks
@@ -8,11 +8,8 @@
  * may be removed, which of the model's sources are data files).  What a
  * reader keeps about a model beyond the tensor index (a .ckpt's CRC
  * trailer, an ONNX graph's layout) is its own: ck_model.state, opaque to
- * everyone else.  Each format's writer registers under the same format in
- * export/encoder.c.
- *
- * Adding a format: a reader file defining a ck_format, one line in the
- * table in format.c, a writer and its line in export/encoder.c.
+ * everyone else.  Its writer is a ck_writer (export/encoder.h); the two
+ * are one entry of the registry (registry.h), which looks formats up.
  */
 #ifndef CK_FORMAT_H
 #define CK_FORMAT_H
@@ -59,13 +56,5 @@ typedef struct ck_format {
      * as the root's user.ckptfs.metadata; NULL: none. */
     const char *(*metadata)(const struct ck_model *m);
 } ck_format;
-
-/* The format a file name says by its extension (before a ".zst"), or NULL. */
-const ck_format *ck_format_by_extension(const char *path);
-/* The format called name, or NULL. */
-const ck_format *ck_format_by_name(const char *name);
-/* The format of a file whose name says none: a MindSpore checkpoint, which
- * has no magic number and whose users name it as they like. */
-const ck_format *ck_format_default(void);
 
 #endif

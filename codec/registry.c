@@ -1,23 +1,32 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * format: the table of the formats ckptfs reads (format.h).
+ * registry: the table of the formats ckptfs knows (registry.h).
  */
-#include "format.h"
+#include "registry.h"
 
 #include <string.h>
 
 #include "ckpt/ckpt_reader.h"
+#include "ckpt/ckpt_writer.h"
 #include "onnx_mindir/onnx_mindir_reader.h"
+#include "onnx_mindir/onnx_mindir_writer.h"
 #include "safetensors/safetensors_reader.h"
 #include "safetensors/safetensors_set.h"
+#include "safetensors/safetensors_set_writer.h"
+#include "safetensors/safetensors_writer.h"
+
+typedef struct format_entry {
+    const ck_format *reader;
+    const ck_writer *writer;
+} format_entry;
 
 /* The first is the default (ck_format_default). */
-static const ck_format *const formats[] = {
-    &ck_format_ckpt,
-    &ck_format_onnx,
-    &ck_format_mindir,
-    &ck_format_safetensors,
-    &ck_format_safetensors_set,
+static const format_entry formats[] = {
+    {&ck_format_ckpt, &ck_ckpt_writer},
+    {&ck_format_onnx, &ck_onnx_writer},
+    {&ck_format_mindir, &ck_mindir_writer},
+    {&ck_format_safetensors, &ck_safetensors_writer},
+    {&ck_format_safetensors_set, &ck_safetensors_set_writer},
 };
 
 #define N_FORMATS (sizeof formats / sizeof formats[0])
@@ -35,20 +44,28 @@ static bool named(const char *path, const char *ext)
 const ck_format *ck_format_by_extension(const char *path)
 {
     for (size_t i = 0; i < N_FORMATS; i++)
-        if (named(path, formats[i]->extension))
-            return formats[i];
+        if (named(path, formats[i].reader->extension))
+            return formats[i].reader;
     return NULL;
 }
 
 const ck_format *ck_format_by_name(const char *name)
 {
     for (size_t i = 0; i < N_FORMATS; i++)
-        if (strcmp(name, formats[i]->name) == 0)
-            return formats[i];
+        if (strcmp(name, formats[i].reader->name) == 0)
+            return formats[i].reader;
     return NULL;
 }
 
 const ck_format *ck_format_default(void)
 {
-    return formats[0];
+    return formats[0].reader;
+}
+
+const ck_writer *ck_format_writer(const ck_format *f)
+{
+    for (size_t i = 0; i < N_FORMATS; i++)
+        if (formats[i].reader == f)
+            return formats[i].writer;
+    return NULL;
 }

@@ -5,10 +5,7 @@
 #include <limits.h>
 
 #include "atomic_writer.h"
-#include "../codec/ckpt/ckpt_writer.h"
-#include "../codec/safetensors/safetensors_set_writer.h"
-#include "../codec/safetensors/safetensors_writer.h"
-#include "../codec/onnx_mindir/onnx_mindir_writer.h"
+#include "../codec/registry.h"
 #include "verify.h"
 
 size_t ck_pieces_of(const ck_model *m, const ck_tensor *t, ck_piece *out)
@@ -46,21 +43,9 @@ uint64_t ck_pieces_len(const ck_write_tensor *t)
     return n;
 }
 
-/* One per format of codec/format.c. */
-static const ck_writer *const writers[] = {
-    &ck_ckpt_writer,
-    &ck_onnx_writer,
-    &ck_mindir_writer,
-    &ck_safetensors_writer,
-    &ck_safetensors_set_writer,
-};
-
 const ck_writer *ck_writer_of(const ck_model *m)
 {
-    for (size_t i = 0; i < sizeof writers / sizeof writers[0]; i++)
-        if (writers[i]->format == m->format)
-            return writers[i];
-    return NULL;
+    return ck_format_writer(m->format);
 }
 
 const char *ck_shape_refusal(const ck_shape_rule *r, const ck_dtype *dt, const int64_t *dims,

@@ -51,9 +51,8 @@ ck_write_tensor ck_write_unchanged(const ck_tensor *t, uint32_t id);
 ck_write_tensor ck_write_own(const ck_model *m, const ck_tensor *t, uint32_t id,
                              ck_piece **next);
 
-/* A format's writer, registered in encoder.c under its reader's format. */
+/* A format's writer, paired with its reader in the registry (codec/registry.h). */
 typedef struct ck_writer {
-    const ck_format *format;
     /* Encode the tree into the group's first file, adding the data files
      * that change.  Errors name the tensor. */
     int (*encode)(const ck_model *m, const ck_write_tensor *tensors, size_t n,

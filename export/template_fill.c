@@ -39,6 +39,7 @@
 #include "../codec/core/model.h"
 #include "../codec/core/name_map.h"
 #include "../codec/onnx_mindir/onnx_mindir_reader.h"
+#include "../codec/registry.h"
 #include "commit_group.h"
 #include "encoder.h"
 #include "progress.h"

@@ -461,7 +461,6 @@ static bool ckpt_same_type(const ck_dtype *a, const ck_dtype *b)
 }
 
 const ck_writer ck_ckpt_writer = {
-    .format = &ck_format_ckpt,
     .encode = ckpt_encode,
     .in_tree_order = true,
     .same_type = ckpt_same_type,

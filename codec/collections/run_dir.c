@@ -51,6 +51,7 @@
 #include "iteration_dir.h"
 #include "../core/model_dir.h"
 #include "model_set.h"
+#include "../registry.h"
 
 #define SET_INDEX ".safetensors.index.json"
 #define TRACKER "latest_checkpointed_iteration.txt"

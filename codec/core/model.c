@@ -12,6 +12,7 @@
 
 #include "../cipher/cipher_source.h"
 #include "../cipher/ms_cipher.h"
+#include "../registry.h"
 
 const char *ck_model_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
 {

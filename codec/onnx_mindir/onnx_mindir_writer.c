@@ -1215,7 +1215,6 @@ static bool pb_same_type(const ck_dtype *a, const ck_dtype *b)
 }
 
 const ck_writer ck_onnx_writer = {
-    .format = &ck_format_onnx,
     .encode = ck_pb_write,
     .new_data_file = big_data_name,
     .same_type = pb_same_type,
@@ -1223,7 +1222,6 @@ const ck_writer ck_onnx_writer = {
 };
 
 const ck_writer ck_mindir_writer = {
-    .format = &ck_format_mindir,
     .encode = ck_pb_write,
     .new_data_file = big_data_name,
     .prefixes_names = true,

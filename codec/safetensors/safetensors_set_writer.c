@@ -231,7 +231,6 @@ static int set_encode(const ck_model *m, const ck_write_tensor *tensors, size_t 
 }
 
 const ck_writer ck_safetensors_set_writer = {
-    .format = &ck_format_safetensors_set,
     .encode = set_encode,
     .own_order = true,
     .same_type = ck_st_same_type,

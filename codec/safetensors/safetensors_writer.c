@@ -334,7 +334,6 @@ bool ck_st_same_type(const ck_dtype *a, const ck_dtype *b)
 }
 
 const ck_writer ck_safetensors_writer = {
-    .format = &ck_format_safetensors,
     .encode = st_encode,
     .own_order = true,
     .same_type = ck_st_same_type,

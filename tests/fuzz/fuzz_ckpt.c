@@ -57,6 +57,7 @@
 #include "../../codec/oneflow/oneflow_dir.h"
 #include "../../codec/oneflow/oneflow_meta.h"
 #include "../../codec/onnx_mindir/onnx_mindir_reader.h"
+#include "../../codec/registry.h"
 #include "../../codec/safetensors/safetensors_set.h"
 #include "../../export/encoder.h"
 
