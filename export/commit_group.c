@@ -45,7 +45,7 @@ int ck_group_add(ck_commit_group *g, const char *target, ck_error *err)
         size_t cap = g->cap ? g->cap * 2 : 4;
         ck_atomic_file *f = realloc(g->files, cap * sizeof *f);
         if (f == NULL)
-            return ck_fail(err, ENOMEM, "%s: out of memory", target);
+            return ck_nomem(err, target);
         g->files = f;
         g->cap = cap;
     }
@@ -170,7 +170,7 @@ static char *read_journal(const ck_model_dir *d, const char *name, size_t *len,
     } else if ((uint64_t)st.st_size > JOURNAL_MAX) {
         ck_fail(err, EINVAL, "%s: not a ckptfs journal", journal);
     } else if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
-        ck_fail(err, ENOMEM, "%s: out of memory", journal);
+        ck_nomem(err, journal);
     } else if (pread(fd, buf, (size_t)st.st_size, 0) != st.st_size) {
         ck_fail_errno(err, errno ? errno : EIO, "%s: cannot read the journal", journal);
         free(buf);

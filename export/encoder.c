@@ -73,9 +73,6 @@ int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                        m->path, m->format->title);
     /* What the reader would refuse is refused before a byte is written,
      * not found by the read-back check. */
-    if (n == 0 && w->why_not_empty != NULL)
-        return ck_fail(err, ENOTSUP, "%s: has no tensors, and %s; nothing was saved", m->path,
-                       w->why_not_empty);
     for (size_t i = 0; i < n; i++) {
         const ck_write_tensor *t = &tensors[i];
         char q[CK_QUOTE_BUF], why[128];

@@ -70,8 +70,6 @@ typedef struct ck_writer {
     bool (*same_type)(const ck_dtype *a, const ck_dtype *b); /* of one kind and
                                  * OneFlow type: the same in the file */
     const ck_shape_rule *shape; /* the shapes its reader takes (dtype.h) */
-    const char *why_not_empty;  /* NULL when a file of no tensors is valid;
-                                 * else why not, for the refusal */
 } ck_writer;
 
 /* Why the format of rule r cannot hold dims, into why (cap bytes), or

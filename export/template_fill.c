@@ -221,7 +221,7 @@ static int index_names(fill *f, const ck_model *m, ck_name_map *map, const char 
         const char *s = shown(t, &len);
         int64_t prev = ck_name_map_put(map, s, len, (uint32_t)i);
         if (prev == -1)
-            return ck_fail(f->err, ENOMEM, "%s: out of memory", path);
+            return ck_nomem(f->err, path);
         if (prev != NONE)
             return ck_fail(f->err, EINVAL, "%s: two tensors named '%s'", path,
                            ck_quote(f->q1, s, len));
@@ -239,7 +239,7 @@ static int index_full_names(fill *f)
         const ck_tensor *t = tmpl_at(f, (uint32_t)i);
         if (fillable(t) && t->dir_src != NULL &&
             ck_name_map_put(&f->tfull, t->name, t->name_len, (uint32_t)i) == -1)
-            return ck_fail(f->err, ENOMEM, "%s: out of memory", f->a->tmpl);
+            return ck_nomem(f->err, f->a->tmpl);
     }
     return 0;
 }
@@ -262,7 +262,7 @@ static int read_map(fill *f)
     if (st.st_size > MAP_MAX_BYTES) {
         ck_fail(f->err, EFBIG, "%s: over %u bytes: not a name map", path, MAP_MAX_BYTES);
     } else if ((f->map_text = malloc((size_t)st.st_size + 1)) == NULL) {
-        ck_fail(f->err, ENOMEM, "%s: out of memory", path);
+        ck_nomem(f->err, path);
     } else {
         size_t n = 0, want = (size_t)st.st_size;
         ssize_t r = 1;
@@ -539,7 +539,7 @@ static ck_write_tensor *tree(fill *f, ck_piece **pieces_out)
     if (w == NULL || pieces == NULL) {
         free(w);
         free(pieces);
-        ck_fail(f->err, ENOMEM, "%s: out of memory", f->a->tmpl);
+        ck_nomem(f->err, f->a->tmpl);
         return NULL;
     }
     piece_out out = {.m = f->cm, .next = pieces};
@@ -620,7 +620,7 @@ static int prepare(fill *f)
     f->renamed = calloc(nc + 1, sizeof *f->renamed);
     f->used = calloc(nc + 1, sizeof *f->used);
     if (f->by_tmpl == NULL || f->renamed == NULL || f->used == NULL)
-        return ck_fail(f->err, ENOMEM, "%s: out of memory", f->a->ckpt);
+        return ck_nomem(f->err, f->a->ckpt);
     for (size_t i = 0; i < nt; i++)
         f->by_tmpl[i] = NONE;
     if (index_names(f, f->tm, &f->tnames, f->a->tmpl) < 0 ||

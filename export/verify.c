@@ -50,7 +50,7 @@ static ck_model *reopen(const ck_model *m, const ck_commit_group *g, ck_error *e
                                  : m->path;
     if (ov == NULL || dir == NULL) {
         if (ov == NULL)
-            ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+            ck_nomem(err, m->path);
         free(ov);
         ck_dir_unref(dir);
         return NULL;
@@ -216,7 +216,7 @@ static int index_new(verifier *v, ck_name_map *pos)
     for (size_t k = 0; k < nx->n_live; k++) {
         const char *d = nx->tensors[nx->live[k]].dir_name;
         if (ck_name_map_put(pos, d, strlen(d), (uint32_t)k) < 0)
-            return ck_fail(v->err, ENOMEM, "%s: out of memory", v->m->path);
+            return ck_nomem(v->err, v->m->path);
     }
     return 0;
 }
@@ -267,7 +267,7 @@ int ck_verify_save(const ck_model *m, const ck_write_tensor *tensors, size_t n,
     bool *seen = calloc(v.nm->index.n_live + 1, sizeof *seen);
     int rc;
     if (v.a == NULL || v.b == NULL || seen == NULL)
-        rc = ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        rc = ck_nomem(err, m->path);
     else if ((rc = index_new(&v, &pos)) == 0)
         rc = compare(&v, tensors, n, &pos, seen);
     ck_name_map_free(&pos);

@@ -1649,7 +1649,7 @@ ckrun *ckrun_new(const ckrun_opts *o, ck_error *err)
 {
     ckrun *r = calloc(1, sizeof *r);
     if (r == NULL) {
-        ck_fail(err, ENOMEM, "%s: out of memory", o->path);
+        ck_nomem(err, o->path);
         return NULL;
     }
     r->dir_fd = r->inotify_fd = r->stop_fd = r->relist_fd = r->top_wd = r->wake_fd = -1;
@@ -1659,7 +1659,7 @@ ckrun *ckrun_new(const ckrun_opts *o, ck_error *err)
     if ((r->path = strdup(o->path)) == NULL || (r->mountpoint = strdup(o->mountpoint)) == NULL ||
         (r->where = strdup(o->where ? o->where : o->mountpoint)) == NULL) {
         ckrun_free(r);
-        ck_fail(err, ENOMEM, "%s: out of memory", o->path);
+        ck_nomem(err, o->path);
         return NULL;
     }
     r->front.mount_of = run_mount_of;
@@ -1706,7 +1706,7 @@ ckrun *ckrun_new(const ckrun_opts *o, ck_error *err)
     int rc = ck_run_dir_scan_at(r->dir_fd, r->path, r->settle, &now, &l, err);
     run_change ch = {0};
     if (rc == 0 && apply_listing(r, &l, &ch) < 0)
-        rc = ck_fail(err, ENOMEM, "%s: out of memory", r->path);
+        rc = ck_nomem(err, r->path);
     free(ch.dropped);
     ck_run_list_free(&l);
     if (rc < 0) {

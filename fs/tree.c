@@ -66,7 +66,7 @@ static int index_names(tree *tr, ck_error *err)
             continue;
         const char *dir = entry_dir_name(tr, e);
         if (ck_name_map_put(&tr->by_dir, dir, strlen(dir), (uint32_t)i) < 0)
-            return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+            return ck_nomem(err, tr->model->path);
     }
     return 0;
 }
@@ -93,7 +93,7 @@ int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable
     tr->cap_entries = ix->n_live ? ix->n_live : 16;
     tr->entries = calloc(tr->cap_entries, sizeof *tr->entries);
     if (tr->entries == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", model->path);
+        return ck_nomem(err, model->path);
     for (size_t i = 0; i < ix->n_live; i++)
         tr->entries[i].tensor_id = ix->live[i];
     tr->n_entries = ix->n_live;
@@ -303,7 +303,7 @@ static edit *edit_of(tree *tr, entry *e, ck_error *err)
         return e->edit;
     e->edit = calloc(1, sizeof *e->edit);
     if (e->edit == NULL) {
-        ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        ck_nomem(err, tr->model->path);
         return NULL;
     }
     return e->edit;
@@ -641,7 +641,7 @@ int entry_meta_begin(tree *tr, entry *e, bool truncate, ck_error *err)
     if (ed->meta_buf == NULL) {
         ed->meta_buf = malloc(TREE_META_MAX);
         if (ed->meta_buf == NULL)
-            return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+            return ck_nomem(err, tr->model->path);
         ed->meta_len = entry_meta_text(tr, e, ed->meta_buf, TREE_META_MAX);
     }
     if (truncate)
@@ -791,7 +791,7 @@ struct tree_save {
 
 static int out_of_memory(const tree *tr, ck_error *err)
 {
-    return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+    return ck_nomem(err, tr->model->path);
 }
 
 /* The writer's view of entry e, copied into the save: an edit made while
@@ -1113,7 +1113,7 @@ static int set_name(tree *tr, edit *ed, const char *dir_name, ck_error *err)
                        tr->model->path, CK_DIR_NAME_MAX);
     char *name = malloc(dlen + 1);
     if (name == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        return ck_nomem(err, tr->model->path);
     long len = ck_dir_name_decode(dir_name, dlen, name, dlen);
     char canonical[CK_DIR_NAME_MAX + 1];
     /* Only names the listing rule produces: "%zz", "a%2f" (lower case) or a
@@ -1127,7 +1127,7 @@ static int set_name(tree *tr, edit *ed, const char *dir_name, ck_error *err)
     char *dir = strdup(dir_name);
     if (dir == NULL) {
         free(name);
-        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        return ck_nomem(err, tr->model->path);
     }
     free(ed->name);
     free(ed->dir_name);
@@ -1147,7 +1147,7 @@ int64_t tree_mkdir(tree *tr, const char *dir_name, ck_error *err)
         size_t cap = tr->cap_entries * 2;
         entry *more = realloc(tr->entries, cap * sizeof *more);
         if (more == NULL)
-            return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+            return ck_nomem(err, tr->model->path);
         tr->entries = more;
         tr->cap_entries = cap;
     }
@@ -1161,7 +1161,7 @@ int64_t tree_mkdir(tree *tr, const char *dir_name, ck_error *err)
         goto fail;
     if (ck_name_map_put(&tr->by_dir, ed->dir_name, strlen(ed->dir_name),
                         (uint32_t)tr->n_entries) < 0) {
-        ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        ck_nomem(err, tr->model->path);
         goto fail;
     }
     changed(tr, e, 0);
@@ -1261,7 +1261,7 @@ static int rename_edit(tree *tr, entry *e, const char *new_dir_name, ck_error *e
         return -1;
     char *old_dir = strdup(entry_dir_name(tr, e));
     if (old_dir == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        return ck_nomem(err, tr->model->path);
     char *keep_name = ed->name, *keep_dir = ed->dir_name;
     size_t keep_len = ed->name_len;
     ed->name = ed->dir_name = NULL;
@@ -1279,7 +1279,7 @@ static int rename_edit(tree *tr, entry *e, const char *new_dir_name, ck_error *e
     free(keep_dir);
     if (ck_name_map_put(&tr->by_dir, ed->dir_name, strlen(ed->dir_name),
                         (uint32_t)(e - tr->entries)) < 0)
-        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        return ck_nomem(err, tr->model->path);
     return 0;
 }
 
@@ -1348,13 +1348,13 @@ int64_t tree_extra_create(tree *tr, uint32_t dir, const char *name, ck_error *er
         size_t cap = tr->cap_extras ? tr->cap_extras * 2 : 16;
         extra *more = realloc(tr->extras, cap * sizeof *more);
         if (more == NULL)
-            return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+            return ck_nomem(err, tr->model->path);
         tr->extras = more;
         tr->cap_extras = cap;
     }
     char *copy = strdup(name);
     if (copy == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        return ck_nomem(err, tr->model->path);
     tr->extras[tr->n_extras] = (extra){.dir = dir, .name = copy};
     area_new(tr, &tr->extras[tr->n_extras].area);
     tr->n_extras++;
@@ -1402,7 +1402,7 @@ int tree_extra_rename(tree *tr, size_t id, const char *new_name, ck_error *err)
         return -1;
     char *copy = strdup(new_name);
     if (copy == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        return ck_nomem(err, tr->model->path);
     int64_t target = tree_extra_lookup(tr, x->dir, new_name);
     if (target >= 0 && (size_t)target != id)
         drop_extra(tr, &tr->extras[target]);
@@ -1437,7 +1437,7 @@ static int extra_replace_file_edit(tree *tr, size_t id, entry *e, bool meta, ck_
     ed->meta_buf = malloc(TREE_META_MAX);
     if (ed->meta_buf == NULL) {
         ed->meta_buf = saved;
-        return ck_fail(err, ENOMEM, "%s: out of memory", tr->model->path);
+        return ck_nomem(err, tr->model->path);
     }
     ed->meta_len = (size_t)x->area.size;
     ssize_t n = ed->meta_len == 0 ? 0 : pread(tr->spill_fd, ed->meta_buf, ed->meta_len,

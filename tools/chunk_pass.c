@@ -38,7 +38,7 @@ static void *worker(void *arg)
     ck_error err = {0};
     void *scratch = p->scratch_new(p->ctx);
     if (scratch == NULL) {
-        ck_fail(&err, ENOMEM, "%s: out of memory", p->path);
+        ck_nomem(&err, p->path);
         fail_run(r, &err);
         return NULL;
     }

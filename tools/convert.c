@@ -33,7 +33,6 @@
 #include "../codec/cipher/key.h"
 #include "../codec/core/model.h"
 #include "../codec/core/name_map.h"
-#include "../codec/ckpt/ckpt_writer.h"
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
 #include "../codec/oneflow/oneflow_dir_writer.h"
@@ -98,7 +97,7 @@ static ck_source *tensor_source_new(const ck_model *m, const ck_tensor *t, ck_er
     if (ts == NULL || path == NULL) {
         free(ts);
         free(path);
-        ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        ck_nomem(err, m->path);
         return NULL;
     }
     ts->base = (ck_source){.ops = &tensor_ops, .path = path, .size = t->nbytes, .fd = -1,
@@ -142,7 +141,7 @@ static int plan_build(const ck_model *m, plan *p, ck_error *err)
     p->own = calloc(ix->n_live + 1, sizeof *p->own);
     p->names = calloc(ix->n_live + 1, sizeof *p->names);
     if (p->w == NULL || p->pieces == NULL || p->own == NULL || p->names == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        return ck_nomem(err, m->path);
     ck_piece *next = p->pieces;
     for (size_t i = 0; i < ix->n_live; i++) {
         const ck_tensor *t = &ix->tensors[ix->live[i]];
@@ -152,7 +151,7 @@ static int plan_build(const ck_model *m, plan *p, ck_error *err)
         w->pieces = next;
         if (t->dir_suffix != NULL || t->dir_src != NULL) {
             if ((p->names[i] = ck_tensor_shown_name(t)) == NULL)
-                return ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+                return ck_nomem(err, m->path);
             w->name = p->names[i];
             w->name_len = strlen(p->names[i]);
         }
@@ -257,11 +256,11 @@ static int check_target(const convert_opts *o, const ck_model *m, const plan *p,
                          "%s", o->in, q, o->to == TO_ONEFLOW ? "directory name" : "name",
                          target_name(o->to));
         else if (ck_name_map_put(&seen, key, len, (uint32_t)i) < 0)
-            rc = ck_fail(err, ENOMEM, "%s: out of memory", o->in);
+            rc = ck_nomem(err, o->in);
     }
     if (rc == 0 && o->to == TO_CKPT && ix->n_live == 0)
-        rc = ck_fail(err, ENOTSUP, "%s: has no tensors, and %s", o->in,
-                     ck_ckpt_writer.why_not_empty);
+        rc = ck_fail(err, ENOTSUP, "%s: has no tensors, and MindSpore reads no empty "
+                     "checkpoint", o->in);
     ck_name_map_free(&seen);
     return rc;
 }

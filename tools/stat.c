@@ -126,7 +126,7 @@ static int stat_tensor(const ck_model *m, result *r, const stat_opts *o, ck_erro
                         .chunk = pass_chunk, .scratch_done = scratch_done};
     int rc = 0;
     if ((p.parts = calloc(cp.n_chunks ? cp.n_chunks : 1, sizeof *p.parts)) == NULL)
-        rc = ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        rc = ck_nomem(err, m->path);
     if (rc == 0)
         rc = ck_chunk_run(&cp, err);
     for (uint64_t k = 0; rc == 0 && k < cp.n_chunks; k++)
@@ -137,7 +137,7 @@ static int stat_tensor(const ck_model *m, result *r, const stat_opts *o, ck_erro
         r->counts = calloc(o->bins, sizeof *r->counts);
         r->edges = malloc(((size_t)o->bins + 1) * sizeof *r->edges);
         if (r->counts == NULL || r->edges == NULL) {
-            rc = ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+            rc = ck_nomem(err, m->path);
         } else {
             ck_hist_edges(&r->s, o->bins, r->edges);
             p.counts = r->counts;

@@ -45,7 +45,7 @@ static int add_block(cipher_source *c, const ck_ms_block *b, uint32_t *cap, ck_e
         uint32_t n = *cap ? *cap * 2 : 16;
         ck_ms_block *more = realloc(c->blocks, n * sizeof *more);
         if (more == NULL)
-            return ck_fail(err, ENOMEM, "%s: out of memory", c->base.path);
+            return ck_nomem(err, c->base.path);
         c->blocks = more;
         *cap = n;
     }
@@ -70,7 +70,7 @@ static int read_blocks(cipher_source *c, ck_error *err)
     }
     c->plain_off = malloc(((size_t)c->n_blocks + 1) * sizeof *c->plain_off);
     if (c->plain_off == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", c->base.path);
+        return ck_nomem(err, c->base.path);
     return 0;
 }
 
@@ -297,7 +297,7 @@ ck_source *ck_cipher_source_open(ck_source *file, ck_ms_layout layout, const ck_
     c->ctx = EVP_CIPHER_CTX_new();
     c->scratch = malloc(CK_CIPHER_PAGE + CK_MS_AES_BLOCK);
     if (c->ctx == NULL || c->scratch == NULL)
-        ck_fail(err, ENOMEM, "%s: out of memory", path);
+        ck_nomem(err, path);
     else if (read_blocks(c, err) == 0 && authenticate(c, err) == 0)
         return &c->base;
     ck_source_close(&c->base);

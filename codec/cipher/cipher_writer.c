@@ -128,7 +128,7 @@ ck_wrap_writer *ck_cipher_writer_new(int fd, const char *path, ck_cipher_mode mo
 {
     cipher_writer *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        ck_fail(err, ENOMEM, "%s: out of memory", path);
+        ck_nomem(err, path);
         return NULL;
     }
     c->base = (ck_wrap_writer){.ops = &cipher_ops, .fd = fd, .path = path};
@@ -137,7 +137,7 @@ ck_wrap_writer *ck_cipher_writer_new(int fd, const char *path, ck_cipher_mode mo
     c->ctx = EVP_CIPHER_CTX_new();
     c->out = malloc(OUT_BUF + CK_MS_AES_BLOCK);
     if (c->ctx == NULL || c->out == NULL) {
-        ck_fail(err, ENOMEM, "%s: out of memory", path);
+        ck_nomem(err, path);
         cipher_destroy(&c->base);
         return NULL;
     }

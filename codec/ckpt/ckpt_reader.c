@@ -276,7 +276,7 @@ static int parse_value(parser *p, uint64_t start, uint64_t end)
 
 static int nomem(parser *p)
 {
-    return ck_fail(p->err, ENOMEM, "%s: out of memory", PATH(p));
+    return ck_nomem(p->err, PATH(p));
 }
 
 /* prod(dims) * itemsize; -1 - i if dims[i] makes it overflow. */
@@ -581,7 +581,7 @@ static int check_crc(ck_source *src, bool verify, ck_ckpt_info *info, ck_error *
     size_t bufsize = 1 << 20;
     unsigned char *buf = malloc(bufsize);
     if (buf == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", src->path);
+        return ck_nomem(err, src->path);
     uLong crc = crc32(0L, Z_NULL, 0);
     for (uint64_t off = 0; off < at;) {
         size_t n = at - off < bufsize ? (size_t)(at - off) : bufsize;
@@ -651,7 +651,7 @@ int ck_ckpt_read(ck_source *src, uint32_t src_id, bool verify_crc, bool str_in_m
      * the stack of FUSE threads and small callers. */
     parser *p = calloc(1, sizeof *p);
     if (p == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", src->path);
+        return ck_nomem(err, src->path);
     p->src = src;
     p->src_id = src_id;
     p->ix = ix;
@@ -699,7 +699,7 @@ static int ckpt_open(ck_model *m, const ck_open_opts *o, ck_error *err)
 {
     ck_ckpt_info *info = calloc(1, sizeof *info);
     if (info == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        return ck_nomem(err, m->path);
     info->str_fd = -1;
     m->state = info;
     if (ck_ckpt_read(m->sources[0], 0, !(o && o->skip_crc), m->env.wrap == CK_WRAP_CIPHER,

@@ -70,7 +70,7 @@ static unsigned char *utf8_to_utf32(ck_sink *s, const ck_write_tensor *t, uint64
     if (u8 == NULL || u32 == NULL) {
         free(u8);
         free(u32);
-        ck_fail(s->err, ENOMEM, "%s: out of memory", s->path);
+        ck_nomem(s->err, s->path);
         return NULL;
     }
     uint64_t at = 0;
@@ -410,7 +410,7 @@ int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
     ck_name_map_init(&w.live_by_dir);
     int rc = -1;
     if (w.s.buf == NULL || w.entry_of == NULL || w.keep_old == NULL || index_live(&w) < 0) {
-        ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        ck_nomem(err, m->path);
         goto out;
     }
     for (size_t i = 0; i < m->index.count; i++)
@@ -448,7 +448,7 @@ static int ckpt_encode(const ck_model *m, const ck_write_tensor *tensors, size_t
      * load_checkpoint raises on it (as ckptfs's reader refuses it): said
      * before anything is written rather than by the read-back check. */
     if (n == 0)
-        return ck_fail(err, EINVAL, "%s: no tensors left, and MindSpore loads no empty "
+        return ck_fail(err, EINVAL, "%s: no tensors to save, and MindSpore loads no empty "
                        "checkpoint; nothing was saved", m->path);
     ck_write_opts opts = {.progress = g->progress, .out = g->files[0].target};
     return ck_ckpt_write(m, tensors, n, &opts, g->files[0].fd, err);
@@ -465,5 +465,4 @@ const ck_writer ck_ckpt_writer = {
     .in_tree_order = true,
     .same_type = ckpt_same_type,
     .shape = &ck_shape_ckpt,
-    .why_not_empty = "MindSpore reads no empty checkpoint",
 };

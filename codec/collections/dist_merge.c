@@ -49,11 +49,6 @@ typedef struct merge {
 static const ck_format dist_format =
     CK_MSET_FORMAT("distributed", "merged distributed checkpoint");
 
-static int nomem(const char *path, ck_error *err)
-{
-    return ck_fail(err, ENOMEM, "%s: out of memory", path);
-}
-
 /* ---- finding the ranks ------------------------------------------------ */
 
 /* Open DIST_DIR/rank_<r>/ for every r < n into fds (O_PATH, no link
@@ -143,7 +138,7 @@ static int open_ranks(const char *path, uint32_t n, const ck_open_opts *o, bool 
     if (dfd < 0)
         return ck_fail_errno(err, errno, "%s: cannot open the directory", path);
     int *fds = malloc(n * sizeof *fds);
-    int rc = fds == NULL ? nomem(path, err) : 0;
+    int rc = fds == NULL ? ck_nomem(err, path) : 0;
     for (uint32_t r = 0; fds != NULL && r < n; r++)
         fds[r] = -1;
     if (rc == 0)
@@ -335,12 +330,12 @@ static int merge_one(merge *g, const ck_tensor *t0, ck_error *err)
     ck_index *ix = &g->m->index;
     long id = ck_index_add(ix);
     if (id < 0)
-        return nomem(g->path, err);
+        return ck_nomem(err, g->path);
     ck_tensor *t = &ix->tensors[id];
     char *name = ck_arena_strndup(&ix->arena, t0->name, t0->name_len);
     int64_t *dims = ck_arena_alloc(&ix->arena, (t0->ndim ? t0->ndim : 1) * sizeof *dims);
     if (name == NULL || dims == NULL)
-        return nomem(g->path, err);
+        return ck_nomem(err, g->path);
     memcpy(dims, full, t0->ndim * sizeof *dims);
     uint64_t nbytes = t0->nbytes;
     for (uint32_t d = 0; d < t0->ndim; d++)
@@ -395,7 +390,7 @@ static int merge_all(merge *g, ck_error *err)
     g->owner = calloc(n, sizeof *g->owner);
     g->pieces = calloc(n, sizeof *g->pieces);
     if (g->t == NULL || g->owner == NULL || g->pieces == NULL)
-        return nomem(g->path, err);
+        return ck_nomem(err, g->path);
     const ck_index *ix0 = &g->ranks->models[0]->index;
     for (uint32_t r = 1; r < n; r++)
         if (g->ranks->models[r]->index.n_live != ix0->n_live)

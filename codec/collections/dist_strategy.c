@@ -172,7 +172,7 @@ static unsigned char *read_file(const char *path, size_t *len, ck_error *err)
     } else if (check_unpacked_cost(fd, (size_t)st.st_size, path, err) < 0) {
         /* refused before anything is read into memory */
     } else if ((buf = malloc((size_t)st.st_size)) == NULL) {
-        ck_fail(err, ENOMEM, "%s: out of memory", path);
+        ck_nomem(err, path);
     } else {
         size_t got = 0;
         while (got < (size_t)st.st_size) {
@@ -319,7 +319,7 @@ static int fill_layouts(const char *path, const strategy_map *msg, ck_strategy *
         return ck_fail(err, EINVAL, "%s: the strategy has no parallel_layout_item", path);
     s->layouts = calloc(msg->n_parallel_layout_item, sizeof *s->layouts);
     if (s->layouts == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", path);
+        return ck_nomem(err, path);
     for (size_t i = 0; i < msg->n_parallel_layout_item; i++) {
         uint64_t devices = 0;
         if (fill_layout(path, msg->parallel_layout_item[i], &s->layouts[i], &devices, err) < 0)

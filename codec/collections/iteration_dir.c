@@ -69,11 +69,6 @@ typedef struct iter {
 static const ck_format iteration_format =
     CK_MSET_FORMAT("iteration", "MindSpore Transformers iteration directory");
 
-static int nomem(const char *path, ck_error *err)
-{
-    return ck_fail(err, ENOMEM, "%s: out of memory", path);
-}
-
 /* A shard file's index: at least 7 digits (mindformers' {:07d}). */
 static bool digits(const char *s, size_t len, uint64_t *v)
 {
@@ -176,9 +171,9 @@ static int list_files(int dfd, const char *path, shard_file **out, size_t *n_out
             rc = ck_fail(err, EMFILE, "%s: more than %d shard files", path, CK_ITER_MAX_FILES);
         } else if (n == cap && (cap = cap ? cap * 2 : 16,
                                 f = reallocarray(f, cap, sizeof *f)) == NULL) {
-            rc = nomem(path, err);
+            rc = ck_nomem(err, path);
         } else if ((f[n].name = strdup(de->d_name)) == NULL) {
-            rc = nomem(path, err);
+            rc = ck_nomem(err, path);
         } else {
             f[n].kind = kind;
             f[n++].i = i;
@@ -210,7 +205,7 @@ static int open_files(iter *it, int dfd, ck_model_dir *root, const char *below,
     it->file_names = calloc(n, sizeof *it->file_names);
     it->by_file_name = calloc(n, sizeof *it->by_file_name);
     if (it->file_names == NULL || it->by_file_name == NULL)
-        return nomem(it->path, err);
+        return ck_nomem(err, it->path);
     for (size_t i = 0; i < n; i++) {
         char file[PATH_MAX];
         if ((size_t)snprintf(file, sizeof file, "%s/%s", it->path, f[i].name) >= sizeof file)
@@ -284,7 +279,7 @@ static json_t *read_metadata(const iter *it, int dfd, ck_error *err)
     if ((uint64_t)st.st_size > CK_ITER_MAX_METADATA)
         ck_fail(err, EINVAL, "%s: too big (at most 64 MiB)", path);
     else if ((text = malloc((size_t)st.st_size + 1)) == NULL)
-        nomem(path, err);
+        ck_nomem(err, path);
     else if (pread(fd, text, (size_t)st.st_size, 0) != st.st_size)
         ck_fail_errno(err, errno ? errno : EIO, "%s: cannot read", path);
     else
@@ -338,7 +333,7 @@ static int read_storage(iter *it, ck_error *err)
         return meta_fail(it, err, NULL, "no storage_data object");
     it->store = calloc(json_object_size(sd) + 1, sizeof *it->store);
     if (it->store == NULL)
-        return nomem(it->path, err);
+        return ck_nomem(err, it->path);
     const char *key;
     json_t *v;
     json_object_foreach(sd, key, v) {
@@ -403,15 +398,15 @@ static int find_firsts(iter *it, ck_error *err)
     ck_model_set *fs = it->files;
     it->first = calloc(fs->n, sizeof *it->first);
     if (it->first == NULL)
-        return nomem(it->path, err);
+        return ck_nomem(err, it->path);
     for (uint32_t f = 0; f < fs->n; f++) {
         total += fs->models[f]->index.n_live;
         if ((it->first[f] = calloc(fs->models[f]->index.count + 1, 1)) == NULL)
-            return nomem(it->path, err);
+            return ck_nomem(err, it->path);
     }
     occurrence *all = malloc((total ? total : 1) * sizeof *all);
     if (all == NULL)
-        return nomem(it->path, err);
+        return ck_nomem(err, it->path);
     size_t n = 0;
     for (uint32_t f = 0; f < fs->n; f++) {
         const ck_index *ix = &fs->models[f]->index;
@@ -466,7 +461,7 @@ static int check_chunks(const iter *it, const char *name, const json_t *chunks,
         return meta_fail(it, err, name, "the chunk list does not hold one chunk per slice");
     uint8_t *seen = calloc(pm->slices, 1);
     if (seen == NULL)
-        return nomem(it->path, err);
+        return ck_nomem(err, it->path);
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < pm->slices; i++) {
         const json_t *c = json_array_get(chunks, i);
@@ -567,7 +562,7 @@ static int new_tensor(iter *it, const ck_tensor *t0, const param_meta *pm,
     char *name = ck_arena_strndup(&ix->arena, t0->name, t0->name_len);
     int64_t *dims = ck_arena_alloc(&ix->arena, (pm->ndim ? pm->ndim : 1) * sizeof *dims);
     if (id < 0 || name == NULL || dims == NULL)
-        return nomem(it->path, err);
+        return ck_nomem(err, it->path);
     memcpy(dims, pm->global, pm->ndim * sizeof *dims);
     const ck_tensor *p0 = pieces[0].t;
     ck_tensor *t = &ix->tensors[id];
@@ -598,7 +593,7 @@ static int add_tensor(iter *it, uint32_t f, const ck_tensor *t0, ck_error *err)
     it->n_described += pj != NULL;
     ck_grid_piece *pieces = calloc(pm.slices, sizeof *pieces);
     if (pieces == NULL)
-        return nomem(it->path, err);
+        return ck_nomem(err, it->path);
     int rc = 0;
     for (uint64_t s = 0; rc == 0 && s < pm.slices; s++) {
         uint32_t file = f;

@@ -33,7 +33,7 @@ ck_model_set *ck_mset_new(uint32_t cap, const char *path, ck_error *err)
     }
     if (s == NULL || s->models == NULL || s->by_name == NULL || s->src_base == NULL) {
         ck_mset_free(s);
-        ck_fail(err, ENOMEM, "%s: out of memory", path);
+        ck_nomem(err, path);
         return NULL;
     }
     return s;
@@ -47,7 +47,7 @@ int ck_mset_put(ck_model_set *s, uint32_t i, ck_model *m, ck_error *err)
     const ck_index *ix = &m->index;
     uint32_t *ids = malloc((ix->n_live ? ix->n_live : 1) * sizeof *ids);
     if (ids == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        return ck_nomem(err, m->path);
     memcpy(ids, ix->live, ix->n_live * sizeof *ids);
     qsort_r(ids, ix->n_live, sizeof *ids, cmp_ids, (void *)ix);
     s->by_name[i] = ids;

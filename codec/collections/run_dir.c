@@ -56,11 +56,6 @@
 #define SET_INDEX ".safetensors.index.json"
 #define TRACKER "latest_checkpointed_iteration.txt"
 
-static int nomem(const char *path, ck_error *err)
-{
-    return ck_fail(err, ENOMEM, "%s: out of memory", path);
-}
-
 /* The length of the prefix of a name "<prefix>-<epoch>_<step>", with epoch
  * and step; 0 when the name is not one. */
 static size_t numbered(const char *name, uint64_t *epoch, uint64_t *step)
@@ -147,13 +142,13 @@ static int list_names(const char *path, int dfd, char ***out, size_t *n_out, ck_
             cap = cap ? cap * 2 : 64;
             char **more = realloc(names, cap * sizeof *more);
             if (more == NULL) {
-                rc = nomem(path, err);
+                rc = ck_nomem(err, path);
                 break;
             }
             names = more;
         }
         if ((names[n] = strdup(de->d_name)) == NULL)
-            rc = nomem(path, err);
+            rc = ck_nomem(err, path);
         else
             n++;
     }
@@ -267,7 +262,7 @@ static int add_iteration_entry(ck_run_list *l, int dfd, const char *dir, int64_t
     if (e->name == NULL || e->file == NULL) {
         free(e->name);
         free(e->file);
-        return nomem(path, err);
+        return ck_nomem(err, path);
     }
     l->n++;
     return 0;
@@ -297,7 +292,7 @@ static int add_rank_entry(ck_run_list *l, int dfd, const char *dir, double settl
         e->name = strdup(dir);
         if (e->name == NULL || asprintf(&e->file, "%s/%s", dir, in.e[0].file) < 0) {
             free(e->name);
-            rc = nomem(path, err);
+            rc = ck_nomem(err, path);
         } else {
             l->n++;
         }
@@ -328,7 +323,7 @@ static int add_entry(ck_run_list *l, int dfd, char *const *names, size_t n, size
                         .complete = is_complete(&st, settle, now)};
     if (e->file == NULL) {
         free(name);
-        return nomem(path, err);
+        return ck_nomem(err, path);
     }
     e->numbered = numbered(name, &e->epoch, &e->step) > 0;
     if (e->numbered)
@@ -353,7 +348,7 @@ static int unique_names(ck_run_list *l, const char *path, ck_error *err)
         return 0;
     ck_run_entry **by = malloc(l->n * sizeof *by);
     bool *clash = malloc(l->n * sizeof *clash);
-    int rc = by == NULL || clash == NULL ? nomem(path, err) : 0;
+    int rc = by == NULL || clash == NULL ? ck_nomem(err, path) : 0;
     for (size_t changed = 1; rc == 0 && changed > 0;) {
         for (size_t i = 0; i < l->n; i++)
             by[i] = &l->e[i];
@@ -369,7 +364,7 @@ static int unique_names(ck_run_list *l, const char *path, ck_error *err)
                 continue; /* a rank's directory keeps its name: the other one yields */
             char *whole = strdup(e->file);
             if (whole == NULL) {
-                rc = nomem(path, err);
+                rc = ck_nomem(err, path);
                 break;
             }
             free(e->name);
@@ -462,7 +457,7 @@ static int scan(int dfd, const char *path, double settle, const struct timespec 
     size_t n = 0;
     int rc = list_names(path, dfd, &names, &n, err);
     if (rc == 0 && (out->e = calloc(n + 1, sizeof *out->e)) == NULL)
-        rc = nomem(path, err);
+        rc = ck_nomem(err, path);
     int64_t tracked = top ? tracked_iteration(dfd) : -1;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         size_t before = out->n;

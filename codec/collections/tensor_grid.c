@@ -16,7 +16,7 @@ static int add_extents(ck_tensor *t, const ck_grid_piece *p, const char *what, c
     for (uint32_t k = 0; k < p->t->n_ext; k++) {
         const ck_extent *x = ck_tensor_ext(p->t, k);
         if (ck_tensor_add_extent(t, p->src_base + x->src, x->off, x->len) < 0)
-            return ck_fail(err, ENOMEM, "%s: out of memory", what);
+            return ck_nomem(err, what);
     }
     return 0;
 }
@@ -29,7 +29,7 @@ static int describe_gather(ck_arena *a, ck_tensor *t, const uint64_t *grid, uint
     uint64_t *full = ck_arena_alloc(a, (last + 1) * sizeof *full);
     uint64_t *split = ck_arena_alloc(a, (last + 1) * sizeof *split);
     if (g == NULL || full == NULL || split == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", what);
+        return ck_nomem(err, what);
     uint64_t rows = 1; /* of a slice, before dimension `last` */
     for (uint32_t d = 0; d <= last; d++) {
         full[d] = (uint64_t)t->dims[d];

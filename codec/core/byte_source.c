@@ -60,7 +60,7 @@ ck_source *ck_source_wrap_fd(int fd, uint64_t size, const char *name, ck_error *
     if (src == NULL || copy == NULL) {
         free(src);
         free(copy);
-        ck_fail(err, ENOMEM, "%s: out of memory", name);
+        ck_nomem(err, name);
         return NULL;
     }
     *src = (ck_source){.ops = &wrapped_ops, .path = copy, .size = size, .fd = fd, .wd = -1};
@@ -98,7 +98,7 @@ ck_source *ck_source_view(ck_source *inner, ck_error *err)
     if (src == NULL || copy == NULL) {
         free(src);
         free(copy);
-        ck_fail(err, ENOMEM, "%s: out of memory", inner->path);
+        ck_nomem(err, inner->path);
         return NULL;
     }
     *src = *inner;
@@ -143,7 +143,7 @@ ck_source *ck_source_adopt_fd(int fd, const char *path, ck_error *err)
         free(src);
         free(copy);
         close(fd);
-        ck_fail(err, ENOMEM, "%s: out of memory", path);
+        ck_nomem(err, path);
         return NULL;
     }
     src->ops = &file_ops;

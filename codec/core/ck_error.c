@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "ck_error.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +21,11 @@ int ck_fail(ck_error *err, int errnum, const char *fmt, ...)
     vfill(err, errnum, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+int ck_nomem(ck_error *err, const char *what)
+{
+    return ck_fail(err, ENOMEM, "%s: out of memory", what);
 }
 
 int ck_fail_errno(ck_error *err, int errno_value, const char *fmt, ...)

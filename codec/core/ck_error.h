@@ -29,6 +29,10 @@ int ck_fail(ck_error *err, int errnum, const char *fmt, ...)
 int ck_fail_errno(ck_error *err, int errno_value, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* "WHAT: out of memory" (ENOMEM), WHAT naming the file being read or
+ * written; returns -1 as ck_fail does. */
+int ck_nomem(ck_error *err, const char *what);
+
 void ck_error_clear(ck_error *err);
 
 /* Names and strings read from a file go into messages through ck_quote:

@@ -60,7 +60,7 @@ long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err)
         uint32_t cap = m->cap_sources ? m->cap_sources * 2 : 4;
         ck_source **s = realloc(m->sources, cap * sizeof *s);
         if (s == NULL) {
-            ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+            ck_nomem(err, m->path);
             ck_source_close(src);
             return -1;
         }
@@ -128,7 +128,7 @@ static ck_model *model_alloc(ck_model_dir *dir, const char *path, const ck_open_
     ck_model *m = calloc(1, sizeof *m);
     if (m == NULL || (m->path = strdup(path)) == NULL) {
         free(m);
-        ck_fail(err, ENOMEM, "%s: out of memory", path);
+        ck_nomem(err, path);
         return NULL;
     }
     m->dir = ck_dir_ref(dir);
@@ -403,7 +403,7 @@ static int gather_read(const ck_model *m, const ck_tensor *t, unsigned char *dst
     uint32_t *slice = malloc(runs * sizeof *slice);
     unsigned char *span = NULL;
     int rc = lo == NULL || hi == NULL || base == NULL || at == NULL || slice == NULL
-                 ? ck_fail(err, ENOMEM, "%s: out of memory", m->path) : 0;
+                 ? ck_nomem(err, m->path) : 0;
     for (uint32_t k = 0; rc == 0 && k < n; k++)
         lo[k] = UINT64_MAX;
     for (uint64_t i = 0; rc == 0 && i < runs; i++) { /* each run placed, each slice's span */
@@ -418,7 +418,7 @@ static int gather_read(const ck_model *m, const ck_tensor *t, unsigned char *dst
         total += hi[k] > lo[k] ? hi[k] - lo[k] : 0;
     }
     if (rc == 0 && (span = malloc(total ? total : 1)) == NULL)
-        rc = ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        rc = ck_nomem(err, m->path);
     for (uint32_t k = 0; rc == 0 && k < n; k++) {
         const ck_extent *e = ck_tensor_ext(t, k);
         if (hi[k] > lo[k])

@@ -43,7 +43,7 @@ static ck_model_dir *dir_open_split(const char *path, ck_error *err)
             free(d->base);
         }
         free(d);
-        ck_fail(err, ENOMEM, "%s: out of memory", path);
+        ck_nomem(err, path);
         return NULL;
     }
     d->refs = 1;
@@ -131,7 +131,7 @@ int ck_dir_set_root(ck_model_dir *d, ck_model_dir *root, const char *below, ck_e
 {
     char *copy = strdup(below);
     if (copy == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", d->path);
+        return ck_nomem(err, d->path);
     ck_dir_unref(d->root);
     free(d->below);
     d->root = ck_dir_ref(root);

@@ -96,7 +96,7 @@ int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
     free(ix->live);
     ix->live = malloc((ix->count ? ix->count : 1) * sizeof *ix->live);
     if (ix->live == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", path);
+        return ck_nomem(err, path);
     ix->n_live = 0;
     ck_name_map seen; /* only to find two tensors with one directory name */
     ck_name_map_init(&seen);
@@ -118,7 +118,7 @@ int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
             t->dir_name = ck_arena_strndup(&ix->arena, buf, n);
         int64_t prev = t->dir_name ? ck_name_map_put(&seen, t->dir_name, n, (uint32_t)i) : -1;
         if (prev < 0) {
-            rc = ck_fail(err, ENOMEM, "%s: out of memory", path);
+            rc = ck_nomem(err, path);
         } else if (prev != CK_NAME_MAP_NONE) {
             char q1[CK_QUOTE_BUF], q2[CK_QUOTE_BUF];
             rc = ck_fail(err, EINVAL, "%s: offset %llu: tensors '%s' and '%s' map to the "

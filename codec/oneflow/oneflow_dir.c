@@ -71,11 +71,6 @@ typedef struct opener {
     bool probing;           /* only asking whether it is a snapshot: links are skipped */
 } opener;
 
-static int nomem(const char *path, ck_error *err)
-{
-    return ck_fail(err, ENOMEM, "%s: out of memory", path);
-}
-
 /* ---- the source ------------------------------------------------------- */
 
 static int read_file(of_source *s, const of_file *f, unsigned char *buf, size_t len,
@@ -217,7 +212,7 @@ static int add_entry(opener *o, const char *dir, const char *name, size_t len, c
         size_t cap = o->cap ? o->cap * 2 : 64;
         entry *e = reallocarray(o->e, cap, sizeof *e);
         if (e == NULL)
-            return nomem(o->path, err);
+            return ck_nomem(err, o->path);
         o->e = e;
         o->cap = cap;
     }
@@ -227,7 +222,7 @@ static int add_entry(opener *o, const char *dir, const char *name, size_t len, c
     if (e->dir == NULL || e->name == NULL) {
         free(e->dir);
         free(e->name);
-        return nomem(o->path, err);
+        return ck_nomem(err, o->path);
     }
     memcpy(e->name, name, len);
     e->name[len] = '\0';
@@ -288,7 +283,7 @@ static int add_legacy(opener *o, const char *name, ck_error *err)
     size_t len = strlen(name);
     char *decoded = malloc(len + 1);
     if (decoded == NULL)
-        return nomem(o->path, err);
+        return ck_nomem(err, o->path);
     long n = ck_dir_name_decode(name, len, decoded, len + 1);
     /* A name that escaping would not give (a '%' of OneFlow's own) is taken
      * as it is. */
@@ -327,7 +322,7 @@ static int read_pickle(opener *o, ck_pickle_names *names, ck_error *err)
         rc = ck_fail(err, EFBIG, "%s: %llu bytes, more than ckptfs reads (%u)", file,
                      (unsigned long long)st.st_size, CK_PICKLE_MAX_BYTES);
     else if ((buf = malloc((size_t)st.st_size + 1)) == NULL)
-        rc = nomem(file, err);
+        rc = ck_nomem(err, file);
     else if (pread(fd, buf, (size_t)st.st_size, 0) != st.st_size)
         rc = ck_fail_errno(err, errno ? errno : EIO, "%s: cannot read", file);
     else
@@ -360,7 +355,7 @@ static int list_pickled(opener *o, ck_error *err)
     int rc = read_pickle(o, &names, err);
     char **paths = rc < 0 ? NULL : malloc((names.n ? names.n : 1) * sizeof *paths);
     if (rc == 0 && paths == NULL)
-        rc = nomem(o->path, err);
+        rc = ck_nomem(err, o->path);
     for (size_t i = 0; rc == 0 && i < names.n; i++) {
         mode_t mode = 0;
         char q[CK_QUOTE_BUF];
@@ -408,7 +403,7 @@ static int read_meta(opener *o, const entry *e, ck_meta *meta, ck_error *err)
         rc = ck_fail(err, EFBIG, "%s: %llu bytes, not a meta", file,
                      (unsigned long long)st.st_size);
     else if ((text = malloc((size_t)st.st_size + 1)) == NULL)
-        rc = nomem(file, err);
+        rc = ck_nomem(err, file);
     else if (pread(fd, text, (size_t)st.st_size, 0) != st.st_size)
         rc = ck_fail_errno(err, errno ? errno : EIO, "%s: cannot read", file);
     else if (ck_meta_parse(text, (size_t)st.st_size, meta, err) < 0) {
@@ -449,7 +444,7 @@ static int stat_out(opener *o, const entry *e, const ck_meta *meta, of_file *f, 
                        (unsigned long long)st.st_size, meta->dtype->of_name,
                        (unsigned long long)want);
     if ((f->rel = strdup(rel)) == NULL)
-        return nomem(o->path, err);
+        return ck_nomem(err, o->path);
     f->size = want;
     f->dev = st.st_dev;
     f->ino = st.st_ino;
@@ -464,7 +459,7 @@ static int add_tensor(opener *o, const entry *e, const ck_meta *meta, const of_f
     char *name = ck_arena_strndup(&ix->arena, e->name, e->name_len);
     int64_t *dims = ck_arena_alloc(&ix->arena, (meta->ndim ? meta->ndim : 1) * sizeof *dims);
     if (id < 0 || name == NULL || dims == NULL)
-        return nomem(o->path, err);
+        return ck_nomem(err, o->path);
     memcpy(dims, meta->dims, meta->ndim * sizeof *dims);
     ix->tensors[id] = (ck_tensor){.name = name, .name_len = (uint32_t)e->name_len,
                                   .type_name = meta->dtype->of_name, .dtype = meta->dtype,
@@ -478,7 +473,7 @@ static int read_tensors(opener *o, ck_error *err)
 {
     of_source *s = o->src;
     if ((s->files = calloc(o->n ? o->n : 1, sizeof *s->files)) == NULL)
-        return nomem(o->path, err);
+        return ck_nomem(err, o->path);
     uint64_t base = 0;
     for (size_t i = 0; i < o->n; i++) {
         ck_meta meta;
@@ -507,7 +502,7 @@ static of_source *new_source(opener *o, ck_error *err)
     if (s == NULL || path == NULL) {
         free(s);
         free(path);
-        nomem(o->path, err);
+        ck_nomem(err, o->path);
         return NULL;
     }
     s->src = (ck_source){.ops = &of_ops, .path = path, .fd = -1, .wd = -1};
@@ -519,7 +514,7 @@ static int build(opener *o, bool pickled, bool done, ck_error *err)
 {
     of_state *state = calloc(1, sizeof *state);
     if (state == NULL)
-        return nomem(o->path, err);
+        return ck_nomem(err, o->path);
     o->m->state = state;
     int rc = pickled ? list_pickled(o, err) : list_legacy(o, err);
     if (rc == 0 && (o->src = new_source(o, err)) == NULL)
@@ -574,7 +569,7 @@ ck_model *ck_oneflow_open(const char *path, ck_error *err)
 {
     char *shown = trimmed(path);
     if (shown == NULL) {
-        nomem(path, err);
+        ck_nomem(err, path);
         return NULL;
     }
     struct stat st;

@@ -311,7 +311,7 @@ static int write_tree(out_dir *d, const ck_oneflow_dir_args *a, const ck_write_t
     ck_sink s = {.path = d->out, .err = d->err, .progress = a->progress};
     s.buf = malloc(CK_SINK_BUF);
     if (s.buf == NULL)
-        return ck_fail(d->err, ENOMEM, "%s: out of memory", d->out);
+        return ck_nomem(d->err, d->out);
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = write_tensor(d, ix->tensors[ix->live[i]].dir_name, &w[i], &s);
@@ -424,7 +424,7 @@ static int check_tree(out_dir *d, const ck_oneflow_dir_args *a, const ck_write_t
 {
     const ck_index *ix = &a->m->index;
     checker c = {.d = d, .a = malloc(CHUNK), .b = malloc(CHUNK)};
-    int rc = c.a == NULL || c.b == NULL ? ck_fail(d->err, ENOMEM, "%s: out of memory", d->out)
+    int rc = c.a == NULL || c.b == NULL ? ck_nomem(d->err, d->out)
                                         : 0;
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = check_tensor(&c, ix->tensors[ix->live[i]].dir_name, &w[i]);

@@ -102,7 +102,7 @@ static int fail(machine *vm, const char *what)
 
 static int nomem(machine *vm)
 {
-    return ck_fail(vm->err, ENOMEM, "%s: out of memory", vm->file);
+    return ck_nomem(vm->err, vm->file);
 }
 
 /* Grow *v (elements of size) to hold one more than *n, at most max. */

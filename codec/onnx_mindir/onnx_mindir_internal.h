@@ -86,7 +86,7 @@ typedef struct rd {
 
 static inline int nomem(rd *d)
 {
-    return ck_fail(d->err, ENOMEM, "%s: out of memory", PATH(d));
+    return ck_nomem(d->err, PATH(d));
 }
 
 /* A tensor's name, quoted for a message. */

@@ -34,7 +34,7 @@ static int read_model(ck_model *m, bool mindir, ck_error *err)
     if (d == NULL || pb == NULL) {
         free(d);
         free(pb);
-        return ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        return ck_nomem(err, m->path);
     }
     const ck_pb_schema *sc = mindir ? &ck_pb_mindir_schema : &ck_pb_onnx_schema;
     pb->mindir = mindir;

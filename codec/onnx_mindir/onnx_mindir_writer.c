@@ -92,7 +92,7 @@ typedef struct writer {
 
 static int nomem(writer *w)
 {
-    return ck_fail(w->err, ENOMEM, "%s: out of memory", w->m->path);
+    return ck_nomem(w->err, w->m->path);
 }
 
 /* ---- memory buffers ---- */

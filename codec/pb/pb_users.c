@@ -39,7 +39,7 @@ typedef struct scan {
 
 static int nomem(scan *s)
 {
-    return ck_fail(s->err, ENOMEM, "%s: out of memory", s->m->path);
+    return ck_nomem(s->err, s->m->path);
 }
 
 /* Record the node [body, end) as a reader: its name, or "#index (op)"
@@ -136,7 +136,7 @@ ck_pb_users *ck_pb_users_scan(const ck_model *m, ck_error *err)
     if (u == NULL || s == NULL) {
         free(u);
         free(s);
-        ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        ck_nomem(err, m->path);
         return NULL;
     }
     ck_name_map_init(&u->ids);

@@ -934,7 +934,7 @@ static int st_open(ck_model *m, const ck_open_opts *o, ck_error *err)
     (void)o;
     ck_st_info *info = calloc(1, sizeof *info);
     if (info == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        return ck_nomem(err, m->path);
     m->state = info;
     return ck_st_read_file(m, info, 0, NULL, err);
 }

@@ -47,7 +47,7 @@ typedef struct set_reader {
 
 static int nomem(set_reader *r)
 {
-    return ck_fail(r->err, ENOMEM, "%s: out of memory", r->m->path);
+    return ck_nomem(r->err, r->m->path);
 }
 
 static json_t *parse_index(set_reader *r)
@@ -226,7 +226,7 @@ static int set_open(ck_model *m, const ck_open_opts *o, ck_error *err)
                        "compressed or encrypted", m->path);
     ck_st_info *info = calloc(1, sizeof *info);
     if (info == NULL)
-        return ck_fail(err, ENOMEM, "%s: out of memory", m->path);
+        return ck_nomem(err, m->path);
     m->state = info;
     set_reader r = {.m = m, .info = info, .err = err};
     json_t *root = parse_index(&r);

@@ -44,7 +44,7 @@ typedef struct set_writer {
 
 static int nomem(set_writer *w)
 {
-    return ck_fail(w->err, ENOMEM, "%s: out of memory", w->m->path);
+    return ck_nomem(w->err, w->m->path);
 }
 
 static uint32_t shard_of(const set_writer *w, uint32_t id)

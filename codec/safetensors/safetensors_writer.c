@@ -59,7 +59,7 @@ typedef struct writer {
 
 static int nomem(writer *w)
 {
-    return ck_fail(w->err, ENOMEM, "%s: out of memory", w->m->path);
+    return ck_nomem(w->err, w->m->path);
 }
 
 /* What tree tensor i will be written as; its dtype refused, naming it,
@@ -314,7 +314,7 @@ static int st_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n
     const ck_st_info *info = ck_st_info_of(m);
     ck_sink s = {.fd = g->files[0].fd, .path = g->files[0].target, .err = err, .progress = g->progress};
     s.buf = malloc(CK_SINK_BUF);
-    int rc = s.buf == NULL ? ck_fail(err, ENOMEM, "%s: out of memory", m->path) : 0;
+    int rc = s.buf == NULL ? ck_nomem(err, m->path) : 0;
     if (rc == 0 && (rc = ck_sink_wrap(&s, &m->env)) == 0) {
         rc = ck_st_encode_file(m, info != NULL ? &info->files[0] : NULL, m->index.n_live,
                                tensors, n, &s);

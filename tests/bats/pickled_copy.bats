@@ -362,7 +362,7 @@ assert h == {} and len(d) == 8 + n, (h, len(d))' "$st"
     [ "$status" -ne 0 ]
     [[ $output == *snapshot_done* ]]
     err=$(getfattr --absolute-names --only-values -n user.ckptfs.last_error "$M")
-    [[ $err == *"new.ckpt: has no tensors, and MindSpore reads no empty checkpoint; nothing was saved"* ]]
+    [[ $err == *"new.ckpt: no tensors to save, and MindSpore loads no empty checkpoint; nothing was saved"* ]]
     [ ! -e "$ck" ]
     [ ! -e "$M/snapshot_done" ]
     mkdir "$M/w"

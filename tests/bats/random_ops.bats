@@ -129,7 +129,7 @@ last_tensor_deleted() {
     [ "$status" -ne 0 ]
     # Said as such before anything is written, not found by the read-back.
     run getfattr --only-values -n user.ckptfs.last_error "$mnt"
-    [[ $output == *"$f: no tensors left, and MindSpore loads no empty checkpoint; nothing was saved" ]]
+    [[ $output == *"$f: no tensors to save, and MindSpore loads no empty checkpoint; nothing was saved" ]]
     cmp "$BATS_TEST_TMPDIR/before" "$f"
     pid=$(tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1)
     : >"$BATS_TEST_TMPDIR/mounts"
