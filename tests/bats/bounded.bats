@@ -280,7 +280,7 @@ PY
     # AddressSanitizer's shadow memory cannot live under a data limit: a
     # sanitized build (make asan) checks the rest without it.
     local limit=32768
-    ! ldd "$CKPTFS" | grep -q libasan || limit=unlimited
+    ! sanitized || limit=unlimited
     printf '#!/bin/bash\nulimit -d %s || exit 99\nexec "%s" "$@"\n' "$limit" "$CKPTFS" >"$LOW"
     chmod +x "$LOW"
     CKPTFS=$LOW mount_fg "$BATS_TEST_TMPDIR/strs.ckpt" "$M" -o commit=manual

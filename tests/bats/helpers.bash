@@ -31,6 +31,10 @@ mount_fg() {
     return 1
 }
 
+# sanitized: the ckptfs under test is an ASan or TSan build, whose shadow
+# memory no address-space or data limit leaves room for.
+sanitized() { ldd "$CKPTFS" | grep -q 'lib[at]san'; }
+
 # running_child PID: PID is a child of this shell that has not exited.
 # Not `kill -0`: pid_max is 32768 on the test machines and bash reaps a
 # background child as soon as it exits, so its pid is soon another
