@@ -55,7 +55,7 @@ const char *ck_mset_type_name(const ck_model *m, const ck_tensor *t, const ck_dt
 bool ck_mset_is_data_file(const ck_model *m, uint32_t i);
 const char *ck_mset_notes(const ck_model *m);
 
-/* The format of such a model.  Registered nowhere (format.c's table is for
+/* The format of such a model.  Registered nowhere (the registry's table is for
  * files): nothing is recognised, created or saved as one, and with no
  * writer it mounts read-only. */
 #define CK_MSET_FORMAT(NAME, TITLE)                                                   \
