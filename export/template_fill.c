@@ -121,8 +121,8 @@ static const char *what(const fill *f)
 static ck_model *open_template(const fill *f)
 {
     const ck_cli_open *o = f->a->ckpt_open;
-    ck_key key = o && o->key_loaded ? o->key : (ck_key){0};
-    if ((o == NULL || !o->key_loaded) && ck_key_load(o ? o->key_file : NULL, &key, f->err) < 0)
+    ck_key key;
+    if (ck_cli_key_for_open(o, &key, f->err) < 0)
         return NULL;
     ck_open_opts opts = {.skip_crc = o && o->skip_crc, .key = &key, .key_if_encrypted = true,
                          .tmp_max = o ? o->tmp_max : 0};

@@ -145,10 +145,19 @@ void ck_cli_key_wipe(ck_cli_open *o)
     o->key_loaded = false;
 }
 
+int ck_cli_key_for_open(const ck_cli_open *o, ck_key *key, ck_error *err)
+{
+    if (o != NULL && o->key_loaded) {
+        *key = o->key;
+        return 0;
+    }
+    return ck_key_load(o ? o->key_file : NULL, key, err) < 0 ? -1 : 0;
+}
+
 ck_model *ck_cli_open_model(const ck_cli_open *o, const char *path, ck_error *err)
 {
-    ck_key key = o->key;
-    if (!o->key_loaded && ck_key_load(o->key_file, &key, err) < 0)
+    ck_key key;
+    if (ck_cli_key_for_open(o, &key, err) < 0)
         return NULL;
     ck_open_opts opts = {.skip_crc = o->skip_crc, .key = &key, .tmp_max = o->tmp_max};
     bool iter = ck_iteration_dir_path(path);

@@ -40,6 +40,9 @@ typedef struct ck_cli_open {
  * load would find none).  0, or -1 with err.  ck_cli_key_wipe wipes it. */
 int ck_cli_load_key(ck_cli_open *o, ck_error *err);
 void ck_cli_key_wipe(ck_cli_open *o);
+/* The key for one open, into *key (the caller wipes it): ck_cli_load_key's,
+ * else one loaded now (o NULL: CKPTFS_KEY_HEX or none).  0, or -1 with err. */
+int ck_cli_key_for_open(const ck_cli_open *o, ck_key *key, ck_error *err);
 
 /* Whether argv[*i] (with argv[*i + 1] for -o) is one of the options above:
  * 1 when it is and was taken (*i moved past it), 0 when it is not one of
