@@ -48,6 +48,13 @@ typedef struct ck_format {
     /* Whether source i > 0 is a data file of the model (shown to users,
      * watched, written by saves) rather than decoded values of its own. */
     bool (*is_data_file)(const struct ck_model *m, uint32_t i);
+    /* The file of the model's directory holding byte off of tensor t's
+     * extents, relative to the directory, with off's place in that file
+     * in *in; NULL (the hook, or its answer): the extent's source's own
+     * file.  For a source that stands for several files (a OneFlow
+     * snapshot's `out` files, one after another). */
+    const char *(*extent_file)(const struct ck_model *m, const ck_tensor *t, uint64_t off,
+                               uint64_t *in);
     /* The source whose bytes hold tensor id's record (NULL: the model file). */
     uint32_t (*record_source)(const struct ck_model *m, uint32_t id);
     /* What ckptfs-dump adds to its summary line (NULL: nothing). */

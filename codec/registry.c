@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * registry: the table of the formats ckptfs knows (registry.h).
+ * registry: the tables of the formats and collections ckptfs knows
+ * (registry.h).
  */
 #include "registry.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ckpt/ckpt_reader.h"
 #include "ckpt/ckpt_writer.h"
+#include "collections/dist_merge.h"
+#include "collections/iteration_dir.h"
+#include "oneflow/oneflow_dir.h"
 #include "onnx_mindir/onnx_mindir_reader.h"
 #include "onnx_mindir/onnx_mindir_writer.h"
 #include "safetensors/safetensors_reader.h"
@@ -67,5 +72,45 @@ const ck_writer *ck_format_writer(const ck_format *f)
     for (size_t i = 0; i < N_FORMATS; i++)
         if (formats[i].reader == f)
             return formats[i].writer;
+    return NULL;
+}
+
+/* Probed in this order; a strategy given names the first. */
+static const ck_collection *const collections[] = {
+    &ck_collection_dist,
+    &ck_collection_iteration,
+    &ck_collection_oneflow,
+};
+
+#define N_COLLECTIONS (sizeof collections / sizeof collections[0])
+
+const ck_collection *ck_collection_of(const char *path, const char *strategy)
+{
+    if (strategy != NULL)
+        return &ck_collection_dist;
+    struct stat st;
+    if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+        return NULL;
+    for (size_t i = 0; i < N_COLLECTIONS; i++)
+        if (collections[i]->probe != NULL && collections[i]->probe(path))
+            return collections[i];
+    return NULL;
+}
+
+ck_model *ck_open_path(const char *path, const ck_collection_opts *o, ck_error *err)
+{
+    const ck_collection *c = ck_collection_of(path, o->strategy);
+    if (c == NULL)
+        return ck_model_open(path, &o->open, err);
+    ck_collection_opts each = *o;
+    each.open.key_if_encrypted = true; /* ranks or shards, plain ones too */
+    return c->open(path, &each, err);
+}
+
+const ck_names_file *ck_copied_names_file(void)
+{
+    for (size_t i = 0; i < N_COLLECTIONS; i++)
+        if (collections[i]->names_file != NULL)
+            return collections[i]->names_file;
     return NULL;
 }

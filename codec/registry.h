@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * registry: the formats ckptfs knows, in one table (registry.c).
+ * registry: the formats and the collections ckptfs knows, each kind in one
+ * table (registry.c).
  *
  * Each entry is a format's reader (format.h) and its writer
  * (export/encoder.h; NULL where ckptfs reads the format but does not save
@@ -10,10 +11,15 @@
  *
  * Adding a format: its folder with a reader defining a ck_format and a
  * writer defining a ck_writer, and one line in the table.
+ *
+ * A collection (collection.h) is a directory that opens as one model; the
+ * mount and the tools open paths through ck_open_path, so that each opens
+ * what the other does.
  */
 #ifndef CK_REGISTRY_H
 #define CK_REGISTRY_H
 
+#include "collection.h"
 #include "format.h"
 
 struct ck_writer;
@@ -27,5 +33,20 @@ const ck_format *ck_format_by_name(const char *name);
 const ck_format *ck_format_default(void);
 /* The writer of format f; NULL when ckptfs does not save it (yet). */
 const struct ck_writer *ck_format_writer(const ck_format *f);
+
+/* The collection the directory path is: the distributed checkpoint when a
+ * strategy is given, else the first whose probe claims it; NULL for a
+ * file, or a directory none claims (a training run's). */
+const ck_collection *ck_collection_of(const char *path, const char *strategy);
+
+/* The names file a snapshot copied into a mount may bring (collection.h):
+ * a collection's; NULL when none has one. */
+const ck_names_file *ck_copied_names_file(void);
+
+/* Open path as one model: a collection's directory (ck_collection_of), or
+ * a model file (core/model.h, ck_model_open).  A collection's model files
+ * take the key when they are encrypted and open plain beside it.  NULL
+ * with err; messages name path as given. */
+ck_model *ck_open_path(const char *path, const ck_collection_opts *o, ck_error *err);
 
 #endif

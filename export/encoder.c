@@ -48,6 +48,17 @@ const ck_writer *ck_writer_of(const ck_model *m)
     return ck_format_writer(m->format);
 }
 
+int ck_model_may_save(const ck_model *m, ck_error *err)
+{
+    if (ck_writer_of(m) == NULL)
+        return ck_fail(err, ENOTSUP, "%s: ckptfs reads %s models but does not save them yet",
+                       m->path, m->format->title);
+    if (m->env.legacy)
+        return ck_fail(err, ENOTSUP, "%s: encrypted in MindSpore 1.3-1.6's layout (no GCM "
+                       "tag), which ckptfs reads but does not write", m->path);
+    return 0;
+}
+
 const char *ck_shape_refusal(const ck_shape_rule *r, const ck_dtype *dt, const int64_t *dims,
                              uint32_t ndim, char *why, size_t cap)
 {
@@ -67,10 +78,9 @@ const char *ck_shape_refusal(const ck_shape_rule *r, const ck_dtype *dt, const i
 int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
               ck_commit_group *g, ck_error *err)
 {
+    if (ck_model_may_save(m, err) < 0)
+        return -1;
     const ck_writer *w = ck_writer_of(m);
-    if (w == NULL)
-        return ck_fail(err, ENOTSUP, "%s: ckptfs reads %s models but does not save them yet",
-                       m->path, m->format->title);
     /* What the reader would refuse is refused before a byte is written,
      * not found by the read-back check. */
     for (size_t i = 0; i < n; i++) {

@@ -79,6 +79,9 @@ const char *ck_shape_refusal(const ck_shape_rule *r, const ck_dtype *dt, const i
 
 /* The writer of m's format; NULL when ckptfs does not save it (yet). */
 const ck_writer *ck_writer_of(const ck_model *m);
+/* Whether m can be saved: 0, or -1 with the reason, naming m, in err (its
+ * format has no writer, or its envelope is one ckptfs only reads). */
+int ck_model_may_save(const ck_model *m, ck_error *err);
 
 /* Encode the tree in m's format into the group's first file, adding the
  * data files that change (see ckpt_writer.h and onnx_mindir_writer.h),

@@ -35,7 +35,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../codec/cipher/key.h"
 #include "../codec/core/model.h"
 #include "../codec/core/name_map.h"
 #include "../codec/onnx_mindir/onnx_mindir_reader.h"
@@ -120,15 +119,9 @@ static const char *what(const fill *f)
 /* The template with the tools' key (a plain template opens as it is). */
 static ck_model *open_template(const fill *f)
 {
-    const ck_cli_open *o = f->a->ckpt_open;
-    ck_key key;
-    if (ck_cli_key_for_open(o, &key, f->err) < 0)
-        return NULL;
-    ck_open_opts opts = {.skip_crc = o && o->skip_crc, .key = &key, .key_if_encrypted = true,
-                         .tmp_max = o ? o->tmp_max : 0};
-    ck_model *m = ck_model_open(f->a->tmpl, &opts, f->err);
-    ck_key_wipe(&key);
-    return m;
+    ck_open_opts opts = f->a->open->open;
+    opts.key_if_encrypted = true;
+    return ck_model_open(f->a->tmpl, &opts, f->err);
 }
 
 static int check_template(fill *f)
@@ -415,8 +408,8 @@ static int check_pair(fill *f, const ck_tensor *t, const ck_tensor *c)
     if (type_ok && dims_ok)
         return 0;
     char ts[256], cs[256];
-    ck_cli_shape(t, ts, sizeof ts);
-    ck_cli_shape(c, cs, sizeof cs);
+    ck_tensor_shape_text(t, ts, sizeof ts);
+    ck_tensor_shape_text(c, cs, sizeof cs);
     return ck_fail(f->err, EINVAL, "%s: tensor '%s' is %s %s, but %s's %s '%s' is %s %s: "
                    "%s differ", f->a->ckpt, quote(f->q1, c), ctype, cs, f->a->tmpl, what(f),
                    quote(f->q2, t), ttype, ts, type_ok ? "shapes" : dims_ok ? "types"
@@ -612,7 +605,7 @@ static int write_out(fill *f)
 static int prepare(fill *f)
 {
     if ((f->tm = open_template(f)) == NULL || check_template(f) < 0 ||
-        (f->cm = ck_cli_open_model(f->a->ckpt_open, f->a->ckpt, f->err)) == NULL ||
+        (f->cm = ck_open_path(f->a->ckpt, f->a->open, f->err)) == NULL ||
         claim_out(f) < 0)
         return -1;
     size_t nt = f->tm->index.n_live, nc = f->cm->index.n_live;

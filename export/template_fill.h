@@ -17,12 +17,13 @@
 
 #include <stdbool.h>
 
-#include "../tools/cli_open.h"
+#include "../codec/collection.h"
 
 typedef struct ck_fill_args {
     const char *tmpl;           /* TEMPLATE, as given */
     const char *ckpt;           /* CKPT, as given */
-    const ck_cli_open *ckpt_open; /* how CKPT is opened (key, strategy...) */
+    const ck_collection_opts *open; /* how CKPT is opened (key, strategy...), and
+                                 * TEMPLATE (with the key, if it is encrypted) */
     const char *map;            /* --map FILE, or NULL */
     const char *out;            /* OUT, as given */
     bool progress;              /* draw a progress bar on stderr */

@@ -126,6 +126,11 @@ struct ckfs {
      * read-only checkpoint of a writable run would end every writable
      * one's opens and closes reaching the daemon). */
     bool session_rw;
+    /* -o allow_other: other users reach the mount.  The kernel's page
+     * cache serves every user alike, so a tensor one user has read would
+     * reach another without a read request to check (may_read): their
+     * opens are checked instead, and so this mount answers OPEN. */
+    bool others_read;
 };
 
 #define ckfs_of_front(f) ((ckfs *)((char *)(f) - offsetof(ckfs, front)))
@@ -169,8 +174,8 @@ bool ckfs_busy(ckfs *fs);
 
 /* After a save: every node's times are the new file's.  Takes the lock. */
 void ckfs_invalidate_times(ckfs *fs);
-/* After a save that applied a OneFlow snapshot's names (tree.h,
- * TREE_NAMES_FILE).  Inodes: the root's listing, and a merged tensor's
+/* After a save that applied a copied snapshot's names (tree.h, the names
+ * file).  Inodes: the root's listing, and a merged tensor's
  * meta and cached pages, are stale; takes the lock.  Names: the kernel
  * forgets the old directory names of the session se (root: the mount's
  * root as the kernel numbers it); frees list.  That takes no lock of ours

@@ -306,7 +306,7 @@ static double timeout_of(const ckfs *fs, fuse_ino_t ino)
 /* How long the kernel may keep a name.  A tensor directory made in the
  * mount and not saved yet may lose its name at the save, without the
  * kernel seeing it: a copied OneFlow snapshot's tensor_<N> takes its real
- * name (tree.h, TREE_NAMES_FILE).  The save is answered before the kernel
+ * name (tree.h, the names file).  The save is answered before the kernel
  * can be told (it would wait for the directory lock of the very request
  * that asked for the save), so such names are not cached at all: the
  * kernel asks again, and learns of the rename as the save is answered. */
@@ -596,7 +596,7 @@ static void op_readdirplus(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size
  * checkpoint of an -o rw run answers as a writable mount (session_rw). */
 static bool no_handles(fuse_req_t req, const ckfs *fs)
 {
-    if (fs->tr.writable || fs->session_rw)
+    if (fs->tr.writable || fs->session_rw || fs->others_read)
         return false;
     fuse_reply_err(req, ENOSYS);
     return true;
@@ -806,6 +806,36 @@ static void flush_snapshot_done(fuse_req_t req, ckfs *fs, fuse_ino_t ino, save_h
         ask_save(req, fs, ino, REPLY_ERR, NULL);
 }
 
+/* The kernel checks the tree's modes, which are the model file's
+ * (file_mode_of), for every user; the directories between the mount's
+ * root and each file a tensor is read from (a run's rank_<id>/ or
+ * iteration_<N>/, a distributed checkpoint's ranks, beside the file's own
+ * mode) have no node to carry their modes, so another user's read of a
+ * tensor is checked here against the way to each of its files on disk:
+ * EACCES where that user could not read it there, at the open (others_read)
+ * and at each read.  The daemon's own user and root read what the daemon
+ * opened. */
+static bool may_read(fuse_req_t req, const ckfs *fs, const ck_tensor *t)
+{
+    const struct fuse_ctx *ctx = fuse_req_ctx(req);
+    if (t == NULL || ctx->uid == 0 || ctx->uid == geteuid())
+        return true;
+    gid_t few[64], *groups = few;
+    int n = fuse_req_getgroups(req, 64, few);
+    if (n > 64 && (groups = malloc((size_t)n * sizeof *groups)) != NULL)
+        n = fuse_req_getgroups(req, n, groups);
+    ck_cred who = {.uid = ctx->uid, .gid = ctx->gid, .groups = groups,
+                   .n_groups = n > 0 && groups != NULL ? (size_t)n : 0}; /* unknown: none */
+    ck_error err = {0};
+    int rc = ck_model_may_read(MODEL(fs), t, &who, &err);
+    if (groups != few)
+        free(groups);
+    if (rc == 0)
+        return true;
+    fuse_reply_err(req, err.errnum ? err.errnum : EACCES);
+    return false;
+}
+
 static void op_open(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     entry *e;
@@ -820,6 +850,9 @@ static void op_open(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_i
         fuse_reply_err(req, EISDIR);
         return;
     }
+    /* the page cache would serve this user what another one read */
+    if ((k == NODE_META || k == NODE_OUT) && !may_read(req, fs, entry_tensor(&fs->tr, e)))
+        return;
     bool writing = is_writer(fi);
     /* Cached pages stay valid unless the bytes may have changed behind the
      * kernel's back (a file renamed over this one). */
@@ -969,35 +1002,6 @@ static bool model_changed(fuse_req_t req, ckfs *fs, const ck_tensor *t)
         ckfs_log(fs, LOG_ERR, "%s", err.msg);
     fuse_reply_err(req, err.errnum ? err.errnum : EIO);
     return true;
-}
-
-/* The kernel checks the tree's modes, which are the model file's
- * (file_mode_of), for every user; the directories between the mount's
- * root and each file a tensor is read from (a run's rank_<id>/ or
- * iteration_<N>/, a distributed checkpoint's ranks, beside the file's own
- * mode) have no node to carry their modes, so another user's read of a
- * tensor is checked here against the way to each of its files on disk:
- * EACCES where that user could not read it there.  The daemon's own user
- * and root read what the daemon opened. */
-static bool may_read(fuse_req_t req, const ckfs *fs, const ck_tensor *t)
-{
-    const struct fuse_ctx *ctx = fuse_req_ctx(req);
-    if (t == NULL || ctx->uid == 0 || ctx->uid == geteuid())
-        return true;
-    gid_t few[64], *groups = few;
-    int n = fuse_req_getgroups(req, 64, few);
-    if (n > 64 && (groups = malloc((size_t)n * sizeof *groups)) != NULL)
-        n = fuse_req_getgroups(req, n, groups);
-    ck_cred who = {.uid = ctx->uid, .gid = ctx->gid, .groups = groups,
-                   .n_groups = n > 0 && groups != NULL ? (size_t)n : 0}; /* unknown: none */
-    ck_error err = {0};
-    int rc = ck_model_may_read(MODEL(fs), t, &who, &err);
-    if (groups != few)
-        free(groups);
-    if (rc == 0)
-        return true;
-    fuse_reply_err(req, err.errnum ? err.errnum : EACCES);
-    return false;
 }
 
 static void read_out(fuse_req_t req, ckfs *fs, const entry *e, size_t size, off_t off)

@@ -23,8 +23,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#include "../codec/collections/dist_merge.h"
-#include "../codec/collections/iteration_dir.h"
+#include "../codec/registry.h"
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
 #include "../export/writer_lock.h"
@@ -53,7 +52,10 @@ struct cli {
     double settle;      /* a run directory's, seconds */
     char *index_cache;  /* a run directory's, a size */
     char *strategy;     /* a distributed checkpoint's strategy file */
+    int allow_other;    /* libfuse's option, also kept for libfuse */
 };
+
+enum { KEY_ALLOW_OTHER = 1 };
 
 static const struct fuse_opt cli_opts[] = {
     {"nocrc", offsetof(struct cli, nocrc), 1},
@@ -79,6 +81,7 @@ static const struct fuse_opt cli_opts[] = {
     {"settle=%lf", offsetof(struct cli, settle), 0},
     {"index_cache=%s", offsetof(struct cli, index_cache), 0},
     {"strategy=%s", offsetof(struct cli, strategy), 0},
+    FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
     FUSE_OPT_END,
 };
 
@@ -90,6 +93,8 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outa
         cli->model = strdup(arg);
         return 0; /* consumed: the next non-option is the mount point */
     }
+    if (key == KEY_ALLOW_OTHER)
+        cli->allow_other = 1;
     return 1;
 }
 
@@ -113,7 +118,7 @@ static void usage(FILE *to)
             "With -o strategy=FILE, a directory of rank_<id>/ checkpoints (a distributed\n"
             "one) is mounted read-only as the one model FILE says they were cut from;\n"
             "a MindSpore Transformers iteration_<N>/ directory, as the one model of\n"
-            "all its shard files.\n"
+            "all its shard files; a OneFlow snapshot directory, as its model.\n"
             "\n"
             "ckptfs options:\n"
             "    -o ro              read-only\n"
@@ -479,7 +484,7 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
     bool rw = cli->rw == 1;
     ckfs proto = {.timeout = 86400.0, .splice = !cli->nosplice, .mountpoint = opts->mountpoint,
                   .commit_delay = rw && !cli->manual ? cli->commit_delay : -1, .log_fd = -1,
-                  .session_rw = rw};
+                  .session_rw = rw, .others_read = cli->allow_other};
     ckfs_front_init(&proto);
     char *where = rw ? realpath(opts->mountpoint, NULL) : NULL;
     ckrun_opts ro = {.path = path, .mountpoint = opts->mountpoint, .settle = cli->settle,
@@ -537,7 +542,7 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
 {
     ckfs fs = {.timeout = 86400.0, .splice = !cli->nosplice, .mountpoint = opts->mountpoint,
                .commit_delay = cli->manual ? -1 : cli->commit_delay, .log_fd = -1,
-               .tell_renames = true, .session_rw = rw};
+               .tell_renames = true, .session_rw = rw, .others_read = cli->allow_other};
     ckfs_front_init(&fs);
     ck_error err = {0};
     size_t spill_max = 0;
@@ -573,22 +578,21 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
     return rc;
 }
 
-/* A model assembled from several files, read-only: a distributed
- * checkpoint merged by its strategy file (codec/collections/dist_merge.h), or an
- * iteration directory (codec/collections/iteration_dir.h). */
-static int mount_assembled(const struct cli *cli, struct fuse_args *args,
-                           struct fuse_cmdline_opts *opts, const char *path,
-                           const ck_open_opts *oo)
+/* A collection, read-only: a directory that opens as one model (a
+ * distributed checkpoint merged by its strategy file, an iteration
+ * directory, a OneFlow snapshot: codec/registry.h). */
+static int mount_collection(const struct cli *cli, struct fuse_args *args,
+                            struct fuse_cmdline_opts *opts, const char *path,
+                            const ck_open_opts *oo, const ck_collection *c)
 {
-    const char *what = cli->strategy ? "a distributed checkpoint" : "an iteration directory";
     if (cli->rw == 1 || cli->create) {
         fprintf(stderr, "ckptfs: %s: %s is mounted read-only (-o rw and -o create are for one "
-                "model)\n", path, what);
+                "model)\n", path, c->title);
         return 1;
     }
     ck_error err = {0};
-    ck_model *model = cli->strategy ? ck_dist_open(path, cli->strategy, oo, true, &err)
-                                    : ck_iteration_open(path, oo, true, &err);
+    ck_collection_opts co = {.open = *oo, .strategy = cli->strategy, .watch = true};
+    ck_model *model = c->open(path, &co, &err);
     if (model == NULL) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         return 1;
@@ -711,8 +715,8 @@ int main(int argc, char **argv)
     }
     if (is_dir) {
         oo.key_if_encrypted = true; /* a run's plain checkpoints beside encrypted ones */
-        bool assembled = cli.strategy != NULL || ck_iteration_dir_path(path);
-        rc = assembled ? mount_assembled(&cli, &args, &opts, path, &oo)
+        const ck_collection *c = ck_collection_of(path, cli.strategy);
+        rc = c != NULL ? mount_collection(&cli, &args, &opts, path, &oo, c)
                        : mount_run(&cli, &args, &opts, path, &oo);
         free(abs);
         goto out;
@@ -751,25 +755,16 @@ int main(int argc, char **argv)
         free(abs);
         goto out;
     }
-    if (model->env.legacy && cli.rw == 1) {
-        fprintf(stderr, "ckptfs: %s: encrypted in MindSpore 1.3-1.6's layout (no GCM tag), "
-                "which ckptfs reads but does not write: mount it without -o rw\n", path);
-        ck_model_close(model);
-        free(abs);
-        goto out;
-    }
-    bool savable = ck_writer_of(model) != NULL;
+    bool savable = ck_model_may_save(model, &err) == 0;
     if (!savable && cli.rw == 1) {
-        fprintf(stderr, "ckptfs: %s: ckptfs reads %s models but does not save them yet: mount "
-                "it without -o rw\n", path, model->format->title);
+        fprintf(stderr, "ckptfs: %s: mount it without -o rw\n", err.msg);
         ck_model_close(model);
         free(abs);
         goto out;
     }
     /* MindSpore saves checkpoints 0400: such a file is not edited unless
      * asked for. */
-    bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 && !model->env.legacy && savable
-                           : cli.rw;
+    bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 && savable : cli.rw;
     if (!rw) {
         ck_writer_lock_release(&lock); /* a read-only mount holds nothing */
     } else if (lock.fd < 0 &&

@@ -939,16 +939,10 @@ static ck_writer_lock *take_slot_lock(ckrun *r, run_slot *s)
 /* A model ckptfs reads but cannot save is shown read-only. */
 static bool savable(ckrun *r, run_slot *s, const ck_model *model)
 {
-    char why[512];
-    if (model->env.legacy)
-        snprintf(why, sizeof why, "%s/%s: encrypted in MindSpore 1.3-1.6's layout, which ckptfs "
-                 "reads but does not write", r->path, s->file);
-    else if (ck_writer_of(model) == NULL)
-        snprintf(why, sizeof why, "%s/%s: ckptfs reads %s models but does not save them yet",
-                 r->path, s->file, model->format->title);
-    else
+    ck_error err = {0};
+    if (ck_model_may_save(model, &err) == 0)
         return true;
-    say_read_only(r, s, why);
+    say_read_only(r, s, err.msg);
     return false;
 }
 

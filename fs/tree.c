@@ -16,9 +16,9 @@
 
 #include "../codec/core/arena.h"
 #include "../codec/core/dir_name.h"
-#include "../codec/oneflow/oneflow_pickle.h"
+#include "../codec/registry.h"
 
-/* A OneFlow snapshot's names (TREE_NAMES_FILE): at the end of the file. */
+/* A copied snapshot's names (the names file): at the end of the file. */
 typedef struct name_step {
     uint32_t pos;               /* the listed directory's entry */
     int64_t into;               /* the tensor of its real name, or -1: renamed */
@@ -28,7 +28,7 @@ typedef struct name_step {
     char *old_dir;
 } name_step;
 
-/* What a save does with a TREE_NAMES_FILE, decided before anything
+/* What a save does with a names file, decided before anything
  * changes.  listed[pos]: LISTED, LISTED_MERGED, or LISTED_IN_ORDER for a
  * new directory, which the save writes in the file's order. */
 enum { LISTED = 1, LISTED_IN_ORDER, LISTED_MERGED };
@@ -36,12 +36,12 @@ enum { LISTED = 1, LISTED_IN_ORDER, LISTED_MERGED };
 typedef struct names_plan {
     name_step *v;
     size_t n;
-    uint8_t *listed;            /* per entry; NULL: no TREE_NAMES_FILE */
+    uint8_t *listed;            /* per entry; NULL: no names file */
     uint32_t *in_order;         /* the LISTED_IN_ORDER entries, in the file's order */
     size_t n_in_order;
 } names_plan;
 
-static bool is_names_file(const extra *x);
+static bool is_names_file(const tree *tr, const extra *x);
 static void note_names_file(tree *tr);
 static int names_file_room(const tree *tr, const extra *x, uint64_t size, ck_error *err);
 static int plan_names(tree *tr, names_plan *plan, ck_error *err);
@@ -86,6 +86,7 @@ int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable
     tr->open_opts = opts ? *opts : (ck_open_opts){0};
     tr->writable = writable;
     tr->spill_fd = -1;
+    tr->names_file = ck_copied_names_file();
     /* A quarter of the RAM unless -o spill_max says otherwise. */
     tr->spill_max = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE) / 4;
     ck_name_map_init(&tr->by_dir);
@@ -865,7 +866,7 @@ static int add_entry(tree *tr, tree_save *save, uint32_t i, ck_error *err)
 }
 
 /* Every live entry, in position order, but the new directories a
- * TREE_NAMES_FILE named: those where the first of them is, in its order. */
+ * names file named: those where the first of them is, in its order. */
 static int add_entries(tree *tr, tree_save *save, const names_plan *plan, ck_error *err)
 {
     bool in_order_done = false;
@@ -1464,7 +1465,7 @@ int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *
     return changed(tr, e, extra_replace_file_edit(tr, id, e, meta, err));
 }
 
-/* ---- a OneFlow snapshot's names (TREE_NAMES_FILE) ----
+/* ---- a copied snapshot's names (the names file) ----
  *
  * cp -r, rsync and tar of a OneFlow >= 0.6 snapshot make tensor_<N>
  * directories and a root pickled_data, which alone holds their real names.
@@ -1476,24 +1477,31 @@ int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *
  * legacy snapshot over it would: the tensor keeps its place (and its part
  * in an ONNX graph). */
 
-static bool is_names_file(const extra *x)
+static bool is_names_file(const tree *tr, const extra *x)
 {
-    return !x->deleted && x->dir == EXTRA_IN_ROOT && strcmp(x->name, TREE_NAMES_FILE) == 0;
+    return tr->names_file != NULL && !x->deleted && x->dir == EXTRA_IN_ROOT &&
+           strcmp(x->name, tr->names_file->name) == 0;
+}
+
+/* The names file's extra, or -1. */
+static int64_t names_file_id(tree *tr)
+{
+    return tr->names_file == NULL ? -1 : tree_extra_lookup(tr, EXTRA_IN_ROOT, tr->names_file->name);
 }
 
 static void note_names_file(tree *tr)
 {
-    tr->names_pending = tr->writable && tree_extra_lookup(tr, EXTRA_IN_ROOT, TREE_NAMES_FILE) >= 0;
+    tr->names_pending = tr->writable && names_file_id(tr) >= 0;
 }
 
-/* A TREE_NAMES_FILE is parsed whole in memory: bounded as the parser is. */
+/* A names file is parsed whole in memory: bounded as its parser is. */
 static int names_file_room(const tree *tr, const extra *x, uint64_t size, ck_error *err)
 {
-    if (!is_names_file(x) || size <= CK_PICKLE_MAX_BYTES)
+    if (!is_names_file(tr, x) || size <= tr->names_file->max_bytes)
         return 0;
-    return ck_fail(err, EFBIG, "%s: %s: %llu bytes, more than the %u MiB a OneFlow snapshot's "
-                   "names take", tr->model->path, TREE_NAMES_FILE, (unsigned long long)size,
-                   CK_PICKLE_MAX_BYTES >> 20);
+    return ck_fail(err, EFBIG, "%s: %s: %llu bytes, more than the %llu MiB a snapshot's names "
+                   "take", tr->model->path, x->name, (unsigned long long)size,
+                   (unsigned long long)(tr->names_file->max_bytes >> 20));
 }
 
 size_t tree_take_renamed(tree *tr, tree_renamed **out)
@@ -1545,7 +1553,7 @@ static int read_at(int fd, void *buf, size_t len, uint64_t off)
 }
 
 /* The file's names, parsed by the codec (nothing is executed). */
-static int names_parse(tree *tr, const extra *x, ck_pickle_names *names, ck_error *err)
+static int names_parse(tree *tr, const extra *x, ck_named_dirs *names, ck_error *err)
 {
     uint64_t size = x->area.used ? x->area.size : 0;
     if (names_file_room(tr, x, size, err) < 0)
@@ -1558,26 +1566,26 @@ static int names_parse(tree *tr, const extra *x, ck_pickle_names *names, ck_erro
         return ck_fail_errno(err, errno, "%s: reading a spill file failed", tr->model->path);
     }
     ck_error perr = {0};
-    int rc = ck_pickle_names_parse(buf, (size_t)size, TREE_NAMES_FILE, names, &perr);
+    int rc = tr->names_file->parse(buf, (size_t)size, x->name, names, &perr);
     free(buf);
     if (rc < 0)
         return ck_fail(err, perr.errnum ? perr.errnum : EINVAL, "%s: %s; nothing was saved, "
-                       "the edits and %s are kept", tr->model->path, perr.msg, TREE_NAMES_FILE);
+                       "the edits and %s are kept", tr->model->path, perr.msg, x->name);
     return 0;
 }
 
 /* A refusal of the file: one line, naming it. */
-static int names_refused(tree *tr, const ck_pickle_entry *pe, const char *why, ck_error *err)
+static int names_refused(tree *tr, const ck_named_dir *pe, const char *why, ck_error *err)
 {
     char qn[CK_QUOTE_BUF], qp[CK_QUOTE_BUF];
+    const char *file = tr->names_file->name;
     return ck_fail(err, EINVAL, "%s: %s: '%s' (of '%s') %s; nothing was saved, the edits and "
-                   "%s are kept", tr->model->path, TREE_NAMES_FILE,
-                   ck_quote(qp, pe->path, strlen(pe->path)),
-                   ck_quote(qn, pe->name, strlen(pe->name)), why, TREE_NAMES_FILE);
+                   "%s are kept", tr->model->path, file, ck_quote(qp, pe->path, strlen(pe->path)),
+                   ck_quote(qn, pe->name, strlen(pe->name)), why, file);
 }
 
 /* One listed directory: where it is and what its real name makes it. */
-static int plan_step(tree *tr, names_plan *plan, ck_pickle_entry *pe, ck_error *err)
+static int plan_step(tree *tr, names_plan *plan, ck_named_dir *pe, ck_error *err)
 {
     int64_t pos = tree_lookup(tr, pe->path);
     if (pos < 0)
@@ -1615,7 +1623,7 @@ static int plan_targets(tree *tr, names_plan *plan, ck_error *err)
         name_step *s = &plan->v[i];
         entry *e = &tr->entries[s->pos];
         int64_t target = tree_lookup(tr, s->dir);
-        ck_pickle_entry pe = {.name = s->name, .path = s->old_dir};
+        ck_named_dir pe = {.name = s->name, .path = s->old_dir};
         if (ck_name_map_get(&dirs, s->dir, strlen(s->dir)) != CK_NAME_MAP_NONE)
             rc = names_refused(tr, &pe, "has the directory name of another name", err);
         else if (ck_name_map_put(&dirs, s->dir, strlen(s->dir), s->pos) < 0)
@@ -1637,12 +1645,14 @@ static int plan_targets(tree *tr, names_plan *plan, ck_error *err)
 
 static int plan_names(tree *tr, names_plan *plan, ck_error *err)
 {
-    ck_pickle_names names = {0};
+    ck_named_dirs names = {0};
     memset(plan, 0, sizeof *plan);
-    int64_t id = tree_extra_lookup(tr, EXTRA_IN_ROOT, TREE_NAMES_FILE);
-    if (id < 0 || names_parse(tr, &tr->extras[id], &names, err) < 0) {
-        ck_pickle_names_free(&names);
-        return id < 0 ? 0 : -1;
+    int64_t id = names_file_id(tr);
+    if (id < 0)
+        return 0;
+    if (names_parse(tr, &tr->extras[id], &names, err) < 0) {
+        tr->names_file->free_names(&names);
+        return -1;
     }
     plan->v = calloc(names.n ? names.n : 1, sizeof *plan->v);
     plan->listed = calloc(tr->n_entries ? tr->n_entries : 1, 1);
@@ -1662,7 +1672,7 @@ static int plan_names(tree *tr, names_plan *plan, ck_error *err)
         plan->in_order[k++] = pos;
     }
     plan->n_in_order = k;
-    ck_pickle_names_free(&names);
+    tr->names_file->free_names(&names);
     if (rc < 0)
         plan_free(plan);
     return rc;
@@ -1728,7 +1738,7 @@ static int apply_names(tree *tr, names_plan *plan, ck_error *err)
             rc = out_of_memory(tr, err);
         changed(tr, &tr->entries[s->pos], 0);
     }
-    int64_t id = tree_extra_lookup(tr, EXTRA_IN_ROOT, TREE_NAMES_FILE);
+    int64_t id = names_file_id(tr);
     if (id >= 0)
         drop_extra(tr, &tr->extras[id]); /* applied: the file is gone */
     return rc;

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "../codec/collection.h"
 #include "../codec/core/model.h"
 #include "../codec/oneflow/oneflow_meta.h"
 
@@ -70,13 +71,13 @@ typedef struct entry {
 
 #define EXTRA_IN_ROOT UINT32_MAX
 
-/* A root file of this name is a OneFlow >= 0.6 snapshot's `pickled_data`
- * (copied in with its tensor_<N> directories): unlike other files it asks
- * for a save, which first gives the directories it lists their real names
- * (tree_save_begin, codec/oneflow/oneflow_pickle.h) and then drops it. */
-#define TREE_NAMES_FILE "pickled_data"
+/* A root file named as the names file (tree.names_file, codec/collection.h:
+ * a OneFlow >= 0.6 snapshot's `pickled_data`, copied in with its
+ * tensor_<N> directories) is unlike other files: it asks for a save,
+ * which first gives the directories it lists their real names
+ * (tree_save_begin) and then drops it. */
 
-/* A directory name a save took away when it applied TREE_NAMES_FILE, for
+/* A directory name a save took away when it applied the names file, for
  * the front-end to tell the kernel: renamed (pos: the entry, now named
  * otherwise), or merged into the tensor of its real name (pos: that
  * tensor, whose meta and out it replaced). */
@@ -128,7 +129,8 @@ typedef struct tree {
     bool saving;                /* between tree_save_begin and tree_save_end */
     spill_range *freed;         /* frozen ranges given up during the save */
     size_t n_freed, cap_freed;
-    bool names_pending;         /* a root TREE_NAMES_FILE waits for the next save */
+    const ck_names_file *names_file; /* the registry's (NULL: none) */
+    bool names_pending;         /* a root names file waits for the next save */
     tree_renamed *renamed;      /* names taken away, until tree_take_renamed */
     size_t n_renamed;
 } tree;
@@ -162,7 +164,7 @@ const ck_dtype *entry_dtype(const tree *tr, const entry *e);
 const int64_t *entry_dims(const tree *tr, const entry *e, uint32_t *ndim);
 uint64_t entry_out_size(const tree *tr, const entry *e);
 size_t entry_meta_text(const tree *tr, const entry *e, char *buf, size_t cap);
-/* Any change not yet in the model file, or a TREE_NAMES_FILE waiting
+/* Any change not yet in the model file, or a names file waiting
  * (snapshot_done is absent then); O(1). */
 bool tree_dirty(const tree *tr);
 /* Whether the file exists and the tree equals it: when the root shows
@@ -193,7 +195,7 @@ int tree_extra_truncate(tree *tr, size_t id, uint64_t size, ck_error *err);
  * (its bytes become the new out). */
 int tree_extra_rename(tree *tr, size_t id, const char *new_name, ck_error *err);
 int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *err);
-/* The directory names the last saves' TREE_NAMES_FILE took away, handed
+/* The directory names the last saves' names file took away, handed
  * over (free with tree_renamed_free); their count. */
 size_t tree_take_renamed(tree *tr, tree_renamed **out);
 void tree_renamed_free(tree_renamed *list, size_t n);
@@ -223,11 +225,11 @@ int entry_meta_finish(tree *tr, entry *e, ck_error *err);
 int entry_meta_truncate(tree *tr, entry *e, uint64_t size, ck_error *err);
 
 /* A save, in three steps so that requests are answered while it encodes:
- *   begin  (serialized with the other calls): apply a TREE_NAMES_FILE
+ *   begin  (serialized with the other calls): apply a names file
  *          (its names, then the file is gone), validate every entry and
  *          describe the tree as it is now; 0 and no save when nothing
  *          changed, -1 and err when the tree cannot be saved as it is
- *          (a refused TREE_NAMES_FILE changes nothing and stays);
+ *          (a refused names file changes nothing and stays);
  *   run    (on any thread, beside the other calls): encode, verify, commit
  *          and open the new file; the result goes to end;
  *   end    (serialized again): switch the tree to the new file, or on

@@ -10,13 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "../codec/collections/dist_merge.h"
-#include "../codec/collections/iteration_dir.h"
 #include "../codec/cipher/key.h"
-#include "../codec/oneflow/oneflow_dir.h"
 #include "../codec/core/version.h"
+
 
 const char *ck_cli_o_value(int argc, char **argv, int i, const char *name)
 {
@@ -120,15 +117,9 @@ int ck_cli_read_args(ck_cli_args *a, int argc, char **argv)
     return 0;
 }
 
-static bool is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 bool ck_cli_opens_dir(const ck_cli_open *o, const char *path)
 {
-    return o->strategy != NULL || ck_iteration_dir_path(path) || ck_oneflow_dir_path(path);
+    return ck_collection_of(path, o->strategy) != NULL;
 }
 
 int ck_cli_load_key(ck_cli_open *o, ck_error *err)
@@ -154,19 +145,21 @@ int ck_cli_key_for_open(const ck_cli_open *o, ck_key *key, ck_error *err)
     return ck_key_load(o ? o->key_file : NULL, key, err) < 0 ? -1 : 0;
 }
 
+ck_collection_opts ck_cli_collection_opts(const ck_cli_open *o, const ck_key *key)
+{
+    return (ck_collection_opts){.open = {.skip_crc = o->skip_crc, .key = key,
+                                         .key_if_encrypted = o->key_optional,
+                                         .tmp_max = o->tmp_max},
+                                .strategy = o->strategy};
+}
+
 ck_model *ck_cli_open_model(const ck_cli_open *o, const char *path, ck_error *err)
 {
     ck_key key;
     if (ck_cli_key_for_open(o, &key, err) < 0)
         return NULL;
-    ck_open_opts opts = {.skip_crc = o->skip_crc, .key = &key, .tmp_max = o->tmp_max};
-    bool iter = ck_iteration_dir_path(path);
-    opts.key_if_encrypted = o->strategy != NULL || iter; /* ranks or shards, plain ones too */
-    opts.key_if_encrypted |= o->key_optional;
-    ck_model *m = o->strategy != NULL ? ck_dist_open(path, o->strategy, &opts, false, err)
-                  : iter && is_dir(path) ? ck_iteration_open(path, &opts, false, err)
-                  : ck_oneflow_dir_path(path) ? ck_oneflow_open(path, err)
-                                              : ck_model_open(path, &opts, err);
+    ck_collection_opts co = ck_cli_collection_opts(o, &key);
+    ck_model *m = ck_open_path(path, &co, err);
     ck_key_wipe(&key);
     return m;
 }
@@ -190,13 +183,4 @@ const char *ck_cli_part(const ck_tensor *t)
     case CK_PART_MAP_STATUS: return "status";
     }
     return NULL;
-}
-
-void ck_cli_shape(const ck_tensor *t, char *out, size_t cap)
-{
-    size_t n = (size_t)snprintf(out, cap, "[");
-    for (uint32_t i = 0; i < t->ndim && n < cap; i++)
-        n += (size_t)snprintf(out + n, cap - n, "%s%" PRId64, i ? "," : "", t->dims[i]);
-    if (n < cap)
-        snprintf(out + n, cap - n, "]");
 }

@@ -11,7 +11,7 @@
  *                         decompress to in $TMPDIR
  *   -o strategy=FILE      MODEL is a distributed checkpoint's directory,
  *                         merged by FILE (dist_merge.h)
- * and MODEL may be an iteration directory (iteration_dir.h).
+ * and MODEL may be any directory a collection claims (codec/registry.h).
  */
 #ifndef CK_CLI_OPEN_H
 #define CK_CLI_OPEN_H
@@ -23,6 +23,7 @@
 #include "../codec/core/ck_error.h"
 #include "../codec/cipher/key.h"
 #include "../codec/core/model.h"
+#include "../codec/registry.h"
 
 typedef struct ck_cli_open {
     bool skip_crc;
@@ -77,14 +78,17 @@ typedef struct ck_cli_args {
  * 2. */
 int ck_cli_read_args(ck_cli_args *a, int argc, char **argv);
 
-/* Whether path is a directory that ck_cli_open_model opens as a model (an
- * iteration directory, or any directory with -o strategy). */
+/* Whether path is a directory that ck_cli_open_model opens as a model (a
+ * collection's: codec/registry.h). */
 bool ck_cli_opens_dir(const ck_cli_open *o, const char *path);
 
-/* Open path as the options say: with the key ck_cli_load_key loaded, else
- * one loaded for it (and wiped once the model is open), a distributed checkpoint merged, an iteration directory assembled,
- * any other path opened as one model file.  NULL with err on failure; the
- * messages name path as given. */
+/* The options as ck_open_path takes them (codec/registry.h), with key. */
+ck_collection_opts ck_cli_collection_opts(const ck_cli_open *o, const ck_key *key);
+
+/* Open path as the options say (codec/registry.h, ck_open_path): with the
+ * key ck_cli_load_key loaded, else one loaded for it (and wiped once the
+ * model is open).  NULL with err on failure; the messages name path as
+ * given. */
 ck_model *ck_cli_open_model(const ck_cli_open *o, const char *path, ck_error *err);
 
 /* A decimal number in [lo, hi] (-j N, --hist=BINS): 0, or -1. */
@@ -92,7 +96,5 @@ int ck_cli_uint(const char *text, unsigned lo, unsigned hi, unsigned *out);
 /* A map parameter's part ("key", "value", "status"), or NULL for a tensor
  * of its own. */
 const char *ck_cli_part(const ck_tensor *t);
-/* t's shape as the tools print it: "[3,4]", "[]" for a scalar. */
-void ck_cli_shape(const ck_tensor *t, char *out, size_t cap);
 
 #endif

@@ -550,10 +550,11 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": %s\n", err.msg);
         return 1;
     }
+    ck_collection_opts open = ck_cli_collection_opts(&o.open, &o.open.key);
     int rc = md == MODE_CONVERT
                  ? convert(&o)
                  : ck_template_fill(&(ck_fill_args){.tmpl = o.into, .ckpt = o.in,
-                                                    .ckpt_open = &o.open, .map = o.map,
+                                                    .open = &open, .map = o.map,
                                                     .out = o.out, .force = o.force,
                                                     .strict = o.strict,
                                                     .progress = ck_progress_wanted(stderr,

@@ -322,8 +322,8 @@ static void print_text(const char *pa, const char *pb, const entry *es, size_t n
             break;
         case TYPE_DIFFERS:
         case SHAPE_DIFFERS:
-            ck_cli_shape(e->a, sa, sizeof sa);
-            ck_cli_shape(e->b, sb, sizeof sb);
+            ck_tensor_shape_text(e->a, sa, sizeof sa);
+            ck_tensor_shape_text(e->b, sb, sizeof sb);
             printf("%s differs: %s: %s %s, %s %s\n", e->v == TYPE_DIFFERS ? "type" : "shape",
                    name, e->a->type_name, sa, e->b->type_name, sb);
             break;

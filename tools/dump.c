@@ -46,7 +46,6 @@
 
 #include "cli_open.h"
 #include "../codec/core/model.h"
-#include "../codec/oneflow/oneflow_dir.h"
 #include "../codec/collections/run_dir.h"
 #include "../codec/core/version.h"
 
@@ -61,7 +60,7 @@ static void print_extent(const ck_model *m, const ck_tensor *t, const ck_extent 
     const char *path = m->sources[e->src]->path;
     size_t k = strlen(m->path);
     uint64_t off = e->off;
-    const char *out = ck_oneflow_out_file(m, t, e->off, &off);
+    const char *out = ck_model_extent_file(m, t, e->off, &off);
     if (out != NULL) {
         printf("%s:", out); /* a tensor's out, of a snapshot directory */
     } else if (ck_model_is_data_file(m, e->src)) {

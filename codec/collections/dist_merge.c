@@ -446,3 +446,12 @@ ck_model *ck_dist_open(const char *dist_path, const char *strategy_path, const c
     ck_strategy_free(&s);
     return m;
 }
+
+static ck_model *open_dist(const char *path, const ck_collection_opts *o, ck_error *err)
+{
+    return ck_dist_open(path, o->strategy, &o->open, o->watch, err);
+}
+
+const ck_collection ck_collection_dist = {
+    .name = "distributed", .title = "a distributed checkpoint", .open = open_dist,
+};

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 
 #include "../core/ck_error.h"
+#include "../collection.h"
 #include "../core/model.h"
 
 /* Each rank holds one open model, and so at least one descriptor. */
@@ -36,5 +37,8 @@
  * the ranks' files for writes by other programs (what a mount does). */
 ck_model *ck_dist_open(const char *dist_path, const char *strategy_path, const ck_open_opts *o,
                        bool watch, ck_error *err);
+
+/* The collection (registry.h): asked for by -o strategy, never probed. */
+extern const ck_collection ck_collection_dist;
 
 #endif

@@ -727,3 +727,13 @@ ck_model *ck_iteration_open(const char *path, const ck_open_opts *o, bool watch,
     close(dfd);
     return m;
 }
+
+static ck_model *open_iteration(const char *path, const ck_collection_opts *o, ck_error *err)
+{
+    return ck_iteration_open(path, &o->open, o->watch, err);
+}
+
+const ck_collection ck_collection_iteration = {
+    .name = "iteration", .title = "an iteration directory", .probe = ck_iteration_dir_path,
+    .open = open_iteration,
+};

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "../core/ck_error.h"
+#include "../collection.h"
 #include "../core/model.h"
 
 /* metadata.json bigger than this is refused (jansson holds several times
@@ -52,5 +53,8 @@ ck_model *ck_iteration_open_at(int root_fd, const char *below, const char *path,
 /* The same, opening path first. */
 ck_model *ck_iteration_open(const char *path, const ck_open_opts *o, bool watch,
                             ck_error *err);
+
+/* The collection (registry.h): a directory named iteration_<N>. */
+extern const ck_collection ck_collection_iteration;
 
 #endif

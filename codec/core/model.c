@@ -482,11 +482,27 @@ static int check_extents(const ck_model *m, const ck_tensor *t, ck_error *err)
     return 0;
 }
 
+const char *ck_model_extent_file(const ck_model *m, const ck_tensor *t, uint64_t off,
+                                 uint64_t *in)
+{
+    return m->format->extent_file != NULL ? m->format->extent_file(m, t, off, in) : NULL;
+}
+
 int ck_model_may_read(const ck_model *m, const ck_tensor *t, const ck_cred *who,
                       ck_error *err)
 {
     for (uint32_t k = 0; k < t->n_ext; k++) {
-        uint32_t i = ck_tensor_ext(t, k)->src;
+        const ck_extent *e = ck_tensor_ext(t, k);
+        uint64_t in;
+        const char *file = ck_model_extent_file(m, t, e->off, &in);
+        if (file != NULL) {
+            if (ck_dir_may_read(m->dir, file, who) < 0)
+                return ck_fail_errno(err, errno == ENOENT ? ESTALE : errno,
+                                     "%s/%s: tensor '%s': uid %u cannot read it on disk",
+                                     m->path, file, t->name, (unsigned)who->uid);
+            continue;
+        }
+        uint32_t i = e->src;
         if (k > 0 && ck_tensor_ext(t, k - 1)->src == i)
             continue; /* one check for a run of extents in one source */
         const ck_source *src = m->sources[i];

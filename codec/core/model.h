@@ -133,6 +133,12 @@ int ck_parse_size(const char *text, size_t *out);
 long ck_model_read(const ck_model *m, const ck_tensor *t, void *buf, size_t size,
                    uint64_t off, ck_error *err);
 
+/* The file holding byte off of t's extents when the extent's source
+ * stands for several files (format.h, extent_file): its path relative to
+ * the model's directory, off's place in it in *in.  NULL otherwise. */
+const char *ck_model_extent_file(const ck_model *m, const ck_tensor *t, uint64_t off,
+                                 uint64_t *in);
+
 /* Whether who (another user of an allow_other mount) may read every
  * file t is read from, as on disk: every directory from the mount's root
  * to the file searchable, the file readable (ck_dir_may_read).  -1 with

@@ -2,6 +2,7 @@
 #include "tensor_index.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,4 +251,13 @@ char *ck_tensor_shown_name(const ck_tensor *t)
     }
     name[len] = '\0';
     return name;
+}
+
+void ck_tensor_shape_text(const ck_tensor *t, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "[");
+    for (uint32_t i = 0; i < t->ndim && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%" PRId64, i ? "," : "", t->dims[i]);
+    if (n < cap)
+        snprintf(out + n, cap - n, "]");
 }

@@ -178,18 +178,13 @@ static const char *of_notes(const ck_model *m)
     return ((const of_state *)m->state)->notes;
 }
 
-static const ck_format oneflow_format = {
-    .name = "oneflow", .title = "OneFlow snapshot directory", .extension = "",
-    .free_state = free, .type_name = of_type_name, .is_data_file = of_is_data_file,
-    .notes = of_notes,
-};
-
-/* Tensor i's file is files[i]: read_tensors adds them together. */
-const char *ck_oneflow_out_file(const ck_model *m, const ck_tensor *t, uint64_t off,
-                                uint64_t *in)
+/* Tensor t's `out`: found by the tensor, not by off alone, since empty
+ * files all sit at the offset of the next.  Tensor i's file is files[i]:
+ * read_tensors adds them together. */
+static const char *of_extent_file(const ck_model *m, const ck_tensor *t, uint64_t off,
+                                  uint64_t *in)
 {
-    if (m->format != &oneflow_format || m->n_sources != 1 || t < m->index.tensors ||
-        t >= m->index.tensors + m->index.count)
+    if (m->n_sources != 1 || t < m->index.tensors || t >= m->index.tensors + m->index.count)
         return NULL;
     const of_source *s = (const of_source *)m->sources[0];
     size_t id = (size_t)(t - m->index.tensors);
@@ -201,6 +196,12 @@ const char *ck_oneflow_out_file(const ck_model *m, const ck_tensor *t, uint64_t 
     *in = off - f->base;
     return f->rel;
 }
+
+static const ck_format oneflow_format = {
+    .name = "oneflow", .title = "OneFlow snapshot directory", .extension = "",
+    .free_state = free, .type_name = of_type_name, .is_data_file = of_is_data_file,
+    .extent_file = of_extent_file, .notes = of_notes,
+};
 
 /* ---- listing the tensors ---------------------------------------------- */
 
@@ -618,3 +619,22 @@ bool ck_oneflow_dir_path(const char *path)
     ck_dir_unref(d);
     return yes;
 }
+
+/* Read-only, and nothing to watch: each read checks that its `out` is still
+ * the file indexed. */
+static ck_model *open_oneflow(const char *path, const ck_collection_opts *o, ck_error *err)
+{
+    (void)o; /* a snapshot is never encrypted */
+    return ck_oneflow_open(path, err);
+}
+
+/* pickled_data: the names of a snapshot's tensor_<N> directories. */
+static const ck_names_file pickled_data = {
+    .name = CK_ONEFLOW_PICKLE, .max_bytes = CK_PICKLE_MAX_BYTES,
+    .parse = ck_pickle_names_parse, .free_names = ck_pickle_names_free,
+};
+
+const ck_collection ck_collection_oneflow = {
+    .name = "oneflow", .title = "a OneFlow snapshot directory", .probe = ck_oneflow_dir_path,
+    .open = open_oneflow, .names_file = &pickled_data,
+};

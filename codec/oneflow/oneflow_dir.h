@@ -32,6 +32,7 @@
 #include <stdbool.h>
 
 #include "../core/ck_error.h"
+#include "../collection.h"
 #include "../core/model.h"
 
 #define CK_ONEFLOW_PICKLE "pickled_data"
@@ -45,13 +46,8 @@ bool ck_oneflow_dir_path(const char *path);
  * format "oneflow".  NULL with err on failure. */
 ck_model *ck_oneflow_open(const char *path, ck_error *err);
 
-/* Where offset off of tensor t's extent, in m's one source (every `out`
- * one after another), is on disk: the path of t's `out` relative to the
- * snapshot directory ("tensor_5/out"), and off's place in that file in
- * *in.  NULL when m is not a snapshot ck_oneflow_open opened, or off is
- * not in t's file.  Found by the tensor, not by off alone: empty `out`
- * files all sit at the offset of the next file. */
-const char *ck_oneflow_out_file(const ck_model *m, const ck_tensor *t, uint64_t off,
-                                uint64_t *in);
+/* The collection (registry.h): a directory ck_oneflow_dir_path calls a
+ * snapshot. */
+extern const ck_collection ck_collection_oneflow;
 
 #endif

@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 
+#include "../collection.h"
 #include "../core/ck_error.h"
 
 /* pickled_data bigger than this is refused: OneFlow's is ~100 bytes per
@@ -33,15 +34,10 @@
 /* At most this many tensors in one pickle. */
 #define CK_PICKLE_MAX_ENTRIES (1u << 20)
 
-typedef struct ck_pickle_entry {
-    char *name;         /* the state-dict key, UTF-8, NUL-terminated */
-    char *path;         /* its directory: "tensor_<N>", a single component */
-} ck_pickle_entry;
-
-typedef struct ck_pickle_names {
-    ck_pickle_entry *v; /* in the pickle's (the state dict's) order */
-    size_t n;
-} ck_pickle_names;
+/* Each entry: the state-dict key, and its directory "tensor_<N>"; in the
+ * pickle's (the state dict's) order. */
+typedef ck_named_dir ck_pickle_entry;
+typedef ck_named_dirs ck_pickle_names;
 
 /* Parse buf (len bytes of a pickled_data file; file names it in messages)
  * into out: 0, or -1 with err naming file and the offset.  Duplicate

@@ -250,3 +250,90 @@ copy() {
     run "$DUMP" "$p"
     [ "$status" -eq 0 ]
 }
+
+# ---- mounted (issue 27: the mount opens what the tools open) -----------
+
+# mounted_as_oracle DIR MNT: MNT lists DIR's tensors as the oracle names
+# them, then snapshot_done; each meta is the ckpt oracle's for the type and
+# shape the OneFlow oracle reads, each out the bytes it reads (by SHA-256).
+mounted_as_oracle() {
+    local name type shape size ext sum
+    $OF dump "$1" >"$T/m.expect"
+    $OF sums "$1" >"$T/m.sums"
+    [ "$(ls "$2" | grep -vx snapshot_done | sort)" = "$(cut -f1 "$T/m.expect" | sort)" ]
+    [ "$(ls -f "$2" | grep -vx '\.\|\.\.' | tail -1)" = snapshot_done ]
+    [ -f "$2/snapshot_done" ] && [ ! -s "$2/snapshot_done" ] || false
+    while IFS=$'\t' read -r name type shape size ext; do
+        shape=${shape#[}
+        cmp <($ORACLE meta-of "${shape%]}" "$type") "$2/$name/meta"
+        sum=$(awk -F'\t' -v n="$name" '$1 == n { print $2 }' "$T/m.sums")
+        [ "$(sha "$2/$name/out")" = "$sum" ] || { echo "$name: out differs"; return 1; }
+        [ "$(stat -c %s "$2/$name/out")" -eq "$size" ]
+    done <"$T/m.expect"
+}
+
+@test "mount: the legacy and the pickled fixtures show the oracle's metas and outs, read-only" {
+    M=$T/m
+    mount_fg "$FX/legacy_v2_java_mlp_adam" "$M"
+    mounted_as_oracle "$FX/legacy_v2_java_mlp_adam" "$M"
+    [ "$(wc -l <"$T/m.expect")" -eq 13 ]
+    first=$(head -1 "$T/m.expect" | cut -f1)
+    run sh -c "echo x >'$M/$first/out'"
+    [ "$status" -ne 0 ]
+    [[ $output == *"Read-only file system"* ]]
+    unmount "$M"
+    mount_fg "$FX/new_pickled_3x3_i3o3_conv2d_params" "$M"
+    mounted_as_oracle "$FX/new_pickled_3x3_i3o3_conv2d_params" "$M"
+    [ "$(ls "$M" | tr '\n' ' ')" = "bias snapshot_done weight " ]
+}
+
+@test "mount: -o rw of a snapshot is refused in one line; out without meta, as the tools refuse it" {
+    mkdir "$T/m"
+    run "$CKPTFS" -f -o rw "$FX/legacy_v2_java_mlp_adam" "$T/m"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ $output == *"a OneFlow snapshot directory is mounted read-only"* ]]
+    run "$CKPTFS" -f "$FX/legacy_outonly_onnx_models_tmp" "$T/m"
+    [ "$status" -eq 1 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"legacy_outonly_onnx_models_tmp/14: \`out\` without \`meta\`"* ]]
+    ! mountpoint -q "$T/m" || false
+}
+
+# nobody MNT CMD...: CMD as another user without root's groups, in MNT.
+nobody() {
+    (cd "$1" && shift && setpriv --reuid=65534 --regid=65534 --clear-groups "$@")
+}
+
+@test "mount, another user (allow_other): an out that user cannot read on disk is EACCES, as on disk" {
+    copy new_pickled_3x3_i3o3_conv2d_params
+    s=$T/new_pickled_3x3_i3o3_conv2d_params
+    chmod 0755 "$T" "$s" "$s"/tensor_*
+    chmod 0644 "$s"/pickled_data "$s"/tensor_*/*
+    chmod 0600 "$s/tensor_5/out"
+    ! nobody "$s" cat tensor_5/out >/dev/null || false
+    M=$T/m
+    mount_fg "$s" "$M" -o allow_other
+    cmp "$s/tensor_5/out" "$M/weight/out" # the owner reads it
+    run nobody "$M" cat weight/out
+    [ "$status" -ne 0 ]
+    [[ $output == *"Permission denied"* ]]
+    nobody "$M" cat bias/out | cmp "$s/tensor_6/out" -
+    chmod 0644 "$s/tensor_5/out"
+    nobody "$M" cat weight/out | cmp "$s/tensor_5/out" -
+}
+
+@test "mount: an out replaced after the mount is an I/O error naming it, never the new bytes" {
+    copy new_pickled_3x3_i3o3_conv2d_params
+    s=$T/new_pickled_3x3_i3o3_conv2d_params
+    M=$T/m
+    mount_fg "$s" "$M" -o log="$T/log"
+    head -c 12 /dev/urandom >"$T/other"
+    mv "$T/other" "$s/tensor_6/out"
+    run cat "$M/bias/out"
+    [ "$status" -ne 0 ]
+    [[ $output == *"Input/output error"* ]]
+    grep -q "tensor_6/out: changed since the snapshot was opened" "$T/log"
+    cmp "$s/tensor_5/out" "$M/weight/out"
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * collection: what a collection is, for the rest of ckptfs.
+ *
+ * A collection is a directory that opens as one model: a distributed
+ * checkpoint merged by its strategy file (collections/dist_merge.h), a
+ * MindSpore Transformers iteration directory (collections/iteration_dir.h),
+ * a OneFlow snapshot directory (oneflow/oneflow_dir.h).  The registry
+ * (registry.h) lists them, so that the mount and the tools open the same
+ * directories the same way.  A directory no collection claims is a
+ * training run's, which the mount follows (fs/run_mount.h).
+ */
+#ifndef CK_COLLECTION_H
+#define CK_COLLECTION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/ck_error.h"
+#include "core/model.h"
+
+/* How a collection is opened. */
+typedef struct ck_collection_opts {
+    ck_open_opts open;          /* for each of its model files */
+    const char *strategy;       /* -o strategy=FILE: a distributed checkpoint's */
+    bool watch;                 /* watch its files for other programs' writes (a mount) */
+} ck_collection_opts;
+
+/* A names file: a file at the root of a snapshot directory that alone
+ * holds the real names of its tensor directories (OneFlow's pickled_data,
+ * beside tensor_<N>/).  A snapshot copied into a mount (cp -r, rsync, tar)
+ * takes those names at its next save (fs/tree.c). */
+typedef struct ck_named_dir {
+    char *name;                 /* the tensor's real name, UTF-8, NUL-terminated */
+    char *path;                 /* its directory: a single component */
+} ck_named_dir;
+
+typedef struct ck_named_dirs {
+    ck_named_dir *v;            /* in the file's order */
+    size_t n;
+} ck_named_dirs;
+
+typedef struct ck_names_file {
+    const char *name;           /* "pickled_data" */
+    uint64_t max_bytes;         /* parsed whole in memory: a bigger one is refused */
+    /* Parse buf (len bytes; file names it in messages) into out: 0, or -1
+     * with err naming file and the offset.  Duplicate names or paths, and
+     * a path that is not one directory name, are refused.  Free out with
+     * free_names, after a failure too. */
+    int (*parse)(const void *buf, size_t len, const char *file, ck_named_dirs *out,
+                 ck_error *err);
+    void (*free_names)(ck_named_dirs *names);
+} ck_names_file;
+
+typedef struct ck_collection {
+    const char *name;           /* "iteration" */
+    const char *title;          /* in messages: "an iteration directory" */
+    /* Whether the directory path is one of these (NULL: only when asked
+     * for by its option, -o strategy). */
+    bool (*probe)(const char *path);
+    /* Open the directory path as one model; NULL with err. */
+    ck_model *(*open)(const char *path, const ck_collection_opts *o, ck_error *err);
+    const ck_names_file *names_file; /* NULL: none */
+} ck_collection;
+
+#endif
