@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * registry: the formats ckptfs knows, in one table (registry.c).
+ * registry: the formats ckptfs knows, in one table (registry.c), and the
+ * envelopes a model file may be wrapped in, in another.
  *
  * Each entry is a format's reader (format.h) and its writer
  * (export/encoder.h; NULL where ckptfs reads the format but does not save
@@ -10,15 +11,22 @@
  *
  * Adding a format: its folder with a reader defining a ck_format and a
  * writer defining a ck_writer, and one line in the table.
+ *
+ * Each envelope is a ck_envelope_kind (envelope_kind.h): how its files are
+ * detected and opened, and the writer of its saves, defined in its
+ * folder (codec/cipher/, codec/zstd/).  Adding an envelope: its folder and
+ * one line in that table; envelope.c walks it and names none.
  */
 #ifndef CK_REGISTRY_H
 #define CK_REGISTRY_H
 
+#include "envelope_kind.h"
 #include "format.h"
 
 struct ck_writer;
 
-/* The format a file name says by its extension (before a ".zst"), or NULL. */
+/* The format a file name says by its extension (before an envelope's,
+ * ".zst"), or NULL. */
 const ck_format *ck_format_by_extension(const char *path);
 /* The format called name, or NULL. */
 const ck_format *ck_format_by_name(const char *name);
@@ -27,5 +35,13 @@ const ck_format *ck_format_by_name(const char *name);
 const ck_format *ck_format_default(void);
 /* The writer of format f; NULL when ckptfs does not save it (yet). */
 const struct ck_writer *ck_format_writer(const ck_format *f);
+
+/* The envelope kinds in the order a file's leading bytes are tried: the
+ * i-th, or NULL past the last. */
+const ck_envelope_kind *ck_envelope_kind_at(size_t i);
+/* The kind a file name says by its extension (model.ckpt.zst), or NULL. */
+const ck_envelope_kind *ck_envelope_by_extension(const char *path);
+/* The kind a key wraps a plain model in on save (-o enc_mode), or NULL. */
+const ck_envelope_kind *ck_envelope_keyed(void);
 
 #endif
