@@ -3,12 +3,15 @@
  * envelope: the layer a model file may be wrapped in, around the bytes the
  * format readers parse: MindSpore's encryption (AES-GCM or AES-CBC blocks,
  * codec/cipher/ms_cipher.h) or zstd compression (codec/zstd/zstd_source.h).
+ * Each is a kind (envelope_kind.h), one line of the registry's table
+ * (registry.c); this core walks the table and names none of them.
  *
  * ck_envelope_open() recognises the wrapping by the file's leading bytes and
  * turns the file's source into a source of its plaintext; the readers never
  * know.  The envelope it describes is also what a save writes back
  * (export/wrap_writer.h): the same mode and key, or the seekable zstd
- * format.
+ * format.  The rest of ckptfs asks about an envelope by the questions
+ * below, never by its kind.
  */
 #ifndef CK_ENVELOPE_H
 #define CK_ENVELOPE_H
@@ -19,39 +22,8 @@
 
 #include "core/byte_source.h"
 #include "core/ck_error.h"
-#include "cipher/key.h"
-#include "cipher/ms_cipher.h"
 #include "core/page_cache.h"
-
-typedef enum ck_wrap {
-    CK_WRAP_NONE,
-    CK_WRAP_CIPHER,
-    CK_WRAP_ZSTD,
-} ck_wrap;
-
-typedef struct ck_envelope {
-    ck_wrap wrap;
-    ck_cipher_mode mode;        /* CK_WRAP_CIPHER */
-    bool legacy;                /* v1.3-1.6 layout (GCM without tag): read-only */
-    bool seekable;              /* CK_WRAP_ZSTD: the file has a seek table */
-    int zstd_level;             /* CK_WRAP_ZSTD: the level a save uses */
-    bool zstd_sums;             /* CK_WRAP_ZSTD: the seek table has checksums (a save keeps them) */
-    ck_key key;                 /* CK_WRAP_CIPHER */
-    bool fresh;                 /* not wrapped on disk yet: the next save wraps it */
-} ck_envelope;
-
-/* What the user asked for: a key, and the mode a plain model gets on save. */
-typedef struct ck_envelope_opts {
-    const ck_key *key;          /* NULL or len 0: none given */
-    bool key_if_encrypted;      /* else a key given for a plain file is refused */
-    bool encrypt;               /* -o enc_mode was given: */
-    ck_cipher_mode enc_mode;    /* the mode a plain model is encrypted with on save */
-    int zstd_level;             /* 0: the default */
-    uint64_t tmp_max;           /* non-seekable zstd: bound in $TMPDIR (0: the default) */
-    ck_page_cache *cache;       /* decoded pages of every wrapped source */
-} ck_envelope_opts;
-
-#define CK_ZSTD_LEVEL_DEFAULT 3
+#include "envelope_kind.h"
 
 /* Look at file's first bytes.  A plain file is returned as it is; a
  * wrapped one is replaced by the source of its plaintext (which owns file
@@ -60,5 +32,49 @@ typedef struct ck_envelope_opts {
  * the block that fails to authenticate, ...). */
 ck_source *ck_envelope_open(ck_source *file, const ck_envelope_opts *o, ck_envelope *env,
                             ck_error *err);
+
+/* Whether env wraps the model, on disk or at its next save (fresh). */
+static inline bool ck_envelope_is_wrapped(const ck_envelope *env)
+{
+    return env->kind != NULL;
+}
+
+/* Whether the plaintext must never reach the disk in clear: what the
+ * model's readers and edits spill is kept in memory (memfd). */
+static inline bool ck_envelope_is_secret(const ck_envelope *env)
+{
+    return env->kind != NULL && env->kind->secret;
+}
+
+/* The key that opens the model again (a save's read-back), or NULL. */
+static inline const ck_key *ck_envelope_key(const ck_envelope *env)
+{
+    return env->kind != NULL && env->kind->keyed ? &env->key : NULL;
+}
+
+/* What a file name ends in when it says env's kind (".zst"), or NULL. */
+static inline const char *ck_envelope_extension(const ck_envelope *env)
+{
+    return env->kind != NULL ? env->kind->extension : NULL;
+}
+
+/* Whether the data files of a model wrapped as env are wrapped too, on disk
+ * (an envelope a save is still to make wraps none yet). */
+static inline bool ck_envelope_wraps_data_files(const ck_envelope *env)
+{
+    return env->kind != NULL && env->kind->open_data_file != NULL && !env->fresh;
+}
+
+/* The plaintext of file, a data file of model (wrapped as env, which
+ * wraps its data files): file is owned by the result, closed on failure. */
+ck_source *ck_envelope_open_data_file(ck_source *file, const ck_envelope *env,
+                                      const char *model, ck_page_cache *cache, ck_error *err);
+
+/* Appends to a reader's message about the plaintext what its offsets are
+ * of ("(offsets in the decrypted content)"), when it gives offsets. */
+void ck_envelope_note_plaintext(const ck_envelope *env, ck_error *err);
+
+/* What ckptfs-dump shows: "" for a plain file, "AES-GCM", "seekable zstd". */
+const char *ck_envelope_describe(const ck_envelope *env);
 
 #endif

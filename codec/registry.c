@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * registry: the tables of the formats and collections ckptfs knows
- * (registry.h).
+ * registry: the tables of the formats, envelopes and collections ckptfs
+ * knows (registry.h).
  */
 #include "registry.h"
 
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cipher/cipher_envelope.h"
 #include "ckpt/ckpt_reader.h"
 #include "ckpt/ckpt_writer.h"
 #include "collections/dist_merge.h"
@@ -19,6 +20,7 @@
 #include "safetensors/safetensors_set.h"
 #include "safetensors/safetensors_set_writer.h"
 #include "safetensors/safetensors_writer.h"
+#include "zstd/zstd_envelope.h"
 
 typedef struct format_entry {
     const ck_format *reader;
@@ -36,13 +38,49 @@ static const format_entry formats[] = {
 
 #define N_FORMATS (sizeof formats / sizeof formats[0])
 
-/* Whether path ends in ext, before a ".zst": a compressed model is named
- * after what it holds (model.onnx.zst). */
+/* Detection tries them in this order; their magic numbers differ. */
+static const ck_envelope_kind *const envelopes[] = {
+    &ck_envelope_cipher,
+    &ck_envelope_zstd,
+};
+
+#define N_ENVELOPES (sizeof envelopes / sizeof envelopes[0])
+
+const ck_envelope_kind *ck_envelope_kind_at(size_t i)
+{
+    return i < N_ENVELOPES ? envelopes[i] : NULL;
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+const ck_envelope_kind *ck_envelope_by_extension(const char *path)
+{
+    for (size_t i = 0; i < N_ENVELOPES; i++)
+        if (envelopes[i]->extension != NULL && has_suffix(path, envelopes[i]->extension))
+            return envelopes[i];
+    return NULL;
+}
+
+const ck_envelope_kind *ck_envelope_keyed(void)
+{
+    for (size_t i = 0; i < N_ENVELOPES; i++)
+        if (envelopes[i]->keyed)
+            return envelopes[i];
+    return NULL;
+}
+
+/* Whether path ends in ext, before an envelope's extension: a compressed
+ * model is named after what it holds (model.onnx.zst). */
 static bool named(const char *path, const char *ext)
 {
     size_t n = strlen(path), k = strlen(ext);
-    if (n >= 4 && strcmp(path + n - 4, ".zst") == 0)
-        n -= 4;
+    const ck_envelope_kind *e = ck_envelope_by_extension(path);
+    if (e != NULL)
+        n -= strlen(e->extension);
     return n >= k && memcmp(path + n - k, ext, k) == 0;
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * registry: the formats and the collections ckptfs knows, each kind in one
- * table (registry.c).
+ * registry: the formats, envelopes and collections ckptfs knows, each kind
+ * in one table (registry.c).
  *
  * Each entry is a format's reader (format.h) and its writer
  * (export/encoder.h; NULL where ckptfs reads the format but does not save
@@ -15,16 +15,23 @@
  * A collection (collection.h) is a directory that opens as one model; the
  * mount and the tools open paths through ck_open_path, so that each opens
  * what the other does.
+ *
+ * Each envelope is a ck_envelope_kind (envelope_kind.h): how its files are
+ * detected and opened, and the writer of its saves, defined in its
+ * folder (codec/cipher/, codec/zstd/).  Adding an envelope: its folder and
+ * one line in that table; envelope.c walks it and names none.
  */
 #ifndef CK_REGISTRY_H
 #define CK_REGISTRY_H
 
 #include "collection.h"
+#include "envelope_kind.h"
 #include "format.h"
 
 struct ck_writer;
 
-/* The format a file name says by its extension (before a ".zst"), or NULL. */
+/* The format a file name says by its extension (before an envelope's,
+ * ".zst"), or NULL. */
 const ck_format *ck_format_by_extension(const char *path);
 /* The format called name, or NULL. */
 const ck_format *ck_format_by_name(const char *name);
@@ -48,5 +55,13 @@ const ck_names_file *ck_copied_names_file(void);
  * take the key when they are encrypted and open plain beside it.  NULL
  * with err; messages name path as given. */
 ck_model *ck_open_path(const char *path, const ck_collection_opts *o, ck_error *err);
+
+/* The envelope kinds in the order a file's leading bytes are tried: the
+ * i-th, or NULL past the last. */
+const ck_envelope_kind *ck_envelope_kind_at(size_t i);
+/* The kind a file name says by its extension (model.ckpt.zst), or NULL. */
+const ck_envelope_kind *ck_envelope_by_extension(const char *path);
+/* The kind a key wraps a plain model in on save (-o enc_mode), or NULL. */
+const ck_envelope_kind *ck_envelope_keyed(void);
 
 #endif

@@ -144,12 +144,13 @@ static int check_template(fill *f)
         return ck_fail(f->err, EINVAL, "%s: named as a %s, but the filled template is %s",
                        f->a->out, out->title, m->format->title);
     /* OUT is wrapped as the template is: its name must not say otherwise. */
-    size_t n = strlen(f->a->out);
-    bool zst = n >= 4 && strcmp(f->a->out + n - 4, ".zst") == 0;
-    if (zst != (m->env.wrap == CK_WRAP_ZSTD))
-        return ck_fail(f->err, EINVAL, "%s: %s", f->a->out, zst ? "named as zstd-compressed, "
-                       "but the filled template is not" : "the filled template is "
-                       "zstd-compressed as the template is: name it .zst");
+    const ck_envelope_kind *named = ck_envelope_by_extension(f->a->out);
+    if (named != NULL && named != m->env.kind)
+        return ck_fail(f->err, EINVAL, "%s: named as %s, but the filled template is not",
+                       f->a->out, named->adjective);
+    if (named == NULL && ck_envelope_extension(&m->env) != NULL)
+        return ck_fail(f->err, EINVAL, "%s: the filled template is %s as the template is: "
+                       "name it %s", f->a->out, m->env.kind->adjective, m->env.kind->extension);
     return 0;
 }
 

@@ -64,7 +64,7 @@ static ck_model *reopen(const ck_model *m, const ck_commit_group *g, ck_error *e
     /* The CRC trailer was computed over the very bytes written; reading
      * the whole file again for it would double the cost of a save. */
     ck_open_opts o = {.skip_crc = true, .overrides = ov, .n_overrides = g->n,
-                      .key = m->env.wrap == CK_WRAP_CIPHER ? &m->env.key : NULL,
+                      .key = ck_envelope_key(&m->env),
                       .format = m->format};
     ck_error e = {0};
     ck_model *nm = ck_model_open_at(dir, as, &o, &e);

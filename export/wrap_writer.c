@@ -1,26 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * wrap_writer: a save's envelope writer, made by the envelope's kind
+ * (its folder's new_writer), and what every writer shares (wrap_writer.h).
+ */
 #include "wrap_writer.h"
 
 #include <errno.h>
 #include <unistd.h>
 
-#include "../codec/cipher/cipher_writer.h"
-#include "../codec/zstd/zstd_writer.h"
-
 ck_wrap_writer *ck_wrap_writer_new(const ck_envelope *env, int fd, const char *path,
                                    ck_error *err)
 {
     ck_error_clear(err);
-    if (env == NULL || env->wrap == CK_WRAP_NONE)
+    if (env == NULL || !ck_envelope_is_wrapped(env))
         return NULL;
-    if (env->wrap == CK_WRAP_ZSTD)
-        return ck_zstd_writer_new(fd, path, env->zstd_level, env->zstd_sums, err);
-    if (env->legacy) {
-        ck_fail(err, EROFS, "%s: encrypted in MindSpore 1.3-1.6's layout (no GCM tag), which "
-                "ckptfs reads but does not write", path);
-        return NULL;
-    }
-    return ck_cipher_writer_new(fd, path, env->mode, &env->key, err);
+    return env->kind->new_writer(env, fd, path, err);
 }
 
 void ck_wrap_writer_free(ck_wrap_writer *w)

@@ -8,7 +8,10 @@
  * working buffers, whatever the model's size.
  *
  * A wrap writer owns the rest of the file from its creation: nothing else
- * writes to fd until ck_wrap_writer_finish has returned.
+ * writes to fd until ck_wrap_writer_finish has returned.  Each envelope's
+ * folder defines its writer (codec/cipher/cipher_writer.c,
+ * codec/zstd/zstd_writer.c) and makes it through its kind's new_writer
+ * (codec/envelope_kind.h); this interface names none of them.
  */
 #ifndef CK_WRAP_WRITER_H
 #define CK_WRAP_WRITER_H
@@ -47,8 +50,8 @@ struct ck_wrap_writer {
 };
 
 /* The writer for env, over fd (which stays the caller's); NULL with err
- * cleared (errnum 0) when env wraps nothing.  Refuses envelopes that are
- * read-only (the legacy cipher layout). */
+ * cleared (errnum 0) when env wraps nothing.  Its kind refuses envelopes
+ * that are read-only (the legacy cipher layout). */
 ck_wrap_writer *ck_wrap_writer_new(const ck_envelope *env, int fd, const char *path,
                                    ck_error *err);
 

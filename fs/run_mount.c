@@ -1039,7 +1039,7 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
      * one may hold; its files and directory, and the run's, kept again
      * when that is below it (rank_<id>/, iteration_<N>/). */
     s->cost = tree_footprint(&fs->tr) + sizeof *fs + 4096 +
-              (model->env.wrap != CK_WRAP_NONE ? ck_page_cache_budget(model->cache) : 0) +
+              (ck_envelope_is_wrapped(&model->env) ? ck_page_cache_budget(model->cache) : 0) +
               (lock != NULL ? WRITABLE_COST : 0);
     s->fds = model->n_sources + 1 + (model->dir->root != NULL) +
              (lock != NULL ? WRITABLE_FDS : 0);

@@ -315,7 +315,7 @@ static edit *edit_of(tree *tr, entry *e, ck_error *err)
  * big copy fails with ENOSPC instead of exhausting memory. */
 static bool spill_in_memory(const tree *tr)
 {
-    return tr->model->env.wrap == CK_WRAP_CIPHER;
+    return ck_envelope_is_secret(&tr->model->env);
 }
 
 static uint64_t spill_in_use(const tree *tr)

@@ -89,18 +89,6 @@ static void print_tensor(const ck_model *m, const ck_tensor *t)
     printf("\n");
 }
 
-static const char *envelope_name(const ck_envelope *env)
-{
-    switch (env->wrap) {
-    case CK_WRAP_NONE: return "";
-    case CK_WRAP_ZSTD: return env->seekable ? "seekable zstd" : "zstd";
-    case CK_WRAP_CIPHER: break;
-    }
-    if (env->legacy)
-        return "AES-GCM without tag (MindSpore 1.3-1.6)";
-    return env->mode == CK_AES_GCM ? "AES-GCM" : "AES-CBC";
-}
-
 static int dump_run_dir(const char *path, double settle)
 {
     ck_run_list l;
@@ -199,8 +187,8 @@ int main(int argc, char **argv)
     const ck_index *ix = &m->index;
     printf("# %s: format %s, %zu tensors (%zu records), index memory %zu bytes%s%s%s\n",
            m->path, m->format->name, ix->n_live, ix->count, ck_index_memory(ix),
-           m->format->notes ? m->format->notes(m) : "", m->env.wrap == CK_WRAP_NONE ? "" : ", ",
-           envelope_name(&m->env));
+           m->format->notes ? m->format->notes(m) : "",
+           ck_envelope_is_wrapped(&m->env) ? ", " : "", ck_envelope_describe(&m->env));
     for (size_t i = 0; i < ix->n_live; i++)
         print_tensor(m, &ix->tensors[ix->live[i]]);
     ck_model_close(m);

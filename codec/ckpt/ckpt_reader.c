@@ -702,7 +702,7 @@ static int ckpt_open(ck_model *m, const ck_open_opts *o, ck_error *err)
         return ck_nomem(err, m->path);
     info->str_fd = -1;
     m->state = info;
-    if (ck_ckpt_read(m->sources[0], 0, !(o && o->skip_crc), m->env.wrap == CK_WRAP_CIPHER,
+    if (ck_ckpt_read(m->sources[0], 0, !(o && o->skip_crc), ck_envelope_is_secret(&m->env),
                      &m->index, info, err) < 0)
         return -1;
     return bind_str_values(m, info, err);

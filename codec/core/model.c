@@ -10,8 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../cipher/cipher_source.h"
-#include "../cipher/ms_cipher.h"
 #include "../registry.h"
 
 const char *ck_model_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
@@ -27,12 +25,6 @@ const char *ck_model_metadata(const ck_model *m)
 int ck_model_may_remove(ck_model *m, uint32_t id, const char *shown, ck_error *err)
 {
     return m->format->may_remove == NULL ? 0 : m->format->may_remove(m, id, shown, err);
-}
-
-static bool has_suffix(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
 static ck_envelope_opts envelope_opts(const ck_model *m, const ck_open_opts *o)
@@ -73,26 +65,11 @@ long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err)
 
 long ck_model_add_data_file(ck_model *m, ck_source *src, ck_error *err)
 {
-    if (!m->format->data_files_encrypted || m->env.wrap != CK_WRAP_CIPHER || m->env.fresh)
+    if (!m->format->data_files_encrypted || !ck_envelope_wraps_data_files(&m->env))
         return ck_model_add_source(m, src, err);
     /* MindSpore encrypts every file of a split model, and its loader
      * decrypts every one. */
-    unsigned char head[CK_MS_HEADER_MAX];
-    size_t n = src->size < sizeof head ? (size_t)src->size : sizeof head;
-    ck_ms_layout l;
-    int found = ck_source_read(src, head, n, 0, err) < 0 ? -1
-                                                          : ck_ms_detect(head, n, src->path, &l, err);
-    if (found == 0)
-        found = ck_fail(err, EINVAL, "%s: not encrypted, but its model %s is (MindSpore "
-                        "encrypts every file of a split model)", src->path, m->path);
-    else if (found > 0 && (l.mode != m->env.mode || l.legacy != m->env.legacy))
-        found = ck_fail(err, EINVAL, "%s: encrypted in another layout than its model %s",
-                        src->path, m->path);
-    if (found < 0) {
-        ck_source_close(src);
-        return -1;
-    }
-    src = ck_cipher_source_open(src, l, &m->env.key, m->cache, err);
+    src = ck_envelope_open_data_file(src, &m->env, m->path, m->cache, err);
     return src == NULL ? -1 : ck_model_add_source(m, src, err);
 }
 
@@ -164,18 +141,6 @@ static int check_fresh_encryption(const ck_model *m, ck_error *err)
 bool ck_model_is_data_file(const ck_model *m, uint32_t i)
 {
     return i > 0 && i < m->n_sources && m->format->is_data_file(m, i);
-}
-
-/* Offsets in a reader's message are the plaintext's: say so. */
-static void note_plaintext(const ck_model *m, ck_error *err)
-{
-    if (m->env.wrap == CK_WRAP_NONE || m->env.fresh || strstr(err->msg, "offset") == NULL)
-        return;
-    size_t len = strlen(err->msg);
-    snprintf(err->msg + len, sizeof err->msg - len, " (offsets in the %s content%s)",
-             m->env.wrap == CK_WRAP_ZSTD ? "decompressed" : "decrypted",
-             m->env.wrap == CK_WRAP_CIPHER && (m->env.legacy || m->env.mode == CK_AES_CBC)
-                 ? "; a wrong key also gives this" : "");
 }
 
 /* Watch a file of the model for writes by other programs (file_watch.h).
@@ -261,7 +226,7 @@ ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_op
         goto fail;
     }
     if (m->format->open(m, opts, err) < 0) {
-        note_plaintext(m, err);
+        ck_envelope_note_plaintext(&m->env, err); /* its offsets are the plaintext's */
         goto fail;
     }
     if (check_fresh_encryption(m, err) < 0 || ck_index_finalize(&m->index, path, err) < 0)
@@ -290,7 +255,7 @@ ck_model *ck_model_assembled(ck_model_dir *dir, const char *path, const ck_forma
 ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format_name,
                          const ck_open_opts *opts, ck_error *err)
 {
-    bool zst = has_suffix(path, ".zst");
+    const ck_envelope_kind *by_name = ck_envelope_by_extension(path);
     const ck_format *f = format_name ? ck_format_by_name(format_name)
                                      : ck_format_by_extension(path);
     if (f == NULL || !f->creatable) {
@@ -299,8 +264,9 @@ ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format
         return NULL;
     }
     bool key = opts && opts->key && opts->key->len > 0;
-    if ((opts && opts->encrypt) != key || (key && zst)) {
-        ck_fail(err, EINVAL, "%s: %s", path, key && zst ? "a new model is encrypted or "
+    bool both = key && by_name != NULL; /* a key, and a name that says compressed */
+    if ((opts && opts->encrypt) != key || both) {
+        ck_fail(err, EINVAL, "%s: %s", path, both ? "a new model is encrypted or "
                 "compressed, not both" : key ? "a key was given without -o enc_mode"
                 : "-o enc_mode needs a key: -o key_file=PATH or " CK_KEY_ENV);
         return NULL;
@@ -309,13 +275,12 @@ ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format
     if (m == NULL)
         return NULL;
     m->format = f;
-    if (key)
-        m->env = (ck_envelope){.wrap = CK_WRAP_CIPHER, .mode = opts->enc_mode,
-                               .key = *opts->key, .fresh = true};
-    else if (zst)
-        m->env = (ck_envelope){.wrap = CK_WRAP_ZSTD, .fresh = true,
-                               .zstd_level = opts && opts->zstd_level ? opts->zstd_level
-                                                                     : CK_ZSTD_LEVEL_DEFAULT};
+    /* Its save wraps it as the key, or else its name, asks. */
+    const ck_envelope_kind *wrap = key ? ck_envelope_keyed() : by_name;
+    if (wrap != NULL) {
+        ck_envelope_opts eo = envelope_opts(m, opts);
+        wrap->fresh(&eo, &m->env);
+    }
     m->st.st_mode = S_IFREG | 0644;
     m->st.st_uid = getuid();
     m->st.st_gid = getgid();

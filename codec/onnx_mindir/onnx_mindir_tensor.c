@@ -45,7 +45,7 @@ const char *ck_pb_type_name(long code, bool mindir)
 static int dec_open(rd *d)
 {
     if (d->dec_fd < 0)
-        d->dec_fd = ck_scratch_fd(d->m->env.wrap == CK_WRAP_CIPHER, PATH(d),
+        d->dec_fd = ck_scratch_fd(ck_envelope_is_secret(&d->m->env), PATH(d),
                                   "decoded typed fields", d->err);
     return d->dec_fd < 0 ? -1 : 0;
 }

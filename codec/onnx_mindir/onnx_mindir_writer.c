@@ -883,7 +883,7 @@ static int put_pieces(ck_sink *s, const enc *e)
 static const ck_envelope *data_envelope(const writer *w)
 {
     const ck_envelope *env = &w->m->env;
-    return w->pb->mindir && env->wrap == CK_WRAP_CIPHER && !env->fresh ? env : NULL;
+    return w->pb->mindir && ck_envelope_wraps_data_files(env) ? env : NULL;
 }
 
 static int by_ext_off(const void *a, const void *b)

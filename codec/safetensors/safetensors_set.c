@@ -221,7 +221,7 @@ static int read_index(set_reader *r, json_t *root)
 static int set_open(ck_model *m, const ck_open_opts *o, ck_error *err)
 {
     (void)o;
-    if (m->env.wrap != CK_WRAP_NONE)
+    if (ck_envelope_is_wrapped(&m->env))
         return ck_fail(err, EINVAL, "%s: a sharded set's index is plain JSON; this one is "
                        "compressed or encrypted", m->path);
     ck_st_info *info = calloc(1, sizeof *info);
