@@ -42,6 +42,9 @@ LIB       := $(BUILD)/libckptfs.a
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/node_strategy.pb-c.o
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
+# The part of fs/ with no FUSE in it, which the unit tests drive directly:
+# the mounted tree and its unsaved edits.
+TREE_OBJ  := $(BUILD)/fs/tree.o
 PROTO_OBJ := $(BUILD)/gen/checkpoint.pb-c.o
 
 BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat $(BUILD)/ckptfs-diff \
@@ -74,7 +77,7 @@ $(BUILD)/ckptfs: $(FS_OBJ) $(LIB)
 $(BUILD)/ckptfs-%: $(BUILD)/tools/%.o $(TOOL_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/unit-tests: $(UNIT_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ) $(TOOL_OBJ) $(LIB)
+$(BUILD)/unit-tests: $(UNIT_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ) $(TOOL_OBJ) $(TREE_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Install the Debian packages the build and the tests need (as root), or say

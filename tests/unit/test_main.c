@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests of the codec (and the atomic writer), without FUSE.
+ * Unit tests of the codec (and the atomic writer), without FUSE; the
+ * mounted tree of fs/tree.c is driven without FUSE too (test_tree.c).
  *
  * Checkpoints are encoded with protobuf-c from codec/pb/proto/checkpoint.proto —
  * a second, independent protobuf implementation — and the streaming reader's
@@ -852,6 +853,7 @@ int main(void)
     test_stats();
     test_pickle();
     test_stats_blocks();
+    test_tree();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

@@ -26,5 +26,6 @@ void test_stats(void);
 void test_pickle(void);
 void test_stats_blocks(void);
 void test_direct_out(void);
+void test_tree(void);
 
 #endif
