@@ -28,7 +28,9 @@ struct ck_open_opts;
 typedef struct ck_format {
     const char *name;           /* "ckpt": -o format=, ckptfs-dump */
     const char *title;          /* in messages: "checkpoint", "ONNX" */
-    const char *extension;      /* what its files are called, before a ".zst" */
+    const char *extension;      /* what its files are called, before an envelope's
+                                 * (NULL: a directory's format, opened by its
+                                 * collection, codec/collection.h) */
     bool creatable;             /* -o create may start an empty model of it */
     bool encryptable;           /* a plain model may be encrypted on save (MindSpore's
                                  * loader decrypts it) */

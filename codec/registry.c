@@ -14,6 +14,7 @@
 #include "collections/dist_merge.h"
 #include "collections/iteration_dir.h"
 #include "oneflow/oneflow_dir.h"
+#include "oneflow/oneflow_dir_writer.h"
 #include "onnx_mindir/onnx_mindir_reader.h"
 #include "onnx_mindir/onnx_mindir_writer.h"
 #include "safetensors/safetensors_reader.h"
@@ -24,16 +25,18 @@
 
 typedef struct format_entry {
     const ck_format *reader;
-    const ck_writer *writer;
+    const ck_writer *writer;    /* saves a model of it in place */
+    const ck_target *target;    /* writes another model as it (ckptfs-convert) */
 } format_entry;
 
 /* The first is the default (ck_format_default). */
 static const format_entry formats[] = {
-    {&ck_format_ckpt, &ck_ckpt_writer},
-    {&ck_format_onnx, &ck_onnx_writer},
-    {&ck_format_mindir, &ck_mindir_writer},
-    {&ck_format_safetensors, &ck_safetensors_writer},
-    {&ck_format_safetensors_set, &ck_safetensors_set_writer},
+    {&ck_format_ckpt, &ck_ckpt_writer, &ck_ckpt_target},
+    {&ck_format_onnx, &ck_onnx_writer, NULL},
+    {&ck_format_mindir, &ck_mindir_writer, NULL},
+    {&ck_format_safetensors, &ck_safetensors_writer, &ck_safetensors_target},
+    {&ck_format_safetensors_set, &ck_safetensors_set_writer, NULL},
+    {&ck_format_oneflow, NULL, &ck_oneflow_target},
 };
 
 #define N_FORMATS (sizeof formats / sizeof formats[0])
@@ -87,7 +90,7 @@ static bool named(const char *path, const char *ext)
 const ck_format *ck_format_by_extension(const char *path)
 {
     for (size_t i = 0; i < N_FORMATS; i++)
-        if (named(path, formats[i].reader->extension))
+        if (formats[i].reader->extension != NULL && named(path, formats[i].reader->extension))
             return formats[i].reader;
     return NULL;
 }
@@ -105,12 +108,29 @@ const ck_format *ck_format_default(void)
     return formats[0].reader;
 }
 
-const ck_writer *ck_format_writer(const ck_format *f)
+static const format_entry *entry_of(const ck_format *f)
 {
     for (size_t i = 0; i < N_FORMATS; i++)
         if (formats[i].reader == f)
-            return formats[i].writer;
+            return &formats[i];
     return NULL;
+}
+
+const ck_writer *ck_format_writer(const ck_format *f)
+{
+    const format_entry *e = entry_of(f);
+    return e != NULL ? e->writer : NULL;
+}
+
+const ck_target *ck_format_target(const ck_format *f)
+{
+    const format_entry *e = entry_of(f);
+    return e != NULL ? e->target : NULL;
+}
+
+const ck_format *ck_format_at(size_t i)
+{
+    return i < N_FORMATS ? formats[i].reader : NULL;
 }
 
 /* Probed in this order; a strategy given names the first. */

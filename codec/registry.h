@@ -3,9 +3,11 @@
  * registry: the formats, envelopes and collections ckptfs knows, each kind
  * in one table (registry.c).
  *
- * Each entry is a format's reader (format.h) and its writer
- * (export/encoder.h; NULL where ckptfs reads the format but does not save
- * it), both defined in the format's folder, codec/FORMAT/.  The table is
+ * Each entry is a format's reader (format.h), its writer (export/encoder.h;
+ * NULL where ckptfs reads the format but does not save it) and what
+ * ckptfs-convert needs to write another model as it (export/target.h;
+ * NULL where it does not), all defined in the format's folder,
+ * codec/FORMAT/.  The table is
  * its own module, apart from the interfaces it lists, so that a format
  * includes only those interfaces and the table includes the formats.
  *
@@ -29,6 +31,7 @@
 #include "format.h"
 
 struct ck_writer;
+struct ck_target;
 
 /* The format a file name says by its extension (before an envelope's,
  * ".zst"), or NULL. */
@@ -40,6 +43,11 @@ const ck_format *ck_format_by_name(const char *name);
 const ck_format *ck_format_default(void);
 /* The writer of format f; NULL when ckptfs does not save it (yet). */
 const struct ck_writer *ck_format_writer(const ck_format *f);
+/* Format f as ckptfs-convert's OUT (export/target.h); NULL when ckptfs
+ * does not convert into it. */
+const struct ck_target *ck_format_target(const ck_format *f);
+/* The i-th format of the table, or NULL past the last. */
+const ck_format *ck_format_at(size_t i);
 
 /* The collection the directory path is: the distributed checkpoint when a
  * strategy is given, else the first whose probe claims it; NULL for a

@@ -6,11 +6,12 @@
  *
  * IN is anything the other tools open (cli_open.h: a .ckpt, safetensors,
  * ONNX, MindIR, encrypted or zstd-compressed, an iteration directory, a
- * OneFlow snapshot directory, a distributed checkpoint with -o strategy).  OUT is a .ckpt, a .safetensors
- * (either optionally .zst, a .ckpt optionally encrypted with -o enc_mode)
- * or a OneFlow snapshot directory (oneflow_dir_writer.h), chosen by --to or
- * by OUT's name: a name ending in "/" or an existing directory is a OneFlow
- * snapshot.
+ * OneFlow snapshot directory, a distributed checkpoint with -o strategy).
+ * OUT is in a format of the registry that has a target (export/target.h):
+ * a .ckpt, a .safetensors (either optionally .zst, a .ckpt optionally
+ * encrypted with -o enc_mode) or a OneFlow snapshot directory, chosen by
+ * --to or by OUT's name: a name ending in "/" or an existing directory is
+ * the directory format's.
  *
  * The output is a model created empty (ck_model_empty, as -o create does)
  * and every tensor of IN handed to its encoder as new bytes whose pieces are
@@ -33,25 +34,19 @@
 #include "../codec/cipher/key.h"
 #include "../codec/core/model.h"
 #include "../codec/core/name_map.h"
+#include "../codec/registry.h"
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
-#include "../codec/oneflow/oneflow_dir_writer.h"
 #include "../export/progress.h"
+#include "../export/target.h"
 #include "../export/template_fill.h"
 #include "../export/writer_lock.h"
 
 #define PROG "ckptfs-convert"
 
-typedef enum target {
-    TO_NONE,
-    TO_CKPT,
-    TO_SAFETENSORS,
-    TO_ONEFLOW,
-} target;
-
 typedef struct convert_opts {
     ck_cli_open open;           /* how IN is opened */
-    target to;                  /* --to, or from OUT's name */
+    const ck_format *to;        /* --to, or from OUT's name: a format with a target */
     bool force, quiet;
     const char *enc_mode;       /* -o enc_mode: encrypt a .ckpt OUT */
     int zstd_level;             /* -o zstd_level: of a .zst OUT (0: the default) */
@@ -173,46 +168,9 @@ static int plan_build(const ck_model *m, plan *p, ck_error *err)
 
 /* ---- what OUT cannot hold ---- */
 
-static const char *target_name(target to)
+static const ck_target *target_of(const convert_opts *o)
 {
-    switch (to) {
-    case TO_CKPT: return "a MindSpore checkpoint";
-    case TO_SAFETENSORS: return "safetensors";
-    case TO_ONEFLOW: return "a OneFlow snapshot";
-    case TO_NONE: break;
-    }
-    return "?";
-}
-
-/* Why OUT cannot hold tensor t's type, or NULL when it can. */
-static const char *type_refusal(target to, const ck_dtype *dt, char *buf, size_t cap)
-{
-    if (to != TO_CKPT && dt->kind == CK_KIND_STR)
-        return "a str value has no place in it";
-    switch (to) {
-    case TO_CKPT:
-        if (ck_dtype_from_mindspore(dt->ms_name, strlen(dt->ms_name), 0) == NULL)
-            snprintf(buf, cap, "type %s has no MindSpore checkpoint type", dt->ms_name);
-        else
-            return NULL;
-        return buf;
-    case TO_SAFETENSORS:
-        if (ck_dtype_safetensors_name(dt) != NULL)
-            return NULL;
-        snprintf(buf, cap, "type %s has no safetensors dtype", dt->ms_name);
-        return buf;
-    case TO_ONEFLOW:
-        return ck_oneflow_type_refusal(dt, buf, cap);
-    case TO_NONE:
-        break;
-    }
-    return NULL;
-}
-
-/* The shapes OUT's reader takes (dtype.h). */
-static const ck_shape_rule *target_shapes(target to)
-{
-    return to == TO_CKPT ? &ck_shape_ckpt : to == TO_ONEFLOW ? &ck_shape_oneflow : &ck_shape_st;
+    return ck_format_target(o->to);
 }
 
 /* Refuse, naming the first tensor OUT cannot hold: a map parameter's part,
@@ -220,6 +178,7 @@ static const ck_shape_rule *target_shapes(target to)
  * cannot store or that two tensors would share. */
 static int check_target(const convert_opts *o, const ck_model *m, const plan *p, ck_error *err)
 {
+    const ck_target *tg = target_of(o);
     const ck_index *ix = &m->index;
     ck_name_map seen;
     ck_name_map_init(&seen);
@@ -228,41 +187,92 @@ static int check_target(const convert_opts *o, const ck_model *m, const plan *p,
         const ck_tensor *t = &ix->tensors[ix->live[i]];
         char q[CK_QUOTE_BUF], why[160];
         ck_quote(q, t->name, t->name_len);
-        const char *refusal = type_refusal(o->to, t->dtype, why, sizeof why);
+        /* The names OUT keeps: directories' as the mount shows them, or
+         * the tensors' own. */
+        const char *key = tg->by_dir_name ? t->dir_name : p->w[i].name;
+        size_t len = tg->by_dir_name ? strlen(t->dir_name) : p->w[i].name_len;
+        const char *refusal = tg->type_refusal(t->dtype, why, sizeof why);
         if (refusal == NULL)
-            refusal = ck_shape_refusal(target_shapes(o->to), p->w[i].dtype, p->w[i].dims,
-                                       p->w[i].ndim, why, sizeof why);
-        /* The names OUT keeps: a OneFlow directory's as the mount shows
-         * it, else the tensor's own. */
-        const char *key = o->to == TO_ONEFLOW ? t->dir_name : p->w[i].name;
-        size_t len = o->to == TO_ONEFLOW ? strlen(t->dir_name) : p->w[i].name_len;
+            refusal = ck_shape_refusal(tg->shape, p->w[i].dtype, p->w[i].dims, p->w[i].ndim,
+                                       why, sizeof why);
+        const char *bad_name = tg->name_refusal ? tg->name_refusal(key, len) : NULL;
         if (t->part != CK_PART_WHOLE)
             rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': a MindSpore map parameter's %s "
                          "cannot be converted", o->in, q, ck_cli_part(t));
         else if (refusal != NULL)
             rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': %s cannot hold it: %s", o->in, q,
-                         target_name(o->to), refusal);
-        else if (o->to == TO_SAFETENSORS && memchr(key, '\0', len) != NULL)
-            rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': safetensors cannot hold a name with "
-                         "a NUL byte", o->in, q);
-        else if (o->to == TO_SAFETENSORS && strcmp(key, "__metadata__") == 0)
-            rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': safetensors keeps that name for its "
-                         "metadata", o->in, q);
-        else if (o->to == TO_ONEFLOW && strcmp(key, "pickled_data") == 0)
-            rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': a OneFlow snapshot cannot hold that "
-                         "name (OneFlow >= 0.6 would read it as its pickle)", o->in, q);
+                         tg->holder, refusal);
+        else if (bad_name != NULL)
+            rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': %s", o->in, q, bad_name);
         else if (ck_name_map_get(&seen, key, len) != CK_NAME_MAP_NONE)
             rc = ck_fail(err, ENOTSUP, "%s: tensor '%s': another tensor has the same %s in "
-                         "%s", o->in, q, o->to == TO_ONEFLOW ? "directory name" : "name",
-                         target_name(o->to));
+                         "%s", o->in, q, tg->by_dir_name ? "directory name" : "name",
+                         tg->holder);
         else if (ck_name_map_put(&seen, key, len, (uint32_t)i) < 0)
             rc = ck_nomem(err, o->in);
     }
-    if (rc == 0 && o->to == TO_CKPT && ix->n_live == 0)
-        rc = ck_fail(err, ENOTSUP, "%s: has no tensors, and MindSpore reads no empty "
-                     "checkpoint", o->in);
+    if (rc == 0 && tg->empty_refusal != NULL && ix->n_live == 0)
+        rc = ck_fail(err, ENOTSUP, "%s: has no tensors, and %s", o->in, tg->empty_refusal);
     ck_name_map_free(&seen);
     return rc;
+}
+
+/* ---- OUT's format ---- */
+
+/* The i-th format ckptfs converts into, or NULL past the last. */
+static const ck_format *target_at(size_t i)
+{
+    const ck_format *f;
+    for (size_t k = 0; (f = ck_format_at(k)) != NULL; k++)
+        if (ck_format_target(f) != NULL && i-- == 0)
+            return f;
+    return NULL;
+}
+
+/* The format that writes directories, or NULL. */
+static const ck_format *dir_target(void)
+{
+    const ck_format *f;
+    for (size_t i = 0; (f = target_at(i)) != NULL; i++)
+        if (ck_format_target(f)->write_dir != NULL)
+            return f;
+    return NULL;
+}
+
+/* Their names, "ckpt, safetensors or oneflow". */
+static const char *targets_list(char *buf, size_t cap)
+{
+    size_t n = 0, count = 0;
+    while (target_at(count) != NULL)
+        count++;
+    buf[0] = '\0';
+    for (size_t i = 0; i < count && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", i == 0 ? "" : i + 1 == count ? " or "
+                              : ", ", target_at(i)->name);
+    return buf;
+}
+
+static const ck_format *target_by_name(const char *name)
+{
+    const ck_format *f = ck_format_by_name(name);
+    return f != NULL && ck_format_target(f) != NULL ? f : NULL;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* OUT's format from its name: NULL when it says none. */
+static const ck_format *target_of_out(const char *out)
+{
+    struct stat st;
+    if (ends_with(out, "/") || (stat(out, &st) == 0 && S_ISDIR(st.st_mode)))
+        return dir_target();
+    const ck_format *f = ck_format_by_extension(out);
+    const ck_target *tg = f != NULL ? ck_format_target(f) : NULL;
+    return tg != NULL && tg->write_dir == NULL ? f : NULL;
 }
 
 /* ---- OUT ---- */
@@ -296,17 +306,13 @@ static int check_out_file(const convert_opts *o, ck_error *err)
     struct stat st;
     if (lstat(o->out, &st) < 0)
         return errno == ENOENT ? 0 : ck_fail_errno(err, errno, "%s: cannot stat", o->out);
+    const ck_format *dir = dir_target();
     if (S_ISDIR(st.st_mode))
-        return ck_fail(err, EISDIR, "%s: is a directory (a OneFlow snapshot is written with "
-                       "--to oneflow)", o->out);
+        return ck_fail(err, EISDIR, "%s: is a directory (%s is written with --to %s)", o->out,
+                       dir ? ck_format_target(dir)->holder : "a directory", dir ? dir->name : "?");
     if (!o->force)
         return ck_fail(err, EEXIST, "%s: exists (give -f to replace it)", o->out);
     return 0;
-}
-
-static const char *format_of(target to)
-{
-    return to == TO_CKPT ? "ckpt" : "safetensors";
 }
 
 /* OUT as a .ckpt or .safetensors file: an empty model of that format,
@@ -330,7 +336,7 @@ static int write_file(const convert_opts *o, const plan *p,
     int rc = -1;
     if (dir != NULL && ck_writer_lock_take(&lock, o->out, PROG, err) == 0 &&
         check_out_file(o, err) == 0 &&
-        (om = ck_model_empty(dir, o->out, format_of(o->to), &oo, err)) != NULL) {
+        (om = ck_model_empty(dir, o->out, o->to->name, &oo, err)) != NULL) {
         ck_encode_cleanup(om); /* what a killed convert to OUT left */
         ck_progress_start(prog, p->bytes, prog->on, prog->out);
         if (ck_group_begin(&g, dir, err) == 0) {
@@ -358,13 +364,12 @@ static int convert(const convert_opts *o)
     }
     plan p = {0};
     ck_progress prog = {.on = ck_progress_wanted(stderr, o->quiet), .out = stderr};
+    const ck_target *tg = target_of(o);
+    ck_target_args dir_args = {.out = o->out, .force = o->force, .progress = &prog, .m = m};
     int rc = plan_build(m, &p, &err) < 0 || check_target(o, m, &p, &err) < 0 ||
              check_not_in(o, m, &err) < 0 ? -1
-             : o->to == TO_ONEFLOW
-                 ? ck_oneflow_dir_write(&(ck_oneflow_dir_args){.out = o->out, .force = o->force,
-                                                               .progress = &prog, .m = m},
-                                        p.w, p.n, p.bytes, &err)
-                 : write_file(o, &p, &prog, &err);
+             : tg->write_dir != NULL ? tg->write_dir(&dir_args, p.w, p.n, p.bytes, &err)
+                                     : write_file(o, &p, &prog, &err);
     if (rc < 0)
         fprintf(stderr, PROG ": %s\n", err.msg);
     plan_free(&p);
@@ -376,13 +381,14 @@ static int convert(const convert_opts *o)
 
 static void usage(FILE *f)
 {
+    char targets[128];
     fprintf(f, "usage: " PROG " [OPTIONS] IN OUT\n"
             "Write the model IN in another format as OUT: a MindSpore .ckpt, a .safetensors\n"
             "(either .zst-compressed when OUT ends in .zst) or a OneFlow snapshot directory.\n"
             "OUT's format is --to's, else its name's; a name ending in '/' or an existing\n"
             "directory is a OneFlow snapshot.  OUT is written atomically and checked against\n"
             "IN before it appears; what it cannot hold is refused before anything is written.\n"
-            "  --to FORMAT           ckpt, safetensors or oneflow\n"
+            "  --to FORMAT           %s\n"
             "  -f, --force           replace an existing OUT (a directory only if it is a\n"
             "                        OneFlow snapshot or empty)\n"
             "  -q, --quiet           no progress bar (drawn only when stderr is a terminal)\n"
@@ -400,35 +406,8 @@ static void usage(FILE *f)
             "TEMPLATE_NAME\" renaming CKPT's first; --strict: every one must be filled.\n"
             "IN: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
             "directory, or with -o strategy a distributed checkpoint's directory.\n"
-            "Exit status: 0 written, 1 failed (nothing written), 2 a usage error.\n");
-}
-
-static target target_by_name(const char *name)
-{
-    return strcmp(name, "ckpt") == 0          ? TO_CKPT
-           : strcmp(name, "safetensors") == 0 ? TO_SAFETENSORS
-           : strcmp(name, "oneflow") == 0     ? TO_ONEFLOW
-                                              : TO_NONE;
-}
-
-static bool ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* OUT's format from its name: TO_NONE when it says none. */
-static target target_of_out(const char *out)
-{
-    struct stat st;
-    if (ends_with(out, "/") || (stat(out, &st) == 0 && S_ISDIR(st.st_mode)))
-        return TO_ONEFLOW;
-    char base[4096];
-    snprintf(base, sizeof base, "%s", out);
-    if (ends_with(base, ".zst"))
-        base[strlen(base) - 4] = '\0';
-    return ends_with(base, ".ckpt") ? TO_CKPT
-           : ends_with(base, ".safetensors") ? TO_SAFETENSORS : TO_NONE;
+            "Exit status: 0 written, 1 failed (nothing written), 2 a usage error.\n",
+            targets_list(targets, sizeof targets));
 }
 
 /* "--NAME VALUE" or "--NAME=VALUE" at argv[*i]: VALUE (*i moved past it),
@@ -462,7 +441,7 @@ static int own_arg(void *ctx, int argc, char **argv, int *i)
         o->map = v;
     } else if (strcmp(a, "--to") == 0 || strncmp(a, "--to=", 5) == 0) {
         const char *name = a[4] == '=' ? a + 5 : *i + 1 < argc ? argv[++*i] : "";
-        if ((o->to = target_by_name(name)) == TO_NONE)
+        if ((o->to = target_by_name(name)) == NULL)
             return -1;
     } else if ((v = ck_cli_o_value(argc, argv, *i, "enc_mode")) != NULL) {
         ++*i;
@@ -496,7 +475,7 @@ static const char *check_fill_opts(const convert_opts *o)
         return o->map != NULL || o->strict ? "--map and --strict go with --into" : NULL;
     if (o->into[0] == '\0' || (o->map != NULL && o->map[0] == '\0'))
         return "--into and --map take a file";
-    if (o->to != TO_NONE || o->enc_mode != NULL || o->zstd_level != 0)
+    if (o->to != NULL || o->enc_mode != NULL || o->zstd_level != 0)
         return "--into writes TEMPLATE's format: --to, -o enc_mode and -o zstd_level do not "
                "apply";
     return NULL;
@@ -505,11 +484,16 @@ static const char *check_fill_opts(const convert_opts *o)
 /* The consistency of the options with OUT: a message, or NULL. */
 static const char *check_opts(convert_opts *o)
 {
-    if (o->to == TO_NONE && (o->to = target_of_out(o->out)) == TO_NONE)
-        return "cannot tell OUT's format from its name: give --to ckpt, safetensors or oneflow";
-    if (o->enc_mode != NULL && (o->to != TO_CKPT || ends_with(o->out, ".zst")))
+    static char why[192];
+    if (o->to == NULL && (o->to = target_of_out(o->out)) == NULL) {
+        char targets[128];
+        snprintf(why, sizeof why, "cannot tell OUT's format from its name: give --to %s",
+                 targets_list(targets, sizeof targets));
+        return why;
+    }
+    if (o->enc_mode != NULL && (!o->to->encryptable || ck_envelope_by_extension(o->out)))
         return "-o enc_mode encrypts a .ckpt OUT only (not compressed)";
-    if (o->zstd_level != 0 && (o->to == TO_ONEFLOW || !ends_with(o->out, ".zst")))
+    if (o->zstd_level != 0 && (target_of(o)->write_dir != NULL || !ends_with(o->out, ".zst")))
         return "-o zstd_level is for a .zst OUT";
     return NULL;
 }

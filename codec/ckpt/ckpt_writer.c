@@ -466,3 +466,19 @@ const ck_writer ck_ckpt_writer = {
     .same_type = ckpt_same_type,
     .shape = &ck_shape_ckpt,
 };
+
+/* A checkpoint holds every type with a MindSpore name, str too. */
+static const char *ckpt_type_refusal(const ck_dtype *dt, char *buf, size_t cap)
+{
+    if (ck_dtype_from_mindspore(dt->ms_name, strlen(dt->ms_name), 0) != NULL)
+        return NULL;
+    snprintf(buf, cap, "type %s has no MindSpore checkpoint type", dt->ms_name);
+    return buf;
+}
+
+const ck_target ck_ckpt_target = {
+    .holder = "a MindSpore checkpoint",
+    .type_refusal = ckpt_type_refusal,
+    .shape = &ck_shape_ckpt,
+    .empty_refusal = "MindSpore reads no empty checkpoint",
+};

@@ -26,6 +26,7 @@
 
 #include "../core/model.h"
 #include "../../export/encoder.h"
+#include "../../export/target.h"
 
 #define CK_CKPT_SLICE_BYTES (512ull << 20)
 
@@ -42,5 +43,7 @@ int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
 
 /* The writer (encoder.h): ck_ckpt_write into the group's first file. */
 extern const ck_writer ck_ckpt_writer;
+/* A checkpoint as ckptfs-convert's OUT (export/target.h). */
+extern const ck_target ck_ckpt_target;
 
 #endif

@@ -197,8 +197,8 @@ static const char *of_extent_file(const ck_model *m, const ck_tensor *t, uint64_
     return f->rel;
 }
 
-static const ck_format oneflow_format = {
-    .name = "oneflow", .title = "OneFlow snapshot directory", .extension = "",
+const ck_format ck_format_oneflow = {
+    .name = "oneflow", .title = "OneFlow snapshot directory", .extension = NULL,
     .free_state = free, .type_name = of_type_name, .is_data_file = of_is_data_file,
     .extent_file = of_extent_file, .notes = of_notes,
 };
@@ -575,7 +575,7 @@ ck_model *ck_oneflow_open(const char *path, ck_error *err)
     }
     struct stat st;
     ck_model_dir *d = dir_itself(shown, &st, err);
-    ck_model *m = d == NULL ? NULL : ck_model_assembled(d, shown, &oneflow_format, err);
+    ck_model *m = d == NULL ? NULL : ck_model_assembled(d, shown, &ck_format_oneflow, err);
     opener o = {.path = shown, .dir = d, .m = m};
     mode_t mode;
     if (m != NULL) {

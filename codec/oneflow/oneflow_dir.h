@@ -46,6 +46,10 @@ bool ck_oneflow_dir_path(const char *path);
  * format "oneflow".  NULL with err on failure. */
 ck_model *ck_oneflow_open(const char *path, ck_error *err);
 
+/* The format of the model ck_oneflow_open gives (opened by its collection,
+ * never by a file's name: it has no open and no extension). */
+extern const ck_format ck_format_oneflow;
+
 /* The collection (registry.h): a directory ck_oneflow_dir_path calls a
  * snapshot. */
 extern const ck_collection ck_collection_oneflow;

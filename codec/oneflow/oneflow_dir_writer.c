@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "oneflow_dir.h"
 #include "oneflow_meta.h"
 #include "../../export/byte_sink.h"
 #include "../../export/writer_lock.h"
@@ -30,7 +31,9 @@
 #define TMP_TAG ".ckptfs-"
 #define CHUNK (1u << 20)
 
-const char *ck_oneflow_type_refusal(const ck_dtype *dt, char *buf, size_t cap)
+/* Why a snapshot cannot hold type dt, naming the OneFlow versions that
+ * lack it. */
+static const char *of_type_refusal(const ck_dtype *dt, char *buf, size_t cap)
 {
     if (dt->kind == CK_KIND_STR)
         return "a str value has no place in it";
@@ -304,7 +307,7 @@ out:
     return rc;
 }
 
-static int write_tree(out_dir *d, const ck_oneflow_dir_args *a, const ck_write_tensor *w,
+static int write_tree(out_dir *d, const ck_target_args *a, const ck_write_tensor *w,
                       size_t n)
 {
     const ck_index *ix = &a->m->index;
@@ -419,7 +422,7 @@ static int count_entry(int dfd, const struct dirent *de, void *arg)
 
 /* The tree as written, against the tensors: every directory's meta and
  * out, and nothing more at the root than they and snapshot_done. */
-static int check_tree(out_dir *d, const ck_oneflow_dir_args *a, const ck_write_tensor *w,
+static int check_tree(out_dir *d, const ck_target_args *a, const ck_write_tensor *w,
                       size_t n)
 {
     const ck_index *ix = &a->m->index;
@@ -482,8 +485,8 @@ static int commit(out_dir *d, bool exists)
     return 0;
 }
 
-int ck_oneflow_dir_write(const ck_oneflow_dir_args *a, const ck_write_tensor *w, size_t n,
-                         uint64_t bytes, ck_error *err)
+static int of_write_dir(const ck_target_args *a, const ck_write_tensor *w, size_t n,
+                        uint64_t bytes, ck_error *err)
 {
     out_dir d = {.out = a->out, .parent_fd = -1, .tmp_fd = -1, .err = err};
     ck_writer_lock lock = {.fd = -1};
@@ -515,3 +518,21 @@ out:
         close(d.parent_fd);
     return rc;
 }
+
+/* A directory of that name is the pickle to OneFlow >= 0.6. */
+static const char *of_name_refusal(const char *dir, size_t len)
+{
+    if (len == strlen(CK_ONEFLOW_PICKLE) && memcmp(dir, CK_ONEFLOW_PICKLE, len) == 0)
+        return "a OneFlow snapshot cannot hold that name (OneFlow >= 0.6 would read it as its "
+               "pickle)";
+    return NULL;
+}
+
+const ck_target ck_oneflow_target = {
+    .holder = "a OneFlow snapshot",
+    .type_refusal = of_type_refusal,
+    .name_refusal = of_name_refusal,
+    .shape = &ck_shape_oneflow,
+    .by_dir_name = true,
+    .write_dir = of_write_dir,
+};

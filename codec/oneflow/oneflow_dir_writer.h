@@ -27,23 +27,12 @@
 
 #include "../core/model.h"
 #include "../../export/encoder.h"
-#include "../../export/progress.h"
+#include "../../export/target.h"
 
-typedef struct ck_oneflow_dir_args {
-    const char *out;            /* the snapshot directory, as given */
-    bool force;                 /* an existing snapshot may be replaced */
-    ck_progress *progress;      /* started here with the total (NULL: none) */
-    const ck_model *m;          /* the tensors' model, for directory names */
-} ck_oneflow_dir_args;
-
-/* Why a OneFlow snapshot cannot hold type dt (naming the OneFlow versions
- * that lack it), into buf; NULL when it can. */
-const char *ck_oneflow_type_refusal(const ck_dtype *dt, char *buf, size_t cap);
-
-/* Write the n tensors (each new bytes, as given to an encoder) to a->out,
- * whose tensors are m's live ones in order; bytes is their total.  Errors
- * name OUT and the tensor. */
-int ck_oneflow_dir_write(const ck_oneflow_dir_args *a, const ck_write_tensor *w, size_t n,
-                         uint64_t bytes, ck_error *err);
+/* A OneFlow snapshot as ckptfs-convert's OUT (export/target.h): its
+ * write_dir writes the n tensors (each new bytes, as given to an encoder)
+ * to a->out, whose tensors are a->m's live ones in order; errors name OUT
+ * and the tensor. */
+extern const ck_target ck_oneflow_target;
 
 #endif

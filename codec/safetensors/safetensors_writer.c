@@ -27,6 +27,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -337,5 +338,32 @@ const ck_writer ck_safetensors_writer = {
     .encode = st_encode,
     .own_order = true,
     .same_type = ck_st_same_type,
+    .shape = &ck_shape_st,
+};
+
+static const char *st_type_refusal(const ck_dtype *dt, char *buf, size_t cap)
+{
+    if (dt->kind == CK_KIND_STR)
+        return "a str value has no place in it";
+    if (ck_dtype_safetensors_name(dt) != NULL)
+        return NULL;
+    snprintf(buf, cap, "type %s has no safetensors dtype", dt->ms_name);
+    return buf;
+}
+
+/* The header is a JSON object of C strings, one key its own. */
+static const char *st_name_refusal(const char *name, size_t len)
+{
+    if (memchr(name, '\0', len) != NULL)
+        return "safetensors cannot hold a name with a NUL byte";
+    if (len == strlen("__metadata__") && memcmp(name, "__metadata__", len) == 0)
+        return "safetensors keeps that name for its metadata";
+    return NULL;
+}
+
+const ck_target ck_safetensors_target = {
+    .holder = "safetensors",
+    .type_refusal = st_type_refusal,
+    .name_refusal = st_name_refusal,
     .shape = &ck_shape_st,
 };

@@ -8,9 +8,12 @@
 
 #include "safetensors_reader.h"
 #include "../../export/encoder.h"
+#include "../../export/target.h"
 
 /* The writer (encoder.h). */
 extern const ck_writer ck_safetensors_writer;
+/* A safetensors file as ckptfs-convert's OUT (export/target.h). */
+extern const ck_target ck_safetensors_target;
 
 /* Write tensors[0..n) as one safetensors file into s (its wrap begun):
  * file's layout kept when its n_orig tensors are all still there as they
