@@ -120,3 +120,14 @@ const char *ck_envelope_describe(const ck_envelope *env)
 {
     return env->kind == NULL ? "" : env->kind->describe(env);
 }
+
+int ck_envelope_option(const char *name, const char *value, ck_envelope_opts *o, ck_error *err)
+{
+    const ck_envelope_kind *k;
+    for (size_t i = 0; (k = ck_envelope_kind_at(i)) != NULL; i++) {
+        int took = k->option != NULL ? k->option(name, value, o, err) : 0;
+        if (took != 0)
+            return took;
+    }
+    return 0;
+}

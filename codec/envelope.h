@@ -77,4 +77,9 @@ void ck_envelope_note_plaintext(const ck_envelope *env, ck_error *err);
 /* What ckptfs-dump shows: "" for a plain file, "AES-GCM", "seekable zstd". */
 const char *ck_envelope_describe(const ck_envelope *env);
 
+/* The save option NAME=VALUE (-o enc_mode=AES-GCM, -o zstd_level=19), as
+ * the envelope that has it reads it into o: 1 taken, 0 no envelope's, -1
+ * a bad value (err, naming the option). */
+int ck_envelope_option(const char *name, const char *value, ck_envelope_opts *o, ck_error *err);
+
 #endif

@@ -94,6 +94,10 @@ typedef struct ck_envelope_kind {
      * does not write (err). */
     struct ck_wrap_writer *(*new_writer)(const ck_envelope *env, int fd, const char *path,
                                          ck_error *err);
+    /* Optional: a save option NAME=VALUE of this envelope (-o enc_mode=,
+     * -o zstd_level=), into o: 1 taken, 0 not its own, -1 a bad value
+     * (err: why, naming the option). */
+    int (*option)(const char *name, const char *value, ck_envelope_opts *o, ck_error *err);
     /* What ckptfs-dump shows: "AES-GCM", "seekable zstd". */
     const char *(*describe)(const ck_envelope *env);
     /* Optional: what a reader's refusal of the plaintext may also mean

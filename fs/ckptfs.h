@@ -152,6 +152,17 @@ void ckfs_front_init(ckfs *fs);
 /* The mount's lock, writers first: a save waiting to switch the tree is
  * not starved by a stream of reads. */
 void ckfs_lock_init(ckfs *fs);
+
+/* fs/mount_setup.c.  Make the open model the tree of fs, whose settings
+ * are made (timeouts, splice, commit delay...): writable or not (a
+ * writable one's leftovers of a save cut short removed first: its writer
+ * lock must be held), edits held within spill_max (0: the default), and
+ * the mount's lock.  -1 with err: fs holds nothing, the model is still
+ * the caller's. */
+int ckfs_attach(ckfs *fs, ck_model *model, const ck_open_opts *oo, bool writable,
+                uint64_t spill_max, ck_error *err);
+/* Let go of what ckfs_attach made, the model (the save's last) with it. */
+void ckfs_detach(ckfs *fs);
 /* What every mount asks of the kernel at INIT: splice (cleared in *splice
  * when the kernel cannot), READDIRPLUS, and the mount's max_read. */
 void ckfs_conn_init(struct fuse_conn_info *conn, bool *splice, unsigned max_read);

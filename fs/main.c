@@ -21,7 +21,6 @@
 #include <sys/resource.h>
 #include <syslog.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include "../codec/registry.h"
 #include "../export/commit_group.h"
@@ -172,7 +171,7 @@ static void usage(FILE *to)
             "\n");
 }
 
-/* The encryption and compression options into oo; the key into key. */
+/* The envelopes' options into oo; the key into key. */
 static int envelope_options(const struct cli *cli, ck_open_opts *oo, ck_key *key)
 {
     ck_error err = {0};
@@ -181,13 +180,18 @@ static int envelope_options(const struct cli *cli, ck_open_opts *oo, ck_key *key
                 cli->cache_size);
         return -1;
     }
-    if (cli->zstd_level != 0 &&
-        (cli->zstd_level < ZSTD_minCLevel() || cli->zstd_level > ZSTD_maxCLevel())) {
-        fprintf(stderr, "ckptfs: -o zstd_level=%d: zstd levels are %d to %d\n", cli->zstd_level,
-                ZSTD_minCLevel(), ZSTD_maxCLevel());
+    /* The envelopes' save options, read by the envelope that has each. */
+    ck_envelope_opts eo = {0};
+    char level[16];
+    snprintf(level, sizeof level, "%d", cli->zstd_level);
+    if ((cli->zstd_level != 0 && ck_envelope_option("zstd_level", level, &eo, &err) < 0) ||
+        (cli->enc_mode != NULL && ck_envelope_option("enc_mode", cli->enc_mode, &eo, &err) < 0)) {
+        fprintf(stderr, "ckptfs: %s\n", err.msg);
         return -1;
     }
-    oo->zstd_level = cli->zstd_level;
+    oo->zstd_level = eo.zstd_level;
+    oo->encrypt = eo.encrypt;
+    oo->enc_mode = eo.enc_mode;
     size_t tmp_max = 0;
     if (cli->tmp_max != NULL && ck_parse_size(cli->tmp_max, &tmp_max) < 0) {
         fprintf(stderr, "ckptfs: -o tmp_max=%s: give a size in bytes, or with K, M or G\n",
@@ -195,16 +199,6 @@ static int envelope_options(const struct cli *cli, ck_open_opts *oo, ck_key *key
         return -1;
     }
     oo->tmp_max = tmp_max;
-    if (cli->enc_mode != NULL) {
-        int mode = ck_cipher_mode_parse(cli->enc_mode);
-        if (mode < 0) {
-            fprintf(stderr, "ckptfs: -o enc_mode=%s: the modes are AES-GCM and AES-CBC\n",
-                    cli->enc_mode);
-            return -1;
-        }
-        oo->encrypt = true;
-        oo->enc_mode = (ck_cipher_mode)mode;
-    }
     if (ck_key_load(cli->key_file, key, &err) < 0) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         return -1;
@@ -553,13 +547,10 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
         fprintf(stderr, "ckptfs: -o spill_max=%s: give a size in bytes, or with K, M or G\n",
                 cli->spill_max);
         ck_model_close(model);
-    } else if (tree_init(&fs.tr, model, oo, rw, &err) < 0) {
+    } else if (ckfs_attach(&fs, model, oo, rw, spill_max, &err) < 0) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         ck_model_close(model);
     } else {
-        if (spill_max != 0)
-            fs.tr.spill_max = spill_max;
-        ckfs_lock_init(&fs);
         fs.max_read = mount_max_read(cli->max_read);
         if (add_mount_opts(args, path, rw, fs.max_read) < 0)
             fprintf(stderr, "ckptfs: out of memory\n");
@@ -569,9 +560,7 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
          * goes on while this one tears down (closing its inotify instance
          * waits for an RCU grace period). */
         ck_writer_lock_release(lock);
-        ck_model_close(fs.tr.model); /* a commit may have replaced it */
-        tree_free(&fs.tr);
-        pthread_rwlock_destroy(&fs.lock);
+        ckfs_detach(&fs);
     }
     if (fs.log_fd >= 0)
         close(fs.log_fd);
@@ -635,6 +624,71 @@ static int take_lock(struct cli *cli, const char *path, const char *where,
     return -1;
 }
 
+/* Open the model file path for a mount: its directory opened once, before
+ * mounting (every file access of the mount goes through it, and the mount
+ * point may be that very directory), another program's write told from a
+ * touch, a save of several files that a crash interrupted after its
+ * commit point finished first (a read-only mount changes nothing and says
+ * how to finish it), created empty with -o create.  NULL: said. */
+static ck_model *open_model(struct cli *cli, const char *path, const ck_open_opts *oo)
+{
+    ck_error err = {0};
+    ck_model_dir *dir = ck_dir_open(path, &err);
+    if (dir == NULL) {
+        fprintf(stderr, "ckptfs: %s\n", err.msg);
+        return NULL;
+    }
+    ck_dir_watch_files(dir);
+    struct stat st;
+    ck_model *model = NULL;
+    if (ck_group_recover(dir, !wants_writing(cli, path), &err) >= 0)
+        model = cli->create && ck_dir_stat(dir, dir->base, &st) < 0 && errno == ENOENT
+                    ? ck_model_empty(dir, path, cli->format, oo, &err)
+                    : ck_model_open_at(dir, path, oo, &err);
+    ck_dir_unref(dir); /* the model holds it */
+    if (model == NULL)
+        fprintf(stderr, "ckptfs: %s\n", err.msg);
+    else if (model->n_sources == 0)
+        cli->rw = 1; /* a model to create is written, whatever its mode says */
+    return model;
+}
+
+/* One model file: writable by the owner's write bit or -o rw, then under
+ * its writer lock. */
+static int mount_model(struct cli *cli, struct fuse_args *args, struct fuse_cmdline_opts *opts,
+                       const char *path, const ck_open_opts *oo)
+{
+    /* One writer per model: a second writable mount would undo the first's
+     * saves, and remove its temporary files as leftovers. */
+    char *where = realpath(opts->mountpoint, NULL);
+    const char *at = where ? where : opts->mountpoint;
+    ck_writer_lock lock = {.fd = -1};
+    ck_error err = {0};
+    int rc = 1;
+    ck_model *model = take_lock(cli, path, at, &lock) == 0 ? open_model(cli, path, oo) : NULL;
+    bool savable = model != NULL && ck_model_may_save(model, &err) == 0;
+    /* MindSpore saves checkpoints 0400: such a file is not edited unless
+     * asked for. */
+    bool rw = model != NULL &&
+              (cli->rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 && savable : cli->rw);
+    if (model == NULL) {
+        /* said */
+    } else if (!savable && cli->rw == 1) {
+        fprintf(stderr, "ckptfs: %s: mount it without -o rw\n", err.msg);
+        ck_model_close(model);
+    } else if (rw && lock.fd < 0 && ck_writer_lock_take(&lock, path, at, &err) < 0) {
+        fprintf(stderr, "ckptfs: %s\n", err.msg); /* made writable since the stat */
+        ck_model_close(model);
+    } else {
+        if (!rw)
+            ck_writer_lock_release(&lock); /* a read-only mount holds nothing */
+        rc = serve_opened(model, rw, cli, args, opts, oo, &lock, at, path);
+    }
+    ck_writer_lock_release(&lock); /* if not released above */
+    free(where);
+    return rc;
+}
+
 /* Allow as many open files as the system lets this process have. */
 static void raise_open_file_limit(void)
 {
@@ -652,8 +706,7 @@ int main(int argc, char **argv)
     struct cli cli = {.rw = -1, .commit_delay = 1.0, .max_read = UINT_MAX, .busy_poll = 100,
                       .settle = 5.0};
     struct fuse_cmdline_opts opts = {0};
-    ck_writer_lock lock = {.fd = -1};
-    char *where = NULL;
+    ck_key key = {0};
     int rc = 1;
 
     if (fuse_opt_parse(&args, &cli, cli_opts, cli_proc) != 0 ||
@@ -695,9 +748,7 @@ int main(int argc, char **argv)
     /* The daemon changes directory to /: keep an absolute path. */
     char *abs = absolute_path(cli.model);
     const char *path = abs ? abs : cli.model;
-    ck_error err = {0};
     ck_open_opts oo = {.skip_crc = cli.nocrc};
-    ck_key key = {0};
     if (envelope_options(&cli, &oo, &key) < 0) {
         free(abs);
         goto out;
@@ -713,75 +764,13 @@ int main(int argc, char **argv)
         free(abs);
         goto out;
     }
-    if (is_dir) {
-        oo.key_if_encrypted = true; /* a run's plain checkpoints beside encrypted ones */
-        const ck_collection *c = ck_collection_of(path, cli.strategy);
-        rc = c != NULL ? mount_collection(&cli, &args, &opts, path, &oo, c)
-                       : mount_run(&cli, &args, &opts, path, &oo);
-        free(abs);
-        goto out;
-    }
-    /* One writer per model: a second writable mount would undo the first's
-     * saves, and remove its temporary files as leftovers. */
-    where = realpath(opts.mountpoint, NULL);
-    if (take_lock(&cli, path, where ? where : opts.mountpoint, &lock) < 0) {
-        free(abs);
-        goto out;
-    }
-    /* The model's directory is opened here, once, before mounting: every
-     * file access of the mount goes through it (the mount point may be
-     * that very directory). */
-    ck_model_dir *dir = ck_dir_open(path, &err);
-    if (dir == NULL) {
-        fprintf(stderr, "ckptfs: %s\n", err.msg);
-        free(abs);
-        goto out;
-    }
-    ck_dir_watch_files(dir); /* tell another program's write from a touch */
-    /* A save of several files that a crash interrupted after its commit
-     * point is finished before anything reads them; a read-only mount
-     * changes nothing and says how to finish it. */
-    struct stat st;
-    ck_model *model = NULL;
-    if (ck_group_recover(dir, !wants_writing(&cli, path), &err) >= 0)
-        model = cli.create && ck_dir_stat(dir, dir->base, &st) < 0 && errno == ENOENT
-                    ? ck_model_empty(dir, path, cli.format, &oo, &err)
-                    : ck_model_open_at(dir, path, &oo, &err);
-    ck_dir_unref(dir); /* the model holds it */
-    if (model != NULL && model->n_sources == 0)
-        cli.rw = 1; /* a model to create is written, whatever its mode says */
-    if (model == NULL) {
-        fprintf(stderr, "ckptfs: %s\n", err.msg);
-        free(abs);
-        goto out;
-    }
-    bool savable = ck_model_may_save(model, &err) == 0;
-    if (!savable && cli.rw == 1) {
-        fprintf(stderr, "ckptfs: %s: mount it without -o rw\n", err.msg);
-        ck_model_close(model);
-        free(abs);
-        goto out;
-    }
-    /* MindSpore saves checkpoints 0400: such a file is not edited unless
-     * asked for. */
-    bool rw = cli.rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 && savable : cli.rw;
-    if (!rw) {
-        ck_writer_lock_release(&lock); /* a read-only mount holds nothing */
-    } else if (lock.fd < 0 &&
-               ck_writer_lock_take(&lock, path, where ? where : opts.mountpoint, &err) < 0) {
-        fprintf(stderr, "ckptfs: %s\n", err.msg); /* made writable since the stat above */
-        ck_model_close(model);
-        free(abs);
-        goto out;
-    }
-    if (rw)
-        ck_encode_cleanup(model);
-    rc = serve_opened(model, rw, &cli, &args, &opts, &oo, &lock, where ? where : opts.mountpoint,
-                      path);
+    oo.key_if_encrypted = is_dir; /* a run's plain checkpoints beside encrypted ones */
+    const ck_collection *c = is_dir ? ck_collection_of(path, cli.strategy) : NULL;
+    rc = c != NULL ? mount_collection(&cli, &args, &opts, path, &oo, c)
+         : is_dir  ? mount_run(&cli, &args, &opts, path, &oo)
+                   : mount_model(&cli, &args, &opts, path, &oo);
     free(abs);
 out:
-    ck_writer_lock_release(&lock); /* if not released above */
-    free(where);
     ck_key_wipe(&key);
     free(opts.mountpoint);
     free(cli.model);

@@ -93,7 +93,7 @@
  * that only appeared, by link(2) (ln, cp -l, linkat of an O_TMPFILE), has
  * an IN_CREATE and no open: it is judged as any other file. */
 typedef struct run_writing {
-    char *name;                 /* beneath the run directory: "x.ckpt", "rank_0/x.ckpt" */
+    char *name;                 /* beneath the run directory: "x.EXT", "rank_0/x.EXT" */
     double created;             /* when its IN_CREATE was read (CLOCK_REALTIME), 0: not seen */
     unsigned opens;             /* IN_OPEN since then, less IN_CLOSE_NOWRITE */
     bool modified;              /* IN_MODIFY seen, no IN_CLOSE_WRITE since */
@@ -813,9 +813,7 @@ static void *watch_main(void *arg)
 static void release_slot(ckrun *r, run_slot *s)
 {
     ckfs *fs = s->fs;
-    ck_model_close(fs->tr.model);
-    tree_free(&fs->tr);
-    pthread_rwlock_destroy(&fs->lock);
+    ckfs_detach(fs);
     free((char *)fs->mountpoint);
     free(fs);
     s->fs = NULL;
@@ -1010,12 +1008,11 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
         *errnum = ESTALE; /* gone since it was listed: the watcher will say so */
         return -1;
     }
-    if (lock != NULL)
-        ck_encode_cleanup(model); /* what a save cut short left, now that it is ours */
     *fs = r->proto;
     fs->mountpoint = shown;
     fs->ino_base = slot_ino(index, 0);
-    if (tree_init(&fs->tr, model, &r->open_opts, lock != NULL, &err) < 0) {
+    if (ckfs_attach(fs, model, &r->open_opts, lock != NULL, lock != NULL ? r->spill_max : 0,
+                    &err) < 0) {
         ck_model_close(model);
         ck_writer_lock_release(lock);
         free(lock);
@@ -1023,13 +1020,10 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
         free(fs);
         return open_failed(r, s, &err, errnum);
     }
-    if (lock != NULL && r->spill_max != 0)
-        fs->tr.spill_max = r->spill_max;
     fs->owner = r;
     fs->on_save = lock != NULL ? slot_saves : NULL;
     fs->sealed = __atomic_load_n(&r->sealed, __ATOMIC_ACQUIRE);
     s->said_transient = false;
-    ckfs_lock_init(fs);
     ckfs_saver_init(fs); /* its thread starts with the first edit */
     s->file_ino = model->st.st_ino;
     s->fs = fs;

@@ -221,8 +221,8 @@ static bool entry_differs(const entry *e)
 
 bool tree_dirty(const tree *tr)
 {
-    /* -o enc_mode on a plain model: the file is not what a save writes
-     * until it is saved encrypted. */
+    /* A plain model a save wraps (-o enc_mode): the file is not what a
+     * save writes until it is saved so. */
     if (tr->writable && tr->model->env.fresh && tr->model->n_sources > 0)
         return true;
     return tr->n_differ > 0 || tr->names_pending;
@@ -310,9 +310,10 @@ static edit *edit_of(tree *tr, entry *e, ck_error *err)
     return e->edit;
 }
 
-/* Edits of an encrypted model hold decrypted bytes: they are kept in
- * memory (memfd), never in a file on disk, and capped at spill_max so a
- * big copy fails with ENOSPC instead of exhausting memory. */
+/* Edits of a model whose envelope is secret hold its plaintext: they are
+ * kept in memory (memfd), never in a file on disk, and capped at
+ * spill_max so a big copy fails with ENOSPC instead of exhausting
+ * memory. */
 static bool spill_in_memory(const tree *tr)
 {
     return ck_envelope_is_secret(&tr->model->env);
@@ -348,7 +349,7 @@ static int spill_room(const tree *tr, uint64_t old, uint64_t new, ck_error *err)
 
 /* A nameless file beside the model (same filesystem, so the commit can
  * copy_file_range from it), or in $TMPDIR when that directory refuses;
- * in memory for an encrypted model.  Beside the model means through the
+ * in memory for a secret envelope's.  Beside the model means through the
  * directory's descriptor, never its name, which may lead into the mount
  * itself. */
 static int spill_file(const tree *tr, ck_error *err)
@@ -888,8 +889,8 @@ static int add_entries(tree *tr, tree_save *save, const names_plan *plan, ck_err
 
 /* Whether a save has something to write: edits, or (make_file) the file
  * of a model created empty that was never saved.  A format with no file of
- * no tensors (.ckpt) refuses that save with the reason (ck_encode) rather
- * than answering "saved" with no file. */
+ * no tensors refuses that save with the reason (ck_encode) rather than
+ * answering "saved" with no file. */
 static bool to_save(const tree *tr, bool make_file)
 {
     return tree_dirty(tr) ||
@@ -1467,8 +1468,9 @@ int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *
 
 /* ---- a copied snapshot's names (the names file) ----
  *
- * cp -r, rsync and tar of a OneFlow >= 0.6 snapshot make tensor_<N>
- * directories and a root pickled_data, which alone holds their real names.
+ * cp -r, rsync and tar of a snapshot whose directories carry no names
+ * (OneFlow >= 0.6's tensor_<N>) bring a root names file, which alone holds
+ * their real names.
  * Renaming the directories while the tool still fills them would break it
  * (cp chmods each directory by its path when it is done, rsync renames its
  * temporaries inside them), so the names are applied when the edits are

@@ -7,6 +7,7 @@
 #include "cipher_envelope.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include "cipher_source.h"
 #include "cipher_writer.h"
@@ -118,6 +119,20 @@ static struct ck_wrap_writer *cipher_new_writer(const ck_envelope *env, int fd,
     return ck_cipher_writer_new(fd, path, env->mode, &env->key, err);
 }
 
+/* -o enc_mode=MODE: the mode a plain model is encrypted with on save. */
+static int cipher_option(const char *name, const char *value, ck_envelope_opts *o,
+                         ck_error *err)
+{
+    if (strcmp(name, "enc_mode") != 0)
+        return 0;
+    int mode = ck_cipher_mode_parse(value);
+    if (mode < 0)
+        return ck_fail(err, EINVAL, "-o enc_mode=%s: the modes are AES-GCM and AES-CBC", value);
+    o->encrypt = true;
+    o->enc_mode = (ck_cipher_mode)mode;
+    return 1;
+}
+
 static const char *cipher_describe(const ck_envelope *env)
 {
     if (env->legacy)
@@ -144,6 +159,7 @@ const ck_envelope_kind ck_envelope_cipher = {
     .fresh = cipher_fresh,
     .open_data_file = cipher_open_data_file,
     .new_writer = cipher_new_writer,
+    .option = cipher_option,
     .describe = cipher_describe,
     .misread_hint = cipher_misread_hint,
 };

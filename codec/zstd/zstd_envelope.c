@@ -7,6 +7,9 @@
 #include "zstd_envelope.h"
 
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
 
 #include "../core/le_bytes.h"
 #include "zstd_source.h"
@@ -62,6 +65,22 @@ static struct ck_wrap_writer *zstd_new_writer(const ck_envelope *env, int fd, co
     return ck_zstd_writer_new(fd, path, env->zstd_level, env->zstd_sums, err);
 }
 
+/* -o zstd_level=N: one of zstd's levels, negative ones too. */
+static int zstd_option(const char *name, const char *value, ck_envelope_opts *o, ck_error *err)
+{
+    if (strcmp(name, "zstd_level") != 0)
+        return 0;
+    char *end;
+    errno = 0;
+    long level = strtol(value, &end, 10);
+    if (errno != 0 || end == value || *end != '\0' || level < ZSTD_minCLevel() ||
+        level > ZSTD_maxCLevel())
+        return ck_fail(err, EINVAL, "-o zstd_level=%s: zstd levels are %d to %d", value,
+                       ZSTD_minCLevel(), ZSTD_maxCLevel());
+    o->zstd_level = (int)level;
+    return 1;
+}
+
 static const char *zstd_describe(const ck_envelope *env)
 {
     return env->seekable ? "seekable zstd" : "zstd";
@@ -77,5 +96,6 @@ const ck_envelope_kind ck_envelope_zstd = {
     .opened = zstd_opened,
     .fresh = zstd_fresh,
     .new_writer = zstd_new_writer,
+    .option = zstd_option,
     .describe = zstd_describe,
 };
