@@ -4,7 +4,7 @@
  * in one table (registry.c).
  *
  * Each entry is a format's reader (format.h) and its writer
- * (export/encoder.h; NULL where ckptfs reads the format but does not save
+ * (export/writer.h; NULL where ckptfs reads the format but does not save
  * it), both defined in the format's folder, codec/FORMAT/.  The table is
  * its own module, apart from the interfaces it lists, so that a format
  * includes only those interfaces and the table includes the formats.

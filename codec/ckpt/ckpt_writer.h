@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "../core/model.h"
-#include "../../export/encoder.h"
+#include "../../export/writer.h"
 
 #define CK_CKPT_SLICE_BYTES (512ull << 20)
 
@@ -40,7 +40,7 @@ typedef struct ck_write_opts {
 int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                   const ck_write_opts *opts, int out_fd, ck_error *err);
 
-/* The writer (encoder.h): ck_ckpt_write into the group's first file. */
+/* The writer (writer.h): ck_ckpt_write into the group's first file. */
 extern const ck_writer ck_ckpt_writer;
 
 #endif

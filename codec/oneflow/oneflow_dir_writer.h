@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "../core/model.h"
-#include "../../export/encoder.h"
+#include "../../export/writer.h"
 #include "../../export/progress.h"
 
 typedef struct ck_oneflow_dir_args {

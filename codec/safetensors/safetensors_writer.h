@@ -7,9 +7,9 @@
 #define CK_SAFETENSORS_WRITER_H
 
 #include "safetensors_reader.h"
-#include "../../export/encoder.h"
+#include "../../export/writer.h"
 
-/* The writer (encoder.h). */
+/* The writer (writer.h). */
 extern const ck_writer ck_safetensors_writer;
 
 /* Write tensors[0..n) as one safetensors file into s (its wrap begun):
