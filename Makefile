@@ -28,7 +28,8 @@ LIB_SRC   := $(wildcard codec/*.c codec/*/*.c export/*.c)
 # What only the command-line programs (and the unit tests) use: argument
 # reading and how they open a model, the statistics of ckptfs-stat, and the
 # threaded chunked reads of ckptfs-stat and ckptfs-diff.
-TOOL_SRC  := tools/cli_open.c tools/tensor_stats.c tools/stats_kernel.c tools/chunk_pass.c
+TOOL_SRC  := tools/cli_open.c tools/tensor_stats.c tools/stats_elem.c tools/stats_isa.c \
+             tools/stats_kernel.c tools/chunk_pass.c
 FS_SRC    := $(wildcard fs/*.c)
 UNIT_SRC  := $(wildcard tests/unit/*.c)
 HEADERS   := $(wildcard codec/*.h codec/*/*.h export/*.h fs/*.h tools/*.h tools/*.inc \

@@ -7,7 +7,8 @@
  * disturb it little; the best of REPS rounds.
  *
  *   make && gcc -std=gnu11 -O2 -Itools -o /tmp/bsk bench/bench_stats_kernel.c \
- *       build/tools/tensor_stats.o build/tools/stats_kernel.o build/libckptfs.a -lm
+ *       build/tools/tensor_stats.o build/tools/stats_elem.o build/tools/stats_isa.o \
+ *       build/tools/stats_kernel.o build/libckptfs.a -lm
  *   /tmp/bsk [MIB [CHUNK_KIB]]    (256 MiB in 4096 KiB pieces by default)
  *
  * Built with -DCK_STATS_OLD against an older tensor_stats (its header and

@@ -3,7 +3,7 @@
  * registry: the formats, envelopes and collections ckptfs knows, each kind
  * in one table (registry.c).
  *
- * Each entry is a format's reader (format.h), its writer (export/encoder.h;
+ * Each entry is a format's reader (format.h), its writer (export/writer.h;
  * NULL where ckptfs reads the format but does not save it) and what
  * ckptfs-convert needs to write another model as it (export/target.h;
  * NULL where it does not), all defined in the format's folder,

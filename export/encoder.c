@@ -5,48 +5,7 @@
 #include <limits.h>
 
 #include "atomic_writer.h"
-#include "../codec/registry.h"
 #include "verify.h"
-
-size_t ck_pieces_of(const ck_model *m, const ck_tensor *t, ck_piece *out)
-{
-    for (uint32_t k = 0; k < t->n_ext; k++) {
-        const ck_extent *x = ck_tensor_ext(t, k);
-        out[k] = (ck_piece){.src = m->sources[x->src], .off = x->off, .len = x->len};
-    }
-    return t->n_ext;
-}
-
-ck_write_tensor ck_write_unchanged(const ck_tensor *t, uint32_t id)
-{
-    return (ck_write_tensor){.orig_id = id, .unchanged = true, .name = t->name,
-                             .name_len = t->name_len, .dtype = t->dtype, .dims = t->dims,
-                             .ndim = t->ndim, .scalar_dims_zero = t->scalar_dims_zero};
-}
-
-ck_write_tensor ck_write_own(const ck_model *m, const ck_tensor *t, uint32_t id,
-                             ck_piece **next)
-{
-    ck_write_tensor w = ck_write_unchanged(t, id);
-    w.unchanged = false;
-    w.pieces = *next;
-    w.n_pieces = ck_pieces_of(m, t, *next);
-    *next += w.n_pieces;
-    return w;
-}
-
-uint64_t ck_pieces_len(const ck_write_tensor *t)
-{
-    uint64_t n = 0;
-    for (size_t i = 0; i < t->n_pieces; i++)
-        n += t->pieces[i].len;
-    return n;
-}
-
-const ck_writer *ck_writer_of(const ck_model *m)
-{
-    return ck_format_writer(m->format);
-}
 
 int ck_model_may_save(const ck_model *m, ck_error *err)
 {

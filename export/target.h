@@ -18,7 +18,7 @@
 
 #include "../codec/core/dtype.h"
 #include "../codec/core/model.h"
-#include "encoder.h"
+#include "writer.h"
 #include "progress.h"
 
 /* What a directory format is given to write. */

@@ -18,7 +18,7 @@
 #include <stddef.h>
 
 #include "commit_group.h"
-#include "encoder.h"
+#include "writer.h"
 
 /* The group's files (not yet committed) against the tree that was
  * encoded into them from m. */

@@ -2,7 +2,8 @@
 /*
  * stats_kernel: the vector loops of ckptfs-stat's statistics
  * (stats_kernel.h), made from stats_kernel.inc once per instruction set
- * with GCC's vector extensions, and the choice among them.
+ * with GCC's vector extensions, and the choice among them (the best the
+ * CPU runs, from stats_isa.h, caps the one asked for).
  *
  * The data are little-endian, as the lanes of an x86 or little-endian ARM
  * register: on a big-endian host there are no vector loops and
@@ -17,7 +18,6 @@
 #include "../codec/core/le_bytes.h"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -108,28 +108,6 @@ static double ck_stats_shift(ck_elem e, const unsigned char *p, size_t n)
 #endif
 
 #endif /* little-endian */
-
-#if defined(__x86_64__)
-/* F16C by cpuid: clang 14's __builtin_cpu_supports does not know it. */
-static bool has_f16c(void)
-{
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
-}
-#endif
-
-ck_stats_isa ck_stats_isa_best(void)
-{
-#if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("fma"))
-        return CK_STATS_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
-        return CK_STATS_AVX2;
-#endif
-    return CK_STATS_GENERIC;
-}
 
 bool ck_stats_kernel(ck_stats *s, ck_elem e, const unsigned char *p, size_t n,
                      ck_stats_isa isa)

@@ -2,8 +2,9 @@
 /*
  * stats_kernel: the vector loops behind ck_stats_add (tensor_stats.h), one
  * set per instruction set, chosen at run time: the baseline of the build
- * (SSE2 on x86-64) always, AVX2 with FMA and AVX-512 where the CPU has them.
- * Internal to tensor_stats.
+ * (SSE2 on x86-64) always, AVX2 with FMA and AVX-512 where the CPU has them
+ * (stats_isa.h).  Internal to tensor_stats; built on stats_elem.h, as
+ * tensor_stats is, so that neither includes the other.
  */
 #ifndef CK_STATS_KERNEL_H
 #define CK_STATS_KERNEL_H
@@ -11,7 +12,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "tensor_stats.h"
+#include "stats_elem.h"
+#include "stats_isa.h"
 
 /* Elements a block holds: its two passes run over it while it is in L1. */
 #define CK_BLOCK 2048

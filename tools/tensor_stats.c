@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tensor_stats: per-piece statistics of a tensor's elements and their
- * merge (tensor_stats.h).  The vector loops of stats_kernel do the types
- * up to 32 bits; the scalar loops here do the 64-bit ones (and every type
+ * tensor_stats: per-piece statistics of a tensor's elements
+ * (tensor_stats.h); their merge is stats_elem's, which the vector loops
+ * share.  The vector loops of stats_kernel do the types up to 32 bits; the scalar loops here do the 64-bit ones (and every type
  * on a big-endian host).  Each element type has its own scalar loop, so
  * that each is a tight loop the compiler can keep in registers.
  */
@@ -14,123 +14,15 @@
 #include "../codec/core/le_bytes.h"
 #include "stats_kernel.h"
 
-ck_elem ck_elem_of(const ck_dtype *dt)
-{
-    static const struct { const char *of_name; ck_elem e; } map[] = {
-        {"kFloat16", CK_ELEM_F16}, {"kBFloat16", CK_ELEM_BF16}, {"kFloat", CK_ELEM_F32},
-        {"kDouble", CK_ELEM_F64}, {"kInt8", CK_ELEM_I8}, {"kInt16", CK_ELEM_I16},
-        {"kInt32", CK_ELEM_I32}, {"kInt64", CK_ELEM_I64}, {"kUInt8", CK_ELEM_U8},
-        {"kUInt16", CK_ELEM_U16}, {"kUInt32", CK_ELEM_U32}, {"kUInt64", CK_ELEM_U64},
-        {"kBool", CK_ELEM_BOOL},
-    };
-    /* Packed and opaque types (Int4, 8-bit floats...) borrow kUInt8 for the
-     * tree: only the kind tells them from real bytes. */
-    if (dt == NULL || dt->kind != CK_KIND_NUMERIC)
-        return CK_ELEM_NONE;
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (strcmp(dt->of_name, map[i].of_name) == 0)
-            return ck_elem_size(map[i].e) == dt->itemsize ? map[i].e : CK_ELEM_NONE;
-    return CK_ELEM_NONE;
-}
-
-unsigned ck_elem_size(ck_elem e)
-{
-    switch (e) {
-    case CK_ELEM_NONE: return 0;
-    case CK_ELEM_I8: case CK_ELEM_U8: case CK_ELEM_BOOL: return 1;
-    case CK_ELEM_F16: case CK_ELEM_BF16: case CK_ELEM_I16: case CK_ELEM_U16: return 2;
-    case CK_ELEM_F32: case CK_ELEM_I32: case CK_ELEM_U32: return 4;
-    case CK_ELEM_F64: case CK_ELEM_I64: case CK_ELEM_U64: return 8;
-    }
-    return 0;
-}
-
-bool ck_elem_is_float(ck_elem e)
-{
-    return e == CK_ELEM_F16 || e == CK_ELEM_BF16 || e == CK_ELEM_F32 || e == CK_ELEM_F64;
-}
-
-bool ck_elem_is_signed(ck_elem e)
-{
-    return e == CK_ELEM_I8 || e == CK_ELEM_I16 || e == CK_ELEM_I32 || e == CK_ELEM_I64 ||
-           e == CK_ELEM_BOOL;
-}
-
-void ck_stats_init(ck_stats *s)
-{
-    memset(s, 0, sizeof *s);
-}
-
-/* IEEE binary16 to double, exactly (subnormals, infinities, NaN), by
- * moving its fields into a float32: no libm call in the loop. */
-static inline double half_to_double(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, frac = h & 0x3ff;
-    if (exp == 0) { /* zero or subnormal: frac * 2^-24, exact in a float */
-        float v = (float)frac * 5.9604644775390625e-8f;
-        return sign ? -v : v;
-    }
-    uint32_t bits = sign | (frac << 13) | (exp == 31 ? 0x7f800000u : (exp + 112) << 23);
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-/* bfloat16 is the upper half of a float32. */
-static inline double bf16_to_double(uint16_t b)
-{
-    uint32_t bits = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-static uint16_t le16(const unsigned char *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
-double ck_elem_value(ck_elem e, const void *buf, size_t i)
-{
-    const unsigned char *p = (const unsigned char *)buf + i * ck_elem_size(e);
-    switch (e) {
-    case CK_ELEM_NONE: return NAN;
-    case CK_ELEM_F16: return half_to_double(le16(p));
-    case CK_ELEM_BF16: return bf16_to_double(le16(p));
-    case CK_ELEM_F32: {
-        uint32_t u = ck_le32(p);
-        float f;
-        memcpy(&f, &u, sizeof f);
-        return f;
-    }
-    case CK_ELEM_F64: {
-        uint64_t u = ck_le64(p);
-        double d;
-        memcpy(&d, &u, sizeof d);
-        return d;
-    }
-    case CK_ELEM_I8: return (int8_t)p[0];
-    case CK_ELEM_I16: return (int16_t)le16(p);
-    case CK_ELEM_I32: return (int32_t)ck_le32(p);
-    case CK_ELEM_I64: return (double)(int64_t)ck_le64(p);
-    case CK_ELEM_U8: return p[0];
-    case CK_ELEM_U16: return le16(p);
-    case CK_ELEM_U32: return ck_le32(p);
-    case CK_ELEM_U64: return (double)ck_le64(p);
-    case CK_ELEM_BOOL: return p[0] != 0; /* numpy reads any non-zero byte as True */
-    }
-    return NAN;
-}
-
 /* Element i of p, by type: as a double for the floats, exactly for the
  * integers. */
 static inline double ld_f16(const unsigned char *p, size_t i)
 {
-    return half_to_double(le16(p + 2 * i));
+    return ck_half_to_double(ck_le16(p + 2 * i));
 }
 static inline double ld_bf16(const unsigned char *p, size_t i)
 {
-    return bf16_to_double(le16(p + 2 * i));
+    return ck_bf16_to_double(ck_le16(p + 2 * i));
 }
 static inline double ld_f32(const unsigned char *p, size_t i)
 {
@@ -147,7 +39,10 @@ static inline double ld_f64(const unsigned char *p, size_t i)
     return d;
 }
 static inline int64_t ld_i8(const unsigned char *p, size_t i) { return (int8_t)p[i]; }
-static inline int64_t ld_i16(const unsigned char *p, size_t i) { return (int16_t)le16(p + 2 * i); }
+static inline int64_t ld_i16(const unsigned char *p, size_t i)
+{
+    return (int16_t)ck_le16(p + 2 * i);
+}
 static inline int64_t ld_i32(const unsigned char *p, size_t i)
 {
     return (int32_t)ck_le32(p + 4 * i);
@@ -158,7 +53,7 @@ static inline int64_t ld_i64(const unsigned char *p, size_t i)
 }
 static inline int64_t ld_bool(const unsigned char *p, size_t i) { return p[i] != 0; }
 static inline uint64_t ld_u8(const unsigned char *p, size_t i) { return p[i]; }
-static inline uint64_t ld_u16(const unsigned char *p, size_t i) { return le16(p + 2 * i); }
+static inline uint64_t ld_u16(const unsigned char *p, size_t i) { return ck_le16(p + 2 * i); }
 static inline uint64_t ld_u32(const unsigned char *p, size_t i) { return ck_le32(p + 4 * i); }
 static inline uint64_t ld_u64(const unsigned char *p, size_t i) { return ck_le64(p + 8 * i); }
 
@@ -258,40 +153,6 @@ static void piece_stats(ck_stats *s, ck_elem e, const unsigned char *buf, size_t
     case CK_ELEM_U32: piece_u32(s, buf, n); break;
     case CK_ELEM_U64: piece_u64(s, buf, n); break;
     }
-}
-
-void ck_stats_merge(ck_stats *a, const ck_stats *b, ck_elem e)
-{
-    if (b->finite > 0 && a->finite == 0) {
-        a->min = b->min;
-        a->max = b->max;
-        a->imin = b->imin;
-        a->imax = b->imax;
-        a->umin = b->umin;
-        a->umax = b->umax;
-        a->mean = b->mean;
-        a->m2 = b->m2;
-    } else if (b->finite > 0) {
-        double na = (double)a->finite, nb = (double)b->finite, n = na + nb;
-        double delta = b->mean - a->mean;
-        a->mean += delta * (nb / n);
-        a->m2 += b->m2 + delta * delta * (na * nb / n);
-        a->min = b->min < a->min ? b->min : a->min;
-        a->max = b->max > a->max ? b->max : a->max;
-        if (ck_elem_is_signed(e)) {
-            a->imin = b->imin < a->imin ? b->imin : a->imin;
-            a->imax = b->imax > a->imax ? b->imax : a->imax;
-        } else {
-            a->umin = b->umin < a->umin ? b->umin : a->umin;
-            a->umax = b->umax > a->umax ? b->umax : a->umax;
-        }
-    }
-    a->count += b->count;
-    a->finite += b->finite;
-    a->nan += b->nan;
-    a->posinf += b->posinf;
-    a->neginf += b->neginf;
-    a->zeros += b->zeros;
 }
 
 void ck_stats_add_isa(ck_stats *s, ck_elem e, const void *buf, size_t n, ck_stats_isa isa)

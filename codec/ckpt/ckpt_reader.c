@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "ckpt_str.h"
 #include "../core/model.h"
 #include "../pb/pb_wire.h"
 
@@ -328,9 +329,9 @@ static int str_store(parser *p, ck_tensor *t, const unsigned char *u8, size_t le
     return 0;
 }
 
-/* UTF-32LE -> UTF-8, trailing U+0000 dropped (as numpy does), into the
- * decoded values' file: however many str values there are, none is kept
- * in memory. */
+/* UTF-32LE -> UTF-8, trailing U+0000 dropped (as numpy does; ckpt_str.h),
+ * into the decoded values' file: however many str values there are, none
+ * is kept in memory. */
 static int decode_str(parser *p, ck_tensor *t, uint64_t total)
 {
     if (total % 4 != 0)
@@ -357,38 +358,16 @@ static int decode_str(parser *p, ck_tensor *t, uint64_t total)
         }
         at += e->len;
     }
-    uint64_t nchars = total / 4;
-    while (nchars > 0 && memcmp(u32 + 4 * (nchars - 1), "\0\0\0\0", 4) == 0)
-        nchars--;
-    size_t n = 0;
-    for (uint64_t i = 0; i < nchars; i++) {
-        const unsigned char *q = u32 + 4 * i;
-        uint32_t c = q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
-        if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
-            free(u32);
-            free(u8);
-            return ck_fail(p->err, EINVAL, "%s: tensor '%s': str holds invalid code point "
-                           "U+%X at character %llu", PATH(p), NAME(p, t), c,
-                           OFF(i));
-        }
-        /* UTF-8 is never longer than the 4 bytes UTF-32 uses. */
-        if (c < 0x80) {
-            u8[n++] = (unsigned char)c;
-        } else if (c < 0x800) {
-            u8[n++] = (unsigned char)(0xC0 | c >> 6);
-            u8[n++] = (unsigned char)(0x80 | (c & 0x3F));
-        } else if (c < 0x10000) {
-            u8[n++] = (unsigned char)(0xE0 | c >> 12);
-            u8[n++] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            u8[n++] = (unsigned char)(0x80 | (c & 0x3F));
-        } else {
-            u8[n++] = (unsigned char)(0xF0 | c >> 18);
-            u8[n++] = (unsigned char)(0x80 | ((c >> 12) & 0x3F));
-            u8[n++] = (unsigned char)(0x80 | ((c >> 6) & 0x3F));
-            u8[n++] = (unsigned char)(0x80 | (c & 0x3F));
-        }
-    }
+    size_t n;
+    uint32_t bad;
+    uint64_t bad_at;
+    bool ok = ck_ckpt_str_decode(u32, total / 4, u8, &n, &bad, &bad_at);
     free(u32);
+    if (!ok) {
+        free(u8);
+        return ck_fail(p->err, EINVAL, "%s: tensor '%s': str holds invalid code point "
+                       "U+%X at character %llu", PATH(p), NAME(p, t), bad, OFF(bad_at));
+    }
     t->nbytes = n;
     int rc = str_store(p, t, u8, n);
     free(u8);

@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "ckpt_reader.h"
+#include "ckpt_str.h"
 #include "../core/dir_name.h"
 #include "../../export/byte_sink.h"
 
@@ -53,7 +54,7 @@ static size_t encode_header(unsigned char *p, const char *name, size_t name_len,
 #define HEADER_MAX (CK_CKPT_MAX_TAG + 64 + CK_MAX_DIMS * 11 + CK_CKPT_MAX_TYPE)
 
 /* UTF-8 text -> UTF-32LE, as MindSpore stores `str` (an empty string is one
- * U+0000, numpy's <U1).  Returns a malloc'ed buffer. */
+ * U+0000, numpy's <U1; ckpt_str.h).  Returns a malloc'ed buffer. */
 static unsigned char *utf8_to_utf32(ck_sink *s, const ck_write_tensor *t, uint64_t *out_len)
 {
     char q[CK_QUOTE_BUF];
@@ -82,36 +83,10 @@ static unsigned char *utf8_to_utf32(ck_sink *s, const ck_write_tensor *t, uint64
             goto fail;
         at += p->len;
     }
-    size_t n = 0;
-    for (uint64_t i = 0; i < total;) {
-        unsigned char c = u8[i];
-        int extra = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2
-                  : (c & 0xF8) == 0xF0 ? 3 : -1;
-        uint32_t cp = extra == 0 ? c : extra == 1 ? c & 0x1F : extra == 2 ? c & 0x0F : c & 0x07;
-        if (extra < 0 || i + (uint64_t)extra >= total)
-            goto bad;
-        for (int k = 1; k <= extra; k++) {
-            if ((u8[i + k] & 0xC0) != 0x80)
-                goto bad;
-            cp = cp << 6 | (u8[i + k] & 0x3F);
-        }
-        static const uint32_t min_of[] = {0, 0x80, 0x800, 0x10000};
-        if (cp < min_of[extra] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            goto bad;
-        u32[n++] = (unsigned char)cp;
-        u32[n++] = (unsigned char)(cp >> 8);
-        u32[n++] = (unsigned char)(cp >> 16);
-        u32[n++] = (unsigned char)(cp >> 24);
-        i += 1 + (uint64_t)extra;
+    if (ck_ckpt_str_encode(u8, total, u32, out_len)) {
+        free(u8);
+        return u32;
     }
-    if (n == 0) {
-        memset(u32, 0, 4);
-        n = 4;
-    }
-    free(u8);
-    *out_len = n;
-    return u32;
-bad:
     ck_fail(s->err, EINVAL, "%s: tensor '%s': str content is not valid UTF-8", s->path,
             ck_quote(q, t->name, t->name_len));
 fail:

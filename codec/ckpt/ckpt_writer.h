@@ -25,8 +25,8 @@
 #include <stdint.h>
 
 #include "../core/model.h"
-#include "../../export/encoder.h"
 #include "../../export/target.h"
+#include "../../export/writer.h"
 
 #define CK_CKPT_SLICE_BYTES (512ull << 20)
 
@@ -41,7 +41,7 @@ typedef struct ck_write_opts {
 int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                   const ck_write_opts *opts, int out_fd, ck_error *err);
 
-/* The writer (encoder.h): ck_ckpt_write into the group's first file. */
+/* The writer (writer.h): ck_ckpt_write into the group's first file. */
 extern const ck_writer ck_ckpt_writer;
 /* A checkpoint as ckptfs-convert's OUT (export/target.h). */
 extern const ck_target ck_ckpt_target;

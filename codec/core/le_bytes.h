@@ -2,12 +2,17 @@
 /*
  * le_bytes: little-endian integers in byte buffers, as the wrapping formats
  * store them (MindSpore's encrypted block headers, zstd's seek table, the
- * safetensors header's length).
+ * safetensors header's length), and the elements ckptfs-stat sums.
  */
 #ifndef CK_LE_BYTES_H
 #define CK_LE_BYTES_H
 
 #include <stdint.h>
+
+static inline uint16_t ck_le16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
 
 static inline uint32_t ck_le32(const unsigned char *p)
 {

@@ -26,8 +26,8 @@
 #include <stdint.h>
 
 #include "../core/model.h"
-#include "../../export/encoder.h"
 #include "../../export/target.h"
+#include "../../export/writer.h"
 
 /* A OneFlow snapshot as ckptfs-convert's OUT (export/target.h): its
  * write_dir writes the n tensors (each new bytes, as given to an encoder)

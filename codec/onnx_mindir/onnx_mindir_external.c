@@ -20,6 +20,7 @@
 
 #include "../core/dir_name.h"
 #include "onnx_mindir_internal.h"
+#include "onnx_mindir_reader.h"
 
 static int parse_decimal(const ck_pb_str *s, uint64_t *out)
 {

@@ -19,9 +19,10 @@
 
 #include <errno.h>
 
+#include "../core/model.h"
 #include "../core/name_map.h"
-#include "onnx_mindir_reader.h"
 #include "../pb/pb_graph_walk.h"
+#include "../pb/pb_layout.h"
 #include "../pb/pb_wire.h"
 
 /* Where the walk is: which frame encloses what it finds, and how to name

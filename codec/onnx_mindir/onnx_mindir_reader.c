@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "onnx_mindir_internal.h"
+#include "onnx_mindir_reader.h"
 #include "../pb/pb_users.h"
 
 static void layout_free(void *state)

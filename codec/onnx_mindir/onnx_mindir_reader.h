@@ -50,12 +50,6 @@
 extern const ck_format ck_format_onnx;
 extern const ck_format ck_format_mindir;
 
-/* The layout of m, an ONNX or MindIR model. */
-static inline ck_pb_layout *ck_pb_layout_of(const ck_model *m)
-{
-    return m->state;
-}
-
 /* Which typed field of a TensorProto keeps the values of a data type
  * (onnx-format.md 2): where the reader expects them and the writer puts
  * them. */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "onnx_mindir_internal.h"
+#include "onnx_mindir_reader.h"
 
 static const char *const pb_type_names[] = {
     "UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64", "STRING",

@@ -37,7 +37,7 @@
 #define CK_ONNX_MINDIR_WRITER_H
 
 #include "../../export/commit_group.h"
-#include "../../export/encoder.h"
+#include "../../export/writer.h"
 
 /* protobuf's limit on one message (INT_MAX bytes). */
 #define CK_PB_MAX_MESSAGE 2147483647ull
@@ -46,7 +46,7 @@
 int ck_pb_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
                 ck_commit_group *g, ck_error *err);
 
-/* The writers (encoder.h): ck_pb_write. */
+/* The writers (writer.h): ck_pb_write. */
 extern const ck_writer ck_onnx_writer;
 extern const ck_writer ck_mindir_writer;
 

@@ -10,7 +10,8 @@
  * and the chain of enclosing messages ("frames").  The encoder needs
  * nothing else: it copies the file byte for byte except the changed
  * TensorProto fields and the length prefixes of the frames that enclose
- * them.
+ * them.  ck_pb_layout_of finds the layout in a model, so the writer and the
+ * node-reader scan (pb_users.h) need not include the reader.
  */
 #ifndef CK_PB_LAYOUT_H
 #define CK_PB_LAYOUT_H
@@ -18,6 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "../core/model.h"
 
 #define CK_PB_NO_FRAME (-1)
 /* ONNX GraphProto.input: before IR version 4 initializers are declared
@@ -85,5 +88,12 @@ typedef struct ck_pb_layout {
     struct ck_pb_users *users;  /* which nodes read the main-graph tensors: scanned on
                                  * the first removal asked about (pb_users.h) */
 } ck_pb_layout;
+
+/* The layout of m, an ONNX or MindIR model: the state its reader leaves
+ * (onnx_mindir_reader.c), read by the writer and the node-reader scan. */
+static inline ck_pb_layout *ck_pb_layout_of(const ck_model *m)
+{
+    return m->state;
+}
 
 #endif

@@ -8,8 +8,8 @@
 
 #include "../core/arena.h"
 #include "../core/name_map.h"
-#include "../onnx_mindir/onnx_mindir_reader.h"
 #include "pb_graph_walk.h"
+#include "pb_layout.h"
 #include "pb_wire.h"
 
 struct ck_pb_users {

@@ -6,9 +6,9 @@
 #ifndef CK_SAFETENSORS_SET_WRITER_H
 #define CK_SAFETENSORS_SET_WRITER_H
 
-#include "../../export/encoder.h"
+#include "../../export/writer.h"
 
-/* The writer (encoder.h). */
+/* The writer (writer.h). */
 extern const ck_writer ck_safetensors_set_writer;
 
 #endif

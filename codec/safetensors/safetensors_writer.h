@@ -7,10 +7,10 @@
 #define CK_SAFETENSORS_WRITER_H
 
 #include "safetensors_reader.h"
-#include "../../export/encoder.h"
 #include "../../export/target.h"
+#include "../../export/writer.h"
 
-/* The writer (encoder.h). */
+/* The writer (writer.h). */
 extern const ck_writer ck_safetensors_writer;
 /* A safetensors file as ckptfs-convert's OUT (export/target.h). */
 extern const ck_target ck_safetensors_target;
