@@ -35,7 +35,7 @@ struct ckfs_waiter {
     ckfs_waiter *next;
     fuse_req_t req;
     fuse_ino_t ino;             /* the node the save was asked through */
-    int reply;                  /* how to answer it: see ll_ops.c */
+    int reply;                  /* how to answer it: see fs/save_reply.h */
     bool make_file;             /* asked by name (snapshot_done, fsync): a model not
                                  * on disk yet is written even with no edit */
     struct fuse_file_info fi;   /* an open's or a create's */
@@ -167,33 +167,15 @@ void ckfs_detach(ckfs *fs);
  * when the kernel cannot), READDIRPLUS, and the mount's max_read. */
 void ckfs_conn_init(struct fuse_conn_info *conn, bool *splice, unsigned max_read);
 
-/* Milliseconds until the automatic save is due, or -1 for none pending.
- * Under the mount's lock. */
-int ckfs_commit_wait_ms(const ckfs *fs);
-/* After a save (rc, err) under the mount's lock: record the outcome and
- * answer the requests that waited for it; automatic: nobody asked. */
-void ckfs_saved(ckfs *fs, int rc, const ck_error *err, ckfs_waiter *waiters, bool automatic);
-
-/* A run directory's seal (ckptfs-umount): save, and take no edit if
- * that worked; w (with its done) is told the outcome.  Unseal: take
- * edits again.  Each takes the lock. */
+/* fs/save_reply.c (fs/save_reply.h has the rest).  A run directory's
+ * seal (ckptfs-umount): save, and take no edit if that worked; w (with
+ * its done) is told the outcome.  Unseal: take edits again.  Each takes
+ * the lock. */
 void ckfs_seal(ckfs *fs, ckfs_waiter *w);
 void ckfs_unseal(ckfs *fs);
 /* Whether fs has something to save or is saving: a run directory keeps
  * it open.  Takes the lock. */
 bool ckfs_busy(ckfs *fs);
-
-/* After a save: every node's times are the new file's.  Takes the lock. */
-void ckfs_invalidate_times(ckfs *fs);
-/* After a save that applied a copied snapshot's names (tree.h, the names
- * file).  Inodes: the root's listing, and a merged tensor's
- * meta and cached pages, are stale; takes the lock.  Names: the kernel
- * forgets the old directory names of the session se (root: the mount's
- * root as the kernel numbers it); frees list.  That takes no lock of ours
- * but waits for the root's directory lock, which a request waiting for a
- * save may hold: never on the saver's thread. */
-void ckfs_renamed_inodes(ckfs *fs, const tree_renamed *list, size_t n);
-void ckfs_forget_names(struct fuse_session *se, fuse_ino_t root, tree_renamed *list, size_t n);
 
 /* fs/saver.c.  Start the saver (after the daemon has forked), or only
  * prepare it, its thread starting with the first edit or save asked for
@@ -226,7 +208,7 @@ typedef struct ckfs_idle_work {
 int ckfs_session_loop(struct fuse_session *se, unsigned busy_poll_us,
                       const ckfs_idle_work *work);
 
-/* One line to stderr or syslog, and to the -o log file. */
+/* fs/log.c.  One line to stderr or syslog, and to the -o log file. */
 void ckfs_log(const ckfs *fs, int priority, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* An operation on path (in the tree) was refused: log the reason and keep

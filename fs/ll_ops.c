@@ -13,14 +13,19 @@
  *
  * On a writable mount, `out` and `meta` take writes; creating or touching
  * `snapshot_done`, fsync, and unmounting save the edits into the model file.
+ *
+ * Only the operations are here.  What a node is to the kernel (attributes,
+ * timeouts, its path) is fs/nodes.c; telling the kernel of what changed
+ * behind it, fs/invalidate.c; the replies to requests that wait for a
+ * save, and the seal, fs/save_reply.c; the refusal log, fs/log.c.  The
+ * operations ask the saver (fs/saver.c), which answers through
+ * fs/save_reply.c and fs/invalidate.c, never through this file.
  */
 #include "ckptfs.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +36,9 @@
 
 #include "../codec/oneflow/oneflow_meta.h"
 #include "inode_map.h"
+#include "invalidate.h"
+#include "nodes.h"
+#include "save_reply.h"
 
 #define XATTR_NAME "user.ckptfs.name"
 #define XATTR_TYPE "user.ckptfs.type"
@@ -38,56 +46,6 @@
 #define XATTR_METADATA "user.ckptfs.metadata" /* the model's own (ck_model_metadata) */
 /* The listxattr reply: the names, each NUL-terminated. */
 static const char xattr_list[] = XATTR_NAME "\0" XATTR_TYPE "\0" XATTR_SHAPE;
-
-/* Now, in ISO 8601 (UTC). */
-static void iso_time(char *buf, size_t cap)
-{
-    struct timespec now;
-    struct tm tm;
-    clock_gettime(CLOCK_REALTIME, &now);
-    gmtime_r(&now.tv_sec, &tm);
-    strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-/* One line appended to the -o log file, in a single write so that lines of
- * several daemons sharing the file do not interleave. */
-static void log_to_file(const ckfs *fs, const char *msg)
-{
-    char line[CKFS_LAST_ERROR_MAX + 64], when[32];
-    iso_time(when, sizeof when);
-    int n = snprintf(line, sizeof line, "%s ckptfs[%ld]: %s\n", when, (long)getpid(), msg);
-    if (n >= (int)sizeof line) {
-        n = (int)sizeof line - 1;
-        line[n - 1] = '\n';
-    }
-    if (n > 0 && write(fs->log_fd, line, (size_t)n) < 0) {
-        /* Nowhere left to say it. */
-    }
-}
-
-void ckfs_log(const ckfs *fs, int priority, const char *fmt, ...)
-{
-    char msg[CKFS_LAST_ERROR_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (fs->use_syslog)
-        syslog(priority, "%s", msg);
-    else
-        fprintf(stderr, "ckptfs: %s\n", msg);
-    if (fs->log_fd >= 0)
-        log_to_file(fs, msg);
-}
-
-void ckfs_refused(ckfs *fs, const char *path, const ck_error *err)
-{
-    char when[32];
-    const char *why = err->msg[0] ? err->msg : strerror(err->errnum ? err->errnum : EIO);
-    ckfs_log(fs, LOG_ERR, "%s: %s", path, why);
-    iso_time(when, sizeof when);
-    snprintf(fs->last_error, sizeof fs->last_error, "%s %s: %s", when, path, why);
-}
 
 /* Whether edits are taken now: a writable mount, not sealed for unmount
  * (nor being sealed: the seal's save decides). */
@@ -107,54 +65,9 @@ static bool refused_now(fuse_req_t req, const ckfs *fs)
 
 #define MODEL(fs) ((fs)->tr.model)
 
-/* The entry behind a tensor inode, or NULL. */
-static entry *entry_at(ckfs *fs, uint32_t pos)
-{
-    return pos < fs->tr.n_entries ? &fs->tr.entries[pos] : NULL;
-}
-
-/* The node behind an inode the kernel holds.  snapshot_done's name is
- * absent while the tree has edits (op_lookup, dir_entry), but its inode
- * stays valid, as an unlinked file's does while open: touch creates it,
- * which saves, then checks its attributes and sets its times, perhaps
- * after another program's edit has made the tree dirty again. */
-static node_kind resolve(ckfs *fs, fuse_ino_t ino, entry **e)
-{
-    uint32_t pos = 0;
-    node_kind k = ino_kind(ino, &pos);
-    *e = NULL;
-    if (k == NODE_EXTRA) {
-        if (pos >= fs->tr.n_extras)
-            return NODE_NONE;
-        const extra *x = &fs->tr.extras[pos];
-        switch (x->alias) {
-        case ALIAS_NONE:
-            return x->deleted ? NODE_NONE : k;
-        case ALIAS_SNAPSHOT_DONE:
-            return resolve(fs, INO_SNAPSHOT_DONE, e);
-        default: /* stands for its directory's meta or out */
-            return resolve(fs, ino_of_tensor(x->dir, x->alias == ALIAS_META ? NODE_META
-                                                                           : NODE_OUT), e);
-        }
-    }
-    if (k == NODE_TENSOR_DIR || k == NODE_META || k == NODE_OUT) {
-        *e = entry_at(fs, pos);
-        if (*e == NULL || (*e)->deleted || (k == NODE_META && !entry_has_meta(*e)) ||
-            (k == NODE_OUT && !entry_has_out(*e)))
-            return NODE_NONE;
-    }
-    return k;
-}
-
 static uint32_t pos_of(const ckfs *fs, const entry *e)
 {
     return (uint32_t)(e - fs->tr.entries);
-}
-
-/* The extra file behind an inode NODE_EXTRA resolved. */
-static extra *extra_of(ckfs *fs, fuse_ino_t ino)
-{
-    return &fs->tr.extras[ino - INO_EXTRA_BASE];
 }
 
 /* The directory an extra file lives in, as tree_extra_* names it. */
@@ -164,230 +77,19 @@ static uint32_t extra_dir(fuse_ino_t parent)
     return ino_kind(parent, &pos) == NODE_TENSOR_DIR ? pos : EXTRA_IN_ROOT;
 }
 
-/* The directory name of the entry at pos, if it still has one. */
-static const char *dir_name_at(const ckfs *fs, uint32_t pos)
-{
-    const entry *e = pos < fs->tr.n_entries ? &fs->tr.entries[pos] : NULL;
-    if (e == NULL || (e->tensor_id == ENTRY_NEW && (e->edit == NULL || !e->edit->dir_name)))
-        return NULL;
-    return entry_dir_name(&fs->tr, e);
-}
-
-/* Room for the mount point, a tensor directory and a name from FUSE. */
-#define NODE_PATH_MAX (PATH_MAX + 2 * 1024 + 8)
-
-/* Where node ino is, with /name appended when name is not NULL: the path a
- * refusal is about, such as MNT/conv1.weight/meta. */
-static const char *path_of(const ckfs *fs, fuse_ino_t ino, const char *name, char *buf,
-                           size_t cap)
-{
-    uint32_t pos = 0;
-    const char *dir = NULL, *file = NULL;
-    node_kind k = ino_kind(ino, &pos);
-    if (k == NODE_SNAPSHOT_DONE) {
-        file = "snapshot_done";
-    } else if (k == NODE_TENSOR_DIR || k == NODE_META || k == NODE_OUT) {
-        dir = dir_name_at(fs, pos);
-        file = k == NODE_META ? "meta" : k == NODE_OUT ? "out" : NULL;
-    } else if (k == NODE_EXTRA && pos < fs->tr.n_extras) {
-        const extra *x = &fs->tr.extras[pos];
-        dir = x->dir == EXTRA_IN_ROOT ? NULL : dir_name_at(fs, x->dir);
-        file = x->name;
-    }
-    snprintf(buf, cap, "%s%s%s%s%s%s%s", fs->mountpoint, dir ? "/" : "", dir ? dir : "",
-             file ? "/" : "", file ? file : "", name ? "/" : "", name ? name : "");
-    return buf;
-}
-
 /* Refuse a request on ino (/name): say why, reply the errno. */
 static void reply_refused(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *name,
                           const ck_error *err)
 {
     char path[NODE_PATH_MAX];
-    ckfs_refused(fs, path_of(fs, ino, name, path, sizeof path), err);
+    ckfs_refused(fs, ckfs_path_of(fs, ino, name, path, sizeof path), err);
     fuse_reply_err(req, err->errnum ? err->errnum : EIO);
-}
-
-/* Who may see what: the tree has the model file's owner and permission
- * bits, which the kernel checks (default_permissions), so no one reads
- * through the mount, even with allow_other, what the file would not let
- * them read.  Files get the r and w bits; directories also x wherever r
- * is.  A read-only mount drops every w; a writable one lets the owner
- * write (-o rw of a 0400 model). */
-static mode_t file_mode_of(const ckfs *fs)
-{
-    mode_t m = fs->tr.file_st.st_mode & 0666;
-    return fs->tr.writable ? m | S_IWUSR : m & ~(mode_t)0222;
-}
-
-static mode_t dir_mode_of(const ckfs *fs)
-{
-    mode_t m = file_mode_of(fs);
-    return m | (m & 0444) >> 2;
-}
-
-/* The attributes of node ino, of kind k (entry e). */
-static int attr_of(ckfs *fs, fuse_ino_t ino, node_kind k, const entry *e, struct stat *st)
-{
-    const struct stat *ms = &fs->tr.file_st;
-    mode_t file_mode = file_mode_of(fs);
-    mode_t dir_mode = dir_mode_of(fs);
-    if (e != NULL && (k == NODE_TENSOR_DIR || k == NODE_META || k == NODE_OUT) &&
-        !entry_writable(&fs->tr, e)) { /* the mode says what a write will do */
-        file_mode &= ~(mode_t)0222;
-        dir_mode &= ~(mode_t)0222;
-    }
-    memset(st, 0, sizeof *st);
-    st->st_ino = fs->ino_base | ino; /* the number the kernel knows */
-    st->st_uid = ms->st_uid;
-    st->st_gid = ms->st_gid;
-    st->st_atim = ms->st_mtim;
-    st->st_mtim = ms->st_mtim;
-    st->st_ctim = ms->st_mtim;
-    st->st_blksize = 65536;
-    st->st_nlink = 1;
-    switch (k) {
-    case NODE_ROOT:
-        st->st_mode = S_IFDIR | dir_mode;
-        st->st_nlink = 2 + fs->tr.n_entries;
-        break;
-    case NODE_TENSOR_DIR:
-        st->st_mode = S_IFDIR | dir_mode;
-        st->st_nlink = 2;
-        break;
-    case NODE_SNAPSHOT_DONE:
-        st->st_mode = S_IFREG | file_mode;
-        break;
-    case NODE_META: {
-        char meta[CK_META_MAX];
-        st->st_mode = S_IFREG | file_mode;
-        st->st_size = (off_t)entry_meta_text(&fs->tr, e, meta, sizeof meta);
-        break;
-    }
-    case NODE_OUT:
-        st->st_mode = S_IFREG | file_mode;
-        st->st_size = (off_t)entry_out_size(&fs->tr, e);
-        break;
-    case NODE_EXTRA:
-        st->st_mode = extra_of(fs, ino)->mode ? extra_of(fs, ino)->mode : S_IFREG | file_mode;
-        st->st_size = (off_t)extra_of(fs, ino)->area.size;
-        break;
-    default:
-        return -ENOENT;
-    }
-    st->st_blocks = (st->st_size + 511) / 512;
-    return 0;
-}
-
-static int fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
-{
-    entry *e;
-    node_kind k = resolve(fs, ino, &e);
-    return attr_of(fs, ino, k, e, st);
-}
-
-/* How long the kernel may keep a name and attributes.  On a writable
- * mount, snapshot_done comes and goes with the edits, and the temporary
- * files of tools are renamed over meta, out and snapshot_done: the kernel
- * never caches those (invalidating snapshot_done's name from a request
- * would wait for the very directory lock that request holds).  Everything
- * else is cached long, and what changes without the kernel seeing it is
- * invalidated: a meta reformatted when it is parsed at close, the times
- * after a save (invalidate_attrs). */
-static double timeout_of(const ckfs *fs, fuse_ino_t ino)
-{
-    uint32_t pos;
-    node_kind k = ino_kind(ino, &pos);
-    if (fs->tr.writable && (k == NODE_SNAPSHOT_DONE || k == NODE_EXTRA))
-        return 0.0;
-    return fs->timeout;
-}
-
-/* How long the kernel may keep a name.  A tensor directory made in the
- * mount and not saved yet may lose its name at the save, without the
- * kernel seeing it: a copied OneFlow snapshot's tensor_<N> takes its real
- * name (tree.h, the names file).  The save is answered before the kernel
- * can be told (it would wait for the directory lock of the very request
- * that asked for the save), so such names are not cached at all: the
- * kernel asks again, and learns of the rename as the save is answered. */
-static double name_timeout_of(const ckfs *fs, fuse_ino_t ino)
-{
-    uint32_t pos;
-    if (fs->tr.writable && ino_kind(ino, &pos) == NODE_TENSOR_DIR && pos < fs->tr.n_entries &&
-        fs->tr.entries[pos].tensor_id == ENTRY_NEW)
-        return 0.0;
-    return timeout_of(fs, ino);
-}
-
-/* The kernel's attributes of ino are stale.  Only attributes: that takes
- * no lock a request may hold, so it is safe from anywhere. */
-static void invalidate_attrs(const ckfs *fs, fuse_ino_t ino)
-{
-    if (fs->se != NULL)
-        fuse_lowlevel_notify_inval_inode(fs->se, fs->ino_base | ino, -1, 0);
-}
-
-/* The listing of directory ino changed where the kernel could not see
- * it: drop its cached listing (its pages; no lock a request holds). */
-static void listing_changed(const ckfs *fs, fuse_ino_t ino)
-{
-    if (fs->se != NULL)
-        fuse_lowlevel_notify_inval_inode(fs->se, fs->ino_base | ino, 0, 0);
-}
-
-void ckfs_invalidate_times(ckfs *fs)
-{
-    pthread_rwlock_rdlock(&fs->lock);
-    listing_changed(fs, INO_ROOT); /* snapshot_done is back */
-    invalidate_attrs(fs, INO_ROOT);
-    for (size_t i = 0; fs->se != NULL && i < fs->tr.n_entries; i++) {
-        if (fs->tr.entries[i].deleted)
-            continue;
-        invalidate_attrs(fs, ino_of_tensor((uint32_t)i, NODE_TENSOR_DIR));
-        invalidate_attrs(fs, ino_of_tensor((uint32_t)i, NODE_META));
-        invalidate_attrs(fs, ino_of_tensor((uint32_t)i, NODE_OUT));
-    }
-    pthread_rwlock_unlock(&fs->lock);
-}
-
-void ckfs_renamed_inodes(ckfs *fs, const tree_renamed *list, size_t n)
-{
-    if (n == 0)
-        return;
-    pthread_rwlock_rdlock(&fs->lock);
-    listing_changed(fs, INO_ROOT);
-    for (size_t i = 0; fs->se != NULL && i < n; i++) {
-        if (!list[i].merged)
-            continue;
-        invalidate_attrs(fs, ino_of_tensor(list[i].pos, NODE_META));
-        fuse_lowlevel_notify_inval_inode(fs->se, fs->ino_base | ino_of_tensor(list[i].pos,
-                                                                             NODE_OUT), 0, 0);
-    }
-    pthread_rwlock_unlock(&fs->lock);
-}
-
-void ckfs_forget_names(struct fuse_session *se, fuse_ino_t root, tree_renamed *list, size_t n)
-{
-    for (size_t i = 0; se != NULL && i < n; i++)
-        fuse_lowlevel_notify_inval_entry(se, root, list[i].old_dir, strlen(list[i].old_dir));
-    tree_renamed_free(list, n);
-}
-
-static int fill_entry(ckfs *fs, fuse_ino_t ino, struct fuse_entry_param *e)
-{
-    memset(e, 0, sizeof *e);
-    if (fill_attr(fs, ino, &e->attr) < 0)
-        return -1;
-    e->ino = fs->ino_base | ino;
-    e->attr_timeout = timeout_of(fs, ino);
-    e->entry_timeout = name_timeout_of(fs, ino);
-    return 0;
 }
 
 static void reply_entry(fuse_req_t req, ckfs *fs, fuse_ino_t ino)
 {
     struct fuse_entry_param e;
-    if (fill_entry(fs, ino, &e) < 0)
+    if (ckfs_fill_entry(fs, ino, &e) < 0)
         fuse_reply_err(req, ENOENT);
     else
         fuse_reply_entry(req, &e);
@@ -396,7 +98,7 @@ static void reply_entry(fuse_req_t req, ckfs *fs, fuse_ino_t ino)
 static void op_lookup(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *name)
 {
     entry *e;
-    switch (resolve(fs, parent, &e)) {
+    switch (ckfs_resolve(fs, parent, &e)) {
     case NODE_ROOT: {
         if (strcmp(name, "snapshot_done") == 0) {
             if (!tree_equals_file(&fs->tr))
@@ -439,11 +141,11 @@ static void op_getattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_fil
 {
     (void)fi;
     struct stat st;
-    if (fill_attr(fs, ino, &st) < 0) {
+    if (ckfs_fill_attr(fs, ino, &st) < 0) {
         fuse_reply_err(req, ENOENT);
         return;
     }
-    fuse_reply_attr(req, &st, timeout_of(fs, ino));
+    fuse_reply_attr(req, &st, ckfs_timeout_of(fs, ino));
 }
 
 /* ---- directories ---- */
@@ -521,7 +223,7 @@ static fuse_ino_t dir_entry(ckfs *fs, fuse_ino_t dir, const entry *e, off_t pos,
 /* The directory at ino (t: its tensor, NULL for the root), or an errno. */
 static int resolve_dir(ckfs *fs, fuse_ino_t ino, entry **e)
 {
-    node_kind k = resolve(fs, ino, e);
+    node_kind k = ckfs_resolve(fs, ino, e);
     if (k == NODE_ROOT || k == NODE_TENSOR_DIR)
         return 0;
     return k == NODE_NONE ? ENOENT : ENOTDIR;
@@ -556,13 +258,13 @@ static void do_readdir(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, of
             memset(&e, 0, sizeof e);
             /* "." and ".." carry no lookup reference (ino 0). */
             if (pos >= 2)
-                fill_entry(fs, child, &e);
+                ckfs_fill_entry(fs, child, &e);
             else
-                fill_attr(fs, child, &e.attr);
+                ckfs_fill_attr(fs, child, &e.attr);
             n = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, next);
         } else {
             struct stat st;
-            fill_attr(fs, child, &st);
+            ckfs_fill_attr(fs, child, &st);
             n = fuse_add_direntry(req, buf + used, size - used, name, &st, next);
         }
         if (n > size - used)
@@ -607,7 +309,7 @@ static bool no_handles(fuse_req_t req, const ckfs *fs)
  * cache every listing (FOPEN_CACHE_DIR).  A listing changed through the
  * mount is dropped by the kernel itself; the two changes it cannot see,
  * snapshot_done coming and going and files put back by a refused rmdir,
- * are invalidated (listing_changed). */
+ * are invalidated (ckfs_listing_changed). */
 static void op_opendir(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)fs, (void)ino, (void)fi;
@@ -615,94 +317,6 @@ static void op_opendir(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_fil
 }
 
 /* ---- files ---- */
-
-/* ---- saves ----
- *
- * A request that asks for a save gets its reply when the saver has saved
- * (fs/saver.c), in the form the request needs. */
-
-enum reply {
-    REPLY_ERR,      /* fsync: the save's errno */
-    REPLY_OK,       /* a rename over snapshot_done: 0 whatever the save did */
-    REPLY_OPEN,     /* `: > snapshot_done` */
-    REPLY_ENTRY,    /* mknod snapshot_done */
-    REPLY_SEAL,     /* ckptfs-umount: take no more edits once saved */
-};
-
-/* Ask for a save, through node ino, answered as `reply` says; fi is the
- * open's or create's. */
-static void ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
-                     const struct fuse_file_info *fi)
-{
-    ckfs_waiter *w = calloc(1, sizeof *w);
-    if (w == NULL) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    *w = (ckfs_waiter){.req = req, .ino = ino, .reply = (int)reply,
-                       .make_file = reply != REPLY_SEAL};
-    if (fi != NULL)
-        w->fi = *fi;
-    ckfs_saver_ask(fs, w);
-}
-
-static void answer(ckfs *fs, ckfs_waiter *w, int errnum)
-{
-    struct fuse_entry_param e;
-    fill_entry(fs, INO_SNAPSHOT_DONE, &e); /* by inode: there even if edited again */
-    if (w->reply == REPLY_SEAL) {
-        fs->sealed = errnum == 0;
-        fs->sealing = false;
-    }
-    if (w->done != NULL) {
-        w->done(w, errnum, fs->last_error);
-        return;
-    }
-    if (w->reply == REPLY_OK)
-        errnum = 0;
-    switch (errnum != 0 ? REPLY_ERR : (enum reply)w->reply) {
-    case REPLY_OPEN:
-        fuse_reply_open(w->req, &w->fi);
-        break;
-    case REPLY_ENTRY:
-        fuse_reply_entry(w->req, &e);
-        break;
-    default: /* REPLY_ERR, REPLY_OK, REPLY_SEAL */
-        fuse_reply_err(w->req, errnum);
-    }
-}
-
-void ckfs_saved(ckfs *fs, int rc, const ck_error *err, ckfs_waiter *waiters, bool automatic)
-{
-    char path[NODE_PATH_MAX];
-    int errnum = rc == 0 ? 0 : err->errnum ? err->errnum : EIO;
-    if (rc == 0)
-        fs->last_error[0] = '\0';
-    else
-        ckfs_refused(fs, path_of(fs, waiters ? waiters->ino : INO_ROOT, NULL, path, sizeof path),
-                     err);
-    if (rc != 0 && automatic)
-        fs->auto_commit_failed = true; /* wait for a new edit before trying again */
-    while (waiters != NULL) {
-        ckfs_waiter *next = waiters->next;
-        answer(fs, waiters, errnum);
-        free(waiters);
-        waiters = next;
-    }
-}
-
-int ckfs_commit_wait_ms(const ckfs *fs)
-{
-    if (!fs->tr.writable || fs->commit_delay < 0 || fs->open_writers > 0 ||
-        fs->auto_commit_failed || !tree_dirty(&fs->tr))
-        return -1;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double since = (double)(now.tv_sec - fs->last_edit.tv_sec) +
-                   (double)(now.tv_nsec - fs->last_edit.tv_nsec) / 1e9;
-    double left = fs->commit_delay - since;
-    return left <= 0 ? 0 : (int)(left * 1000) + 1;
-}
 
 /* An edit happened: the automatic save waits commit_delay from now. */
 static void edited(ckfs *fs)
@@ -717,98 +331,17 @@ static bool is_writer(const struct fuse_file_info *fi)
     return (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
 }
 
-/* An open file that holds the automatic save back.  The handle itself
- * says so (fh), because by its release the file may have become another
- * (a temporary file renamed over out is then known by out's inode). */
-#define FH_WRITER 1
-
+/* An open file that holds the automatic save back: its handle says so
+ * (FH_WRITER, fs/save_reply.h). */
 static void writer_opened(ckfs *fs, struct fuse_file_info *fi)
 {
     fi->fh = FH_WRITER;
     fs->open_writers++;
 }
 
-/* touch of an absent snapshot_done: the kernel holds the root's directory
- * lock for the whole create, so a create answered only once the save is
- * durable would hold back every lookup of a name not cached in the root
- * for as long as the save runs.  The create is answered at once instead,
- * with this as its handle, and the save it asked for is waited for by the
- * file's close (FLUSH), which the kernel sends holding no directory lock:
- * touch still returns once the file is durable, and fails with the save's
- * errno (touch checks close).  Any other fh value (0, FH_WRITER) is no
- * such handle. */
-typedef struct save_handle {
-    bool saved;        /* the save has ended, with errnum */
-    int errnum;
-    fuse_req_t flush;  /* a close waiting for it */
-    bool released;     /* the kernel let go of the handle before the save ended */
-} save_handle;
-
-static save_handle *save_handle_of(const struct fuse_file_info *fi)
-{
-    return fi->fh > FH_WRITER ? (save_handle *)(uintptr_t)fi->fh : NULL;
-}
-
-/* The save that created the file has ended (under the mount's lock). */
-static void save_handle_saved(ckfs_waiter *w, int errnum, const char *why)
-{
-    (void)why; /* said by ckfs_saved, kept in user.ckptfs.last_error */
-    save_handle *h = w->arg;
-    h->saved = true;
-    h->errnum = errnum;
-    if (h->flush != NULL)
-        fuse_reply_err(h->flush, errnum);
-    h->flush = NULL;
-    if (h->released)
-        free(h);
-}
-
-/* The kernel will send nothing more for handle h. */
-static void save_handle_release(save_handle *h)
-{
-    if (h->saved)
-        free(h);
-    else
-        h->released = true; /* freed when the save ends */
-}
-
-/* Create snapshot_done: ask for a save, answer now (see save_handle). */
-static void create_snapshot_done(fuse_req_t req, ckfs *fs, struct fuse_file_info *fi)
-{
-    struct fuse_entry_param e;
-    save_handle *h = calloc(1, sizeof *h);
-    ckfs_waiter *w = calloc(1, sizeof *w);
-    if (h == NULL || w == NULL) {
-        free(h);
-        free(w);
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    fill_entry(fs, INO_SNAPSHOT_DONE, &e); /* by inode: the name shows once saved */
-    fi->fh = (uintptr_t)h;
-    *w = (ckfs_waiter){.ino = INO_SNAPSHOT_DONE, .done = save_handle_saved, .arg = h,
-                       .make_file = true};
-    ckfs_saver_ask(fs, w); /* ends, at the earliest, once we let go of the mount's lock */
-    if (fuse_reply_create(req, &e, fi) != 0) /* interrupted: no close will come */
-        save_handle_release(h);
-}
-
-/* The close of a created snapshot_done: answered when its save has ended.
- * A second close meanwhile (a duplicated descriptor) waits for a save of
- * its own. */
-static void flush_snapshot_done(fuse_req_t req, ckfs *fs, fuse_ino_t ino, save_handle *h)
-{
-    if (h->saved)
-        fuse_reply_err(req, h->errnum);
-    else if (h->flush == NULL)
-        h->flush = req;
-    else
-        ask_save(req, fs, ino, REPLY_ERR, NULL);
-}
-
 /* The kernel checks the tree's modes, which are the model file's
- * (file_mode_of), for every user; the directories between the mount's
- * root and each file a tensor is read from (a run's rank_<id>/ or
+ * (fs/nodes.c, file_mode_of), for every user; the directories between the
+ * mount's root and each file a tensor is read from (a run's rank_<id>/ or
  * iteration_<N>/, a distributed checkpoint's ranks, beside the file's own
  * mode) have no node to carry their modes, so another user's read of a
  * tensor is checked here against the way to each of its files on disk:
@@ -841,7 +374,7 @@ static void op_open(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_i
     entry *e;
     if (no_handles(req, fs))
         return;
-    node_kind k = resolve(fs, ino, &e);
+    node_kind k = ckfs_resolve(fs, ino, &e);
     if (k == NODE_NONE) {
         fuse_reply_err(req, ENOENT);
         return;
@@ -866,7 +399,7 @@ static void op_open(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_i
     ck_error err = {0};
     int rc = 0;
     if (k == NODE_SNAPSHOT_DONE) {
-        ask_save(req, fs, ino, REPLY_OPEN, fi); /* `: > snapshot_done` asks for a save too */
+        ckfs_ask_save(req, fs, ino, REPLY_OPEN, fi); /* `: > snapshot_done` asks for a save too */
         return;
     }
     /* as the mode says, also to root, whom the kernel lets past it */
@@ -1032,7 +565,7 @@ static void op_read(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, off_t
 {
     (void)fi;
     entry *e;
-    node_kind k = resolve(fs, ino, &e);
+    node_kind k = ckfs_resolve(fs, ino, &e);
     if (off < 0) {
         fuse_reply_err(req, EINVAL);
         return;
@@ -1056,7 +589,7 @@ static void op_read(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, off_t
         read_out(req, fs, e, size, off);
         return;
     case NODE_EXTRA: {
-        read_spill(req, fs, &extra_of(fs, ino)->area, size, off);
+        read_spill(req, fs, &ckfs_extra_of(fs, ino)->area, size, off);
         return;
     }
     case NODE_NONE:
@@ -1072,7 +605,7 @@ static void op_write(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *buf, 
 {
     (void)fi;
     entry *e;
-    node_kind k = resolve(fs, ino, &e);
+    node_kind k = ckfs_resolve(fs, ino, &e);
     ck_error err;
     int rc;
     if (refused_now(req, fs))
@@ -1108,16 +641,16 @@ static void op_flush(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_
     ck_error err;
     if (no_handles(req, fs))
         return;
-    if (save_handle_of(fi) != NULL) {
-        flush_snapshot_done(req, fs, ino, save_handle_of(fi));
+    if (ckfs_save_handle_of(fi) != NULL) {
+        ckfs_flush_snapshot_done(req, fs, ino, ckfs_save_handle_of(fi));
         return;
     }
-    if (fi->fh != FH_WRITER || resolve(fs, ino, &e) != NODE_META) {
+    if (fi->fh != FH_WRITER || ckfs_resolve(fs, ino, &e) != NODE_META) {
         fuse_reply_err(req, 0);
         return;
     }
     int rc = entry_meta_check(&fs->tr, e, &err);
-    invalidate_attrs(fs, ino); /* shown as parsed: its size may differ from what was written */
+    ckfs_invalidate_attrs(fs, ino); /* shown as parsed: its size may differ from what was written */
     if (rc < 0)
         reply_refused(req, fs, ino, NULL, &err);
     else
@@ -1128,19 +661,19 @@ static void op_release(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_fil
 {
     entry *e;
     ck_error err;
-    node_kind k = resolve(fs, ino, &e);
+    node_kind k = ckfs_resolve(fs, ino, &e);
     char path[NODE_PATH_MAX];
     bool wrote_meta = k == NODE_META && fi->fh == FH_WRITER; /* a reader's ends no edit */
     if (wrote_meta && entry_meta_finish(&fs->tr, e, &err) < 0)
-        ckfs_refused(fs, path_of(fs, ino, NULL, path, sizeof path), &err);
+        ckfs_refused(fs, ckfs_path_of(fs, ino, NULL, path, sizeof path), &err);
     if (wrote_meta)
-        invalidate_attrs(fs, ino);
+        ckfs_invalidate_attrs(fs, ino);
     if (fi->fh == FH_WRITER && fs->open_writers > 0) {
         fs->open_writers--;
         edited(fs);
     }
-    if (save_handle_of(fi) != NULL)
-        save_handle_release(save_handle_of(fi));
+    if (ckfs_save_handle_of(fi) != NULL)
+        ckfs_save_handle_release(ckfs_save_handle_of(fi));
     fuse_reply_err(req, 0);
 }
 
@@ -1149,7 +682,7 @@ static void op_fsync(fuse_req_t req, ckfs *fs, fuse_ino_t ino, int datasync,
 {
     (void)datasync, (void)fi;
     if (fs->tr.writable)
-        ask_save(req, fs, ino, REPLY_ERR, NULL);
+        ckfs_ask_save(req, fs, ino, REPLY_ERR, NULL);
     else
         fuse_reply_err(req, 0);
 }
@@ -1164,7 +697,7 @@ static int mode_or_owner_change(ckfs *fs, fuse_ino_t ino, node_kind k, const ent
 {
     struct stat cur;
     const char *model = MODEL(fs)->path;
-    if (attr_of(fs, ino, k, e, &cur) < 0)
+    if (ckfs_attr_of(fs, ino, k, e, &cur) < 0)
         return ck_fail(err, ENOENT, "no such file");
     if ((to_set & FUSE_SET_ATTR_MODE) && (attr->st_mode & 07777) != (cur.st_mode & 07777))
         return ck_fail(err, EPERM, "chmod %04o: the tree has the modes of the model file "
@@ -1184,7 +717,7 @@ static void op_setattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct stat *at
 {
     (void)fi;
     entry *e;
-    node_kind k = resolve(fs, ino, &e);
+    node_kind k = ckfs_resolve(fs, ino, &e);
     if (k == NODE_NONE) {
         fuse_reply_err(req, ENOENT);
         return;
@@ -1199,7 +732,7 @@ static void op_setattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct stat *at
         return;
     }
     if (to_set & own_mode)
-        extra_of(fs, ino)->mode = S_IFREG | (attr->st_mode & 0777);
+        ckfs_extra_of(fs, ino)->mode = S_IFREG | (attr->st_mode & 0777);
     if (to_set & FUSE_SET_ATTR_SIZE) {
         edited(fs);
         if (k == NODE_OUT)
@@ -1223,15 +756,15 @@ static void op_setattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct stat *at
      * rename that made snapshot_done did, and when the tree is clean
      * there is nothing to save. */
     struct stat st;
-    attr_of(fs, ino, k, e, &st);
-    fuse_reply_attr(req, &st, timeout_of(fs, ino));
+    ckfs_attr_of(fs, ino, k, e, &st);
+    fuse_reply_attr(req, &st, ckfs_timeout_of(fs, ino));
 }
 
 /* The tensor directory `parent` and which of its files `name` is. */
 static entry *file_of(ckfs *fs, fuse_ino_t parent, const char *name, bool *meta)
 {
     entry *e;
-    if (resolve(fs, parent, &e) != NODE_TENSOR_DIR)
+    if (ckfs_resolve(fs, parent, &e) != NODE_TENSOR_DIR)
         return NULL;
     if (strcmp(name, "meta") == 0)
         *meta = true;
@@ -1252,9 +785,9 @@ static bool makes_snapshot_done(fuse_req_t req, ckfs *fs, fuse_ino_t parent, con
     if (parent != INO_ROOT || strcmp(name, "snapshot_done") != 0 || !takes_edits(fs))
         return false;
     if (fi != NULL)
-        create_snapshot_done(req, fs, fi);
+        ckfs_create_snapshot_done(req, fs, fi);
     else
-        ask_save(req, fs, INO_SNAPSHOT_DONE, REPLY_ENTRY, NULL);
+        ckfs_ask_save(req, fs, INO_SNAPSHOT_DONE, REPLY_ENTRY, NULL);
     return true;
 }
 
@@ -1270,19 +803,19 @@ static int make_file(ckfs *fs, fuse_ino_t parent, const char *name, fuse_ino_t *
     char path[NODE_PATH_MAX];
     if (e == NULL) { /* any other name: a temporary file of some tool */
         entry *dir;
-        node_kind k = resolve(fs, parent, &dir);
+        node_kind k = ckfs_resolve(fs, parent, &dir);
         if (k != NODE_ROOT && k != NODE_TENSOR_DIR)
             return k == NODE_NONE ? ENOENT : ENOTDIR;
         int64_t id = tree_extra_create(&fs->tr, extra_dir(parent), name, &err);
         if (id < 0) {
-            ckfs_refused(fs, path_of(fs, parent, name, path, sizeof path), &err);
+            ckfs_refused(fs, ckfs_path_of(fs, parent, name, path, sizeof path), &err);
             return err.errnum;
         }
         *ino = INO_EXTRA_BASE + (uint64_t)id;
         return 0;
     }
     if (entry_create(&fs->tr, e, meta, &err) < 0) {
-        ckfs_refused(fs, path_of(fs, parent, name, path, sizeof path), &err);
+        ckfs_refused(fs, ckfs_path_of(fs, parent, name, path, sizeof path), &err);
         return err.errnum;
     }
     edited(fs);
@@ -1299,7 +832,7 @@ static void op_create(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *n
     if (makes_snapshot_done(req, fs, parent, name, fi))
         return;
     int rc = make_file(fs, parent, name, &ino);
-    if (rc == 0 && fill_entry(fs, ino, &e) < 0)
+    if (rc == 0 && ckfs_fill_entry(fs, ino, &e) < 0)
         rc = EIO;
     if (rc != 0) {
         fuse_reply_err(req, rc);
@@ -1367,7 +900,7 @@ bool ckfs_unserved_xattr(const char *name)
 static void op_getxattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *name, size_t size)
 {
     entry *e;
-    node_kind k = resolve(fs, ino, &e);
+    node_kind k = ckfs_resolve(fs, ino, &e);
     if (k == NODE_NONE) {
         fuse_reply_err(req, ENOENT);
         return;
@@ -1438,7 +971,7 @@ static void reply_root_xattrs(fuse_req_t req, ckfs *fs, size_t size)
 static void op_listxattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size)
 {
     entry *e;
-    node_kind k = resolve(fs, ino, &e);
+    node_kind k = ckfs_resolve(fs, ino, &e);
     if (k == NODE_NONE)
         fuse_reply_err(req, ENOENT);
     else if (k == NODE_TENSOR_DIR)
@@ -1518,7 +1051,7 @@ static void op_rmdir(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *na
         }
     int rc = tree_rmdir(&fs->tr, &fs->tr.entries[pos], &err);
     if (rc < 0) /* a tensor a node needs gets back the meta and out rm -r removed */
-        listing_changed(fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR));
+        ckfs_listing_changed(fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR));
     reply_status(req, fs, parent, name, rc, &err);
 }
 
@@ -1566,7 +1099,7 @@ static void rename_extra(fuse_req_t req, ckfs *fs, size_t x, fuse_ino_t parent,
          * in user.ckptfs.last_error) does not fail the rename. */
         tree_extra_unlink(&fs->tr, x, &err);
         fs->tr.extras[x].alias = ALIAS_SNAPSHOT_DONE;
-        ask_save(req, fs, INO_SNAPSHOT_DONE, REPLY_OK, NULL);
+        ckfs_ask_save(req, fs, INO_SNAPSHOT_DONE, REPLY_OK, NULL);
         return;
     }
     if (parent == INO_ROOT && tree_lookup(&fs->tr, newname) >= 0) {
@@ -1613,58 +1146,11 @@ static void op_rename(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *n
     int64_t target = tree_lookup(&fs->tr, newname);
     int rc = tree_rename(&fs->tr, &fs->tr.entries[pos], newname, &err);
     if (rc < 0) { /* either may get back the meta and out rm -r removed */
-        listing_changed(fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR));
+        ckfs_listing_changed(fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR));
         if (target >= 0)
-            listing_changed(fs, ino_of_tensor((uint32_t)target, NODE_TENSOR_DIR));
+            ckfs_listing_changed(fs, ino_of_tensor((uint32_t)target, NODE_TENSOR_DIR));
     }
     reply_status(req, fs, parent, name, rc, &err);
-}
-
-/* user.ckptfs.unmount=1 on the root, from ckptfs-umount before it
- * unmounts: save, and if that worked take no more edits, so that no edit
- * made in between can fail the save at unmount, when nobody is left to
- * tell.  =0 takes edits again (the unmount failed: the mount is busy).
- * Edits still open for writing keep it from being unmounted anyway. */
-static void seal(fuse_req_t req, ckfs *fs, const char *value, size_t size)
-{
-    if (size != 1 || (value[0] != '0' && value[0] != '1')) {
-        fuse_reply_err(req, EINVAL);
-        return;
-    }
-    fs->sealed = false;
-    fs->sealing = value[0] == '1'; /* no edit from now until the save says */
-    if (value[0] == '0')
-        fuse_reply_err(req, 0);
-    else
-        ask_save(req, fs, INO_ROOT, REPLY_SEAL, NULL);
-}
-
-void ckfs_seal(ckfs *fs, ckfs_waiter *w)
-{
-    pthread_rwlock_wrlock(&fs->lock);
-    fs->sealed = false;
-    fs->sealing = true;
-    w->ino = INO_ROOT;
-    w->reply = REPLY_SEAL;
-    ckfs_saver_ask(fs, w);
-    pthread_rwlock_unlock(&fs->lock);
-}
-
-void ckfs_unseal(ckfs *fs)
-{
-    pthread_rwlock_wrlock(&fs->lock);
-    fs->sealed = false;
-    fs->sealing = false;
-    pthread_rwlock_unlock(&fs->lock);
-}
-
-bool ckfs_busy(ckfs *fs)
-{
-    pthread_rwlock_rdlock(&fs->lock);
-    bool busy = fs->tr.writable && (tree_dirty(&fs->tr) || fs->tr.saving ||
-                                    fs->open_writers > 0 || fs->sealing);
-    pthread_rwlock_unlock(&fs->lock);
-    return busy;
 }
 
 static void op_setxattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *name,
@@ -1674,7 +1160,7 @@ static void op_setxattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *na
     if (!fs->tr.writable)
         fuse_reply_err(req, EROFS);
     else if (ino == INO_ROOT && strcmp(name, XATTR_UNMOUNT) == 0)
-        seal(req, fs, value, size);
+        ckfs_seal_request(req, fs, value, size);
     else
         fuse_reply_err(req, ENOTSUP);
 }
@@ -1779,7 +1265,7 @@ static ckfs *exclusive(fuse_req_t req, fuse_ino_t *ino, bool *done)
 static void exclusive_done(ckfs *fs, bool done)
 {
     if (tree_equals_file(&fs->tr) != done)
-        listing_changed(fs, INO_ROOT);
+        ckfs_listing_changed(fs, INO_ROOT);
     pthread_rwlock_unlock(&fs->lock);
 }
 

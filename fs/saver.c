@@ -14,7 +14,7 @@
  * queued and answered after the next save that begins after it, so that
  * the save covers every edit made before the request.  The automatic save
  * is the saver's own: it sleeps until commit_delay after the last edit
- * (ckfs_commit_wait_ms), and is woken only when it was not already going
+ * (commit_wait_ms), and is woken only when it was not already going
  * to wake up, so that edits cost no wakeup.
  *
  * A run directory's checkpoints start their saver's thread only when
@@ -23,6 +23,8 @@
  */
 #include "ckptfs.h"
 #include "inode_map.h"
+#include "invalidate.h"
+#include "save_reply.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -58,7 +60,7 @@ static void *forget_main(void *arg)
  * snapshot's names), on a thread of its own: the kernel takes the root's
  * directory lock for it, which a request waiting for the saver may hold
  * (ckptfs-umount's setxattr on the root).  Only names it cached long
- * need this: those of unsaved directories are not cached (ll_ops.c,
+ * need this: those of unsaved directories are not cached (nodes.c,
  * name_timeout_of); without it (fs->tell_renames) such an old name stays
  * until the root is listed or the new name looked up, when the kernel
  * moves the directory's one name.  se: the session, read under the
@@ -138,11 +140,26 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
     return rc;
 }
 
+/* Milliseconds until the automatic save is due, or -1 for none pending.
+ * Under the mount's lock. */
+static int commit_wait_ms(const ckfs *fs)
+{
+    if (!fs->tr.writable || fs->commit_delay < 0 || fs->open_writers > 0 ||
+        fs->auto_commit_failed || !tree_dirty(&fs->tr))
+        return -1;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double since = (double)(now.tv_sec - fs->last_edit.tv_sec) +
+                   (double)(now.tv_nsec - fs->last_edit.tv_nsec) / 1e9;
+    double left = fs->commit_delay - since;
+    return left <= 0 ? 0 : (int)(left * 1000) + 1;
+}
+
 /* Milliseconds until the automatic save is due (-1: none pending). */
 static int due_in(ckfs *fs)
 {
     pthread_rwlock_rdlock(&fs->lock);
-    int ms = ckfs_commit_wait_ms(fs);
+    int ms = commit_wait_ms(fs);
     pthread_rwlock_unlock(&fs->lock);
     return ms;
 }

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * invalidate: telling the kernel of what changed where it could not see.
+ *
+ * The kernel caches names, attributes and listings long (fs/nodes.c,
+ * ckfs_timeout_of).  What changes without a request through the kernel
+ * (a meta reformatted when parsed at close, snapshot_done coming and
+ * going, every node's times after a save, the names a save renamed) is
+ * invalidated through these, by the requests (fs/ll_ops.c) and by the
+ * saver (fs/saver.c): a file of its own, so that the saver does not need
+ * the requests'.
+ */
+#ifndef CKPTFS_INVALIDATE_H
+#define CKPTFS_INVALIDATE_H
+
+#include "ckptfs.h"
+
+/* The kernel's attributes of ino are stale; safe from anywhere. */
+void ckfs_invalidate_attrs(const ckfs *fs, fuse_ino_t ino);
+/* The listing of directory ino changed where the kernel could not see it. */
+void ckfs_listing_changed(const ckfs *fs, fuse_ino_t ino);
+
+/* After a save: every node's times are the new file's.  Takes the lock. */
+void ckfs_invalidate_times(ckfs *fs);
+/* After a save that applied a copied snapshot's names (tree.h, the names
+ * file).  Inodes: the root's listing, and a merged tensor's
+ * meta and cached pages, are stale; takes the lock.  Names: the kernel
+ * forgets the old directory names of the session se (root: the mount's
+ * root as the kernel numbers it); frees list.  That takes no lock of ours
+ * but waits for the root's directory lock, which a request waiting for a
+ * save may hold: never on the saver's thread. */
+void ckfs_renamed_inodes(ckfs *fs, const tree_renamed *list, size_t n);
+void ckfs_forget_names(struct fuse_session *se, fuse_ino_t root, tree_renamed *list, size_t n);
+
+#endif

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * save_reply: the replies to requests that wait for a save (see
+ * fs/save_reply.h).  The saver calls back into this file, never into the
+ * FUSE operations; this file asks the saver (ckfs_saver_ask), finds nodes
+ * (fs/nodes.h) and logs refusals (fs/log.c), nothing more of the
+ * front-end.
+ */
+#include "save_reply.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nodes.h"
+
+/* ---- saves ----
+ *
+ * A request that asks for a save gets its reply when the saver has saved
+ * (fs/saver.c), in the form the request needs. */
+
+/* Ask for a save, through node ino, answered as `reply` says; fi is the
+ * open's or create's. */
+void ckfs_ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
+                   const struct fuse_file_info *fi)
+{
+    ckfs_waiter *w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    *w = (ckfs_waiter){.req = req, .ino = ino, .reply = (int)reply,
+                       .make_file = reply != REPLY_SEAL};
+    if (fi != NULL)
+        w->fi = *fi;
+    ckfs_saver_ask(fs, w);
+}
+
+static void answer(ckfs *fs, ckfs_waiter *w, int errnum)
+{
+    struct fuse_entry_param e;
+    ckfs_fill_entry(fs, INO_SNAPSHOT_DONE, &e); /* by inode: there even if edited again */
+    if (w->reply == REPLY_SEAL) {
+        fs->sealed = errnum == 0;
+        fs->sealing = false;
+    }
+    if (w->done != NULL) {
+        w->done(w, errnum, fs->last_error);
+        return;
+    }
+    if (w->reply == REPLY_OK)
+        errnum = 0;
+    switch (errnum != 0 ? REPLY_ERR : (enum reply)w->reply) {
+    case REPLY_OPEN:
+        fuse_reply_open(w->req, &w->fi);
+        break;
+    case REPLY_ENTRY:
+        fuse_reply_entry(w->req, &e);
+        break;
+    default: /* REPLY_ERR, REPLY_OK, REPLY_SEAL */
+        fuse_reply_err(w->req, errnum);
+    }
+}
+
+void ckfs_saved(ckfs *fs, int rc, const ck_error *err, ckfs_waiter *waiters, bool automatic)
+{
+    char path[NODE_PATH_MAX];
+    int errnum = rc == 0 ? 0 : err->errnum ? err->errnum : EIO;
+    if (rc == 0)
+        fs->last_error[0] = '\0';
+    else
+        ckfs_refused(fs, ckfs_path_of(fs, waiters ? waiters->ino : INO_ROOT, NULL, path,
+                                      sizeof path), err);
+    if (rc != 0 && automatic)
+        fs->auto_commit_failed = true; /* wait for a new edit before trying again */
+    while (waiters != NULL) {
+        ckfs_waiter *next = waiters->next;
+        answer(fs, waiters, errnum);
+        free(waiters);
+        waiters = next;
+    }
+}
+
+/* touch of an absent snapshot_done: the kernel holds the root's directory
+ * lock for the whole create, so a create answered only once the save is
+ * durable would hold back every lookup of a name not cached in the root
+ * for as long as the save runs.  The create is answered at once instead,
+ * with this as its handle, and the save it asked for is waited for by the
+ * file's close (FLUSH), which the kernel sends holding no directory lock:
+ * touch still returns once the file is durable, and fails with the save's
+ * errno (touch checks close).  Any other fh value (0, FH_WRITER) is no
+ * such handle. */
+struct save_handle {
+    bool saved;        /* the save has ended, with errnum */
+    int errnum;
+    fuse_req_t flush;  /* a close waiting for it */
+    bool released;     /* the kernel let go of the handle before the save ended */
+};
+
+save_handle *ckfs_save_handle_of(const struct fuse_file_info *fi)
+{
+    return fi->fh > FH_WRITER ? (save_handle *)(uintptr_t)fi->fh : NULL;
+}
+
+/* The save that created the file has ended (under the mount's lock). */
+static void save_handle_saved(ckfs_waiter *w, int errnum, const char *why)
+{
+    (void)why; /* said by ckfs_saved, kept in user.ckptfs.last_error */
+    save_handle *h = w->arg;
+    h->saved = true;
+    h->errnum = errnum;
+    if (h->flush != NULL)
+        fuse_reply_err(h->flush, errnum);
+    h->flush = NULL;
+    if (h->released)
+        free(h);
+}
+
+/* The kernel will send nothing more for handle h. */
+void ckfs_save_handle_release(save_handle *h)
+{
+    if (h->saved)
+        free(h);
+    else
+        h->released = true; /* freed when the save ends */
+}
+
+/* Create snapshot_done: ask for a save, answer now (see save_handle). */
+void ckfs_create_snapshot_done(fuse_req_t req, ckfs *fs, struct fuse_file_info *fi)
+{
+    struct fuse_entry_param e;
+    save_handle *h = calloc(1, sizeof *h);
+    ckfs_waiter *w = calloc(1, sizeof *w);
+    if (h == NULL || w == NULL) {
+        free(h);
+        free(w);
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    ckfs_fill_entry(fs, INO_SNAPSHOT_DONE, &e); /* by inode: the name shows once saved */
+    fi->fh = (uintptr_t)h;
+    *w = (ckfs_waiter){.ino = INO_SNAPSHOT_DONE, .done = save_handle_saved, .arg = h,
+                       .make_file = true};
+    ckfs_saver_ask(fs, w); /* ends, at the earliest, once we let go of the mount's lock */
+    if (fuse_reply_create(req, &e, fi) != 0) /* interrupted: no close will come */
+        ckfs_save_handle_release(h);
+}
+
+/* The close of a created snapshot_done: answered when its save has ended.
+ * A second close meanwhile (a duplicated descriptor) waits for a save of
+ * its own. */
+void ckfs_flush_snapshot_done(fuse_req_t req, ckfs *fs, fuse_ino_t ino, save_handle *h)
+{
+    if (h->saved)
+        fuse_reply_err(req, h->errnum);
+    else if (h->flush == NULL)
+        h->flush = req;
+    else
+        ckfs_ask_save(req, fs, ino, REPLY_ERR, NULL);
+}
+
+/* user.ckptfs.unmount=1 on the root, from ckptfs-umount before it
+ * unmounts: save, and if that worked take no more edits, so that no edit
+ * made in between can fail the save at unmount, when nobody is left to
+ * tell.  =0 takes edits again (the unmount failed: the mount is busy).
+ * Edits still open for writing keep it from being unmounted anyway. */
+void ckfs_seal_request(fuse_req_t req, ckfs *fs, const char *value, size_t size)
+{
+    if (size != 1 || (value[0] != '0' && value[0] != '1')) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    fs->sealed = false;
+    fs->sealing = value[0] == '1'; /* no edit from now until the save says */
+    if (value[0] == '0')
+        fuse_reply_err(req, 0);
+    else
+        ckfs_ask_save(req, fs, INO_ROOT, REPLY_SEAL, NULL);
+}
+
+void ckfs_seal(ckfs *fs, ckfs_waiter *w)
+{
+    pthread_rwlock_wrlock(&fs->lock);
+    fs->sealed = false;
+    fs->sealing = true;
+    w->ino = INO_ROOT;
+    w->reply = REPLY_SEAL;
+    ckfs_saver_ask(fs, w);
+    pthread_rwlock_unlock(&fs->lock);
+}
+
+void ckfs_unseal(ckfs *fs)
+{
+    pthread_rwlock_wrlock(&fs->lock);
+    fs->sealed = false;
+    fs->sealing = false;
+    pthread_rwlock_unlock(&fs->lock);
+}
+
+bool ckfs_busy(ckfs *fs)
+{
+    pthread_rwlock_rdlock(&fs->lock);
+    bool busy = fs->tr.writable && (tree_dirty(&fs->tr) || fs->tr.saving ||
+                                    fs->open_writers > 0 || fs->sealing);
+    pthread_rwlock_unlock(&fs->lock);
+    return busy;
+}

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * save_reply: the replies to requests that wait for a save.
+ *
+ * A request that asks for a save (touch, mknod or a rename of
+ * snapshot_done, `: > snapshot_done`, fsync, ckptfs-umount's seal) is
+ * queued with the saver (fs/saver.c), which tells ckfs_saved when the save
+ * has ended.  How each such request is answered, the handle of a created
+ * snapshot_done that its close waits on, and the seal are here: the FUSE
+ * operations (fs/ll_ops.c) ask, the saver answers through this file, and
+ * so the saver needs nothing of the operations.
+ */
+#ifndef CKPTFS_SAVE_REPLY_H
+#define CKPTFS_SAVE_REPLY_H
+
+#include "ckptfs.h"
+
+/* How a waiter is answered (ckfs_waiter.reply). */
+enum reply {
+    REPLY_ERR,      /* fsync: the save's errno */
+    REPLY_OK,       /* a rename over snapshot_done: 0 whatever the save did */
+    REPLY_OPEN,     /* `: > snapshot_done` */
+    REPLY_ENTRY,    /* mknod snapshot_done */
+    REPLY_SEAL,     /* ckptfs-umount: take no more edits once saved */
+};
+
+/* An open file that holds the automatic save back.  The handle itself
+ * says so (fh), because by its release the file may have become another
+ * (a temporary file renamed over out is then known by out's inode). */
+#define FH_WRITER 1
+
+/* The handle of a created snapshot_done (fs/save_reply.c). */
+typedef struct save_handle save_handle;
+
+/* Ask for a save, through node ino, answered as `reply` says; fi is the
+ * open's or create's.  Under the mount's lock, exclusive. */
+void ckfs_ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
+                   const struct fuse_file_info *fi);
+/* After a save (rc, err) under the mount's lock: record the outcome and
+ * answer the requests that waited for it; automatic: nobody asked. */
+void ckfs_saved(ckfs *fs, int rc, const ck_error *err, ckfs_waiter *waiters, bool automatic);
+
+/* The save handle behind fi, or NULL for any other handle. */
+save_handle *ckfs_save_handle_of(const struct fuse_file_info *fi);
+/* The kernel will send nothing more for handle h. */
+void ckfs_save_handle_release(save_handle *h);
+/* Create snapshot_done: ask for a save, answer now, with a save handle. */
+void ckfs_create_snapshot_done(fuse_req_t req, ckfs *fs, struct fuse_file_info *fi);
+/* The close of a created snapshot_done: answered when its save has ended. */
+void ckfs_flush_snapshot_done(fuse_req_t req, ckfs *fs, fuse_ino_t ino, save_handle *h);
+
+/* setxattr user.ckptfs.unmount=1 (seal: save, then take no edit) or =0
+ * (take edits again) on the root, value of size bytes. */
+void ckfs_seal_request(fuse_req_t req, ckfs *fs, const char *value, size_t size);
+
+#endif
