@@ -8,7 +8,7 @@
  *   /                       root
  *   /snapshot_done          empty file: the tree equals the model file
  *   /<dir_name>/            one directory per visible tensor
- *   /<dir_name>/meta        OneFlow VariableMetaInfo text
+ *   /<dir_name>/meta        its type and shape (codec/view.h)
  *   /<dir_name>/out         the tensor's bytes
  */
 #ifndef CKPTFS_H

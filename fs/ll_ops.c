@@ -34,7 +34,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "../codec/oneflow/oneflow_meta.h"
+#include "../codec/view.h"
 #include "inode_map.h"
 #include "invalidate.h"
 #include "nodes.h"
@@ -157,9 +157,9 @@ static void op_getattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_fil
  * last the root's snapshot_done at DONE_POS.  Each kind has its own range,
  * so a position stays the same name while tensors and files are added.
  * snapshot_done comes last because it means "the rest is complete", as in
- * OneFlow's own snapshots: a copy made in listing order (cp -r, tar) into
- * a writable mount creates it after the tensors, and that save holds them
- * all. */
+ * the snapshots the tree imitates: a copy made in listing order (cp -r,
+ * tar) into a writable mount creates it after the tensors, and that save
+ * holds them all. */
 #define EXTRA_POS ((off_t)1 << 40)
 #define DONE_POS ((off_t)1 << 62)
 

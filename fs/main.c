@@ -189,9 +189,7 @@ static int envelope_options(const struct cli *cli, ck_open_opts *oo, ck_key *key
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         return -1;
     }
-    oo->zstd_level = eo.zstd_level;
-    oo->encrypt = eo.encrypt;
-    oo->enc_mode = eo.enc_mode;
+    ck_open_opts_save_as(oo, &eo);
     size_t tmp_max = 0;
     if (cli->tmp_max != NULL && ck_parse_size(cli->tmp_max, &tmp_max) < 0) {
         fprintf(stderr, "ckptfs: -o tmp_max=%s: give a size in bytes, or with K, M or G\n",
@@ -473,7 +471,7 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
                 cli->settle);
         return 1;
     }
-    /* Read-only unless asked: MindSpore saves its checkpoints 0400, and a
+    /* Read-only unless asked: training saves its checkpoints 0400, and a
      * run being followed is another program's to write. */
     bool rw = cli->rw == 1;
     ckfs proto = {.timeout = 86400.0, .splice = !cli->nosplice, .mountpoint = opts->mountpoint,
@@ -569,7 +567,7 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
 
 /* A collection, read-only: a directory that opens as one model (a
  * distributed checkpoint merged by its strategy file, an iteration
- * directory, a OneFlow snapshot: codec/registry.h). */
+ * directory, a snapshot directory: codec/registry.h). */
 static int mount_collection(const struct cli *cli, struct fuse_args *args,
                             struct fuse_cmdline_opts *opts, const char *path,
                             const ck_open_opts *oo, const ck_collection *c)
@@ -667,7 +665,7 @@ static int mount_model(struct cli *cli, struct fuse_args *args, struct fuse_cmdl
     int rc = 1;
     ck_model *model = take_lock(cli, path, at, &lock) == 0 ? open_model(cli, path, oo) : NULL;
     bool savable = model != NULL && ck_model_may_save(model, &err) == 0;
-    /* MindSpore saves checkpoints 0400: such a file is not edited unless
+    /* Training saves checkpoints 0400: such a file is not edited unless
      * asked for. */
     bool rw = model != NULL &&
               (cli->rw == -1 ? (model->st.st_mode & S_IWUSR) != 0 && savable : cli->rw);
@@ -764,7 +762,7 @@ int main(int argc, char **argv)
         free(abs);
         goto out;
     }
-    oo.key_if_encrypted = is_dir; /* a run's plain checkpoints beside encrypted ones */
+    oo.key_if_encrypted = is_dir; /* a directory's plain models beside keyed ones */
     const ck_collection *c = is_dir ? ck_collection_of(path, cli.strategy) : NULL;
     rc = c != NULL ? mount_collection(&cli, &args, &opts, path, &oo, c)
          : is_dir  ? mount_run(&cli, &args, &opts, path, &oo)

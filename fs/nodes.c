@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../codec/oneflow/oneflow_meta.h"
+#include "../codec/view.h"
 
 /* The entry behind a tensor inode, or NULL. */
 static entry *entry_at(ckfs *fs, uint32_t pos)
@@ -182,7 +182,7 @@ double ckfs_timeout_of(const ckfs *fs, fuse_ino_t ino)
 
 /* How long the kernel may keep a name.  A tensor directory made in the
  * mount and not saved yet may lose its name at the save, without the
- * kernel seeing it: a copied OneFlow snapshot's tensor_<N> takes its real
+ * kernel seeing it: a copied snapshot's tensor_<N> takes its real
  * name (tree.h, the names file).  The save is answered before the kernel
  * can be told (it would wait for the directory lock of the very request
  * that asked for the save), so such names are not cached at all: the

@@ -1029,9 +1029,9 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
     s->fs = fs;
     s->lock = lock;
     /* The index, the mount around it, a guess at the allocator's and the
-     * kernel's share, and what the pages of an encrypted or compressed
-     * one may hold; its files and directory, and the run's, kept again
-     * when that is below it (rank_<id>/, iteration_<N>/). */
+     * kernel's share, and what the pages of a wrapped one may hold; its
+     * files and directory, and the run's, kept again when that is below
+     * it (rank_<id>/, iteration_<N>/). */
     s->cost = tree_footprint(&fs->tr) + sizeof *fs + 4096 +
               (ck_envelope_is_wrapped(&model->env) ? ck_page_cache_budget(model->cache) : 0) +
               (lock != NULL ? WRITABLE_COST : 0);

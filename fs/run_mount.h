@@ -39,7 +39,7 @@ typedef struct ckrun_opts {
     double settle;              /* seconds a writable file must stay unchanged */
     size_t index_cache;         /* bytes of open checkpoint indexes */
     unsigned max_fds;           /* descriptors they may hold */
-    ck_open_opts open_opts;     /* keys and caches of encrypted, compressed ones */
+    ck_open_opts open_opts;     /* keys and caches of wrapped ones */
     const ckfs *proto;          /* what each checkpoint's mount starts as, and
                                  * how the run logs */
     bool writable;              /* -o rw: each checkpoint as a writable model mount */

@@ -56,7 +56,7 @@ static void *forget_main(void *arg)
     return NULL;
 }
 
-/* Tell the kernel of the directories a save renamed (a OneFlow
+/* Tell the kernel of the directories a save renamed (a copied
  * snapshot's names), on a thread of its own: the kernel takes the root's
  * directory lock for it, which a request waiting for the saver may hold
  * (ckptfs-umount's setxattr on the root).  Only names it cached long

@@ -340,9 +340,10 @@ static int spill_room(const tree *tr, uint64_t old, uint64_t new, ck_error *err)
         return 0;
     uint64_t used = spill_in_use(tr);
     if (new - old > tr->spill_max || used > tr->spill_max - (new - old))
-        return ck_fail(err, ENOSPC, "%s: edits of an encrypted model are held in memory, not "
-                       "on disk, and would pass -o spill_max=%lluM; save them (touch "
+        return ck_fail(err, ENOSPC, "%s: edits of an %s model are held in memory, not on "
+                       "disk, and would pass -o spill_max=%lluM; save them (touch "
                        "snapshot_done) or mount with a larger spill_max", tr->model->path,
+                       tr->model->env.kind->adjective,
                        (unsigned long long)(tr->spill_max >> 20));
     return 0;
 }
@@ -750,8 +751,8 @@ static int validate(const tree *tr, const entry *e, ck_error *err)
     uint32_t ndim;
     const int64_t *dims = entry_dims(tr, e, &ndim);
     uint64_t want;
-    /* out's byte count, as a OneFlow reader counts it */
-    if (ck_shape_product(&ck_shape_oneflow, dt, dims, ndim, &want) >= 0)
+    /* out's byte count, as the view counts it */
+    if (ck_shape_product(ck_view_shape(), dt, dims, ndim, &want) >= 0)
         return ck_fail(err, EINVAL, "%s: tensor '%s': the meta's shape is too large", path,
                        quoted(tr, e, q));
     uint64_t have = entry_out_size(tr, e);
@@ -1469,15 +1470,15 @@ int tree_extra_replace_file(tree *tr, size_t id, entry *e, bool meta, ck_error *
 /* ---- a copied snapshot's names (the names file) ----
  *
  * cp -r, rsync and tar of a snapshot whose directories carry no names
- * (OneFlow >= 0.6's tensor_<N>) bring a root names file, which alone holds
- * their real names.
+ * (tensor_<N>) bring a root names file, which alone holds their real
+ * names.
  * Renaming the directories while the tool still fills them would break it
  * (cp chmods each directory by its path when it is done, rsync renames its
  * temporaries inside them), so the names are applied when the edits are
  * saved, all of them or none.  A listed directory whose real name is
  * already a tensor's gives that tensor its meta and out, as copying a
  * legacy snapshot over it would: the tensor keeps its place (and its part
- * in an ONNX graph). */
+ * in a graph). */
 
 static bool is_names_file(const tree *tr, const extra *x)
 {

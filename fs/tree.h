@@ -28,7 +28,7 @@
 
 #include "../codec/collection.h"
 #include "../codec/core/model.h"
-#include "../codec/oneflow/oneflow_meta.h"
+#include "../codec/view.h"
 
 /* A meta is a few lines; anything longer is not one. */
 #define TREE_META_MAX 65536
@@ -72,8 +72,8 @@ typedef struct entry {
 #define EXTRA_IN_ROOT UINT32_MAX
 
 /* A root file named as the names file (tree.names_file, codec/collection.h:
- * a OneFlow >= 0.6 snapshot's `pickled_data`, copied in with its
- * tensor_<N> directories) is unlike other files: it asks for a save,
+ * a snapshot's, copied in with its tensor_<N> directories) is unlike
+ * other files: it asks for a save,
  * which first gives the directories it lists their real names
  * (tree_save_begin) and then drops it. */
 
@@ -124,7 +124,7 @@ typedef struct tree {
     bool writable;
     int spill_fd;               /* every spill_area's bytes; -1 until the first */
     uint64_t spill_end;         /* where the next area starts */
-    uint64_t spill_max;         /* bytes of edits an encrypted model keeps in memory */
+    uint64_t spill_max;         /* bytes of edits a secret envelope's model keeps in memory */
     size_t n_differ;            /* entries that differ from the file: O(1) tree_dirty */
     bool saving;                /* between tree_save_begin and tree_save_end */
     spill_range *freed;         /* frozen ranges given up during the save */
@@ -141,8 +141,8 @@ void tree_free(tree *tr);
 
 /* About how much memory the index and the tree hold (a run directory
  * bounds its open checkpoints by it): the arrays and the arena's chunks
- * (names), not the allocator's overhead nor the pages of an encrypted or
- * compressed model's cache. */
+ * (names), not the allocator's overhead nor the pages of a wrapped
+ * model's cache. */
 size_t tree_footprint(const tree *tr);
 
 /* The tensor the entry came from, or NULL for a new one. */
@@ -239,7 +239,7 @@ int entry_meta_truncate(tree *tr, entry *e, uint64_t size, ck_error *err);
 typedef struct tree_save tree_save;
 /* make_file: save even a tree with no edit when its model has no file yet
  * (-o create) and its format has a file of no tensors: a save asked for
- * by name then writes it (a 0-tensor safetensors). */
+ * by name then writes it. */
 int tree_save_begin(tree *tr, tree_save **save, bool make_file, ck_error *err);
 int tree_save_run(tree_save *save, ck_error *err);
 /* *old: the model file replaced, for the caller to close once it no

@@ -37,6 +37,13 @@ static ck_envelope_opts envelope_opts(const ck_model *m, const ck_open_opts *o)
                               .tmp_max = o ? o->tmp_max : 0, .cache = m->cache};
 }
 
+void ck_open_opts_save_as(ck_open_opts *o, const ck_envelope_opts *eo)
+{
+    o->encrypt = eo->encrypt;
+    o->enc_mode = eo->enc_mode;
+    o->zstd_level = eo->zstd_level;
+}
+
 long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err)
 {
     if (src->dir == NULL)

@@ -89,6 +89,9 @@ ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_op
                            ck_error *err);
 /* The same, opening path's directory first (ckptfs-dump, tests). */
 ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err);
+/* The envelopes' save options (ck_envelope_option read them into eo) into
+ * o: how a save wraps a model. */
+void ck_open_opts_save_as(ck_open_opts *o, const ck_envelope_opts *eo);
 
 /* Whether source i is a data file of the model (an ONNX external data
  * file, a split MindIR's data file), not the model file or a temporary
