@@ -239,7 +239,8 @@ static const ck_format *dir_target(void)
     return NULL;
 }
 
-/* Their names, "ckpt, safetensors or oneflow". */
+/* The targets' names, as --help and a refusal list them: "ckpt, safetensors or
+ * oneflow". */
 static const char *targets_list(char *buf, size_t cap)
 {
     size_t n = 0, count = 0;
