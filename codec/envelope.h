@@ -53,6 +53,13 @@ static inline const ck_key *ck_envelope_key(const ck_envelope *env)
 }
 
 /* What a file name ends in when it says env's kind (".zst"), or NULL. */
+/* Why a model wrapped as env cannot be saved (the kind's read_only), or
+ * NULL. */
+static inline const char *ck_envelope_read_only(const ck_envelope *env)
+{
+    return env->kind != NULL && env->kind->read_only != NULL ? env->kind->read_only(env) : NULL;
+}
+
 static inline const char *ck_envelope_extension(const ck_envelope *env)
 {
     return env->kind != NULL ? env->kind->extension : NULL;

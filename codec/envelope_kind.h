@@ -90,6 +90,9 @@ typedef struct ck_envelope_kind {
      * plaintext as open gives it.  NULL: data files are plain. */
     ck_source *(*open_data_file)(ck_source *file, const ck_envelope *env, const char *model,
                                  ck_page_cache *cache, ck_error *err);
+    /* Optional: why a file wrapped as env is read but never written (a
+     * layout ckptfs only reads), or NULL when it may be. */
+    const char *(*read_only)(const ck_envelope *env);
     /* The writer of a save (export/wrap_writer.h), over fd; refuses what it
      * does not write (err). */
     struct ck_wrap_writer *(*new_writer)(const ck_envelope *env, int fd, const char *path,

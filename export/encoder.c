@@ -12,9 +12,9 @@ int ck_model_may_save(const ck_model *m, ck_error *err)
     if (ck_writer_of(m) == NULL)
         return ck_fail(err, ENOTSUP, "%s: ckptfs reads %s models but does not save them yet",
                        m->path, m->format->title);
-    if (m->env.legacy)
-        return ck_fail(err, ENOTSUP, "%s: encrypted in MindSpore 1.3-1.6's layout (no GCM "
-                       "tag), which ckptfs reads but does not write", m->path);
+    const char *why = ck_envelope_read_only(&m->env);
+    if (why != NULL)
+        return ck_fail(err, ENOTSUP, "%s: %s", m->path, why);
     return 0;
 }
 

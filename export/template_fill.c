@@ -409,8 +409,8 @@ static int check_pair(fill *f, const ck_tensor *t, const ck_tensor *c)
     if (type_ok && dims_ok)
         return 0;
     char ts[256], cs[256];
-    ck_tensor_shape_text(t, ts, sizeof ts);
-    ck_tensor_shape_text(c, cs, sizeof cs);
+    ck_dims_text(t->dims, t->ndim, ts, sizeof ts);
+    ck_dims_text(c->dims, c->ndim, cs, sizeof cs);
     return ck_fail(f->err, EINVAL, "%s: tensor '%s' is %s %s, but %s's %s '%s' is %s %s: "
                    "%s differ", f->a->ckpt, quote(f->q1, c), ctype, cs, f->a->tmpl, what(f),
                    quote(f->q2, t), ttype, ts, type_ok ? "shapes" : dims_ok ? "types"

@@ -878,16 +878,6 @@ void ckfs_reply_xattr(fuse_req_t req, const void *value, size_t len, size_t size
         fuse_reply_buf(req, value, len);
 }
 
-static size_t format_shape(const int64_t *dims, uint32_t ndim, char *buf, size_t cap)
-{
-    size_t n = (size_t)snprintf(buf, cap, "[");
-    for (uint32_t i = 0; i < ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%" PRId64, i ? "," : "", dims[i]);
-    if (n < cap)
-        n += (size_t)snprintf(buf + n, cap - n, "]");
-    return n < cap ? n : cap - 1;
-}
-
 /* SELinux labels, capabilities and POSIX ACLs (security.*, system.*): the
  * tree has none.  EOPNOTSUPP rather than ENODATA says the filesystem has
  * no such attributes at all, so ls -l (coreutils) stops asking for every
@@ -943,7 +933,7 @@ static void op_getxattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *na
         char shape[CK_MAX_DIMS * 22 + 4];
         uint32_t ndim;
         const int64_t *dims = entry_dims(&fs->tr, e, &ndim);
-        ckfs_reply_xattr(req, shape, format_shape(dims, ndim, shape, sizeof shape), size);
+        ckfs_reply_xattr(req, shape, ck_dims_text(dims, ndim, shape, sizeof shape), size);
     } else {
         fuse_reply_err(req, ENODATA);
     }

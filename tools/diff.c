@@ -322,8 +322,8 @@ static void print_text(const char *pa, const char *pb, const entry *es, size_t n
             break;
         case TYPE_DIFFERS:
         case SHAPE_DIFFERS:
-            ck_tensor_shape_text(e->a, sa, sizeof sa);
-            ck_tensor_shape_text(e->b, sb, sizeof sb);
+            ck_dims_text(e->a->dims, e->a->ndim, sa, sizeof sa);
+            ck_dims_text(e->b->dims, e->b->ndim, sb, sizeof sb);
             printf("%s differs: %s: %s %s, %s %s\n", e->v == TYPE_DIFFERS ? "type" : "shape",
                    name, e->a->type_name, sa, e->b->type_name, sb);
             break;

@@ -178,7 +178,7 @@ static void row_cells(const result *r, char cells[N_COLS][CELL])
     snprintf(cells[COL_NAME], CELL, "%s%s%s", ck_quote(q, t->name, t->name_len),
              part ? "%map." : "", part ? part : "");
     snprintf(cells[COL_TYPE], CELL, "%s", t->type_name);
-    ck_tensor_shape_text(t, cells[COL_SHAPE], CELL);
+    ck_dims_text(t->dims, t->ndim, cells[COL_SHAPE], CELL);
     for (int c = COL_COUNT; c < N_COLS; c++)
         snprintf(cells[c], CELL, "%s", c == COL_COUNT && r->elem == CK_ELEM_NONE ? "not numeric"
                                        : r->elem == CK_ELEM_NONE ? "" : "-");

@@ -108,12 +108,19 @@ static ck_source *cipher_open_data_file(ck_source *file, const ck_envelope *env,
     return ck_cipher_source_open(file, l, &env->key, cache, err);
 }
 
+static const char *cipher_read_only(const ck_envelope *env)
+{
+    return env->legacy ? "encrypted in MindSpore 1.3-1.6's layout (no GCM tag), which ckptfs "
+                         "reads but does not write"
+                       : NULL;
+}
+
 static struct ck_wrap_writer *cipher_new_writer(const ck_envelope *env, int fd,
                                                 const char *path, ck_error *err)
 {
-    if (env->legacy) {
-        ck_fail(err, EROFS, "%s: encrypted in MindSpore 1.3-1.6's layout (no GCM tag), which "
-                "ckptfs reads but does not write", path);
+    const char *why = cipher_read_only(env);
+    if (why != NULL) {
+        ck_fail(err, EROFS, "%s: %s", path, why);
         return NULL;
     }
     return ck_cipher_writer_new(fd, path, env->mode, &env->key, err);
@@ -158,6 +165,7 @@ const ck_envelope_kind ck_envelope_cipher = {
     .plain = cipher_plain,
     .fresh = cipher_fresh,
     .open_data_file = cipher_open_data_file,
+    .read_only = cipher_read_only,
     .new_writer = cipher_new_writer,
     .option = cipher_option,
     .describe = cipher_describe,

@@ -289,15 +289,6 @@ static long checked_nbytes(const int64_t *dims, uint32_t ndim, unsigned itemsize
     return bad < 0 ? 0 : -1 - bad;
 }
 
-static void format_dims(const int64_t *dims, uint32_t ndim, char *buf, size_t cap)
-{
-    size_t n = (size_t)snprintf(buf, cap, "[");
-    for (uint32_t i = 0; i < ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%" PRId64, i ? "," : "", dims[i]);
-    if (n < cap)
-        snprintf(buf + n, cap - n, "]");
-}
-
 /* ---- the decoded str values' file ---- */
 
 static int str_file(parser *p)
@@ -431,13 +422,13 @@ static int close_part(parser *p, long id, int part)
     char shown[64 * 22];
     long bad = checked_nbytes(dims, ndim, item, &want);
     if (bad < 0) {
-        format_dims(dims, ndim, shown, sizeof shown);
+        ck_dims_text(dims, ndim, shown, sizeof shown);
         return ck_fail(p->err, EINVAL, "%s: offset %llu: tensor '%s': dims %s overflow the "
                        "byte count", PATH(p), OFF(last->dim_off[-1 - bad]),
                        NAME(p, t), shown);
     }
     if (want != total) {
-        format_dims(dims, ndim, shown, sizeof shown);
+        ck_dims_text(dims, ndim, shown, sizeof shown);
         return ck_fail(p->err, EINVAL, "%s: offset %llu: tensor '%s': content is %llu bytes "
                        "but dims %s of %s need %llu", PATH(p), OFF(last->content_key_off),
                        NAME(p, t), OFF(total), shown, t->type_name, OFF(want));

@@ -253,11 +253,12 @@ char *ck_tensor_shown_name(const ck_tensor *t)
     return name;
 }
 
-void ck_tensor_shape_text(const ck_tensor *t, char *out, size_t cap)
+size_t ck_dims_text(const int64_t *dims, uint32_t ndim, char *out, size_t cap)
 {
     size_t n = (size_t)snprintf(out, cap, "[");
-    for (uint32_t i = 0; i < t->ndim && n < cap; i++)
-        n += (size_t)snprintf(out + n, cap - n, "%s%" PRId64, i ? "," : "", t->dims[i]);
+    for (uint32_t i = 0; i < ndim && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%" PRId64, i ? "," : "", dims[i]);
     if (n < cap)
-        snprintf(out + n, cap - n, "]");
+        n += (size_t)snprintf(out + n, cap - n, "]");
+    return n < cap ? n : cap - 1;
 }

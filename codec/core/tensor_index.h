@@ -141,8 +141,8 @@ size_t ck_index_memory(const ck_index *ix);
 bool ck_tensor_has_own_name(const ck_tensor *t);
 char *ck_tensor_shown_name(const ck_tensor *t);
 
-/* t's shape as messages and the tools print it: "[3,4]", "[]" for a
- * scalar (cut at cap). */
-void ck_tensor_shape_text(const ck_tensor *t, char *out, size_t cap);
+/* A shape as messages, the tools and the shape xattr show it: "[3,4]",
+ * "[]" for a scalar (cut at cap, which is at least 1).  Its length. */
+size_t ck_dims_text(const int64_t *dims, uint32_t ndim, char *out, size_t cap);
 
 #endif
