@@ -19,7 +19,7 @@ DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c
              libzstd-dev libssl-dev zlib1g-dev libjansson-dev libyajl-dev bats attr rsync strace clang libclang-rt-14-dev \
              python3-protobuf protobuf-compiler \
              python3-numpy python3-onnx python3-cryptography time zstd openssl \
-             groff-base man-db debhelper debootstrap lintian
+             groff-base man-db debhelper debootstrap lintian bindfs
 
 # The library every program links, built once: the codec (formats, their
 # readers and writers; envelopes; collections; the core) and export (commit,

@@ -49,6 +49,8 @@ struct cli {
     unsigned busy_poll; /* microseconds */
     unsigned max_read;  /* -o max_read=N; UINT_MAX: not given */
     double settle;      /* a run directory's, seconds */
+    int watch;          /* a run directory's: ckrun_watch */
+    double poll;        /* a run directory's listings on shared storage, seconds */
     char *index_cache;  /* a run directory's, a size */
     char *strategy;     /* a distributed checkpoint's strategy file */
     int allow_other;    /* libfuse's option, also kept for libfuse */
@@ -78,6 +80,10 @@ static const struct fuse_opt cli_opts[] = {
     /* libfuse's own option, taken here and given back capped (mount_max_read) */
     {"max_read=%u", offsetof(struct cli, max_read), 0},
     {"settle=%lf", offsetof(struct cli, settle), 0},
+    {"watch=auto", offsetof(struct cli, watch), CKRUN_WATCH_AUTO},
+    {"watch=inotify", offsetof(struct cli, watch), CKRUN_WATCH_INOTIFY},
+    {"watch=poll", offsetof(struct cli, watch), CKRUN_WATCH_POLL},
+    {"poll=%lf", offsetof(struct cli, poll), 0},
     {"index_cache=%s", offsetof(struct cli, index_cache), 0},
     {"strategy=%s", offsetof(struct cli, strategy), 0},
     FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
@@ -161,6 +167,13 @@ static void usage(FILE *to)
             "    -o settle=S        a run directory's files still writable count as\n"
             "                       complete after S seconds unchanged (default 5;\n"
             "                       read-only files, as MindSpore leaves them, at once)\n"
+            "    -o poll=S          list a run directory again every S seconds (default\n"
+            "                       2) where inotify cannot see other machines' writes\n"
+            "                       (NFS, SMB, Lustre, GPFS, CephFS, 9p, any FUSE: s3fs,\n"
+            "                       sshfs...); its new files are then judged by settle\n"
+            "                       time alone, whatever their mode\n"
+            "    -o watch=poll      poll wherever the run is (watch=inotify: never, no\n"
+            "                       other machine writes there; watch=auto: the default)\n"
             "    -o index_cache=N   memory for a run directory's open checkpoint indexes\n"
             "                       (default 32M): the least recently used are closed\n"
             "    -o strategy=FILE   MindSpore's parallel strategy file: MODEL, a directory\n"
@@ -471,6 +484,11 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
                 cli->settle);
         return 1;
     }
+    if (!(cli->poll >= 0.1 && cli->poll <= 86400)) {
+        fprintf(stderr, "ckptfs: -o poll=%g: give a number of seconds, from 0.1 to 86400\n",
+                cli->poll);
+        return 1;
+    }
     /* Read-only unless asked: training saves its checkpoints 0400, and a
      * run being followed is another program's to write. */
     bool rw = cli->rw == 1;
@@ -480,6 +498,7 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
     ckfs_front_init(&proto);
     char *where = rw ? realpath(opts->mountpoint, NULL) : NULL;
     ckrun_opts ro = {.path = path, .mountpoint = opts->mountpoint, .settle = cli->settle,
+                     .watch = (ckrun_watch)cli->watch, .poll = cli->poll,
                      .index_cache = 32u << 20, .max_fds = fd_budget(), .open_opts = *oo,
                      .proto = &proto, .writable = rw, .where = where};
     if (cli->index_cache != NULL && ck_parse_size(cli->index_cache, &ro.index_cache) < 0) {
@@ -702,7 +721,7 @@ int main(int argc, char **argv)
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
     /* rw -1: by the owner write bit */
     struct cli cli = {.rw = -1, .commit_delay = 1.0, .max_read = UINT_MAX, .busy_poll = 100,
-                      .settle = 5.0};
+                      .settle = 5.0, .poll = 2.0};
     struct fuse_cmdline_opts opts = {0};
     ck_key key = {0};
     int rc = 1;

@@ -42,6 +42,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,7 @@
 #include "../codec/collections/iteration_dir.h"
 #include "../codec/core/model_dir.h"
 #include "../codec/core/page_cache.h"
+#include "../codec/core/storage.h"
 #include "../codec/collections/run_dir.h"
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
@@ -63,6 +65,9 @@
 
 #define RUN_INO_ROOT 1u
 #define RUN_INO_LATEST 2u
+/* How the run is followed, on its root: "poll every 2 s and inotify
+ * (fuse.s3fs)". */
+#define XATTR_WATCH "user.ckptfs.watch"
 
 /* Files being written, as the events tell (take_event): the watcher's
  * own; bounded, past which a file is judged by its mode and settle time
@@ -142,6 +147,13 @@ struct ckrun {
                                  * through it, no name is resolved again */
     char *mountpoint;
     double settle;
+    /* Listed again every poll seconds, whatever the events say, and every
+     * file not listed yet judged by its settle time alone: the directory
+     * is on storage other machines write without an event here (or -o
+     * watch=poll).  storage names it in messages. */
+    bool polled;
+    double poll;
+    ck_storage storage;
     size_t budget;
     ck_open_opts open_opts;
     struct fuse_session *se;
@@ -255,6 +267,8 @@ static run_subdir *subdir_named(const ckrun *r, const char *name, size_t len)
  * directory's watch was in place, or while events were lost. */
 static double doubt_of(const ckrun *r, const ck_run_entry *e)
 {
+    if (r->polled)
+        return INFINITY; /* another machine's writes give no event */
     const char *slash = strchr(e->file, '/');
     if (slash == NULL && !e->iteration)
         return r->doubt_until;
@@ -292,6 +306,8 @@ static bool judged_complete(ckrun *r, const ck_run_entry *e, bool listed, double
             due_at(r, due);
         return false;
     }
+    if (e->committed)
+        return true; /* its tracker, written last, names it: the commit point */
     double mtime = seconds(&e->mtime);
     bool doubtful = !listed && mtime <= doubt_of(r, e);
     if ((doubtful || !e->complete) && now - mtime < r->settle) {
@@ -533,18 +549,32 @@ static void relist(ckrun *r)
 
 /* ---- the watcher ---- */
 
+/* How the run is followed, for XATTR_WATCH. */
+static void ckrun_describe_watch(const ckrun *r, char *out, size_t size)
+{
+    double every = r->polled ? r->poll : r->inotify_fd < 0 ? 1.0 : 0.0;
+    char poll[48] = "";
+    if (every > 0)
+        snprintf(poll, sizeof poll, "poll every %g s%s", every,
+                 r->inotify_fd >= 0 ? " and " : "");
+    snprintf(out, size, "%s%s (%s)", poll, r->inotify_fd >= 0 ? "inotify" : "", r->storage.name);
+}
+
 #define WATCH_EVENTS                                                                       \
     (IN_CREATE | IN_OPEN | IN_MODIFY | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE | IN_ATTRIB |     \
      IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 
 /* How long to sleep: until the next writable file settles, at most; a
- * second when there is no inotify, or a directory is not watched. */
+ * second when there is no inotify, or a directory is not watched; the
+ * poll interval on shared storage. */
 static int watch_timeout_ms(ckrun *r)
 {
     pthread_mutex_lock(&r->mu);
     double due = r->next_settle;
     pthread_mutex_unlock(&r->mu);
     int ms = r->inotify_fd < 0 || r->unwatched ? 1000 : -1;
+    if (r->polled && (ms < 0 || r->poll * 1000.0 < ms))
+        ms = (int)(r->poll * 1000.0);
     if (due > 0) {
         double wait = (due - now_real()) * 1000.0 + 20.0; /* past the second it settles in */
         int w = wait < 0 ? 0 : wait > 3.6e6 ? 3600000 : (int)wait;
@@ -1361,6 +1391,10 @@ static void run_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
     } else if (ino == RUN_INO_ROOT && strcmp(name, XATTR_PID) == 0) {
         char pid[24];
         ckfs_reply_xattr(req, pid, (size_t)snprintf(pid, sizeof pid, "%ld", (long)getpid()), size);
+    } else if (ino == RUN_INO_ROOT && strcmp(name, XATTR_WATCH) == 0) {
+        char how[128];
+        ckrun_describe_watch(run_of(req), how, sizeof how);
+        ckfs_reply_xattr(req, how, strlen(how), size);
     } else if (ino == RUN_INO_ROOT && strcmp(name, XATTR_LAST_ERROR) == 0) {
         ckrun *r = run_of(req);
         char why[CKFS_LAST_ERROR_MAX];
@@ -1378,7 +1412,7 @@ static void run_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
 
 static void run_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-    static const char names[] = XATTR_PID "\0" XATTR_LAST_ERROR;
+    static const char names[] = XATTR_PID "\0" XATTR_WATCH "\0" XATTR_LAST_ERROR;
     ckrun *r = run_of(req);
     if (!is_run_node(ino)) {
         ckfs_ops.listxattr(req, ino, size);
@@ -1386,7 +1420,8 @@ static void run_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
         pthread_mutex_lock(&r->error_mu);
         bool failed = r->last_error[0] != '\0';
         pthread_mutex_unlock(&r->error_mu);
-        ckfs_reply_xattr(req, names, failed ? sizeof names : sizeof XATTR_PID, size);
+        ckfs_reply_xattr(req, names, failed ? sizeof names : sizeof XATTR_PID + sizeof XATTR_WATCH,
+                         size);
     } else {
         ckfs_reply_xattr(req, "", 0, size);
     }
@@ -1661,6 +1696,11 @@ ckrun *ckrun_new(const ckrun_opts *o, ck_error *err)
     if (r->writable)
         r->file_watch = ck_watch_new(); /* NULL: any new mtime counts as a write */
     r->dir_fd = open(r->path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (r->dir_fd >= 0 && ck_storage_of(r->dir_fd, &r->storage) < 0)
+        snprintf(r->storage.name, sizeof r->storage.name, "unknown"); /* as local storage */
+    r->poll = o->poll;
+    r->polled = o->watch == CKRUN_WATCH_POLL ||
+                (o->watch == CKRUN_WATCH_AUTO && r->storage.shared);
     r->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (r->wake_fd < 0) {
         ck_fail_errno(err, errno, "%s: cannot make an eventfd", r->path);

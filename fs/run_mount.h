@@ -17,7 +17,8 @@
  * hold more than -o index_cache bytes, or more descriptors than the limit
  * leaves them, unless it has edits to save; its inodes stay valid and it
  * is opened again on the next request, provided its file is the same.  A
- * thread follows the directory (inotify): new checkpoints appear once
+ * thread follows the directory (inotify, and listings every -o poll
+ * seconds on shared storage): new checkpoints appear once
  * complete, deleted or replaced ones disappear (the mount's own saves
  * excepted), and requests still holding one of theirs get ESTALE, never
  * another file's bytes.
@@ -33,10 +34,22 @@
 
 typedef struct ckrun ckrun;
 
+/* How the run's changes are found (-o watch).  inotify sees only what
+ * this machine's kernel writes; on storage other machines write too
+ * (codec/core/storage.h) the directory is also listed again every poll
+ * seconds, and every file it shows is judged by its settle time alone. */
+typedef enum ckrun_watch {
+    CKRUN_WATCH_AUTO = 0,       /* poll on shared storage, by its statfs type */
+    CKRUN_WATCH_INOTIFY,        /* events only: no other machine writes there */
+    CKRUN_WATCH_POLL,           /* poll wherever it is */
+} ckrun_watch;
+
 typedef struct ckrun_opts {
     const char *path;           /* the run directory, absolute */
     const char *mountpoint;     /* for messages */
     double settle;              /* seconds a writable file must stay unchanged */
+    ckrun_watch watch;          /* how changes are found (-o watch) */
+    double poll;                /* seconds between listings where inotify is blind */
     size_t index_cache;         /* bytes of open checkpoint indexes */
     unsigned max_fds;           /* descriptors they may hold */
     ck_open_opts open_opts;     /* keys and caches of wrapped ones */

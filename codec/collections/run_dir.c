@@ -257,6 +257,7 @@ static int add_iteration_entry(ck_run_list *l, int dfd, const char *dir, int64_t
     *e = (ck_run_entry){.name = strdup(dir), .file = strdup(dir), .iteration = true, .step = n,
                         .mtime = all.st_mtim, .size = (uint64_t)all.st_size,
                         .mode = all.st_mode, .uid = all.st_uid, .gid = all.st_gid,
+                        .committed = tracked >= 0 && (uint64_t)tracked >= n,
                         .complete = tracked >= 0 ? (uint64_t)tracked >= n
                                                  : is_complete(&all, settle, now)};
     if (e->name == NULL || e->file == NULL) {

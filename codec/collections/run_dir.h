@@ -37,6 +37,8 @@ typedef struct ck_run_entry {
     uid_t uid;
     gid_t gid;
     bool complete;              /* its writer is done (see run_dir.c) */
+    bool committed;             /* an iteration the tracker names: complete by the
+                                 * writer's own word, whatever times and events say */
 } ck_run_entry;
 
 typedef struct ck_run_list {
