@@ -6,9 +6,9 @@
  */
 #define _GNU_SOURCE
 #include "writer_lock.h"
-#include "../codec/core/model_dir.h"
 
 #include "../codec/core/model_dir.h"
+#include "../codec/core/storage.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,19 +25,44 @@
 /* How long a mount waits for an unmounted daemon's last save. */
 #define UNMOUNT_WAIT_MS 60000
 
-/* The holder, from the line it wrote: "PID WHERE"; where points into
- * text.  Returns the pid, or 0 when the line is not one. */
-static long holder(int fd, char text[PATH_MAX + 32], char **where)
+/* The lock file's text: "PID WHERE\nhost HOST\n" (the second line since
+ * issue 28; older ones wrote the first alone). */
+#define LOCK_TEXT_MAX (PATH_MAX + 32 + HOST_NAME_MAX + 8)
+
+/* The holder, from the lines it wrote; where and host point into text
+ * (host "" when not written).  Returns the pid, or 0 when the first line
+ * is not one. */
+static long holder(int fd, char text[LOCK_TEXT_MAX], char **where, char **host)
 {
-    ssize_t n = pread(fd, text, PATH_MAX + 31, 0);
+    ssize_t n = pread(fd, text, LOCK_TEXT_MAX - 1, 0);
     text[n > 0 ? n : 0] = '\0';
-    text[strcspn(text, "\n")] = '\0';
-    for (char *c = text; *c; c++)
+    char *end = text + strcspn(text, "\n");
+    *host = end; /* "" */
+    if (*end == '\n') {
+        char *second = end + 1;
+        second[strcspn(second, "\n")] = '\0';
+        if (strncmp(second, "host ", 5) == 0)
+            *host = second + 5;
+    }
+    *end = '\0';
+    /* Any process may have written it: each line stays one line. */
+    for (char *c = text; c < end; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f)
-            *c = '?'; /* any process may have written it: keep one line */
+            *c = '?';
+    for (char *c = *host; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
     long pid = strtol(text, where, 10);
     *where += **where == ' ';
     return pid > 0 ? pid : 0;
+}
+
+/* This machine's name, as lock files record it. */
+static void this_host(char out[HOST_NAME_MAX + 1])
+{
+    if (gethostname(out, HOST_NAME_MAX + 1) < 0)
+        out[0] = '\0';
+    out[HOST_NAME_MAX] = '\0';
 }
 
 /* Whether path is a mount point now: /proc/self/mounts, whose second
@@ -75,8 +100,8 @@ static bool mounted(const char *path)
  * file) instead of being refused.  True once the lock is ours. */
 static bool waited_for_unmounting_holder(int fd)
 {
-    char text[PATH_MAX + 32], *where;
-    if (holder(fd, text, &where) == 0 || where[0] != '/' || mounted(where)) {
+    char text[LOCK_TEXT_MAX], *where, *host;
+    if (holder(fd, text, &where, &host) == 0 || where[0] != '/' || mounted(where)) {
         errno = EWOULDBLOCK;
         return false;
     }
@@ -94,8 +119,8 @@ static bool waited_for_unmounting_holder(int fd)
 /* The refusal, naming the holder. */
 static int refuse(const char *model, const char *lock, int fd, ck_error *err)
 {
-    char text[PATH_MAX + 32], *where;
-    long pid = holder(fd, text, &where);
+    char text[LOCK_TEXT_MAX], *where, *host;
+    long pid = holder(fd, text, &where, &host);
     if (pid <= 0)
         return ck_fail(err, EBUSY, "%s: mounted writable by another ckptfs (it holds %s); "
                        "mount it -o ro, or unmount that first", model, lock);
@@ -104,6 +129,27 @@ static int refuse(const char *model, const char *lock, int fd, ck_error *err)
                        "or unmount that first", model, pid, where);
     return ck_fail(err, EBUSY, "%s: being written by pid %ld%s%s%s; mount it -o ro, or wait "
                    "for it to finish", model, pid, *where ? " (" : "", where, *where ? ")" : "");
+}
+
+/* On storage other machines share, flock keeps off only this machine's
+ * writers: a FUSE filesystem's locks stay in this kernel, and NFS, SMB
+ * and Lustre forward them or not by how they are mounted.  A lock file
+ * that another host wrote, and did not remove, may then be a live
+ * writer's there, which our flock cannot see: refused, for that host or
+ * a person to remove.  0 when fd (locked by us) is no such file. */
+static int other_host(int dir_fd, int fd, const char *model, const char *lock, ck_error *err)
+{
+    char text[LOCK_TEXT_MAX], *where, *host, here[HOST_NAME_MAX + 1];
+    ck_storage storage;
+    long pid = holder(fd, text, &where, &host);
+    this_host(here);
+    if (pid == 0 || host[0] == '\0' || strcmp(host, here) == 0 ||
+        ck_storage_of(dir_fd, &storage) < 0 || !storage.shared)
+        return 0;
+    return ck_fail(err, EBUSY, "%s: mounted writable on host %s by pid %ld%s%s, as %s says; "
+                   "locks on %s do not reach other machines, so this one cannot tell whether "
+                   "that writer is still there: unmount it there, or remove %s if it is gone",
+                   model, host, pid, *where ? " at " : "", where, lock, storage.name, lock);
 }
 
 /* Whether fd is still the lock file: a holder that released the lock
@@ -150,6 +196,10 @@ static int take(ck_writer_lock *l, const char *model, const char *shown, const c
             return -1;
         }
         if (still_there(fd, l)) {
+            if (other_host(l->dir_fd, fd, model, shown, err) < 0) {
+                close(fd);
+                return -1;
+            }
             if (mine) {
                 l->fd = fd;
                 ck_writer_lock_note(l, getpid(), where);
@@ -220,12 +270,14 @@ int ck_writer_lock_take_at(ck_writer_lock *l, int dir_fd, const char *dir_path,
 
 void ck_writer_lock_note(ck_writer_lock *l, pid_t pid, const char *where)
 {
-    char line[PATH_MAX + 32];
+    char line[LOCK_TEXT_MAX], host[HOST_NAME_MAX + 1];
     if (l->fd < 0)
         return;
-    int n = snprintf(line, sizeof line, "%ld %s\n", (long)pid, where ? where : "");
+    this_host(host);
+    int n = snprintf(line, sizeof line, "%ld %s\nhost %s\n", (long)pid, where ? where : "",
+                     host);
     if (n < 0 || (size_t)n >= sizeof line)
-        n = snprintf(line, sizeof line, "%ld\n", (long)pid);
+        n = snprintf(line, sizeof line, "%ld\nhost %s\n", (long)pid, host);
     /* Write, then cut: a reader never sees an empty file between.  A
      * failure only leaves another mount's refusal without the pid. */
     if (pwrite(l->fd, line, (size_t)n, 0) != n || ftruncate(l->fd, n) < 0)

@@ -10,9 +10,20 @@
  * the last process holding it, kill -9 included; a POSIX lock would be
  * lost in the fork and dropped by any close of the file.
  *
- * The file holds the holder's pid and where it is mounted, as one line
- * "PID WHERE", for the refusal message.  A clean exit removes it; one left
- * behind by a killed holder is unlocked and simply taken over.
+ * The file holds the holder's pid and where it is mounted, "PID WHERE",
+ * and its host, "host NAME", for the refusal message.  A clean exit
+ * removes it; one left behind by a killed holder is unlocked and simply
+ * taken over.
+ *
+ * What it cannot do: keep off a writer on another machine where the
+ * storage keeps locks per machine (any FUSE filesystem: s3fs, sshfs...;
+ * NFS, SMB and Lustre by how they are mounted).  There a lock file that
+ * another host wrote is refused as held, since no flock here tells
+ * whether that writer is alive (its host, or a person, removes it); two
+ * machines mounting at once, before either has written its file, are
+ * not kept apart.  What still holds then: every save checks that the
+ * model is the one it opened (ck_model_check_unchanged) just before its
+ * commit, and refuses when another writer changed it.
  */
 #ifndef CK_WRITER_LOCK_H
 #define CK_WRITER_LOCK_H

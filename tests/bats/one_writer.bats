@@ -103,7 +103,7 @@ unmount_refused() {
     [ "$(ls -A "$D")" = "$before" ]
     mount_fg "$F" "$M" -o rw,commit=manual
     pid=$(the_daemon)
-    [ "$(cut -d' ' -f1 "$LOCK")" = "$pid" ]
+    [ "$(head -1 "$LOCK" | cut -d' ' -f1)" = "$pid" ]
     umount_wait "$M" "$pid"
     sed -i "\\|^$pid $M\$|d" "$BATS_TEST_TMPDIR/mounts"
     [ ! -e "$LOCK" ]
@@ -139,7 +139,7 @@ unmount_refused() {
     while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
     fusermount3 -uz "$M"
     mount_fg "$F" "$BATS_TEST_TMPDIR/after" -o rw,commit=manual
-    [ "$(cut -d' ' -f1 "$LOCK")" = "$(the_daemon)" ]
+    [ "$(head -1 "$LOCK" | cut -d' ' -f1)" = "$(the_daemon)" ]
     cp "$NEW" "$BATS_TEST_TMPDIR/after/linear1.bias/out"
     touch "$BATS_TEST_TMPDIR/after/snapshot_done"
     [ "$(od -An -tx1 -v -j 188 -N 24 "$F")" = "$(od -An -tx1 -v "$NEW")" ]

@@ -131,3 +131,29 @@ watch_of() { getfattr --only-values -n user.ckptfs.watch "$M"; }
     until_listed iteration_00000010
     diff -r "$T/it/full" "$M/iteration_00000010"
 }
+
+@test "the writer lock on shared storage: a lock file another host left refuses a writable mount with one line naming the host, pid, mount point and file; removed, the mount is writable and its lock names this host; on a local disk such a file, unlocked, is taken over" {
+    shared_start
+    cp "$(fixture 1)" "$S/model.ckpt"
+    printf '4242 /mnt/elsewhere\nhost node-17\n' >"$S/.model.ckpt.ckptfs-lock"
+    mkdir "$M"
+    run $CKPTFS -f -o rw "$D/model.ckpt" "$M"
+    echo "$output"
+    [ "$status" -ne 0 ]
+    [ "$(echo "$output" | wc -l)" -eq 1 ]
+    [[ $output == *"$D/model.ckpt: mounted writable on host node-17 by pid 4242 at /mnt/elsewhere, as $D/.model.ckpt.ckptfs-lock says; locks on fuse"*"remove $D/.model.ckpt.ckptfs-lock if it is gone"* ]]
+    ! mountpoint -q "$M" || false
+    # the model and the other host's lock as they were
+    cmp "$(fixture 1)" "$S/model.ckpt"
+    [ "$(cat "$S/.model.ckpt.ckptfs-lock")" = "$(printf '4242 /mnt/elsewhere\nhost node-17')" ]
+    rm "$D/.model.ckpt.ckptfs-lock" # by a person here, through the storage's mount
+    mount_fg "$D/model.ckpt" "$M" -o rw,commit=manual
+    [ "$(sed -n 2p "$S/.model.ckpt.ckptfs-lock")" = "host $(hostname)" ]
+    unmount "$M"
+    # local storage: flock is the whole truth, the file left unlocked is stale
+    mkdir "$T/local"
+    cp "$(fixture 1)" "$T/local/model.ckpt"
+    printf '4242 /mnt/elsewhere\nhost node-17\n' >"$T/local/.model.ckpt.ckptfs-lock"
+    mount_fg "$T/local/model.ckpt" "$M" -o rw,commit=manual
+    [ "$(sed -n 2p "$T/local/.model.ckpt.ckptfs-lock")" = "host $(hostname)" ]
+}
