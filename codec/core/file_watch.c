@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/inotify.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 /* The watches of one mount: its model and data files, again after each
@@ -58,10 +59,42 @@ void ck_watch_free(ck_file_watch *w)
     free(w);
 }
 
+/* Whether fd's file is on storage other machines or clients write without
+ * this kernel seeing it: a FUSE filesystem of any kind (s3fs, sshfs,
+ * rclone, mountpoint-s3), NFS, SMB/CIFS, Lustre, GPFS, CephFS, 9p.  There
+ * an IN_MODIFY watch sees only local writes, and a same-size rewrite by
+ * another client (an S3 PUT) would pass for a touch: tested with s3fs,
+ * whose save then replaced the other client's object (docs/guide.md,
+ * "Shared and object storage"). */
+static bool shared_storage(int fd)
+{
+    static const unsigned long types[] = {
+        0x65735546, /* FUSE_SUPER_MAGIC */
+        0x6969,     /* NFS_SUPER_MAGIC */
+        0xFE534D42, /* SMB2_MAGIC_NUMBER */
+        0xFF534D42, /* CIFS_SUPER_MAGIC */
+        0x517B,     /* SMB_SUPER_MAGIC */
+        0x0BD00BD0, /* Lustre */
+        0x47504653, /* GPFS */
+        0x00C36400, /* CephFS */
+        0x01021997, /* 9p (V9FS_MAGIC) */
+    };
+    struct statfs sf;
+    if (fstatfs(fd, &sf) < 0)
+        return false;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if ((unsigned long)(unsigned int)sf.f_type == types[i])
+            return true;
+    return false;
+}
+
 int ck_watch_add(ck_file_watch *w, int fd)
 {
     char proc[64];
-    if (w == NULL)
+    /* No watch where it cannot see every writer: a changed mtime then
+     * counts as a write (ck_watch_written), so a `touch` there refuses the
+     * next save as a change, the safe side. */
+    if (w == NULL || shared_storage(fd))
         return -1;
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
     return inotify_add_watch(w->fd, proc, IN_MODIFY);
