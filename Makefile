@@ -19,7 +19,8 @@ DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c
              libzstd-dev libssl-dev zlib1g-dev libjansson-dev libyajl-dev bats attr rsync strace clang libclang-rt-14-dev \
              python3-protobuf protobuf-compiler \
              python3-numpy python3-onnx python3-cryptography time zstd openssl \
-             groff-base man-db debhelper debootstrap lintian bindfs
+             groff-base man-db debhelper debootstrap lintian \
+             s3fs curl bindfs
 
 # The library every program links, built once: the codec (formats, their
 # readers and writers; envelopes; collections; the core) and export (commit,
@@ -82,7 +83,7 @@ $(BUILD)/unit-tests: $(UNIT_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ) $(TOOL_OBJ) $(TRE
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Install the Debian packages the build and the tests need (as root), or say
-# which command would; then the tests' npm package.  The demo needs only the
+# which command would; then the tests' npm packages.  The demo needs only the
 # Debian packages.
 deps: deb-deps
 	@# onnxruntime-node, the ONNX tests' real consumer; its default install
@@ -90,6 +91,11 @@ deps: deb-deps
 	@if [ ! -d tests/ort/node_modules/onnxruntime-node ]; then \
 	  echo "deps: npm install onnxruntime-node"; \
 	  cd tests/ort && npm install --no-audit --no-fund --onnxruntime-node-install=skip; fi
+	@# s3rver, the fake S3 server the object-storage tests mount with s3fs
+	@# (tests/s3/package-lock.json pins it and its dependencies).
+	@if [ ! -d tests/s3/node_modules/s3rver ]; then \
+	  echo "deps: npm install s3rver"; \
+	  cd tests/s3 && npm install --no-audit --no-fund; fi
 
 deb-deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

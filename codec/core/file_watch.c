@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "file_watch.h"
 
+#include "storage.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -61,7 +63,13 @@ void ck_watch_free(ck_file_watch *w)
 int ck_watch_add(ck_file_watch *w, int fd)
 {
     char proc[64];
-    if (w == NULL)
+    /* No watch where it cannot see every writer (an IN_MODIFY watch sees
+     * this machine's writes only, and another client's same-size rewrite,
+     * an S3 PUT, would pass for a touch: tested with s3fs, whose save then
+     * replaced that client's object).  A changed mtime then counts as a
+     * write (ck_watch_written), so a `touch` there refuses the next save
+     * as a change: the safe side. */
+    if (w == NULL || ck_storage_shared(fd))
         return -1;
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
     return inotify_add_watch(w->fd, proc, IN_MODIFY);

@@ -33,7 +33,9 @@ ck_file_watch *ck_watch_new(void);
 ck_file_watch *ck_watch_ref(ck_file_watch *w);
 void ck_watch_free(ck_file_watch *w);
 
-/* Watch the file open as fd for writes; the watch descriptor, or -1. */
+/* Watch the file open as fd for writes; the watch descriptor, or -1 (also
+ * on shared storage, NFS or any FUSE filesystem among them, where inotify
+ * cannot see other clients' writes: every mtime change then counts). */
 int ck_watch_add(ck_file_watch *w, int fd);
 
 /* Whether the file of wd was written since its watch was added.  Any

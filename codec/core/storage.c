@@ -57,6 +57,15 @@ static bool mountinfo_type(int fd, char *out, size_t size)
     return found;
 }
 
+/* The name of a shared filesystem's magic, or NULL. */
+static const char *shared_name(unsigned long type)
+{
+    for (size_t i = 0; i < sizeof SHARED / sizeof *SHARED; i++)
+        if (SHARED[i].type == type)
+            return SHARED[i].name;
+    return NULL;
+}
+
 int ck_storage_of(int fd, ck_storage *out)
 {
     struct statfs sf;
@@ -64,10 +73,7 @@ int ck_storage_of(int fd, ck_storage *out)
         return -1;
     memset(out, 0, sizeof *out);
     out->type = (unsigned long)(uint32_t)sf.f_type;
-    const char *magic_name = NULL;
-    for (size_t i = 0; i < sizeof SHARED / sizeof *SHARED && magic_name == NULL; i++)
-        if (SHARED[i].type == out->type)
-            magic_name = SHARED[i].name;
+    const char *magic_name = shared_name(out->type);
     out->shared = magic_name != NULL;
     if (!mountinfo_type(fd, out->name, sizeof out->name)) {
         if (magic_name != NULL)
@@ -76,4 +82,10 @@ int ck_storage_of(int fd, ck_storage *out)
             snprintf(out->name, sizeof out->name, "0x%lx", out->type);
     }
     return 0;
+}
+
+bool ck_storage_shared(int fd)
+{
+    struct statfs sf;
+    return fstatfs(fd, &sf) == 0 && shared_name((unsigned long)(uint32_t)sf.f_type) != NULL;
 }

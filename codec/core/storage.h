@@ -27,5 +27,7 @@ typedef struct ck_storage {
 /* What fd (any descriptor, O_PATH will do) lives on; -1 with errno when
  * fstatfs fails. */
 int ck_storage_of(int fd, ck_storage *out);
+/* Only whether it is shared (one fstatfs; false when that fails). */
+bool ck_storage_shared(int fd);
 
 #endif

@@ -109,6 +109,11 @@ ckptfs_teardown() {
         done < <(tac "$BATS_TEST_TMPDIR/mounts")
         rm -f "$BATS_TEST_TMPDIR/mounts"
     fi
+    # The object store (s3_helpers.bash) the mounts above may have read
+    # from, once they are down.
+    if declare -F s3_stop >/dev/null; then
+        s3_stop || { echo "the s3fs mount or s3rver did not stop" >&2; failed=1; }
+    fi
     if [ -s "$BATS_TEST_TMPDIR/daemon.log" ] && grep -q "Sanitizer\|runtime error" "$BATS_TEST_TMPDIR/daemon.log"; then
         cat "$BATS_TEST_TMPDIR/daemon.log" >&2
         failed=1
