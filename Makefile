@@ -51,7 +51,7 @@ PROTO_OBJ := $(BUILD)/gen/checkpoint.pb-c.o
 
 BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat $(BUILD)/ckptfs-diff \
              $(BUILD)/ckptfs-reencode $(BUILD)/ckptfs-convert \
-             $(BUILD)/unit-tests
+             $(BUILD)/unit-tests $(BUILD)/fhandle
 
 .SECONDARY: $(PROTO_C) $(PROTO_C:.c=.h)
 .PHONY: all deps deb-deps test check asan tsan demo programs install uninstall deb clean bench fuzz
@@ -81,6 +81,11 @@ $(BUILD)/ckptfs-%: $(BUILD)/tools/%.o $(TOOL_OBJ) $(LIB)
 
 $(BUILD)/unit-tests: $(UNIT_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ) $(TOOL_OBJ) $(TREE_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# tests/bats/nfs_export.bats: NFS file handles taken and opened as the
+# kernel's NFS server does (name_to_handle_at, open_by_handle_at).
+$(BUILD)/fhandle: $(BUILD)/tests/tools/fhandle.o
+	$(CC) $(LDFLAGS) -o $@ $^
 
 # Install the Debian packages the build and the tests need (as root), or say
 # which command would; then the tests' npm packages.  The demo needs only the

@@ -81,6 +81,13 @@ typedef struct ckfs_front {
 struct ckfs {
     ckfs_front front;       /* the session's userdata for a one-model mount */
     fuse_ino_t ino_base;    /* added to every inode number the kernel sees */
+    /* The generation of every node but the kernel's root (which must have
+     * 0): one per mount, drawn at random, so that an NFS file handle kept
+     * from an earlier mount (same fsid=) is stale, never a tensor this
+     * mount numbers alike.  Within the mount no number is reused
+     * (fs/inode_map.h), so one generation for all of them keeps every
+     * (ino, generation) pair unique. */
+    uint32_t generation;
     /* Every request holds it, shared when it only looks at the tree and
      * exclusive when it changes it; the saver holds it exclusively only to
      * begin and to end a save, so a save's encoding runs beside requests. */

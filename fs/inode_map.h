@@ -10,6 +10,16 @@
  * no bookkeeping and forget is a no-op; nothing else in fs/ knows the
  * arithmetic.
  *
+ * Nor do they move, which NFS export needs (libfuse's doc/README.NFS): a
+ * file handle holds the number and the generation, and the kernel, having
+ * forgotten the inode, asks for "." on that number.  A removed tensor's
+ * number stays its tombstone's (ESTALE), a renamed tensor keeps its
+ * number, a save rebinds positions without moving them, a new directory
+ * takes a new position; so one generation per mount (ckfs.generation)
+ * makes every (number, generation) pair unique.  Only a tree opened
+ * afresh numbers by the file's order: a run directory reopens a
+ * checkpoint only when that gives the same numbers (ckfs_numbered_as_file).
+ *
  * snapshot_done has the highest number, as it is last in the listing: it
  * means "the rest is complete", and cp -r copies a directory in inode order
  * (gnulib's savedir sorts by inode for speed), so a copy of the tree into a

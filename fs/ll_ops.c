@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/fs.h> /* RENAME_NOREPLACE, RENAME_EXCHANGE */
+#include <sys/random.h>
 #include <sys/statvfs.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -95,9 +96,39 @@ static void reply_entry(fuse_req_t req, ckfs *fs, fuse_ino_t ino)
         fuse_reply_entry(req, &e);
 }
 
+static bool is_dots(const char *name)
+{
+    return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
+/* "." of any node, ".." of a directory.  The kernel asks for them only to
+ * turn an NFS file handle back into a node it has forgotten (its export
+ * operations: "." on the handle's number, ".." to reconnect a directory
+ * to the root), so a number whose node is gone since (a removed tensor, a
+ * tombstone) is ESTALE.  The reply counts as a lookup, as any other; a
+ * node answers with its own number, an alias (a file renamed over meta
+ * or out) with the number the kernel asked about. */
+static void lookup_dots(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *name)
+{
+    entry *e;
+    node_kind k = ckfs_resolve(fs, ino, &e);
+    if (k == NODE_NONE)
+        fuse_reply_err(req, ESTALE);
+    else if (name[1] == '\0')
+        reply_entry(req, fs, ino);
+    else if (k == NODE_ROOT || k == NODE_TENSOR_DIR)
+        reply_entry(req, fs, INO_ROOT); /* the root's parent is outside: itself */
+    else
+        fuse_reply_err(req, ENOTDIR);
+}
+
 static void op_lookup(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *name)
 {
     entry *e;
+    if (is_dots(name)) {
+        lookup_dots(req, fs, parent, name);
+        return;
+    }
     switch (ckfs_resolve(fs, parent, &e)) {
     case NODE_ROOT: {
         if (strcmp(name, "snapshot_done") == 0) {
@@ -1163,6 +1194,13 @@ void ckfs_conn_init(struct fuse_conn_info *conn, bool *splice, unsigned max_read
         *splice = false;
     if (conn->capable & FUSE_CAP_READDIRPLUS)
         conn->want |= FUSE_CAP_READDIRPLUS;
+    /* NFS export (libfuse's doc/README.NFS): the kernel may then turn a
+     * file handle whose inode it has forgotten back into a node, by a
+     * lookup of "." on its number and of ".." up to the root, which every
+     * mount answers (op_lookup, run_lookup).  Numbers and generations
+     * stay valid for the mount's life: fs/inode_map.h, ckfs.generation. */
+    if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+        conn->want |= FUSE_CAP_EXPORT_SUPPORT;
     conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
     /* libfuse refuses INIT unless this repeats the mount's max_read
      * (fs/main.c, mount_max_read). */
@@ -1194,10 +1232,24 @@ static ckfs *mount_of_self(ckfs_front *front, fuse_ino_t *ino, int *errnum)
     return ckfs_of_front(front);
 }
 
+/* A generation no earlier mount is likely to have had (ckfs.generation):
+ * random, else the time and the process; never 0. */
+static uint32_t mount_generation(void)
+{
+    uint32_t g = 0;
+    if (getrandom(&g, sizeof g, GRND_NONBLOCK) != (ssize_t)sizeof g) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        g = (uint32_t)t.tv_sec ^ (uint32_t)t.tv_nsec ^ (uint32_t)getpid() << 16;
+    }
+    return g != 0 ? g : 1;
+}
+
 void ckfs_front_init(ckfs *fs)
 {
     fs->front.mount_of = mount_of_self;
     fs->ino_base = 0;
+    fs->generation = mount_generation();
 }
 
 void ckfs_lock_init(ckfs *fs)

@@ -202,7 +202,19 @@ int ckfs_fill_entry(ckfs *fs, fuse_ino_t ino, struct fuse_entry_param *e)
     if (ckfs_fill_attr(fs, ino, &e->attr) < 0)
         return -1;
     e->ino = fs->ino_base | ino;
+    e->generation = ckfs_generation_of(fs, e->ino);
     e->attr_timeout = ckfs_timeout_of(fs, ino);
     e->entry_timeout = name_timeout_of(fs, ino);
     return 0;
+}
+
+/* The inode numbers of a mount stay those of its tree, whose positions
+ * never move; a tree opened afresh from the file numbers its tensors by
+ * their place in the file instead (see tree_numbered_as_file). */
+bool ckfs_numbered_as_file(ckfs *fs)
+{
+    pthread_rwlock_rdlock(&fs->lock);
+    bool same = !fs->tr.writable || tree_numbered_as_file(&fs->tr);
+    pthread_rwlock_unlock(&fs->lock);
+    return same;
 }

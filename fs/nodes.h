@@ -43,7 +43,21 @@ int ckfs_fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st);
 /* How long the kernel may keep ino's attributes. */
 double ckfs_timeout_of(const ckfs *fs, fuse_ino_t ino);
 
+/* The generation of the node the kernel knows as ino (with the mount's
+ * ino_base): the mount's, but 0 for the kernel's root, which the kernel
+ * expects so (it warns and takes 0 otherwise). */
+static inline uint64_t ckfs_generation_of(const ckfs *fs, fuse_ino_t ino)
+{
+    return ino == FUSE_ROOT_ID ? 0 : fs->generation;
+}
+
 /* The entry of a lookup's reply for ino: 0, or -1 when there is none. */
 int ckfs_fill_entry(ckfs *fs, fuse_ino_t ino, struct fuse_entry_param *e);
+
+/* Whether closing the mount and opening its file again would give every
+ * tensor the inode number it has now (a read-only tree: always; a
+ * writable one: tree_numbered_as_file), so that the kernel's cached
+ * names and NFS file handles stay true.  Takes the lock. */
+bool ckfs_numbered_as_file(ckfs *fs);
 
 #endif

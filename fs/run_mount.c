@@ -62,6 +62,7 @@
 #include "../export/encoder.h"
 #include "../export/writer_lock.h"
 #include "inode_map.h"
+#include "nodes.h"
 
 #define RUN_INO_ROOT 1u
 #define RUN_INO_LATEST 2u
@@ -868,6 +869,17 @@ static void close_slot(ckrun *r, run_slot *s)
     release_slot(r, s);
 }
 
+/* Whether slot s's open checkpoint may be closed, to be opened again on
+ * the next request: not pinned, and numbered as its file would number it
+ * afresh.  A checkpoint whose tensors this mount has removed, added or
+ * had a save reorder keeps its tree open until the unmount: opened again,
+ * its numbers would name other tensors, under the names the kernel has
+ * cached and in the NFS file handles it has given out.  Under r->mu. */
+static bool closable(const run_slot *s)
+{
+    return !pinned(s) && ckfs_numbered_as_file(s->fs);
+}
+
 /* Close the least recently used checkpoints, not keep, while the open
  * ones hold more memory or descriptors than they may.  One with
  * something to save stays: the bound is exceeded rather than an edit
@@ -879,7 +891,7 @@ static void evict(ckrun *r, const run_slot *keep)
         for (size_t i = 0; i < r->n_slots; i++) {
             run_slot *s = &r->slots[i];
             if (s->fs != NULL && s != keep && (victim == NULL || s->used < victim->used) &&
-                !pinned(s))
+                closable(s))
                 victim = s;
         }
         if (victim == NULL)
@@ -1082,7 +1094,7 @@ static size_t close_idle(ckrun *r, const run_slot *keep)
     size_t closed = 0;
     for (size_t i = 0; i < r->n_slots; i++) {
         run_slot *s = &r->slots[i];
-        if (s->fs != NULL && s != keep && !pinned(s)) {
+        if (s->fs != NULL && s != keep && closable(s)) {
             close_slot(r, s);
             closed++;
         }
@@ -1237,6 +1249,7 @@ static int run_entry(ckrun *r, fuse_ino_t ino, struct fuse_entry_param *e)
     if (run_attr(r, ino, &e->attr) < 0)
         return -1;
     e->ino = ino;
+    e->generation = ckfs_generation_of(&r->proto, ino); /* slots are never reused */
     e->attr_timeout = run_timeout(r, ino);
     e->entry_timeout = run_timeout(r, ino);
     return 0;
@@ -1253,9 +1266,70 @@ static bool is_checkpoint_dir(fuse_ino_t ino)
     return !is_run_node(ino) && (ino & CKFS_INO_MASK) == INO_ROOT;
 }
 
+/* ".." of a directory inside a checkpoint: its tensor directories' parent
+ * is the checkpoint's directory, a run node (attributes from the listing),
+ * once the checkpoint says the directory is still there. */
+static void run_lookup_parent(fuse_req_t req, ckrun *r, fuse_ino_t parent)
+{
+    fuse_ino_t ino = parent;
+    int errnum = ESTALE;
+    ckfs *fs = r->front.mount_of(&r->front, &ino, &errnum);
+    if (fs == NULL) {
+        fuse_reply_err(req, errnum);
+        return;
+    }
+    entry *e;
+    pthread_rwlock_rdlock(&fs->lock);
+    node_kind k = ckfs_resolve(fs, ino, &e);
+    pthread_rwlock_unlock(&fs->lock);
+    struct fuse_entry_param ep;
+    int rc = -1;
+    if (k == NODE_TENSOR_DIR) {
+        pthread_mutex_lock(&r->mu);
+        rc = run_entry(r, (parent & ~CKFS_INO_MASK) | INO_ROOT, &ep);
+        pthread_mutex_unlock(&r->mu);
+    }
+    if (rc == 0)
+        fuse_reply_entry(req, &ep);
+    else
+        fuse_reply_err(req, k == NODE_NONE || k == NODE_TENSOR_DIR ? ESTALE : ENOTDIR);
+}
+
+/* "." and ".." of the run's nodes and the checkpoints' directories (see
+ * lookup_dots in fs/ll_ops.c: NFS file handles), their ".." the run's
+ * root; a node gone since is ESTALE.  Inside a checkpoint, "." is its
+ * model mount's, ".." run_lookup_parent's. */
+static void run_lookup_dots(fuse_req_t req, ckrun *r, fuse_ino_t parent, const char *name)
+{
+    bool dot = name[1] == '\0';
+    if (!is_run_node(parent) && !is_checkpoint_dir(parent)) {
+        if (dot)
+            ckfs_ops.lookup(req, parent, name);
+        else
+            run_lookup_parent(req, r, parent);
+        return;
+    }
+    struct fuse_entry_param e;
+    pthread_mutex_lock(&r->mu);
+    int rc = run_entry(r, parent, &e); /* whether parent is still there */
+    if (rc == 0 && !dot && parent == RUN_INO_LATEST)
+        rc = 1; /* a link has no ".." */
+    else if (rc == 0 && !dot)
+        rc = run_entry(r, RUN_INO_ROOT, &e);
+    pthread_mutex_unlock(&r->mu);
+    if (rc == 0)
+        fuse_reply_entry(req, &e);
+    else
+        fuse_reply_err(req, rc > 0 ? ENOTDIR : ESTALE);
+}
+
 static void run_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     ckrun *r = run_of(req);
+    if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) {
+        run_lookup_dots(req, r, parent, name);
+        return;
+    }
     if (!is_run_node(parent)) {
         ckfs_ops.lookup(req, parent, name);
         return;

@@ -233,6 +233,17 @@ bool tree_equals_file(const tree *tr)
     return tr->model->n_sources > 0 && !tree_dirty(tr);
 }
 
+bool tree_numbered_as_file(const tree *tr)
+{
+    const ck_index *ix = &tr->model->index;
+    if (tr->n_extras > 0 || tr->n_entries != ix->n_live)
+        return false;
+    for (size_t i = 0; i < tr->n_entries; i++)
+        if (tr->entries[i].deleted || tr->entries[i].tensor_id != ix->live[i])
+            return false;
+    return true;
+}
+
 /* After any change to e (idempotent, so nested edits may each call it):
  * keep the count of entries that differ from the file, and mark e as
  * changed since a running save began.  Returns rc, for `return

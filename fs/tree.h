@@ -171,6 +171,13 @@ bool tree_dirty(const tree *tr);
  * snapshot_done.  A model created empty has no file until its first save. */
 bool tree_equals_file(const tree *tr);
 
+/* Whether a tree opened afresh from the model file (tree_init) would have
+ * the same positions (hence inode numbers) for the same tensors: no
+ * tombstone, no directory added, none moved by a save, no extra file ever
+ * made (their ids would start again).  A run directory closes and opens
+ * its checkpoints again only when this holds.  O(entries). */
+bool tree_numbered_as_file(const tree *tr);
+
 /* Tensor directories: make one (its name is unescaped by the listing
  * rule), remove an empty one, rename one (replacing the target).  Removing
  * or renaming (or replacing) a tensor of the model's graph is refused with

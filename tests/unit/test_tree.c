@@ -624,6 +624,8 @@ static void test_unchanged(void)
           rc ? err.msg : "ok");
     check(!tree_dirty(&mt.tr) && tree_equals_file(&mt.tr), "tree: clean after the save");
     check_view(&mt.tr, &base, "after a save of the same tensors");
+    check(tree_numbered_as_file(&mt.tr), "tree: numbered as a tree opened afresh from the "
+          "saved file would be (the same inode numbers)");
     free(orig);
 out:
     mount_close(&mt);
@@ -749,6 +751,8 @@ static void test_directories(void)
           rc ? err.msg : "ok");
     check_file(path, &want, "renamed, removed, made");
     check_view(&mt.tr, &want, "renamed, removed, made, after the save");
+    check(!tree_numbered_as_file(&mt.tr), "tree: a tombstone and appended tensors, saved, are "
+          "not numbered as a tree opened afresh from the file (a run keeps it open)");
 
     /* A name removed and made again is a new tensor: last in the file. */
     double again = -1.5;
