@@ -20,7 +20,7 @@ DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c
              python3-protobuf protobuf-compiler \
              python3-numpy python3-onnx python3-cryptography time zstd openssl \
              groff-base man-db debhelper debootstrap lintian \
-             s3fs curl bindfs
+             s3fs curl bindfs nfs-ganesha nfs-ganesha-vfs libnfs-utils
 
 # The library every program links, built once: the codec (formats, their
 # readers and writers; envelopes; collections; the core) and export (commit,

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "commit_group.h"
 
+#include "../codec/core/storage.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -102,7 +104,13 @@ static int write_journal(const ck_commit_group *g, const char *name, const char 
 
 int ck_group_commit(ck_commit_group *g, ck_error *err)
 {
-    if (g->n == 1)
+    /* One file is renamed as any atomic write, but on shared storage a
+     * rename may not be one step: s3fs copies and deletes, and first moves
+     * aside a target that is open (libfuse's .fuse_hiddenN, NFS's
+     * .nfsXXXX), so a crash of the storage's client between the two leaves
+     * no model.  There the journal makes the next writable open finish
+     * the rename. */
+    if (g->n == 1 && !ck_storage_shared(g->dir->fd))
         return ck_atomic_commit(&g->files[0], err);
     for (size_t i = 0; i < g->n; i++)
         if (ck_atomic_sync(&g->files[i], err) < 0)

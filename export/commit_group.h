@@ -5,8 +5,10 @@
  * all its new ones.
  *
  * Each new file is written beside its target, as atomic_writer does, and
- * fsync'd.  A group of one file is then renamed like any atomic write.  A
- * larger group first writes a journal beside the model,
+ * fsync'd.  A group of one file is then renamed like any atomic write,
+ * but on shared storage (codec/core/storage.h), where a rename over an
+ * open file may be two steps, and every larger group first writes a
+ * journal beside the model,
  * ".<model>.ckptfs-journal", listing every (temporary, target) pair with
  * the model last; the journal is fsync'd and renamed into place (the
  * commit point), then the targets are replaced in its order, the model
