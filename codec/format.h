@@ -64,6 +64,17 @@ typedef struct ck_format {
     /* The model's own metadata as text (safetensors' "__metadata__"), shown
      * as the root's user.ckptfs.metadata; NULL: none. */
     const char *(*metadata)(const struct ck_model *m);
+    /* A saved index (core/saved_index.h), which lets a later open skip
+     * open: m->state as at most CK_SAVED_STATE_MAX bytes into out (*len
+     * of them): 0, or 1 when this model's is not to be kept.  And back,
+     * into m->state (freed with free_state, even on failure), for an open
+     * with options o: 0, or -1 with the reason when the bytes are unusable
+     * or o asks what the saved read did not do (a .ckpt's CRC trailer
+     * verified).  Both NULL: the format's models are read in full each
+     * time. */
+    int (*save_state)(const struct ck_model *m, unsigned char *out, size_t *len);
+    int (*load_state)(struct ck_model *m, const struct ck_open_opts *o, const unsigned char *in,
+                      size_t len, ck_error *err);
 } ck_format;
 
 #endif

@@ -5,6 +5,7 @@
 #include <limits.h>
 
 #include "atomic_writer.h"
+#include "../codec/core/saved_index.h"
 #include "verify.h"
 
 int ck_model_may_save(const ck_model *m, ck_error *err)
@@ -37,7 +38,8 @@ const char *ck_shape_refusal(const ck_shape_rule *r, const ck_dtype *dt, const i
 int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
               ck_commit_group *g, ck_error *err)
 {
-    if (ck_model_may_save(m, err) < 0)
+    /* A loaded index's records are copied as they are: each checked first. */
+    if (ck_model_may_save(m, err) < 0 || ck_saved_index_check_all(m, err) < 0)
         return -1;
     const ck_writer *w = ck_writer_of(m);
     /* What the reader would refuse is refused before a byte is written,

@@ -22,6 +22,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "../codec/core/saved_index.h"
 #include "../codec/registry.h"
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
@@ -53,6 +54,8 @@ struct cli {
     double poll;        /* a run directory's listings on shared storage, seconds */
     char *index_cache;  /* a run directory's, a size */
     char *strategy;     /* a distributed checkpoint's strategy file */
+    int noindex;        /* -o noindex: no saved index read or written */
+    char *index_dir;    /* -o index_dir=DIR: where saved indexes are kept */
     int allow_other;    /* libfuse's option, also kept for libfuse */
 };
 
@@ -86,6 +89,8 @@ static const struct fuse_opt cli_opts[] = {
     {"poll=%lf", offsetof(struct cli, poll), 0},
     {"index_cache=%s", offsetof(struct cli, index_cache), 0},
     {"strategy=%s", offsetof(struct cli, strategy), 0},
+    {"noindex", offsetof(struct cli, noindex), 1},
+    {"index_dir=%s", offsetof(struct cli, index_dir), 0},
     FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
     FUSE_OPT_END,
 };
@@ -178,10 +183,41 @@ static void usage(FILE *to)
             "                       (default 32M): the least recently used are closed\n"
             "    -o strategy=FILE   MindSpore's parallel strategy file: MODEL, a directory\n"
             "                       of rank_<id>/ checkpoints, is shown merged\n"
+            "    -o index_dir=DIR   where a .ckpt's index is saved after a full read, so\n"
+            "                       that the next mount reads only its first 4K (default\n"
+            "                       $XDG_CACHE_HOME/ckptfs, else ~/.cache/ckptfs)\n"
+            "    -o noindex         neither read nor save an index\n"
             "    -f                 stay in the foreground\n"
             "    -d                 debug output (implies -f)\n"
             "    --help, --version\n"
             "\n");
+}
+
+static void index_warning(const char *msg)
+{
+    fprintf(stderr, "ckptfs: warning: %s\n", msg);
+}
+
+/* Where saved indexes are kept (codec/core/saved_index.h), into store,
+ * dir the buffer behind it; store->dir stays NULL with -o noindex or
+ * without a default place. */
+static void index_options(const struct cli *cli, ck_index_store *store, char *dir, size_t cap)
+{
+    *store = (ck_index_store){.warn = index_warning};
+    if (cli->noindex)
+        return;
+    if (cli->index_dir == NULL) {
+        if (ck_saved_index_default_dir(dir, cap) == 0)
+            store->dir = dir;
+        return;
+    }
+    /* The daemon changes directory to /. */
+    char cwd[PATH_MAX];
+    int n = cli->index_dir[0] == '/' || getcwd(cwd, sizeof cwd) == NULL
+                ? snprintf(dir, cap, "%s", cli->index_dir)
+                : snprintf(dir, cap, "%s/%s", cwd, cli->index_dir);
+    if (n > 0 && (size_t)n < cap)
+        store->dir = dir;
 }
 
 /* The envelopes' options into oo; the key into key. */
@@ -765,7 +801,10 @@ int main(int argc, char **argv)
     /* The daemon changes directory to /: keep an absolute path. */
     char *abs = absolute_path(cli.model);
     const char *path = abs ? abs : cli.model;
-    ck_open_opts oo = {.skip_crc = cli.nocrc};
+    ck_index_store store;
+    char store_dir[PATH_MAX];
+    index_options(&cli, &store, store_dir, sizeof store_dir);
+    ck_open_opts oo = {.skip_crc = cli.nocrc, .index = &store};
     if (envelope_options(&cli, &oo, &key) < 0) {
         free(abs);
         goto out;
@@ -800,6 +839,7 @@ out:
     free(cli.tmp_max);
     free(cli.index_cache);
     free(cli.strategy);
+    free(cli.index_dir);
     fuse_opt_free_args(&args);
     return rc;
 }

@@ -7,11 +7,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../codec/cipher/key.h"
+#include "../codec/core/saved_index.h"
 #include "../codec/core/version.h"
 
 
@@ -31,6 +33,10 @@ int ck_cli_open_arg(ck_cli_open *o, int argc, char **argv, int *i)
         o->skip_crc = true;
         return 1;
     }
+    if (strcmp(argv[*i], "--no-index") == 0) {
+        o->no_index = true;
+        return 1;
+    }
     if ((v = ck_cli_o_value(argc, argv, *i, "key_file")) != NULL) {
         o->key_file = v;
     } else if ((v = ck_cli_o_value(argc, argv, *i, "tmp_max")) != NULL) {
@@ -38,6 +44,8 @@ int ck_cli_open_arg(ck_cli_open *o, int argc, char **argv, int *i)
             return -1;
     } else if ((v = ck_cli_o_value(argc, argv, *i, "strategy")) != NULL) {
         o->strategy = v;
+    } else if ((v = ck_cli_o_value(argc, argv, *i, "index_dir")) != NULL) {
+        o->index_dir = v;
     } else {
         return 0;
     }
@@ -145,11 +153,29 @@ int ck_cli_key_for_open(const ck_cli_open *o, ck_key *key, ck_error *err)
     return ck_key_load(o ? o->key_file : NULL, key, err) < 0 ? -1 : 0;
 }
 
+static void index_warning(const char *msg)
+{
+    fprintf(stderr, "warning: %s\n", msg);
+}
+
+/* The store the options name, the same for every model a tool opens. */
+static const ck_index_store *index_store(const ck_cli_open *o)
+{
+    static char dir[PATH_MAX];
+    static ck_index_store store = {.dir = dir, .warn = index_warning};
+    if (o->no_index)
+        return NULL;
+    if (o->index_dir == NULL)
+        return ck_saved_index_default_dir(dir, sizeof dir) == 0 ? &store : NULL;
+    int n = snprintf(dir, sizeof dir, "%s", o->index_dir);
+    return n > 0 && (size_t)n < sizeof dir ? &store : NULL;
+}
+
 ck_collection_opts ck_cli_collection_opts(const ck_cli_open *o, const ck_key *key)
 {
     return (ck_collection_opts){.open = {.skip_crc = o->skip_crc, .key = key,
                                          .key_if_encrypted = o->key_optional,
-                                         .tmp_max = o->tmp_max},
+                                         .tmp_max = o->tmp_max, .index = index_store(o)},
                                 .strategy = o->strategy};
 }
 

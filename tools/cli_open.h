@@ -11,6 +11,10 @@
  *                         decompress to in $TMPDIR
  *   -o strategy=FILE      MODEL is a distributed checkpoint's directory,
  *                         merged by FILE (dist_merge.h)
+ *   -o index_dir=DIR      where a model's saved index is kept (default
+ *                         $XDG_CACHE_HOME/ckptfs, else ~/.cache/ckptfs), read
+ *                         and written as a mount does (saved_index.h)
+ *   --no-index            neither read nor write a saved index
  * and MODEL may be any directory a collection claims (codec/registry.h).
  */
 #ifndef CK_CLI_OPEN_H
@@ -30,6 +34,8 @@ typedef struct ck_cli_open {
     const char *key_file;       /* NULL: CKPTFS_KEY_HEX, or no key */
     size_t tmp_max;             /* 0: the default */
     const char *strategy;       /* NULL: not a distributed checkpoint */
+    const char *index_dir;      /* NULL: the default place */
+    bool no_index;
     bool key_optional;          /* a plain model opens though a key is given (the
                                  * key may be for ckptfs-convert's output) */
     ck_key key;                 /* once ck_cli_load_key has loaded it */

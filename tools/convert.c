@@ -396,6 +396,8 @@ static void usage(FILE *f)
             "  -o enc_mode=MODE      encrypt a .ckpt OUT: AES-GCM or AES-CBC, with the key\n"
             "  -o zstd_level=N       the level of a .zst OUT (default 3)\n"
             "  --nocrc               do not verify IN's .ckpt CRC trailer\n"
+            "  --no-index            neither read nor save a .ckpt's index (ckptfs(1));\n"
+            "  -o index_dir=DIR      where it is kept (default ~/.cache/ckptfs)\n"
             "  -o key_file=PATH      the key of an encrypted IN, and of OUT with enc_mode\n"
             "                        (else CKPTFS_KEY_HEX)\n"
             "  -o tmp_max=SIZE       most a zstd IN without seek table may take in $TMPDIR\n"

@@ -436,6 +436,8 @@ static void usage(FILE *f)
             "  -j N                  threads reading a tensor (default: the online CPUs)\n"
             "  --chunk=SIZE          bytes read at a time per thread and model (default 4M)\n"
             "  --nocrc               do not verify a .ckpt CRC trailer\n"
+            "  --no-index            neither read nor save a .ckpt's index (ckptfs(1));\n"
+            "  -o index_dir=DIR      where it is kept (default ~/.cache/ckptfs)\n"
             "  -o key_file=PATH      key of an encrypted A or B, one for both (or CKPTFS_KEY_HEX)\n"
             "  -o tmp_max=SIZE       most a zstd model without seek table may take in $TMPDIR\n"
             "  -o strategy=FILE      A and B are distributed checkpoints' directories\n"

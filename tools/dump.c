@@ -5,7 +5,8 @@
  * It uses the codec alone (no FUSE), like squashfuse_ls: handy to see what a
  * mount would show, where each tensor's bytes are, and why a file is refused.
  *
- *   ckptfs-dump [--nocrc] [-o key_file=PATH] [-o tmp_max=SIZE] MODEL
+ *   ckptfs-dump [--nocrc] [--no-index] [-o index_dir=DIR] [-o key_file=PATH]
+ *               [-o tmp_max=SIZE] MODEL
  *   one line per visible tensor: directory name, type, shape, bytes, extents
  *   (of the plaintext, for an encrypted or compressed model), each OFF+LEN,
  *   FILE:OFF+LEN when it is in a data file (an ONNX external data file, a
@@ -138,7 +139,8 @@ static bool is_dir(const char *path)
 
 static void usage(FILE *to)
 {
-    fprintf(to, "usage: ckptfs-dump [--nocrc] [-o key_file=PATH] [-o tmp_max=SIZE] MODEL\n"
+    fprintf(to, "usage: ckptfs-dump [--nocrc] [--no-index] [-o index_dir=DIR] [-o key_file=PATH]\n"
+            "                   [-o tmp_max=SIZE] MODEL\n"
             "       ckptfs-dump -o strategy=FILE DIST_DIR\n"
             "       ckptfs-dump RUN_DIR/iteration_<N>\n"
             "       ckptfs-dump ONEFLOW_SNAPSHOT_DIR\n"

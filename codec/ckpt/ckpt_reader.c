@@ -698,6 +698,69 @@ static const char *ckpt_notes(const ck_model *m)
     return ck_ckpt_info_of(m)->has_crc ? ", CRC trailer" : "";
 }
 
+/* ---- a saved index (core/saved_index.h) ---- */
+
+#define STATE_LEN 26 /* records_end, n_records, n_unknown, has_crc, crc_verified */
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* What the writer and the tools ask of the reader's pass: all of
+ * ck_ckpt_info but the str values' file, which a kept model has none of. */
+static int ckpt_save_state(const ck_model *m, unsigned char *out, size_t *len)
+{
+    const ck_ckpt_info *info = m->state;
+    if (info == NULL || info->str_fd >= 0)
+        return 1;
+    put_le64(out, info->records_end);
+    put_le64(out + 8, info->n_records);
+    put_le64(out + 16, info->n_unknown);
+    out[24] = info->has_crc;
+    out[25] = info->crc_verified;
+    *len = STATE_LEN;
+    return 0;
+}
+
+/* The state as a full read with options o would leave it: a CRC trailer
+ * verified then counts only if o asks for the check (a read that skipped
+ * it cannot stand for one that verifies). */
+static int ckpt_load_state(ck_model *m, const ck_open_opts *o, const unsigned char *in,
+                           size_t len, ck_error *err)
+{
+    ck_ckpt_info *info = calloc(1, sizeof *info);
+    if (info == NULL)
+        return ck_nomem(err, m->path);
+    info->str_fd = -1;
+    m->state = info;
+    bool verify = !(o && o->skip_crc);
+    uint64_t size = m->sources[0]->size;
+    if (len != STATE_LEN || in[24] > 1 || in[25] > 1 || (in[25] && !in[24]))
+        return ck_fail(err, EINVAL, "%s: a bad reader state", m->path);
+    info->records_end = get_le64(in);
+    info->n_records = get_le64(in + 8);
+    info->n_unknown = get_le64(in + 16);
+    info->has_crc = in[24];
+    if (info->records_end != (info->has_crc ? size - CRC_TRAILER_LEN : size) ||
+        (info->has_crc && size < CRC_TRAILER_LEN) || info->n_records == 0 ||
+        info->n_records > CK_MAX_TENSORS || info->n_unknown > size)
+        return ck_fail(err, EINVAL, "%s: a bad reader state", m->path);
+    if (verify && info->has_crc && !in[25])
+        return ck_fail(err, EINVAL, "%s: its CRC trailer was not verified", m->path);
+    info->crc_verified = verify && in[25];
+    return 0;
+}
+
 const ck_format ck_format_ckpt = {
     .name = "ckpt",
     .title = "checkpoint",
@@ -709,4 +772,6 @@ const ck_format ck_format_ckpt = {
     .type_name = ckpt_type_name,
     .is_data_file = ckpt_is_data_file,
     .notes = ckpt_notes,
+    .save_state = ckpt_save_state,
+    .load_state = ckpt_load_state,
 };

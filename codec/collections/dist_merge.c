@@ -123,7 +123,9 @@ static ck_model *open_rank(int dfd, int rfd, const char *path, uint32_t r,
                 ck_dir_watch_files(d);
             else if (watch)
                 ck_dir_share_watch(d, rank0->dir->watch);
-            m = ck_model_open_at(d, file, o, err);
+            ck_open_opts member = *o;
+            member.index = NULL; /* read through the merged model: model.h */
+            m = ck_model_open_at(d, file, &member, err);
             ck_dir_unref(d);
         }
     }

@@ -221,7 +221,9 @@ static int open_files(iter *it, int dfd, ck_model_dir *root, const char *below,
             ck_dir_watch_files(d);
         else if (watch)
             ck_dir_share_watch(d, it->files->models[0]->dir->watch);
-        ck_model *m = ck_model_open_at(d, file, o, err);
+        ck_open_opts member = *o;
+        member.index = NULL; /* read through the iteration's model: model.h */
+        ck_model *m = ck_model_open_at(d, file, &member, err);
         ck_dir_unref(d);
         if (m == NULL || ck_mset_put(it->files, (uint32_t)i, m, err) < 0)
             return -1;

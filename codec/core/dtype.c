@@ -229,6 +229,27 @@ const char *ck_dtype_safetensors_name(const ck_dtype *dt)
     return NULL;
 }
 
+const ck_dtype *ck_dtype_by_name(const char *name, size_t len)
+{
+    static const struct {
+        const ck_dtype *v;
+        size_t n;
+    } tables[] = {
+        {mindspore_types, COUNT(mindspore_types)},
+        {numpy_types, COUNT(numpy_types)},
+        {onnx_only_types, COUNT(onnx_only_types)},
+        {&pb_string, 1},
+        {&mindir_qint4x2, 1},
+        {safetensors_only_types, COUNT(safetensors_only_types)},
+    };
+    for (size_t i = 0; i < COUNT(tables); i++) {
+        const ck_dtype *t = find(tables[i].v, tables[i].n, name, len);
+        if (t != NULL)
+            return t;
+    }
+    return NULL;
+}
+
 const ck_shape_rule ck_shape_ckpt = {.elements = false, .max = UINT64_MAX};
 const ck_shape_rule ck_shape_oneflow = {.elements = false, .max = UINT64_MAX};
 const ck_shape_rule ck_shape_pb = {.elements = false, .max = INT64_MAX};

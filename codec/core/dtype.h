@@ -57,6 +57,11 @@ const char *ck_dtype_safetensors_name(const ck_dtype *dt);
  * U64 21), which its writer orders tensors by. */
 unsigned ck_st_dtype_rank(const char *name);
 
+/* Any type of any format by its ms_name (each is unique across the
+ * tables: "Float32", "float32", "INT4", "F8_E4M3"...), for a saved index
+ * (saved_index.h); NULL for none. */
+const ck_dtype *ck_dtype_by_name(const char *name, size_t len);
+
 /* How a format's reader bounds a shape: it multiplies the dims out, left
  * to right, from the item size (from 1 for sub-byte types) or from 1 (an
  * element count), and refuses a product past max at any step, so that

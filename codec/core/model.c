@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../registry.h"
+#include "saved_index.h"
 
 const char *ck_model_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
 {
@@ -232,12 +233,16 @@ ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_op
         ck_fail(err, EINVAL, "%s: empty content (0 bytes)", path);
         goto fail;
     }
-    if (m->format->open(m, opts, err) < 0) {
+    /* A saved index of this very file stands for the reader's pass over it. */
+    bool loaded = ck_saved_index_load(m, opts) == 1;
+    if (!loaded && m->format->open(m, opts, err) < 0) {
         ck_envelope_note_plaintext(&m->env, err); /* its offsets are the plaintext's */
         goto fail;
     }
     if (check_fresh_encryption(m, err) < 0 || ck_index_finalize(&m->index, path, err) < 0)
         goto fail;
+    if (!loaded)
+        ck_saved_index_store(m, opts);
     for (uint32_t i = 1; i < m->n_sources && m->n_overrides == 0; i++)
         if (ck_model_is_data_file(m, i) && m->sources[i]->fd >= 0)
             watch_file(m, m->sources[i]);
@@ -311,6 +316,7 @@ void ck_model_close(ck_model *m)
     ck_page_cache_free(m->cache);
     ck_key_wipe(&m->env.key);
     ck_index_free(&m->index);
+    ck_saved_index_free(m->saved);
     ck_dir_unref(m->dir);
     pthread_mutex_destroy(&m->lock);
     free(m->path);
@@ -418,6 +424,8 @@ long ck_model_read(const ck_model *m, const ck_tensor *t, void *buf, size_t size
 {
     if (off >= t->nbytes)
         return 0;
+    if (ck_saved_index_check(m, t, err) < 0)
+        return -1;
     if (size > t->nbytes - off)
         size = (size_t)(t->nbytes - off);
     if (t->gather != NULL && size > 0)
@@ -495,7 +503,7 @@ int ck_model_check_extents(const ck_model *m, const ck_tensor *t, ck_error *err)
     pthread_mutex_lock(lock_of(m));
     int rc = check_extents(m, t, err);
     pthread_mutex_unlock(lock_of(m));
-    return rc;
+    return rc < 0 ? -1 : ck_saved_index_check(m, t, err);
 }
 
 /* Whether the file at src->path (beneath the model's directory, reached
@@ -547,5 +555,7 @@ int ck_model_check_unchanged(ck_model *m, ck_error *err)
     pthread_mutex_lock(&m->lock);
     int rc = check_unchanged(m, err);
     pthread_mutex_unlock(&m->lock);
-    return rc;
+    /* A save copies the records it keeps as they are on disk: each must
+     * be the one the saved index describes. */
+    return rc < 0 ? -1 : ck_saved_index_check_all(m, err);
 }

@@ -25,6 +25,9 @@
 #include "model_dir.h"
 #include "tensor_index.h"
 
+struct ck_index_store;
+struct ck_saved_index;
+
 typedef struct ck_open_opts {
     bool skip_crc;          /* do not verify a .ckpt CRC trailer */
     const ck_key *key;      /* for an encrypted model (NULL: none given) */
@@ -42,6 +45,11 @@ typedef struct ck_open_opts {
     size_t n_overrides;     /* (a save's new files, read back before the rename) */
     const ck_format *format; /* read as this format whatever the file's name (NULL:
                               * by its extension); a save written to another name */
+    /* Keep the model's index in this store, and load it from there instead
+     * of reading the model when it matches (saved_index.h); NULL: always
+     * read.  A collection's member files never use it: their bytes are
+     * read through the collection's model. */
+    const struct ck_index_store *index;
 } ck_open_opts;
 
 #define CK_CACHE_SIZE_DEFAULT (16u << 20)
@@ -69,6 +77,9 @@ typedef struct ck_model {
     pthread_mutex_t lock;
     const ck_file_override *overrides; /* the open's, while ck_model_open runs */
     size_t n_overrides;
+    /* The index came from a saved index, whose record header checks are
+     * still to pass (saved_index.h); NULL: it was read from the file. */
+    struct ck_saved_index *saved;
 } ck_model;
 
 /* Take ownership of src; returns its id, or -1 (src closed) on failure. */
@@ -151,14 +162,19 @@ int ck_model_may_read(const ck_model *m, const ck_tensor *t, const ck_cred *who,
 
 /* Before tensor t's bytes are read straight from its plain file sources:
  * fail with EIO and the reason when such a file was truncated below t's
- * extents or rewritten since it was opened (ck_source_check_fd). */
+ * extents or rewritten since it was opened (ck_source_check_fd), or, for
+ * an index loaded from a saved index, when t's record header is not the
+ * one the index was made from (saved_index.h; ck_model_read checks that
+ * too). */
 int ck_model_check_extents(const ck_model *m, const ck_tensor *t, ck_error *err);
 
 /* Before a save replaces the files: fail (ESTALE, naming the file and what
  * changed) when the model file or one of its data files is no longer what
  * was opened, because another program renamed a file over it, resized it
  * or wrote to it (inode, size; an mtime that another program's write
- * changed: touch, chmod and chown are not changes, see file_watch.h).
+ * changed: touch, chmod and chown are not changes, see file_watch.h);
+ * EIO when the index came from a saved index and a tensor's record header
+ * is not the one it was made from (saved_index.h).
  * For a model not yet created (-o create), when the file now exists. */
 int ck_model_check_unchanged(ck_model *m, ck_error *err);
 

@@ -11,6 +11,9 @@ FIXTURES=$(cd "$REPO/../shared/fixtures" 2>/dev/null && pwd)
 MS=$FIXTURES/mindspore
 PY=/usr/bin/python3
 ORACLE="$PY $REPO/tests/oracle/ckpt_oracle.py"
+# Saved indexes (on by default) go to a directory of this run, never the
+# user's ~/.cache; a suite's second mount of a file then loads its index.
+export XDG_CACHE_HOME=$BATS_RUN_TMPDIR/cache
 
 # mount_fg MODEL MNT [ckptfs options...]: start a foreground daemon in the
 # background and wait until the mount is live (or the daemon died).

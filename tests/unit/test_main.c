@@ -854,6 +854,7 @@ int main(void)
     test_pickle();
     test_stats_blocks();
     test_tree();
+    test_saved_index();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

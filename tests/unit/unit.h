@@ -27,5 +27,6 @@ void test_pickle(void);
 void test_stats_blocks(void);
 void test_direct_out(void);
 void test_tree(void);
+void test_saved_index(void);
 
 #endif

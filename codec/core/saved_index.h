@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * saved_index: a model's finalized tensor index kept in a file, so that a
+ * later open of the same model skips its format's reader.
+ *
+ * Indexing a .ckpt reads every record header (they interleave with the
+ * data): on object storage that is about half the file in transfer, every
+ * mount.  After a full read the index is written to
+ * DIR/<sha256 of the model's real path>.ckidx; the next open loads it
+ * instead, reading only the model's first 4 KiB.
+ *
+ * Trust.  An index is used only when it describes this very file: the
+ * same real path, size, mtime (ns), ckptfs version and format, and the same
+ * first 4 KiB.  A file replaced by one that matches all of that (a forged
+ * mtime; storage whose mtimes are coarse) still never gives a wrong byte:
+ * each tensor carries the CRC-32 of its record's bytes that are not data
+ * (the record header, which travels in the same range as the data), checked
+ * the first time its bytes are read (ck_saved_index_check) and, for every
+ * tensor, before a save re-encodes the model (ck_saved_index_check_all).
+ * A mismatch fails that read with EIO, names the file, the tensor and the
+ * index, and deletes the index so that the next open rebuilds it.
+ *
+ * The file is parsed like any other input: a magic, a version, its length
+ * and a SHA-256 of all its bytes are checked before anything else; every
+ * count and length is bounded.  It is read only when it and its directory
+ * belong to the effective user and nobody else may write them, opened
+ * without following a link; written atomically (a temporary file, fsync,
+ * rename), mode 0600, in a directory made 0700.  Failing to write one is a
+ * warning, never a failed open.  The directory is kept to CK_SAVED_MAX_FILES
+ * files and CK_SAVED_MAX_TOTAL bytes, the least recently used removed
+ * (a load marks an index used by its mtime).
+ *
+ * Which models: those of a format with save_state/load_state hooks
+ * (format.h; .ckpt today) whose tensors are all plain extents of the model
+ * file itself: no envelope (encryption, zstd), no data files, no decoded
+ * values (a .ckpt's `str` tensors), no gathered slices.  Others are simply
+ * read in full each time.
+ */
+#ifndef CK_SAVED_INDEX_H
+#define CK_SAVED_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ck_error.h"
+#include "model.h"
+
+/* Indexes larger than this are not written (about 300 000 tensors). */
+#define CK_SAVED_INDEX_MAX (64u << 20)
+/* The directory's bounds: files, and bytes in all. */
+#define CK_SAVED_MAX_FILES 256
+#define CK_SAVED_MAX_TOTAL (1ull << 30)
+/* What a format's save_state may write. */
+#define CK_SAVED_STATE_MAX 256
+/* The sample of the model's own bytes compared at open: its first bytes. */
+#define CK_SAVED_SAMPLE 4096
+
+/* Where saved indexes are kept, and how a failure to keep one is said. */
+typedef struct ck_index_store {
+    const char *dir;
+    /* One line (no newline); NULL: not said.  Called at most once per
+     * process for a failure to write (a run of many checkpoints with an
+     * unwritable directory says it once). */
+    void (*warn)(const char *msg);
+} ck_index_store;
+
+/* $XDG_CACHE_HOME/ckptfs, else $HOME/.cache/ckptfs, into buf: 0, or -1
+ * when neither is set to an absolute path (no default then). */
+int ck_saved_index_default_dir(char *buf, size_t cap);
+
+/* During ck_model_open_at, after the model file's source is added: 1 when
+ * s holds a usable index of m (m->index and m->state filled, m->saved set;
+ * the caller finalizes), 0 when there is none or it cannot be trusted (m
+ * untouched: read the model).  Never fails the open. */
+int ck_saved_index_load(ck_model *m, const ck_open_opts *o);
+
+/* After a full read of m, finalized: write its index into o->index->dir
+ * when m qualifies (see above).  A failure is warned about, once. */
+void ck_saved_index_store(const ck_model *m, const ck_open_opts *o);
+
+/* Before tensor t's bytes are first read: its record header still has the
+ * CRC the index holds, else EIO (and the index removed).  0 for a model
+ * not loaded from an index, and after a tensor's first check. */
+int ck_saved_index_check(const ck_model *m, const ck_tensor *t, ck_error *err);
+/* The same for every tensor not yet checked (before a save re-encodes). */
+int ck_saved_index_check_all(const ck_model *m, ck_error *err);
+
+void ck_saved_index_free(struct ck_saved_index *s);
+
+/* ---- the file's bytes, apart from any file system (the unit tests and
+ * the fuzzer drive these) ---- */
+
+/* What ties an index to its model file. */
+typedef struct ck_saved_identity {
+    const char *real_path;
+    uint64_t size;
+    int64_t mtime_sec;
+    uint32_t mtime_nsec;
+    unsigned char sample[32];   /* SHA-256 of the first CK_SAVED_SAMPLE bytes */
+} ck_saved_identity;
+
+/* The index of m (qualifying, finalized) as the file's bytes, in a
+ * malloc'd *out of *len bytes: 0, 1 when m does not qualify (with the
+ * reason in err), -1 on failure. */
+int ck_saved_index_encode(const ck_model *m, const ck_saved_identity *id, unsigned char **out,
+                          size_t *len, ck_error *err);
+/* Parse buf (an index file's len bytes) into m (its sources[0] added,
+ * index empty), requiring it to describe id: 0 with m->index, m->state and
+ * m->saved filled (unfinalized), or -1 with the reason in err and m's
+ * index and state emptied again. */
+int ck_saved_index_decode(ck_model *m, const ck_open_opts *o, const ck_saved_identity *id,
+                          const unsigned char *buf, size_t len, ck_error *err);
+
+#endif
