@@ -100,13 +100,35 @@ temporaries() { s3_keys "$1" | grep '\.ckptfs-' | grep -v -- '-lock$' || true; }
     done
     [ "$n" -ge 12 ]
     cp -r "$run" "$S3/run"
-    mount_fg "$S3/run" "$T/r" -o ro
+    # new files on shared storage count once settled (run_shared.bats)
+    mount_fg "$S3/run" "$T/r" -o ro,settle=1,poll=0.2
+    M=$T/r
+    for f in "$run"/*.ckpt; do
+        until_listed "$(basename "$f" .ckpt)"
+    done
     for f in "$run"/*.ckpt; do
         d=$(basename "$f" .ckpt)
         run $ORACLE check "$T/r/$d" "$f"
         echo "$d: $output"
         [ "$status" -eq 0 ]
     done
+}
+
+@test "a run directory in the bucket is followed while another client PUTs a checkpoint straight to the server: listed within poll + settle, read right, latest follows; its DELETE takes it away" {
+    local run=$FIXTURES/mindspore_run_dir/qishna_lenet_modelcheckpoint
+    mkdir "$S3/run"
+    cp "$run/checkpoint_lenet-1_1875.ckpt" "$S3/run/net-1_10.ckpt"
+    M=$T/r
+    mount_fg "$S3/run" "$M" -o ro,settle=1,poll=0.5
+    [[ $(getfattr --only-values -n user.ckptfs.watch "$M") == "poll every 0.5 s and inotify (fuse.s3fs)" ]]
+    until_listed net-1_10
+    s3_put "$run/checkpoint_lenet-2_1875.ckpt" run/net-1_20.ckpt
+    until_listed net-1_20
+    $ORACLE check "$M/net-1_20" "$run/checkpoint_lenet-2_1875.ckpt"
+    [ "$(readlink "$M/latest")" = net-1_20 ]
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -X DELETE "$S3_URL/run/net-1_10.ckpt")" = 204 ]
+    until_gone net-1_10
+    $ORACLE check "$M/net-1_20" "$run/checkpoint_lenet-2_1875.ckpt"
 }
 
 @test "a distributed checkpoint whose ranks and strategy live in the bucket: the oracle's merged tree" {
