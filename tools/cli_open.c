@@ -3,6 +3,7 @@
  * cli_open: how the command-line tools open a model and read their command
  * line (cli_open.h), in one place so that the tools cannot drift apart.
  */
+#define _GNU_SOURCE /* program_invocation_short_name */
 #include "cli_open.h"
 
 #include <errno.h>
@@ -155,11 +156,11 @@ int ck_cli_key_for_open(const ck_cli_open *o, ck_key *key, ck_error *err)
 
 static void index_warning(const char *msg)
 {
-    fprintf(stderr, "warning: %s\n", msg);
+    fprintf(stderr, "%s: warning: %s\n", program_invocation_short_name, msg);
 }
 
 /* The store the options name, the same for every model a tool opens. */
-static const ck_index_store *index_store(const ck_cli_open *o)
+static ck_index_store *index_store(const ck_cli_open *o)
 {
     static char dir[PATH_MAX];
     static ck_index_store store = {.dir = dir, .warn = index_warning};

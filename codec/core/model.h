@@ -49,7 +49,7 @@ typedef struct ck_open_opts {
      * of reading the model when it matches (saved_index.h); NULL: always
      * read.  A collection's member files never use it: their bytes are
      * read through the collection's model. */
-    const struct ck_index_store *index;
+    struct ck_index_store *index;
 } ck_open_opts;
 
 #define CK_CACHE_SIZE_DEFAULT (16u << 20)

@@ -697,8 +697,7 @@ static void warn_once(const ck_open_opts *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void warn_once(const ck_open_opts *o, const char *fmt, ...)
 {
-    static bool said;
-    if (o->index->warn == NULL || __atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+    if (o->index->warn == NULL || __atomic_exchange_n(&o->index->warned, true, __ATOMIC_RELAXED))
         return;
     char msg[CK_ERROR_MSG_MAX];
     va_list ap;

@@ -60,9 +60,10 @@
 typedef struct ck_index_store {
     const char *dir;
     /* One line (no newline); NULL: not said.  Called at most once per
-     * process for a failure to write (a run of many checkpoints with an
+     * store for a failure to write (a run of many checkpoints with an
      * unwritable directory says it once). */
     void (*warn)(const char *msg);
+    bool warned;                /* (atomic) it was */
 } ck_index_store;
 
 /* $XDG_CACHE_HOME/ckptfs, else $HOME/.cache/ckptfs, into buf: 0, or -1
