@@ -37,6 +37,7 @@
 #include <zlib.h>
 
 #include "../envelope.h"
+#include "le_bytes.h"
 #include "version.h"
 
 #define MAGIC "CKPTFSIX"
@@ -216,16 +217,14 @@ static void put(wbuf *b, const void *data, size_t n)
 static void put_u64(wbuf *b, uint64_t v)
 {
     unsigned char x[8];
-    for (int i = 0; i < 8; i++)
-        x[i] = (unsigned char)(v >> (8 * i));
+    ck_put_le64(x, v);
     put(b, x, 8);
 }
 
 static void put_u32(wbuf *b, uint32_t v)
 {
     unsigned char x[4];
-    for (int i = 0; i < 4; i++)
-        x[i] = (unsigned char)(v >> (8 * i));
+    ck_put_le32(x, v);
     put(b, x, 4);
 }
 
@@ -409,19 +408,13 @@ static const unsigned char *take(rbuf *r, size_t n)
 static uint64_t get_u64(rbuf *r)
 {
     const unsigned char *x = take(r, 8);
-    uint64_t v = 0;
-    for (int i = 7; x != NULL && i >= 0; i--)
-        v = v << 8 | x[i];
-    return v;
+    return x != NULL ? ck_le64(x) : 0;
 }
 
 static uint32_t get_u32(rbuf *r)
 {
     const unsigned char *x = take(r, 4);
-    uint32_t v = 0;
-    for (int i = 3; x != NULL && i >= 0; i--)
-        v = v << 8 | x[i];
-    return v;
+    return x != NULL ? ck_le32(x) : 0;
 }
 
 static uint8_t get_u8(rbuf *r)
