@@ -84,6 +84,8 @@ poke() {
 edited() { $RWM edited "$@"; }
 
 lock_of() { echo "$D/.$1.ckptfs-lock"; }
+# holder_text PID MNT: what a lock file holds (writer_lock.h)
+holder_text() { printf '%s %s\nhost %s' "$1" "$2" "$(hostname)"; }
 locks() { ls -A "$D" | grep '\.ckptfs-lock$' || true; }
 root_names() { ls -A "$M" | LC_ALL=C sort; }
 
@@ -388,7 +390,7 @@ PY
     locks >"$T/locks"
     [ ! -s "$T/locks" ]
     ls "$M/$N1" >/dev/null
-    [ "$(cat "$(lock_of "$N1.ckpt")")" = "$pid $M" ]
+    [ "$(cat "$(lock_of "$N1.ckpt")")" = "$(holder_text "$pid" "$M")" ]
     [ ! -e "$(lock_of "$N2.ckpt")" ]
     second_rw "$D/$N1.ckpt"
     [ "$status" -ne 0 ]
@@ -404,7 +406,7 @@ PY
     poke "$M/$N1/fc3.bias/out" 0 0000803f
     touch "$M/$N1/snapshot_done"
     edited "$O/$N1.ckpt" "$D/$N1.ckpt" fc3.bias 0 0000803f
-    [ "$(cat "$(lock_of "$N1.ckpt")")" = "$pid $M" ]
+    [ "$(cat "$(lock_of "$N1.ckpt")")" = "$(holder_text "$pid" "$M")" ]
     second_rw "$D/$N1.ckpt"
     [ "$status" -ne 0 ]
     [[ $output == *"pid $pid"* ]]
@@ -414,7 +416,7 @@ PY
     locks >"$T/locks"
     [ ! -s "$T/locks" ]
     mount_fg "$D/$N1.ckpt" "$T/after" -o rw,commit=manual
-    [ "$(cut -d' ' -f1 "$(lock_of "$N1.ckpt")")" = "$(daemon_pid)" ]
+    [ "$(head -1 "$(lock_of "$N1.ckpt")" | cut -d' ' -f1)" = "$(daemon_pid)" ]
 }
 
 @test "3: a checkpoint another ckptfs mounts writable is read-only in the rw run mount (EROFS/EACCES, file unchanged), one log line names the file and the holder; the others stay writable" {
@@ -435,7 +437,7 @@ PY
     [ "$(wc -l <"$T/lines")" -eq 1 ]
     grep -q "$holder" "$T/lines"
     # the lock is still the single-model mount's
-    [ "$(cut -d' ' -f1 "$(lock_of "$N1.ckpt")")" = "$holder" ]
+    [ "$(head -1 "$(lock_of "$N1.ckpt")" | cut -d' ' -f1)" = "$holder" ]
     # another checkpoint of the run: writable
     poke "$M/$N2/fc3.bias/out" 0 0000803f
     touch "$M/$N2/snapshot_done"
@@ -456,7 +458,7 @@ PY
     mount_fg "$D" "$M" -o rw,commit=manual
     pid=$(daemon_pid)
     ls "$M/rank_0" >/dev/null
-    [ "$(cat "$D/rank_0/.net.ckpt.ckptfs-lock")" = "$pid $M" ]
+    [ "$(cat "$D/rank_0/.net.ckpt.ckptfs-lock")" = "$(holder_text "$pid" "$M")" ]
     [ ! -e "$D/.rank_0" ]
     second_rw "$D/rank_0/net.ckpt"
     [ "$status" -ne 0 ]
@@ -517,15 +519,15 @@ until_no_lock() {
     cat "$M/$N2/fc3.bias/out" >/dev/null
     until_no_lock "$N2.ckpt" "$N3" "$N4"
     # the edited one stays open, its edit there
-    [ "$(cat "$(lock_of "$N1.ckpt")")" = "$pid $M" ]
+    [ "$(cat "$(lock_of "$N1.ckpt")")" = "$(holder_text "$pid" "$M")" ]
     cmp "$M/$N1/fc1.bias/out" "$T/exp1/fc1.bias/out"
     # reopened on the next access, the same tree
     $ORACLE check "$M/$N2" "$O/$N2.ckpt"
     # a file open for writing (nothing written) keeps N2 open
     exec 5<>"$M/$N2/fc3.bias/out"
     for _ in $(seq 1 10); do cat "$M/$N3/fc3.bias/out" "$M/$N4/fc3.bias/out" >/dev/null; done
-    [ "$(cat "$(lock_of "$N2.ckpt")")" = "$pid $M" ]
-    [ "$(cat "$(lock_of "$N1.ckpt")")" = "$pid $M" ]
+    [ "$(cat "$(lock_of "$N2.ckpt")")" = "$(holder_text "$pid" "$M")" ]
+    [ "$(cat "$(lock_of "$N1.ckpt")")" = "$(holder_text "$pid" "$M")" ]
     $PY -c 'import os,sys; sys.exit(os.pread(5, 40, 0) != open(sys.argv[1], "rb").read())' \
         "$T/exp2/fc3.bias/out"
     exec 5>&-
@@ -752,7 +754,7 @@ until_no_lock() {
     mount_fg "$D" "$M" -o rw,commit=manual
     pid=$(daemon_pid)
     ls "$M/big-1_1" >/dev/null
-    [ "$(cat "$(lock_of big-1_1.ckpt)")" = "$pid $M" ]
+    [ "$(cat "$(lock_of big-1_1.ckpt)")" = "$(holder_text "$pid" "$M")" ]
     ls -A "$D"
     [ -z "$(ls -A "$D" | grep '^\.big-1_1\.ckpt\.ckptfs-' |
             grep -vx '\.big-1_1\.ckpt\.ckptfs-lock')" ]
