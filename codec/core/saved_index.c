@@ -264,7 +264,9 @@ static const char *tensor_refusal(const ck_tensor *t, uint64_t size)
         const ck_extent *e = ck_tensor_ext(t, k);
         if (e->src != 0)
             return "bytes outside the model file";
-        if (e->off < t->rec_off || e->len > t->rec_end - e->off)
+        /* off past rec_end first: rec_end - off would wrap and let through
+         * an extent anywhere after its record, even past the file. */
+        if (e->off < t->rec_off || e->off > t->rec_end || e->len > t->rec_end - e->off)
             return "data outside its record";
     }
     if (ext_total(t) != t->nbytes)
@@ -333,6 +335,40 @@ static void put_identity(wbuf *b, const ck_model *m, const ck_saved_identity *id
     put(b, id->sample, sizeof id->sample);
 }
 
+/* The header, its length still 0: seal() fills it in. */
+static void put_head(wbuf *b)
+{
+    put(b, MAGIC, 8);
+    put_u32(b, VERSION);
+    put_u32(b, 0);
+    put_u64(b, 0);
+}
+
+/* After the last byte of the body: the length of the whole file into the
+ * header, and the SHA-256 of all of it appended. */
+static void seal(wbuf *b)
+{
+    if (b->failed)
+        return;
+    ck_put_le64(b->p + 16, b->len + SUM_LEN);
+    unsigned char sum[SUM_LEN];
+    sha256(b->p, b->len, sum);
+    put(b, sum, SUM_LEN);
+}
+
+int ck_saved_index_frame(const unsigned char *body, size_t n, unsigned char **out, size_t *len)
+{
+    wbuf b = {0};
+    put_head(&b);
+    put(&b, body, n);
+    seal(&b);
+    *out = b.failed ? NULL : b.p;
+    *len = b.failed ? 0 : b.len;
+    if (b.failed)
+        free(b.p);
+    return b.failed ? -1 : 0;
+}
+
 int ck_saved_index_encode(const ck_model *m, const ck_saved_identity *id, unsigned char **out,
                           size_t *len, ck_error *err)
 {
@@ -349,10 +385,7 @@ int ck_saved_index_encode(const ck_model *m, const ck_saved_identity *id, unsign
         return 1;
     }
     wbuf b = {0};
-    put(&b, MAGIC, 8);
-    put_u32(&b, VERSION);
-    put_u32(&b, 0);
-    put_u64(&b, 0); /* the length, below */
+    put_head(&b);
     put_identity(&b, m, id);
     put_str(&b, (const char *)state, state_len);
     put_u64(&b, m->index.count);
@@ -367,14 +400,7 @@ int ck_saved_index_encode(const ck_model *m, const ck_saved_identity *id, unsign
         }
         put_tensor(&b, &m->index.tensors[i], crc);
     }
-    if (!b.failed) {
-        uint64_t total = b.len + SUM_LEN;
-        for (int i = 0; i < 8; i++)
-            b.p[16 + i] = (unsigned char)(total >> (8 * i));
-        unsigned char sum[SUM_LEN];
-        sha256(b.p, b.len, sum);
-        put(&b, sum, SUM_LEN);
-    }
+    seal(&b);
     if (b.failed) {
         free(b.p);
         ck_fail(err, 0, "%s: no saved index: it would be over %u bytes", m->path,
@@ -476,6 +502,29 @@ static const char *check_identity(rbuf *r, const ck_model *m, const ck_saved_ide
     if (memcmp(sample, id->sample, sizeof id->sample) != 0)
         return "the file's first bytes changed";
     return NULL;
+}
+
+int ck_saved_index_claimed(const unsigned char *buf, size_t len, ck_saved_identity *id,
+                           char *path, size_t cap)
+{
+    rbuf r = {.p = buf, .len = len, .pos = HEAD_LEN};
+    size_t n;
+    if (len < HEAD_LEN || get_str(&r, MAX_STR, &n) == NULL || get_str(&r, MAX_STR, &n) == NULL)
+        return -1; /* the ckptfs version, the format: the decoder compares them itself */
+    const char *real = get_str(&r, MAX_STR, &n);
+    if (real == NULL || n >= cap)
+        return -1;
+    memcpy(path, real, n);
+    path[n] = '\0';
+    id->real_path = path;
+    id->size = get_u64(&r);
+    id->mtime_sec = (int64_t)get_u64(&r);
+    id->mtime_nsec = get_u32(&r);
+    const unsigned char *sample = take(&r, sizeof id->sample);
+    if (r.bad)
+        return -1;
+    memcpy(id->sample, sample, sizeof id->sample);
+    return 0;
 }
 
 /* The shown strings of one tensor, into the index's arena. */

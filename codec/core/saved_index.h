@@ -113,4 +113,18 @@ int ck_saved_index_encode(const ck_model *m, const ck_saved_identity *id, unsign
 int ck_saved_index_decode(ck_model *m, const ck_open_opts *o, const ck_saved_identity *id,
                           const unsigned char *buf, size_t len, ck_error *err);
 
+/* An index file's bytes around body (what follows the header, up to the
+ * checksum), framed as the encoder frames its own: the header with the
+ * whole file's length, and the SHA-256 trailer; in a malloc'd *out of *len
+ * bytes: 0, or -1 (out of memory, or over CK_SAVED_INDEX_MAX).  The fuzzer
+ * frames its inputs so that they reach the parser behind the checksum. */
+int ck_saved_index_frame(const unsigned char *body, size_t n, unsigned char **out,
+                         size_t *len);
+/* The identity index file buf claims to describe, nothing else checked: 0
+ * with id filled, its real_path copied into path (cap bytes), or -1 when
+ * buf is too short or the path too long.  The fuzzer decodes an index
+ * against what it claims, so that mutations go past the identity check. */
+int ck_saved_index_claimed(const unsigned char *buf, size_t len, ck_saved_identity *id,
+                           char *path, size_t cap);
+
 #endif

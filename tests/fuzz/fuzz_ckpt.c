@@ -34,6 +34,19 @@
  * and tensor_6/{meta,out} (float32 [3]) written at start, the shapes of
  * the real fixture; an accepted snapshot must read back whole.
  *
+ * "saved-index" fuzzes the parser of a saved index (saved_index.c): the
+ * input is an index file's body, framed with its length and SHA-256 as the
+ * writer frames one (ck_saved_index_frame), so that mutations reach what
+ * the checksum guards.  It is decoded against a small checkpoint written
+ * at start (fuzz.ckpt: tensors of several types, a superseded record,
+ * slices joined, a map parameter, a CRC trailer), with the identity the
+ * input itself claims (ck_saved_index_claimed: path, size, mtime, first
+ * bytes), so that the decoder goes past its identity check; an accepted
+ * index is finalized and every tensor read, through the per-tensor check
+ * of its record header, into bytes or a one-line refusal.  With
+ * CKPTFS_FUZZ_MODEL_TO=FILE it only writes that checkpoint to FILE and
+ * exits (run.sh indexes it, with ckptfs-dump, for its seeds).
+ *
  * FORMAT.enc and FORMAT.zst fuzz the envelopes: the input is opened with
  * the key "0123456789ABCDEF", or named fuzz.FORMAT.zst.  A wrapped model
  * cannot re-encode to its own bytes (fresh IVs; the seekable format), so
@@ -42,6 +55,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,10 +64,13 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include "../../codec/ckpt/ckpt_reader.h"
 #include "../../codec/collections/dist_merge.h"
 #include "../../codec/collections/iteration_dir.h"
 #include "../../codec/core/model.h"
+#include "../../codec/core/saved_index.h"
 #include "../../codec/oneflow/oneflow_dir.h"
 #include "../../codec/oneflow/oneflow_meta.h"
 #include "../../codec/onnx_mindir/onnx_mindir_reader.h"
@@ -64,7 +81,7 @@
 static char dir[PATH_MAX - 32];
 static char path[PATH_MAX], rewritten[PATH_MAX];
 static int fd = -1;
-static bool ckpt, wrapped, strategy, iteration, oneflow;
+static bool ckpt, wrapped, strategy, iteration, oneflow, saved_index;
 static ck_key key = {.bytes = "0123456789ABCDEF", .len = 16};
 static ck_open_opts opts;
 
@@ -102,20 +119,28 @@ static size_t put_bytes(unsigned char *p, unsigned field, const void *b, size_t 
     return n + len;
 }
 
-/* One checkpoint value: tag, dims, type, and len bytes of a pattern. */
+/* One checkpoint tensor: dims, type, and len bytes of a pattern. */
+static size_t put_tensor(unsigned char *p, const int64_t *dims, unsigned ndim,
+                         const char *type, size_t len, unsigned char seed)
+{
+    unsigned char content[512];
+    size_t n = 0;
+    for (unsigned d = 0; d < ndim; d++) {
+        n += put_varint(p + n, 1 << 3);
+        n += put_varint(p + n, (uint64_t)dims[d]);
+    }
+    n += put_bytes(p + n, 2, type, strlen(type));
+    for (size_t i = 0; i < len; i++)
+        content[i] = (unsigned char)(seed + i);
+    return n + put_bytes(p + n, 3, content, len);
+}
+
+/* One checkpoint value: tag and tensor. */
 static size_t put_value(unsigned char *p, const char *tag, const int64_t *dims, unsigned ndim,
                         const char *type, size_t len, unsigned char seed)
 {
-    unsigned char tensor[1024], content[512];
-    size_t n = 0;
-    for (unsigned d = 0; d < ndim; d++) {
-        n += put_varint(tensor + n, 1 << 3);
-        n += put_varint(tensor + n, (uint64_t)dims[d]);
-    }
-    n += put_bytes(tensor + n, 2, type, strlen(type));
-    for (size_t i = 0; i < len; i++)
-        content[i] = (unsigned char)(seed + i);
-    n += put_bytes(tensor + n, 3, content, len);
+    unsigned char tensor[1024];
+    size_t n = put_tensor(tensor, dims, ndim, type, len, seed);
     unsigned char value[1200];
     size_t v = put_bytes(value, 1, tag, strlen(tag));
     v += put_bytes(value + v, 2, tensor, n);
@@ -150,6 +175,47 @@ static void write_ranks(void)
         if (rfd < 0 || write(rfd, buf, n) != (ssize_t)n || close(rfd) < 0)
             abort();
     }
+}
+
+/* A map parameter's value: its key, value and status tensors in one
+ * record (the saved index groups the tensors of a record), their types
+ * numpy's names as MindSpore writes them there. */
+static size_t put_map(unsigned char *p, const char *tag)
+{
+    static const int64_t keys[] = {2}, values[] = {2, 3}, status[] = {2};
+    unsigned char map[512], t[256];
+    size_t n = put_bytes(map, 1, t, put_tensor(t, keys, 1, "int64", 16, 1));
+    n += put_bytes(map + n, 1, t, put_tensor(t, values, 2, "float32", 24, 2));
+    n += put_bytes(map + n, 1, t, put_tensor(t, status, 1, "int32", 8, 3));
+    unsigned char value[600];
+    size_t v = put_bytes(value, 1, tag, strlen(tag));
+    v += put_bytes(value + v, 3, map, n);
+    return put_bytes(p, 1, value, v);
+}
+
+/* The checkpoint whose saved index the "saved-index" input is, written to
+ * file: a record of each layout the index keeps, and a CRC trailer. */
+static void write_indexed_model(const char *file)
+{
+    static const int64_t w[] = {2, 3}, b[] = {4}, none[] = {0}, e[] = {3, 0}, half[] = {1, 3};
+    unsigned char buf[4096];
+    size_t n = put_value(buf, "w", w, 2, "Float32", 24, 0);
+    n += put_value(buf + n, "b", b, 1, "Float16", 8, 24);
+    n += put_value(buf + n, "lr", none, 1, "Float64", 8, 32); /* a pre-2.3 scalar */
+    n += put_value(buf + n, "s", none, 0, "Int32", 4, 40);
+    n += put_value(buf + n, "e", e, 2, "Int8", 0, 0);
+    n += put_value(buf + n, "sliced", w, 2, "Float32", 12, 44); /* two halves, joined */
+    n += put_value(buf + n, "sliced", w, 2, "Float32", 12, 56);
+    n += put_map(buf + n, "emb");
+    n += put_value(buf + n, "w", half, 2, "Float32", 12, 68); /* the first w superseded */
+    uLong crc = crc32(0L, buf, (uInt)n);
+    memcpy(buf + n, "crc_num\0\0\0\0\0\0", 13);
+    for (int i = 0; i < 4; i++)
+        buf[n + 13 + i] = (unsigned char)(crc >> (8 * (3 - i)));
+    n += 17;
+    int mfd = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (mfd < 0 || write(mfd, buf, n) != (ssize_t)n || close(mfd) < 0)
+        abort();
 }
 
 /* dir/iteration_00000001/model-000000<r>-0000002.safetensors for r < 2,
@@ -428,6 +494,113 @@ static void remove_dir(void)
     rmdir(dir);
 }
 
+/* The model the fuzzed indexes are decoded against: path, written once,
+ * its directory, and its own identity (for an input too short to claim
+ * one, which the decoder refuses anyway). */
+static ck_model_dir *model_dir;
+static ck_saved_identity own_id;
+
+static void start_saved_index(void)
+{
+    ck_error err;
+    close(fd);
+    fd = -1;
+    write_indexed_model(path);
+    unsigned char head[CK_SAVED_SAMPLE];
+    struct stat st;
+    int mfd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = mfd < 0 ? -1 : read(mfd, head, sizeof head);
+    if (n < 0 || fstat(mfd, &st) < 0 || (model_dir = ck_dir_open(path, &err)) == NULL)
+        abort();
+    close(mfd);
+    own_id = (ck_saved_identity){.real_path = path, .size = (uint64_t)st.st_size,
+                                 .mtime_sec = st.st_mtim.tv_sec,
+                                 .mtime_nsec = (uint32_t)st.st_mtim.tv_nsec};
+    unsigned int len = sizeof own_id.sample;
+    EVP_Digest(head, (size_t)n, own_id.sample, &len, EVP_sha256(), NULL);
+}
+
+/* A refusal is one line (the mount logs it so). */
+static void one_line(const ck_error *err)
+{
+    if (err->msg[0] == '\0' || strchr(err->msg, '\n'))
+        abort();
+}
+
+/* Every tensor of an index that was accepted, read through ck_model_read
+ * (which first checks its record header's CRC against the index): its
+ * bytes, or a one-line refusal (the extents of a mutated index may lie
+ * past the end of the real file, their header no longer match...). */
+static void read_indexed(const ck_model *m)
+{
+    static unsigned char buf[65536];
+    for (size_t i = 0; i < m->index.count; i++) {
+        const ck_tensor *t = &m->index.tensors[i];
+        for (uint64_t off = 0; off < t->nbytes; off += sizeof buf) {
+            ck_error err = {0};
+            long n = ck_model_read(m, t, buf, sizeof buf, off, &err);
+            if (n < 0)
+                one_line(&err);
+            if (n <= 0)
+                break;
+        }
+    }
+    ck_error err = {0};
+    if (ck_saved_index_check_all(m, &err) < 0)
+        one_line(&err);
+}
+
+/* What the decoder promises of an index it accepts: each record within
+ * the file size it claims, each extent in the model file and within its
+ * record (the CRC of a record's other bytes is what vouches for them). */
+static void check_accepted(const ck_model *m, uint64_t size)
+{
+    for (size_t i = 0; i < m->index.count; i++) {
+        const ck_tensor *t = &m->index.tensors[i];
+        if (t->rec_off > t->rec_end || t->rec_end > size)
+            abort();
+        for (uint32_t k = 0; k < t->n_ext; k++) {
+            const ck_extent *e = ck_tensor_ext(t, k);
+            uint64_t end;
+            if (e->src != 0 || e->off < t->rec_off ||
+                __builtin_add_overflow(e->off, e->len, &end) || end > t->rec_end)
+                abort();
+        }
+    }
+}
+
+/* The input as a saved index's body (see the top). */
+static int fuzz_saved_index(const uint8_t *data, size_t size)
+{
+    unsigned char *file;
+    size_t len;
+    if (ck_saved_index_frame(data, size, &file, &len) < 0)
+        abort(); /* inputs are far below the bound */
+    ck_saved_identity id = own_id, claimed;
+    char claimed_path[PATH_MAX];
+    if (ck_saved_index_claimed(file, len, &claimed, claimed_path, sizeof claimed_path) == 0)
+        id = claimed;
+    ck_error err = {0};
+    ck_model *m = ck_model_assembled(model_dir, path, &ck_format_ckpt, &err);
+    ck_source *src = m != NULL ? ck_source_open_file(path, &err) : NULL;
+    if (src == NULL || ck_model_add_source(m, src, &err) < 0)
+        abort();
+    if (ck_saved_index_decode(m, &opts, &id, file, len, &err) < 0) {
+        one_line(&err);
+        if (m->index.count != 0 || m->state != NULL || m->saved != NULL)
+            abort(); /* a refused index leaves the model as it was */
+    } else {
+        check_accepted(m, id.size);
+        if (ck_index_finalize(&m->index, path, &err) < 0)
+            one_line(&err);
+        else
+            read_indexed(m);
+    }
+    ck_model_close(m);
+    free(file);
+    return 0;
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
@@ -442,14 +615,21 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     strategy = strcmp(format, "strategy") == 0;
     iteration = strcmp(format, "iteration") == 0;
     oneflow = strcmp(format, "oneflow") == 0;
-    const ck_format *f = ck_format_by_name(strategy || iteration || oneflow ? "ckpt" : name);
+    saved_index = strcmp(format, "saved-index") == 0;
+    bool of_ckpt = strategy || iteration || oneflow || saved_index;
+    const ck_format *f = ck_format_by_name(of_ckpt ? "ckpt" : name);
     if (f == NULL || (*wrap && strcmp(wrap, ".enc") != 0 && strcmp(wrap, ".zst") != 0)) {
         fprintf(stderr, "CKPTFS_FUZZ_FORMAT must be a format (ckpt, onnx, mindir, "
                 "safetensors, safetensors-set), then maybe .enc or .zst, or strategy, "
-                "iteration or oneflow, not '%s'\n", format);
+                "iteration, oneflow or saved-index, not '%s'\n", format);
         exit(2);
     }
-    ckpt = base == 4 && strncmp(format, "ckpt", 4) == 0 && !strategy && !iteration && !oneflow;
+    const char *model_to = getenv("CKPTFS_FUZZ_MODEL_TO");
+    if (saved_index && model_to != NULL && *model_to != '\0') {
+        write_indexed_model(model_to); /* for run.sh's seeds: nothing fuzzed */
+        exit(0);
+    }
+    ckpt = base == 4 && strncmp(format, "ckpt", 4) == 0 && !of_ckpt;
     wrapped = *wrap != '\0';
     if (strcmp(wrap, ".enc") == 0)
         opts.key = &key;
@@ -476,6 +656,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         if ((fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
             abort();
     }
+    if (saved_index) /* the input is its index; the model is fixed */
+        start_saved_index();
     if (oneflow) { /* the input is the snapshot's pickled_data */
         write_oneflow_tensors();
         close(fd);
@@ -521,6 +703,8 @@ static int fuzz_merged(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    if (saved_index)
+        return fuzz_saved_index(data, size);
     if (ftruncate(fd, 0) < 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
         abort();
     if (strategy || iteration || oneflow)

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # run.sh FUZZER RUNS [FORMAT...]: fuzz the reader and writer of each format
-# (ckpt, onnx, mindir, safetensors, safetensors-set (seeded by its regression
-# inputs only: the index; the fuzzer writes the shards), and the envelopes ckpt.enc, mindir.enc,
-# ckpt.zst, the strategy file of a distributed checkpoint, an iteration directory's
-# metadata.json and a OneFlow snapshot's pickled_data; all by default) from a corpus seeded with the real fixtures and the regression
-# inputs in tests/fuzz/regress/FORMAT (copied to a temporary directory,
-# never into the repository).  Envelope seeds are the fixtures encrypted by
-# the test oracle (key "0123456789ABCDEF", small blocks, every mode) or
-# compressed by zstd (plain, and seekable with small frames).
+# (all by default): ckpt, onnx, mindir, safetensors, safetensors-set (seeded
+# by its regression inputs only: the index; the fuzzer writes the shards);
+# the envelopes ckpt.enc, mindir.enc, ckpt.zst; the strategy file of a
+# distributed checkpoint, an iteration directory's metadata.json, a OneFlow
+# snapshot's pickled_data; and saved-index, the file of a saved .ckpt index
+# (its body: the fuzzer frames it again), seeded with the indexes
+# ckptfs-dump, from FUZZER's directory, saves for the fuzzer's own checkpoint
+# and for the fixtures.  Each corpus is seeded with the real fixtures and the
+# regression inputs in tests/fuzz/regress/FORMAT (copied to a temporary
+# directory, never into the repository).  Envelope seeds are the fixtures
+# encrypted by the test oracle (key "0123456789ABCDEF", small blocks, every
+# mode) or compressed by zstd (plain, and seekable with small frames).
 # Deterministic: fixed seed, fixed number of runs per format.  Prints one TAP
 # line per format.  To replay a crash file: CKPTFS_FUZZ_FORMAT=FORMAT FUZZER FILE
 set -u
@@ -17,7 +21,8 @@ fuzzer=$1
 runs=${2:-200000}
 shift $(($# < 2 ? $# : 2))
 [ $# -gt 0 ] || set -- ckpt onnx mindir safetensors safetensors-set ckpt.enc mindir.enc ckpt.zst \
-    strategy iteration oneflow
+    strategy iteration oneflow saved-index
+build=$(dirname "$fuzzer") # ckptfs-dump, beside it, writes the saved-index seeds
 # Each input is written to a file in $TMPDIR (decoded typed fields to another):
 # on tmpfs that is free, on a disk it takes most of the run.
 if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
@@ -129,6 +134,31 @@ for p in range(2, 6):
 PYEND
 }
 
+# saved_index_seeds DIR: the indexes ckptfs-dump saves for the fuzzer's own
+# checkpoint (CKPTFS_FUZZ_MODEL_TO, see fuzz_ckpt.c) and for the fixture
+# checkpoints that keep one, each named after its model (the store names
+# them by the hash of a temporary path), stripped of the header and the
+# checksum that the fuzzer puts back around every input.
+saved_index_seeds() {
+    local tmp f ix n=0
+    tmp=$(mktemp -d) || return 1
+    if ! CKPTFS_FUZZ_FORMAT=saved-index CKPTFS_FUZZ_MODEL_TO="$tmp/fuzz.ckpt" "$fuzzer"; then
+        rm -rf "$tmp"
+        return 1
+    fi
+    for f in "$tmp/fuzz.ckpt" ../shared/fixtures/mindspore/*.ckpt; do
+        rm -rf "$tmp/index"
+        "$build/ckptfs-dump" -o index_dir="$tmp/index" "$f" >/dev/null 2>&1 || continue
+        for ix in "$tmp"/index/*.ckidx; do
+            [ -s "$ix" ] || continue
+            tail -c +25 "$ix" | head -c -32 >"$1/gen-$(basename "$f" .ckpt)"
+            n=$((n + 1))
+        done
+    done
+    rm -rf "$tmp"
+    [ "$n" -gt 1 ] # the fuzzer's own, and at least one fixture's
+}
+
 failed=0
 for format in "$@"; do
     corpus=$(mktemp -d)
@@ -136,6 +166,7 @@ for format in "$@"; do
     [ "$format" != strategy ] || strategy_seeds "$corpus" || failed=1
     [ "$format" != iteration ] || iteration_seeds "$corpus" || failed=1
     [ "$format" != oneflow ] || oneflow_seeds "$corpus" || failed=1
+    [ "$format" != saved-index ] || saved_index_seeds "$corpus" || failed=1
     for f in $(seeds "$format") tests/fuzz/regress/"$format"/*; do
         [ -s "$f" ] || continue
         n=$((n + 1))
@@ -150,6 +181,7 @@ for format in "$@"; do
         strategy) what="every accepted merge of its four ranks read back whole (no writer)" ;;
         iteration) what="every accepted metadata.json's tensors read back whole (no writer)" ;;
         oneflow) what="every accepted pickled_data's tensors read back whole (no writer)" ;;
+        saved-index) what="every input framed again refused in one line, or finalized and its tensors read through their CRC checks (no writer)" ;;
         *.*) what="every accepted input saved again and reopened as the same tensors" ;;
         *) what="every accepted input re-encoded to itself" ;;
         esac
