@@ -50,12 +50,17 @@ PIDS=()
 . bench/bench_lib.sh
 
 cleanup() {
+    set +e # every step, whatever failed
     mountpoint -q "$M" && fusermount3 -u "$M"
     for p in "${PIDS[@]}"; do
         kill -0 "$p" 2>/dev/null || continue
         [[ "$(tr '\0' ' ' <"/proc/$p/cmdline")" == "$CKPTFS "*" $M "* ]] && kill "$p"
     done
     [ -n "${SPID:-}" ] && kill "$SPID" 2>/dev/null
+    # the daemon over the bucket gone before s3fs is unmounted
+    for p in "${PIDS[@]}"; do
+        for _ in $(seq 1 200); do exited "$p" && break; sleep 0.01; done
+    done
     s3_bench_stop
     rm -rf "$W"
 }
