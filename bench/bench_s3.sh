@@ -31,7 +31,10 @@
 # 5. reading every out: a mount with the index present, caches dropped, then
 #    `cat M/*/out` against `cat BUCKET/MODEL` through s3fs (caches dropped
 #    before each), alternated (target: time within 1.3x of cat); the same
-#    pair from the local copy shows what the second FUSE hop costs;
+#    pair from the local copy shows what the second FUSE hop costs, and
+#    `cat` of the same tree copied to ext4 what reading N files costs any
+#    filesystem against one file's stream (the last row: the outs over s3fs
+#    against cat of the object plus that per-file cost);
 # 6. (STRACE=1, the default; not timed) the sizes of the reads the daemon
 #    asks of the s3fs file while `cat M/*/out` runs, from strace.
 set -euo pipefail
@@ -173,13 +176,24 @@ echo "# $REPS rounds: cat of every out after a fresh mount against cat of the ob
 for f in "${FORMATS[@]}"; do # the saved index of each model, as after any first mount
     mount_ls_umount "$S3/t.$f"
     mount_ls_umount "$W/local/t.$f"
+    # the same tree copied to ext4: what reading N files costs any
+    # filesystem, against one file's stream
+    "$CKPTFS" -o ro "$W/local/t.$f" "$M"
+    PID=$(getfattr --absolute-names --only-values -n user.ckptfs.pid "$M")
+    PIDS+=("$PID")
+    mkdir -p "$W/tree.$f"
+    cp -r "$M"/. "$W/tree.$f"/
+    fusermount3 -u "$M"
+    while ! exited "$PID"; do sleep 0.01; done
 done
+tree_outs() { cat "$W/tree.$1"/*/out; }
 for r in $(seq "$REPS"); do
     for f in "${FORMATS[@]}"; do
         measure "$f.cat" cat "$S3/t.$f"
         mounted_read "$f.outs" "$S3/t.$f"
         measure "$f.lcat" cat "$W/local/t.$f"
         mounted_read "$f.louts" "$W/local/t.$f"
+        measure "$f.tree" tree_outs "$f"
     done
     echo "round $r done"
 done
@@ -231,6 +245,12 @@ f_mo() { # mount + reads, against cat: time, bytes
 f_mount_r() { echo "$(col "$1.outs.mount" 1) s, $(mib "$(col "$1.outs.mount" 2)")"; }
 f_louts() { echo "$(col "$1.louts" 1) s against $(col "$1.lcat" 1) s"; }
 f_louts_r() { ratio "$(col "$1.louts" 1)" "$(col "$1.lcat" 1)"; }
+f_tree() { echo "$(col "$1.tree" 1) s, $(ratio "$(col "$1.tree" 1)" "$(col "$1.lcat" 1)") of the file"; }
+f_louts_tree() { ratio "$(col "$1.louts" 1)" "$(col "$1.tree" 1)"; }
+f_outs_tree() { # over s3fs, against cat of the object plus what N files cost on ext4
+    awk -v o="$(col "$1.outs" 1)" -v c="$(col "$1.cat" 1)" -v t="$(col "$1.tree" 1)" \
+        -v l="$(col "$1.lcat" 1)" 'BEGIN {printf "%.2f", o / (c + t - l)}'
+}
 rows "header bytes (the format's own)" f_hdr
 rows "floor over s3fs: lo bytes, requests" f_floor
 rows "first mount: lo bytes, requests" f_first
@@ -250,6 +270,9 @@ rows "outs / cat, time (target <= 1.3)" f_outs_r
 rows "mount + outs / cat" f_mo
 rows "local: cat M/*/out against cat of the file" f_louts
 rows "local: outs / cat, time" f_louts_r
+rows "same tree on ext4: cat of its outs" f_tree
+rows "local: outs / the ext4 tree, time" f_louts_tree
+rows "outs / (cat + the ext4 tree's per-file cost)" f_outs_tree
 
 if [ "${STRACE:-1}" = 1 ]; then
     echo
