@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "ckpt_str.h"
+#include "../core/le_bytes.h"
 #include "../core/model.h"
 #include "../pb/pb_wire.h"
 
@@ -702,20 +703,6 @@ static const char *ckpt_notes(const ck_model *m)
 
 #define STATE_LEN 26 /* records_end, n_records, n_unknown, has_crc, crc_verified */
 
-static void put_le64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* What the writer and the tools ask of the reader's pass: all of
  * ck_ckpt_info but the str values' file, which a kept model has none of. */
 static int ckpt_save_state(const ck_model *m, unsigned char *out, size_t *len)
@@ -723,9 +710,9 @@ static int ckpt_save_state(const ck_model *m, unsigned char *out, size_t *len)
     const ck_ckpt_info *info = m->state;
     if (info == NULL || info->str_fd >= 0)
         return 1;
-    put_le64(out, info->records_end);
-    put_le64(out + 8, info->n_records);
-    put_le64(out + 16, info->n_unknown);
+    ck_put_le64(out, info->records_end);
+    ck_put_le64(out + 8, info->n_records);
+    ck_put_le64(out + 16, info->n_unknown);
     out[24] = info->has_crc;
     out[25] = info->crc_verified;
     *len = STATE_LEN;
@@ -747,9 +734,9 @@ static int ckpt_load_state(ck_model *m, const ck_open_opts *o, const unsigned ch
     uint64_t size = m->sources[0]->size;
     if (len != STATE_LEN || in[24] > 1 || in[25] > 1 || (in[25] && !in[24]))
         return ck_fail(err, EINVAL, "%s: a bad reader state", m->path);
-    info->records_end = get_le64(in);
-    info->n_records = get_le64(in + 8);
-    info->n_unknown = get_le64(in + 16);
+    info->records_end = ck_le64(in);
+    info->n_records = ck_le64(in + 8);
+    info->n_unknown = ck_le64(in + 16);
     info->has_crc = in[24];
     if (info->records_end != (info->has_crc ? size - CRC_TRAILER_LEN : size) ||
         (info->has_crc && size < CRC_TRAILER_LEN) || info->n_records == 0 ||
