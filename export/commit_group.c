@@ -32,7 +32,10 @@ int ck_group_begin(ck_commit_group *g, const ck_model_dir *dir, ck_error *err)
 {
     char model[PATH_MAX];
     *g = (ck_commit_group){.dir = dir};
-    return ck_group_add(g, ck_dir_join(dir, dir->base, model, sizeof model), err) < 0 ? -1 : 0;
+    ck_dir_join(dir, dir->base, model, sizeof model);
+    if (ck_storage_may_replace(dir->fd, model, err) < 0)
+        return -1;
+    return ck_group_add(g, model, err) < 0 ? -1 : 0;
 }
 
 int ck_group_add(ck_commit_group *g, const char *target, ck_error *err)
@@ -102,7 +105,7 @@ static int write_journal(const ck_commit_group *g, const char *name, const char 
     return ck_atomic_commit(&j, err);
 }
 
-int ck_group_commit(ck_commit_group *g, ck_error *err)
+int ck_group_commit_point(ck_commit_group *g, ck_error *err)
 {
     /* One file is renamed as any atomic write, but on shared storage a
      * rename may not be one step: s3fs copies and deletes, and first moves
@@ -116,26 +119,42 @@ int ck_group_commit(ck_commit_group *g, ck_error *err)
         if (ck_atomic_sync(&g->files[i], err) < 0)
             return -1;
     char name[PATH_MAX], journal[PATH_MAX];
-    const char *model = g->files[0].target;
     if (journal_names(g->dir, name, journal, err) < 0 ||
         write_journal(g, name, journal, err) < 0)
         return -1;
     /* Committed: from here on, a failure leaves the journal for the next
      * mount to finish. */
     g->committed = true;
+    return 0;
+}
+
+int ck_group_finish(ck_commit_group *g, ck_error *err)
+{
+    if (!g->committed)
+        return 0; /* renamed at the commit point */
+    char name[PATH_MAX], journal[PATH_MAX];
+    const char *model = g->files[0].target;
+    if (journal_names(g->dir, name, journal, err) < 0)
+        return -1;
     for (size_t k = 1; k <= g->n; k++) {
         ck_atomic_file *f = &g->files[k % g->n];
-        if (ck_atomic_rename(f, err) < 0) {
+        if (f->tmp[0] != '\0' && ck_atomic_rename(f, err) < 0) {
             char why[sizeof err->msg];
             snprintf(why, sizeof why, "%s", err->msg);
             return ck_fail(err, err->errnum, "%s; the next mount completes the save", why);
         }
     }
+    g->committed = false; /* nothing left for a recovery: the files are in place */
     if (unlinkat(g->dir->fd, name, 0) < 0)
         return ck_fail_errno(err, errno, "%s: cannot remove the journal %s", model, journal);
     if (ck_dir_fsync(g->dir, name) < 0)
         return ck_fail_errno(err, errno, "%s: fsync of its directory failed", model);
     return 0;
+}
+
+int ck_group_commit(ck_commit_group *g, ck_error *err)
+{
+    return ck_group_commit_point(g, err) < 0 ? -1 : ck_group_finish(g, err);
 }
 
 /* ---- recovery ---- */

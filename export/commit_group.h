@@ -65,10 +65,22 @@ int ck_group_begin(ck_commit_group *g, const ck_model_dir *dir, ck_error *err);
 /* Add a file that replaces target, a full path "<dir>/<name>" inside the
  * model's directory; returns the descriptor to write it to, or -1. */
 int ck_group_add(ck_commit_group *g, const char *target, ck_error *err);
-/* Make every new file durable and replace the targets (see above).  On
- * failure before the commit point nothing is replaced; after it, the rest
- * is left to ck_group_recover and the error says so. */
+/* Make every new file durable and replace the targets (see above): the
+ * commit point, then the rest.  On failure before the commit point
+ * nothing is replaced; after it, the rest is left to ck_group_recover and
+ * the error says so. */
 int ck_group_commit(ck_commit_group *g, ck_error *err);
+/* The same in two steps, so that a mount can switch to the new files
+ * between them (fs/tree.c): up to the commit point (the rename of a
+ * one-file group on local storage, else the journal in place), then the
+ * journal's renames, if any are left. */
+int ck_group_commit_point(ck_commit_group *g, ck_error *err);
+int ck_group_finish(ck_commit_group *g, ck_error *err);
+/* Whether the commit point has passed with renames still to do. */
+static inline bool ck_group_pending(const ck_commit_group *g)
+{
+    return g->committed;
+}
 /* Free the group, removing its temporary files unless a journal lists
  * them (call it after ck_group_commit too). */
 void ck_group_abort(ck_commit_group *g);

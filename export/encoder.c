@@ -38,6 +38,13 @@ const char *ck_shape_refusal(const ck_shape_rule *r, const ck_dtype *dt, const i
 int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
               ck_commit_group *g, ck_error *err)
 {
+    return ck_encode_keep(m, tensors, n, g, NULL, NULL, err);
+}
+
+int ck_encode_keep(const ck_model *m, const ck_write_tensor *tensors, size_t n,
+                   ck_commit_group *g, const ck_open_opts *as, ck_model **saved,
+                   ck_error *err)
+{
     /* A loaded index's records are copied as they are: each checked first. */
     if (ck_model_may_save(m, err) < 0 || ck_saved_index_check_all(m, err) < 0)
         return -1;
@@ -55,7 +62,7 @@ int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
     }
     int rc = w->encode(m, tensors, n, g, err);
     /* Nothing is committed that the reader would refuse or read otherwise. */
-    return rc < 0 ? -1 : ck_verify_save(m, tensors, n, g, err);
+    return rc < 0 ? -1 : ck_verify_save(m, tensors, n, g, as, saved, err);
 }
 
 void ck_encode_cleanup(const ck_model *m)

@@ -30,6 +30,12 @@ int ck_model_may_save(const ck_model *m, ck_error *err);
  * (verify.h).  Errors name the tensor. */
 int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,
               ck_commit_group *g, ck_error *err);
+/* The same, keeping the new files as read back (opened with the options
+ * as) in *saved: what a mount switches to once they are committed
+ * (ck_verify_save). */
+int ck_encode_keep(const ck_model *m, const ck_write_tensor *tensors, size_t n,
+                   ck_commit_group *g, const ck_open_opts *as, ck_model **saved,
+                   ck_error *err);
 
 /* Remove the temporary files of a save interrupted before its commit
  * point: beside the model, each of its data files and the data file a

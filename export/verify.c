@@ -37,7 +37,8 @@ static int differs(verifier *v, const char *dir, const char *fmt, ...)
 /* Open the group's temporary files the way a mount opens the model:
  * through its envelope, with its data files, each target read from the
  * temporary file that will replace it. */
-static ck_model *reopen(const ck_model *m, const ck_commit_group *g, ck_error *err)
+static ck_model *reopen(const ck_model *m, const ck_commit_group *g, const ck_open_opts *as_opts,
+                        ck_error *err)
 {
     ck_file_override *ov = calloc(g->n ? g->n : 1, sizeof *ov);
     /* The model is read as m->path: ckptfs-reencode writes elsewhere, but
@@ -63,9 +64,12 @@ static ck_model *reopen(const ck_model *m, const ck_commit_group *g, ck_error *e
                              g->files[i].fd);
     /* The CRC trailer was computed over the very bytes written; reading
      * the whole file again for it would double the cost of a save. */
-    ck_open_opts o = {.skip_crc = true, .overrides = ov, .n_overrides = g->n,
-                      .key = ck_envelope_key(&m->env),
-                      .format = m->format};
+    ck_open_opts o = as_opts != NULL ? *as_opts : (ck_open_opts){0};
+    o.skip_crc = true;
+    o.overrides = ov;
+    o.n_overrides = g->n;
+    o.key = ck_envelope_key(&m->env);
+    o.format = m->format;
     ck_error e = {0};
     ck_model *nm = ck_model_open_at(dir, as, &o, &e);
     free(ov);
@@ -254,10 +258,11 @@ static int compare(verifier *v, const ck_write_tensor *w, size_t n, ck_name_map 
 }
 
 int ck_verify_save(const ck_model *m, const ck_write_tensor *tensors, size_t n,
-                   const ck_commit_group *g, ck_error *err)
+                   const ck_commit_group *g, const ck_open_opts *as, ck_model **keep,
+                   ck_error *err)
 {
     verifier v = {.m = m, .err = err};
-    v.nm = reopen(m, g, err);
+    v.nm = reopen(m, g, as, err);
     if (v.nm == NULL)
         return -1;
     ck_name_map pos;
@@ -274,6 +279,9 @@ int ck_verify_save(const ck_model *m, const ck_write_tensor *tensors, size_t n,
     free(seen);
     free(v.a);
     free(v.b);
-    ck_model_close(v.nm);
+    if (rc == 0 && keep != NULL)
+        *keep = v.nm;
+    else
+        ck_model_close(v.nm);
     return rc;
 }

@@ -21,8 +21,13 @@
 #include "writer.h"
 
 /* The group's files (not yet committed) against the tree that was
- * encoded into them from m. */
+ * encoded into them from m.  keep non-NULL: the files as read back, opened
+ * with the options as (NULL: the defaults) and named as m's, are kept in
+ * *keep when they pass: once the group is committed they are the saved
+ * model, read from the new files' descriptors, so a mount need not read
+ * it again (nor keep the old file open while it is replaced). */
 int ck_verify_save(const ck_model *m, const ck_write_tensor *tensors, size_t n,
-                   const ck_commit_group *g, ck_error *err);
+                   const ck_commit_group *g, const ck_open_opts *as, ck_model **keep,
+                   ck_error *err);
 
 #endif

@@ -229,6 +229,10 @@ static int take_in(ck_writer_lock *l, const ck_model_dir *d, const char *model,
     char shown[PATH_MAX];
     l->fd = -1;
     l->dir_fd = -1;
+    /* A writer there could never save: refused before its lock file is
+     * made (which that storage could not remove either). */
+    if (ck_storage_may_replace(d->fd, model, err) < 0)
+        return -1;
     int n = snprintf(l->path, sizeof l->path, ".%s.ckptfs-lock", d->base);
     if (n < 0 || (size_t)n >= sizeof l->path)
         return ck_fail(err, ENAMETOOLONG, "%s: path too long", model);

@@ -667,6 +667,11 @@ static int take_lock(struct cli *cli, const char *path, const char *where,
     ck_error err = {0};
     if (!wants_writing(cli, path) || ck_writer_lock_take(lock, path, where, &err) == 0)
         return 0;
+    if (cli->rw == -1 && err.errnum == ENOTSUP) { /* storage with no rename */
+        fprintf(stderr, "ckptfs: %s; mounted read-only\n", err.msg);
+        cli->rw = 0;
+        return 0;
+    }
     if (cli->rw == -1 && access(path, F_OK) == 0 &&
         (err.errnum == EROFS || err.errnum == EACCES)) {
         fprintf(stderr, "ckptfs: %s: its directory is not writable (%s), so a save could not "

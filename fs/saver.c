@@ -128,12 +128,18 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
         rc = tree_save_run(job, &err);
         pthread_rwlock_wrlock(&fs->lock);
         rc = tree_save_end(&fs->tr, job, rc, &old, &err);
+        pthread_rwlock_unlock(&fs->lock);
+        /* The replaced file is closed before the new one is renamed over
+         * it (tree_save_finish), and not while requests wait. */
+        ck_model_close(old);
+        rc = tree_save_finish(job, rc, &err);
+        pthread_rwlock_wrlock(&fs->lock);
+        fs->tr.placing = false;
     }
     ckfs_saved(fs, rc, &err, waiters, automatic);
     pthread_rwlock_unlock(&fs->lock);
     if (wrote && fs->on_save != NULL)
         fs->on_save(fs, false, rc == 0);
-    ck_model_close(old); /* frees the replaced file: not while requests wait */
     if (wrote && rc == 0)
         ckfs_invalidate_times(fs); /* the kernel caches them long */
     forget_later(fs, se, renamed, n_renamed);

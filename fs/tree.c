@@ -16,6 +16,7 @@
 
 #include "../codec/core/arena.h"
 #include "../codec/core/dir_name.h"
+#include "../codec/core/saved_index.h"
 #include "../codec/registry.h"
 
 /* A copied snapshot's names (the names file): at the end of the file. */
@@ -230,7 +231,7 @@ bool tree_dirty(const tree *tr)
 
 bool tree_equals_file(const tree *tr)
 {
-    return tr->model->n_sources > 0 && !tree_dirty(tr);
+    return tr->model->n_sources > 0 && !tree_dirty(tr) && !tr->placing;
 }
 
 bool tree_numbered_as_file(const tree *tr)
@@ -800,7 +801,10 @@ struct tree_save {
     size_t n;
     size_t n_entries;           /* entries when the save began */
     ck_source *spill;           /* the frozen areas' bytes */
-    ck_model *saved;            /* the new file, opened after the commit */
+    ck_commit_group group;      /* the new files, until tree_save_finish */
+    bool grouped;               /* group begun */
+    ck_model *saved;            /* the new files as read back before the commit */
+    ck_model *kept;             /* the same, once the tree's: not the save's to close */
 };
 
 static int out_of_memory(const tree *tr, ck_error *err)
@@ -856,6 +860,8 @@ static void save_free(tree_save *save)
     if (save == NULL)
         return;
     ck_source_close(save->spill);
+    if (save->grouped)
+        ck_group_abort(&save->group);
     ck_model_close(save->saved);
     ck_arena_free(&save->arena);
     free(save->w);
@@ -980,19 +986,42 @@ static int unchanged_on_disk(ck_model *m, ck_error *err)
 int tree_save_run(tree_save *save, ck_error *err)
 {
     ck_model *m = save->model;
-    ck_commit_group g;
-    if (ck_group_begin(&g, m->dir, err) < 0)
+    if (ck_group_begin(&save->group, m->dir, err) < 0)
         return -1;
+    save->grouped = true;
     /* Checked first so that a changed file is named as such (its bytes
-     * would not read back), and again just before the commit point. */
-    int rc = unchanged_on_disk(m, err) < 0 || ck_encode(m, save->w, save->n, &g, err) < 0 ||
-                     unchanged_on_disk(m, err) < 0
-                 ? -1
-                 : ck_group_commit(&g, err);
-    ck_group_abort(&g);
-    if (rc == 0)
-        save->saved = ck_model_open_at(m->dir, m->path, &save->open_opts, err);
-    return rc == 0 && save->saved != NULL ? 0 : -1;
+     * would not read back), and again just before the commit point.  The
+     * files read back are the new model: read again, a .ckpt would cost
+     * every record header once more (its whole file over object storage). */
+    if (unchanged_on_disk(m, err) < 0 ||
+        ck_encode_keep(m, save->w, save->n, &save->group, &save->open_opts, &save->saved,
+                       err) < 0 ||
+        unchanged_on_disk(m, err) < 0 || ck_group_commit_point(&save->group, err) < 0)
+        return -1;
+    return 0;
+}
+
+int tree_save_finish(tree_save *save, int rc, ck_error *err)
+{
+    if (save == NULL)
+        return rc;
+    /* Past the commit point the renames are done whatever else failed. */
+    if (save->grouped && ck_group_pending(&save->group)) {
+        ck_error why = {0};
+        if (ck_group_finish(&save->group, &why) < 0 && rc == 0) {
+            *err = why;
+            rc = -1;
+        }
+    }
+    /* Its files are in place now: watched as those of a model opened
+     * from them (file_watch.h), and its index kept for the next mount
+     * (saved_index.h), as a full read of them would. */
+    if (rc == 0 && save->kept != NULL) {
+        ck_model_watch_files(save->kept);
+        ck_saved_index_store(save->kept, &save->open_opts);
+    }
+    save_free(save);
+    return rc;
 }
 
 /* An entry changed during the save keeps its edits, now over the saved
@@ -1090,6 +1119,7 @@ static int switch_to_saved(tree *tr, tree_save *save, ck_model **old, ck_error *
     free(ids);
     *old = tr->model;
     tr->model = save->saved;
+    save->kept = save->saved;
     save->saved = NULL;
     tr->file_st = tr->model->st;
     return index_names(tr, err) < 0 ? -1 : rc;
@@ -1101,6 +1131,7 @@ int tree_save_end(tree *tr, tree_save *save, int rc, ck_model **old, ck_error *e
     if (rc == 0)
         rc = switch_to_saved(tr, save, old, err);
     tr->saving = false;
+    tr->placing = rc == 0 && save->grouped && ck_group_pending(&save->group);
     for (size_t i = 0; i < tr->n_entries; i++) {
         entry *e = &tr->entries[i];
         e->touched = false;
@@ -1110,7 +1141,6 @@ int tree_save_end(tree *tr, tree_save *save, int rc, ck_model **old, ck_error *e
     for (size_t i = 0; i < tr->n_freed; i++)
         punch(tr->spill_fd, tr->freed[i].base, tr->freed[i].len);
     tr->n_freed = 0;
-    save_free(save);
     recount(tr);
     if (rc == 0)
         spill_reclaim(tr);

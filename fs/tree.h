@@ -127,6 +127,9 @@ typedef struct tree {
     uint64_t spill_max;         /* bytes of edits a secret envelope's model keeps in memory */
     size_t n_differ;            /* entries that differ from the file: O(1) tree_dirty */
     bool saving;                /* between tree_save_begin and tree_save_end */
+    bool placing;               /* after it, until the new files are renamed into place
+                                 * (journaled saves: tree_save_finish, then cleared by
+                                 * the caller) */
     spill_range *freed;         /* frozen ranges given up during the save */
     size_t n_freed, cap_freed;
     const ck_names_file *names_file; /* the registry's (NULL: none) */
@@ -248,10 +251,22 @@ typedef struct tree_save tree_save;
  * (-o create) and its format has a file of no tensors: a save asked for
  * by name then writes it. */
 int tree_save_begin(tree *tr, tree_save **save, bool make_file, ck_error *err);
+/* Encode, read back and commit (export/commit_group.h, up to the commit
+ * point). */
 int tree_save_run(tree_save *save, ck_error *err);
-/* *old: the model file replaced, for the caller to close once it no
- * longer holds what serializes the tree (closing frees the replaced file,
- * which takes a while for gigabytes); NULL when there is none. */
+/* Switch the tree to the files read back (rc: tree_save_run's).  *old:
+ * the model file replaced, for the caller to close once it no longer
+ * holds what serializes the tree (closing frees the replaced file, which
+ * takes a while for gigabytes); NULL when there is none. */
 int tree_save_end(tree *tr, tree_save *save, int rc, ck_model **old, ck_error *err);
+/* Then, without the tree's serialization and after closing *old: rename
+ * the new files into place when the commit was a journal's, and free the
+ * save; returns rc, or -1 when a rename fails (the next mount finishes
+ * it).  Closing the old file first matters on a FUSE filesystem: libfuse
+ * renames over an open file in two steps (to .fuse_hiddenN, then the new
+ * file), and on s3fs each is a copy and a delete, between which other
+ * machines see no model; over a closed one, s3fs replaces the object in
+ * one copy. */
+int tree_save_finish(tree_save *save, int rc, ck_error *err);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "../registry.h"
 #include "saved_index.h"
+#include "storage.h"
 
 const char *ck_model_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
 {
@@ -164,6 +165,40 @@ static void watch_file(const ck_model *m, ck_source *src)
     if (fstat(src->fd, &st) < 0 || (uint64_t)st.st_size != src->file_size ||
         st.st_mtim.tv_sec != src->mtime.tv_sec || st.st_mtim.tv_nsec != src->mtime.tv_nsec)
         ck_watch_mark(src->watch, src->wd);
+}
+
+/* Watch the file at the model's name when it is the one m read (a watch
+ * is on the inode: the descriptor opened for it may go).  sources[0] may
+ * be a decrypting or decompressing view with no file of its own. */
+static void watch_model_file(ck_model *m)
+{
+    struct stat st;
+    int fd = ck_dir_openat(m->dir, m->dir->base, O_RDONLY | O_NONBLOCK | O_NOFOLLOW, 0);
+    if (fd < 0)
+        return;
+    if (fstat(fd, &st) == 0 && st.st_dev == m->st.st_dev && st.st_ino == m->st.st_ino) {
+        m->file_wd = ck_watch_add(m->dir->watch, fd);
+        if (m->file_wd >= 0 && ((uint64_t)st.st_size != (uint64_t)m->st.st_size ||
+                                st.st_mtim.tv_sec != m->st.st_mtim.tv_sec ||
+                                st.st_mtim.tv_nsec != m->st.st_mtim.tv_nsec))
+            ck_watch_mark(m->dir->watch, m->file_wd);
+    }
+    close(fd);
+}
+
+void ck_model_watch_files(ck_model *m)
+{
+    /* No watch where it cannot see every writer (file_watch.c): nor an
+     * open of the model there to make one. */
+    if (m->dir->watch == NULL || m->n_sources == 0 || ck_storage_shared(m->dir->fd))
+        return;
+    pthread_mutex_lock(&m->lock);
+    if (m->file_wd < 0)
+        watch_model_file(m);
+    for (uint32_t i = 1; i < m->n_sources; i++)
+        if (ck_model_is_data_file(m, i) && m->sources[i]->fd >= 0 && m->sources[i]->wd < 0)
+            watch_file(m, m->sources[i]);
+    pthread_mutex_unlock(&m->lock);
 }
 
 /* The model file, through its directory's descriptor (a regular file,

@@ -100,6 +100,10 @@ ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_op
                            ck_error *err);
 /* The same, opening path's directory first (ckptfs-dump, tests). */
 ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err);
+/* Watch the files of a model opened from a save's new files (an open
+ * through overrides watches none: they were temporary), once they are in
+ * place under their names. */
+void ck_model_watch_files(ck_model *m);
 /* The envelopes' save options (ck_envelope_option read them into eo) into
  * o: how a save wraps a model. */
 void ck_open_opts_save_as(ck_open_opts *o, const ck_envelope_opts *eo);

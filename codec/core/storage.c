@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "storage.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +25,15 @@ static const struct {
     {0x20030528, "orangefs"},
 };
 
-/* The mount's filesystem type as /proc/self/mountinfo gives it ("fuse.s3fs"):
- * the line whose mount ID fdinfo gives fd.  Whether found. */
-static bool mountinfo_type(int fd, char *out, size_t size)
+/* FUSE clients that have no rename, by the name they mount under (their
+ * fsname, or subtype): mountpoint-s3 refuses rename on general-purpose
+ * buckets and writes new objects only, sequentially (its SEMANTICS.md). */
+static const char *const NO_RENAME[] = {"mountpoint-s3"};
+
+/* The mount's filesystem type and source as /proc/self/mountinfo gives
+ * them ("fuse.s3fs" "s3fs"; mountpoint-s3's: "fuse" "mountpoint-s3"): the
+ * line whose mount ID fdinfo gives fd.  Whether found. */
+static bool mountinfo_of(int fd, char type[64], char source[64])
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
@@ -45,16 +52,26 @@ static bool mountinfo_type(int fd, char *out, size_t size)
     while (f != NULL && !found && getline(&line, &cap, f) > 0) {
         /* "ID PARENT MAJ:MIN ROOT POINT OPTIONS [TAGS...] - TYPE SOURCE SUPER" */
         char *sep = strstr(line, " - ");
-        char type[64];
-        if (strtol(line, NULL, 10) != mnt_id || sep == NULL || sscanf(sep + 3, "%63s", type) != 1)
+        if (strtol(line, NULL, 10) != mnt_id || sep == NULL ||
+            sscanf(sep + 3, "%63s %63s", type, source) < 1)
             continue;
-        snprintf(out, size, "%s", type);
         found = true;
     }
     if (f != NULL)
         fclose(f);
     free(line);
     return found;
+}
+
+/* Whether a FUSE mount of this type and source is a client with no rename. */
+static bool renames_not(const char *type, const char *source)
+{
+    const char *sub = strncmp(type, "fuse.", 5) == 0 ? type + 5 : NULL;
+    for (size_t i = 0; i < sizeof NO_RENAME / sizeof *NO_RENAME; i++)
+        if ((sub != NULL && strcmp(sub, NO_RENAME[i]) == 0) ||
+            (strcmp(type, "fuse") == 0 && strcmp(source, NO_RENAME[i]) == 0))
+            return true;
+    return false;
 }
 
 /* The name of a shared filesystem's magic, or NULL. */
@@ -75,11 +92,17 @@ int ck_storage_of(int fd, ck_storage *out)
     out->type = (unsigned long)(uint32_t)sf.f_type;
     const char *magic_name = shared_name(out->type);
     out->shared = magic_name != NULL;
-    if (!mountinfo_type(fd, out->name, sizeof out->name)) {
+    char type[64] = "", source[64] = "";
+    if (!mountinfo_of(fd, type, source)) {
         if (magic_name != NULL)
             snprintf(out->name, sizeof out->name, "%s", magic_name);
         else
             snprintf(out->name, sizeof out->name, "0x%lx", out->type);
+    } else if (renames_not(type, source)) {
+        out->no_rename = true;
+        snprintf(out->name, sizeof out->name, "%s", strcmp(type, "fuse") == 0 ? source : type);
+    } else {
+        snprintf(out->name, sizeof out->name, "%s", type);
     }
     return 0;
 }
@@ -88,4 +111,14 @@ bool ck_storage_shared(int fd)
 {
     struct statfs sf;
     return fstatfs(fd, &sf) == 0 && shared_name((unsigned long)(uint32_t)sf.f_type) != NULL;
+}
+
+int ck_storage_may_replace(int dir_fd, const char *what, ck_error *err)
+{
+    ck_storage st;
+    if (ck_storage_of(dir_fd, &st) < 0 || !st.no_rename)
+        return 0;
+    return ck_fail(err, ENOTSUP, "%s: on %s, which cannot rename, no save can replace it "
+                   "(each ends in a rename); nothing was written (save elsewhere, then cp "
+                   "the file in)", what, st.name);
 }

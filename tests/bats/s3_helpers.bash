@@ -53,14 +53,23 @@ s3_start() {
     echo 'S3RVER:S3RVER' >"$S3_DIR/passwd"
     chmod 0600 "$S3_DIR/passwd"
     S3=$S3_DIR/mnt
-    s3fs "$S3_BUCKET" "$S3" -f \
-        -o "url=http://127.0.0.1:$S3_PORT,passwd_file=$S3_DIR/passwd,$S3FS_OPTS" \
-        >"$S3_DIR/s3fs.log" 2>&1 &
-    S3FS_PID=$!
-    echo "$S3FS_PID" >"$S3_DIR/s3fs.pid"
+    s3fs_mount "$S3"
+}
+
+# s3fs_mount MNT [OPTIONS]: another s3fs mount of the bucket at MNT, with
+# OPTIONS added to S3FS_OPTS (fsname=mountpoint-s3: the name mountpoint-s3
+# mounts under); s3_stop unmounts it.
+s3fs_mount() {
+    local mnt=$1 pid i
+    mkdir -p "$mnt"
+    s3fs "$S3_BUCKET" "$mnt" -f \
+        -o "url=http://127.0.0.1:$S3_PORT,passwd_file=$S3_DIR/passwd,$S3FS_OPTS${2:+,$2}" \
+        >>"$S3_DIR/s3fs.log" 2>&1 &
+    pid=$!
+    echo "$pid $mnt" >>"$S3_DIR/s3fs.mounts"
     for i in $(seq 1 400); do
-        mountpoint -q "$S3" && return 0
-        running_child "$S3FS_PID" || { cat "$S3_DIR/s3fs.log" >&2; return 1; }
+        mountpoint -q "$mnt" && return 0
+        running_child "$pid" || { cat "$S3_DIR/s3fs.log" >&2; return 1; }
         sleep 0.05
     done
     echo "s3fs did not mount the bucket: $(cat "$S3_DIR/s3fs.log")" >&2
@@ -72,22 +81,23 @@ s3_start() {
 s3_stop() {
     local d=$BATS_TEST_TMPDIR/s3 pid failed=0
     [ -d "$d" ] || return 0
-    if [ -f "$d/s3fs.pid" ]; then
-        pid=$(cat "$d/s3fs.pid")
+    local mnt
+    # the last mounted first; each by the pid s3fs_mount recorded
+    while read -r pid mnt; do
         # Busy means a mount over the bucket was left behind (a killed
         # daemon's): detach it all the same, and fail the test.
-        if mountpoint -q "$d/mnt" && ! fusermount3 -u "$d/mnt" 2>/dev/null; then
-            echo "the bucket's s3fs mount is busy: a mount over it was left" >&2
+        if mountpoint -q "$mnt" && ! fusermount3 -u "$mnt" 2>/dev/null; then
+            echo "the bucket's s3fs mount $mnt is busy: a mount over it was left" >&2
             grep -F " $BATS_TEST_TMPDIR/" /proc/self/mounts >&2
-            fusermount3 -uz "$d/mnt" 2>/dev/null
+            fusermount3 -uz "$mnt" 2>/dev/null
             failed=1
         fi
         # s3fs -f exits once unmounted; a pid that is not our child is left alone.
         if running_child "$pid"; then
             wait "$pid" 2>/dev/null || true
         fi
-        rm -f "$d/s3fs.pid"
-    fi
+    done < <(tac "$d/s3fs.mounts" 2>/dev/null)
+    rm -f "$d/s3fs.mounts"
     if [ -f "$d/s3rver.pid" ]; then
         pid=$(cat "$d/s3rver.pid")
         running_child "$pid" && kill "$pid" 2>/dev/null

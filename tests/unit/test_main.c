@@ -715,8 +715,9 @@ static int verify_with(const ck_model *m, const ck_write_tensor *w, size_t n,
     ck_commit_group g;
     if (ck_group_begin(&g, m->dir, err) < 0)
         return -2;
-    int rc = write(g.files[0].fd, file, len) == (ssize_t)len ? ck_verify_save(m, w, n, &g, err)
-                                                             : -2;
+    int rc = write(g.files[0].fd, file, len) == (ssize_t)len
+                 ? ck_verify_save(m, w, n, &g, NULL, NULL, err)
+                 : -2;
     ck_group_abort(&g);
     return rc;
 }

@@ -471,6 +471,8 @@ static int save_all(tree *tr, bool *wrote, ck_error *err)
     rc = tree_save_run(job, err);
     rc = tree_save_end(tr, job, rc, &old, err);
     ck_model_close(old);
+    rc = tree_save_finish(job, rc, err);
+    tr->placing = false;
     return rc;
 }
 
@@ -957,6 +959,7 @@ static void test_edits_during_save(void)
     rc = tree_save_run(job, &err);
     rc = tree_save_end(&mt.tr, job, rc, &old, &err);
     ck_model_close(old);
+    rc = tree_save_finish(job, rc, &err);
     check(rc == 0 && !mt.tr.saving, "tree: the save ends (%s)", rc ? err.msg : "ok");
     check_file(path, &at_begin, "the tree as it was when the save began");
     check(tree_dirty(&mt.tr), "tree: the edits made meanwhile are pending");
@@ -1003,6 +1006,7 @@ static void test_replaced_under_save(void)
     rc = tree_save_run(job, &err);
     rc = tree_save_end(&mt.tr, job, rc, &old, &err);
     ck_model_close(old);
+    rc = tree_save_finish(job, rc, &err);
     check(rc < 0 && strstr(err.msg, "the edits are kept") && same_file(path, theirs, len) &&
           tree_dirty(&mt.tr) && ent(&mt, "step") == NULL,
           "tree: a model replaced under the save is left alone, the edits kept: %s", err.msg);
@@ -1532,9 +1536,10 @@ static void op_save_during(walk *w)
     if (job != NULL) {
         ck_model *old = NULL;
         int rc = tree_save_run(job, &err);
-        if (tree_save_end(&w->mt.tr, job, rc, &old, &err) < 0)
-            walk_fail(w, "save with edits during it", err.msg);
+        rc = tree_save_end(&w->mt.tr, job, rc, &old, &err);
         ck_model_close(old);
+        if (tree_save_finish(job, rc, &err) < 0)
+            walk_fail(w, "save with edits during it", err.msg);
         w->saves++;
     }
     walk_verify(w, &at_begin, "save with edits during it");
