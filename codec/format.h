@@ -65,16 +65,21 @@ typedef struct ck_format {
      * as the root's user.ckptfs.metadata; NULL: none. */
     const char *(*metadata)(const struct ck_model *m);
     /* A saved index (core/saved_index.h), which lets a later open skip
-     * open: m->state as at most CK_SAVED_STATE_MAX bytes into out (*len
-     * of them): 0, or 1 when this model's is not to be kept.  And back,
-     * into m->state (freed with free_state, even on failure), for an open
-     * with options o: 0, or -1 with the reason when the bytes are unusable
-     * or o asks what the saved read did not do (a .ckpt's CRC trailer
-     * verified).  Both NULL: the format's models are read in full each
-     * time. */
-    int (*save_state)(const struct ck_model *m, unsigned char *out, size_t *len);
+     * open: m->state as bytes, in *out (malloc'd, *len of them): 0, or 1
+     * when this model's is not to be kept.  And back, into m->state (freed
+     * with free_state, even on failure), for an open with options o, once
+     * the saved index's tensors are in m->index: 0, or -1 with the reason
+     * when the bytes are unusable, do not fit those tensors, or o asks
+     * what the saved read did not do (a .ckpt's CRC trailer verified).
+     * check_state, if set, runs before every save of a model so loaded
+     * (ck_saved_index_check_all): whether the file still has the layout
+     * the state describes, beyond the tensors' own records, which the
+     * saved index checks itself.  save_state and load_state NULL: the
+     * format's models are read in full each time. */
+    int (*save_state)(const struct ck_model *m, unsigned char **out, size_t *len);
     int (*load_state)(struct ck_model *m, const struct ck_open_opts *o, const unsigned char *in,
                       size_t len, ck_error *err);
+    int (*check_state)(const struct ck_model *m, ck_error *err);
 } ck_format;
 
 #endif

@@ -705,16 +705,18 @@ static const char *ckpt_notes(const ck_model *m)
 
 /* What the writer and the tools ask of the reader's pass: all of
  * ck_ckpt_info but the str values' file, which a kept model has none of. */
-static int ckpt_save_state(const ck_model *m, unsigned char *out, size_t *len)
+static int ckpt_save_state(const ck_model *m, unsigned char **state, size_t *len)
 {
     const ck_ckpt_info *info = m->state;
-    if (info == NULL || info->str_fd >= 0)
+    unsigned char *out;
+    if (info == NULL || info->str_fd >= 0 || (out = malloc(STATE_LEN)) == NULL)
         return 1;
     ck_put_le64(out, info->records_end);
     ck_put_le64(out + 8, info->n_records);
     ck_put_le64(out + 16, info->n_unknown);
     out[24] = info->has_crc;
     out[25] = info->crc_verified;
+    *state = out;
     *len = STATE_LEN;
     return 0;
 }

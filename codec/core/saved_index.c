@@ -376,11 +376,14 @@ int ck_saved_index_encode(const ck_model *m, const ck_saved_identity *id, unsign
     const char *why = model_refusal(m);
     for (size_t i = 0; why == NULL && i < m->index.count; i++)
         why = tensor_refusal(&m->index.tensors[i], id->size);
-    unsigned char state[CK_SAVED_STATE_MAX];
+    unsigned char *state = NULL;
     size_t state_len = 0;
-    if (why == NULL && m->format->save_state(m, state, &state_len) != 0)
+    if (why == NULL && m->format->save_state(m, &state, &state_len) != 0)
         why = "its reader's state is not kept";
+    if (why == NULL && state_len > CK_SAVED_INDEX_MAX)
+        why = "its reader's state is too large";
     if (why != NULL) {
+        free(state);
         ck_fail(err, 0, "%s: no saved index: %s", m->path, why);
         return 1;
     }
@@ -388,6 +391,7 @@ int ck_saved_index_encode(const ck_model *m, const ck_saved_identity *id, unsign
     put_head(&b);
     put_identity(&b, m, id);
     put_str(&b, (const char *)state, state_len);
+    free(state);
     put_u64(&b, m->index.count);
     for (size_t i = 0; i < m->index.count && !b.failed; i++) {
         uint32_t crc;
@@ -648,11 +652,9 @@ static const char *decode(ck_model *m, const ck_open_opts *o, const ck_saved_ide
     if ((why = check_identity(r, m, id)) != NULL)
         return why;
     size_t state_len;
-    const char *state = get_str(r, CK_SAVED_STATE_MAX, &state_len);
+    const char *state = get_str(r, CK_SAVED_INDEX_MAX, &state_len);
     if (state == NULL)
         return "truncated";
-    if (m->format->load_state(m, o, (const unsigned char *)state, state_len, err) < 0)
-        return err->msg;
     if ((why = add_tensors(r, &m->index, get_u64(r))) != NULL)
         return why;
     struct ck_saved_index *s = calloc(1, sizeof *s);
@@ -664,7 +666,12 @@ static const char *decode(ck_model *m, const ck_open_opts *o, const ck_saved_ide
     s->checked = calloc(s->count, 1);
     if (s->crc == NULL || s->checked == NULL)
         return "out of memory";
-    return get_tensors(r, m, id->size, s->crc);
+    if ((why = get_tensors(r, m, id->size, s->crc)) != NULL)
+        return why;
+    /* The state last: it may describe each of the tensors. */
+    if (m->format->load_state(m, o, (const unsigned char *)state, state_len, err) < 0)
+        return err->msg;
+    return NULL;
 }
 
 int ck_saved_index_decode(ck_model *m, const ck_open_opts *o, const ck_saved_identity *id,
@@ -1037,7 +1044,12 @@ int ck_saved_index_check_all(const ck_model *m, ck_error *err)
     for (size_t i = 0; i < m->saved->count; i++)
         if (check_one(m, i, err) < 0)
             return -1;
-    return 0;
+    if (m->format->check_state == NULL || m->format->check_state(m, err) == 0)
+        return 0;
+    struct ck_saved_index *s = m->saved;
+    if (s->file != NULL && !__atomic_exchange_n(&s->removed, true, __ATOMIC_RELAXED))
+        unlink(s->file);
+    return -1;
 }
 
 int ck_saved_index_default_dir(char *buf, size_t cap)

@@ -31,10 +31,10 @@
  * (a load marks an index used by its mtime).
  *
  * Which models: those of a format with save_state/load_state hooks
- * (format.h; .ckpt today) whose tensors are all plain extents of the model
- * file itself: no envelope (encryption, zstd), no data files, no decoded
- * values (a .ckpt's `str` tensors), no gathered slices.  Others are simply
- * read in full each time.
+ * (format.h; .ckpt, ONNX and MindIR) whose tensors are all plain extents
+ * of the model file itself: no envelope (encryption, zstd), no data files,
+ * no decoded values (a .ckpt's `str` tensors, ONNX typed fields), no
+ * gathered slices.  Others are simply read in full each time.
  */
 #ifndef CK_SAVED_INDEX_H
 #define CK_SAVED_INDEX_H
@@ -51,8 +51,6 @@
 /* The directory's bounds: files, and bytes in all. */
 #define CK_SAVED_MAX_FILES 256
 #define CK_SAVED_MAX_TOTAL (1ull << 30)
-/* What a format's save_state may write. */
-#define CK_SAVED_STATE_MAX 256
 /* The sample of the model's own bytes compared at open: its first bytes. */
 #define CK_SAVED_SAMPLE 4096
 

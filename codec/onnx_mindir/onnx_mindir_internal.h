@@ -13,6 +13,7 @@
  *   onnx_mindir_external.c  external data: its fields, and the data files
  *                           opened beneath the model's directory
  *   onnx_mindir_legacy.c    the legacy split MindIR layout (<prefix>_variables/)
+ *   onnx_mindir_state.c     the layout kept in a saved index, and read back
  */
 #ifndef CK_ONNX_MINDIR_INTERNAL_H
 #define CK_ONNX_MINDIR_INTERNAL_H
@@ -116,5 +117,14 @@ long omr_external_source(rd *d, ck_tensor *t, const ck_pb_str *loc);
 
 /* onnx_mindir_legacy.c: a legacy split MindIR's variables files. */
 int omr_walk_legacy_variables(rd *d);
+
+/* onnx_mindir_reader.c: an empty layout of the format's field numbers. */
+ck_pb_layout *omr_layout_new(bool mindir);
+
+/* onnx_mindir_state.c: the format hooks of a saved index (format.h). */
+int omr_save_state(const ck_model *m, unsigned char **state, size_t *len);
+int omr_load_state(ck_model *m, const ck_open_opts *o, const unsigned char *in, size_t len,
+                   ck_error *err);
+int omr_check_state(const ck_model *m, ck_error *err);
 
 #endif

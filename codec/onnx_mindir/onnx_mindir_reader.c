@@ -6,7 +6,8 @@
  *
  * One read: the graph walk over the model file (onnx_mindir_graph.c), a
  * legacy split MindIR's variables files, then the decoded typed fields
- * made a source.
+ * made a source; or, for a model of one file, its layout from a saved
+ * index (onnx_mindir_state.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,15 +29,11 @@ static void layout_free(void *state)
     free(pb);
 }
 
-static int read_model(ck_model *m, bool mindir, ck_error *err)
+ck_pb_layout *omr_layout_new(bool mindir)
 {
-    rd *d = calloc(1, sizeof *d);
     ck_pb_layout *pb = calloc(1, sizeof *pb);
-    if (d == NULL || pb == NULL) {
-        free(d);
-        free(pb);
-        return ck_nomem(err, m->path);
-    }
+    if (pb == NULL)
+        return NULL;
     const ck_pb_schema *sc = mindir ? &ck_pb_mindir_schema : &ck_pb_onnx_schema;
     pb->mindir = mindir;
     pb->main_graph = CK_PB_NO_FRAME;
@@ -46,6 +43,19 @@ static int read_model(ck_model *m, bool mindir, ck_error *err)
         .t_int64 = sc->t_int64, .t_name = sc->t_name, .t_raw = sc->t_raw,
         .t_double = sc->t_double, .t_uint64 = sc->t_uint64, .t_external = sc->t_external,
         .t_location = sc->t_location};
+    return pb;
+}
+
+static int read_model(ck_model *m, bool mindir, ck_error *err)
+{
+    rd *d = calloc(1, sizeof *d);
+    ck_pb_layout *pb = omr_layout_new(mindir);
+    if (d == NULL || pb == NULL) {
+        free(d);
+        free(pb);
+        return ck_nomem(err, m->path);
+    }
+    const ck_pb_schema *sc = mindir ? &ck_pb_mindir_schema : &ck_pb_onnx_schema;
     m->state = pb;
     d->m = m;
     d->s = sc;
@@ -107,6 +117,9 @@ const ck_format ck_format_onnx = {
     .may_remove = ck_pb_may_remove,
     .is_data_file = pb_is_data_file,
     .record_source = pb_record_source,
+    .save_state = omr_save_state,
+    .load_state = omr_load_state,
+    .check_state = omr_check_state,
 };
 
 const ck_format ck_format_mindir = {
@@ -121,4 +134,7 @@ const ck_format ck_format_mindir = {
     .may_remove = ck_pb_may_remove,
     .is_data_file = pb_is_data_file,
     .record_source = pb_record_source,
+    .save_state = omr_save_state,
+    .load_state = omr_load_state,
+    .check_state = omr_check_state,
 };

@@ -87,6 +87,10 @@ typedef struct ck_pb_layout {
     uint32_t decoded_src;       /* source holding decoded typed fields, 0 if none */
     struct ck_pb_users *users;  /* which nodes read the main-graph tensors: scanned on
                                  * the first removal asked about (pb_users.h) */
+    /* Loaded from a saved index (onnx_mindir_state.c): the CRC of the
+     * frames' and tensors' key and length prefixes, checked before a save. */
+    bool layout_crc_set;
+    uint32_t layout_crc;
 } ck_pb_layout;
 
 /* The layout of m, an ONNX or MindIR model: the state its reader leaves

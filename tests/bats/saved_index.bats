@@ -278,3 +278,142 @@ EOF
     run $ORACLE check "$M" "$f"
     [ "$status" -eq 0 ]
 }
+
+# ---- ONNX and MindIR: the layout of the protobuf message is kept too ----
+
+GRAPH=$GRAPH_ORACLE
+ONNX_FIX=$FIXTURES/onnx
+
+# model_bytes_read MODEL: the bytes ckptfs-dump reads of MODEL itself
+# (strace -y names each descriptor's file), its tree to $T/dump.txt.
+model_bytes_read() {
+    env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" \
+        strace -f -y -e trace=read,pread64 -o "$T/trace" "$BUILD/ckptfs-dump" "$1" >"$T/dump.txt"
+    awk -v f="<$(realpath "$1")>" 'index($0, f) && $NF ~ /^[0-9]+$/ {n += $NF} END {print n + 0}' \
+        "$T/trace"
+}
+
+@test "ONNX and MindIR: a second open reads the index and the file's first 4 KiB, not the graph; the mount's tree is the oracle's" {
+    for src in "$ONNX_FIX/silero_vad_legacy.onnx" "$ONNX_FIX/ppocrv4_rec_constants.onnx" \
+        "$MS/mindspore_ori_net.mindir"; do
+        f=$T/$(basename "$src")
+        cp "$src" "$f"
+        first=$(model_bytes_read "$f")
+        cp "$T/dump.txt" "$T/first.txt"
+        [ -f "$(index_of "$f")" ]
+        second=$(model_bytes_read "$f")
+        echo "$(basename "$f") ($(stat -c %s "$f") bytes): read by the first open $first, by the second $second" >&3
+        # the walk reads every message but the raw data; the index stands for it
+        [ "$first" -gt 16384 ]
+        [ "$second" -le 4160 ]
+        tail -n +2 "$T/first.txt" | cmp - <(tail -n +2 "$T/dump.txt")
+        mount_fg "$f" "$M" -o ro
+        run $GRAPH check "$M" "$f"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        unmount "$M"
+    done
+}
+
+@test "ONNX and MindIR: a save from a mount that loaded the index is the oracle's edit; the saved file's index is kept" {
+    for src in "$ONNX_FIX/silero_vad_legacy.onnx" "$MS/mindspore_ori_net.mindir"; do
+        f=$T/$(basename "$src")
+        cp "$src" "$f"
+        chmod 0644 "$f"
+        mount_fg "$f" "$M" -o ro
+        unmount "$M"
+        idx=$(index_of "$f")
+        before=$(sha "$idx")
+        mount_fg "$f" "$M" -o rw,commit=manual
+        # the largest float tensor, rewritten
+        d=$(for x in "$M"/*/; do
+            grep -q '^data_type: kFloat$' "$x/meta" && echo "$(stat -c %s "$x/out") $(basename "$x")"
+        done | sort -n | tail -1 | cut -d' ' -f2)
+        [ -n "$d" ]
+        head -c "$(stat -c %s "$M/$d/out")" /dev/urandom >"$T/new"
+        cp "$T/new" "$M/$d/out"
+        touch "$M/snapshot_done"
+        unmount "$M"
+        [ "$(sha "$idx")" != "$before" ]
+        # the oracle reads the edit from the saved file; the next open is
+        # from the new index, and the mount is the oracle's tree
+        name=$($PY -c 'import sys, urllib.parse; print(urllib.parse.unquote(sys.argv[1]))' "$d")
+        $GRAPH values "$f" "$name" | diff <($PY -c 'import numpy as n, sys
+for v in n.fromfile(sys.argv[1], "<f4"): print(repr(v.item()))' "$T/new") -
+        [ "$(model_bytes_read "$f")" -le 4160 ]
+        mount_fg "$f" "$M" -o ro
+        run $GRAPH check "$M" "$f"
+        echo "$output"
+        [ "$status" -eq 0 ]
+        unmount "$M"
+    done
+}
+
+@test "ONNX: a file whose message layout changed under a matching index (same size, mtime, first 4 KiB): a save is refused in one line, nothing written" {
+    f=$T/l.onnx
+    cp "$ONNX_FIX/silero_vad_legacy.onnx" "$f"
+    chmod 0644 "$f"
+    mount_fg "$f" "$M" -o ro
+    unmount "$M"
+    idx=$(index_of "$f")
+    [ -f "$idx" ]
+    # The key of the graph's last initializer (field 5) becomes that of a
+    # value_info (field 12): every tensor's own bytes are as they were,
+    # only the message around them differs.
+    $PY - "$f" <<'PY'
+import os, sys
+p = sys.argv[1]
+st = os.stat(p)
+b = bytearray(open(p, "rb").read())
+
+def varint(at):
+    v = s = 0
+    while True:
+        v |= (b[at] & 0x7F) << s
+        s += 7
+        at += 1
+        if b[at - 1] < 0x80:
+            return v, at
+
+def fields(at, end):
+    while at < end:
+        key, body = varint(at)
+        wire = key & 7
+        if wire == 0:
+            _, nxt = varint(body)
+        elif wire == 2:
+            n, body = varint(body)
+            nxt = body + n
+        elif wire == 5:
+            nxt = body + 4
+        elif wire == 1:
+            nxt = body + 8
+        else:
+            raise SystemExit("wire type %d" % wire)
+        yield key >> 3, at, body, nxt
+        at = nxt
+
+graph = next((body, end) for num, _, body, end in fields(0, len(b)) if num == 7)
+inits = [at for num, at, _, _ in fields(*graph) if num == 5]
+assert inits[-1] > 4096 and b[inits[-1]] == 0x2A
+b[inits[-1]] = 0x62
+open(p, "r+b").write(bytes(b))
+os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+PY
+    sum=$(sha "$f")
+    mount_fg "$f" "$M" -o rw,commit=manual
+    # a tensor's own record is unchanged: it reads right
+    first=$(ls "$M" | head -1)
+    cat "$M/$first/out" >/dev/null
+    d=$(for x in "$M"/*/; do grep -q '^data_type: kFloat$' "$x/meta" && basename "$x"; done | head -1)
+    head -c "$(stat -c %s "$M/$d/out")" /dev/urandom >"$M/$d/out"
+    run touch "$M/snapshot_done"
+    [ "$status" -ne 0 ]
+    unmount "$M" || true # the edit is still unsaved: its final save is refused too
+    grep -q "l.onnx: the file was replaced since its index was written (its message layout differs); remount" \
+        "$T/daemon.log"
+    [ "$(grep -c 'message layout differs' "$T/daemon.log")" -eq 2 ]
+    [ "$(sha "$f")" = "$sum" ]
+    [ ! -e "$idx" ]
+    [ -z "$(ls -A "$T" | grep 'ckptfs-' || true)" ]
+}

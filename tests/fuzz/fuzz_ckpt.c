@@ -46,6 +46,12 @@
  * of its record header, into bytes or a one-line refusal.  With
  * CKPTFS_FUZZ_MODEL_TO=FILE it only writes that checkpoint to FILE and
  * exits (run.sh indexes it, with ckptfs-dump, for its seeds).
+ * "saved-index-onnx" does the same for an ONNX model's index, whose
+ * reader state is the message layout (onnx_mindir_state.c), decoded
+ * against a copy of the ONNX model CKPTFS_FUZZ_ONNX names (run.sh: a
+ * fixture); an accepted one also passes the layout's own check before a
+ * save (check_state through ck_saved_index_check_all) or fails it in one
+ * line.
  *
  * FORMAT.enc and FORMAT.zst fuzz the envelopes: the input is opened with
  * the key "0123456789ABCDEF", or named fuzz.FORMAT.zst.  A wrapped model
@@ -82,6 +88,7 @@ static char dir[PATH_MAX - 32];
 static char path[PATH_MAX], rewritten[PATH_MAX];
 static int fd = -1;
 static bool ckpt, wrapped, strategy, iteration, oneflow, saved_index;
+static const ck_format *saved_format; /* the format of the model a saved index is of */
 static ck_key key = {.bytes = "0123456789ABCDEF", .len = 16};
 static ck_open_opts opts;
 
@@ -494,6 +501,25 @@ static void remove_dir(void)
     rmdir(dir);
 }
 
+/* Copy the file from (which must be given) to to. */
+static void copy_file(const char *from, const char *to)
+{
+    static unsigned char buf[1 << 16];
+    int in = from != NULL ? open(from, O_RDONLY | O_CLOEXEC) : -1;
+    int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ssize_t n;
+    if (in < 0 || out < 0) {
+        fprintf(stderr, "saved-index-onnx: CKPTFS_FUZZ_ONNX must name an ONNX model\n");
+        exit(2);
+    }
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        if (write(out, buf, (size_t)n) != n)
+            abort();
+    if (n < 0 || close(out) < 0)
+        abort();
+    close(in);
+}
+
 /* The model the fuzzed indexes are decoded against: path, written once,
  * its directory, and its own identity (for an input too short to claim
  * one, which the decoder refuses anyway). */
@@ -505,7 +531,10 @@ static void start_saved_index(void)
     ck_error err;
     close(fd);
     fd = -1;
-    write_indexed_model(path);
+    if (saved_format == &ck_format_onnx)
+        copy_file(getenv("CKPTFS_FUZZ_ONNX"), path);
+    else
+        write_indexed_model(path);
     unsigned char head[CK_SAVED_SAMPLE];
     struct stat st;
     int mfd = open(path, O_RDONLY | O_CLOEXEC);
@@ -581,7 +610,7 @@ static int fuzz_saved_index(const uint8_t *data, size_t size)
     if (ck_saved_index_claimed(file, len, &claimed, claimed_path, sizeof claimed_path) == 0)
         id = claimed;
     ck_error err = {0};
-    ck_model *m = ck_model_assembled(model_dir, path, &ck_format_ckpt, &err);
+    ck_model *m = ck_model_assembled(model_dir, path, saved_format, &err);
     ck_source *src = m != NULL ? ck_source_open_file(path, &err) : NULL;
     if (src == NULL || ck_model_add_source(m, src, &err) < 0)
         abort();
@@ -615,17 +644,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     strategy = strcmp(format, "strategy") == 0;
     iteration = strcmp(format, "iteration") == 0;
     oneflow = strcmp(format, "oneflow") == 0;
-    saved_index = strcmp(format, "saved-index") == 0;
+    bool index_of_onnx = strcmp(format, "saved-index-onnx") == 0;
+    saved_index = strcmp(format, "saved-index") == 0 || index_of_onnx;
+    saved_format = index_of_onnx ? &ck_format_onnx : &ck_format_ckpt;
     bool of_ckpt = strategy || iteration || oneflow || saved_index;
-    const ck_format *f = ck_format_by_name(of_ckpt ? "ckpt" : name);
+    const ck_format *f = index_of_onnx ? &ck_format_onnx
+                                       : ck_format_by_name(of_ckpt ? "ckpt" : name);
     if (f == NULL || (*wrap && strcmp(wrap, ".enc") != 0 && strcmp(wrap, ".zst") != 0)) {
         fprintf(stderr, "CKPTFS_FUZZ_FORMAT must be a format (ckpt, onnx, mindir, "
                 "safetensors, safetensors-set), then maybe .enc or .zst, or strategy, "
-                "iteration, oneflow or saved-index, not '%s'\n", format);
+                "iteration, oneflow, saved-index or saved-index-onnx, not '%s'\n", format);
         exit(2);
     }
     const char *model_to = getenv("CKPTFS_FUZZ_MODEL_TO");
-    if (saved_index && model_to != NULL && *model_to != '\0') {
+    if (saved_index && !index_of_onnx && model_to != NULL && *model_to != '\0') {
         write_indexed_model(model_to); /* for run.sh's seeds: nothing fuzzed */
         exit(0);
     }

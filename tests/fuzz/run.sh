@@ -8,7 +8,8 @@
 # snapshot's pickled_data; and saved-index, the file of a saved .ckpt index
 # (its body: the fuzzer frames it again), seeded with the indexes
 # ckptfs-dump, from FUZZER's directory, saves for the fuzzer's own checkpoint
-# and for the fixtures.  Each corpus is seeded with the real fixtures and the
+# and for the fixtures, and saved-index-onnx, the same for an ONNX model's
+# (its message layout).  Each corpus is seeded with the real fixtures and the
 # regression inputs in tests/fuzz/regress/FORMAT (copied to a temporary
 # directory, never into the repository).  Envelope seeds are the fixtures
 # encrypted by the test oracle (key "0123456789ABCDEF", small blocks, every
@@ -21,7 +22,7 @@ fuzzer=$1
 runs=${2:-200000}
 shift $(($# < 2 ? $# : 2))
 [ $# -gt 0 ] || set -- ckpt onnx mindir safetensors safetensors-set ckpt.enc mindir.enc ckpt.zst \
-    strategy iteration oneflow saved-index
+    strategy iteration oneflow saved-index saved-index-onnx
 build=$(dirname "$fuzzer") # ckptfs-dump, beside it, writes the saved-index seeds
 # Each input is written to a file in $TMPDIR (decoded typed fields to another):
 # on tmpfs that is free, on a disk it takes most of the run.
@@ -159,6 +160,25 @@ saved_index_seeds() {
     [ "$n" -gt 1 ] # the fuzzer's own, and at least one fixture's
 }
 
+# saved-index-onnx: the indexes ckptfs-dump saves for the ONNX fixtures,
+# decoded against a copy of one of them (CKPTFS_FUZZ_ONNX).
+export CKPTFS_FUZZ_ONNX=../shared/fixtures/onnx/dtypes_burn.onnx
+onnx_index_seeds() {
+    local tmp f ix n=0
+    tmp=$(mktemp -d) || return 1
+    for f in ../shared/fixtures/onnx/*.onnx; do
+        rm -rf "$tmp/index"
+        "$build/ckptfs-dump" -o index_dir="$tmp/index" "$f" >/dev/null 2>&1 || continue
+        for ix in "$tmp"/index/*.ckidx; do
+            [ -s "$ix" ] || continue
+            tail -c +25 "$ix" | head -c -32 >"$1/gen-$(basename "$f" .onnx)"
+            n=$((n + 1))
+        done
+    done
+    rm -rf "$tmp"
+    [ "$n" -gt 1 ]
+}
+
 failed=0
 for format in "$@"; do
     corpus=$(mktemp -d)
@@ -167,6 +187,7 @@ for format in "$@"; do
     [ "$format" != iteration ] || iteration_seeds "$corpus" || failed=1
     [ "$format" != oneflow ] || oneflow_seeds "$corpus" || failed=1
     [ "$format" != saved-index ] || saved_index_seeds "$corpus" || failed=1
+    [ "$format" != saved-index-onnx ] || onnx_index_seeds "$corpus" || failed=1
     for f in $(seeds "$format") tests/fuzz/regress/"$format"/*; do
         [ -s "$f" ] || continue
         n=$((n + 1))
@@ -182,6 +203,7 @@ for format in "$@"; do
         iteration) what="every accepted metadata.json's tensors read back whole (no writer)" ;;
         oneflow) what="every accepted pickled_data's tensors read back whole (no writer)" ;;
         saved-index) what="every input framed again refused in one line, or finalized and its tensors read through their CRC checks (no writer)" ;;
+        saved-index-onnx) what="every input framed again refused in one line, or finalized, its tensors read through their CRC checks and its layout checked (no writer)" ;;
         *.*) what="every accepted input saved again and reopened as the same tensors" ;;
         *) what="every accepted input re-encoded to itself" ;;
         esac

@@ -22,6 +22,8 @@
 #include "../../codec/ckpt/ckpt_reader.h"
 #include "../../codec/core/model.h"
 #include "../../codec/core/saved_index.h"
+#include "../../codec/onnx_mindir/onnx_mindir_reader.h"
+#include "../../codec/pb/pb_layout.h"
 #include "unit.h"
 
 static char store_dir[300];
@@ -170,6 +172,48 @@ static const char *tensor_diff(const ck_tensor *a, const ck_tensor *b)
     return NULL;
 }
 
+static const char *ckpt_state_diff(const ck_model *a, const ck_model *b)
+{
+    const ck_ckpt_info *x = ck_ckpt_info_of(a), *y = ck_ckpt_info_of(b);
+    if (x->has_crc != y->has_crc || x->crc_verified != y->crc_verified ||
+        x->records_end != y->records_end || x->n_records != y->n_records ||
+        x->n_unknown != y->n_unknown)
+        return "reader state";
+    return NULL;
+}
+
+/* An ONNX or MindIR layout, field by field (the holders by their text). */
+static const char *pb_state_diff(const ck_model *a, const ck_model *b)
+{
+    const ck_pb_layout *x = ck_pb_layout_of(a), *y = ck_pb_layout_of(b);
+    if (x->mindir != y->mindir || memcmp(&x->fields, &y->fields, sizeof x->fields) != 0)
+        return "layout format";
+    if (x->n_frames != y->n_frames)
+        return "frame count";
+    for (size_t i = 0; i < x->n_frames; i++) {
+        const ck_pb_frame *f = &x->frames[i], *g = &y->frames[i];
+        if (f->key_off != g->key_off || f->len_off != g->len_off ||
+            f->body_off != g->body_off || f->body_end != g->body_end || f->parent != g->parent)
+            return "a frame";
+    }
+    if (x->main_graph != y->main_graph || x->new_pbfile != y->new_pbfile ||
+        x->insert_off != y->insert_off || x->inputs_end != y->inputs_end ||
+        x->ir_version != y->ir_version || x->decoded_src != y->decoded_src)
+        return "layout";
+    if (x->graph_name_len != y->graph_name_len ||
+        (x->graph_name_len && memcmp(x->graph_name, y->graph_name, x->graph_name_len) != 0))
+        return "graph name";
+    for (size_t i = 0; i < a->index.count; i++) {
+        const ck_pb_tensor *s = &x->tensors[i], *t = &y->tensors[i];
+        if (s->key_off != t->key_off || s->len_off != t->len_off || s->frame != t->frame ||
+            s->storage != t->storage || s->role != t->role ||
+            s->typed_field != t->typed_field || s->ext_src != t->ext_src ||
+            s->pbfile != t->pbfile || !same_str(s->holder, t->holder))
+            return "a tensor's layout";
+    }
+    return NULL;
+}
+
 /* NULL when the two models are indexed alike, else what differs. */
 static const char *model_diff(const ck_model *a, const ck_model *b)
 {
@@ -182,11 +226,11 @@ static const char *model_diff(const ck_model *a, const ck_model *b)
         if (why != NULL)
             return why;
     }
-    const ck_ckpt_info *x = ck_ckpt_info_of(a), *y = ck_ckpt_info_of(b);
-    if (x->has_crc != y->has_crc || x->crc_verified != y->crc_verified ||
-        x->records_end != y->records_end || x->n_records != y->n_records ||
-        x->n_unknown != y->n_unknown)
-        return "reader state";
+    if (a->format != b->format)
+        return "format";
+    const char *why = a->format == &ck_format_ckpt ? ckpt_state_diff(a, b) : pb_state_diff(a, b);
+    if (why != NULL)
+        return why;
     if (a->n_sources != b->n_sources)
         return "sources";
     return NULL;
@@ -239,13 +283,13 @@ static int round_trip(const char *path, bool *kept)
     return rc;
 }
 
-static void test_fixtures(void)
+/* Round trips of the files matching pattern: how many kept an index,
+ * -1 when one differs (said) or none match. */
+static int round_trips(const char *pattern, size_t *n)
 {
     glob_t g;
-    if (glob("../shared/fixtures/mindspore/*.ckpt", 0, NULL, &g) != 0) {
-        check(0, "fixtures found for the saved index");
-        return;
-    }
+    if (glob(pattern, 0, NULL, &g) != 0)
+        return -1;
     int kept = 0, bad = 0;
     for (size_t i = 0; i < g.gl_pathc; i++) {
         bool k;
@@ -253,9 +297,23 @@ static void test_fixtures(void)
         kept += rc == 1;
         bad += rc < 0;
     }
-    check(bad == 0 && kept >= 4, "%d of %zu real checkpoints keep an index that loads equal to "
-          "the reader's, field by field", kept, g.gl_pathc);
+    *n = g.gl_pathc;
     globfree(&g);
+    return bad ? -1 : kept;
+}
+
+static void test_fixtures(void)
+{
+    size_t n = 0;
+    int kept = round_trips("../shared/fixtures/mindspore/*.ckpt", &n);
+    check(kept >= 4, "%d of %zu real checkpoints keep an index that loads equal to the "
+          "reader's, field by field", kept, n);
+    kept = round_trips("../shared/fixtures/onnx/*.onnx", &n);
+    check(kept >= 4, "%d of %zu real ONNX models keep an index whose layout loads equal to "
+          "the reader's, frame by frame", kept, n);
+    kept = round_trips("../shared/fixtures/mindspore/*.mindir", &n);
+    check(kept >= 2, "%d of %zu real MindIR models keep an index whose layout loads equal to "
+          "the reader's, frame by frame", kept, n);
     bool k;
     const char *path = crafted("crafted.ckpt", "late", 1);
     ck_error err;
@@ -318,13 +376,15 @@ static bool open_with(const char *path, const char *file, const unsigned char *b
             if (ck_model_read(m, t, out, sizeof out, off, &err) < 0)
                 break;
     }
+    /* What a save checks first: every record, and the format's layout. */
+    bool one_line = ck_model_check_unchanged(m, &err) == 0 || strchr(err.msg, '\n') == NULL;
     ck_model_close(m);
-    return true;
+    return one_line;
 }
 
-static void test_refused(void)
+/* Truncated, flipped and mutated copies of path's index. */
+static void refused(const char *path)
 {
-    const char *path = crafted("refused.ckpt", "late", 1);
     char file[PATH_MAX];
     size_t len = 0;
     ck_error err;
@@ -338,8 +398,8 @@ static void test_refused(void)
         all = open_with(path, file, good, cut, &loaded);
         refused += !loaded;
     }
-    check(all && refused == tries, "%d truncations of the index are refused, the model read "
-          "in full", tries);
+    check(all && refused == tries, "%s: %d truncations of the index are refused, the model "
+          "read in full", path, tries);
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     tries = refused = 0;
     for (int i = 0; all && i < 300; i++, tries++) {
@@ -349,8 +409,8 @@ static void test_refused(void)
         all = open_with(path, file, buf, len, &loaded);
         refused += !loaded;
     }
-    check(all && refused == tries, "%d bit flips in the index are refused by its checksum",
-          tries);
+    check(all && refused == tries, "%s: %d bit flips in the index are refused by its "
+          "checksum", path, tries);
     /* Past the checksum: the parser's own bounds. */
     int accepted = 0;
     for (int i = 0; all && i < 2000; i++) {
@@ -363,11 +423,20 @@ static void test_refused(void)
         all = open_with(path, file, buf, len, &loaded);
         accepted += loaded;
     }
-    check(all, "2000 mutated and re-signed indexes are refused or read safely (%d loaded)",
-          accepted);
-    check(open_with(path, file, good, len, &loaded) && loaded, "the intact index loads");
+    check(all, "%s: 2000 mutated and re-signed indexes are refused or read safely (%d "
+          "loaded)", path, accepted);
+    check(open_with(path, file, good, len, &loaded) && loaded, "%s: the intact index loads",
+          path);
     free(buf);
     free(good);
+}
+
+static void test_refused(void)
+{
+    refused(crafted("refused.ckpt", "late", 1));
+    /* the layouts of an ONNX and a MindIR model */
+    refused("../shared/fixtures/onnx/silero_vad_legacy.onnx");
+    refused("../shared/fixtures/mindspore/mindspore_ori_net.mindir");
 }
 
 /* ---- a file replaced under its index ---- */

@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * onnx_mindir_state: an ONNX or MindIR model's layout (pb_layout.h) kept
+ * in a saved index (core/saved_index.h), so that a later mount skips the
+ * graph walk, which reads the whole protobuf file (over object storage,
+ * every byte of a model whose weights are inline).
+ *
+ * Only what a model of one file leaves: no external data, no decoded
+ * typed fields, no legacy variables files (the saved index takes models
+ * of one source only).  The bytes, little-endian:
+ *   u32 STATE_VERSION, u8 mindir;
+ *   u64 frame count, then per frame: u64 key_off, len_off, body_off,
+ *     body_end, u32 parent + 1 (0: none);
+ *   u32 main_graph + 1, u64 insert_off, u64 inputs_end, i64 ir_version;
+ *   opt-str graph_name;
+ *   u64 tensor count (the index's), then per tensor: u64 key_off,
+ *     len_off, u32 frame + 1, u8 storage, u8 role, opt-str holder;
+ *   u32 CRC-32 of the layout's own bytes in the file: every frame's and
+ *     every tensor's key and length prefix.
+ * An opt-str is a u32 length (NO_STR: absent) and its bytes.
+ *
+ * Everything is checked against the file's size and the saved index's
+ * tensors before it is used: frames nest inside their parents, each
+ * tensor's field is inside its frame and ends where its record (the
+ * saved index's, checked against the file) ends.  The CRC is not read at
+ * mount, which would scatter small reads over the whole file; it is
+ * checked before every save (check_state), whose encoder rewrites those
+ * length prefixes, as the saved index checks each tensor's own record.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "onnx_mindir_internal.h"
+#include "onnx_mindir_reader.h"
+#include "../core/le_bytes.h"
+
+#define STATE_VERSION 1
+#define NO_STR 0xFFFFFFFFu
+#define FRAME_LEN 36        /* four u64 and a u32 */
+#define TENSOR_LEN 26       /* two u64, a u32, two u8, an opt-str's length */
+#define MAX_STR_LEN (1u << 16)
+/* A key and a length prefix: a varint each, at most 10 bytes. */
+#define PREFIX_MAX 20
+
+/* ---- writing ---- */
+
+typedef struct out_buf {
+    unsigned char *p;
+    size_t len, cap;
+    bool failed;
+} out_buf;
+
+static unsigned char *room(out_buf *b, size_t n)
+{
+    if (b->failed)
+        return NULL;
+    if (n > b->cap - b->len) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap - b->len < n && cap < ((size_t)1 << 40))
+            cap *= 2;
+        unsigned char *p = cap - b->len < n ? NULL : realloc(b->p, cap);
+        if (p == NULL) {
+            b->failed = true;
+            return NULL;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    unsigned char *at = b->p + b->len;
+    b->len += n;
+    return at;
+}
+
+static void put_u64(out_buf *b, uint64_t v)
+{
+    unsigned char *p = room(b, 8);
+    if (p != NULL)
+        ck_put_le64(p, v);
+}
+
+static void put_u32(out_buf *b, uint32_t v)
+{
+    unsigned char *p = room(b, 4);
+    if (p != NULL)
+        ck_put_le32(p, v);
+}
+
+static void put_u8(out_buf *b, uint8_t v)
+{
+    unsigned char *p = room(b, 1);
+    if (p != NULL)
+        *p = v;
+}
+
+static void put_opt_str(out_buf *b, const char *s, size_t n)
+{
+    if (s == NULL || n >= MAX_STR_LEN) {
+        put_u32(b, NO_STR);
+        return;
+    }
+    put_u32(b, (uint32_t)n);
+    unsigned char *p = room(b, n);
+    if (p != NULL && n > 0)
+        memcpy(p, s, n);
+}
+
+/* The CRC-32 of the bytes [off, end) of the model file, chained on crc:
+ * 0, or -1 when they cannot be read or are too many for a prefix. */
+static int crc_prefix(const ck_model *m, uint64_t off, uint64_t end, uLong *crc, ck_error *err)
+{
+    unsigned char buf[PREFIX_MAX];
+    if (end < off || end - off > PREFIX_MAX)
+        return ck_fail(err, EINVAL, "%s: offset %llu: a bad layout", m->path,
+                       (unsigned long long)off);
+    if (ck_source_read(m->sources[0], buf, (size_t)(end - off), off, err) < 0)
+        return -1;
+    *crc = crc32(*crc, buf, (uInt)(end - off));
+    return 0;
+}
+
+/* The CRC of every frame's and tensor's key and length prefix. */
+static int layout_crc(const ck_model *m, const ck_pb_layout *pb, uint32_t *out, ck_error *err)
+{
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (size_t i = 0; i < pb->n_frames; i++)
+        if (crc_prefix(m, pb->frames[i].key_off, pb->frames[i].body_off, &crc, err) < 0)
+            return -1;
+    for (size_t i = 0; i < m->index.count; i++)
+        if (crc_prefix(m, pb->tensors[i].key_off, m->index.tensors[i].rec_off, &crc, err) < 0)
+            return -1;
+    *out = (uint32_t)crc;
+    return 0;
+}
+
+/* Whether the layout is one a model of one file leaves. */
+static bool keepable(const ck_model *m, const ck_pb_layout *pb)
+{
+    if (pb == NULL || m->n_sources != 1 || pb->decoded_src != 0 || pb->new_pbfile != 0)
+        return false;
+    for (size_t i = 0; i < m->index.count; i++) {
+        const ck_pb_tensor *t = &pb->tensors[i];
+        if ((t->storage != CK_STORE_NONE && t->storage != CK_STORE_RAW) || t->pbfile != 0)
+            return false;
+    }
+    return true;
+}
+
+int omr_save_state(const ck_model *m, unsigned char **state, size_t *len)
+{
+    const ck_pb_layout *pb = ck_pb_layout_of(m);
+    ck_error err = {0};
+    uint32_t crc;
+    if (!keepable(m, pb) || layout_crc(m, pb, &crc, &err) < 0)
+        return 1;
+    out_buf b = {0};
+    put_u32(&b, STATE_VERSION);
+    put_u8(&b, pb->mindir);
+    put_u64(&b, pb->n_frames);
+    for (size_t i = 0; i < pb->n_frames; i++) {
+        const ck_pb_frame *f = &pb->frames[i];
+        put_u64(&b, f->key_off);
+        put_u64(&b, f->len_off);
+        put_u64(&b, f->body_off);
+        put_u64(&b, f->body_end);
+        put_u32(&b, (uint32_t)(f->parent + 1));
+    }
+    put_u32(&b, (uint32_t)(pb->main_graph + 1));
+    put_u64(&b, pb->insert_off);
+    put_u64(&b, pb->inputs_end);
+    put_u64(&b, (uint64_t)pb->ir_version);
+    put_opt_str(&b, pb->graph_name, pb->graph_name_len);
+    put_u64(&b, m->index.count);
+    for (size_t i = 0; i < m->index.count; i++) {
+        const ck_pb_tensor *t = &pb->tensors[i];
+        put_u64(&b, t->key_off);
+        put_u64(&b, t->len_off);
+        put_u32(&b, (uint32_t)(t->frame + 1));
+        put_u8(&b, t->storage);
+        put_u8(&b, t->role);
+        put_opt_str(&b, t->holder, t->holder ? strlen(t->holder) : 0);
+    }
+    put_u32(&b, crc);
+    if (b.failed) {
+        free(b.p);
+        return 1;
+    }
+    *state = b.p;
+    *len = b.len;
+    return 0;
+}
+
+/* ---- reading ---- */
+
+typedef struct in_buf {
+    const unsigned char *p;
+    size_t len, pos;
+    bool bad;
+} in_buf;
+
+static const unsigned char *take(in_buf *r, size_t n)
+{
+    if (r->bad || n > r->len - r->pos) {
+        r->bad = true;
+        return NULL;
+    }
+    const unsigned char *at = r->p + r->pos;
+    r->pos += n;
+    return at;
+}
+
+static uint64_t get_u64(in_buf *r)
+{
+    const unsigned char *p = take(r, 8);
+    return p ? ck_le64(p) : 0;
+}
+
+static uint32_t get_u32(in_buf *r)
+{
+    const unsigned char *p = take(r, 4);
+    return p ? ck_le32(p) : 0;
+}
+
+static uint8_t get_u8(in_buf *r)
+{
+    const unsigned char *p = take(r, 1);
+    return p ? *p : 0;
+}
+
+/* An opt-str copied into the index's arena: *out NULL when absent.
+ * Whether well formed. */
+static bool get_opt_str(in_buf *r, ck_model *m, const char **out, size_t *n)
+{
+    uint32_t len = get_u32(r);
+    *out = NULL;
+    *n = 0;
+    if (r->bad || len == NO_STR)
+        return !r->bad;
+    const unsigned char *s = len < MAX_STR_LEN ? take(r, len) : NULL;
+    if (s == NULL || memchr(s, '\0', len) != NULL)
+        return false;
+    *out = ck_arena_strndup(&m->index.arena, (const char *)s, len);
+    *n = len;
+    return *out != NULL;
+}
+
+/* A frame index stored as index + 1: below n, or CK_PB_NO_FRAME. */
+static bool get_frame_ref(in_buf *r, size_t n, int32_t *out)
+{
+    uint32_t v = get_u32(r);
+    if (v > n)
+        return false;
+    *out = v == 0 ? CK_PB_NO_FRAME : (int32_t)(v - 1);
+    return true;
+}
+
+/* Whether [off, end) lies in frame f's body (CK_PB_NO_FRAME: the file). */
+static bool inside(const ck_pb_layout *pb, int32_t f, uint64_t off, uint64_t end,
+                   uint64_t size)
+{
+    if (f == CK_PB_NO_FRAME)
+        return off <= end && end <= size;
+    const ck_pb_frame *p = &pb->frames[f];
+    return p->body_off <= off && off <= end && end <= p->body_end;
+}
+
+static const char *get_frames(in_buf *r, ck_pb_layout *pb, uint64_t size)
+{
+    uint64_t n = get_u64(r);
+    if (r->bad || n > (r->len - r->pos) / FRAME_LEN || n > (uint64_t)INT32_MAX - 1)
+        return "a bad frame count";
+    pb->frames = malloc((n ? n : 1) * sizeof *pb->frames);
+    if (pb->frames == NULL)
+        return "out of memory";
+    pb->cap_frames = n;
+    for (size_t i = 0; i < n; i++) {
+        ck_pb_frame *f = &pb->frames[i];
+        f->key_off = get_u64(r);
+        f->len_off = get_u64(r);
+        f->body_off = get_u64(r);
+        f->body_end = get_u64(r);
+        /* Frames are made as the walk enters them: a parent comes first. */
+        if (!get_frame_ref(r, i, &f->parent) || r->bad || f->key_off >= f->len_off ||
+            f->len_off >= f->body_off || f->body_off - f->key_off > PREFIX_MAX ||
+            !inside(pb, f->parent, f->key_off, f->body_end, size) || f->body_end > size ||
+            f->body_off > f->body_end)
+            return "a bad frame";
+        pb->n_frames = i + 1;
+    }
+    return NULL;
+}
+
+static const char *get_tensors(in_buf *r, ck_model *m, ck_pb_layout *pb, uint64_t size)
+{
+    const ck_index *ix = &m->index;
+    uint64_t n = get_u64(r);
+    if (r->bad || n != ix->count || n > (r->len - r->pos) / TENSOR_LEN)
+        return "a tensor count unlike the index's";
+    pb->tensors = calloc(n ? n : 1, sizeof *pb->tensors);
+    if (pb->tensors == NULL)
+        return "out of memory";
+    for (size_t i = 0; i < n; i++) {
+        ck_pb_tensor *t = &pb->tensors[i];
+        const ck_tensor *it = &ix->tensors[i];
+        size_t hl;
+        t->key_off = get_u64(r);
+        t->len_off = get_u64(r);
+        bool ok = get_frame_ref(r, pb->n_frames, &t->frame);
+        t->storage = get_u8(r);
+        t->role = get_u8(r);
+        ok = ok && get_opt_str(r, m, &t->holder, &hl);
+        /* Its field ends where the index's record does, checked there
+         * against the file. */
+        if (!ok || r->bad || t->key_off >= t->len_off || t->len_off >= it->rec_off ||
+            it->rec_off - t->key_off > PREFIX_MAX ||
+            !inside(pb, t->frame, t->key_off, it->rec_end, size) ||
+            (t->storage != CK_STORE_NONE && t->storage != CK_STORE_RAW) ||
+            (t->storage == CK_STORE_NONE && it->n_ext != 0) || t->role > CK_ROLE_MAP)
+            return "a bad tensor";
+    }
+    return NULL;
+}
+
+static const char *decode(in_buf *r, ck_model *m, ck_pb_layout *pb)
+{
+    uint64_t size = m->sources[0]->size;
+    if (get_u32(r) != STATE_VERSION || get_u8(r) != pb->mindir)
+        return "another version or format";
+    const char *why = get_frames(r, pb, size);
+    if (why != NULL)
+        return why;
+    if (!get_frame_ref(r, pb->n_frames, &pb->main_graph))
+        return "a bad main graph";
+    pb->insert_off = get_u64(r);
+    pb->inputs_end = get_u64(r);
+    pb->ir_version = (int64_t)get_u64(r);
+    if (pb->insert_off > size || pb->inputs_end > size)
+        return "a bad insertion point";
+    if (!get_opt_str(r, m, &pb->graph_name, &pb->graph_name_len))
+        return "a bad graph name";
+    if ((why = get_tensors(r, m, pb, size)) != NULL)
+        return why;
+    pb->layout_crc = get_u32(r);
+    return r->bad || r->pos != r->len ? "truncated or too long" : NULL;
+}
+
+int omr_load_state(ck_model *m, const ck_open_opts *o, const unsigned char *in, size_t len,
+                   ck_error *err)
+{
+    (void)o;
+    ck_pb_layout *pb = omr_layout_new(strcmp(m->format->name, "mindir") == 0);
+    if (pb == NULL)
+        return ck_nomem(err, m->path);
+    m->state = pb;
+    in_buf r = {.p = in, .len = len};
+    const char *why = decode(&r, m, pb);
+    if (why != NULL)
+        return ck_fail(err, EINVAL, "%s: a bad reader state: %s", m->path, why);
+    pb->layout_crc_set = true;
+    return 0;
+}
+
+int omr_check_state(const ck_model *m, ck_error *err)
+{
+    const ck_pb_layout *pb = ck_pb_layout_of(m);
+    uint32_t crc;
+    if (pb == NULL || !pb->layout_crc_set)
+        return 0;
+    if (layout_crc(m, pb, &crc, err) < 0)
+        return -1;
+    if (crc != pb->layout_crc)
+        return ck_fail(err, EIO, "%s: the file was replaced since its index was written "
+                       "(its message layout differs); remount", m->path);
+    return 0;
+}
