@@ -37,6 +37,7 @@
 #include <zlib.h>
 
 #include "../envelope.h"
+#include "byte_buf.h"
 #include "le_bytes.h"
 #include "version.h"
 
@@ -184,59 +185,10 @@ static int header_crc(ck_source *src, const ck_index *ix, size_t id, uint32_t *o
 
 /* ---- writing the bytes ---- */
 
-typedef struct wbuf {
-    unsigned char *p;
-    size_t len, cap;
-    bool failed;
-} wbuf;
-
-static void put(wbuf *b, const void *data, size_t n)
+static void put_str(ck_wbuf *b, const char *s, size_t n)
 {
-    if (b->failed)
-        return;
-    if (b->len + n > CK_SAVED_INDEX_MAX + (size_t)SUM_LEN) {
-        b->failed = true; /* too large: not saved */
-        return;
-    }
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n)
-            cap *= 2;
-        unsigned char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->failed = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-}
-
-static void put_u64(wbuf *b, uint64_t v)
-{
-    unsigned char x[8];
-    ck_put_le64(x, v);
-    put(b, x, 8);
-}
-
-static void put_u32(wbuf *b, uint32_t v)
-{
-    unsigned char x[4];
-    ck_put_le32(x, v);
-    put(b, x, 4);
-}
-
-static void put_u8(wbuf *b, uint8_t v)
-{
-    put(b, &v, 1);
-}
-
-static void put_str(wbuf *b, const char *s, size_t n)
-{
-    put_u32(b, (uint32_t)n);
-    put(b, s, n);
+    ck_wbuf_u32(b, (uint32_t)n);
+    ck_wbuf_put(b, s, n);
 }
 
 static void sha256(const void *data, size_t n, unsigned char out[32])
@@ -294,7 +246,7 @@ static const char *model_refusal(const ck_model *m)
     return NULL;
 }
 
-static void put_tensor(wbuf *b, const ck_tensor *t, uint32_t crc)
+static void put_tensor(ck_wbuf *b, const ck_tensor *t, uint32_t crc)
 {
     put_str(b, t->name, t->name_len);
     put_str(b, t->dtype->ms_name, strlen(t->dtype->ms_name));
@@ -305,62 +257,62 @@ static void put_tensor(wbuf *b, const ck_tensor *t, uint32_t crc)
     flags |= t->read_only ? F_READ_ONLY : 0;
     flags |= t->dir_src ? F_DIR_SRC : 0;
     flags |= t->dir_suffix ? F_DIR_SUFFIX : 0;
-    put_u8(b, flags);
+    ck_wbuf_u8(b, flags);
     if (t->dir_src)
         put_str(b, t->dir_src, t->dir_src_len);
     if (t->dir_suffix)
         put_str(b, t->dir_suffix, strlen(t->dir_suffix));
-    put_u32(b, t->ndim);
+    ck_wbuf_u32(b, t->ndim);
     for (uint32_t d = 0; d < t->ndim; d++)
-        put_u64(b, (uint64_t)t->dims[d]);
-    put_u64(b, t->nbytes);
-    put_u64(b, t->rec_off);
-    put_u64(b, t->rec_end);
-    put_u32(b, t->n_ext);
+        ck_wbuf_u64(b, (uint64_t)t->dims[d]);
+    ck_wbuf_u64(b, t->nbytes);
+    ck_wbuf_u64(b, t->rec_off);
+    ck_wbuf_u64(b, t->rec_end);
+    ck_wbuf_u32(b, t->n_ext);
     for (uint32_t k = 0; k < t->n_ext; k++) {
-        put_u64(b, ck_tensor_ext(t, k)->off);
-        put_u64(b, ck_tensor_ext(t, k)->len);
+        ck_wbuf_u64(b, ck_tensor_ext(t, k)->off);
+        ck_wbuf_u64(b, ck_tensor_ext(t, k)->len);
     }
-    put_u32(b, crc);
+    ck_wbuf_u32(b, crc);
 }
 
-static void put_identity(wbuf *b, const ck_model *m, const ck_saved_identity *id)
+static void put_identity(ck_wbuf *b, const ck_model *m, const ck_saved_identity *id)
 {
     put_str(b, CKPTFS_VERSION, strlen(CKPTFS_VERSION));
     put_str(b, m->format->name, strlen(m->format->name));
     put_str(b, id->real_path, strlen(id->real_path));
-    put_u64(b, id->size);
-    put_u64(b, (uint64_t)id->mtime_sec);
-    put_u32(b, id->mtime_nsec);
-    put(b, id->sample, sizeof id->sample);
+    ck_wbuf_u64(b, id->size);
+    ck_wbuf_u64(b, (uint64_t)id->mtime_sec);
+    ck_wbuf_u32(b, id->mtime_nsec);
+    ck_wbuf_put(b, id->sample, sizeof id->sample);
 }
 
 /* The header, its length still 0: seal() fills it in. */
-static void put_head(wbuf *b)
+static void put_head(ck_wbuf *b)
 {
-    put(b, MAGIC, 8);
-    put_u32(b, VERSION);
-    put_u32(b, 0);
-    put_u64(b, 0);
+    ck_wbuf_put(b, MAGIC, 8);
+    ck_wbuf_u32(b, VERSION);
+    ck_wbuf_u32(b, 0);
+    ck_wbuf_u64(b, 0);
 }
 
 /* After the last byte of the body: the length of the whole file into the
  * header, and the SHA-256 of all of it appended. */
-static void seal(wbuf *b)
+static void seal(ck_wbuf *b)
 {
     if (b->failed)
         return;
     ck_put_le64(b->p + 16, b->len + SUM_LEN);
     unsigned char sum[SUM_LEN];
     sha256(b->p, b->len, sum);
-    put(b, sum, SUM_LEN);
+    ck_wbuf_put(b, sum, SUM_LEN);
 }
 
 int ck_saved_index_frame(const unsigned char *body, size_t n, unsigned char **out, size_t *len)
 {
-    wbuf b = {0};
+    ck_wbuf b = {.max = CK_SAVED_INDEX_MAX + SUM_LEN};
     put_head(&b);
-    put(&b, body, n);
+    ck_wbuf_put(&b, body, n);
     seal(&b);
     *out = b.failed ? NULL : b.p;
     *len = b.failed ? 0 : b.len;
@@ -387,12 +339,12 @@ int ck_saved_index_encode(const ck_model *m, const ck_saved_identity *id, unsign
         ck_fail(err, 0, "%s: no saved index: %s", m->path, why);
         return 1;
     }
-    wbuf b = {0};
+    ck_wbuf b = {.max = CK_SAVED_INDEX_MAX + SUM_LEN};
     put_head(&b);
     put_identity(&b, m, id);
     put_str(&b, (const char *)state, state_len);
     free(state);
-    put_u64(&b, m->index.count);
+    ck_wbuf_u64(&b, m->index.count);
     for (size_t i = 0; i < m->index.count && !b.failed; i++) {
         uint32_t crc;
         int rc = header_crc(m->sources[0], &m->index, i, &crc, err);
@@ -418,53 +370,18 @@ int ck_saved_index_encode(const ck_model *m, const ck_saved_identity *id, unsign
 
 /* ---- reading the bytes back ---- */
 
-typedef struct rbuf {
-    const unsigned char *p;
-    size_t len, pos;
-    bool bad;
-} rbuf;
-
-static const unsigned char *take(rbuf *r, size_t n)
-{
-    if (r->bad || n > r->len - r->pos) {
-        r->bad = true;
-        return NULL;
-    }
-    const unsigned char *at = r->p + r->pos;
-    r->pos += n;
-    return at;
-}
-
-static uint64_t get_u64(rbuf *r)
-{
-    const unsigned char *x = take(r, 8);
-    return x != NULL ? ck_le64(x) : 0;
-}
-
-static uint32_t get_u32(rbuf *r)
-{
-    const unsigned char *x = take(r, 4);
-    return x != NULL ? ck_le32(x) : 0;
-}
-
-static uint8_t get_u8(rbuf *r)
-{
-    const unsigned char *x = take(r, 1);
-    return x ? x[0] : 0;
-}
-
 /* A str of at most max bytes; *n its length.  NULL: bad. */
-static const char *get_str(rbuf *r, size_t max, size_t *n)
+static const char *get_str(ck_rbuf *r, size_t max, size_t *n)
 {
-    uint32_t len = get_u32(r);
+    uint32_t len = ck_rbuf_u32(r);
     if (len > max)
         r->bad = true;
-    const unsigned char *s = take(r, r->bad ? 0 : len);
+    const unsigned char *s = ck_rbuf_take(r, r->bad ? 0 : len);
     *n = len;
     return r->bad ? NULL : (const char *)s;
 }
 
-static bool str_is(rbuf *r, const char *want)
+static bool str_is(ck_rbuf *r, const char *want)
 {
     size_t n;
     const char *s = get_str(r, MAX_STR, &n);
@@ -476,10 +393,10 @@ static const char *check_frame(const unsigned char *buf, size_t len)
 {
     if (len < HEAD_LEN + SUM_LEN || memcmp(buf, MAGIC, 8) != 0)
         return "not a saved index";
-    rbuf r = {.p = buf, .len = len, .pos = 8};
-    if (get_u32(&r) != VERSION || get_u32(&r) != 0)
+    ck_rbuf r = {.p = buf, .len = len, .pos = 8};
+    if (ck_rbuf_u32(&r) != VERSION || ck_rbuf_u32(&r) != 0)
         return "another version";
-    if (get_u64(&r) != len)
+    if (ck_rbuf_u64(&r) != len)
         return "truncated or extended";
     unsigned char sum[SUM_LEN];
     sha256(buf, len - SUM_LEN, sum);
@@ -488,7 +405,7 @@ static const char *check_frame(const unsigned char *buf, size_t len)
     return NULL;
 }
 
-static const char *check_identity(rbuf *r, const ck_model *m, const ck_saved_identity *id)
+static const char *check_identity(ck_rbuf *r, const ck_model *m, const ck_saved_identity *id)
 {
     if (!str_is(r, CKPTFS_VERSION))
         return "written by another ckptfs version";
@@ -496,9 +413,9 @@ static const char *check_identity(rbuf *r, const ck_model *m, const ck_saved_ide
         return "of another format";
     if (!str_is(r, id->real_path))
         return "of another file";
-    uint64_t size = get_u64(r), sec = get_u64(r);
-    uint32_t nsec = get_u32(r);
-    const unsigned char *sample = take(r, sizeof id->sample);
+    uint64_t size = ck_rbuf_u64(r), sec = ck_rbuf_u64(r);
+    uint32_t nsec = ck_rbuf_u32(r);
+    const unsigned char *sample = ck_rbuf_take(r, sizeof id->sample);
     if (r->bad)
         return "truncated";
     if (size != id->size || (int64_t)sec != id->mtime_sec || nsec != id->mtime_nsec)
@@ -511,7 +428,7 @@ static const char *check_identity(rbuf *r, const ck_model *m, const ck_saved_ide
 int ck_saved_index_claimed(const unsigned char *buf, size_t len, ck_saved_identity *id,
                            char *path, size_t cap)
 {
-    rbuf r = {.p = buf, .len = len, .pos = HEAD_LEN};
+    ck_rbuf r = {.p = buf, .len = len, .pos = HEAD_LEN};
     size_t n;
     if (len < HEAD_LEN || get_str(&r, MAX_STR, &n) == NULL || get_str(&r, MAX_STR, &n) == NULL)
         return -1; /* the ckptfs version, the format: the decoder compares them itself */
@@ -521,10 +438,10 @@ int ck_saved_index_claimed(const unsigned char *buf, size_t len, ck_saved_identi
     memcpy(path, real, n);
     path[n] = '\0';
     id->real_path = path;
-    id->size = get_u64(&r);
-    id->mtime_sec = (int64_t)get_u64(&r);
-    id->mtime_nsec = get_u32(&r);
-    const unsigned char *sample = take(&r, sizeof id->sample);
+    id->size = ck_rbuf_u64(&r);
+    id->mtime_sec = (int64_t)ck_rbuf_u64(&r);
+    id->mtime_nsec = ck_rbuf_u32(&r);
+    const unsigned char *sample = ck_rbuf_take(&r, sizeof id->sample);
     if (r.bad)
         return -1;
     memcpy(id->sample, sample, sizeof id->sample);
@@ -532,7 +449,7 @@ int ck_saved_index_claimed(const unsigned char *buf, size_t len, ck_saved_identi
 }
 
 /* The shown strings of one tensor, into the index's arena. */
-static const char *get_names(rbuf *r, ck_index *ix, ck_tensor *t)
+static const char *get_names(ck_rbuf *r, ck_index *ix, ck_tensor *t)
 {
     size_t n, tn;
     const char *s = get_str(r, MAX_STR, &n);
@@ -553,9 +470,9 @@ static const char *get_names(rbuf *r, ck_index *ix, ck_tensor *t)
     return t->type_name == NULL ? "out of memory" : NULL;
 }
 
-static const char *get_flags(rbuf *r, ck_index *ix, ck_tensor *t)
+static const char *get_flags(ck_rbuf *r, ck_index *ix, ck_tensor *t)
 {
-    uint8_t f = get_u8(r);
+    uint8_t f = ck_rbuf_u8(r);
     size_t n;
     if (f & 0x80 || (f & F_PART) > CK_PART_MAP_STATUS)
         return "bad flags";
@@ -579,35 +496,35 @@ static const char *get_flags(rbuf *r, ck_index *ix, ck_tensor *t)
     return NULL;
 }
 
-static const char *get_layout(rbuf *r, ck_index *ix, ck_tensor *t, uint64_t size)
+static const char *get_layout(ck_rbuf *r, ck_index *ix, ck_tensor *t, uint64_t size)
 {
-    uint32_t ndim = get_u32(r);
+    uint32_t ndim = ck_rbuf_u32(r);
     if (r->bad || ndim > CK_MAX_DIMS)
         return "too many dims";
     int64_t *dims = ck_arena_alloc(&ix->arena, (ndim ? ndim : 1) * sizeof *dims);
     if (dims == NULL)
         return "out of memory";
     for (uint32_t d = 0; d < ndim; d++)
-        if ((dims[d] = (int64_t)get_u64(r)) < 0)
+        if ((dims[d] = (int64_t)ck_rbuf_u64(r)) < 0)
             return "a negative dim";
     t->dims = dims;
     t->ndim = ndim;
-    t->nbytes = get_u64(r);
-    t->rec_off = get_u64(r);
-    t->rec_end = get_u64(r);
-    uint32_t n_ext = get_u32(r);
+    t->nbytes = ck_rbuf_u64(r);
+    t->rec_off = ck_rbuf_u64(r);
+    t->rec_end = ck_rbuf_u64(r);
+    uint32_t n_ext = ck_rbuf_u32(r);
     /* 16 bytes each: what is left of the file bounds the count. */
     if (r->bad || n_ext > (r->len - r->pos) / 16)
         return "truncated";
     for (uint32_t k = 0; k < n_ext; k++) {
-        uint64_t off = get_u64(r), len = get_u64(r);
+        uint64_t off = ck_rbuf_u64(r), len = ck_rbuf_u64(r);
         if (ck_tensor_add_extent(t, 0, off, len) < 0)
             return "out of memory";
     }
     return r->bad ? "truncated" : tensor_refusal(t, size);
 }
 
-static const char *get_tensors(rbuf *r, ck_model *m, uint64_t size, uint32_t *crc)
+static const char *get_tensors(ck_rbuf *r, ck_model *m, uint64_t size, uint32_t *crc)
 {
     ck_index *ix = &m->index;
     for (size_t i = 0; i < ix->count; i++) {
@@ -617,7 +534,7 @@ static const char *get_tensors(rbuf *r, ck_model *m, uint64_t size, uint32_t *cr
             why = get_flags(r, ix, t);
         if (why == NULL)
             why = get_layout(r, ix, t, size);
-        crc[i] = get_u32(r);
+        crc[i] = ck_rbuf_u32(r);
         if (why != NULL || r->bad)
             return why ? why : "truncated";
     }
@@ -631,7 +548,7 @@ static const char *get_tensors(rbuf *r, ck_model *m, uint64_t size, uint32_t *cr
 
 /* Room for count tensors, each zeroed, added at once: the count is known
  * and bounded by the bytes left. */
-static const char *add_tensors(rbuf *r, ck_index *ix, uint64_t count)
+static const char *add_tensors(ck_rbuf *r, ck_index *ix, uint64_t count)
 {
     /* A tensor takes at least 49 bytes of the file. */
     if (r->bad || count == 0 || count > CK_MAX_TENSORS || count > (r->len - r->pos) / 49)
@@ -643,7 +560,7 @@ static const char *add_tensors(rbuf *r, ck_index *ix, uint64_t count)
 }
 
 static const char *decode(ck_model *m, const ck_open_opts *o, const ck_saved_identity *id,
-                          rbuf *r, struct ck_saved_index **out, ck_error *err)
+                          ck_rbuf *r, struct ck_saved_index **out, ck_error *err)
 {
     const char *why = check_frame(r->p, r->len);
     if (why != NULL)
@@ -655,7 +572,7 @@ static const char *decode(ck_model *m, const ck_open_opts *o, const ck_saved_ide
     const char *state = get_str(r, CK_SAVED_INDEX_MAX, &state_len);
     if (state == NULL)
         return "truncated";
-    if ((why = add_tensors(r, &m->index, get_u64(r))) != NULL)
+    if ((why = add_tensors(r, &m->index, ck_rbuf_u64(r))) != NULL)
         return why;
     struct ck_saved_index *s = calloc(1, sizeof *s);
     if (s == NULL)
@@ -677,7 +594,7 @@ static const char *decode(ck_model *m, const ck_open_opts *o, const ck_saved_ide
 int ck_saved_index_decode(ck_model *m, const ck_open_opts *o, const ck_saved_identity *id,
                           const unsigned char *buf, size_t len, ck_error *err)
 {
-    rbuf r = {.p = buf, .len = len};
+    ck_rbuf r = {.p = buf, .len = len};
     struct ck_saved_index *s = NULL;
     ck_error state_err = {0};
     const char *why = m->format->load_state == NULL ? "its format keeps no index"

@@ -35,7 +35,8 @@
 
 #include "onnx_mindir_internal.h"
 #include "onnx_mindir_reader.h"
-#include "../core/le_bytes.h"
+#include "../core/byte_buf.h"
+#include "../core/saved_index.h"
 
 #define STATE_VERSION 1
 #define NO_STR 0xFFFFFFFFu
@@ -47,64 +48,17 @@
 
 /* ---- writing ---- */
 
-typedef struct out_buf {
-    unsigned char *p;
-    size_t len, cap;
-    bool failed;
-} out_buf;
-
-static unsigned char *room(out_buf *b, size_t n)
+/* NULL: absent.  One too long to read back fails the buffer: no index. */
+static void put_opt_str(ck_wbuf *b, const char *s, size_t n)
 {
-    if (b->failed)
-        return NULL;
-    if (n > b->cap - b->len) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap - b->len < n && cap < ((size_t)1 << 40))
-            cap *= 2;
-        unsigned char *p = cap - b->len < n ? NULL : realloc(b->p, cap);
-        if (p == NULL) {
-            b->failed = true;
-            return NULL;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    unsigned char *at = b->p + b->len;
-    b->len += n;
-    return at;
-}
-
-static void put_u64(out_buf *b, uint64_t v)
-{
-    unsigned char *p = room(b, 8);
-    if (p != NULL)
-        ck_put_le64(p, v);
-}
-
-static void put_u32(out_buf *b, uint32_t v)
-{
-    unsigned char *p = room(b, 4);
-    if (p != NULL)
-        ck_put_le32(p, v);
-}
-
-static void put_u8(out_buf *b, uint8_t v)
-{
-    unsigned char *p = room(b, 1);
-    if (p != NULL)
-        *p = v;
-}
-
-static void put_opt_str(out_buf *b, const char *s, size_t n)
-{
-    if (s == NULL || n >= MAX_STR_LEN) {
-        put_u32(b, NO_STR);
+    if (s == NULL) {
+        ck_wbuf_u32(b, NO_STR);
         return;
     }
-    put_u32(b, (uint32_t)n);
-    unsigned char *p = room(b, n);
-    if (p != NULL && n > 0)
-        memcpy(p, s, n);
+    if (n >= MAX_STR_LEN)
+        b->failed = true;
+    ck_wbuf_u32(b, (uint32_t)n);
+    ck_wbuf_put(b, s, n);
 }
 
 /* The CRC-32 of the bytes [off, end) of the model file, chained on crc:
@@ -155,34 +109,34 @@ int omr_save_state(const ck_model *m, unsigned char **state, size_t *len)
     uint32_t crc;
     if (!keepable(m, pb) || layout_crc(m, pb, &crc, &err) < 0)
         return 1;
-    out_buf b = {0};
-    put_u32(&b, STATE_VERSION);
-    put_u8(&b, pb->mindir);
-    put_u64(&b, pb->n_frames);
+    ck_wbuf b = {.max = CK_SAVED_INDEX_MAX};
+    ck_wbuf_u32(&b, STATE_VERSION);
+    ck_wbuf_u8(&b, pb->mindir);
+    ck_wbuf_u64(&b, pb->n_frames);
     for (size_t i = 0; i < pb->n_frames; i++) {
         const ck_pb_frame *f = &pb->frames[i];
-        put_u64(&b, f->key_off);
-        put_u64(&b, f->len_off);
-        put_u64(&b, f->body_off);
-        put_u64(&b, f->body_end);
-        put_u32(&b, (uint32_t)(f->parent + 1));
+        ck_wbuf_u64(&b, f->key_off);
+        ck_wbuf_u64(&b, f->len_off);
+        ck_wbuf_u64(&b, f->body_off);
+        ck_wbuf_u64(&b, f->body_end);
+        ck_wbuf_u32(&b, (uint32_t)(f->parent + 1));
     }
-    put_u32(&b, (uint32_t)(pb->main_graph + 1));
-    put_u64(&b, pb->insert_off);
-    put_u64(&b, pb->inputs_end);
-    put_u64(&b, (uint64_t)pb->ir_version);
+    ck_wbuf_u32(&b, (uint32_t)(pb->main_graph + 1));
+    ck_wbuf_u64(&b, pb->insert_off);
+    ck_wbuf_u64(&b, pb->inputs_end);
+    ck_wbuf_u64(&b, (uint64_t)pb->ir_version);
     put_opt_str(&b, pb->graph_name, pb->graph_name_len);
-    put_u64(&b, m->index.count);
+    ck_wbuf_u64(&b, m->index.count);
     for (size_t i = 0; i < m->index.count; i++) {
         const ck_pb_tensor *t = &pb->tensors[i];
-        put_u64(&b, t->key_off);
-        put_u64(&b, t->len_off);
-        put_u32(&b, (uint32_t)(t->frame + 1));
-        put_u8(&b, t->storage);
-        put_u8(&b, t->role);
+        ck_wbuf_u64(&b, t->key_off);
+        ck_wbuf_u64(&b, t->len_off);
+        ck_wbuf_u32(&b, (uint32_t)(t->frame + 1));
+        ck_wbuf_u8(&b, t->storage);
+        ck_wbuf_u8(&b, t->role);
         put_opt_str(&b, t->holder, t->holder ? strlen(t->holder) : 0);
     }
-    put_u32(&b, crc);
+    ck_wbuf_u32(&b, crc);
     if (b.failed) {
         free(b.p);
         return 1;
@@ -194,51 +148,16 @@ int omr_save_state(const ck_model *m, unsigned char **state, size_t *len)
 
 /* ---- reading ---- */
 
-typedef struct in_buf {
-    const unsigned char *p;
-    size_t len, pos;
-    bool bad;
-} in_buf;
-
-static const unsigned char *take(in_buf *r, size_t n)
-{
-    if (r->bad || n > r->len - r->pos) {
-        r->bad = true;
-        return NULL;
-    }
-    const unsigned char *at = r->p + r->pos;
-    r->pos += n;
-    return at;
-}
-
-static uint64_t get_u64(in_buf *r)
-{
-    const unsigned char *p = take(r, 8);
-    return p ? ck_le64(p) : 0;
-}
-
-static uint32_t get_u32(in_buf *r)
-{
-    const unsigned char *p = take(r, 4);
-    return p ? ck_le32(p) : 0;
-}
-
-static uint8_t get_u8(in_buf *r)
-{
-    const unsigned char *p = take(r, 1);
-    return p ? *p : 0;
-}
-
 /* An opt-str copied into the index's arena: *out NULL when absent.
  * Whether well formed. */
-static bool get_opt_str(in_buf *r, ck_model *m, const char **out, size_t *n)
+static bool get_opt_str(ck_rbuf *r, ck_model *m, const char **out, size_t *n)
 {
-    uint32_t len = get_u32(r);
+    uint32_t len = ck_rbuf_u32(r);
     *out = NULL;
     *n = 0;
     if (r->bad || len == NO_STR)
         return !r->bad;
-    const unsigned char *s = len < MAX_STR_LEN ? take(r, len) : NULL;
+    const unsigned char *s = len < MAX_STR_LEN ? ck_rbuf_take(r, len) : NULL;
     if (s == NULL || memchr(s, '\0', len) != NULL)
         return false;
     *out = ck_arena_strndup(&m->index.arena, (const char *)s, len);
@@ -247,9 +166,9 @@ static bool get_opt_str(in_buf *r, ck_model *m, const char **out, size_t *n)
 }
 
 /* A frame index stored as index + 1: below n, or CK_PB_NO_FRAME. */
-static bool get_frame_ref(in_buf *r, size_t n, int32_t *out)
+static bool get_frame_ref(ck_rbuf *r, size_t n, int32_t *out)
 {
-    uint32_t v = get_u32(r);
+    uint32_t v = ck_rbuf_u32(r);
     if (v > n)
         return false;
     *out = v == 0 ? CK_PB_NO_FRAME : (int32_t)(v - 1);
@@ -266,9 +185,9 @@ static bool inside(const ck_pb_layout *pb, int32_t f, uint64_t off, uint64_t end
     return p->body_off <= off && off <= end && end <= p->body_end;
 }
 
-static const char *get_frames(in_buf *r, ck_pb_layout *pb, uint64_t size)
+static const char *get_frames(ck_rbuf *r, ck_pb_layout *pb, uint64_t size)
 {
-    uint64_t n = get_u64(r);
+    uint64_t n = ck_rbuf_u64(r);
     if (r->bad || n > (r->len - r->pos) / FRAME_LEN || n > (uint64_t)INT32_MAX - 1)
         return "a bad frame count";
     pb->frames = malloc((n ? n : 1) * sizeof *pb->frames);
@@ -277,10 +196,10 @@ static const char *get_frames(in_buf *r, ck_pb_layout *pb, uint64_t size)
     pb->cap_frames = n;
     for (size_t i = 0; i < n; i++) {
         ck_pb_frame *f = &pb->frames[i];
-        f->key_off = get_u64(r);
-        f->len_off = get_u64(r);
-        f->body_off = get_u64(r);
-        f->body_end = get_u64(r);
+        f->key_off = ck_rbuf_u64(r);
+        f->len_off = ck_rbuf_u64(r);
+        f->body_off = ck_rbuf_u64(r);
+        f->body_end = ck_rbuf_u64(r);
         /* Frames are made as the walk enters them: a parent comes first. */
         if (!get_frame_ref(r, i, &f->parent) || r->bad || f->key_off >= f->len_off ||
             f->len_off >= f->body_off || f->body_off - f->key_off > PREFIX_MAX ||
@@ -292,10 +211,10 @@ static const char *get_frames(in_buf *r, ck_pb_layout *pb, uint64_t size)
     return NULL;
 }
 
-static const char *get_tensors(in_buf *r, ck_model *m, ck_pb_layout *pb, uint64_t size)
+static const char *get_tensors(ck_rbuf *r, ck_model *m, ck_pb_layout *pb, uint64_t size)
 {
     const ck_index *ix = &m->index;
-    uint64_t n = get_u64(r);
+    uint64_t n = ck_rbuf_u64(r);
     if (r->bad || n != ix->count || n > (r->len - r->pos) / TENSOR_LEN)
         return "a tensor count unlike the index's";
     pb->tensors = calloc(n ? n : 1, sizeof *pb->tensors);
@@ -305,11 +224,11 @@ static const char *get_tensors(in_buf *r, ck_model *m, ck_pb_layout *pb, uint64_
         ck_pb_tensor *t = &pb->tensors[i];
         const ck_tensor *it = &ix->tensors[i];
         size_t hl;
-        t->key_off = get_u64(r);
-        t->len_off = get_u64(r);
+        t->key_off = ck_rbuf_u64(r);
+        t->len_off = ck_rbuf_u64(r);
         bool ok = get_frame_ref(r, pb->n_frames, &t->frame);
-        t->storage = get_u8(r);
-        t->role = get_u8(r);
+        t->storage = ck_rbuf_u8(r);
+        t->role = ck_rbuf_u8(r);
         ok = ok && get_opt_str(r, m, &t->holder, &hl);
         /* Its field ends where the index's record does, checked there
          * against the file. */
@@ -323,26 +242,26 @@ static const char *get_tensors(in_buf *r, ck_model *m, ck_pb_layout *pb, uint64_
     return NULL;
 }
 
-static const char *decode(in_buf *r, ck_model *m, ck_pb_layout *pb)
+static const char *decode(ck_rbuf *r, ck_model *m, ck_pb_layout *pb)
 {
     uint64_t size = m->sources[0]->size;
-    if (get_u32(r) != STATE_VERSION || get_u8(r) != pb->mindir)
+    if (ck_rbuf_u32(r) != STATE_VERSION || ck_rbuf_u8(r) != pb->mindir)
         return "another version or format";
     const char *why = get_frames(r, pb, size);
     if (why != NULL)
         return why;
     if (!get_frame_ref(r, pb->n_frames, &pb->main_graph))
         return "a bad main graph";
-    pb->insert_off = get_u64(r);
-    pb->inputs_end = get_u64(r);
-    pb->ir_version = (int64_t)get_u64(r);
+    pb->insert_off = ck_rbuf_u64(r);
+    pb->inputs_end = ck_rbuf_u64(r);
+    pb->ir_version = (int64_t)ck_rbuf_u64(r);
     if (pb->insert_off > size || pb->inputs_end > size)
         return "a bad insertion point";
     if (!get_opt_str(r, m, &pb->graph_name, &pb->graph_name_len))
         return "a bad graph name";
     if ((why = get_tensors(r, m, pb, size)) != NULL)
         return why;
-    pb->layout_crc = get_u32(r);
+    pb->layout_crc = ck_rbuf_u32(r);
     return r->bad || r->pos != r->len ? "truncated or too long" : NULL;
 }
 
@@ -354,7 +273,7 @@ int omr_load_state(ck_model *m, const ck_open_opts *o, const unsigned char *in, 
     if (pb == NULL)
         return ck_nomem(err, m->path);
     m->state = pb;
-    in_buf r = {.p = in, .len = len};
+    ck_rbuf r = {.p = in, .len = len};
     const char *why = decode(&r, m, pb);
     if (why != NULL)
         return ck_fail(err, EINVAL, "%s: a bad reader state: %s", m->path, why);

@@ -135,27 +135,36 @@ for p in range(2, 6):
 PYEND
 }
 
-# saved_index_seeds DIR: the indexes ckptfs-dump saves for the fuzzer's own
-# checkpoint (CKPTFS_FUZZ_MODEL_TO, see fuzz_ckpt.c) and for the fixture
-# checkpoints that keep one, each named after its model (the store names
-# them by the hash of a temporary path), stripped of the header and the
-# checksum that the fuzzer puts back around every input.
+# index_bodies DIR MODEL...: the index ckptfs-dump saves for each MODEL
+# that keeps one, into DIR, named after its model (the store names them by
+# the hash of a temporary path), stripped of the header and the checksum
+# that the fuzzer puts back around every input; prints how many.
+index_bodies() {
+    local tmp f ix n=0 out=$1
+    shift
+    tmp=$(mktemp -d) || return 1
+    for f in "$@"; do
+        rm -rf "$tmp/index"
+        "$build/ckptfs-dump" -o index_dir="$tmp/index" "$f" >/dev/null 2>&1 || continue
+        for ix in "$tmp"/index/*.ckidx; do
+            [ -s "$ix" ] || continue
+            tail -c +25 "$ix" | head -c -32 >"$out/gen-$(basename "$f")"
+            n=$((n + 1))
+        done
+    done
+    rm -rf "$tmp"
+    echo "$n"
+}
+# saved_index_seeds DIR: those of the fuzzer's own checkpoint
+# (CKPTFS_FUZZ_MODEL_TO, see fuzz_ckpt.c) and of the fixture checkpoints.
 saved_index_seeds() {
-    local tmp f ix n=0
+    local tmp n
     tmp=$(mktemp -d) || return 1
     if ! CKPTFS_FUZZ_FORMAT=saved-index CKPTFS_FUZZ_MODEL_TO="$tmp/fuzz.ckpt" "$fuzzer"; then
         rm -rf "$tmp"
         return 1
     fi
-    for f in "$tmp/fuzz.ckpt" ../shared/fixtures/mindspore/*.ckpt; do
-        rm -rf "$tmp/index"
-        "$build/ckptfs-dump" -o index_dir="$tmp/index" "$f" >/dev/null 2>&1 || continue
-        for ix in "$tmp"/index/*.ckidx; do
-            [ -s "$ix" ] || continue
-            tail -c +25 "$ix" | head -c -32 >"$1/gen-$(basename "$f" .ckpt)"
-            n=$((n + 1))
-        done
-    done
+    n=$(index_bodies "$1" "$tmp/fuzz.ckpt" ../shared/fixtures/mindspore/*.ckpt)
     rm -rf "$tmp"
     [ "$n" -gt 1 ] # the fuzzer's own, and at least one fixture's
 }
@@ -163,21 +172,7 @@ saved_index_seeds() {
 # saved-index-onnx: the indexes ckptfs-dump saves for the ONNX fixtures,
 # decoded against a copy of one of them (CKPTFS_FUZZ_ONNX).
 export CKPTFS_FUZZ_ONNX=../shared/fixtures/onnx/dtypes_burn.onnx
-onnx_index_seeds() {
-    local tmp f ix n=0
-    tmp=$(mktemp -d) || return 1
-    for f in ../shared/fixtures/onnx/*.onnx; do
-        rm -rf "$tmp/index"
-        "$build/ckptfs-dump" -o index_dir="$tmp/index" "$f" >/dev/null 2>&1 || continue
-        for ix in "$tmp"/index/*.ckidx; do
-            [ -s "$ix" ] || continue
-            tail -c +25 "$ix" | head -c -32 >"$1/gen-$(basename "$f" .onnx)"
-            n=$((n + 1))
-        done
-    done
-    rm -rf "$tmp"
-    [ "$n" -gt 1 ]
-}
+onnx_index_seeds() { [ "$(index_bodies "$1" ../shared/fixtures/onnx/*.onnx)" -gt 1 ]; }
 
 failed=0
 for format in "$@"; do
