@@ -359,12 +359,14 @@ static int list_pickled(opener *o, ck_error *err)
         rc = ck_nomem(err, o->path);
     for (size_t i = 0; rc == 0 && i < names.n; i++) {
         mode_t mode = 0;
-        char q[CK_QUOTE_BUF];
+        char q[CK_QUOTE_BUF], qp[CK_QUOTE_BUF];
         const ck_pickle_entry *pe = &names.v[i];
+        /* Both from the pickle: quoted, so that the message stays one line. */
         if (mode_of(o, pe->path, &mode) < 0 || !S_ISDIR(mode))
             rc = ck_fail(err, ENOENT, "%s/%s: %s, where %s keeps tensor '%s'", o->path,
-                         pe->path, mode == 0 ? "missing" : ck_file_kind(mode),
-                         CK_ONEFLOW_PICKLE, ck_quote(q, pe->name, strlen(pe->name)));
+                         ck_quote(qp, pe->path, strlen(pe->path)),
+                         mode == 0 ? "missing" : ck_file_kind(mode), CK_ONEFLOW_PICKLE,
+                         ck_quote(q, pe->name, strlen(pe->name)));
         else
             rc = add_entry(o, pe->path, pe->name, strlen(pe->name), err);
         if (paths != NULL)
