@@ -82,7 +82,8 @@ static inline bool ck_group_pending(const ck_commit_group *g)
     return g->committed;
 }
 /* Free the group, removing its temporary files unless a journal lists
- * them (call it after ck_group_commit too). */
+ * them (call it after ck_group_commit too, and on a zeroed group, which
+ * it leaves as it is). */
 void ck_group_abort(ck_commit_group *g);
 
 /* Before opening the model dir->base: finish a commit that its journal

@@ -801,8 +801,7 @@ struct tree_save {
     size_t n;
     size_t n_entries;           /* entries when the save began */
     ck_source *spill;           /* the frozen areas' bytes */
-    ck_commit_group group;      /* the new files, until tree_save_finish */
-    bool grouped;               /* group begun */
+    ck_commit_group group;      /* the new files, until tree_save_finish (zeroed: none) */
     ck_model *saved;            /* the new files as read back before the commit */
     ck_model *kept;             /* the same, once the tree's: not the save's to close */
 };
@@ -860,8 +859,7 @@ static void save_free(tree_save *save)
     if (save == NULL)
         return;
     ck_source_close(save->spill);
-    if (save->grouped)
-        ck_group_abort(&save->group);
+    ck_group_abort(&save->group);
     ck_model_close(save->saved);
     ck_arena_free(&save->arena);
     free(save->w);
@@ -988,7 +986,6 @@ int tree_save_run(tree_save *save, ck_error *err)
     ck_model *m = save->model;
     if (ck_group_begin(&save->group, m->dir, err) < 0)
         return -1;
-    save->grouped = true;
     /* Checked first so that a changed file is named as such (its bytes
      * would not read back), and again just before the commit point.  The
      * files read back are the new model: read again, a .ckpt would cost
@@ -1006,7 +1003,7 @@ int tree_save_finish(tree_save *save, int rc, ck_error *err)
     if (save == NULL)
         return rc;
     /* Past the commit point the renames are done whatever else failed. */
-    if (save->grouped && ck_group_pending(&save->group)) {
+    if (ck_group_pending(&save->group)) {
         ck_error why = {0};
         if (ck_group_finish(&save->group, &why) < 0 && rc == 0) {
             *err = why;
@@ -1131,7 +1128,7 @@ int tree_save_end(tree *tr, tree_save *save, int rc, ck_model **old, ck_error *e
     if (rc == 0)
         rc = switch_to_saved(tr, save, old, err);
     tr->saving = false;
-    tr->placing = rc == 0 && save->grouped && ck_group_pending(&save->group);
+    tr->placing = rc == 0 && ck_group_pending(&save->group);
     for (size_t i = 0; i < tr->n_entries; i++) {
         entry *e = &tr->entries[i];
         e->touched = false;
