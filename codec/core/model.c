@@ -274,7 +274,8 @@ ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_op
         ck_envelope_note_plaintext(&m->env, err); /* its offsets are the plaintext's */
         goto fail;
     }
-    if (check_fresh_encryption(m, err) < 0 || ck_index_finalize(&m->index, path, err) < 0)
+    if (check_fresh_encryption(m, err) < 0 ||
+        (!loaded && ck_index_finalize(&m->index, path, err) < 0))
         goto fail;
     if (!loaded)
         ck_saved_index_store(m, opts);

@@ -591,6 +591,18 @@ static const char *decode(ck_model *m, const ck_open_opts *o, const ck_saved_ide
     return NULL;
 }
 
+/* m as before an index was loaded into it (s: that index, or NULL). */
+static void forget(ck_model *m, struct ck_saved_index *s)
+{
+    ck_saved_index_free(s);
+    m->saved = NULL;
+    if (m->state != NULL)
+        m->format->free_state(m->state);
+    m->state = NULL;
+    ck_index_free(&m->index);
+    ck_index_init(&m->index);
+}
+
 int ck_saved_index_decode(ck_model *m, const ck_open_opts *o, const ck_saved_identity *id,
                           const unsigned char *buf, size_t len, ck_error *err)
 {
@@ -604,12 +616,7 @@ int ck_saved_index_decode(ck_model *m, const ck_open_opts *o, const ck_saved_ide
         return 0;
     }
     ck_fail(err, EINVAL, "%s: saved index not used: %s", m->path, why);
-    ck_saved_index_free(s);
-    if (m->state != NULL)
-        m->format->free_state(m->state);
-    m->state = NULL;
-    ck_index_free(&m->index);
-    ck_index_init(&m->index);
+    forget(m, s);
     return -1;
 }
 
@@ -771,6 +778,13 @@ int ck_saved_index_load(ck_model *m, const ck_open_opts *o)
     free(buf);
     if (rc < 0)
         return 0; /* rebuilt after the full read */
+    /* What the reader's own index would pass (two names for one tensor
+     * directory, say, refuse the model): an index that fails is not the
+     * reader's, and the file is read instead. */
+    if (ck_index_finalize(&m->index, m->path, &err) < 0) {
+        forget(m, m->saved);
+        return 0;
+    }
     char file[PATH_MAX];
     snprintf(file, sizeof file, "%s/%s", o->index->dir, name);
     m->saved->file = strdup(file); /* NULL: not removed when it proves wrong */
