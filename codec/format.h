@@ -31,6 +31,7 @@ typedef struct ck_format {
     const char *extension;      /* what its files are called, before an envelope's
                                  * (NULL: a directory's format, opened by its
                                  * collection, codec/collection.h) */
+    const char *const *also;    /* other names its files have (NULL-ended), or NULL */
     bool creatable;             /* -o create may start an empty model of it */
     bool encryptable;           /* a plain model may be encrypted on save (MindSpore's
                                  * loader decrypts it) */

@@ -17,6 +17,7 @@
 #include "oneflow/oneflow_dir_writer.h"
 #include "onnx_mindir/onnx_mindir_reader.h"
 #include "onnx_mindir/onnx_mindir_writer.h"
+#include "pytorch/pt_reader.h"
 #include "safetensors/safetensors_reader.h"
 #include "safetensors/safetensors_set.h"
 #include "safetensors/safetensors_set_writer.h"
@@ -37,6 +38,7 @@ static const format_entry formats[] = {
     {&ck_format_safetensors, &ck_safetensors_writer, &ck_safetensors_target},
     {&ck_format_safetensors_set, &ck_safetensors_set_writer, NULL},
     {&ck_format_oneflow, NULL, &ck_oneflow_target},
+    {&ck_format_pytorch, NULL, NULL},
 };
 
 #define N_FORMATS (sizeof formats / sizeof formats[0])
@@ -87,12 +89,30 @@ static bool named(const char *path, const char *ext)
     return n >= k && memcmp(path + n - k, ext, k) == 0;
 }
 
+/* The length of the extension of f that path ends in, or 0. */
+static size_t extension_of(const ck_format *f, const char *path)
+{
+    if (f->extension == NULL)
+        return 0;
+    if (named(path, f->extension))
+        return strlen(f->extension);
+    for (const char *const *e = f->also; e != NULL && *e != NULL; e++)
+        if (named(path, *e))
+            return strlen(*e);
+    return 0;
+}
+
 const ck_format *ck_format_by_extension(const char *path)
 {
     for (size_t i = 0; i < N_FORMATS; i++)
-        if (formats[i].reader->extension != NULL && named(path, formats[i].reader->extension))
+        if (extension_of(formats[i].reader, path) > 0)
             return formats[i].reader;
     return NULL;
+}
+
+size_t ck_format_extension_len(const ck_format *f, const char *path)
+{
+    return extension_of(f, path);
 }
 
 const ck_format *ck_format_by_name(const char *name)

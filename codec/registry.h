@@ -36,6 +36,9 @@ struct ck_target;
 /* The format a file name says by its extension (before an envelope's,
  * ".zst"), or NULL. */
 const ck_format *ck_format_by_extension(const char *path);
+/* How long the extension of f that path ends in is (".pth": 4), before an
+ * envelope's; 0 when it ends in none of them. */
+size_t ck_format_extension_len(const ck_format *f, const char *path);
 /* The format called name, or NULL. */
 const ck_format *ck_format_by_name(const char *name);
 /* The format of a file whose name says none: a MindSpore checkpoint, which

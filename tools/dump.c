@@ -86,7 +86,8 @@ static void print_tensor(const ck_model *m, const ck_tensor *t)
         print_extent(m, t, ck_tensor_ext(t, i));
     }
     if (t->gather != NULL)
-        printf("\tinterleaved, %" PRIu64 "-byte runs", t->gather->run);
+        printf("\t%s, %" PRIu64 "-byte runs", t->gather->step ? "strided" : "interleaved",
+               t->gather->run);
     printf("\n");
 }
 

@@ -77,7 +77,7 @@ static char *shown_name(const char *file, const ck_format **format)
     *format = ck_format_by_extension(file);
     if (*format == NULL)
         return NULL;
-    size_t n = strlen(file), ext = strlen((*format)->extension);
+    size_t n = strlen(file), ext = ck_format_extension_len(*format, file);
     if (n > 4 && strcmp(file + n - 4, ".zst") == 0)
         n -= 4;
     return n > ext ? strndup(file, n - ext) : NULL;

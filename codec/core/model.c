@@ -402,6 +402,28 @@ static void run_part(uint64_t q, uint64_t run, uint64_t off, size_t size, uint64
     *b = (off + size < end ? off + size : end) - start;
 }
 
+/* A strided view's runs may lie far apart (a transpose reads a column of
+ * its storage per row): when the spans would be more than twice the read
+ * and this slack, each run is read on its own instead, so that a read's
+ * memory stays about its size. */
+#define SPARSE_SLACK (1u << 20)
+
+static int runs_read(const ck_model *m, const ck_tensor *t, unsigned char *dst, size_t size,
+                     uint64_t off, const uint32_t *slice, const uint64_t *at, uint64_t runs,
+                     ck_error *err)
+{
+    uint64_t run = t->gather->run, q0 = off / run;
+    for (uint64_t i = 0; i < runs; i++) {
+        uint64_t a, b;
+        const ck_extent *e = ck_tensor_ext(t, slice[i]);
+        run_part(q0 + i, run, off, size, &a, &b);
+        if (ck_source_read(m->sources[e->src], dst, b - a, e->off + at[i] + a, err) < 0)
+            return -1;
+        dst += b - a;
+    }
+    return 0;
+}
+
 /* A gathered tensor's bytes with one read per slice, not one per run:
  * within a range, each slice's runs are consecutive rows of it, so its
  * part is one span of its bytes (tensor_index.h), read whole and then
@@ -428,8 +450,12 @@ static int gather_read(const ck_model *m, const ck_tensor *t, unsigned char *dst
         hi[k] = at[i] + b > hi[k] ? at[i] + b : hi[k];
     }
     for (uint32_t k = 0; rc == 0 && k < n; k++) {
-        base[k] = total; /* about size in all: a span holds no gap */
+        base[k] = total; /* about size in all for slices: a span holds no gap */
         total += hi[k] > lo[k] ? hi[k] - lo[k] : 0;
+    }
+    if (rc == 0 && total > 2 * (uint64_t)size + SPARSE_SLACK) {
+        rc = runs_read(m, t, dst, size, off, slice, at, runs, err);
+        goto out;
     }
     if (rc == 0 && (span = malloc(total ? total : 1)) == NULL)
         rc = ck_nomem(err, m->path);
@@ -446,6 +472,7 @@ static int gather_read(const ck_model *m, const ck_tensor *t, unsigned char *dst
         memcpy(dst, span + base[k] + (at[i] + a - lo[k]), b - a);
         dst += b - a;
     }
+out:
     free(span);
     free(slice);
     free(at);

@@ -140,6 +140,15 @@ int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
 uint32_t ck_tensor_gather_run(const ck_tensor *t, uint64_t q, uint64_t *at)
 {
     const ck_gather *g = t->gather;
+    if (g->step != NULL) { /* a strided view of one extent */
+        uint64_t pos = 0;
+        for (uint32_t d = g->ndim; d-- > 0;) {
+            pos += q % g->full[d] * g->step[d];
+            q /= g->full[d];
+        }
+        *at = pos;
+        return 0;
+    }
     uint32_t last = g->ndim - 1;
     uint64_t slice = q % g->split[last], row = 0;
     uint64_t slice_mul = g->split[last], row_mul = 1;

@@ -44,11 +44,17 @@ typedef struct ck_extent {
  * Only dimensions up to the last split one are described: after it, a run
  * covers them whole.  (A split of dim 0 alone needs none of this: the
  * slices simply follow each other, one extent each.) */
+/* A view whose elements are not in row-major order in its one extent (a
+ * PyTorch tensor with strides: a transpose, a slice of a wider tensor) is
+ * a gather too: with step set, run q starts at byte sum over d of x_d *
+ * step[d] of the extent, (x_0 .. x_{ndim-1}) being q in row-major order
+ * over full[]; split is unused. */
 typedef struct ck_gather {
     uint32_t ndim;              /* up to and including the last split dimension */
     uint64_t run;               /* bytes of one run: a slice's row from that dimension on */
     const uint64_t *full;       /* the merged tensor's sizes of those dimensions */
     const uint64_t *split;      /* and how many slices each is cut into */
+    const uint64_t *step;       /* a strided view: each dimension's step in bytes */
 } ck_gather;
 
 /* A MindSpore map parameter is one record holding three tensors; each is

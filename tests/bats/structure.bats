@@ -21,7 +21,10 @@ tags() {
 
 @test "cp -r of a real OneFlow snapshot into a new mount, touch snapshot_done: a .ckpt of it" {
     mount_fg "$F" "$M" -o create,commit=manual
-    cp -r "$SNAP/." "$M/"
+    # entry by entry, by name: cp -r "$SNAP/." goes in inode order, and
+    # where the fixture's snapshot_done is the lowest its copy would save
+    # a tree of no tensors (refused: pickled_copy.bats)
+    for e in "$SNAP"/*; do cp -r "$e" "$M/"; done
     touch "$M/snapshot_done"
     [ -f "$F" ]
     diff -r "$SNAP" "$M"

@@ -10,7 +10,7 @@
  * same tensors.
  *
  * CKPTFS_FUZZ_FORMAT (a format's name: ckpt, onnx, mindir, safetensors,
- * safetensors-set; ckpt when unset) picks the format; one ckptfs does not
+ * safetensors-set, pytorch; ckpt when unset) picks the format; one ckptfs does not
  * save yet is only read.  ck_model_open goes by the file name, so the input
  * is written to "fuzz" plus the format's extension in a private directory,
  * through the same path-based entry point the mount uses; external data
@@ -652,7 +652,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                                        : ck_format_by_name(of_ckpt ? "ckpt" : name);
     if (f == NULL || (*wrap && strcmp(wrap, ".enc") != 0 && strcmp(wrap, ".zst") != 0)) {
         fprintf(stderr, "CKPTFS_FUZZ_FORMAT must be a format (ckpt, onnx, mindir, "
-                "safetensors, safetensors-set), then maybe .enc or .zst, or strategy, "
+                "safetensors, safetensors-set, pytorch), then maybe .enc or .zst, or strategy, "
                 "iteration, oneflow, saved-index or saved-index-onnx, not '%s'\n", format);
         exit(2);
     }

@@ -9,7 +9,8 @@
 # (its body: the fuzzer frames it again), seeded with the indexes
 # ckptfs-dump, from FUZZER's directory, saves for the fuzzer's own checkpoint
 # and for the fixtures, and saved-index-onnx, the same for an ONNX model's
-# (its message layout).  Each corpus is seeded with the real fixtures and the
+# (its message layout); pytorch, a torch.save file (its ZIP records and its
+# pickle: read, no writer yet).  Each corpus is seeded with the real fixtures and the
 # regression inputs in tests/fuzz/regress/FORMAT (copied to a temporary
 # directory, never into the repository).  Envelope seeds are the fixtures
 # encrypted by the test oracle (key "0123456789ABCDEF", small blocks, every
@@ -22,7 +23,7 @@ fuzzer=$1
 runs=${2:-200000}
 shift $(($# < 2 ? $# : 2))
 [ $# -gt 0 ] || set -- ckpt onnx mindir safetensors safetensors-set ckpt.enc mindir.enc ckpt.zst \
-    strategy iteration oneflow saved-index saved-index-onnx
+    strategy iteration oneflow saved-index saved-index-onnx pytorch
 build=$(dirname "$fuzzer") # ckptfs-dump, beside it, writes the saved-index seeds
 # Each input is written to a file in $TMPDIR (decoded typed fields to another):
 # on tmpfs that is free, on a disk it takes most of the run.
@@ -40,6 +41,8 @@ seeds() { # seeds FORMAT: the fixture files that seed its corpus
     strategy) echo ../shared/fixtures/mindspore_distributed/*/*strategy*.ckpt ;;
     iteration) ;; # seeded by iteration_seeds
     oneflow) echo ../shared/fixtures/oneflow/new_pickled_3x3_i3o3_conv2d_params/pickled_data ;;
+    pytorch) echo ../shared/fixtures/pytorch/candle_*.pt* \
+        ../shared/fixtures/pytorch/torchtune_tiny_state_dict_with_one_key.pt ;;
     ckpt.*) echo ../shared/fixtures/mindspore/goldenstick_test_*.ckpt \
         ../shared/fixtures/mindspore/mindscience_SciAI_example_net_10000.ckpt ;;
     esac
@@ -197,6 +200,7 @@ for format in "$@"; do
         strategy) what="every accepted merge of its four ranks read back whole (no writer)" ;;
         iteration) what="every accepted metadata.json's tensors read back whole (no writer)" ;;
         oneflow) what="every accepted pickled_data's tensors read back whole (no writer)" ;;
+        pytorch) what="every accepted input's tensors read back whole (no writer yet)" ;;
         saved-index) what="every input framed again refused in one line, or finalized and its tensors read through their CRC checks (no writer)" ;;
         saved-index-onnx) what="every input framed again refused in one line, or finalized, its tensors read through their CRC checks and its layout checked (no writer)" ;;
         *.*) what="every accepted input saved again and reopened as the same tensors" ;;

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pt_pickle: the tensors (and numbers) of a torch.save file's data.pkl,
+ * read by the symbolic pickle machine (pickle/pickle_vm.h) with exactly
+ * the globals PyTorch's weights_only unpickler trusts for a state dict:
+ * nothing is imported or executed, and any other global is refused with
+ * its offset.
+ *
+ * The pickled object is walked as PyTorch users address it: dicts (plain
+ * or OrderedDict), lists and tuples nest, and a leaf's name is its keys
+ * and indices joined with '.' ("model.layers.0.weight",
+ * "optimizer.state.0.exp_avg").  Leaves are tensors (_rebuild_tensor_v2,
+ * inside _rebuild_parameter and _rebuild_from_type_v2 too) and Python
+ * ints, floats and bools; strings, None and anything else are not
+ * shown, only counted.
+ */
+#ifndef CK_PT_PICKLE_H
+#define CK_PT_PICKLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/ck_error.h"
+#include "../core/dtype.h"
+#include "../core/tensor_index.h"
+
+/* data.pkl bigger than this is refused: torch.save's is ~150 bytes a tensor. */
+#define CK_PT_PICKLE_MAX_BYTES (64u << 20)
+/* Containers nested deeper than this are refused (a state dict nests 3). */
+#define CK_PT_MAX_DEPTH 32u
+
+typedef enum ck_pt_kind { CK_PT_TENSOR, CK_PT_INT, CK_PT_FLOAT, CK_PT_BOOL } ck_pt_kind;
+
+/* One leaf, valid during the callback. */
+typedef struct ck_pt_leaf {
+    const char *name;           /* joined with '.', NUL-ended (no NUL inside) */
+    size_t name_len;
+    ck_pt_kind kind;
+    size_t off;                 /* the pickle opcode that made it, for messages */
+    uint64_t value;             /* INT: an int64_t; FLOAT: a double's bits; BOOL: 0, 1 */
+    /* CK_PT_TENSOR: */
+    const ck_dtype *dtype;      /* from the storage class */
+    const char *type_name;      /* PyTorch's name of it: "torch.float32" */
+    const char *key;            /* its storage: the record data/<key> */
+    size_t key_len;
+    uint64_t numel;             /* the storage's elements */
+    uint64_t offset;            /* the tensor's first element in the storage */
+    uint32_t ndim;
+    const int64_t *sizes, *strides; /* in elements */
+} ck_pt_leaf;
+
+typedef int (*ck_pt_leaf_fn)(void *ctx, const ck_pt_leaf *leaf, ck_error *err);
+
+typedef struct ck_pt_walk {
+    size_t skipped;             /* values neither tensors nor numbers */
+    char *first_skipped;        /* the first one's name (malloc'd), or NULL */
+} ck_pt_walk;
+
+/* Run buf (len bytes; file names it in messages) and call fn for each
+ * leaf in the pickle's order: 0, or -1 with err naming file and the
+ * opcode's offset (or fn's failure).  Free w with ck_pt_walk_free. */
+int ck_pt_pickle_walk(const void *buf, size_t len, const char *file, ck_pt_leaf_fn fn,
+                      void *ctx, ck_pt_walk *w, ck_error *err);
+void ck_pt_walk_free(ck_pt_walk *w);
+
+/* PyTorch's name of a type ckptfs shows ("torch.float32"), or NULL. */
+const char *ck_pt_type_name(const ck_dtype *dt);
+
+#endif

@@ -1,0 +1,413 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pt_reader: a torch.save ZIP archive indexed (pt_reader.h).
+ */
+#define _GNU_SOURCE
+#include "pt_reader.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/dir_name.h"
+#include "../core/model.h"
+#include "pt_pickle.h"
+#include "pt_zip.h"
+
+/* The scalars' values go to a scratch file, which becomes a source once
+ * the walk is over: their extents name this until then. */
+#define SCALAR_SRC UINT32_MAX
+/* A view may show more bytes than its storage holds only by repeating
+ * elements (stride 0, torch.expand); past this it is refused, so that a
+ * file of a few bytes cannot stand for terabytes of reads. */
+#define MAX_REPEATED (16u << 20)
+
+typedef struct pt_info {
+    char notes[CK_QUOTE_BUF + 96]; /* what ckptfs-dump adds: the values not shown */
+} pt_info;
+
+typedef struct reader {
+    ck_model *m;
+    pt_info *info;
+    ck_zip z;
+    uint64_t *data_off;         /* each record's data offset, once read (UINT64_MAX: not yet) */
+    int scalar_fd;
+    uint64_t scalar_size;
+    ck_error *err;
+} reader;
+
+static const char *path_of(const reader *r)
+{
+    return r->m->path;
+}
+
+/* ---- what a file is ------------------------------------------------------ */
+
+/* torch.save before 1.6: pickle protocol 2 of the magic number as LONG1
+ * (torch/serialization.py, _legacy_save). */
+static const unsigned char legacy_magic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
+                                             0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};
+
+static int check_kind(reader *r)
+{
+    unsigned char head[sizeof legacy_magic] = {0};
+    ck_source *src = r->m->sources[0];
+    size_t n = src->size < sizeof head ? (size_t)src->size : sizeof head;
+    if (ck_source_read(src, head, n, 0, r->err) < 0)
+        return -1;
+    if (n == sizeof head && memcmp(head, legacy_magic, n) == 0)
+        return ck_fail(r->err, ENOTSUP, "%s: a PyTorch file from before 1.6 (a sequence of "
+                       "pickles), which ckptfs does not read: load it and torch.save it "
+                       "again with PyTorch 1.6 or later", path_of(r));
+    if (!ck_zip_magic(head, n))
+        return ck_fail(r->err, EINVAL, "%s: offset 0: not a PyTorch file (torch.save writes "
+                       "a ZIP archive since 1.6)", path_of(r));
+    return 0;
+}
+
+static const ck_zip_entry *record(const reader *r, const char *name, size_t len)
+{
+    return ck_zip_find(&r->z, name, len);
+}
+
+/* Record e's bytes start there (its local header read once). */
+static int data_at(reader *r, const ck_zip_entry *e, uint64_t *off)
+{
+    size_t i = (size_t)(e - r->z.v);
+    if (r->data_off[i] == UINT64_MAX &&
+        ck_zip_data(r->m->sources[0], path_of(r), &r->z, e, &r->data_off[i], r->err) < 0)
+        return -1;
+    *off = r->data_off[i];
+    return 0;
+}
+
+/* A small record read whole (byteorder, data.pkl); *buf malloc'd. */
+static int read_record(reader *r, const ck_zip_entry *e, size_t max, unsigned char **buf)
+{
+    uint64_t off = 0;
+    if (e->size > max)
+        return ck_fail(r->err, EFBIG, "%s: %.*s: %" PRIu64 " bytes, more than ckptfs reads "
+                       "(%zu)", path_of(r), (int)e->name_len, e->name, e->size, max);
+    if (data_at(r, e, &off) < 0)
+        return -1;
+    if ((*buf = malloc(e->size ? (size_t)e->size : 1)) == NULL)
+        return ck_nomem(r->err, path_of(r));
+    return ck_source_read(r->m->sources[0], *buf, (size_t)e->size, off, r->err);
+}
+
+/* "byteorder" says "little", or is absent (files before PyTorch 1.10). */
+static int check_byteorder(reader *r)
+{
+    const ck_zip_entry *e = record(r, "byteorder", 9);
+    unsigned char *b = NULL;
+    if (e == NULL)
+        return 0;
+    int rc = read_record(r, e, 16, &b);
+    if (rc == 0 && !(e->size == 6 && memcmp(b, "little", 6) == 0))
+        rc = ck_fail(r->err, ENOTSUP, "%s: byteorder is not \"little\": ckptfs reads "
+                     "little-endian PyTorch files only", path_of(r));
+    free(b);
+    return rc;
+}
+
+/* ---- tensors ------------------------------------------------------------- */
+
+static int bad_tensor(reader *r, const ck_pt_leaf *l, const char *what)
+{
+    char q[CK_QUOTE_BUF];
+    return ck_fail(r->err, EINVAL, "%s: data.pkl: offset %zu: tensor '%s': %s", path_of(r),
+                   l->off, ck_quote(q, l->name, l->name_len), what);
+}
+
+static ck_tensor *new_tensor(reader *r, const ck_pt_leaf *l)
+{
+    ck_index *ix = &r->m->index;
+    long id = ix->count >= CK_MAX_TENSORS ? -1 : ck_index_add(ix);
+    char *name = id < 0 ? NULL : ck_arena_strndup(&ix->arena, l->name, l->name_len);
+    if (name == NULL) {
+        ck_nomem(r->err, path_of(r));
+        return NULL;
+    }
+    ck_tensor *t = &ix->tensors[id];
+    t->name = name;
+    t->name_len = (uint32_t)l->name_len;
+    return t;
+}
+
+/* The last element a view reaches in its storage, past its first
+ * (overflow-checked): the view must end inside the storage. */
+static int view_reach(const ck_pt_leaf *l, uint64_t *reach)
+{
+    uint64_t sum = 0;
+    for (uint32_t d = 0; d < l->ndim; d++) {
+        uint64_t step = 0;
+        if (__builtin_mul_overflow((uint64_t)(l->sizes[d] - 1), (uint64_t)l->strides[d], &step) ||
+            __builtin_add_overflow(sum, step, &sum))
+            return -1;
+    }
+    *reach = sum;
+    return 0;
+}
+
+/* Sizes and strides with the dimensions of size 1 dropped and the ones
+ * that are contiguous with the next merged: a view of a row-major tensor
+ * becomes one dimension of stride 1.  Their count. */
+static uint32_t coalesce(const ck_pt_leaf *l, uint64_t *size, uint64_t *stride)
+{
+    uint32_t n = 0;
+    for (uint32_t d = 0; d < l->ndim; d++) {
+        uint64_t s = (uint64_t)l->sizes[d], st = (uint64_t)l->strides[d];
+        if (s == 1)
+            continue;
+        if (n > 0 && stride[n - 1] == s * st) { /* no overflow: s * st <= the reach */
+            size[n - 1] *= s;
+            stride[n - 1] = st;
+            continue;
+        }
+        size[n] = s;
+        stride[n++] = st;
+    }
+    return n;
+}
+
+/* A view that is not one run of its storage: runs of the innermost
+ * contiguous dimension (or of one element), placed by the others. */
+static int strided(reader *r, ck_tensor *t, const uint64_t *size, const uint64_t *stride,
+                   uint32_t n, unsigned es)
+{
+    ck_arena *a = &r->m->index.arena;
+    bool inner = stride[n - 1] == 1;
+    uint32_t outer = inner ? n - 1 : n;
+    ck_gather *g = ck_arena_alloc(a, sizeof *g);
+    uint64_t *full = ck_arena_alloc(a, outer * sizeof *full);
+    uint64_t *step = ck_arena_alloc(a, outer * sizeof *step);
+    if (g == NULL || full == NULL || step == NULL)
+        return ck_nomem(r->err, path_of(r));
+    for (uint32_t d = 0; d < outer; d++) {
+        full[d] = size[d];
+        step[d] = stride[d] * es; /* within the view's extent: no overflow */
+    }
+    *g = (ck_gather){.ndim = outer, .run = (inner ? size[n - 1] : 1) * es, .full = full,
+                     .step = step};
+    t->gather = g;
+    return 0;
+}
+
+static int place_view(reader *r, ck_tensor *t, const ck_pt_leaf *l, uint64_t data)
+{
+    unsigned es = l->dtype->itemsize;
+    uint64_t reach = 0, first = 0, span = 0, size[CK_MAX_DIMS], stride[CK_MAX_DIMS];
+    if (t->nbytes == 0)
+        return 0;
+    if (view_reach(l, &reach) < 0 || __builtin_add_overflow(l->offset, reach, &first) ||
+        first >= l->numel)
+        return bad_tensor(r, l, "its size, stride and offset reach past its storage");
+    span = (reach + 1) * es; /* <= numel * es, checked against the record */
+    if (ck_tensor_add_extent(t, 0, data + l->offset * es, span) < 0)
+        return ck_nomem(r->err, path_of(r));
+    uint32_t n = coalesce(l, size, stride);
+    if (n == 0 || (n == 1 && stride[0] == 1))
+        return 0; /* contiguous: the extent is the tensor */
+    return strided(r, t, size, stride, n, es);
+}
+
+static int add_tensor(reader *r, const ck_pt_leaf *l)
+{
+    char rec[8 + 256];
+    int rn = snprintf(rec, sizeof rec, "data/%.*s", (int)l->key_len, l->key);
+    const ck_zip_entry *e = record(r, rec, (size_t)rn);
+    uint64_t data = 0, need = 0, nbytes = 0;
+    if (e == NULL)
+        return bad_tensor(r, l, "its storage's record is not in the archive");
+    if (__builtin_mul_overflow(l->numel, (uint64_t)l->dtype->itemsize, &need) ||
+        need > e->size)
+        return bad_tensor(r, l, "its storage is longer than its record");
+    if (ck_shape_product(&ck_shape_pb, l->dtype, l->sizes, l->ndim, &nbytes) >= 0)
+        return bad_tensor(r, l, "its size makes more bytes than a file holds");
+    if (nbytes > need && nbytes > MAX_REPEATED)
+        return bad_tensor(r, l, "a view bigger than its storage (a stride of 0 repeats "
+                          "elements) and than the 16 MiB ckptfs shows of one");
+    if (data_at(r, e, &data) < 0)
+        return -1;
+    ck_tensor *t = new_tensor(r, l);
+    int64_t *dims = t == NULL ? NULL
+                              : ck_arena_alloc(&r->m->index.arena, (l->ndim ? l->ndim : 1) *
+                                                                       sizeof *dims);
+    if (dims == NULL)
+        return ck_nomem(r->err, path_of(r));
+    memcpy(dims, l->sizes, l->ndim * sizeof *dims);
+    t->dims = dims;
+    t->ndim = l->ndim;
+    t->dtype = l->dtype;
+    t->type_name = l->type_name;
+    t->nbytes = nbytes;
+    t->rec_off = data;
+    t->rec_end = data + e->size;
+    return place_view(r, t, l, data);
+}
+
+/* ---- numbers ------------------------------------------------------------- */
+
+static int add_number(reader *r, const ck_pt_leaf *l)
+{
+    static const struct {
+        const char *dtype, *type_name;
+        unsigned size;
+    } as[] = {
+        [CK_PT_INT] = {"Int64", "int", 8},
+        [CK_PT_FLOAT] = {"Float64", "float", 8},
+        [CK_PT_BOOL] = {"Bool", "bool", 1},
+    };
+    unsigned char v[8];
+    unsigned n = as[l->kind].size;
+    for (unsigned i = 0; i < 8; i++)
+        v[i] = (unsigned char)(l->value >> (8 * i));
+    if (r->scalar_fd < 0 &&
+        (r->scalar_fd = ck_scratch_fd(true, path_of(r), "numbers", r->err)) < 0)
+        return -1;
+    if (pwrite(r->scalar_fd, v, n, (off_t)r->scalar_size) != (ssize_t)n)
+        return ck_fail(r->err, errno ? errno : EIO, "%s: writing its numbers: %s", path_of(r),
+                       strerror(errno ? errno : EIO));
+    ck_tensor *t = new_tensor(r, l);
+    if (t == NULL)
+        return -1;
+    t->dtype = ck_dtype_by_name(as[l->kind].dtype, strlen(as[l->kind].dtype));
+    t->type_name = as[l->kind].type_name;
+    t->nbytes = n;
+    t->read_only = true; /* a Python number, not a tensor: edits have nowhere to go */
+    t->ext0 = (ck_extent){.src = SCALAR_SRC, .off = r->scalar_size, .len = n};
+    t->n_ext = 1;
+    r->scalar_size += n;
+    return 0;
+}
+
+static int on_leaf(void *ctx, const ck_pt_leaf *l, ck_error *err)
+{
+    (void)err;
+    reader *r = ctx;
+    return l->kind == CK_PT_TENSOR ? add_tensor(r, l) : add_number(r, l);
+}
+
+/* The numbers' scratch file becomes a source; their extents name it. */
+static int bind_numbers(reader *r)
+{
+    if (r->scalar_fd < 0)
+        return 0;
+    ck_source *src = ck_source_adopt_fd(r->scalar_fd, "numbers", r->err);
+    r->scalar_fd = -1; /* the source's now, or closed */
+    long id = src == NULL ? -1 : ck_model_add_source(r->m, src, r->err);
+    if (id < 0)
+        return -1;
+    for (size_t i = 0; i < r->m->index.count; i++) {
+        ck_tensor *t = &r->m->index.tensors[i];
+        if (t->n_ext == 1 && t->ext0.src == SCALAR_SRC)
+            t->ext0.src = (uint32_t)id;
+    }
+    return 0;
+}
+
+static void make_notes(pt_info *info, const ck_pt_walk *w)
+{
+    if (w->skipped == 0)
+        return;
+    char q[CK_QUOTE_BUF];
+    const char *first = w->first_skipped ? w->first_skipped : "";
+    snprintf(info->notes, sizeof info->notes, ", %zu value%s neither tensors nor numbers "
+             "not shown (the first: '%s')", w->skipped, w->skipped == 1 ? "" : "s",
+             ck_quote(q, first, strlen(first)));
+}
+
+/* ---- the format ---------------------------------------------------------- */
+
+static int pt_walk(reader *r)
+{
+    const ck_zip_entry *e = record(r, "data.pkl", 8);
+    unsigned char *pkl = NULL;
+    char *where = NULL;
+    ck_pt_walk w = {0};
+    if (e == NULL)
+        return ck_fail(r->err, EINVAL, "%s: no data.pkl record: a ZIP archive, but not one "
+                       "torch.save wrote", path_of(r));
+    int rc = read_record(r, e, CK_PT_PICKLE_MAX_BYTES, &pkl);
+    if (rc == 0 && asprintf(&where, "%s: data.pkl", path_of(r)) < 0) {
+        where = NULL;
+        rc = ck_nomem(r->err, path_of(r));
+    }
+    if (rc == 0)
+        rc = ck_pt_pickle_walk(pkl, (size_t)e->size, where, on_leaf, r, &w, r->err);
+    if (rc == 0)
+        make_notes(r->info, &w);
+    ck_pt_walk_free(&w);
+    free(where);
+    free(pkl);
+    return rc;
+}
+
+static int pt_open(ck_model *m, const ck_open_opts *o, ck_error *err)
+{
+    (void)o;
+    reader r = {.m = m, .scalar_fd = -1, .err = err};
+    if ((r.info = calloc(1, sizeof *r.info)) == NULL)
+        return ck_nomem(err, m->path);
+    m->state = r.info;
+    int rc = check_kind(&r);
+    if (rc == 0)
+        rc = ck_zip_read(m->sources[0], m->path, &r.z, err);
+    if (rc == 0 && (r.data_off = malloc((r.z.n ? r.z.n : 1) * sizeof *r.data_off)) == NULL)
+        rc = ck_nomem(err, m->path);
+    for (size_t i = 0; rc == 0 && i < r.z.n; i++)
+        r.data_off[i] = UINT64_MAX;
+    if (rc == 0)
+        rc = check_byteorder(&r);
+    if (rc == 0)
+        rc = pt_walk(&r);
+    if (rc == 0)
+        rc = bind_numbers(&r);
+    if (r.scalar_fd >= 0)
+        close(r.scalar_fd);
+    free(r.data_off);
+    ck_zip_free(&r.z);
+    return rc;
+}
+
+static void pt_free_state(void *state)
+{
+    free(state);
+}
+
+static const char *pt_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
+{
+    (void)m;
+    if (t != NULL && t->type_name != NULL)
+        return t->type_name;
+    const char *name = ck_pt_type_name(dt);
+    return name != NULL ? name : dt->ms_name;
+}
+
+static bool pt_is_data_file(const ck_model *m, uint32_t i)
+{
+    (void)m;
+    (void)i;
+    return false; /* its one other source holds the numbers, decoded */
+}
+
+static const char *pt_notes(const ck_model *m)
+{
+    const pt_info *info = m->state;
+    return info != NULL ? info->notes : "";
+}
+
+const ck_format ck_format_pytorch = {
+    .name = "pytorch",
+    .title = "PyTorch",
+    .extension = ".pt",
+    .also = (const char *const[]){".pth", ".bin", NULL},
+    .open = pt_open,
+    .free_state = pt_free_state,
+    .type_name = pt_type_name,
+    .is_data_file = pt_is_data_file,
+    .notes = pt_notes,
+};

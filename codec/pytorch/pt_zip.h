@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * pt_zip: the ZIP archive torch.save writes since PyTorch 1.6, read
+ * without inflating anything (PyTorch's writer stores every record).
+ *
+ * The central directory is read whole (it is small: a few dozen bytes per
+ * record) and checked: every entry stored, unencrypted, inside the file,
+ * under one top directory, named once.  A record's bytes start after its
+ * local header, whose extra field PyTorch pads so that they fall on a
+ * 64-byte boundary; that header is read only for the records the reader
+ * asks for (ck_zip_data), one small read each.  ZIP64 (files or records
+ * of 4 GiB and more) is read as PyTorch writes it.
+ */
+#ifndef CK_PT_ZIP_H
+#define CK_PT_ZIP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/byte_source.h"
+#include "../core/ck_error.h"
+
+typedef struct ck_zip_entry {
+    const char *name;           /* after the top directory's "<dir>/"; in the zip's
+                                 * central directory buffer, not NUL-ended */
+    uint32_t name_len;
+    uint32_t crc;
+    uint64_t size;
+    uint64_t header_off;        /* its local header */
+} ck_zip_entry;
+
+typedef struct ck_zip {
+    unsigned char *cd;          /* the central directory */
+    ck_zip_entry *v;            /* sorted by name */
+    size_t n;
+    const char *top;            /* the top directory, without its '/' (in cd) */
+    uint32_t top_len;
+    uint64_t cd_off;            /* where the central directory starts */
+} ck_zip;
+
+/* Whether the first bytes of a file (n of them) are a ZIP local header. */
+int ck_zip_magic(const unsigned char *b, size_t n);
+
+/* Read src's central directory into z; file names it in messages.  0, or
+ * -1 with the reason and the offset.  Free z with ck_zip_free, after a
+ * failure too. */
+int ck_zip_read(ck_source *src, const char *file, ck_zip *z, ck_error *err);
+void ck_zip_free(ck_zip *z);
+
+/* The entry "<top>/name", or NULL. */
+const ck_zip_entry *ck_zip_find(const ck_zip *z, const char *name, size_t len);
+
+/* Where entry e's bytes start in src (after its local header), checked
+ * against the central directory and the file. */
+int ck_zip_data(ck_source *src, const char *file, const ck_zip *z, const ck_zip_entry *e,
+                uint64_t *off, ck_error *err);
+
+#endif

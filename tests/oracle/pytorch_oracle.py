@@ -1,0 +1,392 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""Independent test oracle for ckptfs mounts of PyTorch torch.save files.
+
+The reader here is PyTorch itself (Debian's python3-torch 1.13): every file is read with
+torch.load(f, weights_only=True), never with ckptfs's code.  The expected tree follows the
+rules docs/design.md gives for PyTorch files, applied to what torch.load returns:
+  - dicts (plain or OrderedDict), lists and tuples nest; a leaf's name is its keys and
+    indices joined with '.' (int keys in decimal: an optimizer's state);
+  - a tensor (or Parameter) is shown with its elements row-major, whatever its strides
+    (out = tensor.contiguous() as bytes; bfloat16 as its 16-bit patterns);
+  - a Python int, float or bool is a 0-d int64, float64 or bool (types "int", "float",
+    "bool"); any other value (str, None, ...) is not shown.
+The meta text, directory-name escaping and tree checks are ckpt_oracle's.
+
+    /usr/bin/python3 pytorch_oracle.py gen OUT --case NAME [--seed N] [--count N]
+    /usr/bin/python3 pytorch_oracle.py check MOUNTPOINT FILE [--trusted]
+    /usr/bin/python3 pytorch_oracle.py parse FILE [--trusted]  (a line a leaf: DIR TYPE SHAPE SHA)
+    /usr/bin/python3 pytorch_oracle.py zip64 IN OUT    (IN's records rewritten by Python's
+                                                        zipfile with every ZIP64 structure)
+    /usr/bin/python3 pytorch_oracle.py bad OUT --case NAME   (prints what the refusal names)
+
+Cases of gen: alltypes, views, nested, params, names, many, big.
+    /usr/bin/python3 pytorch_oracle.py overhead FILE   (the bytes of FILE that are not
+                                                        storages: all a mount may read)
+"""
+
+import argparse
+import collections
+import hashlib
+import io
+import os
+import pickle
+import struct
+import sys
+import zipfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import ckpt_oracle as co  # noqa: E402  (escaping, meta text, tree checks)
+
+# torch dtype -> (PyTorch's name, OneFlow type, numpy dtype of out or None)
+TYPES = {
+    torch.float32: ("torch.float32", "kFloat", np.float32),
+    torch.float64: ("torch.float64", "kDouble", np.float64),
+    torch.float16: ("torch.float16", "kFloat16", np.float16),
+    torch.bfloat16: ("torch.bfloat16", "kBFloat16", None),
+    torch.int64: ("torch.int64", "kInt64", np.int64),
+    torch.int32: ("torch.int32", "kInt32", np.int32),
+    torch.int16: ("torch.int16", "kInt16", np.int16),
+    torch.int8: ("torch.int8", "kInt8", np.int8),
+    torch.uint8: ("torch.uint8", "kUInt8", np.uint8),
+    torch.bool: ("torch.bool", "kBool", np.bool_),
+    torch.complex64: ("torch.complex64", "kComplex64", np.complex64),
+    torch.complex128: ("torch.complex128", "kComplex128", np.complex128),
+}
+
+
+class Entry:
+    """One tensor directory (the attributes ckpt_oracle.check_tensor_dir reads)."""
+
+    def __init__(self, name, type_name, of_type, dims, out, np_dtype):
+        self.tag = name.encode("utf-8")
+        self.part = None
+        self.ms_type = type_name
+        self.dims = list(dims)
+        self.out = out
+        self.np_dtype = np_dtype
+        self.dirname = co.escape_tag(self.tag)
+        self.meta = co.meta_bytes(self.dims, of_type)
+
+
+def tensor_bytes(t):
+    t = t.detach().contiguous()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    return t.numpy().tobytes()
+
+
+def flatten(obj, name, out):
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if not isinstance(k, (str, int)) or isinstance(k, bool):
+                raise SystemExit(f"a key ckptfs does not name: {k!r}")
+            flatten(v, f"{name}.{k}" if name else str(k), out)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            flatten(v, f"{name}.{i}" if name else str(i), out)
+    elif isinstance(obj, torch.Tensor):
+        type_name, of_type, np_dtype = TYPES[obj.dtype]
+        out.append(Entry(name, type_name, of_type, obj.shape, tensor_bytes(obj), np_dtype))
+    elif isinstance(obj, bool):
+        out.append(Entry(name, "bool", "kBool", [], bytes([obj]), np.bool_))
+    elif isinstance(obj, int):
+        out.append(Entry(name, "int", "kInt64", [], struct.pack("<q", obj), np.int64))
+    elif isinstance(obj, float):
+        out.append(Entry(name, "float", "kDouble", [], struct.pack("<d", obj), np.float64))
+
+
+def load_entries(path, trusted=False):
+    """torch.load with weights_only=True; torch 1.13's weights-only unpickler lacks BINFLOAT
+    (a Python float), so a file this oracle wrote itself (trusted) that holds floats is
+    loaded in full."""
+    out = []
+    flatten(torch.load(path, weights_only=not trusted), "", out)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Files written by torch.save.
+# ---------------------------------------------------------------------------------------
+
+
+def random_tensor(g, dtype, shape):
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_complex:
+        return torch.randn(shape, generator=g, dtype=dtype)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    info = torch.iinfo(dtype)
+    return torch.randint(info.min, info.max, shape, generator=g, dtype=torch.int64).to(dtype)
+
+
+def gen_object(case, g, count):
+    if case == "alltypes":
+        d = collections.OrderedDict()
+        for i, dt in enumerate(TYPES):
+            d[f"t{i}.{str(dt)[6:]}"] = random_tensor(g, dt, (3, 5))
+        d["scalar0d"] = torch.tensor(2.5)
+        d["empty"] = torch.zeros(0, 4)
+        d["bf16_0d"] = torch.tensor(1.25, dtype=torch.bfloat16)
+        return d
+    if case == "views":
+        base = torch.randn(6, 8, generator=g)
+        cube = torch.arange(24, dtype=torch.int64).reshape(4, 3, 2)
+        return {
+            "base": base,
+            "tied": base,                   # the same tensor twice: one storage
+            "transposed": base.t(),         # stride (1, 8)
+            "rows": base[2:5],              # a storage offset, contiguous
+            "cols": base[:, ::2],           # every other column
+            "inner": base[:, 2:6],          # rows of a wider tensor
+            "row": base[3],
+            "elem": base[1, 2],             # 0-d, at an offset
+            "expanded": torch.arange(4.0).expand(3, 4),  # stride 0
+            "fortran": cube.permute(2, 1, 0),            # (1, 2, 6): Fortran order
+            "flipped_halves": base.view(2, 3, 8).transpose(0, 1),
+            "bf16_t": base.to(torch.bfloat16).t(),
+            "empty_view": base[:, 3:3],
+        }
+    if case == "nested":
+        model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.LayerNorm(3))
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        model(torch.randn(2, 4, generator=g)).sum().backward()
+        opt.step()
+        return {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "epoch": 3,
+            "step": -70000000000,
+            "lr": 0.001,
+            "best": True,
+            "name": "run-1",
+            "nothing": None,
+            "history": [1.5, 2.5, torch.ones(2)],
+        }
+    if case == "params":
+        lin = torch.nn.Linear(3, 2)
+        return {"weight": lin.weight, "bias": lin.bias,
+                "frozen": torch.nn.Parameter(torch.ones(2, 2), requires_grad=False)}
+    if case == "names":
+        return {"a/b": torch.ones(1), "50%": torch.ones(1), ".hidden": torch.ones(1),
+                "snapshot_done": torch.ones(1), "ünïcode": torch.ones(1),
+                "x" * 300: torch.ones(1), "sp ace": torch.ones(1)}
+    if case == "big":
+        return {f"w{i}": random_tensor(g, torch.float32, (256, 256)) for i in range(count)}
+    if case == "many":
+        return collections.OrderedDict(
+            (f"layer.{i}.weight", random_tensor(g, torch.float32, (i % 7 + 1, 3)))
+            for i in range(count))
+    raise SystemExit(f"unknown case {case}")
+
+
+def cmd_gen(out, case, seed, count):
+    g = torch.Generator().manual_seed(seed)
+    torch.save(gen_object(case, g, count), out)
+
+
+# ---------------------------------------------------------------------------------------
+# ZIP64: the same records through Python's zipfile with every ZIP64 structure.
+# ---------------------------------------------------------------------------------------
+
+
+def cmd_zip64(src, dst):
+    """zipfile writes ZIP64 fields past its limits; with the limits at 0, every size and
+    offset and the end of the directory are ZIP64 (APPNOTE 4.3.14, 4.5.3), in a small file.
+    torch.load reads the result (checked here; in full: IN is a file gen wrote)."""
+    zipfile.ZIP64_LIMIT = 0
+    zipfile.ZIP_FILECOUNT_LIMIT = 0
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            with zout.open(info.filename, "w", force_zip64=True) as w:
+                w.write(zin.read(info))
+    with open(dst, "rb") as f:
+        data = f.read()
+    if data.find(b"PK\x06\x06") < 0 or data.find(b"PK\x06\x07") < 0:
+        raise SystemExit("zip64: no ZIP64 end records written")
+    torch.load(dst)
+
+
+# ---------------------------------------------------------------------------------------
+# Hostile files: each prints a fragment of the one line ckptfs must refuse it with.
+# ---------------------------------------------------------------------------------------
+
+SENTINEL = "/tmp/ckptfs-pytorch-oracle-executed"
+
+
+def write_zip(out, pkl, records=(), top="archive", byteorder=b"little", method=zipfile.ZIP_STORED):
+    with zipfile.ZipFile(out, "w", method) as z:
+        z.writestr(f"{top}/data.pkl", pkl)
+        if byteorder is not None:
+            z.writestr(f"{top}/byteorder", byteorder)
+        for name, data in records:
+            z.writestr(f"{top}/data/{name}", data)
+        z.writestr(f"{top}/version", b"3\n")
+
+
+def tensor_body(key=b"0", numel=4, offset=0, size=(4,), stride=(1,), cls=b"FloatStorage",
+                m0=2):
+    """_rebuild_tensor_v2(...) as torch.save pickles it (protocol 2), opcode by opcode; its
+    memo indices from m0 on."""
+    def tup(v):
+        return b"(" + b"".join(b"J" + struct.pack("<i", x) for x in v) + b"t"
+
+    def put(i):
+        return b"q" + bytes([m0 + i])
+    return (b"ctorch._utils\n_rebuild_tensor_v2\n" + put(0) + b"((X\x07\x00\x00\x00storage" +
+            put(1) + b"ctorch\n" + cls + b"\n" + put(2) + b"X" + struct.pack("<I", len(key)) +
+            key + b"X\x03\x00\x00\x00cpuJ" + struct.pack("<i", numel) + b"tQJ" +
+            struct.pack("<i", offset) + tup(size) + tup(stride) +
+            b"\x89ccollections\nOrderedDict\n)Rt" + put(3) + b"R" + put(4))
+
+
+def tensor_pickle(**kw):
+    """{'w': tensor}."""
+    return b"\x80\x02}q\x00X\x01\x00\x00\x00wq\x01" + tensor_body(**kw) + b"s."
+
+
+def bad_file(out, case):
+    f32 = bytes(16)
+    if case == "global":
+        # os.system("touch SENTINEL") if it were ever executed
+        pkl = (b"\x80\x02cos\nsystem\nX" + struct.pack("<I", len("touch " + SENTINEL)) +
+               ("touch " + SENTINEL).encode() + b"\x85R.")
+        write_zip(out, pkl)
+        return "offset 2: global os.system is not one of the classes of a PyTorch state dict"
+    if case == "stack_global":
+        pkl = b"\x80\x04\x8c\x08builtins\x8c\x04eval\x93."
+        write_zip(out, pkl)
+        return "offset 18: global builtins.eval"
+    if case == "missing_storage":
+        write_zip(out, tensor_pickle(key=b"7"), [("0", f32)])
+        return "tensor 'w': its storage's record is not in the archive"
+    if case == "short_storage":
+        write_zip(out, tensor_pickle(numel=8), [("0", f32)])
+        return "tensor 'w': its storage is longer than its record"
+    if case == "past_storage":
+        write_zip(out, tensor_pickle(size=(2, 3), stride=(3, 1)), [("0", f32)])
+        return "tensor 'w': its size, stride and offset reach past its storage"
+    if case == "offset_past":
+        write_zip(out, tensor_pickle(offset=4, size=(1,)), [("0", f32)])
+        return "reach past its storage"
+    if case == "size_overflow":
+        write_zip(out, tensor_pickle(size=(2 ** 31 - 1,) * 3, stride=(0, 0, 0)), [("0", f32)])
+        return "tensor 'w': its size makes more bytes than a file holds"
+    if case == "deep":
+        pkl = b"\x80\x02" + b"}X\x01\x00\x00\x00k" * 40 + b"N" + b"s" * 40 + b"."
+        write_zip(out, pkl)
+        return "containers nested deeper than ckptfs reads"
+    if case == "memo":
+        write_zip(out, b"\x80\x02}j\xff\xff\xff\x7f.")
+        return "offset 3: a memo index that was never stored"
+    if case == "persid_not_tuple":
+        write_zip(out, tensor_pickle().replace(b"tQJ", b"tNQJ", 1))
+        return "a tensor whose storage is not a persistent id"
+    if case == "legacy":
+        with open(out, "wb") as f:
+            f.write(pickle.dumps(0x1950A86A20F9469CFC6C, protocol=2) + pickle.dumps(1001, protocol=2))
+        return "a PyTorch file from before 1.6"
+    if case == "compressed":
+        write_zip(out, tensor_pickle(), [("0", f32)], method=zipfile.ZIP_DEFLATED)
+        return "compressed (torch.save stores every record"
+    if case == "big_endian":
+        write_zip(out, tensor_pickle(), [("0", f32)], byteorder=b"big")
+        return "byteorder is not \"little\""
+    if case == "not_zip":
+        with open(out, "wb") as f:
+            f.write(b"\x80\x02}q\x00.")
+        return "not a PyTorch file"
+    if case == "bare_tensor":
+        write_zip(out, b"\x80\x02" + tensor_body(m0=0) + b".", [("0", f32)])
+        return "a value without a name"
+    if case == "unknown_storage":
+        write_zip(out, tensor_pickle(cls=b"QInt8Storage"), [("0", f32)])
+        return "global torch.QInt8Storage is not one of"
+    if case == "two_tops":
+        with zipfile.ZipFile(out, "w") as z:
+            z.writestr("a/data.pkl", tensor_pickle())
+            z.writestr("b/data/0", f32)
+        return "a record outside the archive's top directory"
+    raise SystemExit(f"unknown case {case}")
+
+
+BAD_CASES = ["global", "stack_global", "missing_storage", "short_storage", "past_storage",
+             "offset_past", "size_overflow", "deep", "memo", "persid_not_tuple", "legacy",
+             "compressed", "big_endian", "not_zip", "bare_tensor", "unknown_storage", "two_tops"]
+
+
+# ---------------------------------------------------------------------------------------
+# Checks.
+# ---------------------------------------------------------------------------------------
+
+
+def cmd_check(mount, path, trusted):
+    entries = load_entries(path, trusted)
+    root = os.fsencode(mount)
+    co.check_root_listing(root, [e.dirname for e in entries])
+    co.check_snapshot_done(root)
+    for e in entries:
+        co.check_tensor_dir(root, e)
+    co.check_numpy_reads(root, entries)
+    print(f"ok {len(entries)} leaves")
+
+
+def cmd_parse(path, trusted):
+    for e in load_entries(path, trusted):
+        print("\t".join([os.fsdecode(e.dirname), e.ms_type, co.shape_text(e.dims).decode(),
+                         hashlib.sha256(e.out).hexdigest()[:16]]))
+
+
+def cmd_overhead(path):
+    with zipfile.ZipFile(path) as z:
+        storages = sum(i.file_size for i in z.infolist() if "/data/" in i.filename)
+    print(os.path.getsize(path) - storages)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("gen")
+    p.add_argument("out")
+    p.add_argument("--case", required=True)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--count", type=int, default=100)
+    p = sub.add_parser("check")
+    p.add_argument("mount")
+    p.add_argument("file")
+    p.add_argument("--trusted", action="store_true", help="a file gen wrote (see load_entries)")
+    p = sub.add_parser("parse")
+    p.add_argument("file")
+    p.add_argument("--trusted", action="store_true")
+    p = sub.add_parser("zip64")
+    p.add_argument("src")
+    p.add_argument("dst")
+    p = sub.add_parser("bad")
+    p.add_argument("out")
+    p.add_argument("--case", required=True)
+    sub.add_parser("bad-cases")
+    p = sub.add_parser("overhead")
+    p.add_argument("file")
+    a = ap.parse_args(argv)
+    if a.cmd == "gen":
+        cmd_gen(a.out, a.case, a.seed, a.count)
+    elif a.cmd == "check":
+        cmd_check(a.mount, a.file, a.trusted)
+    elif a.cmd == "parse":
+        cmd_parse(a.file, a.trusted)
+    elif a.cmd == "zip64":
+        cmd_zip64(a.src, a.dst)
+    elif a.cmd == "bad":
+        print(bad_file(a.out, a.case))
+    elif a.cmd == "overhead":
+        cmd_overhead(a.file)
+    elif a.cmd == "bad-cases":
+        print(" ".join(BAD_CASES))
+
+
+if __name__ == "__main__":
+    main()
