@@ -18,6 +18,7 @@
 #include "onnx_mindir/onnx_mindir_reader.h"
 #include "onnx_mindir/onnx_mindir_writer.h"
 #include "pytorch/pt_reader.h"
+#include "pytorch/pt_writer.h"
 #include "safetensors/safetensors_reader.h"
 #include "safetensors/safetensors_set.h"
 #include "safetensors/safetensors_set_writer.h"
@@ -38,7 +39,7 @@ static const format_entry formats[] = {
     {&ck_format_safetensors, &ck_safetensors_writer, &ck_safetensors_target},
     {&ck_format_safetensors_set, &ck_safetensors_set_writer, NULL},
     {&ck_format_oneflow, NULL, &ck_oneflow_target},
-    {&ck_format_pytorch, NULL, NULL},
+    {&ck_format_pytorch, &ck_pytorch_writer, NULL},
 };
 
 #define N_FORMATS (sizeof formats / sizeof formats[0])

@@ -25,15 +25,11 @@
  * file of a few bytes cannot stand for terabytes of reads. */
 #define MAX_REPEATED (16u << 20)
 
-typedef struct pt_info {
-    char notes[CK_QUOTE_BUF + 96]; /* what ckptfs-dump adds: the values not shown */
-} pt_info;
-
 typedef struct reader {
     ck_model *m;
-    pt_info *info;
-    ck_zip z;
-    uint64_t *data_off;         /* each record's data offset, once read (UINT64_MAX: not yet) */
+    ck_pt_info *info;           /* m's state: the zip, the records' data offsets */
+    uint32_t *record;           /* each tensor's record, as they are added */
+    size_t cap_record;
     int scalar_fd;
     uint64_t scalar_size;
     ck_error *err;
@@ -70,17 +66,18 @@ static int check_kind(reader *r)
 
 static const ck_zip_entry *record(const reader *r, const char *name, size_t len)
 {
-    return ck_zip_find(&r->z, name, len);
+    return ck_zip_find(&r->info->z, name, len);
 }
 
 /* Record e's bytes start there (its local header read once). */
 static int data_at(reader *r, const ck_zip_entry *e, uint64_t *off)
 {
-    size_t i = (size_t)(e - r->z.v);
-    if (r->data_off[i] == UINT64_MAX &&
-        ck_zip_data(r->m->sources[0], path_of(r), &r->z, e, &r->data_off[i], r->err) < 0)
+    ck_pt_info *info = r->info;
+    size_t i = (size_t)(e - info->z.v);
+    if (info->data_off[i] == UINT64_MAX &&
+        ck_zip_data(r->m->sources[0], path_of(r), &info->z, e, &info->data_off[i], r->err) < 0)
         return -1;
-    *off = r->data_off[i];
+    *off = info->data_off[i];
     return 0;
 }
 
@@ -122,15 +119,28 @@ static int bad_tensor(reader *r, const ck_pt_leaf *l, const char *what)
                    l->off, ck_quote(q, l->name, l->name_len), what);
 }
 
-static ck_tensor *new_tensor(reader *r, const ck_pt_leaf *l)
+/* A tensor added to the index, its storage's record (UINT32_MAX: none)
+ * kept beside it. */
+static ck_tensor *new_tensor(reader *r, const ck_pt_leaf *l, uint32_t rec)
 {
     ck_index *ix = &r->m->index;
+    if (ix->count == r->cap_record) {
+        size_t cap = r->cap_record ? 2 * r->cap_record : 64;
+        uint32_t *p = reallocarray(r->record, cap, sizeof *p);
+        if (p == NULL) {
+            ck_nomem(r->err, path_of(r));
+            return NULL;
+        }
+        r->record = p;
+        r->cap_record = cap;
+    }
     long id = ix->count >= CK_MAX_TENSORS ? -1 : ck_index_add(ix);
     char *name = id < 0 ? NULL : ck_arena_strndup(&ix->arena, l->name, l->name_len);
     if (name == NULL) {
         ck_nomem(r->err, path_of(r));
         return NULL;
     }
+    r->record[id] = rec;
     ck_tensor *t = &ix->tensors[id];
     t->name = name;
     t->name_len = (uint32_t)l->name_len;
@@ -232,7 +242,7 @@ static int add_tensor(reader *r, const ck_pt_leaf *l)
                           "elements) and than the 16 MiB ckptfs shows of one");
     if (data_at(r, e, &data) < 0)
         return -1;
-    ck_tensor *t = new_tensor(r, l);
+    ck_tensor *t = new_tensor(r, l, (uint32_t)(e - r->info->z.v));
     int64_t *dims = t == NULL ? NULL
                               : ck_arena_alloc(&r->m->index.arena, (l->ndim ? l->ndim : 1) *
                                                                        sizeof *dims);
@@ -271,7 +281,7 @@ static int add_number(reader *r, const ck_pt_leaf *l)
     if (pwrite(r->scalar_fd, v, n, (off_t)r->scalar_size) != (ssize_t)n)
         return ck_fail(r->err, errno ? errno : EIO, "%s: writing its numbers: %s", path_of(r),
                        strerror(errno ? errno : EIO));
-    ck_tensor *t = new_tensor(r, l);
+    ck_tensor *t = new_tensor(r, l, UINT32_MAX);
     if (t == NULL)
         return -1;
     t->dtype = ck_dtype_by_name(as[l->kind].dtype, strlen(as[l->kind].dtype));
@@ -309,7 +319,7 @@ static int bind_numbers(reader *r)
     return 0;
 }
 
-static void make_notes(pt_info *info, const ck_pt_walk *w)
+static void make_notes(ck_pt_info *info, const ck_pt_walk *w)
 {
     if (w->skipped == 0)
         return;
@@ -346,6 +356,32 @@ static int pt_walk(reader *r)
     return rc;
 }
 
+/* Which tensors are their storage alone: the whole record, row-major, no
+ * other tensor on it.  A save may rewrite such a record in place. */
+static int find_alone(reader *r)
+{
+    const ck_index *ix = &r->m->index;
+    ck_pt_info *info = r->info;
+    uint32_t *users = calloc(info->z.n ? info->z.n : 1, sizeof *users);
+    info->alone = calloc(ix->count ? ix->count : 1, 1);
+    if (users == NULL || info->alone == NULL) {
+        free(users);
+        return ck_nomem(r->err, path_of(r));
+    }
+    for (size_t i = 0; i < ix->count; i++)
+        if (r->record[i] != UINT32_MAX)
+            users[r->record[i]]++;
+    for (size_t i = 0; i < ix->count; i++) {
+        const ck_tensor *t = &ix->tensors[i];
+        uint32_t k = r->record[i];
+        info->alone[i] = k != UINT32_MAX && users[k] == 1 && t->gather == NULL &&
+                         t->nbytes == info->z.v[k].size &&
+                         (t->nbytes == 0 || t->ext0.off == info->data_off[k]);
+    }
+    free(users);
+    return 0;
+}
+
 static int pt_open(ck_model *m, const ck_open_opts *o, ck_error *err)
 {
     (void)o;
@@ -353,29 +389,43 @@ static int pt_open(ck_model *m, const ck_open_opts *o, ck_error *err)
     if ((r.info = calloc(1, sizeof *r.info)) == NULL)
         return ck_nomem(err, m->path);
     m->state = r.info;
+    ck_pt_info *info = r.info;
     int rc = check_kind(&r);
     if (rc == 0)
-        rc = ck_zip_read(m->sources[0], m->path, &r.z, err);
-    if (rc == 0 && (r.data_off = malloc((r.z.n ? r.z.n : 1) * sizeof *r.data_off)) == NULL)
+        rc = ck_zip_read(m->sources[0], m->path, &info->z, err);
+    if (rc == 0 && (info->data_off = malloc((info->z.n ? info->z.n : 1) *
+                                            sizeof *info->data_off)) == NULL)
         rc = ck_nomem(err, m->path);
-    for (size_t i = 0; rc == 0 && i < r.z.n; i++)
-        r.data_off[i] = UINT64_MAX;
+    for (size_t i = 0; rc == 0 && i < info->z.n; i++)
+        info->data_off[i] = UINT64_MAX;
     if (rc == 0)
         rc = check_byteorder(&r);
     if (rc == 0)
         rc = pt_walk(&r);
     if (rc == 0)
         rc = bind_numbers(&r);
+    if (rc == 0)
+        rc = find_alone(&r);
+    if (rc == 0) {
+        info->record = r.record; /* the state's now */
+        r.record = NULL;
+    }
     if (r.scalar_fd >= 0)
         close(r.scalar_fd);
-    free(r.data_off);
-    ck_zip_free(&r.z);
+    free(r.record);
     return rc;
 }
 
 static void pt_free_state(void *state)
 {
-    free(state);
+    ck_pt_info *info = state;
+    if (info == NULL)
+        return;
+    ck_zip_free(&info->z);
+    free(info->data_off);
+    free(info->record);
+    free(info->alone);
+    free(info);
 }
 
 static const char *pt_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
@@ -396,7 +446,7 @@ static bool pt_is_data_file(const ck_model *m, uint32_t i)
 
 static const char *pt_notes(const ck_model *m)
 {
-    const pt_info *info = m->state;
+    const ck_pt_info *info = m->state;
     return info != NULL ? info->notes : "";
 }
 

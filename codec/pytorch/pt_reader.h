@@ -15,13 +15,31 @@
  * the notes, not shown.
  *
  * Files from before PyTorch 1.6 (a sequence of pickles) are refused with
- * one line.  Saving is not supported yet: the mount is read-only.
+ * one line.  Saves (pt_writer.h) rewrite tensors' values in place.
  */
 #ifndef CK_PT_READER_H
 #define CK_PT_READER_H
 
+#include "../core/model.h"
 #include "../format.h"
+#include "pt_zip.h"
 
 extern const ck_format ck_format_pytorch;
+
+/* What the reader keeps for saves (ck_model.state). */
+typedef struct ck_pt_info {
+    ck_zip z;                   /* the archive's central directory */
+    uint64_t *data_off;         /* each record's bytes in the file (UINT64_MAX: unread) */
+    uint32_t *record;           /* tensor id -> its storage's record in z.v (UINT32_MAX:
+                                 * a number) */
+    uint8_t *alone;             /* tensor id -> 1: it is its storage, whole and row-major,
+                                 * and no other tensor views it */
+    char notes[CK_QUOTE_BUF + 96]; /* what ckptfs-dump adds: the values not shown */
+} ck_pt_info;
+
+static inline const ck_pt_info *ck_pt_info_of(const ck_model *m)
+{
+    return m->state;
+}
 
 #endif

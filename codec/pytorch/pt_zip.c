@@ -209,7 +209,8 @@ static int one_entry(ck_zip *z, const char *file, size_t at, size_t *next, ck_er
         return bad_record(file, pos, name, nl, err, "it lies outside the file's records");
     z->v[z->n++] = (ck_zip_entry){.name = name + z->top_len + 1,
                                   .name_len = (uint32_t)(nl - z->top_len - 1),
-                                  .crc = ck_le32(h + 16), .size = usize, .header_off = off};
+                                  .crc = ck_le32(h + CK_ZIP_CENTRAL_CRC), .flags = (uint16_t)flags,
+                                  .size = usize, .header_off = off, .central_off = pos};
     *next = at + CENTRAL_LEN + nl + xl + cl;
     return 0;
 }

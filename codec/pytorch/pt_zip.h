@@ -25,8 +25,10 @@ typedef struct ck_zip_entry {
                                  * central directory buffer, not NUL-ended */
     uint32_t name_len;
     uint32_t crc;
+    uint16_t flags;             /* bit 3: a data descriptor follows the bytes */
     uint64_t size;
     uint64_t header_off;        /* its local header */
+    uint64_t central_off;       /* its central directory header */
 } ck_zip_entry;
 
 typedef struct ck_zip {
@@ -37,6 +39,14 @@ typedef struct ck_zip {
     uint32_t top_len;
     uint64_t cd_off;            /* where the central directory starts */
 } ck_zip;
+
+/* A record's flags bit 3: its CRC and sizes follow its bytes in a data
+ * descriptor (as PyTorch's writer puts them), not in its local header. */
+#define CK_ZIP_DESCRIPTOR 0x0008u
+/* Where the CRC-32 field is in a local and in a central directory header. */
+#define CK_ZIP_LOCAL_CRC 14u
+#define CK_ZIP_CENTRAL_CRC 16u
+#define CK_ZIP_DESCRIPTOR_SIG 0x08074b50u
 
 /* Whether the first bytes of a file (n of them) are a ZIP local header. */
 int ck_zip_magic(const unsigned char *b, size_t n);

@@ -8,8 +8,9 @@
 # mount, what torch.load(weights_only=True) returns
 # (tests/oracle/pytorch_oracle.py).  Mounting reads no storage bytes;
 # hostile files are refused in one line naming the offset, nothing is
-# executed or mounted; the mount is read-only (no writer yet); the tools
-# take .pt files as input.
+# executed or mounted.  Saves write edited values in place (torch loads
+# them, zipfile checks the CRCs) and refuse, naming the tensor, what is not
+# written back yet; the tools take .pt files as input.
 
 load helpers
 
@@ -115,21 +116,73 @@ check_mount() {
     [ ! -e /tmp/ckptfs-pytorch-oracle-executed ]
 }
 
-@test "read-only: a PyTorch mount takes no edits (ckptfs does not save the format yet); -o rw is refused in one line" {
-    cp "$PT/torchtune_tiny_state_dict_with_one_key.pt" "$T/w.pt"
-    chmod 0644 "$T/w.pt"
-    before=$(sha "$T/w.pt")
-    mount_fg "$T/w.pt" "$M" # the owner may write it: read-only all the same
-    run sh -c "printf x | dd of='$M/test_key/out' conv=notrunc 2>&1"
-    [ "$status" -ne 0 ]
-    [[ $output == *"Read-only file system"* ]]
-    run mkdir "$M/new"
-    [ "$status" -ne 0 ]
+# save_edit FILE NAME [--trusted]: NAME's out given new random bytes through
+# a writable mount and saved; the oracle checks the file
+save_edit() {
+    local f=$1 name=$2
+    shift 2
+    cp "$f" "$T/orig.pt"
+    mount_fg "$f" "$M" -o rw
+    size=$(stat -c %s "$M/$name/out")
+    head -c "$size" /dev/urandom >"$T/new.out"
+    dd if="$T/new.out" of="$M/$name/out" conv=notrunc,fsync status=none
+    touch "$M/snapshot_done"
     unmount "$M"
-    [ "$(sha "$T/w.pt")" = "$before" ]
-    run "$CKPTFS" -o rw "$T/w.pt" "$M"
+    run $PT_ORACLE edit-check "$T/orig.pt" "$f" "$name" "$T/new.out" "$@"
+    echo "$f $name: $output"
+    [ "$status" -eq 0 ]
+}
+
+@test "an edit of a tensor's values is saved in place: torch loads the edit, every CRC is right, only the record and its CRC fields change" {
+    # a file with data descriptors (torch 1.13, here) and CRCs in the local
+    # headers (the fixtures' newer writers)
+    $PT_ORACLE gen "$T/alltypes.pt" --case alltypes
+    save_edit "$T/alltypes.pt" t0.float32
+    save_edit "$T/alltypes.pt" t3.bfloat16
+    cp "$PT/torchtune_tiny_fair_checkpoint.pt" "$T/fair.pt"
+    save_edit "$T/fair.pt" layers.0.attention.wq.weight
+    cp "$PT/candle_test.pt" "$T/candle.pt"
+    save_edit "$T/candle.pt" test
+}
+
+@test "an unchanged tree saves to the identical file, for every fixture and generated file" {
+    for c in alltypes views nested params names; do
+        $PT_ORACLE gen "$T/$c.pt" --case "$c"
+    done
+    for f in "$PT"/*.pt "$PT"/*.pth "$T"/*.pt; do
+        "$BUILD/ckptfs-reencode" "$f" "$T/again.pt"
+        cmp "$f" "$T/again.pt"
+    done
+}
+
+# refused_save FILE WANT CMD...: CMD changes the tree of FILE's writable
+# mount; the save is refused with WANT in its one line, the file untouched
+refused_save() {
+    local f=$1 want=$2
+    shift 2
+    before=$(sha "$f")
+    mount_fg "$f" "$M" -o rw
+    "$@"
+    run touch "$M/snapshot_done"
     [ "$status" -ne 0 ]
-    [[ $output == *"ckptfs reads PyTorch models but does not save them yet"* ]]
+    err=$(getfattr --absolute-names --only-values -n user.ckptfs.last_error "$M")
+    echo "$err"
+    [[ $err == *"$want"* ]]
+    unmount "$M" || true
+    [ "$(sha "$f")" = "$before" ]
+}
+
+@test "edits not written back yet (a tied or strided view, renames, removals, new tensors, new shapes) are refused at the save in one line naming the tensor; the file is not touched" {
+    f=$T/views.pt
+    $PT_ORACLE gen "$f" --case views
+    refused_save "$f" "tensor 'tied': it shares its storage"         dd if=/dev/zero of="$M/tied/out" bs=4 count=1 conv=notrunc status=none
+    refused_save "$f" "tensor 'transposed': it shares its storage"         dd if=/dev/zero of="$M/transposed/out" bs=4 count=1 conv=notrunc status=none
+    g=$T/params.pt
+    $PT_ORACLE gen "$g" --case params
+    refused_save "$g" "in place only" mv "$M/bias" "$M/bias2"
+    refused_save "$g" "tensor 'frozen': ckptfs saves a PyTorch file's values in place only"         rm -r "$M/frozen"
+    refused_save "$g" "in place only"         sh -c "mkdir '$M/new' && cp '$M/bias/meta' '$M/new/meta' && cp '$M/bias/out' '$M/new/out'"
+    refused_save "$g" "tensor 'weight': ckptfs saves a PyTorch file's values in place only"         sh -c "$ORACLE meta-of 6 kFloat >'$M/weight/meta'"
 }
 
 @test "the tools take .pt files: convert to safetensors (json + numpy read it as torch loads the .pt), stat, diff" {

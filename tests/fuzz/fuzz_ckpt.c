@@ -81,6 +81,7 @@
 #include "../../codec/oneflow/oneflow_meta.h"
 #include "../../codec/onnx_mindir/onnx_mindir_reader.h"
 #include "../../codec/registry.h"
+#include "../../codec/pytorch/pt_reader.h"
 #include "../../codec/safetensors/safetensors_set.h"
 #include "../../export/encoder.h"
 
@@ -361,10 +362,13 @@ static void check_identity(const ck_model *m, const uint8_t *data, size_t size)
 }
 
 /* The tensors an edit through the mount may change: numeric, in the model
- * file or decoded (models with external data mount read-only). */
+ * file or decoded (models with external data mount read-only); a PyTorch
+ * file's that are their storage alone (pt_writer.h). */
 static bool editable(const ck_model *m, uint32_t id)
 {
     const ck_tensor *t = &m->index.tensors[id];
+    if (m->format == &ck_format_pytorch)
+        return ck_pt_info_of(m)->alone[id];
     bool graph = m->format == &ck_format_onnx || m->format == &ck_format_mindir;
     return !t->read_only && graph && ck_pb_layout_of(m)->tensors[id].storage != CK_STORE_EXTERNAL;
 }

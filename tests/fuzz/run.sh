@@ -10,7 +10,7 @@
 # ckptfs-dump, from FUZZER's directory, saves for the fuzzer's own checkpoint
 # and for the fixtures, and saved-index-onnx, the same for an ONNX model's
 # (its message layout); pytorch, a torch.save file (its ZIP records and its
-# pickle: read, no writer yet).  Each corpus is seeded with the real fixtures and the
+# pickle).  Each corpus is seeded with the real fixtures and the
 # regression inputs in tests/fuzz/regress/FORMAT (copied to a temporary
 # directory, never into the repository).  Envelope seeds are the fixtures
 # encrypted by the test oracle (key "0123456789ABCDEF", small blocks, every
@@ -200,7 +200,6 @@ for format in "$@"; do
         strategy) what="every accepted merge of its four ranks read back whole (no writer)" ;;
         iteration) what="every accepted metadata.json's tensors read back whole (no writer)" ;;
         oneflow) what="every accepted pickled_data's tensors read back whole (no writer)" ;;
-        pytorch) what="every accepted input's tensors read back whole (no writer yet)" ;;
         saved-index) what="every input framed again refused in one line, or finalized and its tensors read through their CRC checks (no writer)" ;;
         saved-index-onnx) what="every input framed again refused in one line, or finalized, its tensors read through their CRC checks and its layout checked (no writer)" ;;
         *.*) what="every accepted input saved again and reopened as the same tensors" ;;

@@ -19,6 +19,8 @@ The meta text, directory-name escaping and tree checks are ckpt_oracle's.
     /usr/bin/python3 pytorch_oracle.py zip64 IN OUT    (IN's records rewritten by Python's
                                                         zipfile with every ZIP64 structure)
     /usr/bin/python3 pytorch_oracle.py bad OUT --case NAME   (prints what the refusal names)
+    /usr/bin/python3 pytorch_oracle.py edit-check ORIG SAVED NAME NEW_OUT [--trusted]
+                                  (SAVED is ORIG with NAME's values NEW_OUT, in place)
 
 Cases of gen: alltypes, views, nested, params, names, many, big.
     /usr/bin/python3 pytorch_oracle.py overhead FILE   (the bytes of FILE that are not
@@ -347,6 +349,78 @@ def cmd_overhead(path):
     print(os.path.getsize(path) - storages)
 
 
+def leaf_values(path, trusted):
+    return {e.tag.decode(): e for e in load_entries(path, trusted)}
+
+
+def cmd_edit_check(orig, saved, name, new_out, trusted):
+    """SAVED is ORIG with tensor NAME's out replaced by NEW_OUT's bytes, written as ckptfs
+    writes values in place: torch loads it (every other leaf as it was), Python's zipfile
+    finds every record's CRC-32 right, and the only bytes that differ are the tensor's
+    storage record and the CRC fields of that record (old CRC replaced by the new)."""
+    want = open(new_out, "rb").read()
+    a, b = leaf_values(orig, trusted), leaf_values(saved, trusted)
+    if sorted(a) != sorted(b):
+        raise SystemExit(f"leaves differ: {sorted(set(a) ^ set(b))}")
+    for k in a:
+        exp = want if k == name else a[k].out
+        if b[k].out != exp or b[k].dims != a[k].dims or b[k].ms_type != a[k].ms_type:
+            raise SystemExit(f"leaf {k!r}: not as expected after the edit")
+    with zipfile.ZipFile(saved) as z:
+        bad = z.testzip()
+        if bad is not None:
+            raise SystemExit(f"zipfile: bad CRC-32 in {bad}")
+    x, y = open(orig, "rb").read(), open(saved, "rb").read()
+    if len(x) != len(y):
+        raise SystemExit(f"size {len(y)}, the original's {len(x)}")
+    with zipfile.ZipFile(orig) as z:
+        info = [i for i in z.infolist() if i.filename.endswith("/data/" + leaf_key(orig, name))]
+    if len(info) != 1:
+        raise SystemExit(f"no one record for {name}")
+    i = info[0]
+    nlen, xlen = struct.unpack("<HH", x[i.header_offset + 26:i.header_offset + 30])
+    begin = i.header_offset + 30 + nlen + xlen
+    end = begin + i.file_size
+    old_crc, new_crc = struct.pack("<I", i.CRC), struct.pack("<I", zipfile.crc32(want))
+    crc_fields = 0
+    pos = 0
+    while pos < len(x):
+        if begin <= pos < end or x[pos] == y[pos]:
+            pos += 1
+            continue
+        at = next((p for p in range(pos - 3, pos + 1)
+                   if x[p:p + 4] == old_crc and y[p:p + 4] == new_crc), None)
+        if at is None:
+            raise SystemExit(f"byte {pos} changed, outside the record and its CRC fields")
+        crc_fields += 1
+        pos = at + 4
+    print(f"ok: record [{begin}, {end}), {crc_fields} CRC fields")
+
+
+def leaf_key(path, name):
+    """The storage key of tensor NAME (a top-level key here), read by torch's own loader."""
+    keys = {}
+
+    class Find(pickle.Unpickler):
+        def persistent_load(self, pid):
+            return pid[2]
+
+        def find_class(self, module, cls):
+            if (module, cls) == ("torch._utils", "_rebuild_tensor_v2"):
+                return lambda key, *rest: key
+            if (module, cls) == ("collections", "OrderedDict"):
+                return collections.OrderedDict
+            if module == "torch" and cls.endswith("Storage"):
+                return cls
+            if (module, cls) == ("torch._utils", "_rebuild_parameter"):
+                return lambda t, *rest: t
+            raise pickle.UnpicklingError(f"{module}.{cls}")
+    with zipfile.ZipFile(path) as z:
+        pkl = [n for n in z.namelist() if n.endswith("/data.pkl")][0]
+        keys = Find(io.BytesIO(z.read(pkl))).load()
+    return keys[name]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -369,6 +443,12 @@ def main(argv=None):
     p.add_argument("out")
     p.add_argument("--case", required=True)
     sub.add_parser("bad-cases")
+    p = sub.add_parser("edit-check")
+    p.add_argument("orig")
+    p.add_argument("saved")
+    p.add_argument("name")
+    p.add_argument("new_out")
+    p.add_argument("--trusted", action="store_true")
     p = sub.add_parser("overhead")
     p.add_argument("file")
     a = ap.parse_args(argv)
@@ -384,6 +464,8 @@ def main(argv=None):
         print(bad_file(a.out, a.case))
     elif a.cmd == "overhead":
         cmd_overhead(a.file)
+    elif a.cmd == "edit-check":
+        cmd_edit_check(a.orig, a.saved, a.name, a.new_out, a.trusted)
     elif a.cmd == "bad-cases":
         print(" ".join(BAD_CASES))
 
