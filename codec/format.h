@@ -32,6 +32,10 @@ typedef struct ck_format {
                                  * (NULL: a directory's format, opened by its
                                  * collection, codec/collection.h) */
     const char *const *also;    /* other names its files have (NULL-ended), or NULL */
+    /* Whether a run directory's file with one of those names is one of its
+     * models (NULL: every one); a name others use too (.bin) may be one
+     * only in a form of its own. */
+    bool (*in_run)(const char *file);
     bool creatable;             /* -o create may start an empty model of it */
     bool encryptable;           /* a plain model may be encrypted on save (MindSpore's
                                  * loader decrypts it) */

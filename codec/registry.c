@@ -39,7 +39,7 @@ static const format_entry formats[] = {
     {&ck_format_safetensors, &ck_safetensors_writer, &ck_safetensors_target},
     {&ck_format_safetensors_set, &ck_safetensors_set_writer, NULL},
     {&ck_format_oneflow, NULL, &ck_oneflow_target},
-    {&ck_format_pytorch, &ck_pytorch_writer, NULL},
+    {&ck_format_pytorch, &ck_pytorch_writer, &ck_pytorch_target},
 };
 
 #define N_FORMATS (sizeof formats / sizeof formats[0])

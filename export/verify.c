@@ -151,10 +151,33 @@ static int check_copied(verifier *v, const char *dir, const ck_tensor *ot, const
     return 0;
 }
 
+/* A gathered tensor moved or renamed as it was: its bytes as they read,
+ * not its extents (a PyTorch view's strided storage). */
+static int check_gathered(verifier *v, const char *dir, const ck_tensor *ot,
+                          const ck_tensor *nt)
+{
+    if (ot->nbytes != nt->nbytes)
+        return differs(v, dir, "%llu bytes, the tree's %llu", (unsigned long long)nt->nbytes,
+                       (unsigned long long)ot->nbytes);
+    for (uint64_t at = 0; at < ot->nbytes; at += CHUNK) {
+        size_t n = ot->nbytes - at < CHUNK ? (size_t)(ot->nbytes - at) : CHUNK;
+        if (ck_model_read(v->m, ot, v->a, n, at, v->err) < 0 ||
+            ck_model_read(v->nm, nt, v->b, n, at, v->err) < 0)
+            return -1;
+        if (memcmp(v->a, v->b, n) != 0)
+            return differs(v, dir, "its bytes differ in [%llu, %llu)",
+                           (unsigned long long)at, (unsigned long long)(at + n));
+    }
+    return 0;
+}
+
 /* A changed or new tensor: every byte read back is the byte written. */
 static int check_bytes(verifier *v, const char *dir, const ck_write_tensor *w,
                        const ck_tensor *nt)
 {
+    const ck_tensor *ot = w->orig_id == CK_WRITE_NEW ? NULL : &v->m->index.tensors[w->orig_id];
+    if (ot != NULL && ot->gather != NULL && ck_pieces_are_extents(v->m, w, ot))
+        return check_gathered(v, dir, ot, nt);
     uint64_t at = 0;
     for (size_t i = 0; i < w->n_pieces; i++) {
         const ck_piece *p = &w->pieces[i];
@@ -206,7 +229,9 @@ static int check_tensor(verifier *v, const char *dir, const ck_write_tensor *w,
     if (dtype->kind != CK_KIND_STR &&
         (nt->ndim != ndim || memcmp(nt->dims, dims, ndim * sizeof *dims) != 0))
         return differs(v, dir, "its shape changed (%u dims, the tree's %u)", nt->ndim, ndim);
-    uint64_t nbytes = w->unchanged ? ot->nbytes : ck_pieces_len(w);
+    bool as_it_was = w->unchanged ||
+                     (ot != NULL && ot->gather != NULL && ck_pieces_are_extents(v->m, w, ot));
+    uint64_t nbytes = as_it_was ? ot->nbytes : ck_pieces_len(w);
     if (nt->nbytes != nbytes)
         return differs(v, dir, "%llu bytes, the tree's out has %llu",
                        (unsigned long long)nt->nbytes, (unsigned long long)nbytes);

@@ -16,6 +16,20 @@ size_t ck_pieces_of(const ck_model *m, const ck_tensor *t, ck_piece *out)
     return t->n_ext;
 }
 
+bool ck_pieces_are_extents(const ck_model *m, const ck_write_tensor *w, const ck_tensor *t)
+{
+    if (w->n_pieces != t->n_ext)
+        return false;
+    for (uint32_t k = 0; k < t->n_ext; k++) {
+        const ck_extent *e = ck_tensor_ext(t, k);
+        const ck_piece *p = &w->pieces[k];
+        if (p->mem != NULL || p->src != m->sources[e->src] || p->off != e->off ||
+            p->len != e->len)
+            return false;
+    }
+    return true;
+}
+
 ck_write_tensor ck_write_unchanged(const ck_tensor *t, uint32_t id)
 {
     return (ck_write_tensor){.orig_id = id, .unchanged = true, .name = t->name,

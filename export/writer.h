@@ -40,6 +40,10 @@ typedef struct ck_write_tensor {
  * pieces of m's sources: one per extent, into out (room for t->n_ext).
  * Returns how many. */
 size_t ck_pieces_of(const ck_model *m, const ck_tensor *t, ck_piece *out);
+/* Whether w's pieces are tensor t's extents of m, as they are: the
+ * original's bytes, moved or renamed (for a gathered tensor, its slices or
+ * strided storage, not its bytes in order: read them with ck_model_read). */
+bool ck_pieces_are_extents(const ck_model *m, const ck_write_tensor *w, const ck_tensor *t);
 /* The bytes of a tensor to encode: the sum of its pieces. */
 uint64_t ck_pieces_len(const ck_write_tensor *t);
 /* Tensor t of the model (its index id) as the encoder takes it unchanged:

@@ -75,7 +75,7 @@ static char *shown_name(const char *file, const ck_format **format)
     if (file[0] == '.')
         return NULL;
     *format = ck_format_by_extension(file);
-    if (*format == NULL)
+    if (*format == NULL || ((*format)->in_run != NULL && !(*format)->in_run(file)))
         return NULL;
     size_t n = strlen(file), ext = ck_format_extension_len(*format, file);
     if (n > 4 && strcmp(file + n - 4, ".zst") == 0)

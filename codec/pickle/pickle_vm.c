@@ -85,7 +85,8 @@ static long new_node(machine *vm, ck_pk_kind k, uint64_t x)
              vm->r->max_nodes) < 0)
         return -1;
     p->nodes[p->n_nodes] = (ck_pk_node){.kind = (uint8_t)k, .a = CK_PK_NONE_ID,
-                                        .b = CK_PK_NONE_ID, .off = (uint32_t)vm->op, .x = x};
+                                        .b = CK_PK_NONE_ID, .g = CK_PK_NONE_ID,
+                                        .off = (uint32_t)vm->op, .x = x};
     return (long)p->n_nodes++;
 }
 
@@ -271,7 +272,7 @@ static int stack_global(machine *vm)
 
 /* REDUCE and NEWOBJ: an allowed global called with a tuple of arguments,
  * recorded, never run; an ordered dict class makes an empty dict. */
-static int call(machine *vm)
+static int call(machine *vm, bool newobj)
 {
     long args = pop(vm), fn = args < 0 ? -1 : pop(vm);
     if (fn < 0)
@@ -287,13 +288,19 @@ static int call(machine *vm)
             return fail(vm, "a class called with arguments (a state dict's OrderedDict "
                         "has none)");
         long id = new_node(vm, CK_PK_DICT, 0);
-        if (id >= 0)
+        if (id >= 0) {
             vm->p->nodes[id].flag = CK_PK_ORDERED;
+            vm->p->nodes[id].g = (uint32_t)fn;
+        }
         return push(vm, id);
     }
     long id = new_node(vm, CK_PK_CALL, (uint64_t)g->id);
-    if (id >= 0)
-        vm->p->nodes[id].a = (uint32_t)args;
+    if (id >= 0) {
+        ck_pk_node *c = &vm->p->nodes[id];
+        c->a = (uint32_t)args;
+        c->g = (uint32_t)fn;
+        c->flag = newobj ? CK_PK_NEWOBJ : 0;
+    }
     return push(vm, id);
 }
 
@@ -317,6 +324,7 @@ static int build(machine *vm)
         !ck_pk_str_is(vm->p, vm->p->cells[s->a].key, "_metadata"))
         return fail(vm, "an OrderedDict's state other than its _metadata");
     o->flag |= CK_PK_BUILT;
+    o->x = (uint64_t)state;
     return 0;
 }
 
@@ -457,7 +465,8 @@ static int step_stack(machine *vm, uint8_t op, bool *known)
     case 0x89: return push(vm, new_node(vm, CK_PK_BOOL, 0)); /* NEWFALSE */
     case 'c': return text_global(vm);
     case 0x93: return stack_global(vm);
-    case 'R': case 0x81: return call(vm); /* REDUCE, NEWOBJ */
+    case 'R': return call(vm, false); /* REDUCE */
+    case 0x81: return call(vm, true);  /* NEWOBJ */
     case 'b': return build(vm);
     case 'Q': return persid(vm); /* BINPERSID */
     case 's': return setitem(vm);

@@ -34,23 +34,28 @@ typedef enum ck_pk_kind {
     CK_PK_BOOL,     /* x: 0 or 1 */
     CK_PK_TUPLE,    /* containers: a and b their first and last cell, n the count */
     CK_PK_LIST,
-    CK_PK_DICT,     /* flag CK_PK_ORDERED: made by calling an ordered dict class */
+    CK_PK_DICT,     /* flag CK_PK_ORDERED: made by calling an ordered dict class
+                     * (g: that class's global); x: the state BUILD gave it, with
+                     * CK_PK_BUILT */
     CK_PK_SET,
     CK_PK_GLOBAL,   /* x: its index in the allow-list */
-    CK_PK_CALL,     /* x: the global's id, a: the arguments (a tuple), b: the state
-                     * BUILD gave it (CK_PK_NONE_ID: none) */
+    CK_PK_CALL,     /* x: the global's id, g: its node, a: the arguments (a tuple),
+                     * b: the state BUILD gave it (CK_PK_NONE_ID: none); flag
+                     * CK_PK_NEWOBJ: NEWOBJ made it, not REDUCE */
     CK_PK_PERSID,   /* a: the persistent id (BINPERSID's operand) */
 } ck_pk_kind;
 
 enum {
     CK_PK_ORDERED = 1,  /* a dict from an ordered dict class */
     CK_PK_BUILT = 2,    /* an ordered dict whose _metadata BUILD has set */
+    CK_PK_NEWOBJ = 4,   /* a call NEWOBJ made */
 };
 
 typedef struct ck_pk_node {
     uint8_t kind;
     uint8_t flag;
     uint32_t a, b, n;
+    uint32_t g;
     uint32_t off;       /* the opcode that made it, for messages */
     uint64_t x;
 } ck_pk_node;

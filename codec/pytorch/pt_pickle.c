@@ -29,16 +29,16 @@
 /* _rebuild_from_type_v2 of _rebuild_parameter of _rebuild_tensor_v2: 3. */
 #define MAX_WRAPS 4
 
-/* What the allowed globals are to this reader. */
+/* The allowed globals' ids (pt_pickle.h), shorter. */
 enum {
-    G_ORDERED_DICT,
-    G_TENSOR_V2,        /* torch._utils._rebuild_tensor_v2 */
-    G_PARAMETER,        /* torch._utils._rebuild_parameter */
-    G_PARAMETER_STATE,  /* torch._utils._rebuild_parameter_with_state */
-    G_FROM_TYPE,        /* torch._tensor._rebuild_from_type_v2 */
-    G_CLASS,            /* a tensor class, _rebuild_from_type_v2's type */
-    G_OTHER,            /* allowed, never a tensor: torch.Size, torch.device... */
-    G_STORAGE,          /* + the storage class's index in storages[] */
+    G_ORDERED_DICT = CK_PT_G_ORDERED_DICT,
+    G_TENSOR_V2 = CK_PT_G_TENSOR_V2,
+    G_PARAMETER = CK_PT_G_PARAMETER,
+    G_PARAMETER_STATE = CK_PT_G_PARAMETER_STATE,
+    G_FROM_TYPE = CK_PT_G_FROM_TYPE,
+    G_CLASS = CK_PT_G_CLASS,
+    G_OTHER = CK_PT_G_OTHER,
+    G_STORAGE = CK_PT_G_STORAGE, /* + the storage class's index in storages[] */
 };
 
 static const struct storage_type {
@@ -149,6 +149,8 @@ static int name_push(walker *k, const char *part, size_t n, size_t off, size_t *
     size_t need = k->len + (k->len > 0) + n + 1;
     if (memchr(part, '\0', n) != NULL)
         return fail_at(k, off, "a key with a NUL byte");
+    if (!ck_utf8_valid(part, n)) /* Python decodes a key as UTF-8: it could not load it */
+        return fail_at(k, off, "a key that is not UTF-8");
     if (need > MAX_NAME)
         return fail_at(k, off, "a name longer than ckptfs keeps (64 KiB)");
     if (need > k->cap) {
@@ -364,15 +366,49 @@ static int visit(walker *k, uint32_t id, unsigned depth)
     return skip(k);
 }
 
+int ck_pt_pickle_run(const void *buf, size_t len, const char *file, ck_pickle *out,
+                     ck_error *err)
+{
+    if (len > CK_PT_PICKLE_MAX_BYTES) {
+        *out = (ck_pickle){0};
+        return ck_fail(err, EFBIG, "%s: %zu bytes, more than a data.pkl ckptfs reads (%u)",
+                       file, len, CK_PT_PICKLE_MAX_BYTES);
+    }
+    return ck_pickle_run(buf, len, file, &rules, out, err);
+}
+
+int ck_pt_node_role(const ck_pickle *p, uint32_t id)
+{
+    const ck_pk_node *n = ck_pk_at(p, id);
+    switch (n->kind) {
+    case CK_PK_DICT: case CK_PK_LIST: case CK_PK_TUPLE:
+        return 0;
+    case CK_PK_INT: case CK_PK_FLOAT: case CK_PK_BOOL:
+        return 1;
+    case CK_PK_CALL:
+        return is_rebuild((int)n->x) ? 1 : -1;
+    }
+    return -1;
+}
+
+int ck_pt_global_id(const ck_pickle *p, uint32_t id)
+{
+    return allowed[ck_pk_at(p, id)->x].id;
+}
+
+void ck_pt_global_of(const ck_pickle *p, uint32_t id, const char **module, const char **name)
+{
+    const ck_pk_global *g = &allowed[ck_pk_at(p, id)->x];
+    *module = g->module;
+    *name = g->name;
+}
+
 int ck_pt_pickle_walk(const void *buf, size_t len, const char *file, ck_pt_leaf_fn fn,
                       void *ctx, ck_pt_walk *w, ck_error *err)
 {
     *w = (ck_pt_walk){0};
-    if (len > CK_PT_PICKLE_MAX_BYTES)
-        return ck_fail(err, EFBIG, "%s: %zu bytes, more than a data.pkl ckptfs reads (%u)",
-                       file, len, CK_PT_PICKLE_MAX_BYTES);
     walker k = {.err = err, .fn = fn, .ctx = ctx, .w = w};
-    int rc = ck_pickle_run(buf, len, file, &rules, &k.pk, err);
+    int rc = ck_pt_pickle_run(buf, len, file, &k.pk, err);
     if (rc == 0) {
         /* Each node once, and as much again for values a pickle shares
          * (the memo lets one container be reached from many). */
@@ -390,10 +426,22 @@ void ck_pt_walk_free(ck_pt_walk *w)
     *w = (ck_pt_walk){0};
 }
 
-const char *ck_pt_type_name(const ck_dtype *dt)
+static const struct storage_type *storage_of(const ck_dtype *dt)
 {
     for (size_t i = 0; i < N_STORAGES; i++)
         if (strcmp(storages[i].ck_name, dt->ms_name) == 0)
-            return storages[i].torch_name;
+            return &storages[i];
     return NULL;
+}
+
+const char *ck_pt_type_name(const ck_dtype *dt)
+{
+    const struct storage_type *s = storage_of(dt);
+    return s != NULL ? s->torch_name : NULL;
+}
+
+const char *ck_pt_storage_class(const ck_dtype *dt)
+{
+    const struct storage_type *s = storage_of(dt);
+    return s != NULL ? s->cls : NULL;
 }

@@ -66,5 +66,38 @@ void ck_pt_walk_free(ck_pt_walk *w);
 
 /* PyTorch's name of a type ckptfs shows ("torch.float32"), or NULL. */
 const char *ck_pt_type_name(const ck_dtype *dt);
+/* The storage class torch.save pickles a tensor of type dt with
+ * ("FloatStorage"), or NULL when PyTorch has none. */
+const char *ck_pt_storage_class(const ck_dtype *dt);
+
+/* ---- for pt_repickle, which writes data.pkl again -------------------------- */
+
+struct ck_pickle;
+
+/* What the allowed globals are (a CK_PK_CALL's x). */
+enum {
+    CK_PT_G_ORDERED_DICT,
+    CK_PT_G_TENSOR_V2,          /* torch._utils._rebuild_tensor_v2 */
+    CK_PT_G_PARAMETER,          /* torch._utils._rebuild_parameter */
+    CK_PT_G_PARAMETER_STATE,    /* torch._utils._rebuild_parameter_with_state */
+    CK_PT_G_FROM_TYPE,          /* torch._tensor._rebuild_from_type_v2 */
+    CK_PT_G_CLASS,              /* a tensor class, _rebuild_from_type_v2's type */
+    CK_PT_G_OTHER,              /* allowed, never a tensor: torch.Size, torch.device... */
+    CK_PT_G_STORAGE,            /* + the storage class's index */
+};
+
+/* Run buf as data.pkl under the reader's rules (the same nodes the walk
+ * saw).  Free out with ck_pickle_free. */
+int ck_pt_pickle_run(const void *buf, size_t len, const char *file, struct ck_pickle *out,
+                     ck_error *err);
+/* Whether node id is a leaf the walk names (a rebuild call or a number),
+ * a container it descends into (dict, list, tuple), or neither (a value
+ * it skips): 1, 0 or -1. */
+int ck_pt_node_role(const struct ck_pickle *p, uint32_t id);
+/* Global node id's id (CK_PT_G_...). */
+int ck_pt_global_id(const struct ck_pickle *p, uint32_t id);
+/* The module and name of global node id. */
+void ck_pt_global_of(const struct ck_pickle *p, uint32_t id, const char **module,
+                     const char **name);
 
 #endif

@@ -356,6 +356,21 @@ static int pt_walk(reader *r)
     return rc;
 }
 
+/* The records beside data.pkl and the storages (version, byteorder,
+ * .data/serialization_id...): a save lays the file out again with them
+ * copied, so their local headers are checked now, not at the save. */
+static int check_others(reader *r)
+{
+    const ck_zip *z = &r->info->z;
+    for (size_t i = 0; i < z->n; i++) {
+        uint64_t at = 0;
+        const ck_zip_entry *e = &z->v[i];
+        if ((e->name_len <= 5 || memcmp(e->name, "data/", 5) != 0) && data_at(r, e, &at) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Which tensors are their storage alone: the whole record, row-major, no
  * other tensor on it.  A save may rewrite such a record in place. */
 static int find_alone(reader *r)
@@ -405,6 +420,8 @@ static int pt_open(ck_model *m, const ck_open_opts *o, ck_error *err)
     if (rc == 0)
         rc = bind_numbers(&r);
     if (rc == 0)
+        rc = check_others(&r);
+    if (rc == 0)
         rc = find_alone(&r);
     if (rc == 0) {
         info->record = r.record; /* the state's now */
@@ -450,11 +467,23 @@ static const char *pt_notes(const ck_model *m)
     return info != NULL ? info->notes : "";
 }
 
+/* In a run directory, a .bin is more often an ONNX model's external data
+ * or another blob: only Hugging Face's pytorch_model*.bin is a checkpoint
+ * there (a .bin mounted by name is read as PyTorch's). */
+static bool pt_in_run(const char *file)
+{
+    size_t n = strlen(file);
+    return n < 4 || strcmp(file + n - 4, ".bin") != 0 ||
+           strncmp(file, "pytorch_model", 13) == 0;
+}
+
 const ck_format ck_format_pytorch = {
     .name = "pytorch",
     .title = "PyTorch",
     .extension = ".pt",
     .also = (const char *const[]){".pth", ".bin", NULL},
+    .in_run = pt_in_run,
+    .creatable = true,
     .open = pt_open,
     .free_state = pt_free_state,
     .type_name = pt_type_name,

@@ -437,7 +437,7 @@ print(("%.0f %s" if u == 0 else "%.1f %s") % (v, ["B", "KiB", "MiB", "GiB", "TiB
     [ "$status" -eq 0 ] && [[ $output == "ckptfs-convert "* ]] || false
     f=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
     for args in "" "$f" "--to" "--to onnx $f $T/x" "--bogus $f $T/x.ckpt" "$f $T/x.ckpt extra" \
-                "$f $T/x.bin" "-o enc_mode=AES-GCM $f $T/x.safetensors" \
+                "$f $T/x.npz" "-o enc_mode=AES-GCM $f $T/x.safetensors" \
                 "-o enc_mode=ROT13 $f $T/x.ckpt" "-o zstd_level=99 $f $T/x.ckpt.zst" \
                 "-o zstd_level=3 $f $T/x.ckpt"; do
         run "$CONVERT" $args

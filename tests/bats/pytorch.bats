@@ -9,8 +9,9 @@
 # (tests/oracle/pytorch_oracle.py).  Mounting reads no storage bytes;
 # hostile files are refused in one line naming the offset, nothing is
 # executed or mounted.  Saves write edited values in place (torch loads
-# them, zipfile checks the CRCs) and refuse, naming the tensor, what is not
-# written back yet; the tools take .pt files as input.
+# them, zipfile checks the CRCs) or lay the file out again as torch.save
+# would (renames, removals, new tensors, untied edits), keeping every value
+# the tree does not show; ckptfs-convert and -o create write new files.
 
 load helpers
 
@@ -155,6 +156,80 @@ save_edit() {
     done
 }
 
+# new_tensor DIR SRC: a tensor directory DIR copied from tensor directory SRC
+new_tensor() {
+    mkdir "$1" && cp "$2/meta" "$1/meta" && cp "$2/out" "$1/out"
+}
+
+@test "renames, moves, removals, new tensors and new shapes lay the file out again as torch.save would: every value the tree does not show is kept" {
+    f=$T/train.pt
+    $PT_ORACLE gen "$f" --case nested
+    cp "$f" "$T/orig.pt"
+    mount_fg "$f" "$M" -o rw
+    mv "$M/model.0.weight" "$M/model.0.w2"                 # renamed within its dict
+    mv "$M/optimizer.state.0.exp_avg" "$M/moved"           # out of its dict
+    rm -r "$M/model.1.bias"
+    new_tensor "$M/model.extra.t" "$M/model.0.bias"        # into the dict "model"
+    new_tensor "$M/top" "$M/model.0.bias"
+    $ORACLE meta-of 2,6 kFloat >"$M/model.1.weight/meta"
+    head -c 48 /dev/urandom >"$M/model.1.weight/out"
+    cp "$M/model.1.weight/out" "$T/w.out"
+    touch "$M/snapshot_done"
+    unmount "$M"
+    # torch's own load of the saved file (trusted: the oracle wrote the
+    # original, and it holds floats, which 1.13's weights-only loader lacks)
+    $PY - "$T/orig.pt" "$f" "$T/w.out" <<'EOF2'
+import sys, torch, zipfile
+o, d = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+w = open(sys.argv[3], "rb").read()
+assert list(d) == list(o) + ["moved", "top"], list(d)
+assert list(d["model"]) == ["0.w2", "0.bias", "1.weight", "extra.t"], list(d["model"])
+assert d["model"]._metadata == o["model"]._metadata
+assert torch.equal(d["model"]["0.w2"], o["model"]["0.weight"])
+assert torch.equal(d["model"]["extra.t"], o["model"]["0.bias"])
+assert d["model"]["1.weight"].shape == (2, 6)
+assert d["model"]["1.weight"].numpy().tobytes() == w
+assert torch.equal(d["moved"], o["optimizer"]["state"][0]["exp_avg"])
+assert list(d["optimizer"]["state"][0]) == ["step", "exp_avg_sq"]
+assert d["optimizer"]["param_groups"] == o["optimizer"]["param_groups"]
+for k in ("epoch", "step", "lr", "best", "name", "nothing", "history"):
+    assert repr(d[k]) == repr(o[k]), k
+names = zipfile.ZipFile(sys.argv[2]).namelist()
+assert names[0].endswith("/data.pkl") and names[-1].endswith("/version"), names
+assert zipfile.ZipFile(sys.argv[2]).testzip() is None
+print("ok")
+EOF2
+    check_mount "$f" --trusted
+}
+
+@test "an edit of a tied weight or a view gives that tensor a storage of its own; the tensors it shared with keep theirs, still shared" {
+    f=$T/views.pt
+    $PT_ORACLE gen "$f" --case views
+    cp "$f" "$T/orig.pt"
+    mount_fg "$f" "$M" -o rw
+    head -c 192 /dev/urandom >"$T/tied.out"
+    head -c 192 /dev/urandom >"$T/t.out"
+    cp "$T/tied.out" "$M/tied/out"
+    cp "$T/t.out" "$M/transposed/out"
+    touch "$M/snapshot_done"
+    unmount "$M"
+    $PY - "$T/orig.pt" "$f" "$T/tied.out" "$T/t.out" <<'EOF2'
+import sys, torch
+o, d = (torch.load(p, weights_only=True) for p in sys.argv[1:3])
+tied, t = (open(p, "rb").read() for p in sys.argv[3:5])
+assert d["tied"].numpy().tobytes() == tied
+assert d["transposed"].contiguous().numpy().tobytes() == t and d["transposed"].is_contiguous()
+ptr = lambda k: d[k].storage().data_ptr()
+assert ptr("tied") != ptr("base") and ptr("transposed") != ptr("base")
+for k in ("base", "rows", "cols", "inner", "row", "elem", "flipped_halves", "empty_view"):
+    assert ptr(k) == ptr("base"), k
+    assert d[k].stride() == o[k].stride() and torch.equal(d[k], o[k]), k
+assert len({ptr(k) for k in d}) == len({o[k].storage().data_ptr() for k in o}) + 2
+print("ok")
+EOF2
+    check_mount "$f"
+}
+
 # refused_save FILE WANT CMD...: CMD changes the tree of FILE's writable
 # mount; the save is refused with WANT in its one line, the file untouched
 refused_save() {
@@ -172,17 +247,66 @@ refused_save() {
     [ "$(sha "$f")" = "$before" ]
 }
 
-@test "edits not written back yet (a tied or strided view, renames, removals, new tensors, new shapes) are refused at the save in one line naming the tensor; the file is not touched" {
-    f=$T/views.pt
-    $PT_ORACLE gen "$f" --case views
-    refused_save "$f" "tensor 'tied': it shares its storage"         dd if=/dev/zero of="$M/tied/out" bs=4 count=1 conv=notrunc status=none
-    refused_save "$f" "tensor 'transposed': it shares its storage"         dd if=/dev/zero of="$M/transposed/out" bs=4 count=1 conv=notrunc status=none
-    g=$T/params.pt
-    $PT_ORACLE gen "$g" --case params
-    refused_save "$g" "in place only" mv "$M/bias" "$M/bias2"
-    refused_save "$g" "tensor 'frozen': ckptfs saves a PyTorch file's values in place only"         rm -r "$M/frozen"
-    refused_save "$g" "in place only"         sh -c "mkdir '$M/new' && cp '$M/bias/meta' '$M/new/meta' && cp '$M/bias/out' '$M/new/out'"
-    refused_save "$g" "tensor 'weight': ckptfs saves a PyTorch file's values in place only"         sh -c "$ORACLE meta-of 6 kFloat >'$M/weight/meta'"
+@test "what a PyTorch file cannot hold is refused at the save in one line, the file untouched: a list item removed or renamed, a name of a value not shown" {
+    f=$T/train.pt
+    $PT_ORACLE gen "$f" --case nested
+    refused_save "$f" "an item of a list or tuple ('history...') was removed" rm -r "$M/history.2"
+    refused_save "$f" "tensor 'hist': an item of a list or tuple is named by its place" \
+        mv "$M/history.2" "$M/hist"
+    refused_save "$f" "tensor 'name': the file holds a value of that name that the tree does not show" \
+        new_tensor "$M/name" "$M/model.0.bias"
+}
+
+@test "ckptfs-convert writes .pt files torch loads (weights_only) from any model; -o create makes one from a copied OneFlow snapshot" {
+    ST=$FIXTURES/safetensors
+    src=$(ls "$ST"/*/*.safetensors | head -1)
+    "$BUILD/ckptfs-convert" "$src" "$T/from-st.pt"
+    $PY - "$src" "$T/from-st.pt" <<'EOF2'
+import json, struct, sys, zipfile
+import numpy as np
+import torch
+st, pt = sys.argv[1], sys.argv[2]
+with open(st, "rb") as fh:
+    n = struct.unpack("<Q", fh.read(8))[0]
+    header = json.loads(fh.read(n))
+    data = fh.read()
+header.pop("__metadata__", None)
+d = torch.load(pt, weights_only=True)
+assert list(d) == list(header) or sorted(d) == sorted(header), (list(d)[:5], list(header)[:5])
+for k, h in header.items():
+    b, e = h["data_offsets"]
+    v = d[k].contiguous()
+    if v.dtype == torch.bfloat16:
+        v = v.view(torch.int16)
+    assert list(v.shape) == h["shape"] and v.numpy().tobytes() == data[b:e], k
+z = zipfile.ZipFile(pt)
+assert z.testzip() is None
+top = z.namelist()[0].split("/")[0]
+assert top == "from-st", top
+for i in z.infolist():  # every record's bytes on a 64-byte boundary, as torch.save writes
+    raw = open(pt, "rb").read()
+    nl, xl = struct.unpack("<HH", raw[i.header_offset + 26:i.header_offset + 30])
+    assert (i.header_offset + 30 + nl + xl) % 64 == 0, i.filename
+print("ok", len(d))
+EOF2
+    "$BUILD/ckptfs-convert" "$REPO/tests/demo/checkpoint_lenet-10_1875.ckpt" "$T/lenet.pt"
+    "$BUILD/ckptfs-diff" "$REPO/tests/demo/checkpoint_lenet-10_1875.ckpt" "$T/lenet.pt"
+    $PY -c 'import sys, torch; print(len(torch.load(sys.argv[1], weights_only=True)))' "$T/lenet.pt"
+    # a new file from a OneFlow snapshot copied in, entry by entry
+    SNAP=$FIXTURES/oneflow/legacy_v2_java_mlp_adam
+    mount_fg "$T/new.pt" "$M" -o create
+    for e in "$SNAP"/dense*; do cp -r "$e" "$M/"; done
+    touch "$M/snapshot_done"
+    unmount "$M"
+    $PY - "$T/new.pt" "$SNAP" <<'EOF2'
+import os, sys, numpy as np, torch
+d = torch.load(sys.argv[1], weights_only=True)
+dirs = sorted(e for e in os.listdir(sys.argv[2]) if e.startswith("dense"))
+assert sorted(d) == dirs, (sorted(d), dirs)
+for k in dirs:
+    assert d[k].numpy().tobytes() == open(os.path.join(sys.argv[2], k, "out"), "rb").read(), k
+print("ok", len(d))
+EOF2
 }
 
 @test "the tools take .pt files: convert to safetensors (json + numpy read it as torch loads the .pt), stat, diff" {
@@ -220,12 +344,13 @@ EOF
     [ "$status" -eq 0 ]
 }
 
-@test "a run directory lists .pt, .pth and .bin checkpoints by their names without the extension" {
+@test "a run directory lists .pt, .pth and pytorch_model*.bin checkpoints (not other .bin files) by their names without the extension" {
     D=$T/run
     mkdir "$D"
     cp "$PT/candle_test.pt" "$D/net-1_10.pt"
     cp "$PT/candle_test_with_key.pt" "$D/net-2_10.pth"
     cp "$PT/torchtune_tiny_state_dict_with_one_key.pt" "$D/pytorch_model.bin"
+    head -c 64 /dev/zero >"$D/weights.bin" # an ONNX model's external data, say
     "$BUILD/ckptfs-dump" -o settle=0 "$D" | tail -n +2 | cut -f1-3 >"$T/got"
     cat "$T/got"
     printf '%s\t%s\t%s\n' net-1_10 net-1_10.pt pytorch net-2_10 net-2_10.pth pytorch \

@@ -17,9 +17,16 @@ setup() {
 # (0755 directories, 0644 files); prints its path.  The fixture's own are
 # read-only.
 like_tree() {
-    cp -r "$SNAP" "$BATS_TEST_TMPDIR/snap"
-    chmod -R u=rwX,go=rX "$BATS_TEST_TMPDIR/snap"
-    echo "$BATS_TEST_TMPDIR/snap"
+    local d=$BATS_TEST_TMPDIR/snap
+    cp -r "$SNAP" "$d"
+    chmod -R u=rwX,go=rX "$d"
+    # cp copies a directory in inode order: snapshot_done made last, so
+    # that it is copied last, as the tools a user runs would meet it in a
+    # snapshot OneFlow wrote (a snapshot_done copied before any tensor
+    # saves a tree of none: refused for a .ckpt, pickled_copy.bats)
+    : >"$d/snapshot_done.new"
+    mv "$d/snapshot_done.new" "$d/snapshot_done"
+    echo "$d"
 }
 
 @test "rsync -a of a real OneFlow snapshot into a new mount, then touch snapshot_done" {

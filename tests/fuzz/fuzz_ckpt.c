@@ -363,12 +363,13 @@ static void check_identity(const ck_model *m, const uint8_t *data, size_t size)
 
 /* The tensors an edit through the mount may change: numeric, in the model
  * file or decoded (models with external data mount read-only); a PyTorch
- * file's that are their storage alone (pt_writer.h). */
+ * file's tensors (not its numbers): patched in place when each is its
+ * storage alone, else the file laid out again (pt_writer.h). */
 static bool editable(const ck_model *m, uint32_t id)
 {
     const ck_tensor *t = &m->index.tensors[id];
     if (m->format == &ck_format_pytorch)
-        return ck_pt_info_of(m)->alone[id];
+        return !t->read_only;
     bool graph = m->format == &ck_format_onnx || m->format == &ck_format_mindir;
     return !t->read_only && graph && ck_pb_layout_of(m)->tensors[id].storage != CK_STORE_EXTERNAL;
 }
