@@ -916,14 +916,20 @@ def check_numpy_reads(root, entries):
             _fail(f"tensor {e.tag!r}: numpy {how} content differs")
 
 
-def cmd_check(mount, ckpt):
-    entries, _ = load_reference(ckpt)
+def check_mounted(mount, entries):
+    """The mounted tree at mount is exactly entries: listing, snapshot_done, every tensor
+    directory, numpy reads."""
     root = os.fsencode(mount)
     check_root_listing(root, [e.dirname for e in entries])
     check_snapshot_done(root)
     for e in entries:
         check_tensor_dir(root, e)
     check_numpy_reads(root, entries)
+
+
+def cmd_check(mount, ckpt):
+    entries, _ = load_reference(ckpt)
+    check_mounted(mount, entries)
     print(f"ok {len(entries)} tensors")
 
 

@@ -23,6 +23,7 @@ The meta text, directory-name escaping and tree checks are ckpt_oracle's.
                                   (SAVED is ORIG with NAME's values NEW_OUT, in place)
 
 Cases of gen: alltypes, views, nested, params, names, many, big.
+    /usr/bin/python3 pytorch_oracle.py same-as-safetensors PT ST  (PT holds ST's tensors)
     /usr/bin/python3 pytorch_oracle.py overhead FILE   (the bytes of FILE that are not
                                                         storages: all a mount may read)
 """
@@ -31,6 +32,7 @@ import argparse
 import collections
 import hashlib
 import io
+import json
 import os
 import pickle
 import struct
@@ -328,13 +330,29 @@ BAD_CASES = ["global", "stack_global", "missing_storage", "short_storage", "past
 
 def cmd_check(mount, path, trusted):
     entries = load_entries(path, trusted)
-    root = os.fsencode(mount)
-    co.check_root_listing(root, [e.dirname for e in entries])
-    co.check_snapshot_done(root)
-    for e in entries:
-        co.check_tensor_dir(root, e)
-    co.check_numpy_reads(root, entries)
+    co.check_mounted(mount, entries)
     print(f"ok {len(entries)} leaves")
+
+
+def cmd_same_as_safetensors(pt, st):
+    """PT (torch's load, weights_only) holds ST's tensors (read with json + numpy, as
+    safetensors_oracle reads a file), by name, shape and bytes (row-major)."""
+    with open(st, "rb") as fh:
+        n = struct.unpack("<Q", fh.read(8))[0]
+        header = json.loads(fh.read(n))
+        data = fh.read()
+    header.pop("__metadata__", None)
+    d = torch.load(pt, weights_only=True)
+    if sorted(d) != sorted(header):
+        raise SystemExit(f"names differ: {sorted(set(d) ^ set(header))[:5]}")
+    for k, h in header.items():
+        b, e = h["data_offsets"]
+        v = d[k].contiguous()
+        if v.dtype == torch.bfloat16:
+            v = v.view(torch.int16)
+        if list(v.shape) != h["shape"] or v.numpy().tobytes() != data[b:e]:
+            raise SystemExit(f"tensor {k!r} differs")
+    print(f"ok {len(header)} tensors")
 
 
 def cmd_parse(path, trusted):
@@ -449,6 +467,9 @@ def main(argv=None):
     p.add_argument("name")
     p.add_argument("new_out")
     p.add_argument("--trusted", action="store_true")
+    p = sub.add_parser("same-as-safetensors")
+    p.add_argument("pt")
+    p.add_argument("st")
     p = sub.add_parser("overhead")
     p.add_argument("file")
     a = ap.parse_args(argv)
@@ -462,6 +483,8 @@ def main(argv=None):
         cmd_zip64(a.src, a.dst)
     elif a.cmd == "bad":
         print(bad_file(a.out, a.case))
+    elif a.cmd == "same-as-safetensors":
+        cmd_same_as_safetensors(a.pt, a.st)
     elif a.cmd == "overhead":
         cmd_overhead(a.file)
     elif a.cmd == "edit-check":

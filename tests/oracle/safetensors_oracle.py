@@ -913,12 +913,7 @@ def cmd_values(path, name):
 
 def cmd_check(mount, path):
     entries = load_entries(path)
-    root = os.fsencode(mount)
-    co.check_root_listing(root, [e.dirname for e in entries])
-    co.check_snapshot_done(root)
-    for e in entries:
-        co.check_tensor_dir(root, e)
-    co.check_numpy_reads(root, entries)
+    co.check_mounted(mount, entries)
     print(f"ok {len(entries)} tensors")
 
 
