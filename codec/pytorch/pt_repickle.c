@@ -510,8 +510,11 @@ static int tensor_args(rp *x, uint32_t args, uint32_t o)
         return nomem(x);
     }
     const char *cls = ck_pt_storage_class(t->dtype);
-    if (t->record == NONE && cls == NULL)
-        return refuse(x, t->name, t->name_len, "PyTorch has no storage of its type");
+    if (t->record == NONE && cls == NULL) {
+        char q[CK_QUOTE_BUF];
+        return ck_fail(x->err, EINVAL, "%s: tensor '%s': PyTorch has no storage of its type "
+                       "(%s)", x->r->path, ck_quote(q, t->name, t->name_len), t->dtype->ms_name);
+    }
     op(x, '(');
     op(x, '(');
     put_str(x, "storage", 7);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * pt_writer: a torch.save file rewritten with new values in place
- * (pt_writer.h).
+ * pt_writer: a torch.save file saved back, patched in place or laid out
+ * again, and new files (pt_writer.h).
  */
 #define _GNU_SOURCE
 #include "pt_writer.h"

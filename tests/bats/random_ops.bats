@@ -5,8 +5,8 @@
 # mv of tensors, saves, remounts, kill -9) on writable mounts of every
 # format, each save checked against a Python reference model and the
 # independent oracles (ckpt_oracle, python3-onnx, MindIR protobuf,
-# envelope_oracle, zstd -d, safetensors_oracle).  About 13 000 steps in
-# all.  A longer run: docs/design.md, "The model-based random test".
+# envelope_oracle, zstd -d, safetensors_oracle, torch).  About 14 000
+# steps in all.  A longer run: docs/design.md, "The model-based random test".
 #
 # The tests that name seeds were the reproductions of defects the random
 # test found (superseded records saved adjacent, data_location DEFAULT
@@ -65,6 +65,12 @@ teardown() {
     # read-only (no w bits, EACCES); kChar and kComplex128 metas and names holding NUL
     # are accepted, their saves refused (EINVAL).
     model_test --format safetensors --seeds 1-4 --steps 300
+}
+
+@test "random ops, manual saves: PyTorch .pt (values patched in place, or the file laid out again; a tied pair untied by an edit), read back by torch" {
+    # Parsed by torch.load (weights_only) after every save; kChar and names
+    # that are not UTF-8 are accepted, their saves refused.
+    model_test --format pytorch --seeds 1-4 --steps 300
 }
 
 @test "random ops, manual saves: a sharded safetensors set (per shard: layout kept or the reference writer's; the index transformers writes)" {

@@ -255,6 +255,10 @@ def tensor_pickle(**kw):
 
 def bad_file(out, case):
     f32 = bytes(16)
+    if case.startswith("global:"):  # a global named, then called: refused where it is named
+        module, name = case[7:].rsplit(".", 1)
+        write_zip(out, b"\x80\x02c" + f"{module}\n{name}\n".encode() + b")R.")
+        return f"offset 2: global {module}.{name} is not one of the classes of a PyTorch state dict"
     if case == "global":
         # os.system("touch SENTINEL") if it were ever executed
         pkl = (b"\x80\x02cos\nsystem\nX" + struct.pack("<I", len("touch " + SENTINEL)) +
@@ -321,6 +325,15 @@ def bad_file(out, case):
 BAD_CASES = ["global", "stack_global", "missing_storage", "short_storage", "past_storage",
              "offset_past", "size_overflow", "deep", "memo", "persid_not_tuple", "legacy",
              "compressed", "big_endian", "not_zip", "bare_tensor", "unknown_storage", "two_tops"]
+# Globals outside the allow-list that real pickles carry (the dangerous ones, numpy
+# values older training scripts saved, PyTorch's own that weights_only refuses or that
+# no dense state dict holds): each refused by name.
+BAD_CASES += ["global:" + g for g in (
+    "subprocess.Popen", "builtins.exec", "builtins.getattr", "posix.system", "nt.system",
+    "__builtin__.eval", "torch.load", "torch.storage._load_from_bytes",
+    "torch._utils._rebuild_qtensor", "torch._utils._rebuild_sparse_tensor",
+    "numpy.core.multiarray._reconstruct", "numpy.core.multiarray.scalar", "numpy.dtype",
+    "collections.Counter", "torch.float32", "argparse.Namespace")]
 
 
 # ---------------------------------------------------------------------------------------

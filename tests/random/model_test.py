@@ -18,7 +18,8 @@ the files must be byte for byte the last saved ones.
 After every save: the tree read through the mount equals the reference; the
 file, parsed by an independent oracle (tests/oracle/ckpt_oracle.py,
 python3-onnx through graph_oracle.py, MindIR through protobuf; decrypted by
-envelope_oracle.py or `zstd -d` first; safetensors by safetensors_oracle.py), equals
+envelope_oracle.py or `zstd -d` first; safetensors by safetensors_oracle.py; PyTorch
+by torch.load), equals
 the reference, names and order included; snapshot_done exists.  Formats: see FORMATS
 and MANUAL_FORMATS.
 
@@ -81,7 +82,7 @@ FORMATS = ["ckpt", "ckpt-superseded", "onnx-external", "mindir-split", "mindir",
            "ckpt-gcm", "ckpt-cbc", "mindir-gcm", "ckpt-zst", "onnx-zst"]
 # Formats run with manual saves and one client thread only, and not part of --format all
 # (their reference does not yet model the tensor order of automatic or concurrent saves).
-MANUAL_FORMATS = ["safetensors", "safetensors-set"]
+MANUAL_FORMATS = ["safetensors", "safetensors-set", "pytorch"]
 
 
 class Mismatch(Exception):
@@ -859,6 +860,89 @@ def check_st_file(data, p, old, old_p, kept):
     return None
 
 
+# PyTorch: the oracle is torch itself (Debian's 1.13, torch.load with weights_only), never
+# ckptfs code.  OneFlow meta type -> the torch dtype a changed tensor is saved as; kChar has
+# none (the save is refused), and torch 1.13 has no unsigned 16, 32 and 64-bit storages,
+# so no tensor is given those types here (ckptfs writes them, as torch >= 2.3 reads them).
+def pt_types():
+    import torch
+    return {"kFloat": torch.float32, "kDouble": torch.float64, "kFloat16": torch.float16,
+            "kBFloat16": torch.bfloat16, "kInt8": torch.int8, "kInt16": torch.int16,
+            "kInt32": torch.int32, "kInt64": torch.int64, "kUInt8": torch.uint8,
+            "kBool": torch.bool, "kComplex64": torch.complex64,
+            "kComplex128": torch.complex128}
+
+
+# The numpy type torch.from_numpy takes each from (bfloat16: its bits, viewed after).
+PT_NUMPY = {"kFloat": "<f4", "kDouble": "<f8", "kFloat16": "<f2", "kBFloat16": "<i2",
+            "kInt8": "i1", "kInt16": "<i2", "kInt32": "<i4", "kInt64": "<i8", "kUInt8": "u1",
+            "kBool": "?", "kComplex64": "<c8", "kComplex128": "<c16"}
+
+
+class PyTorch(Model):
+    """A torch.save file of a flat state dict (written by torch 1.13): every type torch 1.13
+    stores, 0-d and empty tensors, names to escape, and a tied pair (one tensor under two
+    names: one storage).  An edit of one of a tied pair gives it a storage of its own, so
+    every tensor is its own in the reference, as the tree shows them.  A meta of kChar, or
+    a name that is not UTF-8 or holds NUL, is accepted, the save refused.  The file's order
+    is the tree's (renames in place, new tensors at the end of the one dict)."""
+
+    edit_types = [t for t in EDIT_TYPES if t not in ("kUInt16", "kUInt32", "kUInt64")] + \
+        ["kChar"]
+
+    def build(self):
+        import torch
+        types = pt_types()
+        specs = [("net.w", "kFloat", [2, 3]), ("net.b", "kFloat", [3]), ("half", "kFloat16", [3, 2]),
+                 ("bf", "kBFloat16", [3]), ("dbl", "kDouble", [2]), ("i8", "kInt8", [5]),
+                 ("i16", "kInt16", [3, 2]), ("i32", "kInt32", [4]), ("i64", "kInt64", [2, 3]),
+                 ("u8", "kUInt8", [7]), ("flags", "kBool", [3]), ("z", "kComplex64", [2]),
+                 ("zz", "kComplex128", [1]), ("a/slash", "kFloat", [2]), ("n\u00fc", "kInt32", [1]),
+                 ("scalar", "kFloat", []), ("empty", "kFloat", [0]), ("empty3", "kFloat16", [2, 0, 3])]
+        if self.rng.integers(0, 2):  # over 1 MiB: copied around the changed bytes
+            specs.append(("big.blob", "kUInt8", [3 * MIB + 123]))
+        d = {}
+        for name, t, dims in specs:
+            n = int(np.prod(dims)) if dims else 1
+            raw = valid_bytes(self.rng, t, n)
+            arr = np.frombuffer(raw, PT_NUMPY[t]).copy()
+            ten = torch.from_numpy(arr.reshape(dims))
+            d[name] = ten.view(torch.bfloat16) if t == "kBFloat16" else ten
+        d["tied.b"] = d["net.w"]  # the same tensor again: one storage
+        self.path = os.path.join(self.tmp, "model.pt")
+        torch.save(d, self.path)
+
+    def parse(self):
+        import torch
+        try:
+            d = torch.load(self.path, weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - any refusal is the mismatch
+            raise Mismatch("torch.load refuses the saved file: %s" % exc)
+        by_dtype = {v: k for k, v in pt_types().items()}
+        v = []
+        for name, t in d.items():
+            t = t.detach().contiguous()
+            of_type = by_dtype[t.dtype]
+            out = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
+            v.append((co.escape_tag(name.encode("utf-8")), co.meta_bytes(list(t.shape), of_type),
+                      out))
+        return v, set(), {}
+
+    def unsaveable(self, e):
+        return e[T] not in pt_types()
+
+    def bad_name(self, e):
+        raw = unescape(e[D])
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return True
+        return b"\0" in raw
+
+    def saveable(self, state):
+        return not any(self.unsaveable(e) or self.bad_name(e) for e in state)
+
+
 class SafetensorsSet(Safetensors):
     """A Hugging Face sharded set: the safetensors model's tensors split over three shards
     (model-0000k-of-00003.safetensors, each with __metadata__, each padded or not) and an
@@ -1000,6 +1084,9 @@ def make_model(fmt, tmp, rng, avoid=()):
         m.build()
     elif fmt == "safetensors-set":
         m = SafetensorsSet(tmp, rng, avoid)
+        m.build()
+    elif fmt == "pytorch":
+        m = PyTorch(tmp, rng, avoid)
         m.build()
     else:
         raise SystemExit("unknown format %r (one of %s)" % (fmt, ", ".join(FORMATS + MANUAL_FORMATS)))
