@@ -213,6 +213,10 @@ static bool in_place(rp *x, uint32_t o)
     /* Only a string key can change: an index or an int key is the name. */
     if (!l->keyed && (rest != l->old_key_len || memcmp(key, l->old_key, rest) != 0))
         return false;
+    /* Nor may it take the name of a dict or a value the tree does not
+     * show (a second key of one dict would drop one of them). */
+    if (ck_name_map_get(&x->names, t->name, t->name_len) != CK_NAME_MAP_NONE)
+        return false;
     l->out = o;
     if (l->keyed) {
         l->key = key;
@@ -234,7 +238,8 @@ static int place_new(rp *x, uint32_t o)
             const char *key = after(t->name, t->name_len, t->name, plen, &rest);
             if (ck_name_map_get(&x->names, t->name, t->name_len) != CK_NAME_MAP_NONE)
                 return refuse(x, t->name, t->name_len, "the file holds a value of that name "
-                              "that the tree does not show (a string, None...)");
+                              "that the tree does not show as a tensor (a dict, a string, "
+                              "None...)");
             uint32_t head = ck_name_map_get(&x->inserts, t->name, plen);
             x->next_insert[o] = head;
             x->insert_key[o] = key;

@@ -255,6 +255,13 @@ refused_save() {
         mv "$M/history.2" "$M/hist"
     refused_save "$f" "tensor 'name': the file holds a value of that name that the tree does not show" \
         new_tensor "$M/name" "$M/model.0.bias"
+    # renamed in its place (the top dict) to the key of a value not shown
+    mount_fg "$f" "$M" -o rw
+    mv "$M/model.0.bias" "$M/moved"
+    touch "$M/snapshot_done"
+    unmount "$M"
+    refused_save "$f" "tensor 'nothing': the file holds a value of that name" \
+        mv "$M/moved" "$M/nothing"
 }
 
 @test "ckptfs-convert writes .pt files torch loads (weights_only) from any model; -o create makes one from a copied OneFlow snapshot" {
