@@ -404,9 +404,14 @@ static void run_part(uint64_t q, uint64_t run, uint64_t off, size_t size, uint64
 
 /* A strided view's runs may lie far apart (a transpose reads a column of
  * its storage per row): when the spans would be more than twice the read
- * and this slack, each run is read on its own instead, so that a read's
- * memory stays about its size. */
+ * and this slack, they are not read whole into one buffer. */
 #define SPARSE_SLACK (1u << 20)
+/* Then the spans are read through a window of this size, each window
+ * dealt out to the runs it holds, as long as that reads fewer bytes than
+ * a read per run would cost (a system call is worth about this many bytes
+ * copied); otherwise each run is read on its own. */
+#define WINDOW (4u << 20)
+#define BYTES_PER_CALL 4096u
 
 static int runs_read(const ck_model *m, const ck_tensor *t, unsigned char *dst, size_t size,
                      uint64_t off, const uint32_t *slice, const uint64_t *at, uint64_t runs,
@@ -422,6 +427,45 @@ static int runs_read(const ck_model *m, const ck_tensor *t, unsigned char *dst, 
         dst += b - a;
     }
     return 0;
+}
+
+/* Window [w, w + len) of slice k, read into buf, dealt out to the parts of
+ * the runs that fall in it. */
+static void deal_window(const ck_tensor *t, unsigned char *dst, size_t size, uint64_t off,
+                        const uint32_t *slice, const uint64_t *at, uint64_t runs, uint32_t k,
+                        const unsigned char *buf, uint64_t w, uint64_t len)
+{
+    uint64_t run = t->gather->run, q0 = off / run, pos = 0;
+    for (uint64_t i = 0; i < runs; i++) {
+        uint64_t a, b;
+        run_part(q0 + i, run, off, size, &a, &b);
+        uint64_t s = at[i] + a, e = at[i] + b;
+        uint64_t cs = s > w ? s : w, ce = e < w + len ? e : w + len;
+        if (slice[i] == k && cs < ce)
+            memcpy(dst + pos + (cs - s), buf + (cs - w), ce - cs);
+        pos += b - a;
+    }
+}
+
+static int windowed_read(const ck_model *m, const ck_tensor *t, unsigned char *dst, size_t size,
+                         uint64_t off, const uint32_t *slice, const uint64_t *at, uint64_t runs,
+                         const uint64_t *lo, const uint64_t *hi, ck_error *err)
+{
+    unsigned char *buf = malloc(WINDOW);
+    if (buf == NULL)
+        return ck_nomem(err, m->path);
+    int rc = 0;
+    for (uint32_t k = 0; rc == 0 && k < t->n_ext; k++) {
+        const ck_extent *e = ck_tensor_ext(t, k);
+        for (uint64_t w = lo[k]; rc == 0 && w < hi[k]; w += WINDOW) {
+            uint64_t len = hi[k] - w < WINDOW ? hi[k] - w : WINDOW;
+            rc = ck_source_read(m->sources[e->src], buf, len, e->off + w, err);
+            if (rc == 0)
+                deal_window(t, dst, size, off, slice, at, runs, k, buf, w, len);
+        }
+    }
+    free(buf);
+    return rc;
 }
 
 /* A gathered tensor's bytes with one read per slice, not one per run:
@@ -454,7 +498,9 @@ static int gather_read(const ck_model *m, const ck_tensor *t, unsigned char *dst
         total += hi[k] > lo[k] ? hi[k] - lo[k] : 0;
     }
     if (rc == 0 && total > 2 * (uint64_t)size + SPARSE_SLACK) {
-        rc = runs_read(m, t, dst, size, off, slice, at, runs, err);
+        rc = total / BYTES_PER_CALL < runs
+                 ? windowed_read(m, t, dst, size, off, slice, at, runs, lo, hi, err)
+                 : runs_read(m, t, dst, size, off, slice, at, runs, err);
         goto out;
     }
     if (rc == 0 && (span = malloc(total ? total : 1)) == NULL)

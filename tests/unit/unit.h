@@ -28,5 +28,6 @@ void test_stats_blocks(void);
 void test_direct_out(void);
 void test_tree(void);
 void test_saved_index(void);
+void test_gather(void);
 
 #endif
