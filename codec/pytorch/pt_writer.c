@@ -215,10 +215,8 @@ static int copy_extras(writer *w, ck_zip_out *z, bool front)
         uint64_t at = 0;
         if (ck_zip_data(w->m->sources[0], w->m->path, zip, next, &at, w->err) < 0 ||
             ck_zip_out_begin(z, next->name, next->name_len, next->size) < 0 ||
-            ck_sink_copy(w->s, w->m->sources[0], at, next->size) < 0)
-            return -1;
-        ck_zip_out_wrote(z, next->size);
-        if (ck_zip_out_end(z, next->crc, next->size) < 0)
+            ck_zip_out_copy(z, w->m->sources[0], at, next->size) < 0 ||
+            ck_zip_out_end(z, next->crc, next->size) < 0)
             return -1;
         last = next->header_off + 1;
     }
@@ -241,9 +239,8 @@ static int write_storage(writer *w, ck_zip_out *z, const ck_pt_repickle *rp, uin
     if (st->record != CK_PT_NONE) {
         const ck_zip_entry *e = &w->info->z.v[st->record];
         if (ck_zip_out_begin(z, name, (size_t)nl, e->size) < 0 ||
-            ck_sink_copy(w->s, w->m->sources[0], w->info->data_off[st->record], e->size) < 0)
+            ck_zip_out_copy(z, w->m->sources[0], w->info->data_off[st->record], e->size) < 0)
             return -1;
-        ck_zip_out_wrote(z, e->size);
         return ck_zip_out_end(z, e->crc, e->size);
     }
     const ck_write_tensor *t = &w->tensors[st->out];
@@ -253,10 +250,9 @@ static int write_storage(writer *w, ck_zip_out *z, const ck_pt_repickle *rp, uin
     w->s->crc_on = true; /* the CRC goes in the descriptor, after the bytes */
     w->s->crc = crc32(0, Z_NULL, 0);
     for (size_t p = 0; p < t->n_pieces; p++)
-        if (ck_sink_piece(w->s, &t->pieces[p], 0, t->pieces[p].len) < 0)
+        if (ck_zip_out_piece(z, &t->pieces[p]) < 0)
             return -1;
     w->s->crc_on = false;
-    ck_zip_out_wrote(z, size);
     return ck_zip_out_end(z, (uint32_t)w->s->crc, size);
 }
 

@@ -85,6 +85,22 @@ int ck_zip_out_begin(ck_zip_out *z, const char *name, size_t len, uint64_t size)
     return 0;
 }
 
+int ck_zip_out_copy(ck_zip_out *z, ck_source *src, uint64_t off, uint64_t len)
+{
+    if (ck_sink_copy(z->s, src, off, len) < 0)
+        return -1;
+    z->pos += len;
+    return 0;
+}
+
+int ck_zip_out_piece(ck_zip_out *z, const ck_piece *p)
+{
+    if (ck_sink_piece(z->s, p, 0, p->len) < 0)
+        return -1;
+    z->pos += p->len;
+    return 0;
+}
+
 int ck_zip_out_end(ck_zip_out *z, uint32_t crc, uint64_t size)
 {
     ck_zip_central *c = &z->v[z->n - 1];

@@ -34,6 +34,9 @@ typedef struct ck_zip_out {
 
 /* Start record "<top>/name" (its local header and padding). */
 int ck_zip_out_begin(ck_zip_out *z, const char *name, size_t len, uint64_t size);
+/* Bytes of the open record: copied from src, or a tensor's piece. */
+int ck_zip_out_copy(ck_zip_out *z, ck_source *src, uint64_t off, uint64_t len);
+int ck_zip_out_piece(ck_zip_out *z, const ck_piece *p);
 /* Its bytes were written (size of them, their CRC-32 crc): the descriptor. */
 int ck_zip_out_end(ck_zip_out *z, uint32_t crc, uint64_t size);
 /* A whole record from memory. */
@@ -41,11 +44,5 @@ int ck_zip_out_record(ck_zip_out *z, const char *name, const void *data, size_t 
 /* The central directory and the end records; frees z's list. */
 int ck_zip_out_finish(ck_zip_out *z);
 void ck_zip_out_free(ck_zip_out *z);
-
-/* Bytes passed to the sink: counted in z->pos by the caller's writes. */
-static inline void ck_zip_out_wrote(ck_zip_out *z, uint64_t n)
-{
-    z->pos += n;
-}
 
 #endif
