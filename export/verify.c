@@ -227,7 +227,7 @@ static int check_tensor(verifier *v, const char *dir, const ck_write_tensor *w,
     uint32_t ndim = w->unchanged ? ot->ndim : w->ndim;
     const int64_t *dims = w->unchanged ? ot->dims : w->dims;
     if (dtype->kind != CK_KIND_STR &&
-        (nt->ndim != ndim || memcmp(nt->dims, dims, ndim * sizeof *dims) != 0))
+        (nt->ndim != ndim || (ndim && memcmp(nt->dims, dims, ndim * sizeof *dims) != 0)))
         return differs(v, dir, "its shape changed (%u dims, the tree's %u)", nt->ndim, ndim);
     bool as_it_was = w->unchanged ||
                      (ot != NULL && ot->gather != NULL && ck_pieces_are_extents(v->m, w, ot));

@@ -284,8 +284,10 @@ static int add_number(reader *r, const ck_pt_leaf *l)
     ck_tensor *t = new_tensor(r, l, UINT32_MAX);
     if (t == NULL)
         return -1;
+    static const int64_t no_dims[1]; /* 0-d, but a shape to compare as every reader gives */
     t->dtype = ck_dtype_by_name(as[l->kind].dtype, strlen(as[l->kind].dtype));
     t->type_name = as[l->kind].type_name;
+    t->dims = no_dims;
     t->nbytes = n;
     t->read_only = true; /* a Python number, not a tensor: edits have nowhere to go */
     t->ext0 = (ck_extent){.src = SCALAR_SRC, .off = r->scalar_size, .len = n};
