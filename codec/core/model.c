@@ -307,8 +307,8 @@ ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format
     const ck_format *f = format_name ? ck_format_by_name(format_name)
                                      : ck_format_by_extension(path);
     if (f == NULL || !f->creatable) {
-        ck_fail(err, ENOTSUP, "%s: cannot create a model of this type (give a .ckpt or "
-                ".safetensors name, or -o format=ckpt or format=safetensors)", path);
+        ck_fail(err, ENOTSUP, "%s: cannot create a model of this type (give a .ckpt, "
+                ".safetensors or .pt name, or -o format=ckpt, safetensors or pytorch)", path);
         return NULL;
     }
     bool key = opts && opts->key && opts->key->len > 0;

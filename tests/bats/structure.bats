@@ -112,15 +112,15 @@ print(next(e["sha256"] for e in json.load(sys.stdin) if e["dir"] == sys.argv[1])
 
 @test "-o create refuses a name it cannot tell the format of; a 0400 model with -o rw saves and keeps 0400" {
     mkdir "$M"
-    run "$CKPTFS" -o create "$BATS_TEST_TMPDIR/model.bin" "$M"
+    run "$CKPTFS" -o create "$BATS_TEST_TMPDIR/model.dat" "$M"
     [ "$status" -ne 0 ]
-    [[ $output == *"model.bin: cannot create a model of this type"* ]]
-    mount_fg "$BATS_TEST_TMPDIR/model.bin" "$M" -o create,format=ckpt,commit=manual
+    [[ $output == *"model.dat: cannot create a model of this type"* ]]
+    mount_fg "$BATS_TEST_TMPDIR/model.dat" "$M" -o create,format=ckpt,commit=manual
     mkdir "$M/t"
     printf 'shape { dim: 2 } data_type: kInt8' >"$M/t/meta"
     printf 'ab' >"$M/t/out"
     touch "$M/snapshot_done"
-    [ "$(tags "$BATS_TEST_TMPDIR/model.bin")" = t ]
+    [ "$(tags "$BATS_TEST_TMPDIR/model.dat")" = t ]
     $ORACLE gen "$F" --case sliced
     chmod 0400 "$F"
     mount_fg "$F" "$BATS_TEST_TMPDIR/m2" -o rw,commit=manual
