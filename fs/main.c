@@ -140,7 +140,7 @@ static void usage(FILE *to)
             "    -o commit=manual   no automatic save (-o commit=auto: the default)\n"
             "    -o create          MODEL may not exist yet: mount an empty model, the\n"
             "                       first save creates the file\n"
-            "    -o format=F        the type of a model to create, ckpt or safetensors\n"
+            "    -o format=F        a model to create: ckpt, safetensors or pytorch\n"
             "                       (default: by extension)\n"
             "    -o key_file=PATH   the AES key of an encrypted model: 16, 24 or 32 raw bytes\n"
             "                       in a regular file of yours (no link) that only you may\n"
