@@ -17,6 +17,7 @@
 #include "oneflow/oneflow_dir_writer.h"
 #include "onnx_mindir/onnx_mindir_reader.h"
 #include "onnx_mindir/onnx_mindir_writer.h"
+#include "pytorch/dcp_dir.h"
 #include "pytorch/pt_reader.h"
 #include "pytorch/pt_writer.h"
 #include "safetensors/safetensors_reader.h"
@@ -159,6 +160,7 @@ static const ck_collection *const collections[] = {
     &ck_collection_dist,
     &ck_collection_iteration,
     &ck_collection_oneflow,
+    &ck_collection_dcp,
 };
 
 #define N_COLLECTIONS (sizeof collections / sizeof collections[0])

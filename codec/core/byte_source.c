@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -71,13 +72,13 @@ ck_source *ck_source_wrap_fd(int fd, uint64_t size, const char *name, ck_error *
  * the source, and its page cache, stay its model's. */
 static int view_read_at(ck_source *src, void *buf, size_t len, uint64_t off, ck_error *err)
 {
-    return ck_source_read(src->inner, buf, len, off, err);
+    return ck_source_read(src->inner, buf, len, src->inner_off + off, err);
 }
 
 static int view_read_some(ck_source *src, void *buf, size_t len, uint64_t off, size_t *got,
                           ck_error *err)
 {
-    return ck_source_read_some(src->inner, buf, len, off, got, err);
+    return ck_source_read_some(src->inner, buf, len, src->inner_off + off, got, err);
 }
 
 static void view_destroy(ck_source *src)
@@ -106,6 +107,30 @@ ck_source *ck_source_view(ck_source *inner, ck_error *err)
     src->path = copy;
     src->serial = NULL; /* the inner source's own is taken by its reads */
     src->inner = inner;
+    return src;
+}
+
+ck_source *ck_source_slice(ck_source *inner, uint64_t off, uint64_t len, const char *name,
+                           ck_error *err)
+{
+    if (off > inner->size || len > inner->size - off) {
+        ck_fail(err, EINVAL, "%s: offset %" PRIu64 ": %" PRIu64 " bytes, past its end (%" PRIu64
+                " bytes)", inner->path, off, len, inner->size);
+        return NULL;
+    }
+    ck_source *src = ck_source_view(inner, err);
+    char *copy = src == NULL ? NULL : strdup(name);
+    if (copy == NULL) {
+        ck_source_close(src);
+        ck_nomem(err, inner->path);
+        return NULL;
+    }
+    free(src->path);
+    src->path = copy;
+    src->inner_off = off;
+    src->size = len;
+    src->fd = -1; /* its offsets are not the file's: nothing may splice from it */
+    src->watch = NULL;
     return src;
 }
 

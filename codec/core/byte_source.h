@@ -62,6 +62,7 @@ struct ck_source {
      * file's reads are positional and need none. */
     pthread_mutex_t *serial;
     ck_source *inner;   /* a view's source (ck_source_view), else NULL */
+    uint64_t inner_off; /* a slice's first byte in it (ck_source_slice) */
     /* The directory its file was opened in, its model's (a view's is its
      * inner source's): who may read it is checked along the way to it
      * (ck_model_may_read).  Not a reference: a source ends with its model. */
@@ -113,6 +114,13 @@ static inline int ck_source_read_some(ck_source *src, void *buf, size_t len, uin
  * The same descriptor and identity, so plain files still splice. */
 ck_source *ck_source_view(ck_source *inner, ck_error *err);
 
+/* Bytes [off, off + len) of inner, which must outlive it, as a source of
+ * their own (its offset 0 is inner's off): an archive stored inside a
+ * bigger file (a DCP data file's items) parsed as if alone.  Its fd is -1,
+ * so that nothing splices from it with the wrong offsets.  name is for
+ * messages.  NULL with err when the range is not inside inner. */
+ck_source *ck_source_slice(ck_source *inner, uint64_t off, uint64_t len, const char *name,
+                           ck_error *err);
 /* A source over an fd the caller keeps owning (a spill file, say). */
 ck_source *ck_source_wrap_fd(int fd, uint64_t size, const char *name, ck_error *err);
 

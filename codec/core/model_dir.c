@@ -127,6 +127,20 @@ ck_model_dir *ck_dir_in(int dir_fd, const char *dir_path, const char *name, ck_e
     return d;
 }
 
+ck_model_dir *ck_dir_itself(const char *path, struct stat *st, ck_error *err)
+{
+    int dfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fstat(dfd, st) < 0) {
+        ck_fail_errno(err, errno, "%s: cannot open the directory", path);
+        if (dfd >= 0)
+            close(dfd);
+        return NULL;
+    }
+    ck_model_dir *d = ck_dir_in(dfd, path, ".", err);
+    close(dfd);
+    return d;
+}
+
 int ck_dir_set_root(ck_model_dir *d, ck_model_dir *root, const char *below, ck_error *err)
 {
     char *copy = strdup(below);

@@ -64,6 +64,10 @@ ck_model_dir *ck_dir_open(const char *model_path, ck_error *err);
  * opened beneath dir_fd with no link followed, and dir_fd is the root the
  * way to it is checked from (ck_dir_may_read). */
 ck_model_dir *ck_dir_in(int dir_fd, const char *dir_path, const char *name, ck_error *err);
+/* The directory path as a model's directory of its own, its base "."
+ * (a collection's: a OneFlow snapshot, a DCP checkpoint), and its stat
+ * in *st. */
+ck_model_dir *ck_dir_itself(const char *path, struct stat *st, ck_error *err);
 /* d lies at below beneath root, the mount's root (a reference is taken):
  * who may read its files is checked from there. */
 int ck_dir_set_root(ck_model_dir *d, ck_model_dir *root, const char *below, ck_error *err);

@@ -553,21 +553,6 @@ static char *trimmed(const char *path)
     return strndup(path, len);
 }
 
-/* The directory path as a ck_model_dir of its own (its base "."). */
-static ck_model_dir *dir_itself(const char *path, struct stat *st, ck_error *err)
-{
-    int dfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || fstat(dfd, st) < 0) {
-        ck_fail_errno(err, errno, "%s: cannot open the directory", path);
-        if (dfd >= 0)
-            close(dfd);
-        return NULL;
-    }
-    ck_model_dir *d = ck_dir_in(dfd, path, ".", err);
-    close(dfd);
-    return d;
-}
-
 ck_model *ck_oneflow_open(const char *path, ck_error *err)
 {
     char *shown = trimmed(path);
@@ -576,7 +561,7 @@ ck_model *ck_oneflow_open(const char *path, ck_error *err)
         return NULL;
     }
     struct stat st;
-    ck_model_dir *d = dir_itself(shown, &st, err);
+    ck_model_dir *d = ck_dir_itself(shown, &st, err);
     ck_model *m = d == NULL ? NULL : ck_model_assembled(d, shown, &ck_format_oneflow, err);
     opener o = {.path = shown, .dir = d, .m = m};
     mode_t mode;
@@ -611,7 +596,7 @@ bool ck_oneflow_dir_path(const char *path)
     ck_error err;
     if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
         return false;
-    ck_model_dir *d = dir_itself(path, &st, &err);
+    ck_model_dir *d = ck_dir_itself(path, &st, &err);
     if (d == NULL)
         return false;
     opener o = {.path = path, .dir = d, .probing = true};

@@ -117,6 +117,7 @@ typedef struct walker {
     ck_pt_leaf_fn fn;
     void *ctx;
     ck_pt_walk *w;
+    bool bare;                  /* the whole pickle may be one leaf, named "" */
     char *name;                 /* the current leaf's name */
     size_t len, cap;
     size_t visits, max_visits;
@@ -292,10 +293,10 @@ static bool is_rebuild(int fn)
 
 static int leaf(walker *k, ck_pt_leaf *l, size_t off)
 {
-    if (k->len == 0)
+    if (k->len == 0 && !k->bare)
         return fail_at(k, off, "a value without a name (ckptfs reads a dict of tensors, "
                        "not a bare tensor)");
-    l->name = k->name;
+    l->name = k->len == 0 ? "" : k->name;
     l->name_len = k->len;
     l->off = off;
     return k->fn(k->ctx, l, k->err);
@@ -403,11 +404,11 @@ void ck_pt_global_of(const ck_pickle *p, uint32_t id, const char **module, const
     *name = g->name;
 }
 
-int ck_pt_pickle_walk(const void *buf, size_t len, const char *file, ck_pt_leaf_fn fn,
-                      void *ctx, ck_pt_walk *w, ck_error *err)
+int ck_pt_pickle_walk(const void *buf, size_t len, const char *file, bool bare,
+                      ck_pt_leaf_fn fn, void *ctx, ck_pt_walk *w, ck_error *err)
 {
     *w = (ck_pt_walk){0};
-    walker k = {.err = err, .fn = fn, .ctx = ctx, .w = w};
+    walker k = {.err = err, .fn = fn, .ctx = ctx, .w = w, .bare = bare};
     int rc = ck_pt_pickle_run(buf, len, file, &k.pk, err);
     if (rc == 0) {
         /* Each node once, and as much again for values a pickle shares
@@ -438,6 +439,16 @@ const char *ck_pt_type_name(const ck_dtype *dt)
 {
     const struct storage_type *s = storage_of(dt);
     return s != NULL ? s->torch_name : NULL;
+}
+
+const ck_dtype *ck_pt_dtype_named(const char *name, const char **type_name)
+{
+    for (size_t i = 0; i < N_STORAGES; i++)
+        if (strcmp(storages[i].torch_name + 6, name) == 0) { /* after "torch." */
+            *type_name = storages[i].torch_name;
+            return ck_dtype_by_name(storages[i].ck_name, strlen(storages[i].ck_name));
+        }
+    return NULL;
 }
 
 const char *ck_pt_storage_class(const ck_dtype *dt)

@@ -59,13 +59,19 @@ typedef struct ck_pt_walk {
 
 /* Run buf (len bytes; file names it in messages) and call fn for each
  * leaf in the pickle's order: 0, or -1 with err naming file and the
- * opcode's offset (or fn's failure).  Free w with ck_pt_walk_free. */
-int ck_pt_pickle_walk(const void *buf, size_t len, const char *file, ck_pt_leaf_fn fn,
-                      void *ctx, ck_pt_walk *w, ck_error *err);
+ * opcode's offset (or fn's failure).  bare: the pickle may be a leaf
+ * itself, named "" (a DCP item: torch.save of one tensor or value); else
+ * that is refused.  Free w with ck_pt_walk_free. */
+int ck_pt_pickle_walk(const void *buf, size_t len, const char *file, bool bare,
+                      ck_pt_leaf_fn fn, void *ctx, ck_pt_walk *w, ck_error *err);
 void ck_pt_walk_free(ck_pt_walk *w);
 
 /* PyTorch's name of a type ckptfs shows ("torch.float32"), or NULL. */
 const char *ck_pt_type_name(const ck_dtype *dt);
+/* The type a dtype global of PyTorch names ("float32", for torch.float32),
+ * with PyTorch's name of it in *type_name ("torch.float32"); NULL when
+ * ckptfs shows no such type. */
+const ck_dtype *ck_pt_dtype_named(const char *name, const char **type_name);
 /* The storage class torch.save pickles a tensor of type dt with
  * ("FloatStorage"), or NULL when PyTorch has none. */
 const char *ck_pt_storage_class(const ck_dtype *dt);

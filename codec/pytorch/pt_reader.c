@@ -15,23 +15,16 @@
 #include "../core/dir_name.h"
 #include "../core/model.h"
 #include "pt_pickle.h"
+#include "pt_leaf.h"
 #include "pt_zip.h"
 
-/* The scalars' values go to a scratch file, which becomes a source once
- * the walk is over: their extents name this until then. */
-#define SCALAR_SRC UINT32_MAX
-/* A view may show more bytes than its storage holds only by repeating
- * elements (stride 0, torch.expand); past this it is refused, so that a
- * file of a few bytes cannot stand for terabytes of reads. */
-#define MAX_REPEATED (16u << 20)
 
 typedef struct reader {
     ck_model *m;
     ck_pt_info *info;           /* m's state: the zip, the records' data offsets */
     uint32_t *record;           /* each tensor's record, as they are added */
     size_t cap_record;
-    int scalar_fd;
-    uint64_t scalar_size;
+    ck_pt_numbers nums;         /* the numbers' values, until bound */
     ck_error *err;
 } reader;
 
@@ -147,99 +140,17 @@ static ck_tensor *new_tensor(reader *r, const ck_pt_leaf *l, uint32_t rec)
     return t;
 }
 
-/* The last element a view reaches in its storage, past its first
- * (overflow-checked): the view must end inside the storage. */
-static int view_reach(const ck_pt_leaf *l, uint64_t *reach)
-{
-    uint64_t sum = 0;
-    for (uint32_t d = 0; d < l->ndim; d++) {
-        uint64_t step = 0;
-        if (__builtin_mul_overflow((uint64_t)(l->sizes[d] - 1), (uint64_t)l->strides[d], &step) ||
-            __builtin_add_overflow(sum, step, &sum))
-            return -1;
-    }
-    *reach = sum;
-    return 0;
-}
-
-/* Sizes and strides with the dimensions of size 1 dropped and the ones
- * that are contiguous with the next merged: a view of a row-major tensor
- * becomes one dimension of stride 1.  Their count. */
-static uint32_t coalesce(const ck_pt_leaf *l, uint64_t *size, uint64_t *stride)
-{
-    uint32_t n = 0;
-    for (uint32_t d = 0; d < l->ndim; d++) {
-        uint64_t s = (uint64_t)l->sizes[d], st = (uint64_t)l->strides[d];
-        if (s == 1)
-            continue;
-        if (n > 0 && stride[n - 1] == s * st) { /* no overflow: s * st <= the reach */
-            size[n - 1] *= s;
-            stride[n - 1] = st;
-            continue;
-        }
-        size[n] = s;
-        stride[n++] = st;
-    }
-    return n;
-}
-
-/* A view that is not one run of its storage: runs of the innermost
- * contiguous dimension (or of one element), placed by the others. */
-static int strided(reader *r, ck_tensor *t, const uint64_t *size, const uint64_t *stride,
-                   uint32_t n, unsigned es)
-{
-    ck_arena *a = &r->m->index.arena;
-    bool inner = stride[n - 1] == 1;
-    uint32_t outer = inner ? n - 1 : n;
-    ck_gather *g = ck_arena_alloc(a, sizeof *g);
-    uint64_t *full = ck_arena_alloc(a, outer * sizeof *full);
-    uint64_t *step = ck_arena_alloc(a, outer * sizeof *step);
-    if (g == NULL || full == NULL || step == NULL)
-        return ck_nomem(r->err, path_of(r));
-    for (uint32_t d = 0; d < outer; d++) {
-        full[d] = size[d];
-        step[d] = stride[d] * es; /* within the view's extent: no overflow */
-    }
-    *g = (ck_gather){.ndim = outer, .run = (inner ? size[n - 1] : 1) * es, .full = full,
-                     .step = step};
-    t->gather = g;
-    return 0;
-}
-
-static int place_view(reader *r, ck_tensor *t, const ck_pt_leaf *l, uint64_t data)
-{
-    unsigned es = l->dtype->itemsize;
-    uint64_t reach = 0, first = 0, span = 0, size[CK_MAX_DIMS], stride[CK_MAX_DIMS];
-    if (t->nbytes == 0)
-        return 0;
-    if (view_reach(l, &reach) < 0 || __builtin_add_overflow(l->offset, reach, &first) ||
-        first >= l->numel)
-        return bad_tensor(r, l, "its size, stride and offset reach past its storage");
-    span = (reach + 1) * es; /* <= numel * es, checked against the record */
-    if (ck_tensor_add_extent(t, 0, data + l->offset * es, span) < 0)
-        return ck_nomem(r->err, path_of(r));
-    uint32_t n = coalesce(l, size, stride);
-    if (n == 0 || (n == 1 && stride[0] == 1))
-        return 0; /* contiguous: the extent is the tensor */
-    return strided(r, t, size, stride, n, es);
-}
-
 static int add_tensor(reader *r, const ck_pt_leaf *l)
 {
     char rec[8 + 256];
     int rn = snprintf(rec, sizeof rec, "data/%.*s", (int)l->key_len, l->key);
     const ck_zip_entry *e = record(r, rec, (size_t)rn);
-    uint64_t data = 0, need = 0, nbytes = 0;
+    uint64_t data = 0, nbytes = 0;
     if (e == NULL)
         return bad_tensor(r, l, "its storage's record is not in the archive");
-    if (__builtin_mul_overflow(l->numel, (uint64_t)l->dtype->itemsize, &need) ||
-        need > e->size)
-        return bad_tensor(r, l, "its storage is longer than its record");
-    if (ck_shape_product(&ck_shape_pb, l->dtype, l->sizes, l->ndim, &nbytes) >= 0)
-        return bad_tensor(r, l, "its size makes more bytes than a file holds");
-    if (nbytes > need && nbytes > MAX_REPEATED)
-        return bad_tensor(r, l, "a view bigger than its storage (a stride of 0 repeats "
-                          "elements) and than the 16 MiB ckptfs shows of one");
+    const char *why = ck_pt_view_check(l, e->size, &nbytes);
+    if (why != NULL)
+        return bad_tensor(r, l, why);
     if (data_at(r, e, &data) < 0)
         return -1;
     ck_tensor *t = new_tensor(r, l, (uint32_t)(e - r->info->z.v));
@@ -256,44 +167,17 @@ static int add_tensor(reader *r, const ck_pt_leaf *l)
     t->nbytes = nbytes;
     t->rec_off = data;
     t->rec_end = data + e->size;
-    return place_view(r, t, l, data);
+    if (ck_pt_place_view(&r->m->index.arena, t, l, 0, data, &why) == 0)
+        return 0;
+    return why != NULL ? bad_tensor(r, l, why) : ck_nomem(r->err, path_of(r));
 }
 
 /* ---- numbers ------------------------------------------------------------- */
 
 static int add_number(reader *r, const ck_pt_leaf *l)
 {
-    static const struct {
-        const char *dtype, *type_name;
-        unsigned size;
-    } as[] = {
-        [CK_PT_INT] = {"Int64", "int", 8},
-        [CK_PT_FLOAT] = {"Float64", "float", 8},
-        [CK_PT_BOOL] = {"Bool", "bool", 1},
-    };
-    unsigned char v[8];
-    unsigned n = as[l->kind].size;
-    for (unsigned i = 0; i < 8; i++)
-        v[i] = (unsigned char)(l->value >> (8 * i));
-    if (r->scalar_fd < 0 &&
-        (r->scalar_fd = ck_scratch_fd(true, path_of(r), "numbers", r->err)) < 0)
-        return -1;
-    if (pwrite(r->scalar_fd, v, n, (off_t)r->scalar_size) != (ssize_t)n)
-        return ck_fail(r->err, errno ? errno : EIO, "%s: writing its numbers: %s", path_of(r),
-                       strerror(errno ? errno : EIO));
     ck_tensor *t = new_tensor(r, l, UINT32_MAX);
-    if (t == NULL)
-        return -1;
-    static const int64_t no_dims[1]; /* 0-d, but a shape to compare as every reader gives */
-    t->dtype = ck_dtype_by_name(as[l->kind].dtype, strlen(as[l->kind].dtype));
-    t->type_name = as[l->kind].type_name;
-    t->dims = no_dims;
-    t->nbytes = n;
-    t->read_only = true; /* a Python number, not a tensor: edits have nowhere to go */
-    t->ext0 = (ck_extent){.src = SCALAR_SRC, .off = r->scalar_size, .len = n};
-    t->n_ext = 1;
-    r->scalar_size += n;
-    return 0;
+    return t == NULL ? -1 : ck_pt_number_add(&r->nums, r->m, t, l, r->err);
 }
 
 static int on_leaf(void *ctx, const ck_pt_leaf *l, ck_error *err)
@@ -301,24 +185,6 @@ static int on_leaf(void *ctx, const ck_pt_leaf *l, ck_error *err)
     (void)err;
     reader *r = ctx;
     return l->kind == CK_PT_TENSOR ? add_tensor(r, l) : add_number(r, l);
-}
-
-/* The numbers' scratch file becomes a source; their extents name it. */
-static int bind_numbers(reader *r)
-{
-    if (r->scalar_fd < 0)
-        return 0;
-    ck_source *src = ck_source_adopt_fd(r->scalar_fd, "numbers", r->err);
-    r->scalar_fd = -1; /* the source's now, or closed */
-    long id = src == NULL ? -1 : ck_model_add_source(r->m, src, r->err);
-    if (id < 0)
-        return -1;
-    for (size_t i = 0; i < r->m->index.count; i++) {
-        ck_tensor *t = &r->m->index.tensors[i];
-        if (t->n_ext == 1 && t->ext0.src == SCALAR_SRC)
-            t->ext0.src = (uint32_t)id;
-    }
-    return 0;
 }
 
 static void make_notes(ck_pt_info *info, const ck_pt_walk *w)
@@ -349,7 +215,7 @@ static int pt_walk(reader *r)
         rc = ck_nomem(r->err, path_of(r));
     }
     if (rc == 0)
-        rc = ck_pt_pickle_walk(pkl, (size_t)e->size, where, on_leaf, r, &w, r->err);
+        rc = ck_pt_pickle_walk(pkl, (size_t)e->size, where, false, on_leaf, r, &w, r->err);
     if (rc == 0)
         make_notes(r->info, &w);
     ck_pt_walk_free(&w);
@@ -402,7 +268,7 @@ static int find_alone(reader *r)
 static int pt_open(ck_model *m, const ck_open_opts *o, ck_error *err)
 {
     (void)o;
-    reader r = {.m = m, .scalar_fd = -1, .err = err};
+    reader r = {.m = m, .nums = CK_PT_NUMBERS_INIT, .err = err};
     if ((r.info = calloc(1, sizeof *r.info)) == NULL)
         return ck_nomem(err, m->path);
     m->state = r.info;
@@ -420,7 +286,7 @@ static int pt_open(ck_model *m, const ck_open_opts *o, ck_error *err)
     if (rc == 0)
         rc = pt_walk(&r);
     if (rc == 0)
-        rc = bind_numbers(&r);
+        rc = ck_pt_numbers_bind(&r.nums, m, err);
     if (rc == 0)
         rc = check_others(&r);
     if (rc == 0)
@@ -429,8 +295,7 @@ static int pt_open(ck_model *m, const ck_open_opts *o, ck_error *err)
         info->record = r.record; /* the state's now */
         r.record = NULL;
     }
-    if (r.scalar_fd >= 0)
-        close(r.scalar_fd);
+    ck_pt_numbers_close(&r.nums);
     free(r.record);
     return rc;
 }

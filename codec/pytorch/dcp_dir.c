@@ -1,0 +1,692 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dcp_dir: a DCP checkpoint directory opened as one model (dcp_dir.h).
+ *
+ * The model's sources are `.metadata` (source 0) and each data file that
+ * storage_data names, opened once beneath the directory with no link
+ * followed.  Each item is parsed as a torch.save archive of its own
+ * through a slice of its file (ck_source_slice), and its tensor's
+ * extents are then placed back at file offsets, so that reads go
+ * straight to the data files (splice included).
+ */
+#define _GNU_SOURCE
+#include "dcp_dir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../collections/model_set.h"
+#include "../collections/tensor_grid.h"
+#include "../core/dir_name.h"
+#include "../core/model.h"
+#include "dcp_metadata.h"
+#include "pt_leaf.h"
+#include "pt_pickle.h"
+#include "pt_zip.h"
+
+#define METADATA ".metadata"
+
+/* What ckptfs-dump adds about the model (ck_model.state). */
+typedef struct dcp_state {
+    char notes[CK_QUOTE_BUF + 128];
+    uint32_t n_files;           /* sources 1 .. n_files are the data files */
+} dcp_state;
+
+/* A data file storage_data names: its model source. */
+typedef struct data_file {
+    const char *name;
+    uint32_t src;
+} data_file;
+
+typedef struct opener {
+    const char *path;           /* the directory, for messages */
+    ck_model *m;
+    ck_dcp_meta meta;
+    data_file *files;           /* sorted by name */
+    size_t n_files;
+    ck_pt_numbers nums;         /* byte values that are numbers */
+    size_t chunks;              /* for the notes */
+    size_t skipped;             /* byte values neither tensors nor numbers */
+    char *first_skipped;
+    ck_error *err;
+} opener;
+
+/* One item being read: its archive, through a slice of its file. */
+typedef struct item {
+    opener *o;
+    const ck_dcp_item *it;
+    uint32_t src;               /* its data file's source */
+    ck_source *slice;
+    ck_zip z;
+    char where[PATH_MAX + 64];  /* "DIR/FILE: item at offset N" */
+} item;
+
+static int nomem(opener *o)
+{
+    return ck_nomem(o->err, o->path);
+}
+
+/* ---- data files ---------------------------------------------------------- */
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(((const data_file *)a)->name, ((const data_file *)b)->name);
+}
+
+static const data_file *file_named(const opener *o, const char *name)
+{
+    data_file key = {.name = name};
+    return bsearch(&key, o->files, o->n_files, sizeof key, cmp_name);
+}
+
+/* Every data file storage_data names, opened once (beneath the directory,
+ * a regular file, no link followed: ck_model_open_data_file). */
+static int open_files(opener *o)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < o->meta.n; i++)
+        n += o->meta.v[i].bytes ? 1 : o->meta.v[i].n_chunks;
+    if ((o->files = calloc(n ? n : 1, sizeof *o->files)) == NULL)
+        return nomem(o);
+    for (size_t i = 0; i < o->meta.n; i++) {
+        const ck_dcp_entry *e = &o->meta.v[i];
+        if (e->bytes)
+            o->files[o->n_files++].name = e->item.file;
+        for (uint32_t c = 0; !e->bytes && c < e->n_chunks; c++)
+            o->files[o->n_files++].name = e->chunks[c].item.file;
+    }
+    if (o->n_files == 0)
+        return 0;
+    qsort(o->files, o->n_files, sizeof *o->files, cmp_name);
+    size_t u = 0;
+    for (size_t i = 0; i < o->n_files; i++)
+        if (u == 0 || strcmp(o->files[u - 1].name, o->files[i].name) != 0)
+            o->files[u++] = o->files[i];
+    o->n_files = u;
+    for (size_t i = 0; i < o->n_files; i++) {
+        long id = ck_model_open_data_file(o->m, o->files[i].name, o->err);
+        if (id < 0)
+            return -1;
+        o->files[i].src = (uint32_t)id;
+    }
+    return 0;
+}
+
+/* ---- items --------------------------------------------------------------- */
+
+static int item_open(opener *o, const ck_dcp_item *it, item *x)
+{
+    *x = (item){.o = o, .it = it};
+    const data_file *f = file_named(o, it->file);
+    ck_source *file = o->m->sources[f->src];
+    x->src = f->src;
+    snprintf(x->where, sizeof x->where, "%s/%s: item at offset %" PRIu64, o->path, it->file,
+             it->off);
+    if (it->off > file->size || it->len > file->size - it->off)
+        return ck_fail(o->err, EINVAL, "%s: %" PRIu64 " bytes, past the end of the file "
+                       "(%" PRIu64 " bytes)", x->where, it->len, file->size);
+    if ((x->slice = ck_source_slice(file, it->off, it->len, x->where, o->err)) == NULL)
+        return -1;
+    unsigned char head[4] = {0};
+    size_t n = it->len < sizeof head ? (size_t)it->len : sizeof head;
+    if (ck_source_read(x->slice, head, n, 0, o->err) < 0)
+        return -1;
+    if (!ck_zip_magic(head, n))
+        return ck_fail(o->err, EINVAL, "%s: not a torch.save archive (a safetensors data file, "
+                       "or raw bytes, which ckptfs does not read)", x->where);
+    return ck_zip_read(x->slice, x->where, &x->z, o->err);
+}
+
+static void item_close(item *x)
+{
+    ck_zip_free(&x->z);
+    ck_source_close(x->slice);
+    x->slice = NULL;
+}
+
+/* Where record name's bytes start in the data file. */
+static int record_at(item *x, const ck_zip_entry *e, uint64_t *off)
+{
+    uint64_t rel = 0;
+    if (ck_zip_data(x->slice, x->where, &x->z, e, &rel, x->o->err) < 0)
+        return -1;
+    *off = x->it->off + rel;
+    return 0;
+}
+
+/* A small record read whole (byteorder, data.pkl); *buf malloc'd. */
+static int read_record(item *x, const char *name, size_t max, unsigned char **buf, size_t *len)
+{
+    const ck_zip_entry *e = ck_zip_find(&x->z, name, strlen(name));
+    uint64_t off = 0;
+    *buf = NULL;
+    *len = 0;
+    if (e == NULL)
+        return 0;
+    if (e->size > max)
+        return ck_fail(x->o->err, EFBIG, "%s: %s: %" PRIu64 " bytes, more than ckptfs reads "
+                       "(%zu)", x->where, name, e->size, max);
+    if (record_at(x, e, &off) < 0)
+        return -1;
+    if ((*buf = malloc(e->size ? (size_t)e->size : 1)) == NULL)
+        return nomem(x->o);
+    *len = (size_t)e->size;
+    return ck_source_read(x->o->m->sources[x->src], *buf, *len, off, x->o->err);
+}
+
+/* Run the item's data.pkl, calling fn for each leaf. */
+static int item_walk(item *x, ck_pt_leaf_fn fn, void *ctx, ck_pt_walk *w)
+{
+    unsigned char *b = NULL;
+    size_t n = 0;
+    int rc = read_record(x, "byteorder", 16, &b, &n);
+    if (rc == 0 && b != NULL && !(n == 6 && memcmp(b, "little", 6) == 0))
+        rc = ck_fail(x->o->err, ENOTSUP, "%s: byteorder is not \"little\": ckptfs reads "
+                     "little-endian PyTorch archives only", x->where);
+    free(b);
+    if (rc == 0)
+        rc = read_record(x, "data.pkl", CK_PT_PICKLE_MAX_BYTES, &b, &n);
+    if (rc == 0 && b == NULL)
+        rc = ck_fail(x->o->err, EINVAL, "%s: no data.pkl record: a ZIP archive, but not one "
+                     "torch.save wrote", x->where);
+    char file[sizeof x->where + 16];
+    snprintf(file, sizeof file, "%s: data.pkl", x->where);
+    if (rc == 0)
+        rc = ck_pt_pickle_walk(b, n, file, true, fn, ctx, w, x->o->err);
+    free(b);
+    return rc;
+}
+
+/* A tensor's nbytes before place(): the view's, whatever it is (a value
+ * saved as bytes has no metadata to compare with). */
+#define SIZE_OF_VIEW UINT64_MAX
+
+/* Leaf l, a tensor of item x, placed in t at file offsets; t's nbytes is
+ * what the metadata gives, or SIZE_OF_VIEW. */
+static int place(item *x, ck_tensor *t, const ck_pt_leaf *l, const char *name)
+{
+    char rec[8 + 256], q[CK_QUOTE_BUF];
+    int rn = snprintf(rec, sizeof rec, "data/%.*s", (int)l->key_len, l->key);
+    const ck_zip_entry *e = ck_zip_find(&x->z, rec, (size_t)rn);
+    const char *why = e == NULL ? "its storage's record is not in the archive" : NULL;
+    uint64_t nbytes = 0, data = 0;
+    if (why == NULL)
+        why = ck_pt_view_check(l, e->size, &nbytes);
+    if (why == NULL && t->nbytes == SIZE_OF_VIEW)
+        t->nbytes = nbytes;
+    if (why == NULL && nbytes != t->nbytes)
+        why = "another size than the metadata gives it";
+    if (why == NULL) {
+        if (record_at(x, e, &data) < 0)
+            return -1;
+        if (ck_pt_place_view(&x->o->m->index.arena, t, l, x->src, data, &why) == 0)
+            return 0;
+        if (why == NULL)
+            return nomem(x->o);
+    }
+    return ck_fail(x->o->err, EINVAL, "%s: tensor '%s': %s", x->where,
+                   ck_quote(q, name, strlen(name)), why);
+}
+
+/* ---- tensors ------------------------------------------------------------- */
+
+/* A new tensor of the index named name (len bytes). */
+static ck_tensor *new_tensor(opener *o, const char *name, size_t len)
+{
+    ck_index *ix = &o->m->index;
+    long id = ix->count >= CK_MAX_TENSORS ? -1 : ck_index_add(ix);
+    char *copy = id < 0 ? NULL : ck_arena_strndup(&ix->arena, name, len);
+    if (copy == NULL) {
+        nomem(o);
+        return NULL;
+    }
+    ck_tensor *t = &ix->tensors[id];
+    t->name = copy;
+    t->name_len = (uint32_t)len;
+    return t;
+}
+
+/* What a chunk's archive must hold: one tensor of the chunk's type and
+ * shape, placed into t. */
+typedef struct chunk_read {
+    item *x;
+    const ck_dcp_entry *e;
+    const ck_dcp_chunk *c;
+    ck_tensor *t;
+    int leaves;
+} chunk_read;
+
+static int bad_chunk(const chunk_read *r, const char *what)
+{
+    char q[CK_QUOTE_BUF];
+    return ck_fail(r->x->o->err, EINVAL, "%s: tensor '%s': %s", r->x->where,
+                   ck_quote(q, r->e->fqn, r->e->fqn_len), what);
+}
+
+static int on_chunk_leaf(void *ctx, const ck_pt_leaf *l, ck_error *err)
+{
+    (void)err;
+    chunk_read *r = ctx;
+    if (l->kind != CK_PT_TENSOR || l->name_len != 0 || r->leaves++ > 0)
+        return bad_chunk(r, "a chunk's archive that holds other than one tensor");
+    if (l->dtype != r->e->dtype)
+        return bad_chunk(r, "a chunk of another dtype than the metadata's");
+    if (l->ndim != r->e->ndim)
+        return bad_chunk(r, "a chunk of another shape than the metadata's");
+    for (uint32_t d = 0; d < l->ndim; d++)
+        if ((uint64_t)l->sizes[d] != r->c->sizes[d])
+            return bad_chunk(r, "a chunk of another shape than the metadata's");
+    return place(r->x, r->t, l, r->e->fqn);
+}
+
+/* Chunk c of e read into t (its nbytes the chunk's). */
+static int read_chunk(opener *o, const ck_dcp_entry *e, const ck_dcp_chunk *c, ck_tensor *t)
+{
+    item x;
+    ck_pt_walk w = {0};
+    chunk_read r = {.x = &x, .e = e, .c = c, .t = t};
+    int rc = item_open(o, &c->item, &x);
+    if (rc == 0)
+        rc = item_walk(&x, on_chunk_leaf, &r, &w);
+    if (rc == 0 && r.leaves == 0)
+        rc = bad_chunk(&r, "a chunk's archive that holds no tensor");
+    ck_pt_walk_free(&w);
+    item_close(&x);
+    o->chunks++;
+    return rc;
+}
+
+static uint64_t chunk_bytes(const ck_dcp_entry *e, const ck_dcp_chunk *c)
+{
+    uint64_t n = e->dtype->itemsize;
+    for (uint32_t d = 0; d < e->ndim; d++)
+        n *= c->sizes[d]; /* inside the tensor, whose bytes were bounded */
+    return n;
+}
+
+static int bad_tiling(opener *o, const ck_dcp_entry *e, const char *what)
+{
+    char q[CK_QUOTE_BUF];
+    return ck_fail(o->err, EINVAL, "%s/" METADATA ": tensor '%s': %s", o->path,
+                   ck_quote(q, e->fqn, e->fqn_len), what);
+}
+
+/* Whether every chunk holds whole rows: cut along dimension 0 only. */
+static bool rows_only(const ck_dcp_entry *e)
+{
+    for (uint32_t i = 0; i < e->n_chunks; i++)
+        for (uint32_t d = 1; d < e->ndim; d++)
+            if (e->chunks[i].offsets[d] != 0 || e->chunks[i].sizes[d] != (uint64_t)e->size[d])
+                return false;
+    return e->ndim > 0;
+}
+
+/* The grid of equal chunks e is cut into (grid[d] along d), and each
+ * chunk's place in it (row-major) in cell[]: 0, or -1 when the chunks are
+ * not such a grid, each cell once. */
+static int even_grid(const ck_dcp_entry *e, uint64_t *grid, uint32_t *cell)
+{
+    const uint64_t *s0 = e->chunks[0].sizes;
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < e->ndim; d++) {
+        if (s0[d] == 0 || (uint64_t)e->size[d] % s0[d] != 0)
+            return -1;
+        grid[d] = (uint64_t)e->size[d] / s0[d];
+        if (__builtin_mul_overflow(n, grid[d], &n))
+            return -1;
+    }
+    if (n != e->n_chunks)
+        return -1;
+    for (uint32_t i = 0; i < e->n_chunks; i++) {
+        uint64_t at = 0;
+        for (uint32_t d = 0; d < e->ndim; d++) {
+            const ck_dcp_chunk *c = &e->chunks[i];
+            if (c->sizes[d] != s0[d] || c->offsets[d] % s0[d] != 0)
+                return -1;
+            at = at * grid[d] + c->offsets[d] / s0[d];
+        }
+        cell[i] = (uint32_t)at; /* < n == n_chunks */
+    }
+    return 0;
+}
+
+static int by_first_row(const void *a, const void *b, void *ctx)
+{
+    const ck_dcp_entry *e = ctx;
+    uint64_t x = e->chunks[*(const uint32_t *)a].offsets[0];
+    uint64_t y = e->chunks[*(const uint32_t *)b].offsets[0];
+    return x < y ? -1 : x > y;
+}
+
+/* Chunks cut along dimension 0: their rows one after the other, each
+ * row once. */
+static int assemble_rows(opener *o, const ck_dcp_entry *e, ck_tensor *t, ck_tensor *piece,
+                         uint32_t *order)
+{
+    for (uint32_t i = 0; i < e->n_chunks; i++)
+        order[i] = i;
+    qsort_r(order, e->n_chunks, sizeof *order, by_first_row, (void *)e);
+    uint64_t next = 0;
+    for (uint32_t k = 0; k < e->n_chunks; k++) {
+        const ck_dcp_chunk *c = &e->chunks[order[k]];
+        if (c->sizes[0] == 0)
+            continue; /* an empty shard holds nothing to place */
+        if (c->offsets[0] != next)
+            return bad_tiling(o, e, c->offsets[0] < next ? "chunks that overlap"
+                                                        : "chunks that leave rows out");
+        next += c->sizes[0];
+        const ck_tensor *p = &piece[order[k]];
+        if (p->n_ext > 0 &&
+            ck_tensor_add_extent(t, p->ext0.src, p->ext0.off, p->ext0.len) < 0)
+            return nomem(o);
+    }
+    if (next != (uint64_t)e->size[0])
+        return bad_tiling(o, e, "chunks that leave rows out");
+    return 0;
+}
+
+/* Chunks of an even grid: ck_grid_place interleaves them. */
+static int assemble_grid(opener *o, const ck_dcp_entry *e, ck_tensor *t, ck_tensor *piece,
+                         uint32_t *cell)
+{
+    uint64_t grid[CK_MAX_DIMS];
+    ck_grid_piece *pieces = NULL;
+    char q[CK_QUOTE_BUF], what[CK_QUOTE_BUF + PATH_MAX + 32];
+    if (even_grid(e, grid, cell) < 0)
+        return bad_tiling(o, e, "chunks that are neither whole rows nor an even grid, "
+                          "which ckptfs does not assemble");
+    if ((pieces = calloc(e->n_chunks, sizeof *pieces)) == NULL)
+        return nomem(o);
+    int rc = 0;
+    for (uint32_t i = 0; rc == 0 && i < e->n_chunks; i++) {
+        if (pieces[cell[i]].t != NULL)
+            rc = bad_tiling(o, e, "chunks that overlap");
+        pieces[cell[i]].t = &piece[i];
+    }
+    snprintf(what, sizeof what, "%s: tensor '%s'", o->path, ck_quote(q, e->fqn, e->fqn_len));
+    if (rc == 0)
+        rc = ck_grid_place(&o->m->index.arena, t, grid, pieces, what, o->err);
+    free(pieces);
+    return rc;
+}
+
+/* Several chunks: each read into a piece of its own (one extent: a chunk
+ * must be contiguous to be cut into rows or interleaved), then placed. */
+static int assemble(opener *o, const ck_dcp_entry *e, ck_tensor *t)
+{
+    ck_tensor *piece = calloc(e->n_chunks, sizeof *piece);
+    uint32_t *order = calloc(e->n_chunks, sizeof *order);
+    int rc = piece == NULL || order == NULL ? nomem(o) : 0;
+    for (uint32_t i = 0; rc == 0 && i < e->n_chunks; i++) {
+        ck_tensor *p = &piece[i];
+        p->dtype = e->dtype;
+        p->ndim = e->ndim;
+        p->dims = (const int64_t *)e->chunks[i].sizes; /* <= INT64_MAX: read_size */
+        p->nbytes = chunk_bytes(e, &e->chunks[i]);
+        rc = read_chunk(o, e, &e->chunks[i], p);
+        if (rc == 0 && p->gather != NULL)
+            rc = bad_tiling(o, e, "a chunk that is not contiguous, among several");
+    }
+    if (rc == 0)
+        rc = rows_only(e) ? assemble_rows(o, e, t, piece, order)
+                          : assemble_grid(o, e, t, piece, order);
+    for (uint32_t i = 0; piece != NULL && i < e->n_chunks; i++)
+        free(piece[i].ext_more);
+    free(piece);
+    free(order);
+    return rc;
+}
+
+static bool whole(const ck_dcp_entry *e, const ck_dcp_chunk *c)
+{
+    for (uint32_t d = 0; d < e->ndim; d++)
+        if (c->offsets[d] != 0 || c->sizes[d] != (uint64_t)e->size[d])
+            return false;
+    return true;
+}
+
+static int add_tensor(opener *o, const ck_dcp_entry *e)
+{
+    ck_tensor *t = new_tensor(o, e->fqn, e->fqn_len);
+    if (t == NULL)
+        return -1;
+    t->dtype = e->dtype;
+    t->type_name = e->type_name;
+    t->ndim = e->ndim;
+    t->dims = e->size;
+    t->read_only = true;
+    uint64_t nbytes = 0;
+    ck_shape_product(&ck_shape_pb, e->dtype, e->size, e->ndim, &nbytes); /* checked */
+    t->nbytes = nbytes;
+    if (e->n_chunks == 1 && whole(e, &e->chunks[0]))
+        return read_chunk(o, e, &e->chunks[0], t); /* its view, whatever its strides */
+    if (nbytes == 0)
+        return 0;
+    if (e->n_chunks == 0)
+        return bad_tiling(o, e, "no chunks");
+    return assemble(o, e, t);
+}
+
+/* ---- values saved as bytes ----------------------------------------------- */
+
+typedef struct value_read {
+    item *x;
+    const ck_dcp_entry *e;
+} value_read;
+
+static int on_value_leaf(void *ctx, const ck_pt_leaf *l, ck_error *err)
+{
+    value_read *v = ctx;
+    opener *o = v->x->o;
+    char *name = NULL;
+    int n = l->name_len == 0 ? asprintf(&name, "%s", v->e->fqn)
+                             : asprintf(&name, "%s.%s", v->e->fqn, l->name);
+    if (n < 0)
+        return nomem(o);
+    ck_tensor *t = new_tensor(o, name, (size_t)n);
+    int64_t *dims = NULL;
+    int rc = t == NULL ? -1 : 0;
+    if (rc == 0 && l->kind != CK_PT_TENSOR) {
+        rc = ck_pt_number_add(&o->nums, o->m, t, l, err);
+    } else if (rc == 0 && (dims = ck_arena_alloc(&o->m->index.arena, (l->ndim ? l->ndim : 1) *
+                                                                        sizeof *dims)) == NULL) {
+        rc = nomem(o);
+    } else if (rc == 0) {
+        memcpy(dims, l->sizes, l->ndim * sizeof *dims);
+        t->dtype = l->dtype;
+        t->type_name = l->type_name;
+        t->dims = dims;
+        t->ndim = l->ndim;
+        t->nbytes = SIZE_OF_VIEW;
+        t->read_only = true;
+        rc = place(v->x, t, l, name);
+    }
+    free(name);
+    return rc;
+}
+
+static int add_value(opener *o, const ck_dcp_entry *e)
+{
+    item x;
+    ck_pt_walk w = {0};
+    value_read v = {.x = &x, .e = e};
+    int rc = item_open(o, &e->item, &x);
+    if (rc == 0)
+        rc = item_walk(&x, on_value_leaf, &v, &w);
+    if (rc == 0 && w.skipped > 0) {
+        if (o->skipped++ == 0 && (o->first_skipped = strdup(e->fqn)) == NULL)
+            rc = nomem(o);
+    }
+    ck_pt_walk_free(&w);
+    item_close(&x);
+    return rc;
+}
+
+/* ---- the model ----------------------------------------------------------- */
+
+static int read_metadata(opener *o)
+{
+    long id = ck_model_open_data_file(o->m, METADATA, o->err);
+    if (id < 0)
+        return -1;
+    ck_source *src = o->m->sources[id];
+    char file[PATH_MAX + 16];
+    snprintf(file, sizeof file, "%s/" METADATA, o->path);
+    if (src->size > CK_DCP_METADATA_MAX_BYTES)
+        return ck_fail(o->err, EFBIG, "%s: %" PRIu64 " bytes, more than the .metadata ckptfs "
+                       "reads (%u)", file, src->size, CK_DCP_METADATA_MAX_BYTES);
+    unsigned char *buf = malloc(src->size ? (size_t)src->size : 1);
+    if (buf == NULL)
+        return nomem(o);
+    int rc = ck_source_read(src, buf, (size_t)src->size, 0, o->err);
+    if (rc == 0)
+        rc = ck_dcp_meta_parse(buf, (size_t)src->size, file, &o->meta, o->err);
+    free(buf);
+    return rc;
+}
+
+/* The model's attributes: .metadata's, with every data file's size
+ * added, the newest mtime, and only the permissions every file grants (a
+ * tensor holds bytes of several). */
+static int model_stat(opener *o)
+{
+    ck_model *m = o->m;
+    if (fstat(m->sources[0]->fd, &m->st) < 0)
+        return ck_fail_errno(o->err, errno, "%s/" METADATA ": cannot stat", o->path);
+    for (uint32_t i = 1; i <= o->n_files; i++) {
+        struct stat st;
+        if (fstat(m->sources[i]->fd, &st) < 0)
+            return ck_fail_errno(o->err, errno, "%s: cannot stat", m->sources[i]->path);
+        ck_mset_stat_join(&m->st, &st);
+    }
+    return 0;
+}
+
+static void make_notes(opener *o, dcp_state *s)
+{
+    char q[CK_QUOTE_BUF];
+    int n = snprintf(s->notes, sizeof s->notes, ", a PyTorch distributed checkpoint of %zu "
+                     "chunks in %zu data files", o->chunks, o->n_files);
+    if (o->skipped > 0 && n > 0 && (size_t)n < sizeof s->notes)
+        snprintf(s->notes + n, sizeof s->notes - (size_t)n, ", %zu value%s neither tensors "
+                 "nor numbers not shown (the first: '%s')", o->skipped,
+                 o->skipped == 1 ? "" : "s",
+                 ck_quote(q, o->first_skipped, strlen(o->first_skipped)));
+}
+
+static int build(opener *o)
+{
+    int rc = read_metadata(o);
+    if (rc == 0)
+        rc = open_files(o);
+    for (size_t i = 0; rc == 0 && i < o->meta.n; i++)
+        rc = o->meta.v[i].bytes ? add_value(o, &o->meta.v[i]) : add_tensor(o, &o->meta.v[i]);
+    if (rc == 0)
+        rc = model_stat(o);
+    if (rc == 0)
+        rc = ck_pt_numbers_bind(&o->nums, o->m, o->err);
+    if (rc == 0)
+        rc = ck_index_finalize(&o->m->index, o->path, o->err);
+    return rc;
+}
+
+static void dcp_free_state(void *state)
+{
+    free(state);
+}
+
+static const char *dcp_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
+{
+    (void)m;
+    if (t != NULL && t->type_name != NULL)
+        return t->type_name;
+    const char *name = ck_pt_type_name(dt);
+    return name != NULL ? name : dt->ms_name;
+}
+
+/* Watched for other programs' writes as the model file is (the numbers'
+ * scratch file, last, is not one). */
+static bool dcp_is_data_file(const ck_model *m, uint32_t i)
+{
+    const dcp_state *s = m->state;
+    return s != NULL && i <= s->n_files;
+}
+
+static const char *dcp_notes(const ck_model *m)
+{
+    const dcp_state *s = m->state;
+    return s != NULL ? s->notes : "";
+}
+
+/* Registered nowhere as a file format: nothing is recognised, created or
+ * saved as one, and with no writer it mounts read-only. */
+static const ck_format dcp_format = {
+    .name = "dcp", .title = "PyTorch distributed checkpoint", .extension = "",
+    .free_state = dcp_free_state, .type_name = dcp_type_name,
+    .is_data_file = dcp_is_data_file, .notes = dcp_notes,
+};
+
+static ck_model *open_dcp(const char *path, const ck_collection_opts *co, ck_error *err)
+{
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--;
+    char *shown = strndup(path, len);
+    dcp_state *s = calloc(1, sizeof *s);
+    struct stat st;
+    ck_model_dir *d = shown == NULL || s == NULL ? NULL : ck_dir_itself(shown, &st, err);
+    ck_model *m = d == NULL ? NULL : ck_model_assembled(d, shown, &dcp_format, err);
+    if ((shown == NULL || s == NULL) && d == NULL)
+        ck_nomem(err, path);
+    opener o = {.path = shown, .m = m, .nums = CK_PT_NUMBERS_INIT, .err = err};
+    if (m != NULL) {
+        m->state = s;
+        s = NULL;
+        if (co->watch)
+            ck_dir_watch_files(d);
+        if (build(&o) == 0) {
+            ((dcp_state *)m->state)->n_files = (uint32_t)o.n_files;
+            make_notes(&o, m->state);
+            if (co->watch)
+                ck_model_watch_files(m);
+        } else {
+            ck_model_close(m);
+            m = NULL;
+        }
+    }
+    ck_pt_numbers_close(&o.nums);
+    ck_dcp_meta_free(&o.meta);
+    free(o.files);
+    free(o.first_skipped);
+    if (d != NULL)
+        ck_dir_unref(d);
+    free(s);
+    free(shown);
+    return m;
+}
+
+bool ck_dcp_dir_path(const char *path)
+{
+    char file[PATH_MAX];
+    struct stat st;
+    unsigned char head[2];
+    if (snprintf(file, sizeof file, "%s/" METADATA, path) >= (int)sizeof file)
+        return false;
+    int fd = ck_open_regular(AT_FDCWD, file, O_RDONLY, 0, &st);
+    if (fd < 0)
+        return false;
+    bool yes = pread(fd, head, 2, 0) == 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+    close(fd);
+    return yes; /* a pickle (PROTO 2 to 5) named .metadata */
+}
+
+const ck_collection ck_collection_dcp = {
+    .name = "dcp", .title = "a PyTorch distributed checkpoint", .probe = ck_dcp_dir_path,
+    .open = open_dcp,
+};

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * dcp_metadata: the `.metadata` file of a PyTorch Distributed Checkpoint
+ * (torch.distributed.checkpoint), read as data.
+ *
+ * It is a pickle (protocol 4) of the dataclass Metadata: its
+ * state_dict_metadata maps each name (fqn) to a TensorStorageMetadata
+ * (TensorProperties with the dtype, the full size, and the chunks, each
+ * an offsets and a sizes) or to a BytesStorageMetadata (a value saved as
+ * torch.save bytes); its storage_data maps MetadataIndex(fqn, chunk
+ * offsets) to _StorageInfo(relative_path, offset, length): where in the
+ * data files each chunk (or byte value) is.  The symbolic pickle machine
+ * (pickle/pickle_vm.h) reads it with exactly the globals these
+ * dataclasses pickle (under their module paths of PyTorch 2.0 to today),
+ * torch.Size and the dtypes; nothing is imported or executed.
+ *
+ * What comes out is checked: chunk offsets and sizes inside the tensor,
+ * every chunk found in storage_data, data file names that are one plain
+ * name in the checkpoint's directory.  Whether the chunks tile the tensor
+ * is the assembler's to check (dcp_dir.c).
+ */
+#ifndef CK_DCP_METADATA_H
+#define CK_DCP_METADATA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/arena.h"
+#include "../core/ck_error.h"
+#include "../core/dtype.h"
+
+/* .metadata bigger than this is refused: a chunk takes ~300 bytes. */
+#define CK_DCP_METADATA_MAX_BYTES (256u << 20)
+
+/* Where one item's bytes are: a torch.save archive (a chunk), or the
+ * bytes torch.save wrote of a value. */
+typedef struct ck_dcp_item {
+    const char *file;           /* relative_path: one name in the directory */
+    uint64_t off, len;
+} ck_dcp_item;
+
+typedef struct ck_dcp_chunk {
+    const uint64_t *offsets;    /* ndim each, inside the tensor */
+    const uint64_t *sizes;
+    ck_dcp_item item;
+} ck_dcp_chunk;
+
+typedef struct ck_dcp_entry {
+    const char *fqn;            /* NUL-ended, UTF-8, no NUL inside */
+    size_t fqn_len;
+    bool bytes;                 /* a BytesStorageMetadata: item is its value */
+    ck_dcp_item item;
+    /* A tensor: */
+    const ck_dtype *dtype;
+    const char *type_name;      /* "torch.float32" */
+    uint32_t ndim;
+    const int64_t *size;
+    ck_dcp_chunk *chunks;
+    uint32_t n_chunks;
+    size_t off;                 /* its opcode in .metadata, for messages */
+} ck_dcp_entry;
+
+typedef struct ck_dcp_meta {
+    ck_arena arena;             /* everything below */
+    ck_dcp_entry *v;            /* in state_dict_metadata's order */
+    size_t n;
+} ck_dcp_meta;
+
+/* Read buf (len bytes of .metadata; file names it in messages) into out:
+ * 0, or -1 with err naming the file, the offset and the fqn.  Free out
+ * with ck_dcp_meta_free, after a failure too. */
+int ck_dcp_meta_parse(const void *buf, size_t len, const char *file, ck_dcp_meta *out,
+                      ck_error *err);
+void ck_dcp_meta_free(ck_dcp_meta *m);
+
+#endif
