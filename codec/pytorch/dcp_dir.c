@@ -456,10 +456,15 @@ static int add_tensor(opener *o, const ck_dcp_entry *e)
     ck_tensor *t = new_tensor(o, e->fqn, e->fqn_len);
     if (t == NULL)
         return -1;
+    /* the metadata's arena goes with the open: the index keeps its own */
+    int64_t *dims = ck_arena_alloc(&o->m->index.arena, (e->ndim ? e->ndim : 1) * sizeof *dims);
+    if (dims == NULL)
+        return nomem(o);
+    memcpy(dims, e->size, e->ndim * sizeof *dims);
     t->dtype = e->dtype;
     t->type_name = e->type_name;
     t->ndim = e->ndim;
-    t->dims = e->size;
+    t->dims = dims;
     t->read_only = true;
     uint64_t nbytes = 0;
     ck_shape_product(&ck_shape_pb, e->dtype, e->size, e->ndim, &nbytes); /* checked */

@@ -63,13 +63,14 @@ static const ck_pk_global allowed[] = {
     DTYPE("uint32"), DTYPE("uint64"), DTYPE("float8_e4m3fn"), DTYPE("float8_e5m2"),
 };
 
-/* About 30 nodes a chunk. */
+/* About 30 nodes a chunk: 16M nodes (512 MiB of them at most) is half a
+ * million chunks. */
 static const ck_pk_rules rules = {
     .what = "a DCP checkpoint's metadata",
     .globals = allowed,
     .n_globals = sizeof allowed / sizeof *allowed,
     .persid = false,
-    .max_nodes = 32u << 20,
+    .max_nodes = 16u << 20,
     .max_entries = 1u << 22,
 };
 
