@@ -32,6 +32,7 @@
 #include "dcp_metadata.h"
 #include "pt_leaf.h"
 #include "pt_pickle.h"
+#include "pt_reader.h"
 #include "pt_zip.h"
 
 #define METADATA ".metadata"
@@ -744,15 +745,6 @@ static void dcp_free_state(void *state)
     free(state);
 }
 
-static const char *dcp_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
-{
-    (void)m;
-    if (t != NULL && t->type_name != NULL)
-        return t->type_name;
-    const char *name = ck_pt_type_name(dt);
-    return name != NULL ? name : dt->ms_name;
-}
-
 /* Watched for other programs' writes as the model file is (the numbers'
  * scratch file, last, is not one). */
 static bool dcp_is_data_file(const ck_model *m, uint32_t i)
@@ -771,7 +763,7 @@ static const char *dcp_notes(const ck_model *m)
  * saved as one, and with no writer it mounts read-only. */
 static const ck_format dcp_format = {
     .name = "dcp", .title = "PyTorch distributed checkpoint", .extension = "",
-    .free_state = dcp_free_state, .type_name = dcp_type_name,
+    .free_state = dcp_free_state, .type_name = ck_pt_model_type_name,
     .is_data_file = dcp_is_data_file, .notes = dcp_notes,
 };
 
