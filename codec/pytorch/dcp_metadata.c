@@ -343,6 +343,8 @@ static int read_tensor(parser *p, ck_dcp_entry *e, uint32_t id)
     uint32_t chunks = field(p, id, "chunks");
     if (chunks == NONE_ID || nd(p, chunks)->kind != CK_PK_LIST)
         return fail_entry(p, e, id, "no list of chunks");
+    if (nd(p, chunks)->n > CK_DCP_MAX_CHUNKS)
+        return fail_entry(p, e, chunks, "more chunks than ckptfs assembles (65536)");
     e->n_chunks = nd(p, chunks)->n;
     e->chunks = ck_arena_alloc(&p->out->arena, (e->n_chunks ? e->n_chunks : 1) * sizeof *e->chunks);
     if (e->chunks == NULL)
