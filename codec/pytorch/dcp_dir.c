@@ -716,7 +716,8 @@ static void make_notes(opener *o, dcp_state *s)
 {
     char q[CK_QUOTE_BUF];
     int n = snprintf(s->notes, sizeof s->notes, ", a PyTorch distributed checkpoint of %zu "
-                     "chunks in %zu data files", o->chunks, o->n_files);
+                     "chunk%s in %zu data file%s", o->chunks, o->chunks == 1 ? "" : "s",
+                     o->n_files, o->n_files == 1 ? "" : "s");
     if (o->skipped > 0 && n > 0 && (size_t)n < sizeof s->notes)
         snprintf(s->notes + n, sizeof s->notes - (size_t)n, ", %zu value%s neither tensors "
                  "nor numbers not shown (the first: '%s')", o->skipped,

@@ -53,6 +53,7 @@ static const ck_pk_global allowed[] = {
     /* an Enum member pickles as getattr(class, name) since Python 3.11
      * (before, as class(value)): recorded, never called */
     {"builtins", "getattr", G_OTHER, false},
+    {"__builtin__", "getattr", G_OTHER, false}, /* the same at protocol 2 */
     /* StorageMeta.checkpoint_id may be a path object: recorded, never made */
     {"pathlib", "PosixPath", G_OTHER, false},
     {"pathlib", "PurePosixPath", G_OTHER, false},
@@ -180,9 +181,12 @@ static int read_file_name(parser *p, uint32_t id, const char **name)
     const char *b = (const char *)p->pk.buf + s->x;
     if (s->n == 0 || s->n > 255 || memchr(b, '/', s->n) != NULL ||
         memchr(b, '\0', s->n) != NULL || (s->n == 1 && b[0] == '.') ||
-        (s->n == 2 && b[0] == '.' && b[1] == '.') || (s->n == 9 && memcmp(b, ".metadata", 9) == 0))
-        return fail_at(p, id, "a relative_path that is not a data file's name in the "
-                       "checkpoint's directory");
+        (s->n == 2 && b[0] == '.' && b[1] == '.') || (s->n == 9 && memcmp(b, ".metadata", 9) == 0)) {
+        char q[CK_QUOTE_BUF];
+        return ck_fail(p->err, EINVAL, "%s: offset %u: relative_path '%s' is not a data file's "
+                       "name in the checkpoint's directory", p->pk.file, s->off,
+                       ck_quote(q, b, s->n));
+    }
     return (*name = ck_arena_strndup(&p->out->arena, b, s->n)) == NULL ? nomem(p) : 0;
 }
 
