@@ -79,6 +79,12 @@ viewed() {
     done
 }
 
+@test "a zstd-compressed .ckpt: bytes decoded (ck_model_read), not spliced" {
+    zstd -q "$MS/mindarmour_checkpoint_lenet-10_1875.ckpt" -o "$T/lenet.ckpt.zst"
+    viewed "$T/lenet.ckpt.zst"
+    $CMP "$MS/mindarmour_checkpoint_lenet-10_1875.ckpt" "$M/$V"
+}
+
 @test "a safetensors file: laid out again as safetensors' writer does, as ckptfs-convert" {
     local f=$FIXTURES/safetensors/hf-safetensors-samples/H.safetensors
     viewed "$f"
@@ -105,6 +111,13 @@ torch.save({k: v for k, v in d.items() if v.dtype != torch.complex128}, sys.argv
     viewed "$T/g/dist" -o strategy="$T/g/strategy.ckpt"
     # the oracle's full model is what the ranks were cut from
     $CMP "$T/g/full.ckpt" "$M/$V"
+}
+
+@test "an iteration directory: its shards' slices assembled, as ckptfs-convert assembles them" {
+    $PY "$REPO/tests/oracle/iteration_oracle.py" gen "$T/it" --case tp2 --seed 7
+    viewed "$T/it/iteration_00000010"
+    # the oracle's full model is what the slices were cut from
+    $CMP "$T/it/full.safetensors" "$M/$V"
 }
 
 @test "stat: one read-only regular file of the exact size, the model's mode and mtime; no snapshot_done" {
