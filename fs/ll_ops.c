@@ -15,7 +15,9 @@
  * `snapshot_done`, fsync, and unmounting save the edits into the model file.
  *
  * Only the operations are here.  What a node is to the kernel (attributes,
- * timeouts, its path) is fs/nodes.c; telling the kernel of what changed
+ * timeouts, its path) is fs/nodes.c; how a tensor's bytes are served
+ * (shared with the safetensors view, fs/st_view.c), fs/tensor_read.c;
+ * telling the kernel of what changed
  * behind it, fs/invalidate.c; the replies to requests that wait for a
  * save, and the seal, fs/save_reply.c; the refusal log, fs/log.c.  The
  * operations ask the saver (fs/saver.c), which answers through

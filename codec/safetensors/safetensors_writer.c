@@ -17,7 +17,9 @@
  *     compact JSON, "__metadata__" first, each entry's members dtype, shape,
  *     data_offsets; the header padded with spaces to a multiple of 8.  The
  *     file's own order is not kept: any order reads the same, and this one
- *     is what safetensors itself would write for these tensors.
+ *     is what safetensors itself would write for these tensors.  It is
+ *     planned apart from the writing (ck_st_plan_new), so that the mount's
+ *     safetensors view (-o as=safetensors) serves the very bytes written.
  *
  * Unchanged bytes are copied file to file (copy_file_range).  The header is
  * built and serialized by jansson, the library that reads it.
@@ -211,7 +213,8 @@ void ck_st_lower_escapes(char *text)
 }
 
 /* The header of order[0..n): "__metadata__" first, then each tensor;
- * each tensor's data offset into off (indexed as w->items). */
+ * each tensor's offset in the data part into data_off (indexed as
+ * w->items). */
 static char *header_text(writer *w, const item **order, uint64_t *data_off, size_t *len)
 {
     json_t *root = json_object();

@@ -154,29 +154,17 @@ nobody() {
     cmp "$M/$V" "$T/conv.safetensors"   # its owner reads
 }
 
-# refused ARGS...: `ckptfs ARGS... $M` exits 1 with one line on stderr, nothing mounted
-refused() {
-    mkdir -p "$M"
-    echo "0 $M" >>"$T/mounts"   # torn down if it did mount
-    local st=0
-    $CKPTFS "$@" "$M" >"$T/out" 2>"$T/err" </dev/null || st=$?
-    echo "exit $st: $(cat "$T/err")"
-    [ "$st" -eq 1 ]
-    [ "$(wc -l <"$T/err")" -eq 1 ]
-    ! mountpoint -q "$M" || false
-}
-
 @test "refused in one line: -o rw, -o create, a type safetensors lacks, another view, a run directory" {
     local f=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
-    refused -o as=safetensors,rw "$f"
+    mount_refused -o as=safetensors,rw "$f"
     grep -q 'as=safetensors is read-only: -o rw' "$T/err"
-    refused -o as=safetensors,create "$T/new.ckpt"
+    mount_refused -o as=safetensors,create "$T/new.ckpt"
     grep -q 'as=safetensors is read-only: -o create' "$T/err"
-    refused -o as=onnx "$f"
+    mount_refused -o as=onnx "$f"
     grep -q 'as=onnx' "$T/err"
     # ckptfs-convert's refusal, word for word
     $PT gen "$T/all.pt" --case alltypes --seed 4
-    refused -o as=safetensors "$T/all.pt"
+    mount_refused -o as=safetensors "$T/all.pt"
     run "$CONVERT" -q "$T/all.pt" "$T/x.safetensors"
     [ "$status" -eq 1 ]
     [ "$(cat "$T/err")" = "ckptfs: ${output#ckptfs-convert: }" ]
@@ -184,6 +172,6 @@ refused() {
     [ ! -e "$T/x.safetensors" ]
     mkdir -p "$T/run"
     cp "$f" "$T/run/a.ckpt"
-    refused -o as=safetensors "$T/run"
+    mount_refused -o as=safetensors "$T/run"
     grep -q 'not a run directory' "$T/err"
 }
