@@ -11,8 +11,12 @@
 # view, first read:  a fresh mount each time, so every byte comes through the
 #                    daemon (spliced from the .ckpt's extents);
 # view, cached:      the same again on that mount (the kernel's page cache);
+# tree's outs:       cat of every `out` of the same model mounted as a tree (a
+#                    fresh mount each time): the daemon's own floor;
 # file:              the converted file on disk (in the page cache: it was just
-#                    written, as the .ckpt was, so both sides read memory).
+#                    written, as the .ckpt was, so both sides read memory);
+# and the daemon's peak RSS (VmHWM) once it has served every byte: the
+# header and a few words per tensor, whatever MIB is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=$(realpath "${1:-build}")
@@ -55,19 +59,26 @@ assert total == sum(h["data_offsets"][1] - h["data_offsets"][0] for h in header.
 EOF
 }
 
-first=() cached=() file=()
+first=() cached=() file=() tree=()
 for _ in $(seq "$REPS"); do
     mnt ro,as=safetensors "$W/model.ckpt"
     cmp -n 4096 "$M/model.safetensors" "$W/conv.safetensors"
     first+=("$(read_all "$M/model.safetensors")")
     cached+=("$(read_all "$M/model.safetensors")")
+    hwm=$(hwm_kib "$PID")
     umnt
     file+=("$(read_all "$W/conv.safetensors")")
+    mnt ro "$W/model.ckpt"
+    tree+=("$(timed cat "$M"/*/out)")
+    umnt
 done
 f=$(printf '%s\n' "${first[@]}" | median)
 c=$(printf '%s\n' "${cached[@]}" | median)
 d=$(printf '%s\n' "${file[@]}" | median)
+o=$(printf '%s\n' "${tree[@]}" | median)
 echo "numpy reading $TENSORS tensors, $MIB MiB (median of $REPS):"
 echo "  view, first read  ${f} s   ratio to the file $(ratio "$f" "$d")"
 echo "  view, cached      ${c} s   ratio to the file $(ratio "$c" "$d")"
+echo "  tree's outs (cat) ${o} s   ratio to the file $(ratio "$o" "$d")"
 echo "  converted file    ${d} s"
+echo "  daemon VmHWM after serving it all: ${hwm} KiB"
