@@ -107,6 +107,7 @@ ck_source *ck_source_view(ck_source *inner, ck_error *err)
     src->path = copy;
     src->serial = NULL; /* the inner source's own is taken by its reads */
     src->inner = inner;
+    src->inner_off = 0;
     return src;
 }
 

@@ -21,13 +21,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "../collections/model_set.h"
 #include "../collections/tensor_grid.h"
 #include "../core/dir_name.h"
+#include "../core/le_bytes.h"
 #include "../core/model.h"
+#include "../safetensors/safetensors_reader.h"
 #include "dcp_metadata.h"
 #include "pt_leaf.h"
 #include "pt_pickle.h"
+#include "pt_reader.h"
 #include "pt_zip.h"
 
 #define METADATA ".metadata"
@@ -38,10 +43,16 @@ typedef struct dcp_state {
     uint32_t n_files;           /* sources 1 .. n_files are the data files */
 } dcp_state;
 
-/* A data file storage_data names: its model source. */
+/* A data file storage_data names: its model source, and the header of its
+ * safetensors blob when PyTorch wrote it so (SerializationFormat.SAFETENSORS:
+ * byte values first, then one blob of every tensor chunk, which each
+ * chunk's item points at by its offset). */
 typedef struct data_file {
     const char *name;
     uint32_t src;
+    json_t *st;                 /* the blob's header, parsed once; NULL: none */
+    json_t *sharding;           /* its DCP_SHARDING_INFO (fqn -> saved_offsets), or NULL */
+    uint64_t st_at, st_data;    /* where the blob and its data start */
 } data_file;
 
 typedef struct opener {
@@ -79,7 +90,7 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(((const data_file *)a)->name, ((const data_file *)b)->name);
 }
 
-static const data_file *file_named(const opener *o, const char *name)
+static data_file *file_named(const opener *o, const char *name)
 {
     data_file key = {.name = name};
     return bsearch(&key, o->files, o->n_files, sizeof key, cmp_name);
@@ -138,8 +149,7 @@ static int item_open(opener *o, const ck_dcp_item *it, item *x)
     if (ck_source_read(x->slice, head, n, 0, o->err) < 0)
         return -1;
     if (!ck_zip_magic(head, n))
-        return ck_fail(o->err, EINVAL, "%s: not a torch.save archive (a safetensors data file, "
-                       "or raw bytes, which ckptfs does not read)", x->where);
+        return ck_fail(o->err, EINVAL, "%s: not a torch.save archive", x->where);
     return ck_zip_read(x->slice, x->where, &x->z, o->err);
 }
 
@@ -285,8 +295,8 @@ static int on_chunk_leaf(void *ctx, const ck_pt_leaf *l, ck_error *err)
     return place(r->x, r->t, l, r->e->fqn);
 }
 
-/* Chunk c of e read into t (its nbytes the chunk's). */
-static int read_chunk(opener *o, const ck_dcp_entry *e, const ck_dcp_chunk *c, ck_tensor *t)
+/* Chunk c of e from its torch.save archive into t. */
+static int read_archived(opener *o, const ck_dcp_entry *e, const ck_dcp_chunk *c, ck_tensor *t)
 {
     item x;
     ck_pt_walk w = {0};
@@ -298,8 +308,137 @@ static int read_chunk(opener *o, const ck_dcp_entry *e, const ck_dcp_chunk *c, c
         rc = bad_chunk(&r, "a chunk's archive that holds no tensor");
     ck_pt_walk_free(&w);
     item_close(&x);
-    o->chunks++;
     return rc;
+}
+
+/* The header of f's safetensors blob at offset at, parsed once. */
+static int blob_header(opener *o, data_file *f, uint64_t at, const char *where)
+{
+    ck_source *src = o->m->sources[f->src];
+    unsigned char n8[8];
+    if (f->st != NULL)
+        return f->st_at == at ? 0 : ck_fail(o->err, EINVAL, "%s: a second safetensors blob "
+                                            "in one data file (the first at offset %" PRIu64
+                                            ")", where, f->st_at);
+    if (at > src->size || src->size - at < 8)
+        return ck_fail(o->err, EINVAL, "%s: past the end of the file (%" PRIu64 " bytes)", where,
+                       src->size);
+    if (ck_source_read(src, n8, 8, at, o->err) < 0)
+        return -1;
+    uint64_t n = ck_le64(n8);
+    if (n > CK_ST_MAX_HEADER || n > src->size - at - 8)
+        return ck_fail(o->err, EINVAL, "%s: a safetensors header of %" PRIu64 " bytes, past "
+                       "the end of the file or over the limit of %u", where, n,
+                       CK_ST_MAX_HEADER);
+    char *text = malloc(n ? (size_t)n : 1);
+    if (text == NULL)
+        return nomem(o);
+    int rc = ck_source_read(src, text, (size_t)n, at + 8, o->err);
+    if (rc == 0 && (f->st = ck_st_parse_json(text, (size_t)n, at + 8, where,
+                                             "the safetensors header", o->err)) == NULL)
+        rc = -1;
+    if (rc == 0 && !json_is_object(f->st))
+        rc = ck_fail(o->err, EINVAL, "%s: a safetensors header that is not an object", where);
+    /* the chunks' offsets, as a JSON text in the metadata: the tensors are
+     * keyed by fqn alone */
+    json_t *info = rc == 0 ? json_object_get(json_object_get(f->st, "__metadata__"),
+                                             "DCP_SHARDING_INFO") : NULL;
+    if (json_is_string(info) &&
+        (f->sharding = ck_st_parse_json(json_string_value(info), json_string_length(info),
+                                        at + 8, where, "DCP_SHARDING_INFO", o->err)) == NULL)
+        rc = -1;
+    free(text);
+    f->st_at = at;
+    f->st_data = at + 8 + n;
+    return rc;
+}
+
+/* Whether a safetensors header entry has e's dtype and c's sizes; its data
+ * offsets in [*begin, *end). */
+static bool blob_entry_fits(const ck_dcp_entry *e, const ck_dcp_chunk *c, json_t *v,
+                            uint64_t *begin, uint64_t *end)
+{
+    json_t *dt = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape");
+    json_t *offs = json_object_get(v, "data_offsets");
+    unsigned bits = 0;
+    const ck_dtype *d = json_is_string(dt) ? ck_dtype_from_safetensors(
+                            json_string_value(dt), json_string_length(dt), &bits) : NULL;
+    if (d == NULL || strcmp(d->ms_name, e->dtype->ms_name) != 0 || !json_is_array(shape) ||
+        json_array_size(shape) != e->ndim || !json_is_array(offs) || json_array_size(offs) != 2)
+        return false;
+    for (uint32_t k = 0; k < e->ndim; k++) {
+        json_t *x = json_array_get(shape, k);
+        if (!json_is_integer(x) || (uint64_t)json_integer_value(x) != c->sizes[k])
+            return false;
+    }
+    json_t *b = json_array_get(offs, 0), *n = json_array_get(offs, 1);
+    if (!json_is_integer(b) || !json_is_integer(n) || json_integer_value(b) < 0 ||
+        json_integer_value(n) < json_integer_value(b))
+        return false;
+    *begin = (uint64_t)json_integer_value(b);
+    *end = (uint64_t)json_integer_value(n);
+    return true;
+}
+
+/* Whether the blob's sharding info, when it has one, says c's offsets for
+ * e: a blob keys its tensors by fqn, so it holds one chunk of each. */
+static bool blob_chunk_is(const data_file *f, const ck_dcp_entry *e, const ck_dcp_chunk *c)
+{
+    if (f->sharding == NULL)
+        return true;
+    json_t *at = json_object_get(json_object_get(f->sharding, e->fqn), "saved_offsets");
+    if (!json_is_array(at) || json_array_size(at) != e->ndim)
+        return false;
+    for (uint32_t k = 0; k < e->ndim; k++) {
+        json_t *x = json_array_get(at, k);
+        if (!json_is_integer(x) || (uint64_t)json_integer_value(x) != c->offsets[k])
+            return false;
+    }
+    return true;
+}
+
+/* Chunk c of e from its data file's safetensors blob (keyed by the fqn)
+ * into t: one extent. */
+static int read_blob(opener *o, const ck_dcp_entry *e, const ck_dcp_chunk *c, ck_tensor *t,
+                     data_file *f)
+{
+    char where[PATH_MAX + 64], q[CK_QUOTE_BUF];
+    uint64_t begin = 0, end = 0;
+    snprintf(where, sizeof where, "%s/%s: item at offset %" PRIu64, o->path, f->name,
+             c->item.off);
+    if (blob_header(o, f, c->item.off, where) < 0)
+        return -1;
+    json_t *v = json_object_get(f->st, e->fqn);
+    if (!blob_chunk_is(f, e, c))
+        return ck_fail(o->err, EINVAL, "%s: tensor '%s': the safetensors blob holds another "
+                       "chunk of it (DCP_SHARDING_INFO's saved_offsets)", where,
+                       ck_quote(q, e->fqn, e->fqn_len));
+    if (!json_is_object(v) || !blob_entry_fits(e, c, v, &begin, &end) ||
+        end - begin != t->nbytes || end > o->m->sources[f->src]->size - f->st_data)
+        return ck_fail(o->err, EINVAL, "%s: tensor '%s': not in the safetensors blob with the "
+                       "metadata's dtype and the chunk's shape, inside the file", where,
+                       ck_quote(q, e->fqn, e->fqn_len));
+    if (t->nbytes > 0 && ck_tensor_add_extent(t, f->src, f->st_data + begin, t->nbytes) < 0)
+        return nomem(o);
+    return 0;
+}
+
+/* Chunk c of e read into t (its nbytes the chunk's): a torch.save archive,
+ * or a tensor of a safetensors blob, by the item's first bytes. */
+static int read_chunk(opener *o, const ck_dcp_entry *e, const ck_dcp_chunk *c, ck_tensor *t)
+{
+    data_file *f = file_named(o, c->item.file);
+    ck_source *src = o->m->sources[f->src];
+    unsigned char head[9] = {0};
+    size_t n = c->item.off >= src->size ? 0 : src->size - c->item.off < sizeof head
+                                                  ? (size_t)(src->size - c->item.off)
+                                                  : sizeof head;
+    o->chunks++;
+    if (ck_source_read(src, head, n, c->item.off, o->err) < 0)
+        return -1;
+    if (n == sizeof head && !ck_zip_magic(head, n) && head[8] == '{')
+        return read_blob(o, e, c, t, f);
+    return read_archived(o, e, c, t);
 }
 
 static uint64_t chunk_bytes(const ck_dcp_entry *e, const ck_dcp_chunk *c)
@@ -456,10 +595,15 @@ static int add_tensor(opener *o, const ck_dcp_entry *e)
     ck_tensor *t = new_tensor(o, e->fqn, e->fqn_len);
     if (t == NULL)
         return -1;
+    /* the metadata's arena goes with the open: the index keeps its own */
+    int64_t *dims = ck_arena_alloc(&o->m->index.arena, (e->ndim ? e->ndim : 1) * sizeof *dims);
+    if (dims == NULL)
+        return nomem(o);
+    memcpy(dims, e->size, e->ndim * sizeof *dims);
     t->dtype = e->dtype;
     t->type_name = e->type_name;
     t->ndim = e->ndim;
-    t->dims = e->size;
+    t->dims = dims;
     t->read_only = true;
     uint64_t nbytes = 0;
     ck_shape_product(&ck_shape_pb, e->dtype, e->size, e->ndim, &nbytes); /* checked */
@@ -601,15 +745,6 @@ static void dcp_free_state(void *state)
     free(state);
 }
 
-static const char *dcp_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
-{
-    (void)m;
-    if (t != NULL && t->type_name != NULL)
-        return t->type_name;
-    const char *name = ck_pt_type_name(dt);
-    return name != NULL ? name : dt->ms_name;
-}
-
 /* Watched for other programs' writes as the model file is (the numbers'
  * scratch file, last, is not one). */
 static bool dcp_is_data_file(const ck_model *m, uint32_t i)
@@ -628,7 +763,7 @@ static const char *dcp_notes(const ck_model *m)
  * saved as one, and with no writer it mounts read-only. */
 static const ck_format dcp_format = {
     .name = "dcp", .title = "PyTorch distributed checkpoint", .extension = "",
-    .free_state = dcp_free_state, .type_name = dcp_type_name,
+    .free_state = dcp_free_state, .type_name = ck_pt_model_type_name,
     .is_data_file = dcp_is_data_file, .notes = dcp_notes,
 };
 
@@ -662,6 +797,10 @@ static ck_model *open_dcp(const char *path, const ck_collection_opts *co, ck_err
     }
     ck_pt_numbers_close(&o.nums);
     ck_dcp_meta_free(&o.meta);
+    for (size_t i = 0; i < o.n_files; i++) {
+        json_decref(o.files[i].st);
+        json_decref(o.files[i].sharding);
+    }
     free(o.files);
     free(o.first_skipped);
     if (d != NULL)

@@ -63,13 +63,14 @@ static const ck_pk_global allowed[] = {
     DTYPE("uint32"), DTYPE("uint64"), DTYPE("float8_e4m3fn"), DTYPE("float8_e5m2"),
 };
 
-/* About 30 nodes a chunk. */
+/* About 30 nodes a chunk: 16M nodes (512 MiB of them at most) is half a
+ * million chunks. */
 static const ck_pk_rules rules = {
     .what = "a DCP checkpoint's metadata",
     .globals = allowed,
     .n_globals = sizeof allowed / sizeof *allowed,
     .persid = false,
-    .max_nodes = 32u << 20,
+    .max_nodes = 16u << 20,
     .max_entries = 1u << 22,
 };
 
@@ -342,6 +343,8 @@ static int read_tensor(parser *p, ck_dcp_entry *e, uint32_t id)
     uint32_t chunks = field(p, id, "chunks");
     if (chunks == NONE_ID || nd(p, chunks)->kind != CK_PK_LIST)
         return fail_entry(p, e, id, "no list of chunks");
+    if (nd(p, chunks)->n > CK_DCP_MAX_CHUNKS)
+        return fail_entry(p, e, chunks, "more chunks than ckptfs assembles (65536)");
     e->n_chunks = nd(p, chunks)->n;
     e->chunks = ck_arena_alloc(&p->out->arena, (e->n_chunks ? e->n_chunks : 1) * sizeof *e->chunks);
     if (e->chunks == NULL)

@@ -32,6 +32,9 @@
 
 /* .metadata bigger than this is refused: a chunk takes ~300 bytes. */
 #define CK_DCP_METADATA_MAX_BYTES (256u << 20)
+/* A tensor cut into more chunks than this is refused: one chunk a rank is
+ * the most a save makes, and assembling holds a piece each. */
+#define CK_DCP_MAX_CHUNKS 65536u
 
 /* Where one item's bytes are: a torch.save archive (a chunk), or the
  * bytes torch.save wrote of a value. */

@@ -312,7 +312,7 @@ static void pt_free_state(void *state)
     free(info);
 }
 
-static const char *pt_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
+const char *ck_pt_model_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
 {
     (void)m;
     if (t != NULL && t->type_name != NULL)
@@ -353,7 +353,7 @@ const ck_format ck_format_pytorch = {
     .creatable = true,
     .open = pt_open,
     .free_state = pt_free_state,
-    .type_name = pt_type_name,
+    .type_name = ck_pt_model_type_name,
     .is_data_file = pt_is_data_file,
     .notes = pt_notes,
 };

@@ -37,6 +37,10 @@ typedef struct ck_pt_info {
     char notes[CK_QUOTE_BUF + 96]; /* what ckptfs-dump adds: the values not shown */
 } ck_pt_info;
 
+/* The format's type names (format.h): PyTorch's ("torch.float32"), a
+ * number's ("int"); a DCP checkpoint's too. */
+const char *ck_pt_model_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt);
+
 static inline const ck_pt_info *ck_pt_info_of(const ck_model *m)
 {
     return m->state;

@@ -34,6 +34,12 @@
  * and tensor_6/{meta,out} (float32 [3]) written at start, the shapes of
  * the real fixture; an accepted snapshot must read back whole.
  *
+ * "dcp" fuzzes a PyTorch Distributed Checkpoint's .metadata (dcp_metadata.c)
+ * and the assembly of its tensors (dcp_dir.c): the input is that file,
+ * beside the data files of the checkpoint CKPTFS_FUZZ_DCP names (run.sh:
+ * one the test oracle wrote, chunks cut by rows and by a grid, values
+ * saved as bytes), copied at start; an accepted one must read back whole.
+ *
  * "saved-index" fuzzes the parser of a saved index (saved_index.c): the
  * input is an index file's body, framed with its length and SHA-256 as the
  * writer frames one (ck_saved_index_frame), so that mutations reach what
@@ -60,6 +66,7 @@
  * the same tensors.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <limits.h>
@@ -79,6 +86,7 @@
 #include "../../codec/core/saved_index.h"
 #include "../../codec/oneflow/oneflow_dir.h"
 #include "../../codec/oneflow/oneflow_meta.h"
+#include "../../codec/pytorch/dcp_dir.h"
 #include "../../codec/onnx_mindir/onnx_mindir_reader.h"
 #include "../../codec/registry.h"
 #include "../../codec/pytorch/pt_reader.h"
@@ -88,7 +96,7 @@
 static char dir[PATH_MAX - 32];
 static char path[PATH_MAX], rewritten[PATH_MAX];
 static int fd = -1;
-static bool ckpt, wrapped, strategy, iteration, oneflow, saved_index;
+static bool ckpt, wrapped, strategy, iteration, oneflow, dcp, saved_index;
 static const ck_format *saved_format; /* the format of the model a saved index is of */
 static ck_key key = {.bytes = "0123456789ABCDEF", .len = 16};
 static ck_open_opts opts;
@@ -488,6 +496,8 @@ static void write_shards(void)
     }
 }
 
+static void remove_dcp_files(void);
+
 static void remove_dir(void)
 {
     if (strategy)
@@ -496,6 +506,8 @@ static void remove_dir(void)
         remove_shards_of_iteration();
     if (oneflow)
         remove_oneflow_tensors();
+    if (dcp)
+        remove_dcp_files();
     unlink(path);
     unlink(rewritten);
     for (size_t i = 0; i < N_SHARDS; i++) {
@@ -506,15 +518,15 @@ static void remove_dir(void)
     rmdir(dir);
 }
 
-/* Copy the file from (which must be given) to to. */
-static void copy_file(const char *from, const char *to)
+/* Copy the file from (which must be given: what names it) to to. */
+static void copy_file(const char *from, const char *to, const char *what)
 {
     static unsigned char buf[1 << 16];
     int in = from != NULL ? open(from, O_RDONLY | O_CLOEXEC) : -1;
     int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     ssize_t n;
     if (in < 0 || out < 0) {
-        fprintf(stderr, "saved-index-onnx: CKPTFS_FUZZ_ONNX must name an ONNX model\n");
+        fprintf(stderr, "fuzz: %s\n", what);
         exit(2);
     }
     while ((n = read(in, buf, sizeof buf)) > 0)
@@ -523,6 +535,47 @@ static void copy_file(const char *from, const char *to)
     if (n < 0 || close(out) < 0)
         abort();
     close(in);
+}
+
+/* dir/dcp/: the data files of the DCP checkpoint CKPTFS_FUZZ_DCP names
+ * (run.sh: one the test oracle wrote), whose .metadata is the input. */
+static void write_dcp_files(void)
+{
+    const char *from = getenv("CKPTFS_FUZZ_DCP");
+    DIR *d = from != NULL ? opendir(from) : NULL;
+    char p[PATH_MAX], q[PATH_MAX];
+    struct dirent *de;
+    snprintf(p, sizeof p, "%s/dcp", dir);
+    if (d == NULL || mkdir(p, 0700) < 0) {
+        fprintf(stderr, "dcp: CKPTFS_FUZZ_DCP must name a DCP checkpoint's directory\n");
+        exit(2);
+    }
+    while ((de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name);
+        if (n < 7 || strcmp(de->d_name + n - 7, ".distcp") != 0)
+            continue;
+        snprintf(p, sizeof p, "%s/%s", from, de->d_name);
+        snprintf(q, sizeof q, "%s/dcp/%s", dir, de->d_name);
+        copy_file(p, q, "dcp: cannot copy a data file");
+    }
+    closedir(d);
+}
+
+static void remove_dcp_files(void)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/dcp", dir);
+    DIR *d = opendir(p);
+    struct dirent *de;
+    while (d != NULL && (de = readdir(d)) != NULL)
+        if (de->d_name[0] != '.' || strcmp(de->d_name, ".metadata") == 0) {
+            snprintf(p, sizeof p, "%s/dcp/%s", dir, de->d_name);
+            unlink(p);
+        }
+    if (d != NULL)
+        closedir(d);
+    snprintf(p, sizeof p, "%s/dcp", dir);
+    rmdir(p);
 }
 
 /* The model the fuzzed indexes are decoded against: path, written once,
@@ -537,7 +590,7 @@ static void start_saved_index(void)
     close(fd);
     fd = -1;
     if (saved_format == &ck_format_onnx)
-        copy_file(getenv("CKPTFS_FUZZ_ONNX"), path);
+        copy_file(getenv("CKPTFS_FUZZ_ONNX"), path, "CKPTFS_FUZZ_ONNX must name an ONNX model");
     else
         write_indexed_model(path);
     unsigned char head[CK_SAVED_SAMPLE];
@@ -649,16 +702,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     strategy = strcmp(format, "strategy") == 0;
     iteration = strcmp(format, "iteration") == 0;
     oneflow = strcmp(format, "oneflow") == 0;
+    dcp = strcmp(format, "dcp") == 0;
     bool index_of_onnx = strcmp(format, "saved-index-onnx") == 0;
     saved_index = strcmp(format, "saved-index") == 0 || index_of_onnx;
     saved_format = index_of_onnx ? &ck_format_onnx : &ck_format_ckpt;
-    bool of_ckpt = strategy || iteration || oneflow || saved_index;
+    bool of_ckpt = strategy || iteration || oneflow || dcp || saved_index;
     const ck_format *f = index_of_onnx ? &ck_format_onnx
                                        : ck_format_by_name(of_ckpt ? "ckpt" : name);
     if (f == NULL || (*wrap && strcmp(wrap, ".enc") != 0 && strcmp(wrap, ".zst") != 0)) {
         fprintf(stderr, "CKPTFS_FUZZ_FORMAT must be a format (ckpt, onnx, mindir, "
                 "safetensors, safetensors-set, pytorch), then maybe .enc or .zst, or strategy, "
-                "iteration, oneflow, saved-index or saved-index-onnx, not '%s'\n", format);
+                "iteration, oneflow, dcp, saved-index or saved-index-onnx, not '%s'\n", format);
         exit(2);
     }
     const char *model_to = getenv("CKPTFS_FUZZ_MODEL_TO");
@@ -702,11 +756,18 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         if ((fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
             abort();
     }
+    if (dcp) { /* the input is the checkpoint's .metadata */
+        write_dcp_files();
+        close(fd);
+        snprintf(path, sizeof path, "%s/dcp/.metadata", dir);
+        if ((fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+            abort();
+    }
     return 0;
 }
 
 /* A model merged from the fixed files and the input (strategy, iteration,
- * oneflow):
+ * oneflow, dcp):
  * refused in one line, or read back whole. */
 static int check_merged(ck_model *m, const ck_error *err)
 {
@@ -734,6 +795,11 @@ static int fuzz_merged(void)
         snprintf(where, sizeof where, "%s/oneflow", dir);
         return check_merged(ck_oneflow_open(where, &err), &err);
     }
+    if (dcp) {
+        const ck_collection_opts co = {0};
+        snprintf(where, sizeof where, "%s/dcp", dir);
+        return check_merged(ck_collection_dcp.open(where, &co, &err), &err);
+    }
     snprintf(where, sizeof where, "%s/dist", dir);
     return check_merged(ck_dist_open(where, path, &opts, false, &err), &err);
 }
@@ -744,7 +810,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return fuzz_saved_index(data, size);
     if (ftruncate(fd, 0) < 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
         abort();
-    if (strategy || iteration || oneflow)
+    if (strategy || iteration || oneflow || dcp)
         return fuzz_merged();
     ck_error err;
     /* The same bytes as a meta someone wrote: parsed or refused, one line. */

@@ -10,7 +10,8 @@
 # ckptfs-dump, from FUZZER's directory, saves for the fuzzer's own checkpoint
 # and for the fixtures, and saved-index-onnx, the same for an ONNX model's
 # (its message layout); pytorch, a torch.save file (its ZIP records and its
-# pickle).  Each corpus is seeded with the real fixtures and the
+# pickle); dcp, a PyTorch Distributed Checkpoint's .metadata, beside the
+# data files of one the test oracle writes.  Each corpus is seeded with the real fixtures and the
 # regression inputs in tests/fuzz/regress/FORMAT (copied to a temporary
 # directory, never into the repository).  Envelope seeds are the fixtures
 # encrypted by the test oracle (key "0123456789ABCDEF", small blocks, every
@@ -23,7 +24,7 @@ fuzzer=$1
 runs=${2:-200000}
 shift $(($# < 2 ? $# : 2))
 [ $# -gt 0 ] || set -- ckpt onnx mindir safetensors safetensors-set ckpt.enc mindir.enc ckpt.zst \
-    strategy iteration oneflow saved-index saved-index-onnx pytorch
+    strategy iteration oneflow saved-index saved-index-onnx pytorch dcp
 build=$(dirname "$fuzzer") # ckptfs-dump, beside it, writes the saved-index seeds
 # Each input is written to a file in $TMPDIR (decoded typed fields to another):
 # on tmpfs that is free, on a disk it takes most of the run.
@@ -177,6 +178,17 @@ saved_index_seeds() {
 export CKPTFS_FUZZ_ONNX=../shared/fixtures/onnx/dtypes_burn.onnx
 onnx_index_seeds() { [ "$(index_bodies "$1" ../shared/fixtures/onnx/*.onnx)" -gt 1 ]; }
 
+# dcp: the input is .metadata, beside the data files of a checkpoint the
+# test oracle writes (tests/oracle/dcp_oracle.py, case mixed: tensors cut
+# by rows and by a grid, a strided one, values saved as bytes, over four
+# ranks), which seeds the corpus with its own.
+dcp_dir=$(mktemp -d)
+export CKPTFS_FUZZ_DCP=$dcp_dir/mixed
+dcp_seeds() {
+    /usr/bin/python3 tests/oracle/dcp_oracle.py gen "$CKPTFS_FUZZ_DCP" --case mixed &&
+        cp "$CKPTFS_FUZZ_DCP/.metadata" "$1/gen-mixed"
+}
+
 failed=0
 for format in "$@"; do
     corpus=$(mktemp -d)
@@ -186,6 +198,7 @@ for format in "$@"; do
     [ "$format" != oneflow ] || oneflow_seeds "$corpus" || failed=1
     [ "$format" != saved-index ] || saved_index_seeds "$corpus" || failed=1
     [ "$format" != saved-index-onnx ] || onnx_index_seeds "$corpus" || failed=1
+    [ "$format" != dcp ] || dcp_seeds "$corpus" || failed=1
     for f in $(seeds "$format") tests/fuzz/regress/"$format"/*; do
         [ -s "$f" ] || continue
         n=$((n + 1))
@@ -200,6 +213,7 @@ for format in "$@"; do
         strategy) what="every accepted merge of its four ranks read back whole (no writer)" ;;
         iteration) what="every accepted metadata.json's tensors read back whole (no writer)" ;;
         oneflow) what="every accepted pickled_data's tensors read back whole (no writer)" ;;
+        dcp) what="every accepted .metadata's tensors assembled and read back whole (no writer)" ;;
         saved-index) what="every input framed again refused in one line, or finalized and its tensors read through their CRC checks (no writer)" ;;
         saved-index-onnx) what="every input framed again refused in one line, or finalized, its tensors read through their CRC checks and its layout checked (no writer)" ;;
         *.*) what="every accepted input saved again and reopened as the same tensors" ;;
@@ -213,4 +227,5 @@ for format in "$@"; do
     fi
     rm -rf "$corpus" "$corpus.log"
 done
+rm -rf "$dcp_dir"
 exit "$failed"
