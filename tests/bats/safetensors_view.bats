@@ -96,6 +96,9 @@ viewed() {
     viewed "$T/views.pt"
     $PT same-as-safetensors "$T/views.pt" "$M/$V"
     unmount "$M"
+    # the same replies copied by libfuse instead of spliced
+    MOUNT_OPTS=,nosplice viewed "$T/views.pt"
+    unmount "$M"
     # every type of alltypes safetensors has (complex128 has no dtype there: refused below)
     $PT gen "$T/all.pt" --case alltypes --seed 4
     $PY -c 'import sys, torch
@@ -111,6 +114,16 @@ torch.save({k: v for k, v in d.items() if v.dtype != torch.complex128}, sys.argv
     viewed "$T/g/dist" -o strategy="$T/g/strategy.ckpt"
     # the oracle's full model is what the ranks were cut from
     $CMP "$T/g/full.ckpt" "$M/$V"
+    unmount "$M"
+    # four readers at once on libfuse's threads, past the page cache
+    local p pids=()
+    MOUNT_OPTS=,threads viewed "$T/g/dist" -o strategy="$T/g/strategy.ckpt"
+    for p in 1 2 3 4; do
+        dd if="$M/$V" iflag=direct bs=$((p * 4096 + 512)) status=none >"$T/r$p" &
+        pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p"; done
+    for p in 1 2 3 4; do cmp "$T/r$p" "$T/conv.safetensors"; done
 }
 
 @test "an iteration directory: its shards' slices assembled, as ckptfs-convert assembles them" {
