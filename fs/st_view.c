@@ -94,8 +94,9 @@ static size_t first_after(const st_view *v, uint64_t pos)
     return lo;
 }
 
-/* A request's reply being built: bv with room for cap buffers, and copy,
- * of the request's size, made for the first bytes that are not spliced. */
+/* A request's reply being built: bv with room for cap + 1 buffers (the
+ * header's and cap more), and copy, of the request's size, made for the
+ * first bytes that are not spliced. */
 typedef struct reply {
     struct fuse_bufvec *bv;
     size_t cap;
@@ -104,8 +105,18 @@ typedef struct reply {
     size_t size;
 } reply;
 
+/* Bytes at mem into the reply: the last buffer grown when it ends at mem
+ * (copies of consecutive tensors are consecutive in copy), so that a
+ * buffer is added only after an extent or the header's, and the reply
+ * never holds more than cap + 1. */
 static void add_mem(reply *r, const void *mem, size_t len)
 {
+    struct fuse_buf *last = r->bv->count > 0 ? &r->bv->buf[r->bv->count - 1] : NULL;
+    if (last != NULL && !(last->flags & FUSE_BUF_IS_FD) &&
+        (const char *)last->mem + last->size == (const char *)mem) {
+        last->size += len;
+        return;
+    }
     r->bv->buf[r->bv->count++] = (struct fuse_buf){.size = len, .mem = (void *)mem};
 }
 
@@ -114,7 +125,7 @@ static int add_tensor(reply *r, ckfs *fs, const ck_tensor *t, uint64_t at, size_
                       uint64_t pos, ck_error *err)
 {
     size_t pieces = ckfs_splice_pieces(fs, t, at, len);
-    if (pieces <= r->cap - r->bv->count) {
+    if (r->bv->count <= r->cap && pieces <= r->cap - r->bv->count) {
         ckfs_add_extents(fs, t, at, len, r->bv);
         return 0;
     }
@@ -159,8 +170,7 @@ void ckfs_st_view_read(fuse_req_t req, ckfs *fs, size_t size, off_t off)
     size_t k = pos < v->lay.header_len ? 0 : first_after(v, pos);
     if (!tensors_readable(req, fs, k, end))
         return;
-    /* One buffer for the header's part, SPLICE_PIECES for the rest. */
-    reply r = {.cap = SPLICE_PIECES + 1, .off = pos, .size = size};
+    reply r = {.cap = SPLICE_PIECES, .off = pos, .size = size};
     r.bv = malloc(sizeof *r.bv + r.cap * sizeof r.bv->buf[0]);
     if (r.bv == NULL) {
         fuse_reply_err(req, ENOMEM);

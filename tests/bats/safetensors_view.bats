@@ -99,6 +99,11 @@ viewed() {
     # the same replies copied by libfuse instead of spliced
     MOUNT_OPTS=,nosplice viewed "$T/views.pt"
     unmount "$M"
+    # a read over more small tensors than a reply splices (64): the rest copied
+    $PT gen "$T/many.pt" --case many --count 400 --seed 5
+    viewed "$T/many.pt"
+    $PT same-as-safetensors "$T/many.pt" "$M/$V"
+    unmount "$M"
     # every type of alltypes safetensors has (complex128 has no dtype there: refused below)
     $PT gen "$T/all.pt" --case alltypes --seed 4
     $PY -c 'import sys, torch
