@@ -10,6 +10,7 @@
  *   /<dir_name>/            one directory per visible tensor
  *   /<dir_name>/meta        its type and shape (codec/view.h)
  *   /<dir_name>/out         the tensor's bytes
+ * or, with -o as=safetensors, only /model.safetensors (fs/st_view.h).
  */
 #ifndef CKPTFS_H
 #define CKPTFS_H
@@ -138,6 +139,9 @@ struct ckfs {
      * reach another without a read request to check (may_read): their
      * opens are checked instead, and so this mount answers OPEN. */
     bool others_read;
+    /* -o as=safetensors: the root shows one file, the model as safetensors
+     * (fs/st_view.h), instead of the tree; NULL otherwise. */
+    struct st_view *view;
 };
 
 #define ckfs_of_front(f) ((ckfs *)((char *)(f) - offsetof(ckfs, front)))

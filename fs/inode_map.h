@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #define INO_ROOT 1u
+#define INO_VIEW 2u /* -o as=safetensors: model.safetensors, the root's one file */
 #define INO_SNAPSHOT_DONE (1ull << 41) /* above every extra file */
 #define INO_TENSOR_BASE 16u
 #define INO_EXTRA_BASE (1ull << 40) /* extra files: base + their id */
@@ -44,6 +45,7 @@ typedef enum node_kind {
     NODE_META,
     NODE_OUT,
     NODE_EXTRA,
+    NODE_VIEW,
     NODE_NONE,
 } node_kind;
 
@@ -60,6 +62,8 @@ static inline node_kind ino_kind(uint64_t ino, uint32_t *id)
         return NODE_ROOT;
     if (ino == INO_SNAPSHOT_DONE)
         return NODE_SNAPSHOT_DONE;
+    if (ino == INO_VIEW)
+        return NODE_VIEW;
     if (ino < INO_TENSOR_BASE)
         return NODE_NONE;
     if (ino >= INO_EXTRA_BASE) {

@@ -15,7 +15,9 @@
  * `snapshot_done`, fsync, and unmounting save the edits into the model file.
  *
  * Only the operations are here.  What a node is to the kernel (attributes,
- * timeouts, its path) is fs/nodes.c; telling the kernel of what changed
+ * timeouts, its path) is fs/nodes.c; how a tensor's bytes are served
+ * (shared with the safetensors view, fs/st_view.c), fs/tensor_read.c;
+ * telling the kernel of what changed
  * behind it, fs/invalidate.c; the replies to requests that wait for a
  * save, and the seal, fs/save_reply.c; the refusal log, fs/log.c.  The
  * operations ask the saver (fs/saver.c), which answers through
@@ -40,6 +42,8 @@
 #include "invalidate.h"
 #include "nodes.h"
 #include "save_reply.h"
+#include "st_view.h"
+#include "tensor_read.h"
 
 #define XATTR_NAME "user.ckptfs.name"
 #define XATTR_TYPE "user.ckptfs.type"
@@ -131,6 +135,13 @@ static void op_lookup(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *n
     }
     switch (ckfs_resolve(fs, parent, &e)) {
     case NODE_ROOT: {
+        if (fs->view != NULL) {
+            if (strcmp(name, CKFS_VIEW_NAME) == 0)
+                reply_entry(req, fs, INO_VIEW);
+            else
+                fuse_reply_err(req, ENOENT);
+            return;
+        }
         if (strcmp(name, "snapshot_done") == 0) {
             if (!tree_equals_file(&fs->tr))
                 fuse_reply_err(req, ENOENT); /* absent until the edits are saved */
@@ -208,6 +219,10 @@ static fuse_ino_t dir_entry(ckfs *fs, fuse_ino_t dir, const entry *e, off_t pos,
     if (pos < 2) {
         *name = fixed[pos];
         return pos == 0 ? dir : INO_ROOT;
+    }
+    if (fs->view != NULL) { /* the root of a view: its one file */
+        *name = CKFS_VIEW_NAME;
+        return pos == 2 ? INO_VIEW : 0;
     }
     if (pos < EXTRA_POS && e != NULL) { /* a tensor's directory */
         if (pos == 2) {
@@ -370,36 +385,6 @@ static void writer_opened(ckfs *fs, struct fuse_file_info *fi)
     fs->open_writers++;
 }
 
-/* The kernel checks the tree's modes, which are the model file's
- * (fs/nodes.c, file_mode_of), for every user; the directories between the
- * mount's root and each file a tensor is read from (a run's rank_<id>/ or
- * iteration_<N>/, a distributed checkpoint's ranks, beside the file's own
- * mode) have no node to carry their modes, so another user's read of a
- * tensor is checked here against the way to each of its files on disk:
- * EACCES where that user could not read it there, at the open (others_read)
- * and at each read.  The daemon's own user and root read what the daemon
- * opened. */
-static bool may_read(fuse_req_t req, const ckfs *fs, const ck_tensor *t)
-{
-    const struct fuse_ctx *ctx = fuse_req_ctx(req);
-    if (t == NULL || ctx->uid == 0 || ctx->uid == geteuid())
-        return true;
-    gid_t few[64], *groups = few;
-    int n = fuse_req_getgroups(req, 64, few);
-    if (n > 64 && (groups = malloc((size_t)n * sizeof *groups)) != NULL)
-        n = fuse_req_getgroups(req, n, groups);
-    ck_cred who = {.uid = ctx->uid, .gid = ctx->gid, .groups = groups,
-                   .n_groups = n > 0 && groups != NULL ? (size_t)n : 0}; /* unknown: none */
-    ck_error err = {0};
-    int rc = ck_model_may_read(MODEL(fs), t, &who, &err);
-    if (groups != few)
-        free(groups);
-    if (rc == 0)
-        return true;
-    fuse_reply_err(req, err.errnum ? err.errnum : EACCES);
-    return false;
-}
-
 static void op_open(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     entry *e;
@@ -415,7 +400,9 @@ static void op_open(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_i
         return;
     }
     /* the page cache would serve this user what another one read */
-    if ((k == NODE_META || k == NODE_OUT) && !may_read(req, fs, entry_tensor(&fs->tr, e)))
+    if (k == NODE_VIEW && !ckfs_st_view_may_open(req, fs))
+        return;
+    if ((k == NODE_META || k == NODE_OUT) && !ckfs_may_read(req, fs, entry_tensor(&fs->tr, e)))
         return;
     bool writing = is_writer(fi);
     /* Cached pages stay valid unless the bytes may have changed behind the
@@ -458,49 +445,6 @@ static void op_open(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_i
     fuse_reply_open(req, fi);
 }
 
-struct splice_ctx {
-    const ck_model *m;
-    struct fuse_bufvec *bv;
-};
-
-static int add_fd_buf(void *ctx, uint32_t src, uint64_t src_off, size_t len)
-{
-    struct splice_ctx *c = ctx;
-    struct fuse_buf *b = &c->bv->buf[c->bv->count++];
-    *b = (struct fuse_buf){
-        .size = len,
-        .flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY,
-        .fd = c->m->sources[src]->fd,
-        .pos = (off_t)src_off,
-    };
-    return 0;
-}
-
-/* The most pieces a read is spliced in.  libfuse splices a reply only
- * while its pipe holds a page per piece besides the data; past that it
- * reads each piece on its own.  A gather of short runs (a merged tensor
- * cut along a later dimension) is then read with one read per slice and
- * copied (ck_model_read). */
-#define SPLICE_PIECES 64
-
-static bool all_sources_are_files(const ck_model *m)
-{
-    for (uint32_t i = 0; i < m->n_sources; i++)
-        if (m->sources[i]->fd < 0)
-            return false;
-    return true;
-}
-
-static void reply_bufvec(fuse_req_t req, const ckfs *fs, struct fuse_bufvec *bv, off_t off)
-{
-    /* Plain splice, not SPLICE_MOVE: moving page-cache pages measured 2-3x
-     * slower here (docs/benchmarks.md). */
-    int rc = fuse_reply_data(req, bv, fs->splice ? 0 : FUSE_BUF_NO_SPLICE);
-    if (rc < 0 && rc != -ENOENT) /* ENOENT: the request was interrupted */
-        ckfs_log(fs, LOG_ERR, "%s: read at %lld failed: %s", MODEL(fs)->path, (long long)off,
-                 strerror(-rc));
-}
-
 /* Zero-copy: describe the extents to libfuse, which splices or copies. */
 static void read_extents(fuse_req_t req, const ckfs *fs, const ck_tensor *t, size_t size,
                          off_t off, size_t pieces)
@@ -511,9 +455,8 @@ static void read_extents(fuse_req_t req, const ckfs *fs, const ck_tensor *t, siz
         return;
     }
     memset(bv, 0, sizeof *bv);
-    struct splice_ctx c = {.m = MODEL(fs), .bv = bv};
-    ck_tensor_for_range(t, (uint64_t)off, size, add_fd_buf, &c);
-    reply_bufvec(req, fs, bv, off);
+    ckfs_add_extents(fs, t, (uint64_t)off, size, bv);
+    ckfs_reply_bufvec(req, fs, bv, off);
     free(bv);
 }
 
@@ -531,7 +474,7 @@ static void read_spill(fuse_req_t req, const ckfs *fs, const spill_area *a, size
     bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
     bv.buf[0].fd = fs->tr.spill_fd;
     bv.buf[0].pos = (off_t)a->base + off;
-    reply_bufvec(req, fs, &bv, off);
+    ckfs_reply_bufvec(req, fs, &bv, off);
 }
 
 static void read_copy(fuse_req_t req, const ckfs *fs, const ck_tensor *t, size_t size,
@@ -553,25 +496,10 @@ static void read_copy(fuse_req_t req, const ckfs *fs, const ck_tensor *t, size_t
     free(buf);
 }
 
-/* The model file was truncated or rewritten under the mount (another
- * program; a save of ours opens the new file): its bytes are no longer the
- * indexed ones, and a splice past its end would end the read short and
- * silently.  One fstat per request; the reason is logged once. */
-static bool model_changed(fuse_req_t req, ckfs *fs, const ck_tensor *t)
-{
-    ck_error err = {0};
-    if (ck_model_check_extents(MODEL(fs), t, &err) == 0)
-        return false;
-    if (!__atomic_exchange_n(&fs->changed_logged, true, __ATOMIC_RELAXED))
-        ckfs_log(fs, LOG_ERR, "%s", err.msg);
-    fuse_reply_err(req, err.errnum ? err.errnum : EIO);
-    return true;
-}
-
 static void read_out(fuse_req_t req, ckfs *fs, const entry *e, size_t size, off_t off)
 {
     const ck_tensor *t = entry_tensor(&fs->tr, e);
-    if (!may_read(req, fs, t))
+    if (!ckfs_may_read(req, fs, t))
         return;
     if (e->edit != NULL && e->edit->overlay.used) {
         read_spill(req, fs, &e->edit->overlay, size, off);
@@ -581,10 +509,9 @@ static void read_out(fuse_req_t req, ckfs *fs, const entry *e, size_t size, off_
         fuse_reply_buf(req, NULL, 0);
         return;
     }
-    if (model_changed(req, fs, t))
+    if (ckfs_model_changed(req, fs, t))
         return;
-    size_t pieces = all_sources_are_files(MODEL(fs)) ? ck_tensor_max_pieces(t, (uint64_t)off, size)
-                                                      : SIZE_MAX;
+    size_t pieces = ckfs_splice_pieces(fs, t, (uint64_t)off, size);
     if (pieces <= SPLICE_PIECES)
         read_extents(req, fs, t, size, off, pieces);
     else
@@ -607,7 +534,7 @@ static void op_read(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, off_t
         return;
     case NODE_META: {
         char meta[CK_META_MAX];
-        if (!may_read(req, fs, entry_tensor(&fs->tr, e)))
+        if (!ckfs_may_read(req, fs, entry_tensor(&fs->tr, e)))
             return;
         size_t n = entry_meta_text(&fs->tr, e, meta, sizeof meta);
         if ((uint64_t)off >= n)
@@ -618,6 +545,9 @@ static void op_read(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, off_t
     }
     case NODE_OUT:
         read_out(req, fs, e, size, off);
+        return;
+    case NODE_VIEW:
+        ckfs_st_view_read(req, fs, size, off);
         return;
     case NODE_EXTRA: {
         read_spill(req, fs, &ckfs_extra_of(fs, ino)->area, size, off);

@@ -29,6 +29,7 @@
 #include "../export/writer_lock.h"
 #include "ckptfs.h"
 #include "run_mount.h"
+#include "st_view.h"
 
 struct cli {
     char *model;
@@ -57,6 +58,7 @@ struct cli {
     int noindex;        /* -o noindex: no saved index read or written */
     char *index_dir;    /* -o index_dir=DIR: where saved indexes are kept */
     int allow_other;    /* libfuse's option, also kept for libfuse */
+    char *as;           /* -o as=safetensors: the model as one file (fs/st_view.h) */
 };
 
 enum { KEY_ALLOW_OTHER = 1 };
@@ -91,6 +93,7 @@ static const struct fuse_opt cli_opts[] = {
     {"strategy=%s", offsetof(struct cli, strategy), 0},
     {"noindex", offsetof(struct cli, noindex), 1},
     {"index_dir=%s", offsetof(struct cli, index_dir), 0},
+    {"as=%s", offsetof(struct cli, as), 0},
     FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
     FUSE_OPT_END,
 };
@@ -188,6 +191,9 @@ static void usage(FILE *to)
             "                       that the next mount reads only its first 4K (default\n"
             "                       $XDG_CACHE_HOME/ckptfs, else ~/.cache/ckptfs)\n"
             "    -o noindex         neither read nor save an index\n"
+            "    -o as=safetensors  show the model, read-only, as one file instead of the\n"
+            "                       tree: MOUNTPOINT/model.safetensors, the bytes\n"
+            "                       ckptfs-convert MODEL x.safetensors would write\n"
             "    -f                 stay in the foreground\n"
             "    -d                 debug output (implies -f)\n"
             "    --help, --version\n"
@@ -511,6 +517,11 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
         fprintf(stderr, "ckptfs: %s: -o create is for one model, not a run directory\n", path);
         return 1;
     }
+    if (cli->as != NULL) {
+        fprintf(stderr, "ckptfs: %s: -o as=safetensors shows one model, not a run directory "
+                "(mount one of its checkpoints)\n", path);
+        return 1;
+    }
     if (cli->threads) {
         fprintf(stderr, "ckptfs: %s: a run directory is served on one thread (-o threads is "
                 "for one model)\n", path);
@@ -604,6 +615,9 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
     } else if (ckfs_attach(&fs, model, oo, rw, spill_max, &err) < 0) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         ck_model_close(model);
+    } else if (cli->as != NULL && (fs.view = ckfs_st_view_new(model, path, &err)) == NULL) {
+        fprintf(stderr, "ckptfs: %s\n", err.msg);
+        ckfs_detach(&fs);
     } else {
         fs.max_read = mount_max_read(cli->max_read);
         if (add_mount_opts(args, path, rw, fs.max_read) < 0)
@@ -748,6 +762,25 @@ static int mount_model(struct cli *cli, struct fuse_args *args, struct fuse_cmdl
     return rc;
 }
 
+/* -o as=safetensors: a file made from the model, which no edit can reach,
+ * so the mount is read-only. */
+static int check_as(struct cli *cli)
+{
+    if (cli->as == NULL)
+        return 0;
+    if (strcmp(cli->as, "safetensors") != 0) {
+        fprintf(stderr, "ckptfs: -o as=%s: the one view is as=safetensors\n", cli->as);
+        return -1;
+    }
+    if (cli->rw == 1 || cli->create) {
+        fprintf(stderr, "ckptfs: -o as=safetensors is read-only: -o %s does not go with it\n",
+                cli->create ? "create" : "rw");
+        return -1;
+    }
+    cli->rw = 0;
+    return 0;
+}
+
 /* Allow as many open files as the system lets this process have. */
 static void raise_open_file_limit(void)
 {
@@ -804,6 +837,8 @@ int main(int argc, char **argv)
                 opts.mountpoint, ck_file_kind(mst.st_mode));
         goto out;
     }
+    if (check_as(&cli) < 0)
+        goto out;
     /* The daemon changes directory to /: keep an absolute path. */
     char *abs = absolute_path(cli.model);
     const char *path = abs ? abs : cli.model;
@@ -846,6 +881,7 @@ out:
     free(cli.index_cache);
     free(cli.strategy);
     free(cli.index_dir);
+    free(cli.as);
     fuse_opt_free_args(&args);
     return rc;
 }

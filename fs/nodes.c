@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../codec/view.h"
+#include "st_view.h"
 
 /* The entry behind a tensor inode, or NULL. */
 static entry *entry_at(ckfs *fs, uint32_t pos)
@@ -29,6 +30,8 @@ node_kind ckfs_resolve(ckfs *fs, fuse_ino_t ino, entry **e)
     uint32_t pos = 0;
     node_kind k = ino_kind(ino, &pos);
     *e = NULL;
+    if ((fs->view != NULL) != (k == NODE_VIEW) && k != NODE_ROOT)
+        return NODE_NONE; /* a view shows no tree, a tree no view */
     if (k == NODE_EXTRA) {
         if (pos >= fs->tr.n_extras)
             return NODE_NONE;
@@ -71,6 +74,8 @@ const char *ckfs_path_of(const ckfs *fs, fuse_ino_t ino, const char *name, char 
     node_kind k = ino_kind(ino, &pos);
     if (k == NODE_SNAPSHOT_DONE) {
         file = "snapshot_done";
+    } else if (k == NODE_VIEW) {
+        file = CKFS_VIEW_NAME;
     } else if (k == NODE_TENSOR_DIR || k == NODE_META || k == NODE_OUT) {
         dir = dir_name_at(fs, pos);
         file = k == NODE_META ? "meta" : k == NODE_OUT ? "out" : NULL;
@@ -125,7 +130,11 @@ int ckfs_attr_of(ckfs *fs, fuse_ino_t ino, node_kind k, const entry *e, struct s
     switch (k) {
     case NODE_ROOT:
         st->st_mode = S_IFDIR | dir_mode;
-        st->st_nlink = 2 + fs->tr.n_entries;
+        st->st_nlink = fs->view != NULL ? 2 : 2 + fs->tr.n_entries;
+        break;
+    case NODE_VIEW:
+        st->st_mode = S_IFREG | file_mode;
+        st->st_size = (off_t)ckfs_st_view_size(fs->view);
         break;
     case NODE_TENSOR_DIR:
         st->st_mode = S_IFDIR | dir_mode;

@@ -204,10 +204,5 @@ int ck_cli_uint(const char *text, unsigned lo, unsigned hi, unsigned *out)
 
 const char *ck_cli_part(const ck_tensor *t)
 {
-    switch (t->part) {
-    case CK_PART_MAP_KEY: return "key";
-    case CK_PART_MAP_VALUE: return "value";
-    case CK_PART_MAP_STATUS: return "status";
-    }
-    return NULL;
+    return ck_tensor_part_name(t);
 }

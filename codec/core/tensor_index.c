@@ -271,3 +271,14 @@ size_t ck_dims_text(const int64_t *dims, uint32_t ndim, char *out, size_t cap)
         n += (size_t)snprintf(out + n, cap - n, "]");
     return n < cap ? n : cap - 1;
 }
+
+const char *ck_tensor_part_name(const ck_tensor *t)
+{
+    switch (t->part) {
+    case CK_PART_WHOLE: return NULL;
+    case CK_PART_MAP_KEY: return "key";
+    case CK_PART_MAP_VALUE: return "value";
+    case CK_PART_MAP_STATUS: return "status";
+    }
+    return NULL;
+}

@@ -129,6 +129,10 @@ int ck_tensor_for_range(const ck_tensor *t, uint64_t off, size_t size, ck_piece_
  * consecutive in it: the slice's rows are visited in their own order. */
 uint32_t ck_tensor_gather_run(const ck_tensor *t, uint64_t q, uint64_t *at);
 
+/* A map parameter's part ("key", "value", "status"), or NULL for a tensor
+ * of its own. */
+const char *ck_tensor_part_name(const ck_tensor *t);
+
 /* The most pieces ck_tensor_for_range may give for bytes [off, off + size)
  * of t. */
 size_t ck_tensor_max_pieces(const ck_tensor *t, uint64_t off, size_t size);

@@ -17,7 +17,9 @@
  *     compact JSON, "__metadata__" first, each entry's members dtype, shape,
  *     data_offsets; the header padded with spaces to a multiple of 8.  The
  *     file's own order is not kept: any order reads the same, and this one
- *     is what safetensors itself would write for these tensors.
+ *     is what safetensors itself would write for these tensors.  It is
+ *     planned apart from the writing (ck_st_plan_new), so that the mount's
+ *     safetensors view (-o as=safetensors) serves the very bytes written.
  *
  * Unchanged bytes are copied file to file (copy_file_range).  The header is
  * built and serialized by jansson, the library that reads it.
@@ -210,8 +212,10 @@ void ck_st_lower_escapes(char *text)
     }
 }
 
-/* The header of order[0..n): "__metadata__" first, then each tensor. */
-static char *header_text(writer *w, const item **order, size_t *len)
+/* The header of order[0..n): "__metadata__" first, then each tensor;
+ * each tensor's offset in the data part into data_off (indexed as
+ * w->items). */
+static char *header_text(writer *w, const item **order, uint64_t *data_off, size_t *len)
 {
     json_t *root = json_object();
     const char *meta = w->file != NULL ? w->file->metadata : NULL;
@@ -224,6 +228,7 @@ static char *header_text(writer *w, const item **order, size_t *len)
     for (size_t i = 0; ok && i < w->n; i++) {
         json_t *e = entry(order[i], off);
         ok = e != NULL && json_object_set_new(root, order[i]->name, e) == 0;
+        data_off[order[i] - w->items] = off;
         off += order[i]->nbytes;
     }
     char *text = ok ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
@@ -235,31 +240,59 @@ static char *header_text(writer *w, const item **order, size_t *len)
     return text;
 }
 
-static int write_new_layout(writer *w)
+void ck_st_layout_free(ck_st_layout *lay)
 {
+    free(lay->header);
+    free(lay->order);
+    free(lay->data_off);
+    *lay = (ck_st_layout){0};
+}
+
+/* The reference writer's layout of w's items (see the top). */
+static int plan_new_layout(writer *w, ck_st_layout *lay)
+{
+    *lay = (ck_st_layout){0};
     const item **order = malloc((w->n + 1) * sizeof *order);
-    if (order == NULL)
-        return nomem(w);
-    for (size_t i = 0; i < w->n; i++)
-        order[i] = &w->items[i];
-    qsort(order, w->n, sizeof *order, by_writer_order);
+    lay->order = malloc((w->n + 1) * sizeof *lay->order);
+    lay->data_off = malloc((w->n + 1) * sizeof *lay->data_off);
     size_t len = 0;
-    char *text = header_text(w, order, &len);
-    int rc = text == NULL ? nomem(w) : 0;
-    if (rc == 0) {
-        static const char spaces[8] = "        ";
-        size_t pad = (8 - len % 8) % 8;
-        unsigned char n8[8];
-        ck_put_le64(n8, len + pad);
-        rc = ck_sink_write(w->s, n8, 8) < 0 || ck_sink_write(w->s, text, len) < 0 ||
-                     ck_sink_write(w->s, spaces, pad) < 0
-                 ? -1
-                 : 0;
+    char *text = NULL;
+    if (order != NULL && lay->order != NULL && lay->data_off != NULL) {
+        for (size_t i = 0; i < w->n; i++)
+            order[i] = &w->items[i];
+        qsort(order, w->n, sizeof *order, by_writer_order);
+        text = header_text(w, order, lay->data_off, &len);
+    }
+    size_t pad = (8 - len % 8) % 8;
+    if (text != NULL && (lay->header = malloc(8 + len + pad)) != NULL) {
+        ck_put_le64(lay->header, len + pad);
+        memcpy(lay->header + 8, text, len);
+        memset(lay->header + 8 + len, ' ', pad);
+        lay->header_len = 8 + len + pad;
+        lay->size = lay->header_len;
+        for (size_t i = 0; i < w->n; i++) {
+            lay->order[i] = (size_t)(order[i] - w->items);
+            lay->size += order[i]->nbytes;
+        }
+        lay->n = w->n;
     }
     free(text);
-    for (size_t i = 0; rc == 0 && i < w->n; i++)
-        rc = write_item(w, order[i]);
     free(order);
+    if (lay->header != NULL)
+        return 0;
+    ck_st_layout_free(lay);
+    return nomem(w);
+}
+
+static int write_new_layout(writer *w)
+{
+    ck_st_layout lay;
+    if (plan_new_layout(w, &lay) < 0)
+        return -1;
+    int rc = ck_sink_write(w->s, lay.header, lay.header_len) < 0 ? -1 : 0;
+    for (size_t i = 0; rc == 0 && i < w->n; i++)
+        rc = write_item(w, &w->items[lay.order[i]]);
+    ck_st_layout_free(&lay);
     return rc;
 }
 
@@ -292,19 +325,37 @@ static int check_names(writer *w)
     return rc;
 }
 
+/* The items of tensors[0..n), checked: a type, a name safetensors cannot
+ * hold refused naming the tensor. */
+static int describe_all(writer *w)
+{
+    w->items = calloc(w->n + 1, sizeof *w->items);
+    int rc = w->items == NULL ? nomem(w) : 0;
+    for (size_t i = 0; rc == 0 && i < w->n; i++)
+        rc = describe(w, i);
+    return rc == 0 ? check_names(w) : rc;
+}
+
 int ck_st_encode_file(const ck_model *m, const ck_st_file *file, size_t n_orig,
                       const ck_write_tensor *tensors, size_t n, ck_sink *s)
 {
     writer w = {.m = m, .file = file, .n_orig = n_orig, .tensors = tensors, .n = n,
                 .s = s, .err = s->err};
-    w.items = calloc(n + 1, sizeof *w.items);
-    int rc = w.items == NULL ? nomem(&w) : 0;
-    for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = describe(&w, i);
-    if (rc == 0)
-        rc = check_names(&w);
+    int rc = describe_all(&w);
     if (rc == 0)
         rc = same_layout(&w) ? write_in_place(&w) : write_new_layout(&w);
+    free(w.items);
+    return rc;
+}
+
+int ck_st_plan_new(const ck_model *m, const ck_write_tensor *tensors, size_t n,
+                   ck_st_layout *lay, ck_error *err)
+{
+    writer w = {.m = m, .tensors = tensors, .n = n, .err = err};
+    *lay = (ck_st_layout){0};
+    int rc = describe_all(&w);
+    if (rc == 0)
+        rc = plan_new_layout(&w, lay);
     free(w.items);
     return rc;
 }

@@ -22,6 +22,26 @@ extern const ck_target ck_safetensors_target;
 int ck_st_encode_file(const ck_model *m, const ck_st_file *file, size_t n_orig,
                       const ck_write_tensor *tensors, size_t n, ck_sink *s);
 
+/* A new safetensors file as the reference writer lays it out (see
+ * safetensors_writer.c): its header whole (the 8-byte length, the JSON,
+ * its padding), then the tensors' bytes back to back in `order`, tensor i's
+ * at header_len + data_off[i].  Memory O(number of tensors), never their
+ * bytes: ckptfs-convert writes it, the mount's safetensors view serves it. */
+typedef struct ck_st_layout {
+    unsigned char *header;
+    size_t header_len;
+    size_t n;
+    size_t *order;              /* file position -> index into the tensors */
+    uint64_t *data_off;         /* tensor index -> its offset in the data part */
+    uint64_t size;              /* the whole file's */
+} ck_st_layout;
+
+/* The layout of tensors[0..n) as a new file (no metadata): a type or a
+ * name safetensors cannot hold refused, naming the tensor. */
+int ck_st_plan_new(const ck_model *m, const ck_write_tensor *tensors, size_t n,
+                   ck_st_layout *lay, ck_error *err);
+void ck_st_layout_free(ck_st_layout *lay);
+
 /* jansson's \u escapes with serde_json's (and Python's) small hex digits. */
 void ck_st_lower_escapes(char *text);
 

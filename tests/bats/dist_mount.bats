@@ -34,23 +34,6 @@ gen() {
     diff -rq "$T/full" "$T/want"
 }
 
-# refused ARGS...: `ckptfs ARGS... $M` refuses before mounting: exit 1, nothing on stdout,
-# one stderr line starting `ckptfs: ` (kept in $T/err), $M no mount and still empty
-refused() {
-    mkdir -p "$M"
-    echo "0 $M" >>"$T/mounts"   # torn down if it did mount
-    local st=0
-    $CKPTFS "$@" "$M" >"$T/out" 2>"$T/err" </dev/null || st=$?
-    echo "exit $st: $(cat "$T/err")"
-    [ "$st" -eq 1 ]
-    [ ! -s "$T/out" ]
-    [ "$(wc -l <"$T/err")" -eq 1 ]
-    grep -q '^ckptfs: ' "$T/err"
-    ! mountpoint -q "$M" || false
-    ! grep -qF " $M " /proc/mounts || false
-    [ -z "$(ls -A "$M")" ]
-}
-
 # oracle_refuses ARGS...: the oracle refuses too (`dist_oracle.py ARGS...`: exit 1, one line)
 oracle_refuses() {
     local st=0
@@ -191,7 +174,7 @@ sys.stdout.buffer.write(out[o:o + 35])' "$GS_DIST" "$half" "$REPO" >"$T/exp"
 # the fixture's strategy is another run's (40 layers, the ranks hold 1)
 @test "golden-stick pair, fixture's strategy: refused, names a parameter rank_0 lacks" {
     oracle_refuses merge "$GS_STRAT" "$GS_DIST" "$T/want"
-    refused -o "strategy=$GS_STRAT" "$GS_DIST"
+    mount_refused -o "strategy=$GS_STRAT" "$GS_DIST"
     names rank_0
     # the parameters the strategy names and rank 0 lacks; the line names one of them
     $DIST parse "$GS_STRAT" >"$T/parsed"
@@ -220,7 +203,7 @@ bad_dist() {
     shift
     $DIST bad-dist "$T/bd" --case "$c"
     oracle_refuses merge "$T/bd/strategy.ckpt" "$T/bd/dist" "$T/bd-tree"
-    refused -o "strategy=$T/bd/strategy.ckpt" "$T/bd/dist"
+    mount_refused -o "strategy=$T/bd/strategy.ckpt" "$T/bd/dist"
     names "$@"
 }
 
@@ -256,7 +239,7 @@ bad_strategy() {
     $DIST gen "$G" --ranks 2 --case tp2
     $DIST bad-strategy "$T/bad-$1.ckpt" --case "$1"
     oracle_refuses parse "$T/bad-$1.ckpt"
-    refused -o "strategy=$T/bad-$1.ckpt" "$G/dist"
+    mount_refused -o "strategy=$T/bad-$1.ckpt" "$G/dist"
     grep -qF -- "$T/bad-$1.ckpt" "$T/err"
 }
 
@@ -270,7 +253,7 @@ bad_strategy() {
 
 @test "a strategy file that does not exist: refused, names it" {
     $DIST gen "$G" --ranks 2 --case tp2
-    refused -o "strategy=$T/nonexistent.ckpt" "$G/dist"
+    mount_refused -o "strategy=$T/nonexistent.ckpt" "$G/dist"
     grep -qF -- "$T/nonexistent.ckpt" "$T/err"
 }
 
@@ -335,9 +318,9 @@ open(sys.argv[2], "wb").write(m.SerializeToString())' "$T/small.ckpt" "$T/strate
 # -o rw / -o create refused before mounting; every change fails with EROFS; the ranks unchanged
 @test "read-only: -o rw, -o create refused; writes, touch, mkdir, rm: EROFS" {
     gen tp2 2
-    refused -o rw -o "strategy=$G/strategy.ckpt" "$G/dist"
-    refused -o "strategy=$G/strategy.ckpt,rw" "$G/dist"
-    refused -o create -o "strategy=$G/strategy.ckpt" "$G/dist"
+    mount_refused -o rw -o "strategy=$G/strategy.ckpt" "$G/dist"
+    mount_refused -o "strategy=$G/strategy.ckpt,rw" "$G/dist"
+    mount_refused -o create -o "strategy=$G/strategy.ckpt" "$G/dist"
     (cd "$G/dist" && find . -type f -exec sha256sum {} + | LC_ALL=C sort) >"$T/before"
     ls -lR "$G/dist" >"$T/before.ls"
     mount_fg "$G/dist" "$M" -o "strategy=$G/strategy.ckpt"

@@ -99,6 +99,23 @@ unmount() {
     umount_wait "$1" "$pid"
 }
 
+# mount_refused ARGS...: `ckptfs ARGS... $M` refuses before mounting: exit 1, nothing on stdout,
+# one stderr line starting `ckptfs: ` (kept in $BATS_TEST_TMPDIR/err), $M no mount and still empty
+mount_refused() {
+    mkdir -p "$M"
+    echo "0 $M" >>"$BATS_TEST_TMPDIR/mounts"   # torn down if it did mount
+    local st=0
+    $CKPTFS "$@" "$M" >"$BATS_TEST_TMPDIR/out" 2>"$BATS_TEST_TMPDIR/err" </dev/null || st=$?
+    echo "exit $st: $(cat "$BATS_TEST_TMPDIR/err")"
+    [ "$st" -eq 1 ]
+    [ ! -s "$BATS_TEST_TMPDIR/out" ]
+    [ "$(wc -l <"$BATS_TEST_TMPDIR/err")" -eq 1 ]
+    grep -q '^ckptfs: ' "$BATS_TEST_TMPDIR/err"
+    ! mountpoint -q "$M" || false
+    ! grep -qF " $M " /proc/mounts || false
+    [ -z "$(ls -A "$M")" ]
+}
+
 # daemon_pid: the pid of the newest mount_fg daemon.
 daemon_pid() { tail -1 "$BATS_TEST_TMPDIR/mounts" | cut -d' ' -f1; }
 
