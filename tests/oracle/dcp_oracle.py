@@ -38,7 +38,6 @@ Cases of gen: single, dim0, grid, strided, older, safetensors, many, big.
 
 import argparse
 import collections
-import dataclasses
 import enum
 import hashlib
 import io
@@ -457,7 +456,7 @@ READ_CLASSES = {
     ("torch", "Size"): torch.Size, ("torch", "strided"): torch.strided,
     ("torch.serialization", "_get_layout"): _layout,
     ("builtins", "getattr"): _enum_member,         # an Enum member since Python 3.11
-    ("pathlib", "PosixPath"): pathlib.PurePosixPath,
+    ("pathlib", "PosixPath"): pathlib.PosixPath,      # a path object, no file touched
 }
 READ_CLASSES.update({("torch", str(dt)[6:]): dt for dt in po.TYPES})
 
@@ -722,21 +721,23 @@ def bad_dir(d, case):
         dump_metadata(d, meta)
         return FQN
     if case == "deep":
-        # planner_data 5000 lists deep: a protocol-2 pickle's marker string replaced by
-        # EMPTY_LIST * 5000, APPEND * 4999 (pickle.dumps itself recurses too deep for this)
+        # planner_data 100000 lists deep (5000 are read: an iterative unpickler needs no
+        # recursion for them; this is deeper than a bounded stack holds): a protocol-2 pickle's (no frames; builtins not
+        # renamed __builtin__) marker string replaced by EMPTY_LIST * 100000, APPEND * 99999
+        # (pickle.dumps itself recurses too deep for this)
         meta.planner_data = "DEEPMARKER"
         mods = _stub_modules("new")
         saved = {k: sys.modules.get(k) for k in mods}
         sys.modules.update(mods)
         try:
-            data = pickle.dumps(meta, protocol=2)
+            data = pickle.dumps(meta, protocol=2, fix_imports=False)
         finally:
             for k, v in saved.items():
                 sys.modules.pop(k) if v is None else sys.modules.__setitem__(k, v)
         marker = b"X\x0a\x00\x00\x00DEEPMARKER"
         assert data.count(marker) == 1
         with open(os.path.join(d, ".metadata"), "wb") as f:
-            f.write(data.replace(marker, b"]" * 5000 + b"a" * 4999))
+            f.write(data.replace(marker, b"]" * 100000 + b"a" * 99999))
         return "deeper than ckptfs allows"
     if case == "transform":
         key = _chunk_key(meta)
