@@ -201,21 +201,25 @@ def _stub_modules(layout):
     return mods
 
 
-def dump_metadata(directory, md, layout="new"):
-    """pickle.dump(metadata, f) as filesystem.py's finish(), the stubs registered in
-    sys.modules under their real paths for the call only (restored after: torch stays as
-    it was)."""
+def pickle_with_stubs(obj, layout="new", **kw):
+    """pickle.dumps(obj) with the stubs registered in sys.modules under their real paths
+    for the call only (restored after: torch stays as it was)."""
     mods = _stub_modules(layout)
     saved = {k: sys.modules.get(k) for k in mods}
     sys.modules.update(mods)
     try:
-        data = pickle.dumps(md)
+        return pickle.dumps(obj, **kw)
     finally:
         for k, v in saved.items():
             if v is None:
                 sys.modules.pop(k, None)
             else:
                 sys.modules[k] = v
+
+
+def dump_metadata(directory, md, layout="new"):
+    """pickle.dump(metadata, f), default protocol, as filesystem.py's finish()."""
+    data = pickle_with_stubs(md, layout)
     with open(os.path.join(directory, ".metadata"), "wb") as f:
         f.write(data)
     return data
@@ -726,14 +730,7 @@ def bad_dir(d, case):
         # renamed __builtin__) marker string replaced by EMPTY_LIST * 100000, APPEND * 99999
         # (pickle.dumps itself recurses too deep for this)
         meta.planner_data = "DEEPMARKER"
-        mods = _stub_modules("new")
-        saved = {k: sys.modules.get(k) for k in mods}
-        sys.modules.update(mods)
-        try:
-            data = pickle.dumps(meta, protocol=2, fix_imports=False)
-        finally:
-            for k, v in saved.items():
-                sys.modules.pop(k) if v is None else sys.modules.__setitem__(k, v)
+        data = pickle_with_stubs(meta, protocol=2, fix_imports=False)
         marker = b"X\x0a\x00\x00\x00DEEPMARKER"
         assert data.count(marker) == 1
         with open(os.path.join(d, ".metadata"), "wb") as f:
