@@ -114,6 +114,16 @@ torch.save({k: v for k, v in d.items() if v.dtype != torch.complex128}, sys.argv
     $PT same-as-safetensors "$T/st.pt" "$M/$V"
 }
 
+@test "a PyTorch Distributed Checkpoint: chunks cut by rows, a grid, a transpose, safetensors data files" {
+    local c
+    for c in dim0 grid strided safetensors; do
+        $PY "$REPO/tests/oracle/dcp_oracle.py" gen "$T/$c" --case "$c"
+        viewed "$T/$c"
+        $PY "$REPO/tests/oracle/dcp_oracle.py" same-as-safetensors "$T/$c" "$M/$V"
+        unmount "$M"
+    done
+}
+
 @test "a merged distributed checkpoint (-o strategy): tensors cut along later dims as gathers" {
     $DIST gen "$T/g" --ranks 4 --case tp4x2 --seed 2
     viewed "$T/g/dist" -o strategy="$T/g/strategy.ckpt"

@@ -33,7 +33,7 @@ torch 1.13's weights-only loader lacks BINFLOAT, so a byte item it refuses is lo
     /usr/bin/python3 dcp_oracle.py bad DIR --case NAME (prints what the refusal must name)
     /usr/bin/python3 dcp_oracle.py bad-cases
 
-Cases of gen: single, dim0, grid, strided, older, safetensors, many, big.
+Cases of gen: single, dim0, grid, strided, older, safetensors, mixed, many, big.
 """
 
 import argparse
@@ -411,6 +411,15 @@ def gen_saved(case, g, count):
         big = po.random_tensor(g, torch.int16, (8, 5))
         s.whole("rows_of_bigger", big[2:5])      # storage > numel: cloned by the loader
         s.whole("cols_of_bigger", big[:, 1:3])
+        return s
+    if case == "mixed":  # the fuzzer's: rows, a grid, a transpose, values, over 4 ranks
+        s = Saved(4)
+        shard0(s, "rows", po.random_tensor(g, torch.float32, (10, 3)), 4)
+        t = po.random_tensor(g, torch.float64, (4, 6))
+        s.cut("grid2x2", t, [(2 * a + b, (2 * a, 3 * b), (2, 3)) for a in (0, 1) for b in (0, 1)])
+        s.whole("transposed", po.random_tensor(g, torch.int32, (4, 6)).t())
+        s.value("epoch", 3)
+        s.value("run_name", "run-1")
         return s
     if case == "many":
         s = Saved(2)
