@@ -490,31 +490,38 @@ def read_metadata(directory):
     return md
 
 
+def read_at(path, offset, length):
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(length)
+
+
 def read_item(directory, info):
+    """The item's file and its bytes (only those: a data file may be gigabytes)."""
     if os.path.basename(info.relative_path) != info.relative_path:
         raise SystemExit(f"relative_path {info.relative_path!r} outside the directory")
-    with open(os.path.join(directory, info.relative_path), "rb") as f:
-        data = f.read()
-    if info.offset + info.length > len(data):
+    path = os.path.join(directory, info.relative_path)
+    if info.offset + info.length > os.path.getsize(path):
         raise SystemExit(f"{info.relative_path}: item past the end")
-    return data, data[info.offset:info.offset + info.length]
+    return path, read_at(path, info.offset, info.length)
 
 
 def load_chunk(directory, fqn, info):
     """A chunk: a torch.save archive (torch.load, weights_only), or a tensor of the
     safetensors blob at the item's offset (json + numpy)."""
-    data, item = read_item(directory, info)
+    path, item = read_item(directory, info)
     if item[:2] == b"PK":
         return torch.load(io.BytesIO(item), weights_only=True)
-    n = struct.unpack_from("<Q", data, info.offset)[0]
-    header = json.loads(data[info.offset + 8:info.offset + 8 + n])
+    n = struct.unpack("<Q", read_at(path, info.offset, 8))[0]
+    header = json.loads(read_at(path, info.offset + 8, n))
     h = header[fqn]
     np_types = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "BF16": np.int16,
                 "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8,
                 "U8": np.uint8, "BOOL": np.bool_}
     b, e = h["data_offsets"]
     base = info.offset + 8 + n
-    arr = np.frombuffer(data[base + b:base + e], dtype=np_types[h["dtype"]]).reshape(h["shape"])
+    arr = np.frombuffer(read_at(path, base + b, e - b),
+                        dtype=np_types[h["dtype"]]).reshape(h["shape"])
     t = torch.from_numpy(arr.copy())
     return t.view(torch.bfloat16) if h["dtype"] == "BF16" else t
 
