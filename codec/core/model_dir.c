@@ -127,6 +127,14 @@ ck_model_dir *ck_dir_in(int dir_fd, const char *dir_path, const char *name, ck_e
     return d;
 }
 
+char *ck_path_trimmed(const char *path)
+{
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--;
+    return strndup(path, len);
+}
+
 ck_model_dir *ck_dir_itself(const char *path, struct stat *st, ck_error *err)
 {
     int dfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -64,6 +64,9 @@ ck_model_dir *ck_dir_open(const char *model_path, ck_error *err);
  * opened beneath dir_fd with no link followed, and dir_fd is the root the
  * way to it is checked from (ck_dir_may_read). */
 ck_model_dir *ck_dir_in(int dir_fd, const char *dir_path, const char *name, ck_error *err);
+/* path without its trailing slashes ("/" stays): how a directory given as
+ * a model is named in messages (malloc'd; NULL: out of memory). */
+char *ck_path_trimmed(const char *path);
 /* The directory path as a model's directory of its own, its base "."
  * (a collection's: a OneFlow snapshot, a DCP checkpoint), and its stat
  * in *st. */

@@ -544,18 +544,9 @@ static void opener_free(opener *o)
     free(o->e);
 }
 
-/* path without trailing slashes, for messages ("/" stays). */
-static char *trimmed(const char *path)
-{
-    size_t len = strlen(path);
-    while (len > 1 && path[len - 1] == '/')
-        len--;
-    return strndup(path, len);
-}
-
 ck_model *ck_oneflow_open(const char *path, ck_error *err)
 {
-    char *shown = trimmed(path);
+    char *shown = ck_path_trimmed(path);
     if (shown == NULL) {
         ck_nomem(err, path);
         return NULL;

@@ -196,9 +196,8 @@ static int item_walk(item *x, ck_pt_leaf_fn fn, void *ctx, ck_pt_walk *w)
     unsigned char *b = NULL;
     size_t n = 0;
     int rc = read_record(x, "byteorder", 16, &b, &n);
-    if (rc == 0 && b != NULL && !(n == 6 && memcmp(b, "little", 6) == 0))
-        rc = ck_fail(x->o->err, ENOTSUP, "%s: byteorder is not \"little\": ckptfs reads "
-                     "little-endian PyTorch archives only", x->where);
+    if (rc == 0)
+        rc = ck_zip_check_byteorder(b, n, x->where, x->o->err);
     free(b);
     if (rc == 0)
         rc = read_record(x, "data.pkl", CK_PT_PICKLE_MAX_BYTES, &b, &n);
@@ -770,10 +769,7 @@ static const ck_format dcp_format = {
 
 static ck_model *open_dcp(const char *path, const ck_collection_opts *co, ck_error *err)
 {
-    size_t len = strlen(path);
-    while (len > 1 && path[len - 1] == '/')
-        len--;
-    char *shown = strndup(path, len);
+    char *shown = ck_path_trimmed(path);
     dcp_state *s = calloc(1, sizeof *s);
     struct stat st;
     ck_model_dir *d = shown == NULL || s == NULL ? NULL : ck_dir_itself(shown, &st, err);

@@ -96,9 +96,8 @@ static int check_byteorder(reader *r)
     if (e == NULL)
         return 0;
     int rc = read_record(r, e, 16, &b);
-    if (rc == 0 && !(e->size == 6 && memcmp(b, "little", 6) == 0))
-        rc = ck_fail(r->err, ENOTSUP, "%s: byteorder is not \"little\": ckptfs reads "
-                     "little-endian PyTorch files only", path_of(r));
+    if (rc == 0)
+        rc = ck_zip_check_byteorder(b, (size_t)e->size, path_of(r), r->err);
     free(b);
     return rc;
 }

@@ -315,3 +315,11 @@ int ck_zip_data(ck_source *src, const char *file, const ck_zip *z, const ck_zip_
     free(h);
     return rc;
 }
+
+int ck_zip_check_byteorder(const unsigned char *b, size_t n, const char *file, ck_error *err)
+{
+    if (b == NULL || (n == 6 && memcmp(b, "little", 6) == 0))
+        return 0;
+    return ck_fail(err, ENOTSUP, "%s: byteorder is not \"little\": ckptfs reads "
+                   "little-endian PyTorch archives only", file);
+}

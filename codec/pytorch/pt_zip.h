@@ -65,4 +65,9 @@ const ck_zip_entry *ck_zip_find(const ck_zip *z, const char *name, size_t len);
 int ck_zip_data(ck_source *src, const char *file, const ck_zip *z, const ck_zip_entry *e,
                 uint64_t *off, ck_error *err);
 
+/* A torch.save archive's byteorder record (n bytes at b; NULL: absent,
+ * as in files before PyTorch 1.10) says "little": 0, else -1 with ENOTSUP
+ * naming file. */
+int ck_zip_check_byteorder(const unsigned char *b, size_t n, const char *file, ck_error *err);
+
 #endif
