@@ -38,7 +38,7 @@ static const format_entry formats[] = {
     {&ck_format_onnx, &ck_onnx_writer, NULL},
     {&ck_format_mindir, &ck_mindir_writer, NULL},
     {&ck_format_safetensors, &ck_safetensors_writer, &ck_safetensors_target},
-    {&ck_format_safetensors_set, &ck_safetensors_set_writer, NULL},
+    {&ck_format_safetensors_set, &ck_safetensors_set_writer, &ck_safetensors_set_target},
     {&ck_format_oneflow, NULL, &ck_oneflow_target},
     {&ck_format_pytorch, &ck_pytorch_writer, &ck_pytorch_target},
 };

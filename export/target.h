@@ -40,6 +40,7 @@ typedef struct ck_target {
     bool by_dir_name;           /* tensors are kept by their directory names, as the
                                  * mount shows them, not by their names */
     const char *empty_refusal;  /* why it cannot hold no tensors; NULL: it can */
+    bool sharded;               /* cut into files of -o max_shard_size (a sharded set) */
     /* A directory format: write the n tensors (new bytes, m's live ones in
      * order; bytes their total) as a->out.  NULL: a file format. */
     int (*write_dir)(const ck_target_args *a, const ck_write_tensor *w, size_t n,

@@ -10,7 +10,7 @@
  *   /<dir_name>/            one directory per visible tensor
  *   /<dir_name>/meta        its type and shape (codec/view.h)
  *   /<dir_name>/out         the tensor's bytes
- * or, with -o as=safetensors, only /model.safetensors (fs/st_view.h).
+ * or, with -o as=safetensors, only safetensors files (fs/st_view.h).
  */
 #ifndef CKPTFS_H
 #define CKPTFS_H

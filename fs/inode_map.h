@@ -33,9 +33,10 @@
 #include <stdint.h>
 
 #define INO_ROOT 1u
-#define INO_VIEW 2u /* -o as=safetensors: model.safetensors, the root's one file */
 #define INO_SNAPSHOT_DONE (1ull << 41) /* above every extra file */
 #define INO_TENSOR_BASE 16u
+#define INO_VIEW_BASE (1ull << 39) /* -o as=safetensors: the root's files, base + their
+                                    * place (fs/st_view.h), above every tensor's */
 #define INO_EXTRA_BASE (1ull << 40) /* extra files: base + their id */
 
 typedef enum node_kind {
@@ -62,8 +63,6 @@ static inline node_kind ino_kind(uint64_t ino, uint32_t *id)
         return NODE_ROOT;
     if (ino == INO_SNAPSHOT_DONE)
         return NODE_SNAPSHOT_DONE;
-    if (ino == INO_VIEW)
-        return NODE_VIEW;
     if (ino < INO_TENSOR_BASE)
         return NODE_NONE;
     if (ino >= INO_EXTRA_BASE) {
@@ -71,6 +70,12 @@ static inline node_kind ino_kind(uint64_t ino, uint32_t *id)
             return NODE_NONE;
         *id = (uint32_t)(ino - INO_EXTRA_BASE);
         return NODE_EXTRA;
+    }
+    if (ino >= INO_VIEW_BASE) {
+        if (ino - INO_VIEW_BASE > UINT32_MAX)
+            return NODE_NONE;
+        *id = (uint32_t)(ino - INO_VIEW_BASE);
+        return NODE_VIEW;
     }
     uint64_t rel = ino - INO_TENSOR_BASE;
     if (rel / 4 > UINT32_MAX)

@@ -136,8 +136,9 @@ static void op_lookup(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *n
     switch (ckfs_resolve(fs, parent, &e)) {
     case NODE_ROOT: {
         if (fs->view != NULL) {
-            if (strcmp(name, CKFS_VIEW_NAME) == 0)
-                reply_entry(req, fs, INO_VIEW);
+            long i = ckfs_st_view_find(fs->view, name);
+            if (i >= 0)
+                reply_entry(req, fs, INO_VIEW_BASE + (uint64_t)i);
             else
                 fuse_reply_err(req, ENOENT);
             return;
@@ -220,9 +221,12 @@ static fuse_ino_t dir_entry(ckfs *fs, fuse_ino_t dir, const entry *e, off_t pos,
         *name = fixed[pos];
         return pos == 0 ? dir : INO_ROOT;
     }
-    if (fs->view != NULL) { /* the root of a view: its one file */
-        *name = CKFS_VIEW_NAME;
-        return pos == 2 ? INO_VIEW : 0;
+    if (fs->view != NULL) { /* the root of a view: its files */
+        size_t i = (size_t)pos - 2;
+        if (i >= ckfs_st_view_count(fs->view))
+            return 0;
+        *name = ckfs_st_view_name(fs->view, i);
+        return INO_VIEW_BASE + i;
     }
     if (pos < EXTRA_POS && e != NULL) { /* a tensor's directory */
         if (pos == 2) {
@@ -400,7 +404,7 @@ static void op_open(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_i
         return;
     }
     /* the page cache would serve this user what another one read */
-    if (k == NODE_VIEW && !ckfs_st_view_may_open(req, fs))
+    if (k == NODE_VIEW && !ckfs_st_view_may_open(req, fs, ino - INO_VIEW_BASE))
         return;
     if ((k == NODE_META || k == NODE_OUT) && !ckfs_may_read(req, fs, entry_tensor(&fs->tr, e)))
         return;
@@ -547,7 +551,7 @@ static void op_read(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, off_t
         read_out(req, fs, e, size, off);
         return;
     case NODE_VIEW:
-        ckfs_st_view_read(req, fs, size, off);
+        ckfs_st_view_read(req, fs, ino - INO_VIEW_BASE, size, off);
         return;
     case NODE_EXTRA: {
         read_spill(req, fs, &ckfs_extra_of(fs, ino)->area, size, off);

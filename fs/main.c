@@ -58,7 +58,8 @@ struct cli {
     int noindex;        /* -o noindex: no saved index read or written */
     char *index_dir;    /* -o index_dir=DIR: where saved indexes are kept */
     int allow_other;    /* libfuse's option, also kept for libfuse */
-    char *as;           /* -o as=safetensors: the model as one file (fs/st_view.h) */
+    char *as;           /* -o as=safetensors: the model as files (fs/st_view.h) */
+    char *max_shard_size; /* the view's shards, a new set's (-o create) */
 };
 
 enum { KEY_ALLOW_OTHER = 1 };
@@ -94,6 +95,7 @@ static const struct fuse_opt cli_opts[] = {
     {"noindex", offsetof(struct cli, noindex), 1},
     {"index_dir=%s", offsetof(struct cli, index_dir), 0},
     {"as=%s", offsetof(struct cli, as), 0},
+    {"max_shard_size=%s", offsetof(struct cli, max_shard_size), 0},
     FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
     FUSE_OPT_END,
 };
@@ -143,7 +145,8 @@ static void usage(FILE *to)
             "    -o commit=manual   no automatic save (-o commit=auto: the default)\n"
             "    -o create          MODEL may not exist yet: mount an empty model, the\n"
             "                       first save creates the file\n"
-            "    -o format=F        a model to create: ckpt, safetensors or pytorch\n"
+            "    -o format=F        a model to create: ckpt, safetensors,\n"
+            "                       safetensors-set or pytorch\n"
             "                       (default: by extension)\n"
             "    -o key_file=PATH   the AES key of an encrypted model: 16, 24 or 32 raw bytes\n"
             "                       in a regular file of yours (no link) that only you may\n"
@@ -194,6 +197,10 @@ static void usage(FILE *to)
             "    -o as=safetensors  show the model, read-only, as one file instead of the\n"
             "                       tree: MOUNTPOINT/model.safetensors, the bytes\n"
             "                       ckptfs-convert MODEL x.safetensors would write\n"
+            "    -o max_shard_size=SIZE  with as=safetensors: a Hugging Face sharded set\n"
+            "                       when the model needs more than one shard of SIZE\n"
+            "                       (model.safetensors.index.json, model-00001-of-...);\n"
+            "                       with -o create: a new set's shards (default 5GB)\n"
             "    -f                 stay in the foreground\n"
             "    -d                 debug output (implies -f)\n"
             "    --help, --version\n"
@@ -253,6 +260,13 @@ static int envelope_options(const struct cli *cli, ck_open_opts *oo, ck_key *key
         return -1;
     }
     oo->tmp_max = tmp_max;
+    size_t shard = 0;
+    if (cli->max_shard_size != NULL && ck_parse_size(cli->max_shard_size, &shard) < 0) {
+        fprintf(stderr, "ckptfs: -o max_shard_size=%s: give a size in bytes, or with KB, MB, "
+                "GB (decimal) or K, M, G (binary)\n", cli->max_shard_size);
+        return -1;
+    }
+    oo->max_shard_size = shard;
     if (ck_key_load(cli->key_file, key, &err) < 0) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         return -1;
@@ -615,7 +629,8 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
     } else if (ckfs_attach(&fs, model, oo, rw, spill_max, &err) < 0) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         ck_model_close(model);
-    } else if (cli->as != NULL && (fs.view = ckfs_st_view_new(model, path, &err)) == NULL) {
+    } else if (cli->as != NULL && (fs.view = ckfs_st_view_new(model, path, oo->max_shard_size,
+                                                               &err)) == NULL) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         ckfs_detach(&fs);
     } else {
@@ -766,6 +781,11 @@ static int mount_model(struct cli *cli, struct fuse_args *args, struct fuse_cmdl
  * so the mount is read-only. */
 static int check_as(struct cli *cli)
 {
+    if (cli->max_shard_size != NULL && cli->as == NULL && !cli->create) {
+        fprintf(stderr, "ckptfs: -o max_shard_size cuts the shards of -o as=safetensors, or "
+                "of a sharded set made with -o create\n");
+        return -1;
+    }
     if (cli->as == NULL)
         return 0;
     if (strcmp(cli->as, "safetensors") != 0) {
@@ -878,6 +898,7 @@ out:
     free(cli.spill_max);
     free(cli.log);
     free(cli.tmp_max);
+    free(cli.max_shard_size);
     free(cli.index_cache);
     free(cli.strategy);
     free(cli.index_dir);

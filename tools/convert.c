@@ -9,7 +9,9 @@
  * OneFlow snapshot directory, a distributed checkpoint with -o strategy).
  * OUT is in a format of the registry that has a target (export/target.h):
  * a .ckpt, a .safetensors (either optionally .zst, a .ckpt optionally
- * encrypted with -o enc_mode) or a OneFlow snapshot directory, chosen by
+ * encrypted with -o enc_mode), a Hugging Face sharded set (its
+ * .safetensors.index.json, shards beside it cut at -o max_shard_size), a
+ * PyTorch .pt or a OneFlow snapshot directory, chosen by
  * --to or by OUT's name: a name ending in "/" or an existing directory is
  * the directory format's.
  *
@@ -51,6 +53,7 @@ typedef struct convert_opts {
     bool force, quiet;
     const char *enc_mode;       /* -o enc_mode: encrypt a .ckpt OUT */
     int zstd_level;             /* -o zstd_level: of a .zst OUT (0: the default) */
+    size_t max_shard_size;      /* -o max_shard_size: of a sharded set OUT (0: the default) */
     const char *in, *out;
     const char *into, *map;     /* --into TEMPLATE, --map FILE (template_fill.h) */
     bool strict;                /* --strict */
@@ -168,7 +171,8 @@ static int write_file(const convert_opts *o, const ck_convert_plan *p,
                       ck_progress *prog, ck_error *err)
 {
     ck_key key = o->enc_mode ? o->open.key : (ck_key){0}; /* the one IN was opened with */
-    ck_open_opts oo = {.key = &key, .zstd_level = o->zstd_level};
+    ck_open_opts oo = {.key = &key, .zstd_level = o->zstd_level,
+                       .max_shard_size = o->max_shard_size};
     if (o->enc_mode != NULL) {
         if (key.len == 0)
             return ck_fail(err, EINVAL, "%s: -o enc_mode needs a key: -o key_file=PATH or "
@@ -188,6 +192,7 @@ static int write_file(const convert_opts *o, const ck_convert_plan *p,
         ck_progress_start(prog, p->bytes, prog->on, prog->out);
         if (ck_group_begin(&g, dir, err) == 0) {
             g.progress = prog;
+            g.data_replace = o->force; /* a new set's shards */
             if (ck_encode(om, p->w, p->n, &g, err) == 0 && ck_group_commit(&g, err) == 0)
                 rc = 0;
         }
@@ -232,7 +237,8 @@ static void usage(FILE *f)
     char targets[128];
     fprintf(f, "usage: " PROG " [OPTIONS] IN OUT\n"
             "Write the model IN in another format as OUT: a MindSpore .ckpt, a .safetensors\n"
-            "(either .zst-compressed when OUT ends in .zst) or a OneFlow snapshot directory.\n"
+            "(either .zst-compressed when OUT ends in .zst), a sharded set (OUT names its\n"
+            ".safetensors.index.json), a PyTorch .pt or a OneFlow snapshot directory.\n"
             "OUT's format is --to's, else its name's; a name ending in '/' or an existing\n"
             "directory is a OneFlow snapshot.  OUT is written atomically and checked against\n"
             "IN before it appears; what it cannot hold is refused before anything is written.\n"
@@ -242,6 +248,9 @@ static void usage(FILE *f)
             "  -q, --quiet           no progress bar (drawn only when stderr is a terminal)\n"
             "  -o enc_mode=MODE      encrypt a .ckpt OUT: AES-GCM or AES-CBC, with the key\n"
             "  -o zstd_level=N       the level of a .zst OUT (default 3)\n"
+            "  -o max_shard_size=SIZE  a sharded set's largest shard, as Hugging Face cuts\n"
+            "                        them (default 5GB; KB, MB, GB are decimal, K, M, G\n"
+            "                        and KiB, MiB, GiB binary)\n"
             "  --nocrc               do not verify IN's .ckpt CRC trailer\n"
             "  --no-index            neither read nor save a .ckpt's index (ckptfs(1));\n"
             "  -o index_dir=DIR      where it is kept (default ~/.cache/ckptfs)\n"
@@ -303,6 +312,10 @@ static int own_arg(void *ctx, int argc, char **argv, int *i)
         if (ck_cli_uint(v, 1, (unsigned)ZSTD_maxCLevel(), &level) < 0)
             return -1;
         o->zstd_level = (int)level;
+    } else if ((v = ck_cli_o_value(argc, argv, *i, "max_shard_size")) != NULL) {
+        ++*i;
+        if (ck_parse_size(v, &o->max_shard_size) < 0)
+            return -1;
     } else {
         return 0;
     }
@@ -325,9 +338,9 @@ static const char *check_fill_opts(const convert_opts *o)
         return o->map != NULL || o->strict ? "--map and --strict go with --into" : NULL;
     if (o->into[0] == '\0' || (o->map != NULL && o->map[0] == '\0'))
         return "--into and --map take a file";
-    if (o->to != NULL || o->enc_mode != NULL || o->zstd_level != 0)
-        return "--into writes TEMPLATE's format: --to, -o enc_mode and -o zstd_level do not "
-               "apply";
+    if (o->to != NULL || o->enc_mode != NULL || o->zstd_level != 0 || o->max_shard_size != 0)
+        return "--into writes TEMPLATE's format: --to, -o enc_mode, -o zstd_level and "
+               "-o max_shard_size do not apply";
     return NULL;
 }
 
@@ -345,6 +358,8 @@ static const char *check_opts(convert_opts *o)
         return "-o enc_mode encrypts a .ckpt OUT only (not compressed)";
     if (o->zstd_level != 0 && (target_of(o)->write_dir != NULL || !ends_with(o->out, ".zst")))
         return "-o zstd_level is for a .zst OUT";
+    if (o->max_shard_size != 0 && !target_of(o)->sharded)
+        return "-o max_shard_size is for a sharded set OUT (NAME.safetensors.index.json)";
     return NULL;
 }
 

@@ -43,12 +43,15 @@ int ck_override_fd(const ck_file_override *ov, size_t n, const char *path, int f
     if (n == 0)
         return fd;
     if (fd < 0) {
-        if (errno != ENOENT)
+        /* Absent, or a symbolic link (never followed), which the save
+         * replaces: the new file is found by its name. */
+        int e = errno;
+        if (e != ENOENT && e != ELOOP)
             return -1;
         for (size_t i = 0; i < n; i++)
-            if (!ov[i].exists && strcmp(plain(ov[i].path), plain(path)) == 0)
+            if ((!ov[i].exists || e == ELOOP) && strcmp(plain(ov[i].path), plain(path)) == 0)
                 return dup_of(&ov[i], -1);
-        errno = ENOENT;
+        errno = e;
         return -1;
     }
     struct stat st;

@@ -11,7 +11,8 @@
  * duplicate of the override's descriptor.  A file is recognised by its
  * identity (device and inode) when the target exists, so "w.bin" and
  * "./w.bin" both match; a target the save creates is recognised by its
- * path.  Nothing else in codec/ knows about it.
+ * path, as is one whose name is now a symbolic link (the save replaces
+ * the link).  Nothing else in codec/ knows about it.
  */
 #ifndef CK_FILE_OVERRIDE_H
 #define CK_FILE_OVERRIDE_H

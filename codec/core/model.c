@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,13 +86,20 @@ long ck_model_add_data_file(ck_model *m, ck_source *src, ck_error *err)
 long ck_model_open_data_file(ck_model *m, const char *rel, ck_error *err)
 {
     char full[PATH_MAX];
-    struct stat st;
+    struct stat st = {0};
     ck_dir_join(m->dir, rel, full, sizeof full);
-    int fd = ck_dir_open_regular(m->dir, rel, NULL, &st, err);
-    if (fd < 0)
-        return -1;
-    if (m->n_overrides > 0 && (fd = ck_override_fd(m->overrides, m->n_overrides, full, fd)) < 0)
-        return ck_fail_errno(err, errno, "%s: cannot open", full);
+    int fd;
+    if (m->n_overrides == 0) {
+        if ((fd = ck_dir_open_regular(m->dir, rel, NULL, &st, err)) < 0)
+            return -1;
+    } else { /* a save's new file (a new set's shard) is read before it has its name */
+        fd = ck_dir_openat(m->dir, rel, O_RDONLY | O_NONBLOCK, 0);
+        fd = ck_keep_regular(ck_override_fd(m->overrides, m->n_overrides, full, fd), &st);
+        if (fd < 0)
+            return st.st_mode != 0 ? ck_fail(err, EINVAL, "%s: is %s, not a regular file", full,
+                                             ck_file_kind(st.st_mode))
+                                   : ck_fail_errno(err, errno, "%s: cannot open", full);
+    }
     /* Another name of a file already open (a hard link, or the model
      * itself): a save would write one name and lose the edits made
      * through the other. */
@@ -119,6 +127,7 @@ static ck_model *model_alloc(ck_model_dir *dir, const char *path, const ck_open_
     }
     m->dir = ck_dir_ref(dir);
     m->file_wd = -1;
+    m->max_shard_size = o ? o->max_shard_size : 0;
     pthread_mutex_init(&m->lock, NULL);
     ck_index_init(&m->index);
     size_t budget = o && o->cache_size ? o->cache_size : CK_CACHE_SIZE_DEFAULT;
@@ -308,7 +317,8 @@ ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format
                                      : ck_format_by_extension(path);
     if (f == NULL || !f->creatable) {
         ck_fail(err, ENOTSUP, "%s: cannot create a model of this type (give a .ckpt, "
-                ".safetensors or .pt name, or -o format=ckpt, safetensors or pytorch)", path);
+                ".safetensors, .safetensors.index.json or .pt name, or -o format=ckpt, "
+                "safetensors, safetensors-set or pytorch)", path);
         return NULL;
     }
     bool key = opts && opts->key && opts->key->len > 0;
@@ -359,23 +369,32 @@ void ck_model_close(ck_model *m)
     free(m);
 }
 
-/* "16M" and the like: bytes, or K, M, G (binary). */
+/* "16M" and the like: bytes; K, M, G, T or KiB... (binary); KB, MB, GB, TB
+ * (decimal, as Hugging Face's "5GB"). */
 int ck_parse_size(const char *text, size_t *out)
 {
+    static const struct {
+        const char *suffix;
+        uint64_t unit;
+    } units[] = {
+        {"", 1},
+        {"K", 1ull << 10}, {"M", 1ull << 20}, {"G", 1ull << 30}, {"T", 1ull << 40},
+        {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
+        {"KB", 1000ull}, {"MB", 1000000ull}, {"GB", 1000000000ull}, {"TB", 1000000000000ull},
+    };
     char *end;
     errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
-    int shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    }
-    if (errno != 0 || end == text || *end != '\0' || *text == '-' || v == 0 ||
-        v > (SIZE_MAX >> shift))
+    if (errno != 0 || end == text || *text == '-' || v == 0)
         return -1;
-    *out = (size_t)(v << shift);
-    return 0;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcasecmp(end, units[i].suffix) == 0) {
+            if (v > SIZE_MAX / units[i].unit)
+                return -1;
+            *out = (size_t)(v * units[i].unit);
+            return 0;
+        }
+    return -1;
 }
 
 struct read_ctx {

@@ -39,6 +39,7 @@ typedef struct ck_open_opts {
     ck_cipher_mode enc_mode;
     size_t cache_size;      /* bytes of decrypted/decompressed pages (0: the default) */
     int zstd_level;         /* for saving a compressed model (0: the default) */
+    uint64_t max_shard_size; /* a new sharded set's largest shard (0: the default) */
     uint64_t tmp_max;       /* most a non-seekable zstd model may decompress to in
                              * $TMPDIR (0: the default, see zstd_source.h) */
     const ck_file_override *overrides; /* files to read from other descriptors */
@@ -69,6 +70,7 @@ typedef struct ck_model {
     uint32_t n_sources, cap_sources; /* sources[0] is the model file */
     ck_index index;
     ck_envelope env;                /* how the model file is wrapped, and will be saved */
+    uint64_t max_shard_size;        /* of a new sharded set (ck_open_opts) */
     ck_page_cache *cache;           /* pages of the wrapped sources */
     /* Serializes what changes after the open: the decoding sources'
      * reads (their page cache is this model's) and the adoption of a
@@ -142,7 +144,8 @@ const char *ck_model_metadata(const ck_model *m);
  * or holds them, since the runtime would refuse the saved model. */
 int ck_model_may_remove(ck_model *m, uint32_t id, const char *shown, ck_error *err);
 
-/* An option's size, "16M" and the like: bytes, or K, M, G (binary); more
+/* An option's size, "16M" and the like: bytes; K, M, G, T or KiB, MiB,
+ * GiB, TiB (binary); KB, MB, GB, TB (decimal, Hugging Face's "5GB"); more
  * than 0.  -1 for anything else. */
 int ck_parse_size(const char *text, size_t *out);
 

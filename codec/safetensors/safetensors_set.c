@@ -260,6 +260,7 @@ const ck_format ck_format_safetensors_set = {
     .name = "safetensors-set",
     .title = "sharded safetensors set",
     .extension = ".safetensors.index.json",
+    .creatable = true,
     .open = set_open,
     .free_state = ck_st_info_free,
     .type_name = ck_st_type_name,

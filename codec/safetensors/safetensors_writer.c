@@ -392,7 +392,7 @@ const ck_writer ck_safetensors_writer = {
     .shape = &ck_shape_st,
 };
 
-static const char *st_type_refusal(const ck_dtype *dt, char *buf, size_t cap)
+const char *ck_st_type_refusal(const ck_dtype *dt, char *buf, size_t cap)
 {
     if (dt->kind == CK_KIND_STR)
         return "a str value has no place in it";
@@ -403,7 +403,7 @@ static const char *st_type_refusal(const ck_dtype *dt, char *buf, size_t cap)
 }
 
 /* The header is a JSON object of C strings, one key its own. */
-static const char *st_name_refusal(const char *name, size_t len)
+const char *ck_st_name_refusal(const char *name, size_t len)
 {
     if (memchr(name, '\0', len) != NULL)
         return "safetensors cannot hold a name with a NUL byte";
@@ -414,7 +414,7 @@ static const char *st_name_refusal(const char *name, size_t len)
 
 const ck_target ck_safetensors_target = {
     .holder = "safetensors",
-    .type_refusal = st_type_refusal,
-    .name_refusal = st_name_refusal,
+    .type_refusal = ck_st_type_refusal,
+    .name_refusal = ck_st_name_refusal,
     .shape = &ck_shape_st,
 };

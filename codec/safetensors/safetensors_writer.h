@@ -45,6 +45,11 @@ void ck_st_layout_free(ck_st_layout *lay);
 /* jansson's \u escapes with serde_json's (and Python's) small hex digits. */
 void ck_st_lower_escapes(char *text);
 
+/* What a safetensors file cannot hold (ck_target's hooks): a set's shards
+ * are safetensors files too. */
+const char *ck_st_type_refusal(const ck_dtype *dt, char *buf, size_t cap);
+const char *ck_st_name_refusal(const char *name, size_t len);
+
 /* Whether two types are one safetensors dtype (ck_writer.same_type). */
 bool ck_st_same_type(const ck_dtype *a, const ck_dtype *b);
 

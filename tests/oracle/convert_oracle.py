@@ -16,6 +16,18 @@ Each side is read by the repository's independent readers, never by ckptfs:
     /usr/bin/python3 convert_oracle.py compare IN OUT...   exit 0 when each OUT holds
                                                            exactly IN's tensors; 1 and
                                                            the first difference otherwise
+    /usr/bin/python3 convert_oracle.py split IN INDEX MAX  compare, and INDEX's set is cut
+                                                           as huggingface_hub cuts IN's
+                                                           state dict into shards of MAX
+
+`split` applies huggingface_hub's split_state_dict_into_shards_factory rule (written here
+from its documented behaviour: tensors in IN's order; one larger than MAX alone in its
+own shard, numbered at once; else into the current shard unless that would pass MAX,
+which then closes and takes the next number) and names the shards as its
+filename_pattern does, after INDEX's name: "<stem>-00001-of-00003.safetensors".  The
+index must be byte for byte what transformers' save_pretrained writes for that cut
+(json.dumps(index, indent=2, sort_keys=True) + "\n"), and no other shard of that stem
+may lie beside it.
 
 A tensor is matched by the name OUT gives it: in a OneFlow snapshot, its directory as the
 mount shows it (ckptfs's escaping, as each reader computes it); in a file, its own name,
@@ -209,6 +221,49 @@ def compare(in_path, src, out_path):
     print(f"ok: {out_path}: {len(src)} tensors")
 
 
+def hub_cut(sizes, max_size):
+    """Shard numbers (from 0) of tensors of these sizes, as huggingface_hub cuts them."""
+    shard_list, current, current_size = [], [], 0
+    for i, size in enumerate(sizes):
+        if size > max_size:
+            shard_list.append([i])
+            continue
+        if current_size + size > max_size:
+            shard_list.append(current)
+            current, current_size = [], 0
+        current.append(i)
+        current_size += size
+    if current:
+        shard_list.append(current)
+    shard_of = [None] * len(sizes)
+    for k, members in enumerate(shard_list):
+        for i in members:
+            shard_of[i] = k
+    return shard_of, len(shard_list)
+
+
+def split(in_path, src, index_path, max_size):
+    compare(in_path, src, index_path)
+    shard_of, n = hub_cut([len(t.out) for t in src], max_size)
+    base = os.path.basename(index_path)
+    stem = base[:-len(so.INDEX_SUFFIX)]
+    names = [f"{stem}-{k + 1:05d}-of-{n:05d}.safetensors" for k in range(n)]
+    wm = {t.name.decode("utf-8"): names[shard_of[i]] for i, t in enumerate(src)}
+    want = so.index_text({"metadata": {"total_size": sum(len(t.out) for t in src)},
+                          "weight_map": wm})
+    with open(index_path, "rb") as f:
+        got = f.read()
+    if got != want:
+        raise co.CheckFailed(f"{index_path}: not the index of huggingface_hub's cut at "
+                             f"{max_size}:\n{got.decode()}\nwanted:\n{want.decode()}")
+    folder = os.path.dirname(index_path) or "."
+    beside = sorted(f for f in os.listdir(folder)
+                    if f.startswith(stem + "-") and f.endswith(".safetensors"))
+    if beside != names:
+        raise co.CheckFailed(f"{folder}: shards {beside}, wanted {names}")
+    print(f"ok: {index_path}: {n} shards of at most {max_size} bytes")
+
+
 def main(argv):
     try:
         if len(argv) == 2 and argv[0] == "list":
@@ -218,6 +273,8 @@ def main(argv):
             src = read(argv[1], as_in=True)
             for out in argv[2:]:
                 compare(argv[1], src, out)
+        elif len(argv) == 4 and argv[0] == "split":
+            split(argv[1], read(argv[1], as_in=True), argv[2], int(argv[3]))
         else:
             print(__doc__, file=sys.stderr)
             return 2

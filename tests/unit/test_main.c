@@ -856,6 +856,7 @@ int main(void)
     test_stats_blocks();
     test_tree();
     test_saved_index();
+    test_shards();
     test_gather();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -29,5 +29,6 @@ void test_direct_out(void);
 void test_tree(void);
 void test_saved_index(void);
 void test_gather(void);
+void test_shards(void);
 
 #endif
