@@ -328,3 +328,36 @@ EOF2
     printf '%s\t%s\t%s\n' net-1_10 net-1_10.pt pytorch net-2_10 net-2_10.pth pytorch \
         pytorch_model pytorch_model.bin pytorch | diff - "$T/got"
 }
+
+@test "ZIP64 sizes: ckptfs-convert's .pt of a tensor of more than 4 GiB loads in torch" {
+    # numpy writes a safetensors file of one 4.3 GB int32 tensor whose element i is i
+    # (torch.save of it takes 40 s here; bench/bench_pytorch.sh reads torch's own 4 GiB
+    # files); its record in the .pt needs ZIP64 sizes, checked by zipfile, and torch.load
+    # must give arange back
+    local n=1075000000
+    $PY - "$T/big.safetensors" "$n" <<'PYEOF'
+import json, struct, sys
+import numpy as np
+n = int(sys.argv[2])
+header = json.dumps({"w": {"dtype": "I32", "shape": [n], "data_offsets": [0, 4 * n]}}).encode()
+header += b" " * (-len(header) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(header)) + header)
+    for at in range(0, n, 1 << 27):
+        np.arange(at, min(at + (1 << 27), n), dtype="<i4").tofile(f)
+PYEOF
+    "$BUILD/ckptfs-convert" -q "$T/big.safetensors" "$T/big.pt"
+    rm "$T/big.safetensors"
+    $PY - "$T/big.pt" "$n" <<'PYEOF'
+import sys, zipfile, torch
+import numpy as np
+big = [i for i in zipfile.ZipFile(sys.argv[1]).infolist() if i.file_size >= 1 << 32]
+assert len(big) == 1, big  # a ZIP64 size record
+d = torch.load(sys.argv[1], weights_only=True)
+assert list(d) == ["w"] and d["w"].dtype == torch.int32, list(d)
+w, n, step = d["w"].numpy(), int(sys.argv[2]), 1 << 27
+assert w.shape == (n,), w.shape
+for at in range(0, n, step):
+    assert np.array_equal(w[at:at + step], np.arange(at, min(at + step, n), dtype="<i4")), at
+PYEOF
+}
