@@ -35,8 +35,8 @@ check_mount() {
     unmount "$M"
 }
 
-@test "DCP directories as PyTorch 2.x writes them mount as the model saved: whole tensors of every dtype, rows cut unevenly over ranks, grids, strided chunks, values saved as bytes, PyTorch 2.0's layout, safetensors data files, 2000 tensors" {
-    for c in single dim0 grid strided older safetensors mixed; do
+@test "DCP directories as PyTorch 2.x writes them mount as the model saved: whole tensors of every dtype, rows cut unevenly over ranks, grids, strided chunks, values saved as bytes, PyTorch 2.0's layout, Python 3.10's enum pickles, safetensors data files, 2000 tensors" {
+    for c in single dim0 grid strided older py310 safetensors mixed; do
         $DCP_ORACLE gen "$T/$c" --case "$c"
         check_mount "$T/$c"
     done

@@ -33,11 +33,14 @@ torch 1.13's weights-only loader lacks BINFLOAT, so a byte item it refuses is lo
     /usr/bin/python3 dcp_oracle.py bad DIR --case NAME (prints what the refusal must name)
     /usr/bin/python3 dcp_oracle.py bad-cases
 
-Cases of gen: single, dim0, grid, strided, older, safetensors, mixed, many, big.
+Cases of gen: single, dim0, grid, strided, older, py310, safetensors, mixed, many, big.
+py310 is single's checkpoint pickled as Python 3.8-3.10 pickle an Enum member: its class
+called with its value (Enum.__reduce_ex__ before 3.11), not getattr(class, name).
 """
 
 import argparse
 import collections
+import copyreg
 import enum
 import hashlib
 import io
@@ -201,14 +204,28 @@ def _stub_modules(layout):
     return mods
 
 
-def pickle_with_stubs(obj, layout="new", **kw):
+def _enum_by_value(member):
+    """Enum.__reduce_ex__ of Python 3.10 and before: the class called with the value."""
+    return type(member), (member.value,)
+
+
+def pickle_with_stubs(obj, layout="new", enum_by_value=False, **kw):
     """pickle.dumps(obj) with the stubs registered in sys.modules under their real paths
-    for the call only (restored after: torch stays as it was)."""
+    for the call only (restored after: torch stays as it was); enum_by_value: Enum
+    members pickled as Python 3.10 and before pickle them."""
     mods = _stub_modules(layout)
     saved = {k: sys.modules.get(k) for k in mods}
     sys.modules.update(mods)
     try:
-        return pickle.dumps(obj, **kw)
+        if not enum_by_value:
+            return pickle.dumps(obj, **kw)
+        out = io.BytesIO()
+        p = pickle.Pickler(out, **kw)
+        p.dispatch_table = copyreg.dispatch_table.copy()
+        p.dispatch_table.update({_MEM_FORMAT_ENCODING: _enum_by_value,
+                                 MEM_FORMAT_ENCODING: _enum_by_value})
+        p.dump(obj)
+        return out.getvalue()
     finally:
         for k, v in saved.items():
             if v is None:
@@ -217,9 +234,9 @@ def pickle_with_stubs(obj, layout="new", **kw):
                 sys.modules[k] = v
 
 
-def dump_metadata(directory, md, layout="new"):
+def dump_metadata(directory, md, layout="new", enum_by_value=False):
     """pickle.dump(metadata, f), default protocol, as filesystem.py's finish()."""
-    data = pickle_with_stubs(md, layout)
+    data = pickle_with_stubs(md, layout, enum_by_value)
     with open(os.path.join(directory, ".metadata"), "wb") as f:
         f.write(data)
     return data
@@ -290,7 +307,7 @@ def st_blob(tensors, sharding):
     return struct.pack("<Q", len(text)) + text + b"".join(data)
 
 
-def write_dcp(directory, s, layout="new", fmt="torch_save"):
+def write_dcp(directory, s, layout="new", fmt="torch_save", enum_by_value=False):
     """Write s as FileSystemWriter does (single_file_per_rank, thread_count 1) and return
     the Metadata pickled to .metadata."""
     os.makedirs(directory, exist_ok=True)
@@ -336,7 +353,7 @@ def write_dcp(directory, s, layout="new", fmt="torch_save"):
                         CURRENT_DCP_VERSION)
     else:
         meta = OldMetadata(md, dict(s.paths), storage)
-    dump_metadata(directory, meta, layout)
+    dump_metadata(directory, meta, layout, enum_by_value)
     return meta
 
 
@@ -376,7 +393,7 @@ def single_state(s, g):
 
 
 def gen_saved(case, g, count):
-    if case in ("single", "older"):
+    if case in ("single", "older", "py310"):
         s = Saved(1)
         single_state(s, g)
         return s
@@ -437,7 +454,8 @@ def gen_saved(case, g, count):
 def cmd_gen(directory, case, seed, count):
     g = torch.Generator().manual_seed(seed)
     write_dcp(directory, gen_saved(case, g, count), layout="old" if case == "older" else "new",
-              fmt="safetensors" if case == "safetensors" else "torch_save")
+              fmt="safetensors" if case == "safetensors" else "torch_save",
+              enum_by_value=case == "py310")
 
 
 # ---------------------------------------------------------------------------------------
