@@ -318,7 +318,7 @@ static int place_pieces(merge *g, ck_tensor *t, const uint64_t *grid, uint64_t p
                                        .src_base = g->ranks->src_base[g->owner[p]]};
     char what[CK_QUOTE_BUF + 32], q[CK_QUOTE_BUF];
     snprintf(what, sizeof what, "%s: parameter '%s'", g->path, quoted(t, q));
-    return ck_grid_place(&g->m->index.arena, t, grid, g->pieces, what, err);
+    return ck_grid_place(&g->m->index.arena, t, grid, NULL, g->pieces, what, err);
 }
 
 static int merge_one(merge *g, const ck_tensor *t0, ck_error *err)

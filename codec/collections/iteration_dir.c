@@ -575,7 +575,7 @@ static int new_tensor(iter *it, const ck_tensor *t0, const param_meta *pm,
     for (uint32_t d = 0; d < pm->ndim; d++)
         grid[d] = (uint64_t)pm->frag[d];
     snprintf(what, sizeof what, "%s: parameter '%s'", it->path, quoted(t0, q));
-    return ck_grid_place(&ix->arena, t, grid, pieces, what, err);
+    return ck_grid_place(&ix->arena, t, grid, NULL, pieces, what, err);
 }
 
 /* Tensor t0 of file f, the first appearance of its name, into the model:

@@ -134,9 +134,27 @@ int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
     return rc;
 }
 
+/* The slice of dimension d that coordinate x falls in, of g's uneven cuts:
+ * the last boundary at or below x. */
+static uint64_t cut_of(const ck_gather *g, uint32_t d, uint64_t x)
+{
+    const uint64_t *c = g->cuts[d];
+    uint64_t lo = 0, hi = g->split[d]; /* c[lo] <= x < c[hi] */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (c[mid] <= x)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* Run q of a gathered tensor: which slice holds it, and where in the slice.
  * Run q is element (x_0 .. x_{L-1}, c_L) of the merged dimensions before
- * the last split one L, then L's slice: row-major, L's slice fastest. */
+ * the last split one L, then L's slice: row-major, L's slice fastest.  The
+ * row within the slice counts in the slice's own sizes, which uneven cuts
+ * make differ from slice to slice. */
 uint32_t ck_tensor_gather_run(const ck_tensor *t, uint64_t q, uint64_t *at)
 {
     const ck_gather *g = t->gather;
@@ -154,10 +172,16 @@ uint32_t ck_tensor_gather_run(const ck_tensor *t, uint64_t q, uint64_t *at)
     uint64_t slice_mul = g->split[last], row_mul = 1;
     q /= g->split[last];
     for (uint32_t d = last; d-- > 0;) {
-        uint64_t x = q % g->full[d], part = g->full[d] / g->split[d];
+        uint64_t x = q % g->full[d], part = g->full[d] / g->split[d], j = x / part;
+        uint64_t start = j * part;
         q /= g->full[d];
-        slice += x / part * slice_mul;
-        row += x % part * row_mul;
+        if (g->cuts != NULL) {
+            j = cut_of(g, d, x);
+            start = g->cuts[d][j];
+            part = g->cuts[d][j + 1] - start;
+        }
+        slice += j * slice_mul;
+        row += (x - start) * row_mul;
         slice_mul *= g->split[d];
         row_mul *= part;
     }

@@ -40,10 +40,15 @@ typedef struct ck_extent {
  * checkpoint split along a dimension other than the first): the tensor is
  * a sequence of runs of `run` bytes, each a contiguous row of one slice.
  * Its extents are then the slices, one each, in row-major order over
- * split[0 .. ndim - 1]; every slice holds full[d] / split[d] of dimension d.
- * Only dimensions up to the last split one are described: after it, a run
- * covers them whole.  (A split of dim 0 alone needs none of this: the
- * slices simply follow each other, one extent each.) */
+ * split[0 .. ndim - 1]; every slice holds full[d] / split[d] of dimension d,
+ * or with cuts, the slices along a dimension before the last split one may
+ * differ: cuts[d] holds the split[d] + 1 boundaries of d's slices, from 0
+ * to full[d] (a PyTorch Distributed Checkpoint's rows cut unevenly by
+ * FSDP, columns evenly by tensor parallelism).  The last split dimension
+ * is always cut evenly, so that every run has one length.  Only dimensions
+ * up to the last split one are described: after it, a run covers them
+ * whole.  (A split of dim 0 alone needs none of this: the slices simply
+ * follow each other, one extent each.) */
 /* A view whose elements are not in row-major order in its one extent (a
  * PyTorch tensor with strides: a transpose, a slice of a wider tensor) is
  * a gather too: with step set, run q starts at byte sum over d of x_d *
@@ -54,6 +59,7 @@ typedef struct ck_gather {
     uint64_t run;               /* bytes of one run: a slice's row from that dimension on */
     const uint64_t *full;       /* the merged tensor's sizes of those dimensions */
     const uint64_t *split;      /* and how many slices each is cut into */
+    const uint64_t *const *cuts; /* uneven slices' boundaries (above), or NULL: even */
     const uint64_t *step;       /* a strided view: each dimension's step in bytes */
 } ck_gather;
 

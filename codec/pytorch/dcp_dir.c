@@ -465,33 +465,80 @@ static bool rows_only(const ck_dcp_entry *e)
     return e->ndim > 0;
 }
 
-/* The grid of equal chunks e is cut into (grid[d] along d), and each
- * chunk's place in it (row-major) in cell[]: 0, or -1 when the chunks are
- * not such a grid, each cell once. */
-static int even_grid(const ck_dcp_entry *e, uint64_t *grid, uint32_t *cell)
+static int by_value(const void *a, const void *b)
 {
-    const uint64_t *s0 = e->chunks[0].sizes;
-    uint64_t n = 1;
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The place of x among the n sorted values of c, or -1. */
+static long place_of(const uint64_t *c, uint64_t n, uint64_t x)
+{
+    const uint64_t *p = bsearch(&x, c, n, sizeof *c, by_value);
+    return p != NULL ? (long)(p - c) : -1;
+}
+
+static bool empty_chunk(const ck_dcp_entry *e, const ck_dcp_chunk *c)
+{
+    for (uint32_t d = 0; d < e->ndim; d++)
+        if (c->sizes[d] == 0)
+            return true;
+    return false;
+}
+
+/* The grid e's chunks tile: along each dimension d, cut at the chunks'
+ * distinct offsets, the tensor's size closing them (cuts[d][0 .. grid[d]],
+ * each cuts[d] room for n_chunks + 1), and each chunk's cell, row-major,
+ * in cell[] (UINT32_MAX for a chunk with no element, which holds
+ * nothing).  0, or -1 when the chunks are not such a grid: a chunk that
+ * does not fill its cell, or cells left without one (counted: two chunks
+ * in one cell are found by the caller). */
+static int chunk_grid(const ck_dcp_entry *e, uint64_t *grid, uint64_t *const *cuts,
+                      uint32_t *cell)
+{
+    uint64_t cells = 1, n = 0;
     for (uint32_t d = 0; d < e->ndim; d++) {
-        if (s0[d] == 0 || (uint64_t)e->size[d] % s0[d] != 0)
+        uint64_t k = 0;
+        for (uint32_t i = 0; i < e->n_chunks; i++)
+            if (!empty_chunk(e, &e->chunks[i]))
+                cuts[d][k++] = e->chunks[i].offsets[d];
+        qsort(cuts[d], k, sizeof *cuts[d], by_value);
+        uint64_t u = 0;
+        for (uint64_t i = 0; i < k; i++)
+            if (u == 0 || cuts[d][u - 1] != cuts[d][i])
+                cuts[d][u++] = cuts[d][i];
+        if (u == 0 || cuts[d][0] != 0)
             return -1;
-        grid[d] = (uint64_t)e->size[d] / s0[d];
-        if (__builtin_mul_overflow(n, grid[d], &n))
+        cuts[d][u] = (uint64_t)e->size[d];
+        grid[d] = u;
+        if (__builtin_mul_overflow(cells, grid[d], &cells))
             return -1;
     }
-    if (n != e->n_chunks)
-        return -1;
     for (uint32_t i = 0; i < e->n_chunks; i++) {
+        const ck_dcp_chunk *c = &e->chunks[i];
+        cell[i] = UINT32_MAX;
+        if (empty_chunk(e, c))
+            continue;
         uint64_t at = 0;
         for (uint32_t d = 0; d < e->ndim; d++) {
-            const ck_dcp_chunk *c = &e->chunks[i];
-            if (c->sizes[d] != s0[d] || c->offsets[d] % s0[d] != 0)
+            long j = place_of(cuts[d], grid[d], c->offsets[d]);
+            if (j < 0 || c->sizes[d] != cuts[d][j + 1] - cuts[d][j])
                 return -1;
-            at = at * grid[d] + c->offsets[d] / s0[d];
+            at = at * grid[d] + (uint64_t)j;
         }
-        cell[i] = (uint32_t)at; /* < n == n_chunks */
+        cell[i] = (uint32_t)at; /* < cells == the chunks holding elements */
+        n++;
     }
-    return 0;
+    return n == cells ? 0 : -1;
+}
+
+/* Whether dimension d of the grid is cut into equal slices. */
+static bool even_along(const uint64_t *grid, uint64_t *const *cuts, uint32_t d)
+{
+    for (uint64_t j = 1; j < grid[d]; j++)
+        if (cuts[d][j + 1] - cuts[d][j] != cuts[d][1])
+            return false;
+    return true;
 }
 
 static int by_first_row(const void *a, const void *b, void *ctx)
@@ -529,28 +576,59 @@ static int assemble_rows(opener *o, const ck_dcp_entry *e, ck_tensor *t, ck_tens
     return 0;
 }
 
-/* Chunks of an even grid: ck_grid_place interleaves them. */
+/* The cuts of a grid along its dimensions before the last one cut into
+ * several, when one of them is uneven (rows cut by FSDP, which need not
+ * divide): NULL when all are even.  The last one cut must be even
+ * (ck_gather: every run one length); -1 when it is not. */
+static int uneven_cuts(const ck_dcp_entry *e, const uint64_t *grid, uint64_t *const *cuts,
+                       const uint64_t *const **out)
+{
+    int last = -1;
+    bool even = true;
+    for (uint32_t d = 0; d < e->ndim; d++)
+        if (grid[d] > 1)
+            last = (int)d;
+    for (int d = 0; d <= last; d++)
+        if (!even_along(grid, cuts, (uint32_t)d)) {
+            if (d == last)
+                return -1;
+            even = false;
+        }
+    *out = even ? NULL : (const uint64_t *const *)cuts;
+    return 0;
+}
+
+/* Chunks of a grid: ck_grid_place interleaves them. */
 static int assemble_grid(opener *o, const ck_dcp_entry *e, ck_tensor *t, ck_tensor *piece,
                          uint32_t *cell)
 {
     uint64_t grid[CK_MAX_DIMS];
-    ck_grid_piece *pieces = NULL;
+    uint64_t *cuts[CK_MAX_DIMS];
+    uint64_t *room = calloc((size_t)e->ndim * (e->n_chunks + 1) + 1, sizeof *room);
+    ck_grid_piece *pieces = calloc(e->n_chunks, sizeof *pieces);
+    const uint64_t *const *uneven = NULL;
     char q[CK_QUOTE_BUF], what[CK_QUOTE_BUF + PATH_MAX + 32];
-    if (even_grid(e, grid, cell) < 0)
-        return bad_tiling(o, e, "chunks that are neither whole rows nor an even grid, "
-                          "which ckptfs does not assemble");
-    if ((pieces = calloc(e->n_chunks, sizeof *pieces)) == NULL)
-        return nomem(o);
-    int rc = 0;
+    int rc = room == NULL || pieces == NULL ? nomem(o) : 0;
+    for (uint32_t d = 0; rc == 0 && d < e->ndim; d++)
+        cuts[d] = room + (size_t)d * (e->n_chunks + 1);
+    if (rc == 0 && chunk_grid(e, grid, cuts, cell) < 0)
+        rc = bad_tiling(o, e, "chunks that do not tile it as a grid, which ckptfs does not "
+                        "assemble");
+    if (rc == 0 && uneven_cuts(e, grid, cuts, &uneven) < 0)
+        rc = bad_tiling(o, e, "chunks cut unevenly along the last dimension cut, which "
+                        "ckptfs does not interleave");
     for (uint32_t i = 0; rc == 0 && i < e->n_chunks; i++) {
+        if (cell[i] == UINT32_MAX)
+            continue;
         if (pieces[cell[i]].t != NULL)
             rc = bad_tiling(o, e, "chunks that overlap");
         pieces[cell[i]].t = &piece[i];
     }
     snprintf(what, sizeof what, "%s: tensor '%s'", o->path, ck_quote(q, e->fqn, e->fqn_len));
     if (rc == 0)
-        rc = ck_grid_place(&o->m->index.arena, t, grid, pieces, what, o->err);
+        rc = ck_grid_place(&o->m->index.arena, t, grid, uneven, pieces, what, o->err);
     free(pieces);
+    free(room);
     return rc;
 }
 

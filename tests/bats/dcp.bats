@@ -35,8 +35,8 @@ check_mount() {
     unmount "$M"
 }
 
-@test "DCP directories as PyTorch 2.x writes them mount as the model saved: whole tensors of every dtype, rows cut unevenly over ranks, grids, strided chunks, values saved as bytes, PyTorch 2.0's layout, Python 3.10's enum pickles, safetensors data files, 2000 tensors" {
-    for c in single dim0 grid strided older py310 safetensors mixed; do
+@test "DCP directories as PyTorch 2.x writes them mount as the model saved: whole tensors of every dtype, rows cut unevenly over ranks, grids even and uneven, strided chunks, values saved as bytes, PyTorch 2.0's layout, Python 3.10's enum pickles, safetensors data files, 2000 tensors" {
+    for c in single dim0 grid uneven strided older py310 safetensors mixed; do
         $DCP_ORACLE gen "$T/$c" --case "$c"
         check_mount "$T/$c"
     done
@@ -44,6 +44,7 @@ check_mount() {
     check_mount "$T/many"
     # chunks are served where they lie: a grid interleaves, a transpose is a gather
     "$BUILD/ckptfs-dump" "$T/grid" | grep -P '\tinterleaved, '
+    "$BUILD/ckptfs-dump" "$T/uneven" | grep -P '^fsdp_tp\t.*\tinterleaved, 16-byte runs$'
     "$BUILD/ckptfs-dump" "$T/strided" | grep -P '\tstrided, '
     "$BUILD/ckptfs-dump" "$T/dim0" | grep -P '__[0-9]+_0\.distcp:[0-9]+\+[0-9]+,__[0-9]+_0\.distcp:'
 }

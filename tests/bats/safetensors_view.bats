@@ -114,9 +114,9 @@ torch.save({k: v for k, v in d.items() if v.dtype != torch.complex128}, sys.argv
     $PT same-as-safetensors "$T/st.pt" "$M/$V"
 }
 
-@test "a PyTorch Distributed Checkpoint: chunks cut by rows, a grid, a transpose, safetensors data files" {
+@test "a PyTorch Distributed Checkpoint: chunks cut by rows, grids even and uneven, a transpose, safetensors data files" {
     local c
-    for c in dim0 grid strided safetensors; do
+    for c in dim0 grid uneven strided safetensors; do
         $PY "$REPO/tests/oracle/dcp_oracle.py" gen "$T/$c" --case "$c"
         viewed "$T/$c"
         $PY "$REPO/tests/oracle/dcp_oracle.py" same-as-safetensors "$T/$c" "$M/$V"

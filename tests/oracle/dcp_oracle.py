@@ -33,7 +33,9 @@ torch 1.13's weights-only loader lacks BINFLOAT, so a byte item it refuses is lo
     /usr/bin/python3 dcp_oracle.py bad DIR --case NAME (prints what the refusal must name)
     /usr/bin/python3 dcp_oracle.py bad-cases
 
-Cases of gen: single, dim0, grid, strided, older, py310, safetensors, mixed, many, big.
+Cases of gen: single, dim0, grid, uneven, strided, older, py310, safetensors, mixed, many,
+big.  uneven: grids whose rows (and a cube's middle dimension) are cut unevenly, as FSDP
+cuts rows with torch.chunk beside tensor parallelism's even column cuts.
 py310 is single's checkpoint pickled as Python 3.8-3.10 pickle an Enum member: its class
 called with its value (Enum.__reduce_ex__ before 3.11), not getattr(class, name).
 """
@@ -368,6 +370,14 @@ def shard0(s, fqn, t, ranks):
                    for r, o, n in rows(t.shape[0], ranks)])
 
 
+def fsdp_tp(s, fqn, t, dp, tp):
+    """t's rows cut over dp ranks as torch.chunk cuts them (the last ones shorter or empty),
+    its columns evenly over tp: a 2-D DTensor [Shard(0), Shard(1)]."""
+    cols = t.shape[1] // tp
+    s.cut(fqn, t, [(r * tp + c, (o, c * cols), (n, cols))
+                   for r, o, n in rows(t.shape[0], dp) for c in range(tp)])
+
+
 def shard_dim(s, fqn, t, dim, ranks):
     pieces = []
     for r, o, n in rows(t.shape[dim], ranks):
@@ -419,6 +429,17 @@ def gen_saved(case, g, count):
         t = po.random_tensor(g, torch.float64, (4, 6))
         s.cut("grid2x2", t, [(2 * a + b, (2 * a, 3 * b), (2, 3)) for a in (0, 1) for b in (0, 1)])
         shard_dim(s, "cube", po.random_tensor(g, torch.int32, (2, 3, 8)), 2, 4)
+        s.whole("norm", po.random_tensor(g, torch.float32, (3,)))
+        return s
+    if case == "uneven":
+        s = Saved(8)
+        fsdp_tp(s, "fsdp_tp", po.random_tensor(g, torch.float32, (10, 8)), 3, 2)
+        fsdp_tp(s, "empty_rank", po.random_tensor(g, torch.bfloat16, (2, 6)), 3, 3)
+        fsdp_tp(s, "long", po.random_tensor(g, torch.float16, (1001, 96)), 4, 2)
+        t = po.random_tensor(g, torch.int16, (7, 5, 6))
+        s.cut("cube", t, [(4 * a + 2 * b + c, (o0, o1, 3 * c), (n0, n1, 3))
+                          for a, (_, o0, n0) in enumerate(rows(7, 2))
+                          for b, (_, o1, n1) in enumerate(rows(5, 2)) for c in (0, 1)])
         s.whole("norm", po.random_tensor(g, torch.float32, (3,)))
         return s
     if case == "strided":
@@ -777,6 +798,13 @@ def bad_dir(d, case):
                                               ["zstd"])
         dump_metadata(d, meta)
         return "transforms"
+    if case == "uneven_last":  # columns cut 4 + 3: runs of two lengths, not interleaved
+        for name in os.listdir(d):
+            os.unlink(os.path.join(d, name))
+        s = Saved(2)
+        shard_dim(s, FQN, torch.arange(28, dtype=torch.float32).reshape(4, 7), 1, 2)
+        write_dcp(d, s)
+        return FQN
     if case == "st_sharding":  # a safetensors blob whose DCP_SHARDING_INFO names other rows
         for name in os.listdir(d):
             os.unlink(os.path.join(d, name))
@@ -797,7 +825,8 @@ def bad_dir(d, case):
 
 BAD_CASES = ["global", "global_in_metadata", "truncated", "no_storage_entry", "dotdot",
              "absolute", "symlink", "fifo", "past_end", "overlap", "gap", "chunk_dtype",
-             "chunk_shape", "not_zip", "size_overflow", "deep", "transform", "st_sharding"]
+             "chunk_shape", "not_zip", "size_overflow", "deep", "transform", "st_sharding",
+             "uneven_last"]
 
 
 def main(argv=None):
