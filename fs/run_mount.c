@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "../codec/collections/iteration_dir.h"
+#include "../codec/pytorch/dcp_dir.h"
 #include "../codec/core/model_dir.h"
 #include "../codec/core/page_cache.h"
 #include "../codec/core/storage.h"
@@ -79,7 +80,7 @@
  * events are queued by the one system call, so this only has to cover
  * its creator being descheduled between the two. */
 #define CREATE_GRACE 1.0
-/* Rank and iteration directories watched; past this, or when inotify
+/* Subdirectories watched; past this, or when inotify
  * gives no more watches, the run is listed again every second and their
  * files are judged as without inotify. */
 #define SUBDIRS_MAX 1024
@@ -105,7 +106,8 @@ typedef struct run_writing {
     bool modified;              /* IN_MODIFY seen, no IN_CLOSE_WRITE since */
 } run_writing;
 
-/* A rank_<id>/ or iteration_<N>/ directory watched as the run directory
+/* A subdirectory of the run (a rank_<id>/, an iteration_<N>/, a DCP
+ * directory or one that may become one) watched as the run directory
  * is.  Its files written before its watch was in place are judged by
  * their settle time alone (judged_complete). */
 typedef struct run_subdir {
@@ -125,6 +127,7 @@ typedef struct run_slot {
     gid_t gid;
     ino_t file_ino;             /* once opened, 0 before: a copy is not the file */
     bool iteration;             /* an iteration_<N>/ directory, not a file */
+    bool dcp;                   /* a DCP directory, not a file */
     bool listed;                /* in the root now */
     bool gone;                  /* deleted or replaced: ESTALE from now on */
     bool failed;                /* did not open: EIO, not tried again (the file is as it was) */
@@ -195,7 +198,7 @@ struct ckrun {
     size_t n_writing;
     int top_wd;                 /* the run directory's watch */
     double doubt_until;         /* its files changed before this are doubtful */
-    run_subdir *subdirs;        /* its rank and iteration directories watched */
+    run_subdir *subdirs;        /* its subdirectories watched (watched_name) */
     size_t n_subdirs;
     bool unwatched;             /* one of them is not: list again every second */
     bool said_unwatched;
@@ -246,12 +249,18 @@ static bool still_writing(const run_writing *w, double now, double *due)
     return true;
 }
 
+/* Whether entry e is a directory of files (iteration, DCP), read-only. */
+static bool entry_is_dir(const ck_run_entry *e)
+{
+    return e->iteration || e->dcp;
+}
+
 /* Whether what the events told of w matters to entry e's file: its own,
- * or one in its iteration directory. */
+ * or one in its iteration or DCP directory. */
 static bool writing_of(const run_writing *w, const ck_run_entry *e)
 {
     size_t n = strlen(e->file);
-    return e->iteration ? strncmp(w->name, e->file, n) == 0 && w->name[n] == '/'
+    return entry_is_dir(e) ? strncmp(w->name, e->file, n) == 0 && w->name[n] == '/'
                         : strcmp(w->name, e->file) == 0;
 }
 
@@ -271,7 +280,7 @@ static double doubt_of(const ckrun *r, const ck_run_entry *e)
     if (r->polled)
         return INFINITY; /* another machine's writes give no event */
     const char *slash = strchr(e->file, '/');
-    if (slash == NULL && !e->iteration)
+    if (slash == NULL && !entry_is_dir(e))
         return r->doubt_until;
     const run_subdir *d = subdir_named(r, e->file, slash ? (size_t)(slash - e->file)
                                                          : strlen(e->file));
@@ -363,7 +372,7 @@ static long add_slot(ckrun *r, const ck_run_entry *e)
     run_slot *s = &r->slots[r->n_slots];
     *s = (run_slot){.name = strdup(e->name), .file = strdup(e->file), .mtime = e->mtime,
                     .size = e->size, .mode = e->mode, .uid = e->uid, .gid = e->gid,
-                    .iteration = e->iteration, .listed = true};
+                    .iteration = e->iteration, .dcp = e->dcp, .listed = true};
     if (s->name == NULL || s->file == NULL) {
         free(s->name);
         free(s->file);
@@ -631,11 +640,14 @@ static void writing_forget_in(ckrun *r, const char *name)
             writing_drop(r, i);
 }
 
-/* Whether name is a directory the listing looks into. */
+/* Whether the subdirectory name is watched: any not starting with '.'.
+ * A DCP directory has no name of its own (torchtitan's step-<N>/), and it
+ * becomes one only when its .metadata is written, last: watched from the
+ * start, that write is seen.  Past SUBDIRS_MAX the run is listed every
+ * second instead. */
 static bool watched_name(const char *name)
 {
-    uint64_t n;
-    return ck_rank_dir_name(name, &n) || ck_iteration_dir_name(name, &n);
+    return name[0] != '.';
 }
 
 /* Watch the subdirectory name of the run directory (opened beneath it, no
@@ -691,7 +703,7 @@ static void subdir_forget(ckrun *r, size_t i, bool rm_watch)
     r->subdirs[i] = r->subdirs[--r->n_subdirs];
 }
 
-/* Watch every rank and iteration directory of the run not watched yet:
+/* Watch every subdirectory of the run not watched yet (watched_name):
  * their files changed before doubt_until are judged by settle time alone
  * (0 for the directories there when the mount began, judged as the run
  * directory's own files then).  One not watched has the run listed every
@@ -732,8 +744,9 @@ static bool take_event(ckrun *r, const struct inotify_event *ev, const char *sub
     const uint32_t m = ev->mask;
     if (ev->len == 0) /* the directory itself: moved, deleted, chmod'ed */
         return (m & (IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE)) == 0;
-    if (ev->name[0] == '.')
-        return false; /* never a checkpoint: our own locks and saves' temporary files */
+    if (ev->name[0] == '.' && (sub == NULL || strcmp(ev->name, ".metadata") != 0))
+        return false; /* never a checkpoint: our own locks and saves' temporary files;
+                       * but a DCP directory's .metadata, written last, makes it one */
     if (m & IN_ISDIR) {
         if (sub != NULL || (m & (IN_OPEN | IN_CLOSE_NOWRITE)))
             return false; /* nothing deeper is listed; our own listing */
@@ -932,8 +945,8 @@ static bool file_is_slots(const run_slot *s, const struct stat *st)
            (s->file_ino == 0 || st->st_ino == s->file_ino);
 }
 
-/* Slot s's checkpoint as a model: its file, or its iteration directory
- * (beneath the run directory, no link followed).  writable: a save of
+/* Slot s's checkpoint as a model: its file, or its iteration or DCP
+ * directory (beneath the run directory, no link followed).  writable: a save of
  * several files that a crash cut short is finished first, and the
  * file is watched for other programs' writes. */
 static ck_model *open_checkpoint(ckrun *r, const run_slot *s, const char *path, bool writable,
@@ -941,6 +954,8 @@ static ck_model *open_checkpoint(ckrun *r, const run_slot *s, const char *path, 
 {
     if (s->iteration)
         return ck_iteration_open_at(r->dir_fd, s->file, path, &r->open_opts, false, err);
+    if (s->dcp)
+        return ck_dcp_open_at(r->dir_fd, s->file, path, false, err);
     ck_model *model = NULL;
     ck_model_dir *dir = ck_dir_in(r->dir_fd, r->path, s->file, err);
     if (dir != NULL && writable)
@@ -1022,7 +1037,9 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
         return -1;
     }
     s->read_only = false;
-    ck_writer_lock *lock = r->writable && !s->iteration ? take_slot_lock(r, s) : NULL;
+    /* Iteration and DCP directories have no writer: read-only. */
+    ck_writer_lock *lock = r->writable && !s->iteration && !s->dcp ? take_slot_lock(r, s)
+                                                                   : NULL;
     ck_model *model = open_checkpoint(r, s, path, lock != NULL, &err);
     free(path);
     if (model != NULL && !file_is_slots(s, &model->st)) { /* replaced since it was listed */
@@ -1073,7 +1090,7 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
     /* The index, the mount around it, a guess at the allocator's and the
      * kernel's share, and what the pages of a wrapped one may hold; its
      * files and directory, and the run's, kept again when that is below
-     * it (rank_<id>/, iteration_<N>/). */
+     * it (rank_<id>/, iteration_<N>/, a DCP directory). */
     s->cost = tree_footprint(&fs->tr) + sizeof *fs + 4096 +
               (ck_envelope_is_wrapped(&model->env) ? ck_page_cache_budget(model->cache) : 0) +
               (lock != NULL ? WRITABLE_COST : 0);
@@ -1191,7 +1208,7 @@ static mode_t dir_mode(mode_t file_mode, bool writable)
  * could be written when last opened (guessed so before). */
 static bool slot_writable(const ckrun *r, const run_slot *s)
 {
-    return r->writable && !s->iteration && !s->read_only;
+    return r->writable && !s->iteration && !s->dcp && !s->read_only;
 }
 
 static void times_of(struct stat *st, const struct timespec *t)

@@ -109,7 +109,8 @@ static int dump_run_dir(const char *path, double settle)
            complete, l.latest >= 0 ? l.e[l.latest].name : "none");
     for (size_t i = 0; i < l.n; i++) {
         const ck_run_entry *e = &l.e[i];
-        printf("%s\t%s\t%s\t", e->name, e->file, e->iteration ? "iteration" : e->format->name);
+        printf("%s\t%s\t%s\t", e->name, e->file,
+               e->iteration ? "iteration" : e->dcp ? "dcp" : e->format->name);
         if (e->numbered)
             printf("epoch %" PRIu64 " step %" PRIu64, e->epoch, e->step);
         else

@@ -24,15 +24,23 @@
  * exactly one checkpoint is shown as that checkpoint, named rank_<id>.
  * A MindSpore Transformers iteration_<N>/ directory is one checkpoint
  * (iteration_dir.h), complete once latest_checkpointed_iteration.txt
- * beside it says N or later.  Nothing deeper is looked into.
+ * beside it says N or later.  Any other directory (not a link, its name
+ * not starting with '.') whose .metadata is a regular file starting with
+ * a pickle's PROTO (dcp_dir.h) is a PyTorch Distributed Checkpoint
+ * (torchtitan's step-<N>/), one checkpoint named as the directory:
+ * DCP's FileSystemWriter writes the data files first and .metadata
+ * last, so a directory without it is not one yet.  It is complete as a
+ * file is (read-only, or settled), judged by .metadata and its *.distcp
+ * data files together.  Nothing deeper is looked into.
  *
  * The newest: ModelCheckpoint names its files <prefix>-<epoch>_<step>.ckpt
  * and, when a run reuses a directory, renames the prefix <prefix>_1,
  * <prefix>_2...  When every complete checkpoint is so named with one
  * prefix, the newest is the highest (epoch, step); with one prefix and its
  * renamings, the highest (renaming, epoch, step); when they are all
- * iteration directories, the highest N; otherwise, and between equals, the
- * latest modification time, then the last name.
+ * iteration directories, the highest N; otherwise (DCP directories
+ * included: their names are free), and between equals, the latest
+ * modification time, then the last name.
  */
 #define _GNU_SOURCE
 #include "run_dir.h"
@@ -48,6 +56,7 @@
 #include <unistd.h>
 
 #include "../core/decimal.h"
+#include "../pytorch/dcp_dir.h"
 #include "iteration_dir.h"
 #include "../core/model_dir.h"
 #include "model_set.h"
@@ -269,6 +278,57 @@ static int add_iteration_entry(ck_run_list *l, int dfd, const char *dir, int64_t
     return 0;
 }
 
+/* Whether name is a DCP data file's: "*.distcp", as FileSystemWriter
+ * names them (__<rank>_<n>.distcp). */
+static bool distcp_name(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 7 && strcmp(name + n - 7, ".distcp") == 0;
+}
+
+/* A DCP directory (dcp_dir.h) is one checkpoint, shown with .metadata's
+ * attributes and its data files' together, as a mount of it gives them
+ * (when .metadata names every *.distcp file there): all their sizes, the
+ * newest mtime, the permissions all of them grant, .metadata's owner.
+ * Complete as a file is.  Links are not followed, in the directory nor to
+ * it. */
+static int add_dcp_entry(ck_run_list *l, int dfd, const char *dir, double settle,
+                         const struct timespec *now, const char *path, ck_error *err)
+{
+    if (!ck_dcp_dir_at(dfd, dir))
+        return 0;
+    int ifd = openat(dfd, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat all, st;
+    if (ifd < 0 || fstatat(ifd, ".metadata", &all, AT_SYMLINK_NOFOLLOW) < 0 ||
+        !S_ISREG(all.st_mode)) {
+        if (ifd >= 0)
+            close(ifd);
+        return 0; /* gone or replaced since the probe */
+    }
+    DIR *d = ck_list_dir(ifd);
+    close(ifd);
+    if (d == NULL)
+        return 0; /* unreadable: not shown */
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (distcp_name(de->d_name) &&
+            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            ck_mset_stat_join(&all, &st);
+    closedir(d);
+    ck_run_entry *e = &l->e[l->n];
+    *e = (ck_run_entry){.name = strdup(dir), .file = strdup(dir), .dcp = true,
+                        .mtime = all.st_mtim, .size = (uint64_t)all.st_size,
+                        .mode = all.st_mode, .uid = all.st_uid, .gid = all.st_gid,
+                        .complete = is_complete(&all, settle, now)};
+    if (e->name == NULL || e->file == NULL) {
+        free(e->name);
+        free(e->file);
+        return ck_nomem(err, path);
+    }
+    l->n++;
+    return 0;
+}
+
 /* A distributed checkpoint's rank_<id>/ directory holding one checkpoint:
  * shown as rank_<id>, that checkpoint.  Anything else there (several
  * checkpoints, none, a directory that cannot be listed) is not shown. */
@@ -448,8 +508,8 @@ void ck_run_list_pick_latest(ck_run_list *l)
     }
 }
 
-/* The run's own directory is top: its rank_<id>/ directories are looked
- * into, and nothing deeper. */
+/* The run's own directory is top: its rank_<id>/, iteration_<N>/ and DCP
+ * directories are looked into, and nothing deeper. */
 static int scan(int dfd, const char *path, double settle, const struct timespec *now,
                 bool top, ck_run_list *out, ck_error *err)
 {
@@ -467,6 +527,8 @@ static int scan(int dfd, const char *path, double settle, const struct timespec 
             rc = add_rank_entry(out, dfd, names[i], settle, now, path, err);
         if (rc == 0 && top && out->n == before)
             rc = add_iteration_entry(out, dfd, names[i], tracked, settle, now, path, err);
+        if (rc == 0 && top && out->n == before)
+            rc = add_dcp_entry(out, dfd, names[i], settle, now, path, err);
     }
     for (size_t i = 0; i < n; i++)
         free(names[i]);

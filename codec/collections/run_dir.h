@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * run_dir: the checkpoints of a training run's directory, found by their
- * names and modes alone (run_dir.c says which files count and when one is
- * complete).  No checkpoint is opened: a mount lists the run from this and
+ * names and modes alone (run_dir.c says which files and directories count
+ * and when one is complete; of a directory, the first bytes of the one file
+ * that says what it is).  No checkpoint is opened: a mount lists the run from this and
  * opens a checkpoint when it is first looked into; ckptfs-dump prints it.
  */
 #ifndef CK_RUN_DIR_H
@@ -25,8 +26,10 @@ typedef struct ck_run_entry {
                                  * would be "latest" */
     char *file;                 /* its file's name in the directory ("rank_<id>/<file>"
                                  * for a rank's directory, see run_dir.c) */
-    const ck_format *format;    /* by the file's name (NULL for an iteration) */
+    const ck_format *format;    /* by the file's name (NULL for a directory) */
     bool iteration;             /* an iteration_<N>/ directory (iteration_dir.h) */
+    bool dcp;                   /* a PyTorch Distributed Checkpoint directory
+                                 * (dcp_dir.h), any name: torchtitan's step-<N>/ */
     bool numbered;              /* named <prefix>-<epoch>_<step>, as ModelCheckpoint does */
     unsigned reuse;             /* numbered: N of a prefix ModelCheckpoint renamed to
                                  * <prefix>_N when the run reused the directory; 0 */

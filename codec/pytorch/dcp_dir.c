@@ -845,30 +845,29 @@ static const ck_format dcp_format = {
     .is_data_file = dcp_is_data_file, .notes = dcp_notes,
 };
 
-static ck_model *open_dcp(const char *path, const ck_collection_opts *co, ck_error *err)
+/* The DCP directory d as one model named shown (both the caller's). */
+static ck_model *open_in(ck_model_dir *d, const char *shown, bool watch, ck_error *err)
 {
-    char *shown = ck_path_trimmed(path);
     dcp_state *s = calloc(1, sizeof *s);
-    struct stat st;
-    ck_model_dir *d = shown == NULL || s == NULL ? NULL : ck_dir_itself(shown, &st, err);
-    ck_model *m = d == NULL ? NULL : ck_model_assembled(d, shown, &dcp_format, err);
-    if ((shown == NULL || s == NULL) && d == NULL)
-        ck_nomem(err, path);
+    ck_model *m = s == NULL ? NULL : ck_model_assembled(d, shown, &dcp_format, err);
+    if (s == NULL)
+        ck_nomem(err, shown);
+    if (m == NULL) {
+        free(s);
+        return NULL;
+    }
+    m->state = s;
     opener o = {.path = shown, .m = m, .nums = CK_PT_NUMBERS_INIT, .err = err};
-    if (m != NULL) {
-        m->state = s;
-        s = NULL;
-        if (co->watch)
-            ck_dir_watch_files(d);
-        if (build(&o) == 0) {
-            ((dcp_state *)m->state)->n_files = (uint32_t)o.n_files;
-            make_notes(&o, m->state);
-            if (co->watch)
-                ck_model_watch_files(m);
-        } else {
-            ck_model_close(m);
-            m = NULL;
-        }
+    if (watch)
+        ck_dir_watch_files(d);
+    if (build(&o) == 0) {
+        s->n_files = (uint32_t)o.n_files;
+        make_notes(&o, s);
+        if (watch)
+            ck_model_watch_files(m);
+    } else {
+        ck_model_close(m);
+        m = NULL;
     }
     ck_pt_numbers_close(&o.nums);
     ck_dcp_meta_free(&o.meta);
@@ -878,26 +877,80 @@ static ck_model *open_dcp(const char *path, const ck_collection_opts *co, ck_err
     }
     free(o.files);
     free(o.first_skipped);
-    if (d != NULL)
-        ck_dir_unref(d);
-    free(s);
+    return m;
+}
+
+static ck_model *open_dcp(const char *path, const ck_collection_opts *co, ck_error *err)
+{
+    char *shown = ck_path_trimmed(path);
+    struct stat st;
+    ck_model_dir *d = shown == NULL ? NULL : ck_dir_itself(shown, &st, err);
+    if (shown == NULL)
+        ck_nomem(err, path);
+    ck_model *m = d == NULL ? NULL : open_in(d, shown, co->watch, err);
+    ck_dir_unref(d); /* the model holds it */
     free(shown);
     return m;
+}
+
+ck_model *ck_dcp_open_at(int root_fd, const char *below, const char *path, bool watch,
+                         ck_error *err)
+{
+    /* The root first, then the directory beneath it: who may read its
+     * files is checked from the root (ck_dir_may_read). */
+    if (strchr(below, '/') != NULL) { /* openat would follow a link on the way */
+        ck_fail(err, EINVAL, "%s: not a single directory name beneath the run", path);
+        return NULL;
+    }
+    ck_model_dir *root = ck_dir_in(root_fd, path, ".", err);
+    int dfd = root == NULL ? -1
+                           : openat(root_fd, below, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (root != NULL && dfd < 0)
+        ck_fail_errno(err, errno, "%s: cannot open the directory", path);
+    ck_model_dir *d = dfd < 0 ? NULL : ck_dir_in(dfd, path, ".", err);
+    if (dfd >= 0)
+        close(dfd);
+    ck_model *m = NULL;
+    if (d != NULL && ck_dir_set_root(d, root, below, err) == 0)
+        m = open_in(d, path, watch, err);
+    ck_dir_unref(d); /* the model holds it */
+    ck_dir_unref(root);
+    return m;
+}
+
+/* Whether the file name beneath dfd is a regular file starting with a
+ * pickle's PROTO opcode (0x80, protocol 2 to 5): DCP's .metadata.  flags:
+ * O_NOFOLLOW, or 0; a FIFO does not block (ck_open_regular). */
+static bool pickle_at(int dfd, const char *name, int flags)
+{
+    struct stat st;
+    unsigned char head[2];
+    int fd = ck_open_regular(dfd, name, O_RDONLY | flags, 0, &st);
+    if (fd < 0)
+        return false;
+    bool yes = pread(fd, head, 2, 0) == 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
+    close(fd);
+    return yes;
+}
+
+bool ck_dcp_dir_at(int dfd, const char *dir)
+{
+    if (dir[0] == '.')
+        return false;
+    int fd = openat(dfd, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return false; /* not a directory (no link is followed), or gone */
+    bool yes = pickle_at(fd, METADATA, O_NOFOLLOW);
+    close(fd);
+    return yes;
 }
 
 bool ck_dcp_dir_path(const char *path)
 {
     char file[PATH_MAX];
-    struct stat st;
-    unsigned char head[2];
     if (snprintf(file, sizeof file, "%s/" METADATA, path) >= (int)sizeof file)
         return false;
-    int fd = ck_open_regular(AT_FDCWD, file, O_RDONLY, 0, &st);
-    if (fd < 0)
-        return false;
-    bool yes = pread(fd, head, 2, 0) == 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5;
-    close(fd);
-    return yes; /* a pickle (PROTO 2 to 5) named .metadata */
+    return pickle_at(AT_FDCWD, file, 0); /* a model given by path: resolved once, here */
 }
 
 const ck_collection ck_collection_dcp = {

@@ -29,6 +29,19 @@
 
 /* Whether path is a directory holding a DCP `.metadata` (a pickle). */
 bool ck_dcp_dir_path(const char *path);
+/* Whether dir, a name in the directory open as dfd (O_PATH will do), is
+ * such a directory, reached with no link followed (neither dir nor its
+ * .metadata): a DCP checkpoint in a training run's directory.  A name
+ * starting with '.' never is. */
+bool ck_dcp_dir_at(int dfd, const char *dir);
+
+/* Open the DCP directory below (a single name) beneath the directory open
+ * as root_fd (a run's, O_PATH will do: who may read its files is checked
+ * from there), with no link followed, as one model; path names it in
+ * messages.  watch: watch its files for other programs' writes.  NULL
+ * with err naming the file at fault. */
+ck_model *ck_dcp_open_at(int root_fd, const char *below, const char *path, bool watch,
+                         ck_error *err);
 
 /* The collection (registry.h), probed by ck_dcp_dir_path. */
 extern const ck_collection ck_collection_dcp;
