@@ -220,6 +220,31 @@ static bool reads_before(int kind, uint64_t i, const char *name, int kind0, uint
     return i != i0 ? i < i0 : strcmp(name, name0) < 0;
 }
 
+/* A directory checkpoint's entry with the attributes of its files, all:
+ * their sizes, the newest mtime, the permissions all of them grant, the
+ * owner. */
+static ck_run_entry dir_entry(const struct stat *all)
+{
+    return (ck_run_entry){.mtime = all->st_mtim, .size = (uint64_t)all->st_size,
+                          .mode = all->st_mode, .uid = all->st_uid, .gid = all->st_gid};
+}
+
+/* e, the checkpoint of directory dir (its name, and its file), appended to
+ * l (which has room). */
+static int push_dir_entry(ck_run_list *l, const char *dir, ck_run_entry e, const char *path,
+                          ck_error *err)
+{
+    e.name = strdup(dir);
+    e.file = strdup(dir);
+    if (e.name == NULL || e.file == NULL) {
+        free(e.name);
+        free(e.file);
+        return ck_nomem(err, path);
+    }
+    l->e[l->n++] = e;
+    return 0;
+}
+
 /* An iteration_<N>/ directory (iteration_dir.h) is one checkpoint, shown
  * with its shard files' attributes together, as a mount of it gives them:
  * all their sizes, the newest mtime, the permissions all of them grant,
@@ -262,20 +287,12 @@ static int add_iteration_entry(ck_run_list *l, int dfd, const char *dir, int64_t
     closedir(d);
     if (first[0] == '\0')
         return 0;
-    ck_run_entry *e = &l->e[l->n];
-    *e = (ck_run_entry){.name = strdup(dir), .file = strdup(dir), .iteration = true, .step = n,
-                        .mtime = all.st_mtim, .size = (uint64_t)all.st_size,
-                        .mode = all.st_mode, .uid = all.st_uid, .gid = all.st_gid,
-                        .committed = tracked >= 0 && (uint64_t)tracked >= n,
-                        .complete = tracked >= 0 ? (uint64_t)tracked >= n
-                                                 : is_complete(&all, settle, now)};
-    if (e->name == NULL || e->file == NULL) {
-        free(e->name);
-        free(e->file);
-        return ck_nomem(err, path);
-    }
-    l->n++;
-    return 0;
+    ck_run_entry e = dir_entry(&all);
+    e.iteration = true;
+    e.step = n;
+    e.committed = tracked >= 0 && (uint64_t)tracked >= n;
+    e.complete = tracked >= 0 ? (uint64_t)tracked >= n : is_complete(&all, settle, now);
+    return push_dir_entry(l, dir, e, path, err);
 }
 
 /* Whether name is a DCP data file's: "*.distcp", as FileSystemWriter
@@ -315,18 +332,10 @@ static int add_dcp_entry(ck_run_list *l, int dfd, const char *dir, double settle
             fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
             ck_mset_stat_join(&all, &st);
     closedir(d);
-    ck_run_entry *e = &l->e[l->n];
-    *e = (ck_run_entry){.name = strdup(dir), .file = strdup(dir), .dcp = true,
-                        .mtime = all.st_mtim, .size = (uint64_t)all.st_size,
-                        .mode = all.st_mode, .uid = all.st_uid, .gid = all.st_gid,
-                        .complete = is_complete(&all, settle, now)};
-    if (e->name == NULL || e->file == NULL) {
-        free(e->name);
-        free(e->file);
-        return ck_nomem(err, path);
-    }
-    l->n++;
-    return 0;
+    ck_run_entry e = dir_entry(&all);
+    e.dcp = true;
+    e.complete = is_complete(&all, settle, now);
+    return push_dir_entry(l, dir, e, path, err);
 }
 
 /* A distributed checkpoint's rank_<id>/ directory holding one checkpoint:
