@@ -62,9 +62,10 @@ static int add_files(st_view *v, const ck_model *m, const ck_convert_plan *p,
                      const ck_st_shards *s, ck_error *err)
 {
     bool set = s->n > 1; /* one shard is model.safetensors, as save_pretrained names it */
-    v->n = set ? s->n + 1 : 1;
-    if ((v->files = calloc(v->n, sizeof *v->files)) == NULL)
+    size_t n = set ? s->n + 1 : 1;
+    if ((v->files = calloc(n, sizeof *v->files)) == NULL)
         return ck_nomem(err, m->path);
+    v->n = n;
     if (!set) {
         v->files[0].name = strdup("model.safetensors");
         return v->files[0].name == NULL ? ck_nomem(err, m->path)

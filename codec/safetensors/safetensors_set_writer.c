@@ -268,7 +268,11 @@ int ck_st_shards_cut(const ck_model *m, const char *stem, const ck_write_tensor 
     uint64_t open_size = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t size = tensor_bytes(m, &tensors[i]);
-        s->total += size; /* below 2^64: each tensor is bytes of files or of memory */
+        if (__builtin_add_overflow(s->total, size, &s->total) || s->total > INT64_MAX) {
+            free(number);
+            return ck_fail(err, EOVERFLOW, "%s: the tensors' bytes pass 2^63-1, more than "
+                           "an index's total_size holds", m->path);
+        }
         if (size > max) {
             number[labels] = (uint32_t)s->n++;
             s->shard_of[i] = labels++;
@@ -388,14 +392,16 @@ static int encode_new_set(set_writer *w, ck_write_tensor *mine, unsigned char *b
     for (uint32_t f = 0; rc == 0 && f < s.n; f++)
         rc = write_new_shard(w, &s, f, mine, buf);
     char *text = rc == 0 ? ck_st_shards_index(m, &s, w->tensors, w->n, w->err) : NULL;
-    if (text != NULL) {
+    if (rc == 0 && text == NULL)
+        rc = -1;
+    if (rc == 0) {
         ck_sink sink = {.fd = w->g->files[0].fd, .path = w->g->files[0].target, .buf = buf,
                         .err = w->err};
         rc = ck_sink_write(&sink, text, strlen(text));
     }
     free(text);
     ck_st_shards_free(&s);
-    return rc == 0 && text == NULL ? -1 : rc;
+    return rc;
 }
 
 /* A set with shards: each changed one written again, then the index. */
