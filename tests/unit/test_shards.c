@@ -8,6 +8,7 @@
  * sizes -o max_shard_size takes (ck_parse_size), Hugging Face's "5GB"
  * decimal as its parse_size_to_int reads it.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,10 +74,20 @@ static void test_cut(void)
      * go with the open shard */
     const uint64_t edge[] = {10, 0, 1, 0, 10};
     cut("exact fits and empty tensors", edge, 5, 10, (const uint32_t[]){0, 0, 1, 1, 2}, 3);
-    /* no overflow near 2^64 */
-    const uint64_t huge[] = {UINT64_MAX / 2, UINT64_MAX / 2};
-    cut("sizes near 2^64", huge, 2, UINT64_MAX - 1, (const uint32_t[]){0, 0}, 1);
+    /* no overflow near 2^63, the most total_size (a JSON integer) holds */
+    const uint64_t huge[] = {INT64_MAX / 2, INT64_MAX / 2};
+    cut("sizes near 2^63", huge, 2, UINT64_MAX - 1, (const uint32_t[]){0, 0}, 1);
     cut("no tensors", NULL, 0, 10, NULL, 0);
+    /* past it: refused, not wrapped */
+    ck_model m = {.path = "unit"};
+    ck_piece big[2] = {{.mem = "", .len = INT64_MAX}, {.mem = "", .len = 1}};
+    ck_write_tensor t[2] = {{.orig_id = CK_WRITE_NEW, .pieces = &big[0], .n_pieces = 1},
+                            {.orig_id = CK_WRITE_NEW, .pieces = &big[1], .n_pieces = 1}};
+    ck_st_shards s;
+    ck_error err = {0};
+    check(ck_st_shards_cut(&m, "file", t, 2, 10, &s, &err) < 0 && err.errnum == EOVERFLOW,
+          "a total past 2^63-1 refused: %s", err.msg);
+    ck_st_shards_free(&s);
 }
 
 static void test_sizes(void)
