@@ -377,7 +377,9 @@ static int write_new_shard(set_writer *w, const ck_st_shards *s, uint32_t f,
     return ck_st_encode_file(w->m, NULL, 0, mine, k, &sink);
 }
 
-/* A set that has no shard yet: cut, and written whole. */
+/* A set that has no shard yet, created empty or given its first tensors:
+ * cut, and written whole.  (An index that lists none and stays so is
+ * copied as it is, by update_set.) */
 static int encode_new_set(set_writer *w, ck_write_tensor *mine, unsigned char *buf)
 {
     const ck_model *m = w->m;
@@ -420,9 +422,9 @@ static int set_encode(const ck_model *m, const ck_write_tensor *tensors, size_t 
                     .err = err};
     unsigned char *buf = malloc(CK_SINK_BUF);
     ck_write_tensor *mine = malloc((n + 1) * sizeof *mine);
+    bool fresh = w.info == NULL || (w.info->n_files == 0 && n > 0);
     int rc = buf == NULL || mine == NULL ? nomem(&w)
-             : w.info == NULL || w.info->n_files == 0 ? encode_new_set(&w, mine, buf)
-                                                       : update_set(&w, mine, buf);
+             : fresh ? encode_new_set(&w, mine, buf) : update_set(&w, mine, buf);
     free(mine);
     free(buf);
     free(w.file_of);
