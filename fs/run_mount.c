@@ -255,6 +255,13 @@ static bool entry_is_dir(const ck_run_entry *e)
     return e->iteration || e->dcp;
 }
 
+/* Whether slot s is a directory of files (iteration, DCP), which has no
+ * writer: read-only, whatever -o rw says. */
+static bool slot_is_dir(const run_slot *s)
+{
+    return s->iteration || s->dcp;
+}
+
 /* Whether what the events told of w matters to entry e's file: its own,
  * or one in its iteration or DCP directory. */
 static bool writing_of(const run_writing *w, const ck_run_entry *e)
@@ -1037,9 +1044,7 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
         return -1;
     }
     s->read_only = false;
-    /* Iteration and DCP directories have no writer: read-only. */
-    ck_writer_lock *lock = r->writable && !s->iteration && !s->dcp ? take_slot_lock(r, s)
-                                                                   : NULL;
+    ck_writer_lock *lock = r->writable && !slot_is_dir(s) ? take_slot_lock(r, s) : NULL;
     ck_model *model = open_checkpoint(r, s, path, lock != NULL, &err);
     free(path);
     if (model != NULL && !file_is_slots(s, &model->st)) { /* replaced since it was listed */
@@ -1208,7 +1213,7 @@ static mode_t dir_mode(mode_t file_mode, bool writable)
  * could be written when last opened (guessed so before). */
 static bool slot_writable(const ckrun *r, const run_slot *s)
 {
-    return r->writable && !s->iteration && !s->dcp && !s->read_only;
+    return r->writable && !slot_is_dir(s) && !s->read_only;
 }
 
 static void times_of(struct stat *st, const struct timespec *t)
