@@ -662,6 +662,7 @@ typedef struct stream {
     int fd;
     ZSTD_DStream *ds;
     unsigned char *in, *out;
+    size_t in_len;                      /* in's size: a piece, or the whole file if smaller */
     uint64_t c_off, d_off;              /* consumed, produced */
     size_t last;                        /* ZSTD_decompressStream's last hint: 0 at a frame's end */
     tmp_budget budget;
@@ -717,7 +718,7 @@ static int stream_all(stream *s, ck_error *err)
 {
     while (s->c_off < s->file->size) {
         uint64_t left = s->file->size - s->c_off;
-        size_t n = left < STREAM_BUF ? (size_t)left : STREAM_BUF;
+        size_t n = left < s->in_len ? (size_t)left : s->in_len;
         if (ck_source_read(s->file, s->in, n, s->c_off, err) < 0)
             return -1;
         if (stream_piece(s, n, err) < 0)
@@ -754,7 +755,8 @@ static ck_source *inflate_to_tmpfile(ck_source *file, uint64_t expected, uint64_
     if (known && check_budget(&s.budget, file->path, declared, true, 0, err) < 0)
         goto done;
     s.ds = ZSTD_createDStream();
-    s.in = malloc(STREAM_BUF);
+    s.in_len = file->size < STREAM_BUF ? (size_t)file->size : STREAM_BUF;
+    s.in = malloc(s.in_len);
     s.out = malloc(STREAM_BUF);
     if (s.ds == NULL || s.in == NULL || s.out == NULL ||
         ZSTD_isError(ZSTD_DCtx_setParameter(s.ds, ZSTD_d_windowLogMax, STREAM_WINDOW_LOG))) {
