@@ -17,6 +17,10 @@ trap 'rm -rf "$log"' EXIT
 
 passed=0
 failed=0
+# Each stage says how long it took, and bats each test (--timing), so a
+# slow CI run's log tells where the time went.
+started=$SECONDS
+took() { echo "# $1 took $((SECONDS - started)) s"; started=$SECONDS; }
 count() { # count TAP results in a log file; a runner that died counts as a failure
     local file=$1 status=$2 p f
     p=$(grep -c '^ok ' "$file")
@@ -29,10 +33,12 @@ count() { # count TAP results in a log file; a runner that died counts as a fail
 echo "== unit tests"
 "$BUILD/unit-tests" | tee "$log/unit"
 count "$log/unit" "${PIPESTATUS[0]}"
+took "unit tests"
 
 echo "== fuzzing (deterministic: fixed seed and run count)"
 "$(pwd)/tests/fuzz/run.sh" "$BUILD/fuzz-ckpt" "${FUZZ_RUNS:-200000}" | tee "$log/fuzz"
 count "$log/fuzz" "${PIPESTATUS[0]}"
+took "fuzzing"
 
 # selfcheck NAME SCRIPT: an oracle's self-check (the oracle alone, no mount),
 # counted as one test; on failure, the lines that say why.
@@ -51,10 +57,12 @@ selfcheck safetensors tests/oracle/test_safetensors_oracle.sh
 selfcheck distributed-merge tests/oracle/test_dist_oracle.sh
 selfcheck iteration-directory tests/oracle/test_iteration_oracle.sh
 selfcheck template-fill tests/oracle/test_fill_oracle.sh
+took "oracle self-checks"
 
 echo "== bats suites"
-bats --tap tests/bats | tee "$log/bats"
+bats --tap --timing tests/bats | tee "$log/bats"
 count "$log/bats" "${PIPESTATUS[0]}"
+took "bats suites"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -193,6 +193,7 @@ failed=0
 for format in "$@"; do
     corpus=$(mktemp -d)
     n=0
+    t0=$SECONDS
     [ "$format" != strategy ] || strategy_seeds "$corpus" || failed=1
     [ "$format" != iteration ] || iteration_seeds "$corpus" || failed=1
     [ "$format" != oneflow ] || oneflow_seeds "$corpus" || failed=1
@@ -219,7 +220,7 @@ for format in "$@"; do
         *.*) what="every accepted input saved again and reopened as the same tensors" ;;
         *) what="every accepted input re-encoded to itself" ;;
         esac
-        echo "ok - fuzz: $runs inputs through the $format reader (and writer), no crash, $what ($(grep -o 'cov: [0-9]*' "$corpus.log" | tail -1))"
+        echo "ok - fuzz: $runs inputs through the $format reader (and writer), no crash, $what ($(grep -o 'cov: [0-9]*' "$corpus.log" | tail -1), $((SECONDS - t0)) s)"
     else
         tail -40 "$corpus.log"
         echo "not ok - fuzz: the $format reader or writer failed on an input (log above; crash file in $(pwd))"
