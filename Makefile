@@ -18,7 +18,7 @@ LDLIBS    += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c-compiler \
              libzstd-dev libssl-dev zlib1g-dev libjansson-dev libyajl-dev bats attr rsync strace clang libclang-rt-14-dev \
              python3-protobuf protobuf-compiler \
-             python3-numpy python3-onnx python3-cryptography python3-torch time zstd openssl \
+             python3-numpy python3-onnx python3-cryptography python3-torch time zstd openssl parallel \
              groff-base man-db debhelper debootstrap lintian \
              s3fs curl bindfs nfs-ganesha nfs-ganesha-vfs libnfs-utils
 

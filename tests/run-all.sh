@@ -41,26 +41,39 @@ count "$log/fuzz" "${PIPESTATUS[0]}"
 took "fuzzing"
 
 # selfcheck NAME SCRIPT: an oracle's self-check (the oracle alone, no mount),
-# counted as one test; on failure, the lines that say why.
+# one TAP line in $log/NAME.tap; on failure, the lines that say why in
+# $log/NAME.why.  They are Python processes by the hundred, so the four run
+# side by side.
 selfcheck() {
-    local name=$1 script=$2 out="$log/$(basename "$2" .sh)"
-    echo "== oracle self-checks: the $name oracle"
-    if bash "$script" >"$out" 2>&1; then
-        echo "ok - $name oracle: $(tail -1 "$out")" | tee "$out.tap"
+    local name=$1 out="$log/$1"
+    if bash "$2" >"$out" 2>&1; then
+        echo "ok - $name oracle: $(tail -1 "$out")" >"$out.tap"
     else
-        grep -E '^(not ok|#|FAIL)' "$out" | tail -20
-        echo "not ok - $name oracle self-check failed" | tee "$out.tap"
+        grep -E '^(not ok|#|FAIL)' "$out" | tail -20 >"$out.why"
+        echo "not ok - $name oracle self-check failed" >"$out.tap"
     fi
-    count "$out.tap" 0
 }
-selfcheck safetensors tests/oracle/test_safetensors_oracle.sh
-selfcheck distributed-merge tests/oracle/test_dist_oracle.sh
-selfcheck iteration-directory tests/oracle/test_iteration_oracle.sh
-selfcheck template-fill tests/oracle/test_fill_oracle.sh
+echo "== oracle self-checks"
+checks=(safetensors:tests/oracle/test_safetensors_oracle.sh
+        distributed-merge:tests/oracle/test_dist_oracle.sh
+        iteration-directory:tests/oracle/test_iteration_oracle.sh
+        template-fill:tests/oracle/test_fill_oracle.sh)
+for c in "${checks[@]}"; do selfcheck "${c%%:*}" "${c#*:}" & done
+wait
+for c in "${checks[@]}"; do
+    name=${c%%:*}
+    [ ! -s "$log/$name.why" ] || cat "$log/$name.why"
+    if [ -f "$log/$name.tap" ]; then cat "$log/$name.tap"; count "$log/$name.tap" 0
+    else echo "not ok - $name oracle self-check did not finish"; failed=$((failed + 1)); fi
+done
 took "oracle self-checks"
 
+# The suites' files run side by side, TEST_JOBS at a time (the cores by
+# default; GNU parallel, as bats needs): every test makes its own
+# directories, mounts, ports and daemons.  A file's tests run in order.
 echo "== bats suites"
-bats --tap --timing tests/bats | tee "$log/bats"
+bats --tap --timing --jobs "${TEST_JOBS:-$(nproc)}" --no-parallelize-within-files tests/bats |
+    tee "$log/bats"
 count "$log/bats" "${PIPESTATUS[0]}"
 took "bats suites"
 

@@ -7,7 +7,9 @@
 REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 BUILD=${CKPTFS_BUILD:-$REPO/build}
 CKPTFS=$BUILD/ckptfs
-FIXTURES=$(cd "$REPO/../shared/fixtures" 2>/dev/null && pwd)
+# The physical path: ckptfs names a model by its real path in messages, and
+# ../shared may be a symbolic link.
+FIXTURES=$(cd "$REPO/../shared/fixtures" 2>/dev/null && pwd -P)
 MS=$FIXTURES/mindspore
 PY=/usr/bin/python3
 ORACLE="$PY $REPO/tests/oracle/ckpt_oracle.py"

@@ -189,26 +189,29 @@ dcp_seeds() {
         cp "$CKPTFS_FUZZ_DCP/.metadata" "$1/gen-mixed"
 }
 
-failed=0
-for format in "$@"; do
+# fuzz_one FORMAT: seed FORMAT's corpus and fuzz it; one TAP line.
+fuzz_one() {
+    local format=$1 corpus n=0 t0=$SECONDS f what seeded=1
     corpus=$(mktemp -d)
-    n=0
-    t0=$SECONDS
-    [ "$format" != strategy ] || strategy_seeds "$corpus" || failed=1
-    [ "$format" != iteration ] || iteration_seeds "$corpus" || failed=1
-    [ "$format" != oneflow ] || oneflow_seeds "$corpus" || failed=1
-    [ "$format" != saved-index ] || saved_index_seeds "$corpus" || failed=1
-    [ "$format" != saved-index-onnx ] || onnx_index_seeds "$corpus" || failed=1
-    [ "$format" != dcp ] || dcp_seeds "$corpus" || failed=1
+    case $format in
+    strategy) strategy_seeds "$corpus" ;;
+    iteration) iteration_seeds "$corpus" ;;
+    oneflow) oneflow_seeds "$corpus" ;;
+    saved-index) saved_index_seeds "$corpus" ;;
+    saved-index-onnx) onnx_index_seeds "$corpus" ;;
+    dcp) dcp_seeds "$corpus" ;;
+    esac || seeded=0
     for f in $(seeds "$format") tests/fuzz/regress/"$format"/*; do
         [ -s "$f" ] || continue
         n=$((n + 1))
         case $f in
         tests/fuzz/regress/*) cp "$f" "$corpus/$n-$(basename "$f")" ;;
-        *) wrap "$format" "$f" "$corpus/$n-$(basename "$f")" ;;
+        *) wrap "$format" "$f" "$corpus/$n-$(basename "$f")" || seeded=0 ;;
         esac
     done
-    if CKPTFS_FUZZ_FORMAT=$format "$fuzzer" -seed=1 -runs="$runs" -max_len=4096 -timeout=10 \
+    if [ "$seeded" = 0 ]; then
+        echo "not ok - fuzz: the $format corpus could not be seeded"
+    elif CKPTFS_FUZZ_FORMAT=$format "$fuzzer" -seed=1 -runs="$runs" -max_len=4096 -timeout=10 \
         -rss_limit_mb=1024 "$corpus" >"$corpus.log" 2>&1; then
         case $format in
         strategy) what="every accepted merge of its four ranks read back whole (no writer)" ;;
@@ -224,9 +227,26 @@ for format in "$@"; do
     else
         tail -40 "$corpus.log"
         echo "not ok - fuzz: the $format reader or writer failed on an input (log above; crash file in $(pwd))"
-        failed=1
     fi
     rm -rf "$corpus" "$corpus.log"
+}
+
+# The formats run side by side, FUZZ_JOBS at a time (the cores by
+# default): each run is deterministic on its own, and the lines come out
+# in the formats' order.  A format that printed no "ok" line failed.
+out=$(mktemp -d)
+i=0
+for format in "$@"; do
+    while [ "$(jobs -rp | wc -l)" -ge "${FUZZ_JOBS:-$(nproc)}" ]; do wait -n; done
+    i=$((i + 1))
+    fuzz_one "$format" >"$out/$i" 2>&1 &
 done
+wait
+failed=0
+for ((k = 1; k <= i; k++)); do
+    cat "$out/$k"
+    grep -q '^ok - ' "$out/$k" && ! grep -q '^not ok' "$out/$k" || failed=1
+done
+rm -rf "$out"
 rm -rf "$dcp_dir"
 exit "$failed"
