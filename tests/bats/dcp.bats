@@ -102,9 +102,10 @@ check_mount() {
     rm -f /tmp/ckptfs-dcp-oracle-executed
     mkdir -p "$M"
     n=0
-    for c in $($DCP_ORACLE bad-cases); do
+    $DCP_ORACLE bad-all "$T" >"$T/bad-cases"
+    [ "$(wc -l <"$T/bad-cases")" -eq "$($DCP_ORACLE bad-cases | wc -w)" ]
+    while IFS=$'\t' read -r c want; do
         d=$T/bad-$c
-        want=$($DCP_ORACLE bad "$d" --case "$c")
         run "$BUILD/ckptfs-dump" "$d"
         echo "$c: $output"
         [ "$status" -ne 0 ]
@@ -115,7 +116,7 @@ check_mount() {
         [[ $output == *"$want"* ]]
         ! mountpoint -q "$M" || false
         n=$((n + 1))
-    done
+    done <"$T/bad-cases"
     [ "$n" -ge 10 ]
     [ ! -e /tmp/ckptfs-dcp-oracle-executed ]
 }

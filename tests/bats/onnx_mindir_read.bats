@@ -144,7 +144,9 @@ PY
     [ "${#lines[@]}" -eq 1 ]
 }
 
-@test "every truncation and 1000 byte flips each of small ONNX/MindIR files are refused or read, never a crash" {
+# Byte flips and other mutations are the fuzz stage's (tests/fuzz/run.sh:
+# 200,000 inputs each through the ONNX and MindIR readers and writers).
+@test "every truncation of small ONNX/MindIR files is refused naming the file, or read; never a crash" {
     local dump=$BUILD/ckptfs-dump
     for f in "$ONNX_FIX/tiny_conv2d.onnx" "$MS/mindspore_relu.mindir"; do
         local ext=${f##*.} size
@@ -156,22 +158,6 @@ PY
             [ "$status" -lt 128 ]
             [ "$status" -eq 0 ] || [[ "$output" == *"t.$ext"* ]]
         done
-        $PY - "$f" "$BATS_TEST_TMPDIR/flip" "$ext" <<'PY' >"$BATS_TEST_TMPDIR/flips"
-import random, sys
-data = open(sys.argv[1], "rb").read()
-rng = random.Random(7)
-for i in range(1000):
-    b = bytearray(data)
-    for _ in range(rng.randint(1, 4)):
-        b[rng.randrange(len(b))] = rng.randrange(256)
-    name = "%s%d.%s" % (sys.argv[2], i, sys.argv[3])
-    open(name, "wb").write(b)
-    print(name)
-PY
-        while read -r g; do
-            run "$dump" "$g"
-            [ "$status" -lt 128 ]
-        done <"$BATS_TEST_TMPDIR/flips"
     done
 }
 

@@ -498,6 +498,16 @@ static void write_shards(void)
 
 static void remove_dcp_files(void);
 
+/* Make dir/rel, not the fuzz file made first, the file each input goes to. */
+static void input_at(const char *rel)
+{
+    close(fd);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    if ((fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+        abort();
+}
+
 static void remove_dir(void)
 {
     if (strategy)
@@ -742,26 +752,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         write_ranks();
     if (iteration) { /* the input is the directory's metadata.json */
         write_shards_of_iteration();
-        close(fd);
-        snprintf(path, sizeof path, "%s/iteration_00000001/metadata.json", dir);
-        if ((fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
-            abort();
+        input_at("iteration_00000001/metadata.json");
     }
     if (saved_index) /* the input is its index; the model is fixed */
         start_saved_index();
     if (oneflow) { /* the input is the snapshot's pickled_data */
         write_oneflow_tensors();
-        close(fd);
-        snprintf(path, sizeof path, "%s/oneflow/pickled_data", dir);
-        if ((fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
-            abort();
+        input_at("oneflow/pickled_data");
     }
     if (dcp) { /* the input is the checkpoint's .metadata */
         write_dcp_files();
-        close(fd);
-        snprintf(path, sizeof path, "%s/dcp/.metadata", dir);
-        if ((fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
-            abort();
+        input_at("dcp/.metadata");
     }
     return 0;
 }

@@ -848,9 +848,10 @@ def main(argv=None):
     p = sub.add_parser("fake-tree")
     p.add_argument("dir")
     p.add_argument("out")
-    p = sub.add_parser("bad")
+    p = sub.add_parser("bad-all", help="each bad case (all by default) as DIR/bad-CASE; "
+                       "prints CASE<TAB>message")
     p.add_argument("dir")
-    p.add_argument("--case", required=True)
+    p.add_argument("cases", nargs="*", metavar="CASE")
     sub.add_parser("bad-cases")
     a = ap.parse_args(argv)
     if a.cmd == "gen":
@@ -863,8 +864,12 @@ def main(argv=None):
         cmd_same_as_safetensors(a.dir, a.st)
     elif a.cmd == "fake-tree":
         cmd_fake_tree(a.dir, a.out)
-    elif a.cmd == "bad":
-        print(bad_dir(a.dir, a.case))
+    elif a.cmd == "bad-all":  # one process: importing torch costs seconds
+        unknown = sorted(set(a.cases) - set(BAD_CASES))
+        if unknown:
+            ap.error("no bad case %s" % ", ".join(unknown))
+        for c in a.cases or BAD_CASES:
+            print("%s\t%s" % (c, bad_dir(os.path.join(a.dir, "bad-" + c), c)))
     elif a.cmd == "bad-cases":
         print(" ".join(BAD_CASES))
 

@@ -470,10 +470,9 @@ def main(argv=None):
     p = sub.add_parser("zip64")
     p.add_argument("src")
     p.add_argument("dst")
-    p = sub.add_parser("bad")
-    p.add_argument("out")
-    p.add_argument("--case", required=True)
     sub.add_parser("bad-cases")
+    p = sub.add_parser("bad-all", help="every bad case as DIR/bad-CASE.pt; prints CASE<TAB>message")
+    p.add_argument("dir")
     p = sub.add_parser("edit-check")
     p.add_argument("orig")
     p.add_argument("saved")
@@ -494,8 +493,6 @@ def main(argv=None):
         cmd_parse(a.file, a.trusted)
     elif a.cmd == "zip64":
         cmd_zip64(a.src, a.dst)
-    elif a.cmd == "bad":
-        print(bad_file(a.out, a.case))
     elif a.cmd == "same-as-safetensors":
         cmd_same_as_safetensors(a.pt, a.st)
     elif a.cmd == "overhead":
@@ -504,6 +501,9 @@ def main(argv=None):
         cmd_edit_check(a.orig, a.saved, a.name, a.new_out, a.trusted)
     elif a.cmd == "bad-cases":
         print(" ".join(BAD_CASES))
+    elif a.cmd == "bad-all":  # one process: importing torch costs seconds
+        for c in BAD_CASES:
+            print("%s\t%s" % (c, bad_file(os.path.join(a.dir, "bad-%s.pt" % c), c)))
 
 
 if __name__ == "__main__":
