@@ -30,7 +30,7 @@ torch 1.13's weights-only loader lacks BINFLOAT, so a byte item it refuses is lo
     /usr/bin/python3 dcp_oracle.py same-as-safetensors DIR FILE.safetensors
                     (FILE, read with json + numpy, holds DIR's tensors; numbers not compared)
     /usr/bin/python3 dcp_oracle.py fake-tree DIR OUT   (the expected tree, to test `check`)
-    /usr/bin/python3 dcp_oracle.py bad DIR --case NAME (prints what the refusal must name)
+    /usr/bin/python3 dcp_oracle.py bad-all DIR [CASE...] (each as DIR/bad-CASE; prints CASE<TAB>what the refusal must name)
     /usr/bin/python3 dcp_oracle.py bad-cases
 
 Cases of gen: single, dim0, grid, uneven, strided, older, py310, safetensors, mixed, many,

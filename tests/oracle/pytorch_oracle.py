@@ -18,7 +18,7 @@ The meta text, directory-name escaping and tree checks are ckpt_oracle's.
     /usr/bin/python3 pytorch_oracle.py parse FILE [--trusted]  (a line a leaf: DIR TYPE SHAPE SHA)
     /usr/bin/python3 pytorch_oracle.py zip64 IN OUT    (IN's records rewritten by Python's
                                                         zipfile with every ZIP64 structure)
-    /usr/bin/python3 pytorch_oracle.py bad OUT --case NAME   (prints what the refusal names)
+    /usr/bin/python3 pytorch_oracle.py bad-all DIR   (every bad case as DIR/bad-CASE.pt; prints CASE<TAB>what the refusal names)
     /usr/bin/python3 pytorch_oracle.py edit-check ORIG SAVED NAME NEW_OUT [--trusted]
                                   (SAVED is ORIG with NAME's values NEW_OUT, in place)
 
