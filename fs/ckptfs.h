@@ -106,6 +106,9 @@ struct ckfs {
     bool splice;            /* serve `out` by splicing from the file */
     unsigned max_read;      /* the mount's max_read, which op_init must repeat */
     bool final_commit_failed; /* the save at unmount failed: exit non-zero */
+    /* Where the edits a failed save at unmount would lose are kept
+     * (-o recovery_dir; NULL: beside the model): fs/recovery.h. */
+    const char *recovery_dir;
     /* ckptfs-umount saved and is unmounting: no edit is taken, so the save
      * at unmount has nothing left to do, hence nothing left to fail. */
     bool sealed;

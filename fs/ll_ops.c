@@ -652,11 +652,16 @@ static void op_fsync(fuse_req_t req, ckfs *fs, fuse_ino_t ino, int datasync,
         fuse_reply_err(req, 0);
 }
 
-/* chmod and chown: the tree has the model file's modes and owner, so a
- * change is refused rather than ignored.  Setting what is already there
- * succeeds, as cp -a, rsync -a and tar x do on a tree that matches.  A
- * tool's temporary file (an extra file, never saved) takes a chmod: rsync
- * gives up on a temporary file it cannot chmod. */
+/* chmod and chown: the tree has the model file's read bits and owner,
+ * so a change of those is refused rather than ignored: nobody may believe
+ * a tensor hidden that the file shows.  Write and execute bits are the
+ * mount's (a read-only mount shows none, a tensor that cannot be written
+ * none), so a chmod that differs only in them is taken and changes
+ * nothing: cp -a, rsync -a and tar x from a read-only mount, or from a
+ * tree on disk whose files are 0664, into a writable mount then succeed.
+ * A tool's temporary file (an extra file, never saved) takes a chmod:
+ * rsync gives up on a temporary file it cannot chmod. */
+#define MODE_OF_FILE (S_ISUID | S_ISGID | S_ISVTX | 0444)
 static int mode_or_owner_change(ckfs *fs, fuse_ino_t ino, node_kind k, const entry *e,
                                 const struct stat *attr, int to_set, ck_error *err)
 {
@@ -664,8 +669,9 @@ static int mode_or_owner_change(ckfs *fs, fuse_ino_t ino, node_kind k, const ent
     const char *model = MODEL(fs)->path;
     if (ckfs_attr_of(fs, ino, k, e, &cur) < 0)
         return ck_fail(err, ENOENT, "no such file");
-    if ((to_set & FUSE_SET_ATTR_MODE) && (attr->st_mode & 07777) != (cur.st_mode & 07777))
-        return ck_fail(err, EPERM, "chmod %04o: the tree has the modes of the model file "
+    if ((to_set & FUSE_SET_ATTR_MODE) &&
+        (attr->st_mode & MODE_OF_FILE) != (cur.st_mode & MODE_OF_FILE))
+        return ck_fail(err, EPERM, "chmod %04o: the tree has the read bits of the model file "
                        "(%04o here); change those of %s instead",
                        (unsigned)(attr->st_mode & 07777), (unsigned)(cur.st_mode & 07777),
                        model);

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #include "../export/encoder.h"
 #include "../export/writer_lock.h"
 #include "ckptfs.h"
+#include "recovery.h"
 #include "run_mount.h"
 #include "st_view.h"
 
@@ -60,6 +62,8 @@ struct cli {
     int allow_other;    /* libfuse's option, also kept for libfuse */
     char *as;           /* -o as=safetensors: the model as files (fs/st_view.h) */
     char *max_shard_size; /* the view's shards, a new set's (-o create) */
+    char *recover;      /* -o recover=DIR: a failed save's edits, applied (fs/recovery.h) */
+    char *recovery_dir; /* -o recovery_dir=DIR: where such edits are kept */
 };
 
 enum { KEY_ALLOW_OTHER = 1 };
@@ -92,6 +96,8 @@ static const struct fuse_opt cli_opts[] = {
     {"poll=%lf", offsetof(struct cli, poll), 0},
     {"index_cache=%s", offsetof(struct cli, index_cache), 0},
     {"strategy=%s", offsetof(struct cli, strategy), 0},
+    {"recover=%s", offsetof(struct cli, recover), 0},
+    {"recovery_dir=%s", offsetof(struct cli, recovery_dir), 0},
     {"noindex", offsetof(struct cli, noindex), 1},
     {"index_dir=%s", offsetof(struct cli, index_dir), 0},
     {"as=%s", offsetof(struct cli, as), 0},
@@ -143,6 +149,11 @@ static void usage(FILE *to)
             "    -o commit_delay=S  save S seconds after the last file written is closed\n"
             "                       (default 1)\n"
             "    -o commit=manual   no automatic save (-o commit=auto: the default)\n"
+            "    -o recovery_dir=DIR  where the edits are kept when the save at unmount\n"
+            "                       fails (default: beside MODEL; an encrypted model's\n"
+            "                       only here): MODEL.recovery-<time>-<id>/\n"
+            "    -o recover=DIR     apply the edits kept in DIR (with -o rw) before\n"
+            "                       serving; they are then saved as any edit isn"
             "    -o create          MODEL may not exist yet: mount an empty model, the\n"
             "                       first save creates the file\n"
             "    -o format=F        a model to create: ckpt, safetensors,\n"
@@ -425,6 +436,29 @@ typedef struct mount_hooks {
     const ckfs_idle_work *work; /* the request thread's, between requests (NULL: none) */
 } mount_hooks;
 
+/* A second Ctrl-C (or SIGTERM, SIGHUP) while the last save runs: the
+ * save goes on, so that it ends with the new model or, failing, the edits
+ * kept (fs/recovery.h), never with a half-written temporary file and the
+ * edits gone.  kill -9 still ends it; the model is then the old one. */
+static void during_last_save(int sig)
+{
+    static const char msg[] = "ckptfs: still saving; the edits are saved, or kept if the save "
+                              "fails (kill -9 abandons them, the model stays as it was)\n";
+    (void)sig;
+    ssize_t unused = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)unused;
+}
+
+static void hold_signals(bool hold)
+{
+    struct sigaction sa = {.sa_handler = hold ? during_last_save : SIG_DFL};
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 static int serve(struct fuse_session *se, struct fuse_cmdline_opts *opts,
                  const struct cli *cli, const mount_hooks *h)
 {
@@ -452,7 +486,9 @@ out_unmount:
 out_signals:
     fuse_remove_signal_handlers(se);
 out_destroy:
+    hold_signals(true);
     fuse_session_destroy(se); /* runs destroy: a model's final save */
+    hold_signals(false);
     return rc;
 }
 
@@ -607,6 +643,23 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
     return rc;
 }
 
+/* -o recover=DIR: the edits a failed save kept, made again in the tree
+ * before it is served; they are then saved as the user's own would be
+ * (commit_delay after the mount, touch snapshot_done, unmount). */
+static int apply_recovery(ckfs *fs, const char *dir)
+{
+    ck_error err = {0};
+    if (recovery_apply(&fs->tr, dir, &err) < 0) {
+        fprintf(stderr, "ckptfs: %s; nothing is mounted, the model and %s are as they were\n",
+                err.msg, dir);
+        return -1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &fs->last_edit);
+    fprintf(stderr, "ckptfs: %s: the edits kept in %s are applied; remove it once they are "
+            "saved\n", fs->tr.model->path, dir);
+    return 0;
+}
+
 /* Serve an open model (which this takes) until it is unmounted.  lock:
  * the writer lock, held when rw. */
 static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct fuse_args *args,
@@ -620,7 +673,13 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
     ck_error err = {0};
     size_t spill_max = 0;
     int rc = 1;
-    if (cli->log != NULL && (fs.log_fd = open_log(cli->log)) < 0) {
+    /* The daemon's working directory is / once detached. */
+    char *recovery_dir = cli->recovery_dir ? realpath(cli->recovery_dir, NULL) : NULL;
+    fs.recovery_dir = recovery_dir;
+    if (cli->recovery_dir != NULL && recovery_dir == NULL) {
+        fprintf(stderr, "ckptfs: -o recovery_dir=%s: %s\n", cli->recovery_dir, strerror(errno));
+        ck_model_close(model);
+    } else if (cli->log != NULL && (fs.log_fd = open_log(cli->log)) < 0) {
         ck_model_close(model);
     } else if (cli->spill_max != NULL && ck_parse_size(cli->spill_max, &spill_max) < 0) {
         fprintf(stderr, "ckptfs: -o spill_max=%s: give a size in bytes, or with K, M or G\n",
@@ -632,6 +691,8 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
     } else if (cli->as != NULL && (fs.view = ckfs_st_view_new(model, path, oo->max_shard_size,
                                                                &err)) == NULL) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
+        ckfs_detach(&fs);
+    } else if (cli->recover != NULL && apply_recovery(&fs, cli->recover) < 0) {
         ckfs_detach(&fs);
     } else {
         fs.max_read = mount_max_read(cli->max_read);
@@ -647,6 +708,7 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
     }
     if (fs.log_fd >= 0)
         close(fs.log_fd);
+    free(recovery_dir);
     return rc;
 }
 
@@ -896,6 +958,8 @@ out:
     free(cli.enc_mode);
     free(cli.cache_size);
     free(cli.spill_max);
+    free(cli.recover);
+    free(cli.recovery_dir);
     free(cli.log);
     free(cli.tmp_max);
     free(cli.max_shard_size);

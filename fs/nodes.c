@@ -125,9 +125,20 @@ int ckfs_attr_of(ckfs *fs, fuse_ino_t ino, node_kind k, const entry *e, struct s
     st->st_ino = fs->ino_base | ino; /* the number the kernel knows */
     st->st_uid = ms->st_uid;
     st->st_gid = ms->st_gid;
-    st->st_atim = ms->st_mtim;
-    st->st_mtim = ms->st_mtim;
-    st->st_ctim = ms->st_mtim;
+    /* The later of the file's time and the node's last edit (tree.h),
+     * so that rsync's quick check sees an edit before it is saved. */
+    struct timespec t = ms->st_mtim;
+    if (k == NODE_ROOT)
+        t = tree_root_mtime(&fs->tr);
+    else if (k == NODE_EXTRA)
+        t = tree_extra_mtime(&fs->tr, ino - INO_EXTRA_BASE);
+    else if (e != NULL && k == NODE_TENSOR_DIR)
+        t = tree_entry_dir_mtime(&fs->tr, e);
+    else if (e != NULL)
+        t = tree_entry_mtime(&fs->tr, e);
+    st->st_atim = t;
+    st->st_mtim = t;
+    st->st_ctim = t;
     st->st_blksize = 65536;
     st->st_nlink = 1;
     switch (k) {

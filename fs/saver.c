@@ -24,9 +24,11 @@
 #include "ckptfs.h"
 #include "inode_map.h"
 #include "invalidate.h"
+#include "recovery.h"
 #include "save_reply.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
@@ -106,8 +108,9 @@ void ckfs_saver_unmounting(ckfs *fs)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* One save, with the requests that wait for it; 0 or -1. */
-static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
+/* One save, with the requests that wait for it; 0 or -1 (why: the
+ * reason, when not NULL). */
+static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic, ck_error *why)
 {
     ck_error err = {0};
     tree_save *job = NULL;
@@ -143,6 +146,8 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic)
     if (wrote && rc == 0)
         ckfs_invalidate_times(fs); /* the kernel caches them long */
     forget_later(fs, se, renamed, n_renamed);
+    if (why != NULL)
+        *why = err;
     return rc;
 }
 
@@ -213,7 +218,7 @@ static void *saver_main(void *arg)
         asked = s->asked; /* with any that came while we looked */
         s->asked = NULL;
         pthread_mutex_unlock(&s->mu);
-        save(fs, asked, asked == NULL);
+        save(fs, asked, asked == NULL, NULL);
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
@@ -287,6 +292,22 @@ void ckfs_saver_poke(ckfs *fs)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* The save at unmount failed: the kernel has let go of the mount, so the
+ * edits are kept in a recovery directory, and the line that says why the
+ * save failed is followed by one that says where they are and how to get
+ * them back (fs/recovery.h). */
+static void keep_unsaved(ckfs *fs, const ck_error *why)
+{
+    ck_error err = {0};
+    char dir[PATH_MAX + 64];
+    const char *model = fs->tr.model->path;
+    if (recovery_keep(&fs->tr, fs->recovery_dir, why->msg, dir, sizeof dir, &err) < 0)
+        ckfs_log(fs, LOG_ERR, "%s: the edits are lost: %s", model, err.msg);
+    else
+        ckfs_log(fs, LOG_ERR, "%s: the edits are not saved but kept in %s; apply them with: "
+                 "ckptfs -o rw,recover=%s %s MOUNTPOINT", model, dir, dir, model);
+}
+
 int ckfs_saver_stop(ckfs *fs)
 {
     ckfs_saver *s = &fs->saver;
@@ -299,7 +320,10 @@ int ckfs_saver_stop(ckfs *fs)
         s->running = false;
     }
     ckfs_saver_unmounting(fs);
-    int rc = fs->tr.writable ? save(fs, NULL, false) : 0;
+    ck_error why = {0};
+    int rc = fs->tr.writable ? save(fs, NULL, false, &why) : 0;
+    if (rc != 0 && tree_dirty(&fs->tr))
+        keep_unsaved(fs, &why);
     pthread_cond_destroy(&s->forgotten);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);

@@ -245,6 +245,58 @@ bool tree_numbered_as_file(const tree *tr)
     return true;
 }
 
+/* ---- times ---- */
+
+static void stamp(struct timespec *t)
+{
+    clock_gettime(CLOCK_REALTIME, t);
+}
+
+static struct timespec later(struct timespec a, struct timespec b)
+{
+    return a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec > b.tv_nsec) ? a : b;
+}
+
+struct timespec tree_entry_mtime(const tree *tr, const entry *e)
+{
+    return e->edit != NULL ? later(tr->file_st.st_mtim, e->edit->mtime) : tr->file_st.st_mtim;
+}
+
+struct timespec tree_entry_dir_mtime(const tree *tr, const entry *e)
+{
+    return e->edit != NULL ? later(tr->file_st.st_mtim, e->edit->dir_mtime) : tr->file_st.st_mtim;
+}
+
+struct timespec tree_extra_mtime(const tree *tr, size_t id)
+{
+    return later(tr->file_st.st_mtim, tr->extras[id].mtime);
+}
+
+struct timespec tree_root_mtime(const tree *tr)
+{
+    return later(tr->file_st.st_mtim, tr->root_mtime);
+}
+
+static edit *edit_of(tree *tr, entry *e, ck_error *err);
+
+/* An extra file changed: its bytes, or (listing) its directory's entries
+ * too.  A tensor directory's time is its edit's, made for it if need be
+ * (out of memory, the time alone is not kept). */
+static void extra_stamp(tree *tr, extra *x, bool listing)
+{
+    ck_error err = {0};
+    stamp(&x->mtime);
+    if (!listing)
+        return;
+    if (x->dir == EXTRA_IN_ROOT) {
+        stamp(&tr->root_mtime);
+        return;
+    }
+    edit *ed = x->dir < tr->n_entries ? edit_of(tr, &tr->entries[x->dir], &err) : NULL;
+    if (ed != NULL)
+        stamp(&ed->dir_mtime);
+}
+
 /* After any change to e (idempotent, so nested edits may each call it):
  * keep the count of entries that differ from the file, and mark e as
  * changed since a running save began.  Returns rc, for `return
@@ -261,6 +313,8 @@ static int changed(tree *tr, entry *e, int rc)
     }
     if (tr->saving)
         e->touched = true;
+    if (rc >= 0 && e->edit != NULL)
+        stamp(&e->edit->mtime);
     return rc;
 }
 
@@ -301,8 +355,6 @@ bool entry_writable(const tree *tr, const entry *e)
     ck_error err = {0};
     return entry_write_check(tr, e, &err) == 0;
 }
-
-static edit *edit_of(tree *tr, entry *e, ck_error *err);
 
 /* The entry's edit record, after checking the entry may be edited. */
 static edit *editable_edit(tree *tr, entry *e, ck_error *err)
@@ -1206,6 +1258,8 @@ int64_t tree_mkdir(tree *tr, const char *dir_name, ck_error *err)
         goto fail;
     }
     changed(tr, e, 0);
+    stamp(&tr->root_mtime);
+    stamp(&ed->dir_mtime);
     return (int64_t)tr->n_entries++;
 fail:
     edit_free(tr, ed);
@@ -1221,6 +1275,7 @@ static void forget_entry(tree *tr, entry *e)
     if (e->edit != NULL)
         area_free(tr, &e->edit->overlay); /* its bytes are not needed any more */
     changed(tr, e, 0);
+    stamp(&tr->root_mtime);
 }
 
 /* Deleting or renaming a tensor that the model's graph needs under its
@@ -1318,6 +1373,7 @@ static int rename_edit(tree *tr, entry *e, const char *new_dir_name, ck_error *e
     ck_name_map_del(&tr->by_dir, old_dir, strlen(old_dir));
     free(old_dir);
     free(keep_dir);
+    stamp(&tr->root_mtime);
     if (ck_name_map_put(&tr->by_dir, ed->dir_name, strlen(ed->dir_name),
                         (uint32_t)(e - tr->entries)) < 0)
         return ck_nomem(err, tr->model->path);
@@ -1334,6 +1390,7 @@ static int create_edit(tree *tr, entry *e, bool meta, ck_error *err)
     edit *ed = editable_edit(tr, e, err);
     if (ed == NULL)
         return -1;
+    stamp(&ed->dir_mtime);
     if (meta) {
         ed->no_meta = false;
         return entry_meta_begin(tr, e, true, err);
@@ -1352,6 +1409,7 @@ static int unlink_edit(tree *tr, entry *e, bool meta, ck_error *err)
     edit *ed = editable_edit(tr, e, err);
     if (ed == NULL)
         return -1;
+    stamp(&ed->dir_mtime);
     if (meta) {
         ed->no_meta = true;
         ed->meta_changed = false;
@@ -1398,6 +1456,7 @@ int64_t tree_extra_create(tree *tr, uint32_t dir, const char *name, ck_error *er
         return ck_nomem(err, tr->model->path);
     tr->extras[tr->n_extras] = (extra){.dir = dir, .name = copy};
     area_new(tr, &tr->extras[tr->n_extras].area);
+    extra_stamp(tr, &tr->extras[tr->n_extras], true);
     tr->n_extras++;
     note_names_file(tr);
     return (int64_t)tr->n_extras - 1;
@@ -1407,6 +1466,7 @@ static void drop_extra(tree *tr, extra *x)
 {
     area_free(tr, &x->area);
     x->deleted = true;
+    extra_stamp(tr, x, true);
     note_names_file(tr);
 }
 
@@ -1424,6 +1484,7 @@ int tree_extra_write(tree *tr, size_t id, const void *buf, size_t size, uint64_t
     if (off > UINT64_MAX - size || names_file_room(tr, x, off + size, err) < 0 ||
         spill_room(tr, x->area.size, off + size, err) < 0)
         return -1;
+    extra_stamp(tr, x, false);
     return area_write(tr, &x->area, buf, size, off, err);
 }
 
@@ -1432,6 +1493,7 @@ int tree_extra_truncate(tree *tr, size_t id, uint64_t size, ck_error *err)
     extra *x = &tr->extras[id];
     if (names_file_room(tr, x, size, err) < 0 || spill_room(tr, x->area.size, size, err) < 0)
         return -1;
+    extra_stamp(tr, x, false);
     return area_truncate(tr, &x->area, size, err);
 }
 
@@ -1449,6 +1511,7 @@ int tree_extra_rename(tree *tr, size_t id, const char *new_name, ck_error *err)
         drop_extra(tr, &tr->extras[target]);
     free(x->name);
     x->name = copy;
+    extra_stamp(tr, x, true);
     note_names_file(tr);
     return 0;
 }

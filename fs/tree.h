@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "../codec/collection.h"
 #include "../codec/core/model.h"
@@ -59,6 +60,11 @@ typedef struct edit {
     spill_area overlay;         /* unused while `out` is the model's bytes */
     char *meta_buf;             /* a meta being written, or NULL */
     size_t meta_len;
+    /* When the tensor last changed: its directory, meta and out show it
+     * (with the file's, whichever is later) as mtime and ctime, so that
+     * rsync and make see an edit before it is saved. */
+    struct timespec mtime;
+    struct timespec dir_mtime;  /* its directory's: made, or meta or out made or removed */
 } edit;
 
 typedef struct entry {
@@ -101,6 +107,7 @@ typedef struct extra {
      * file by this inode, which therefore stands for it from then on. */
     extra_alias alias;
     unsigned mode;              /* S_IFREG | bits after a chmod; 0: the tree's */
+    struct timespec mtime;      /* its last write (as edit.mtime) */
 } extra;
 
 /* Bytes of the spill file freed while a save reads them: punched when
@@ -136,6 +143,7 @@ typedef struct tree {
     bool names_pending;         /* a root names file waits for the next save */
     tree_renamed *renamed;      /* names taken away, until tree_take_renamed */
     size_t n_renamed;
+    struct timespec root_mtime; /* the root's last entry made, removed or renamed */
 } tree;
 
 int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable,
@@ -170,6 +178,14 @@ size_t entry_meta_text(const tree *tr, const entry *e, char *buf, size_t cap);
 /* Any change not yet in the model file, or a names file waiting
  * (snapshot_done is absent then); O(1). */
 bool tree_dirty(const tree *tr);
+/* The times a node shows: the later of the model file's mtime and the
+ * node's last change (extra: an extra file's id, or -1; e: an entry, or
+ * NULL for the root). */
+struct timespec tree_entry_mtime(const tree *tr, const entry *e);
+struct timespec tree_entry_dir_mtime(const tree *tr, const entry *e);
+struct timespec tree_extra_mtime(const tree *tr, size_t id);
+struct timespec tree_root_mtime(const tree *tr);
+
 /* Whether the file exists and the tree equals it: when the root shows
  * snapshot_done.  A model created empty has no file until its first save. */
 bool tree_equals_file(const tree *tr);

@@ -102,7 +102,7 @@ daemonized() {
     [ "$(stat -c '%u:%g %a' "$M/notes.txt")" = "1234:5678 640" ]
 }
 
-@test "chmod and chown on the tree are refused with EPERM; setting what is there succeeds" {
+@test "chmod of read bits and chown on the tree are refused with EPERM; setting what is there, or other write bits, succeeds" {
     chmod 644 "$F"
     mount_fg "$F" "$M" -o commit=manual
     before=$(sha "$F")
@@ -117,10 +117,15 @@ daemonized() {
     [[ $output == *"Operation not permitted"* ]]
     [ "$(stat -c '%u:%g %a' "$M/linear1.bias/out")" = "0:0 644" ]
     [ "$(stat -c '%a' "$M/linear1.bias")" = 755 ]
-    grep -q "linear1.bias/out: chmod 0600: the tree has the modes of the model file (0644 here)" \
+    grep -q "linear1.bias/out: chmod 0600: the tree has the read bits of the model file (0644 here)" \
         "$BATS_TEST_TMPDIR/daemon.log"
     # no change: accepted; times, truncate and touch still work
     chmod 644 "$M/linear1.bias/out"
+    # write and execute bits are the mount's: taken, and nothing changes
+    chmod 444 "$M/linear1.bias/out"
+    chmod 555 "$M/linear1.bias"
+    [ "$(stat -c '%a' "$M/linear1.bias/out")" = 644 ]
+    [ "$(stat -c '%a' "$M/linear1.bias")" = 755 ]
     chown 0:0 "$M/linear1.bias/out"
     touch -d @0 "$M/linear1.bias/out"
     truncate -s 0 "$M/linear1.bias/out"

@@ -46,28 +46,22 @@ like_tree() {
     diff -r "$SNAP" "$M"
 }
 
-@test "cp -a, rsync -a and tar x of a snapshot with other modes copy it and say the modes stay" {
-    # The tree has the model file's modes: chmod to others is refused, so
-    # the tools copy everything, then report the modes they could not set.
+@test "cp -a, rsync -a and tar x of a read-only snapshot (0444 files, 0555 directories) exit 0" {
+    # The tree has the model file's read bits; write bits are the mount's,
+    # so setting 0444 or 0555 is taken and changes nothing (issue 39).
     mount_fg "$F" "$M" -o create,commit=manual
-    run cp -a "$SNAP/." "$M/"
-    [ "$status" -eq 1 ]
-    [[ $output == *"preserving permissions for"*"dense1-bias/out"*"Operation not permitted"* ]]
+    cp -a "$SNAP/." "$M/"
     touch "$M/snapshot_done"
     diff -r "$SNAP" "$M"
     run $ORACLE check "$M" "$F"
     [ "$status" -eq 0 ]
     [ "$(stat -c %a "$M/dense1-bias/out")" = 644 ]
     for t in "$M"/*/; do rm -r "$t"; done
-    run rsync -a "$SNAP/" "$M/"
-    [ "$status" -eq 23 ]   # "some files/attrs were not transferred": the directories' modes
-    [[ $output == *"failed to set permissions on"*"dense1-bias"* ]]
+    rsync -a "$SNAP/" "$M/"
     touch "$M/snapshot_done"
     diff -r "$SNAP" "$M"
     for t in "$M"/*/; do rm -r "$t"; done
-    run tar -C "$M" -xf <(tar -C "$SNAP" -cf - .)
-    [ "$status" -eq 2 ]
-    [[ $output == *"Cannot change mode to r--r--r--: Operation not permitted"* ]]
+    tar -C "$SNAP" -cf - . | tar -C "$M" -xf -
     touch "$M/snapshot_done"
     diff -r "$SNAP" "$M"
     run $ORACLE check "$M" "$F"
