@@ -113,14 +113,38 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outa
     return 1;
 }
 
+/* The formats and directories the registry knows (codec/registry.c), from
+ * its tables, so that --help cannot forget one a new folder adds: each
+ * format's -o format name, title and extension, then each collection. */
+static void list_formats(FILE *to)
+{
+    const ck_format *f;
+    const ck_collection *c;
+    fprintf(to, "Formats (name: what, files):\n");
+    for (size_t i = 0; (f = ck_format_at(i)) != NULL; i++) {
+        fprintf(to, "  %-17s %s", f->name, f->title);
+        const char *sep = ", ";
+        if (f->extension != NULL && f->extension[0] != '\0') {
+            fprintf(to, "%s*%s", sep, f->extension);
+            sep = " ";
+        }
+        for (const char *const *e = f->also; e != NULL && *e != NULL; e++)
+            fprintf(to, "%s*%s", sep, *e);
+        fputc('\n', to);
+    }
+    fprintf(to, "Directories mounted as one model:\n");
+    for (size_t i = 0; (c = ck_collection_at(i)) != NULL; i++)
+        fprintf(to, "  %-17s %s%s\n", c->name, c->title,
+                c->probe == NULL ? " (with -o strategy)" : "");
+}
+
 static void usage(FILE *to)
 {
     fprintf(to,
             "usage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT\n"
             "       ckptfs [-f] [-d] [-o OPTIONS] RUN_DIR MOUNTPOINT\n"
             "\n"
-            "Mount a model (MindSpore .ckpt or .mindir, .onnx, .safetensors, a sharded\n"
-            "set's model.safetensors.index.json; encrypted or zstd-compressed too) as a\n"
+            "Mount a model (any format below; encrypted or zstd-compressed too) as a\n"
             "OneFlow-style tree:\n"
             "  MOUNTPOINT/<tensor>/meta   OneFlow VariableMetaInfo text\n"
             "  MOUNTPOINT/<tensor>/out    raw tensor bytes\n"
@@ -134,6 +158,9 @@ static void usage(FILE *to)
             "one) is mounted read-only as the one model FILE says they were cut from;\n"
             "a MindSpore Transformers iteration_<N>/ directory, as the one model of\n"
             "all its shard files; a OneFlow snapshot directory, as its model.\n"
+            "\n");
+    list_formats(to);
+    fprintf(to,
             "\n"
             "ckptfs options:\n"
             "    -o ro              read-only\n"
@@ -801,6 +828,33 @@ static int check_as(struct cli *cli)
     return 0;
 }
 
+/* Whether the real path mnt is dir or inside it (both real paths). */
+static bool path_within(const char *mnt, const char *dir)
+{
+    size_t n = strlen(dir);
+    if (strcmp(dir, "/") == 0)
+        return true;
+    return strncmp(mnt, dir, n) == 0 && (mnt[n] == '\0' || mnt[n] == '/');
+}
+
+/* A run directory mounted on itself or on a directory inside it: the
+ * mount would hide the run it follows (or be listed in it as a new
+ * checkpoint directory, its own tree inside its tree).  Refused, naming
+ * both, before anything is mounted; real paths, so that no link or ".."
+ * hides it.  -1: said. */
+static int refuse_mount_in_run(const char *run, const char *mountpoint)
+{
+    char *mnt = realpath(mountpoint, NULL);
+    int rc = 0;
+    if (mnt != NULL && path_within(mnt, run)) {
+        fprintf(stderr, "ckptfs: the mount point %s is inside the run directory %s it would "
+                "follow: mount it elsewhere\n", mnt, run);
+        rc = -1;
+    }
+    free(mnt);
+    return rc;
+}
+
 /* Allow as many open files as the system lets this process have. */
 static void raise_open_file_limit(void)
 {
@@ -824,7 +878,7 @@ int main(int argc, char **argv)
     if (fuse_opt_parse(&args, &cli, cli_opts, cli_proc) != 0 ||
         fuse_parse_cmdline(&args, &opts) != 0) {
         /* libfuse has said what is wrong (an unknown option, say). */
-        fprintf(stderr, "usage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT (see --help)\n");
+        fprintf(stderr, "usage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT (try --help)\n");
         rc = 2;
         goto out;
     }
@@ -844,7 +898,7 @@ int main(int argc, char **argv)
     }
     if (cli.model == NULL || opts.mountpoint == NULL) {
         fprintf(stderr, "ckptfs: %s\nusage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT "
-                "(see --help)\n", cli.model ? "missing MOUNTPOINT" : "missing MODEL");
+                "(try --help)\n", cli.model ? "missing MOUNTPOINT" : "missing MODEL");
         rc = 2;
         goto out;
     }
@@ -883,9 +937,12 @@ int main(int argc, char **argv)
     }
     oo.key_if_encrypted = is_dir; /* a directory's plain models beside keyed ones */
     const ck_collection *c = is_dir ? ck_collection_of(path, cli.strategy) : NULL;
-    rc = c != NULL ? mount_collection(&cli, &args, &opts, path, &oo, c)
-         : is_dir  ? mount_run(&cli, &args, &opts, path, &oo)
-                   : mount_model(&cli, &args, &opts, path, &oo);
+    if (is_dir && c == NULL && refuse_mount_in_run(path, opts.mountpoint) < 0)
+        rc = 1;
+    else
+        rc = c != NULL ? mount_collection(&cli, &args, &opts, path, &oo, c)
+             : is_dir  ? mount_run(&cli, &args, &opts, path, &oo)
+                       : mount_model(&cli, &args, &opts, path, &oo);
     free(abs);
 out:
     ck_key_wipe(&key);
