@@ -52,10 +52,22 @@ PROTO_OBJ := $(BUILD)/gen/checkpoint.pb-c.o
 BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat $(BUILD)/ckptfs-diff \
              $(BUILD)/ckptfs-reencode $(BUILD)/ckptfs-convert \
              $(BUILD)/unit-tests $(BUILD)/fhandle
+# The version every program answers -V with (the scripts get it written in).
+VERSION   := $(shell sed -n 's/^\#define CKPTFS_VERSION "\(.*\)"$$/\1/p' codec/core/version.h)
+# mount-helpers/' scripts beside the programs, so that the README's tour
+# works from build/ before make install: their version written in, and
+# mount.ckptfs running this build's ckptfs.
+HELPERS   := $(BUILD)/ckptfs-umount $(BUILD)/mount.ckptfs
 
 .SECONDARY: $(PROTO_C) $(PROTO_C:.c=.h)
 .PHONY: all deps deb-deps test check asan tsan demo programs install uninstall deb clean bench fuzz
-all: $(BINS)
+all: $(BINS) $(HELPERS)
+
+# A static pattern: not the ckptfs-% rule of the programs below.
+$(HELPERS): $(BUILD)/%: mount-helpers/% codec/core/version.h
+	@mkdir -p $(BUILD)
+	sed -e 's|@BINDIR@|$(abspath $(BUILD))|' -e 's|@VERSION@|$(VERSION)|' $< >$@
+	chmod 0755 $@
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: codec/pb/proto/%.proto
 	@mkdir -p $(BUILD)/gen
@@ -226,9 +238,12 @@ programs: $(INSTALL_BINS:%=$(BUILD)/%)
 
 install: programs $(MAN1) $(MAN8)
 	install -d $(INSTALL_DIRS)
-	install -m 0755 $(INSTALL_BINS:%=$(BUILD)/%) $(INSTALL_SCRIPTS:%=mount-helpers/%) \
-	  $(DESTDIR)$(PREFIX)/bin/
-	sed 's|@BINDIR@|$(PREFIX)/bin|' mount-helpers/mount.ckptfs >$(DESTDIR)$(SBINDIR)/mount.ckptfs
+	install -m 0755 $(INSTALL_BINS:%=$(BUILD)/%) $(DESTDIR)$(PREFIX)/bin/
+	for s in $(INSTALL_SCRIPTS); do \
+	  sed 's|@VERSION@|$(VERSION)|' mount-helpers/$$s >$(DESTDIR)$(PREFIX)/bin/$$s && \
+	  chmod 0755 $(DESTDIR)$(PREFIX)/bin/$$s || exit 1; done
+	sed -e 's|@BINDIR@|$(PREFIX)/bin|' -e 's|@VERSION@|$(VERSION)|' mount-helpers/mount.ckptfs \
+	  >$(DESTDIR)$(SBINDIR)/mount.ckptfs
 	chmod 0755 $(DESTDIR)$(SBINDIR)/mount.ckptfs
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
@@ -249,7 +264,7 @@ uninstall:
 # $(BUILD)/pkg, with Debian's hardening flags, and cleans up after itself.
 # debian/changelog's version must be CKPTFS_VERSION: the .deb is named so.
 DEB_OUT   := $(abspath $(BUILD))
-DEB_VER   := $(shell sed -n 's/^\#define CKPTFS_VERSION "\(.*\)"$$/\1/p' codec/core/version.h)
+DEB_VER   := $(VERSION)
 DEB_PVA   := $(DEB_OUT)/ckptfs_$(DEB_VER)_$(shell dpkg --print-architecture 2>/dev/null)
 deb:
 	@c=$$(dpkg-parsechangelog -S Version); [ "$$c" = "$(DEB_VER)" ] || { \
