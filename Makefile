@@ -228,12 +228,18 @@ INSTALL_BINS    := ckptfs ckptfs-dump ckptfs-stat ckptfs-diff ckptfs-convert
 INSTALL_SCRIPTS := ckptfs-umount
 MAN1      := $(INSTALL_BINS:%=docs/man/%.1) $(INSTALL_SCRIPTS:%=docs/man/%.1)
 MAN8      := docs/man/mount.ckptfs.8
+# Bash completion: one script, mount-helpers/bash-completion/ckptfs, for
+# every command; bash-completion loads a command's completion from the file
+# of its name, so each other command is a link to it.
+COMPDIR   ?= $(PREFIX)/share/bash-completion/completions
+COMP_CMDS := ckptfs-dump ckptfs-stat ckptfs-diff ckptfs-convert ckptfs-umount mount.ckptfs
 INSTALLED := $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(INSTALL_BINS) $(INSTALL_SCRIPTS)) \
              $(DESTDIR)$(SBINDIR)/mount.ckptfs \
              $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
-             $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8)))
+             $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8))) \
+             $(addprefix $(DESTDIR)$(COMPDIR)/,ckptfs $(COMP_CMDS))
 INSTALL_DIRS := $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man1 \
-                $(DESTDIR)$(MANDIR)/man8
+                $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(COMPDIR)
 programs: $(INSTALL_BINS:%=$(BUILD)/%)
 
 install: programs $(MAN1) $(MAN8)
@@ -247,6 +253,8 @@ install: programs $(MAN1) $(MAN8)
 	chmod 0755 $(DESTDIR)$(SBINDIR)/mount.ckptfs
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 mount-helpers/bash-completion/ckptfs $(DESTDIR)$(COMPDIR)/ckptfs
+	for c in $(COMP_CMDS); do ln -sf ckptfs $(DESTDIR)$(COMPDIR)/$$c || exit 1; done
 
 # Exactly the files install put there (give the same DESTDIR, PREFIX,
 # SBINDIR and MANDIR); then each directory install wrote into, only if
