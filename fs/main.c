@@ -513,11 +513,26 @@ static void model_ended(void *arg, int loop)
                  strerror(-loop));
 }
 
+#define SHORT_USAGE "usage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT (try --help)"
+
+/* libfuse's session, or NULL when it refused its options: it has named the
+ * unknown one (it reads them only now, after the model was opened), and
+ * the usage hint follows, as for any bad option. */
+static struct fuse_session *new_session(struct fuse_args *args,
+                                        const struct fuse_lowlevel_ops *ops, size_t size,
+                                        void *data)
+{
+    struct fuse_session *se = fuse_session_new(args, ops, size, data);
+    if (se == NULL)
+        fprintf(stderr, SHORT_USAGE "\n");
+    return se;
+}
+
 static int serve_model(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opts,
                        const struct cli *cli, ck_writer_lock *lock, const char *where)
 {
-    struct fuse_session *se = fuse_session_new(args, &ckfs_ops, sizeof ckfs_ops, &fs->front);
-    if (se == NULL) /* libfuse said why: an option it does not know, a usage error */
+    struct fuse_session *se = new_session(args, &ckfs_ops, sizeof ckfs_ops, &fs->front);
+    if (se == NULL) /* said: an option libfuse does not know, a usage error */
         return 2;
     fs->se = se;
     model_mount m = {.fs = fs, .lock = lock, .where = where};
@@ -617,7 +632,7 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
     } else {
         struct fuse_lowlevel_ops ops;
         ckrun_ops(&ops);
-        struct fuse_session *se = fuse_session_new(args, &ops, sizeof ops, ckrun_front(r));
+        struct fuse_session *se = new_session(args, &ops, sizeof ops, ckrun_front(r));
         ckfs_idle_work work;
         ckrun_idle_work(r, &work);
         mount_hooks h = {.model_path = path, .live = run_live, .ended = run_ended, .arg = r,
@@ -878,7 +893,7 @@ int main(int argc, char **argv)
     if (fuse_opt_parse(&args, &cli, cli_opts, cli_proc) != 0 ||
         fuse_parse_cmdline(&args, &opts) != 0) {
         /* libfuse has said what is wrong (an unknown option, say). */
-        fprintf(stderr, "usage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT (try --help)\n");
+        fprintf(stderr, SHORT_USAGE "\n");
         rc = 2;
         goto out;
     }
@@ -897,8 +912,8 @@ int main(int argc, char **argv)
         goto out;
     }
     if (cli.model == NULL || opts.mountpoint == NULL) {
-        fprintf(stderr, "ckptfs: %s\nusage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT "
-                "(try --help)\n", cli.model ? "missing MOUNTPOINT" : "missing MODEL");
+        fprintf(stderr, "ckptfs: %s\n" SHORT_USAGE "\n",
+                cli.model ? "missing MOUNTPOINT" : "missing MODEL");
         rc = 2;
         goto out;
     }
