@@ -137,7 +137,8 @@ static word_is plain_word(ck_cli_args *a, const char *w, bool *opts_done)
  * libfuse's own (fuse_opt_parse, which ckptfs reads its -o by), so that a
  * comma or a backslash inside a value is escaped the same way for both: \,
  * and \\.  An option's value points into these words, so they are kept
- * until the tool exits (static: reachable, not a leak). */
+ * until the tool exits (static: reachable, not a leak; a tool reads its
+ * command line once). */
 typedef struct words {
     char **v;
     int n, cap;
