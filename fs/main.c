@@ -138,6 +138,22 @@ static void list_formats(FILE *to)
                 c->probe == NULL ? " (with -o strategy)" : "");
 }
 
+/* The formats -o create starts a model of (their creatable flag), for
+ * -o format=F: "ckpt, safetensors or pytorch". */
+static void list_creatable(FILE *to)
+{
+    const ck_format *f;
+    size_t n = 0, shown = 0;
+    for (size_t i = 0; (f = ck_format_at(i)) != NULL; i++)
+        n += f->creatable;
+    for (size_t i = 0; (f = ck_format_at(i)) != NULL; i++) {
+        if (!f->creatable)
+            continue;
+        shown++;
+        fprintf(to, "%s%s", shown == 1 ? "" : shown == n ? " or " : ", ", f->name);
+    }
+}
+
 static void usage(FILE *to)
 {
     fprintf(to,
@@ -172,8 +188,11 @@ static void usage(FILE *to)
             "    -o commit=manual   no automatic save (-o commit=auto: the default)\n"
             "    -o create          MODEL may not exist yet: mount an empty model, the\n"
             "                       first save creates the file\n"
-            "    -o format=F        a model to create: ckpt, safetensors,\n"
-            "                       safetensors-set or pytorch\n"
+            "    -o format=F        the format of a model to create, one of\n"
+            "                       ");
+    list_creatable(to);
+    fprintf(to,
+            "\n"
             "                       (default: by extension)\n"
             "    -o key_file=PATH   the AES key of an encrypted model: 16, 24 or 32 raw bytes\n"
             "                       in a regular file of yours (no link) that only you may\n"
