@@ -52,10 +52,22 @@ PROTO_OBJ := $(BUILD)/gen/checkpoint.pb-c.o
 BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat $(BUILD)/ckptfs-diff \
              $(BUILD)/ckptfs-reencode $(BUILD)/ckptfs-convert \
              $(BUILD)/unit-tests $(BUILD)/fhandle
+# The version every program answers -V with (the scripts get it written in).
+VERSION   := $(shell sed -n 's/^\#define CKPTFS_VERSION "\(.*\)"$$/\1/p' codec/core/version.h)
+# mount-helpers/' scripts beside the programs, so that the README's tour
+# works from build/ before make install: their version written in, and
+# mount.ckptfs running this build's ckptfs.
+HELPERS   := $(BUILD)/ckptfs-umount $(BUILD)/mount.ckptfs
 
 .SECONDARY: $(PROTO_C) $(PROTO_C:.c=.h)
 .PHONY: all deps deb-deps test check asan tsan demo programs install uninstall deb clean bench fuzz
-all: $(BINS)
+all: $(BINS) $(HELPERS)
+
+# A static pattern: not the ckptfs-% rule of the programs below.
+$(HELPERS): $(BUILD)/%: mount-helpers/% codec/core/version.h
+	@mkdir -p $(BUILD)
+	sed -e 's|@BINDIR@|$(abspath $(BUILD))|' -e 's|@VERSION@|$(VERSION)|' $< >$@
+	chmod 0755 $@
 
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: codec/pb/proto/%.proto
 	@mkdir -p $(BUILD)/gen
@@ -216,22 +228,33 @@ INSTALL_BINS    := ckptfs ckptfs-dump ckptfs-stat ckptfs-diff ckptfs-convert
 INSTALL_SCRIPTS := ckptfs-umount
 MAN1      := $(INSTALL_BINS:%=docs/man/%.1) $(INSTALL_SCRIPTS:%=docs/man/%.1)
 MAN8      := docs/man/mount.ckptfs.8
+# Bash completion: one script, mount-helpers/bash-completion/ckptfs, for
+# every command; bash-completion loads a command's completion from the file
+# of its name, so each other command is a link to it.
+COMPDIR   ?= $(PREFIX)/share/bash-completion/completions
+COMP_CMDS := ckptfs-dump ckptfs-stat ckptfs-diff ckptfs-convert ckptfs-umount mount.ckptfs
 INSTALLED := $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(INSTALL_BINS) $(INSTALL_SCRIPTS)) \
              $(DESTDIR)$(SBINDIR)/mount.ckptfs \
              $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
-             $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8)))
+             $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8))) \
+             $(addprefix $(DESTDIR)$(COMPDIR)/,ckptfs $(COMP_CMDS))
 INSTALL_DIRS := $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man1 \
-                $(DESTDIR)$(MANDIR)/man8
+                $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(COMPDIR)
 programs: $(INSTALL_BINS:%=$(BUILD)/%)
 
 install: programs $(MAN1) $(MAN8)
 	install -d $(INSTALL_DIRS)
-	install -m 0755 $(INSTALL_BINS:%=$(BUILD)/%) $(INSTALL_SCRIPTS:%=mount-helpers/%) \
-	  $(DESTDIR)$(PREFIX)/bin/
-	sed 's|@BINDIR@|$(PREFIX)/bin|' mount-helpers/mount.ckptfs >$(DESTDIR)$(SBINDIR)/mount.ckptfs
+	install -m 0755 $(INSTALL_BINS:%=$(BUILD)/%) $(DESTDIR)$(PREFIX)/bin/
+	for s in $(INSTALL_SCRIPTS); do \
+	  sed 's|@VERSION@|$(VERSION)|' mount-helpers/$$s >$(DESTDIR)$(PREFIX)/bin/$$s && \
+	  chmod 0755 $(DESTDIR)$(PREFIX)/bin/$$s || exit 1; done
+	sed -e 's|@BINDIR@|$(PREFIX)/bin|' -e 's|@VERSION@|$(VERSION)|' mount-helpers/mount.ckptfs \
+	  >$(DESTDIR)$(SBINDIR)/mount.ckptfs
 	chmod 0755 $(DESTDIR)$(SBINDIR)/mount.ckptfs
 	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 mount-helpers/bash-completion/ckptfs $(DESTDIR)$(COMPDIR)/ckptfs
+	for c in $(COMP_CMDS); do ln -sf ckptfs $(DESTDIR)$(COMPDIR)/$$c || exit 1; done
 
 # Exactly the files install put there (give the same DESTDIR, PREFIX,
 # SBINDIR and MANDIR); then each directory install wrote into, only if
@@ -249,7 +272,7 @@ uninstall:
 # $(BUILD)/pkg, with Debian's hardening flags, and cleans up after itself.
 # debian/changelog's version must be CKPTFS_VERSION: the .deb is named so.
 DEB_OUT   := $(abspath $(BUILD))
-DEB_VER   := $(shell sed -n 's/^\#define CKPTFS_VERSION "\(.*\)"$$/\1/p' codec/core/version.h)
+DEB_VER   := $(VERSION)
 DEB_PVA   := $(DEB_OUT)/ckptfs_$(DEB_VER)_$(shell dpkg --print-architecture 2>/dev/null)
 deb:
 	@c=$$(dpkg-parsechangelog -S Version); [ "$$c" = "$(DEB_VER)" ] || { \

@@ -165,6 +165,11 @@ static const ck_collection *const collections[] = {
 
 #define N_COLLECTIONS (sizeof collections / sizeof collections[0])
 
+const ck_collection *ck_collection_at(size_t i)
+{
+    return i < N_COLLECTIONS ? collections[i] : NULL;
+}
+
 const ck_collection *ck_collection_of(const char *path, const char *strategy)
 {
     if (strategy != NULL)

@@ -52,6 +52,10 @@ const struct ck_target *ck_format_target(const ck_format *f);
 /* The i-th format of the table, or NULL past the last. */
 const ck_format *ck_format_at(size_t i);
 
+/* The i-th collection of the table (in probing order), or NULL past the
+ * last: ckptfs --help lists them. */
+const ck_collection *ck_collection_at(size_t i);
+
 /* The collection the directory path is: the distributed checkpoint when a
  * strategy is given, else the first whose probe claims it; NULL for a
  * file, or a directory none claims (a training run's). */

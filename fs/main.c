@@ -119,14 +119,54 @@ static int cli_proc(void *data, const char *arg, int key, struct fuse_args *outa
     return 1;
 }
 
+/* The formats and directories the registry knows (codec/registry.c), from
+ * its tables, so that --help cannot forget one a new folder adds: each
+ * format's -o format name, title and extension, then each collection. */
+static void list_formats(FILE *to)
+{
+    const ck_format *f;
+    const ck_collection *c;
+    fprintf(to, "Formats (name: what, files):\n");
+    for (size_t i = 0; (f = ck_format_at(i)) != NULL; i++) {
+        fprintf(to, "  %-17s %s", f->name, f->title);
+        const char *sep = ", ";
+        if (f->extension != NULL && f->extension[0] != '\0') {
+            fprintf(to, "%s*%s", sep, f->extension);
+            sep = " ";
+        }
+        for (const char *const *e = f->also; e != NULL && *e != NULL; e++)
+            fprintf(to, "%s*%s", sep, *e);
+        fputc('\n', to);
+    }
+    fprintf(to, "Directories mounted as one model:\n");
+    for (size_t i = 0; (c = ck_collection_at(i)) != NULL; i++)
+        fprintf(to, "  %-17s %s%s\n", c->name, c->title,
+                c->probe == NULL ? " (with -o strategy)" : "");
+}
+
+/* The formats -o create starts a model of (their creatable flag), for
+ * -o format=F: "ckpt, safetensors or pytorch". */
+static void list_creatable(FILE *to)
+{
+    const ck_format *f;
+    size_t n = 0, shown = 0;
+    for (size_t i = 0; (f = ck_format_at(i)) != NULL; i++)
+        n += f->creatable;
+    for (size_t i = 0; (f = ck_format_at(i)) != NULL; i++) {
+        if (!f->creatable)
+            continue;
+        shown++;
+        fprintf(to, "%s%s", shown == 1 ? "" : shown == n ? " or " : ", ", f->name);
+    }
+}
+
 static void usage(FILE *to)
 {
     fprintf(to,
             "usage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT\n"
             "       ckptfs [-f] [-d] [-o OPTIONS] RUN_DIR MOUNTPOINT\n"
             "\n"
-            "Mount a model (MindSpore .ckpt or .mindir, .onnx, .safetensors, a sharded\n"
-            "set's model.safetensors.index.json; encrypted or zstd-compressed too) as a\n"
+            "Mount a model (any format below; encrypted or zstd-compressed too) as a\n"
             "OneFlow-style tree:\n"
             "  MOUNTPOINT/<tensor>/meta   OneFlow VariableMetaInfo text\n"
             "  MOUNTPOINT/<tensor>/out    raw tensor bytes\n"
@@ -140,6 +180,9 @@ static void usage(FILE *to)
             "one) is mounted read-only as the one model FILE says they were cut from;\n"
             "a MindSpore Transformers iteration_<N>/ directory, as the one model of\n"
             "all its shard files; a OneFlow snapshot directory, as its model.\n"
+            "\n");
+    list_formats(to);
+    fprintf(to,
             "\n"
             "ckptfs options:\n"
             "    -o ro              read-only\n"
@@ -156,8 +199,11 @@ static void usage(FILE *to)
             "                       serving; they are then saved as any edit isn"
             "    -o create          MODEL may not exist yet: mount an empty model, the\n"
             "                       first save creates the file\n"
-            "    -o format=F        a model to create: ckpt, safetensors,\n"
-            "                       safetensors-set or pytorch\n"
+            "    -o format=F        the format of a model to create, one of\n"
+            "                       ");
+    list_creatable(to);
+    fprintf(to,
+            "\n"
             "                       (default: by extension)\n"
             "    -o key_file=PATH   the AES key of an encrypted model: 16, 24 or 32 raw bytes\n"
             "                       in a regular file of yours (no link) that only you may\n"
@@ -522,11 +568,26 @@ static void model_ended(void *arg, int loop)
                  strerror(-loop));
 }
 
+#define SHORT_USAGE "usage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT (try --help)"
+
+/* libfuse's session, or NULL when it refused its options: it has named the
+ * unknown one (it reads them only now, after the model was opened), and
+ * the usage hint follows, as for any bad option. */
+static struct fuse_session *new_session(struct fuse_args *args,
+                                        const struct fuse_lowlevel_ops *ops, size_t size,
+                                        void *data)
+{
+    struct fuse_session *se = fuse_session_new(args, ops, size, data);
+    if (se == NULL)
+        fprintf(stderr, SHORT_USAGE "\n");
+    return se;
+}
+
 static int serve_model(ckfs *fs, struct fuse_args *args, struct fuse_cmdline_opts *opts,
                        const struct cli *cli, ck_writer_lock *lock, const char *where)
 {
-    struct fuse_session *se = fuse_session_new(args, &ckfs_ops, sizeof ckfs_ops, &fs->front);
-    if (se == NULL) /* libfuse said why: an option it does not know, a usage error */
+    struct fuse_session *se = new_session(args, &ckfs_ops, sizeof ckfs_ops, &fs->front);
+    if (se == NULL) /* said: an option libfuse does not know, a usage error */
         return 2;
     fs->se = se;
     model_mount m = {.fs = fs, .lock = lock, .where = where};
@@ -626,7 +687,7 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
     } else {
         struct fuse_lowlevel_ops ops;
         ckrun_ops(&ops);
-        struct fuse_session *se = fuse_session_new(args, &ops, sizeof ops, ckrun_front(r));
+        struct fuse_session *se = new_session(args, &ops, sizeof ops, ckrun_front(r));
         ckfs_idle_work work;
         ckrun_idle_work(r, &work);
         mount_hooks h = {.model_path = path, .live = run_live, .ended = run_ended, .arg = r,
@@ -863,6 +924,33 @@ static int check_as(struct cli *cli)
     return 0;
 }
 
+/* Whether the real path mnt is dir or inside it (both real paths). */
+static bool path_within(const char *mnt, const char *dir)
+{
+    size_t n = strlen(dir);
+    if (strcmp(dir, "/") == 0)
+        return true;
+    return strncmp(mnt, dir, n) == 0 && (mnt[n] == '\0' || mnt[n] == '/');
+}
+
+/* A run directory mounted on itself or on a directory inside it: the
+ * mount would hide the run it follows (or be listed in it as a new
+ * checkpoint directory, its own tree inside its tree).  Refused, naming
+ * both, before anything is mounted; real paths, so that no link or ".."
+ * hides it.  -1: said. */
+static int refuse_mount_in_run(const char *run, const char *mountpoint)
+{
+    char *mnt = realpath(mountpoint, NULL);
+    int rc = 0;
+    if (mnt != NULL && path_within(mnt, run)) {
+        fprintf(stderr, "ckptfs: the mount point %s is inside the run directory %s it would "
+                "follow: mount it elsewhere\n", mnt, run);
+        rc = -1;
+    }
+    free(mnt);
+    return rc;
+}
+
 /* Allow as many open files as the system lets this process have. */
 static void raise_open_file_limit(void)
 {
@@ -886,7 +974,7 @@ int main(int argc, char **argv)
     if (fuse_opt_parse(&args, &cli, cli_opts, cli_proc) != 0 ||
         fuse_parse_cmdline(&args, &opts) != 0) {
         /* libfuse has said what is wrong (an unknown option, say). */
-        fprintf(stderr, "usage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT (see --help)\n");
+        fprintf(stderr, SHORT_USAGE "\n");
         rc = 2;
         goto out;
     }
@@ -905,8 +993,8 @@ int main(int argc, char **argv)
         goto out;
     }
     if (cli.model == NULL || opts.mountpoint == NULL) {
-        fprintf(stderr, "ckptfs: %s\nusage: ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT "
-                "(see --help)\n", cli.model ? "missing MOUNTPOINT" : "missing MODEL");
+        fprintf(stderr, "ckptfs: %s\n" SHORT_USAGE "\n",
+                cli.model ? "missing MOUNTPOINT" : "missing MODEL");
         rc = 2;
         goto out;
     }
@@ -945,9 +1033,12 @@ int main(int argc, char **argv)
     }
     oo.key_if_encrypted = is_dir; /* a directory's plain models beside keyed ones */
     const ck_collection *c = is_dir ? ck_collection_of(path, cli.strategy) : NULL;
-    rc = c != NULL ? mount_collection(&cli, &args, &opts, path, &oo, c)
-         : is_dir  ? mount_run(&cli, &args, &opts, path, &oo)
-                   : mount_model(&cli, &args, &opts, path, &oo);
+    if (is_dir && c == NULL && refuse_mount_in_run(path, opts.mountpoint) < 0)
+        rc = 1;
+    else
+        rc = c != NULL ? mount_collection(&cli, &args, &opts, path, &oo, c)
+             : is_dir  ? mount_run(&cli, &args, &opts, path, &oo)
+                       : mount_model(&cli, &args, &opts, path, &oo);
     free(abs);
 out:
     ck_key_wipe(&key);

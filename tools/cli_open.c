@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fuse_opt.h>
+
 #include "../codec/cipher/key.h"
 #include "../codec/core/saved_index.h"
 #include "../codec/core/version.h"
@@ -27,9 +29,31 @@ const char *ck_cli_o_value(int argc, char **argv, int i, const char *name)
     return argv[i + 1] + n + 1;
 }
 
+/* "-o NAME" at argv[i] (two words), a flag as ckptfs spells it. */
+static bool o_flag(int argc, char **argv, int i, const char *name)
+{
+    return strcmp(argv[i], "-o") == 0 && i + 1 < argc && strcmp(argv[i + 1], name) == 0;
+}
+
 int ck_cli_open_arg(ck_cli_open *o, int argc, char **argv, int *i)
 {
     const char *v;
+    /* ckptfs's spellings of --nocrc and --no-index, so that the -o list of
+     * a mount works as a tool's (-o key_file=K,nocrc). */
+    if (o_flag(argc, argv, *i, "nocrc")) {
+        o->skip_crc = true;
+        *i += 1;
+        return 1;
+    }
+    if (o_flag(argc, argv, *i, "noindex")) {
+        o->no_index = true;
+        *i += 1;
+        return 1;
+    }
+    if (strcmp(argv[*i], "-q") == 0 || strcmp(argv[*i], "--quiet") == 0) {
+        o->quiet = true;
+        return 1;
+    }
     if (strcmp(argv[*i], "--nocrc") == 0) {
         o->skip_crc = true;
         return 1;
@@ -97,20 +121,100 @@ static word_is plain_word(ck_cli_args *a, const char *w, bool *opts_done)
         *opts_done = true;
         return TAKEN;
     }
-    if (strcmp(w, "--help") == 0) {
+    if (strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0) {
         a->usage(stdout);
         return ANSWERED;
     }
-    if (strcmp(w, "--version") == 0) {
+    if (strcmp(w, "--version") == 0 || strcmp(w, "-V") == 0) {
         printf("%s %s\n", a->prog, CKPTFS_VERSION);
         return ANSWERED;
     }
     return BAD;
 }
 
+/* The words of the command line with every -o LIST (or -oLIST) cut into
+ * one -o per option, as ckptfs and mount(8) take -o a,b.  The cutting is
+ * libfuse's own (fuse_opt_parse, which ckptfs reads its -o by), so that a
+ * comma or a backslash inside a value is escaped the same way for both: \,
+ * and \\.  An option's value points into these words, so they are kept
+ * until the tool exits (static: reachable, not a leak; a tool reads its
+ * command line once). */
+typedef struct words {
+    char **v;
+    int n, cap;
+} words;
+
+static int words_add(words *w, char *word)
+{
+    if (w->n + 1 >= w->cap) {
+        int cap = w->cap ? 2 * w->cap : 16;
+        char **v = realloc(w->v, (size_t)cap * sizeof *v);
+        if (v == NULL)
+            return -1;
+        w->v = v;
+        w->cap = cap;
+    }
+    w->v[w->n++] = word;
+    w->v[w->n] = NULL;
+    return 0;
+}
+
+/* fuse_opt_parse's call for each option of a list: "-o" and the option,
+ * an empty one (a,,b) dropped as libfuse's mount options drop it. */
+static int one_option(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+    (void)outargs;
+    words *w = data;
+    if (key != FUSE_OPT_KEY_OPT || arg[0] == '\0')
+        return 0;
+    char *copy = strdup(arg);
+    if (copy == NULL || words_add(w, "-o") < 0 || words_add(w, copy) < 0) {
+        free(copy);
+        return -1;
+    }
+    return 0;
+}
+
+static int split_list(words *w, const char *list)
+{
+    char *fake[] = {"ckptfs-tool", "-o", (char *)list, NULL};
+    struct fuse_args fa = FUSE_ARGS_INIT(3, fake);
+    int rc = fuse_opt_parse(&fa, w, NULL, one_option);
+    fuse_opt_free_args(&fa);
+    return rc;
+}
+
+/* argv with its -o lists cut (words above); NULL when out of memory.
+ * After `--` nothing is an option; "-o" last stays, for the error. */
+static char **split_o(int argc, char **argv, int *argc_out)
+{
+    static words w;
+    bool opts_done = false;
+    w.n = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int rc;
+        if (!opts_done && strcmp(a, "-o") == 0 && i + 1 < argc)
+            rc = split_list(&w, argv[++i]);
+        else if (!opts_done && strncmp(a, "-o", 2) == 0 && a[2] != '\0')
+            rc = split_list(&w, a + 2);
+        else
+            rc = words_add(&w, argv[i]);
+        if (rc < 0)
+            return NULL;
+        opts_done |= i > 0 && strcmp(a, "--") == 0;
+    }
+    *argc_out = w.n;
+    return w.v;
+}
+
 int ck_cli_read_args(ck_cli_args *a, int argc, char **argv)
 {
     bool opts_done = false;
+    if ((argv = split_o(argc, argv, &argc)) == NULL) {
+        fprintf(stderr, "%s: out of memory; ", a->prog);
+        return -1;
+    }
     a->n_pos = 0;
     for (int i = 1; i < argc; i++) {
         int first = i; /* an option and its value may be two words */
@@ -159,6 +263,12 @@ static void index_warning(const char *msg)
     fprintf(stderr, "%s: warning: %s\n", program_invocation_short_name, msg);
 }
 
+/* -q: the warning unsaid (the index is still read in full, as warned). */
+static void no_warning(const char *msg)
+{
+    (void)msg;
+}
+
 /* The store the options name, the same for every model a tool opens. */
 static ck_index_store *index_store(const ck_cli_open *o)
 {
@@ -166,6 +276,7 @@ static ck_index_store *index_store(const ck_cli_open *o)
     static ck_index_store store = {.dir = dir, .warn = index_warning};
     if (o->no_index)
         return NULL;
+    store.warn = o->quiet ? no_warning : index_warning;
     if (o->index_dir == NULL)
         return ck_saved_index_default_dir(dir, sizeof dir) == 0 ? &store : NULL;
     int n = snprintf(dir, sizeof dir, "%s", o->index_dir);

@@ -5,7 +5,7 @@
  * take a model the same way, the reading of the rest of their command line
  * (ck_cli_read_args), and the few things they print a tensor by.
  *
- *   --nocrc               do not verify a .ckpt CRC trailer
+ *   --nocrc, -o nocrc     do not verify a .ckpt CRC trailer
  *   -o key_file=PATH      the key of an encrypted model (else CKPTFS_KEY_HEX)
  *   -o tmp_max=SIZE       most a zstd model without a seek table may
  *                         decompress to in $TMPDIR
@@ -14,8 +14,11 @@
  *   -o index_dir=DIR      where a model's saved index is kept (default
  *                         $XDG_CACHE_HOME/ckptfs, else ~/.cache/ckptfs), read
  *                         and written as a mount does (saved_index.h)
- *   --no-index            neither read nor write a saved index
- * and MODEL may be any directory a collection claims (codec/registry.h).
+ *   --no-index, -o noindex  neither read nor write a saved index
+ *   -q, --quiet           no warning (a saved index that cannot be written)
+ * -o takes a comma-separated list as ckptfs and mount(8) do: -o a,b is -o a
+ * -o b, with a comma or backslash in a value escaped \, \\ (libfuse's rule).
+ * MODEL may be any directory a collection claims (codec/registry.h).
  */
 #ifndef CK_CLI_OPEN_H
 #define CK_CLI_OPEN_H
@@ -36,6 +39,7 @@ typedef struct ck_cli_open {
     const char *strategy;       /* NULL: not a distributed checkpoint */
     const char *index_dir;      /* NULL: the default place */
     bool no_index;
+    bool quiet;                 /* -q: no warning; a tool's -q may say more */
     bool key_optional;          /* a plain model opens though a key is given (the
                                  * key may be for ckptfs-convert's output) */
     ck_key key;                 /* once ck_cli_load_key has loaded it */
@@ -61,7 +65,7 @@ int ck_cli_open_arg(ck_cli_open *o, int argc, char **argv, int *i);
 const char *ck_cli_o_value(int argc, char **argv, int i, const char *name);
 
 /* A tool's command line as ckptfs-stat, -diff and -convert read it alike:
- * the options above, the tool's own, --help, --version, and `--`, after
+ * the options above, the tool's own, -h/--help, -V/--version, and `--`, after
  * which every word is a positional argument (a path may start with '-';
  * "-" alone always is one). */
 typedef struct ck_cli_args {
@@ -77,8 +81,9 @@ typedef struct ck_cli_args {
     size_t n_pos;               /* set: how many were given */
 } ck_cli_args;
 
-/* Read argv[1..] as a says, up to the first bad word.  0: read (the tool
- * checks n_pos); 1: --help or --version answered on stdout, exit 0; -1: a
+/* Read argv[1..] as a says, up to the first bad word, each -o list cut
+ * into its options first (above).  0: read (the tool
+ * checks n_pos); 1: -h/--help or -V/--version answered on stdout, exit 0; -1: a
  * bad word, and "PROG: bad option WORDS; " (or "an argument too many:")
  * printed on stderr, for the tool to end the line with its usage and exit
  * 2. */

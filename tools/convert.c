@@ -50,7 +50,7 @@
 typedef struct convert_opts {
     ck_cli_open open;           /* how IN is opened */
     const ck_format *to;        /* --to, or from OUT's name: a format with a target */
-    bool force, quiet;
+    bool force;             /* -q is open.quiet: no progress bar, no warning */
     const char *enc_mode;       /* -o enc_mode: encrypt a .ckpt OUT */
     int zstd_level;             /* -o zstd_level: of a .zst OUT (0: the default) */
     size_t max_shard_size;      /* -o max_shard_size: of a sharded set OUT (0: the default) */
@@ -215,7 +215,7 @@ static int convert(const convert_opts *o)
         return 1;
     }
     ck_convert_plan p = {0};
-    ck_progress prog = {.on = ck_progress_wanted(stderr, o->quiet), .out = stderr};
+    ck_progress prog = {.on = ck_progress_wanted(stderr, o->open.quiet), .out = stderr};
     const ck_target *tg = target_of(o);
     ck_target_args dir_args = {.out = o->out, .force = o->force, .progress = &prog, .m = m};
     int rc = ck_convert_plan_build(m, &p, &err) < 0 ||
@@ -245,7 +245,8 @@ static void usage(FILE *f)
             "  --to FORMAT           %s\n"
             "  -f, --force           replace an existing OUT (a directory only if it is a\n"
             "                        OneFlow snapshot or empty)\n"
-            "  -q, --quiet           no progress bar (drawn only when stderr is a terminal)\n"
+            "  -q, --quiet           no progress bar (drawn only when stderr is a\n"
+            "                        terminal), no warning\n"
             "  -o enc_mode=MODE      encrypt a .ckpt OUT: AES-GCM or AES-CBC, with the key\n"
             "  -o zstd_level=N       the level of a .zst OUT (default 3)\n"
             "  -o max_shard_size=SIZE  a sharded set's largest shard, as Hugging Face cuts\n"
@@ -258,7 +259,8 @@ static void usage(FILE *f)
             "                        (else CKPTFS_KEY_HEX)\n"
             "  -o tmp_max=SIZE       most a zstd IN without seek table may take in $TMPDIR\n"
             "  -o strategy=FILE      IN is a distributed checkpoint's directory\n"
-            "  --help, --version\n"
+            "  -o A,B                several -o options at once (a comma in a value: \\,)\n"
+            "  -h, --help; -V, --version\n"
             "or:    " PROG " --into TEMPLATE [--map FILE] [--strict] [OPTIONS] CKPT OUT\n"
             "Write the ONNX or MindIR graph TEMPLATE as OUT with its initializers (parameters)\n"
             "filled from CKPT's tensors of the same names, --map FILE's lines \"CKPT_NAME\n"
@@ -290,8 +292,6 @@ static int own_arg(void *ctx, int argc, char **argv, int *i)
     const char *a = argv[*i], *v;
     if (strcmp(a, "-f") == 0 || strcmp(a, "--force") == 0) {
         o->force = true;
-    } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-        o->quiet = true;
     } else if (strcmp(a, "--strict") == 0) {
         o->strict = true;
     } else if ((v = word_value(argc, argv, i, "--into")) != NULL) {
@@ -376,14 +376,14 @@ int main(int argc, char **argv)
     if (got < 0 || path[1] == NULL) {
         if (got == 0)
             fprintf(stderr, PROG ": %s; ", path[0] ? "no OUT given" : "no IN and OUT given");
-        fprintf(stderr, "usage: " PROG " [OPTIONS] IN OUT (see --help)\n");
+        fprintf(stderr, "usage: " PROG " [OPTIONS] IN OUT (try --help)\n");
         return 2;
     }
     o.in = path[0];
     o.out = path[1];
     const char *why = check_fill_opts(&o);
     if (why != NULL) {
-        fprintf(stderr, PROG ": %s; usage: " PROG " [OPTIONS] IN OUT (see --help)\n", why);
+        fprintf(stderr, PROG ": %s; usage: " PROG " [OPTIONS] IN OUT (try --help)\n", why);
         return 2;
     }
     if (o.into != NULL)
@@ -407,7 +407,7 @@ int main(int argc, char **argv)
                                                     .out = o.out, .force = o.force,
                                                     .strict = o.strict,
                                                     .progress = ck_progress_wanted(stderr,
-                                                                                   o.quiet)});
+                                                                                   o.open.quiet)});
     ck_cli_key_wipe(&o.open);
     return rc;
 }

@@ -40,7 +40,7 @@
 
 typedef struct diff_opts {
     ck_cli_open open;
-    bool json, quiet;
+    bool json;              /* -q is open.quiet: nothing printed, no warning */
     ck_chunk_opts read;     /* -j, --chunk */
 } diff_opts;
 
@@ -432,7 +432,7 @@ static void usage(FILE *f)
             "differ, with the largest absolute and relative difference of their elements.\n"
             "Types compare as the codec reads them: a .ckpt Float32 equals a safetensors F32.\n"
             "  --json                one JSON document instead of lines\n"
-            "  -q                    print nothing: the exit status says it\n"
+            "  -q, --quiet           print nothing, no warning either: the exit status says it\n"
             "  -j N                  threads reading a tensor (default: the online CPUs)\n"
             "  --chunk=SIZE          bytes read at a time per thread and model (default 4M)\n"
             "  --nocrc               do not verify a .ckpt CRC trailer\n"
@@ -441,7 +441,8 @@ static void usage(FILE *f)
             "  -o key_file=PATH      key of an encrypted A or B, one for both (or CKPTFS_KEY_HEX)\n"
             "  -o tmp_max=SIZE       most a zstd model without seek table may take in $TMPDIR\n"
             "  -o strategy=FILE      A and B are distributed checkpoints' directories\n"
-            "  --help, --version\n"
+            "  -o A,B                several -o options at once (a comma in a value: \\,)\n"
+            "  -h, --help; -V, --version\n"
             "A, B: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
             "directory, or with -o strategy a distributed checkpoint's directory; the\n"
             "options apply to both.\n"
@@ -508,8 +509,6 @@ static int own_arg(void *ctx, int argc, char **argv, int *i)
         return took;
     if (strcmp(argv[*i], "--json") == 0)
         o->json = true;
-    else if (strcmp(argv[*i], "-q") == 0)
-        o->quiet = true;
     else
         return 0;
     return 1;
@@ -527,7 +526,7 @@ int main(int argc, char **argv)
     if (got < 0 || path[1] == NULL) {
         if (got == 0)
             fprintf(stderr, PROG ": %s; ", path[0] ? "no B given" : "no A and B given");
-        fprintf(stderr, "usage: " PROG " [OPTIONS] A B (see --help)\n");
+        fprintf(stderr, "usage: " PROG " [OPTIONS] A B (try --help)\n");
         return 2;
     }
     o.open.key_optional = true; /* one key serves A, B or both */
@@ -567,9 +566,9 @@ int main(int argc, char **argv)
         case SAME: c.same++; break;
         }
     }
-    if (rc == 0 && !o.quiet && o.json)
+    if (rc == 0 && !o.open.quiet && o.json)
         rc = print_json(m[0], m[1], path[0], path[1], es, n, &c) < 0 ? 2 : 0;
-    else if (rc == 0 && !o.quiet)
+    else if (rc == 0 && !o.open.quiet)
         print_text(path[0], path[1], es, n, &c);
     if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
         fprintf(stderr, PROG ": cannot write the output: %s\n", strerror(errno));

@@ -139,15 +139,29 @@ static bool is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+#define USAGE "usage: ckptfs-dump [OPTIONS] MODEL | RUN_DIR"
+
 static void usage(FILE *to)
 {
     fprintf(to, "usage: ckptfs-dump [--nocrc] [--no-index] [-o index_dir=DIR] [-o key_file=PATH]\n"
-            "                   [-o tmp_max=SIZE] MODEL\n"
+            "                   [-o tmp_max=SIZE] [-q] MODEL\n"
             "       ckptfs-dump -o strategy=FILE DIST_DIR\n"
             "       ckptfs-dump RUN_DIR/iteration_<N>\n"
             "       ckptfs-dump ONEFLOW_SNAPSHOT_DIR\n"
             "       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n"
-            "       ckptfs-dump --help | --version\n");
+            "       ckptfs-dump -h | --help | -V | --version\n"
+            "-o takes a list, -o a,b (a comma in a value: \\,); -q: no warning.\n");
+}
+
+/* -o settle=SECONDS, ckptfs-dump's own option (ck_cli_args): 1 taken, 0
+ * not it, -1 a bad value. */
+static int own_arg(void *ctx, int argc, char **argv, int *i)
+{
+    const char *v = ck_cli_o_value(argc, argv, *i, "settle");
+    if (v == NULL)
+        return 0;
+    *i += 1;
+    return parse_seconds(v, ctx) < 0 ? -1 : 1;
 }
 
 int main(int argc, char **argv)
@@ -155,29 +169,15 @@ int main(int argc, char **argv)
     ck_cli_open o = {0};
     const char *path = NULL;
     double settle = SETTLE_DEFAULT;
-    bool bad = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--version") == 0) {
-            printf("ckptfs-dump %s\n", CKPTFS_VERSION);
-            return 0;
-        }
-        int took = ck_cli_open_arg(&o, argc, argv, &i);
-        if (took != 0)
-            bad |= took < 0;
-        else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
-                 strncmp(argv[i + 1], "settle=", 7) == 0)
-            bad |= parse_seconds(argv[++i] + 7, &settle) < 0;
-        else if (path == NULL && argv[i][0] != '-')
-            path = argv[i];
-        else
-            bad = true;
-    }
-    if (path == NULL || bad) {
-        usage(stderr);
+    ck_cli_args args = {.prog = "ckptfs-dump", .usage = usage, .open = &o, .own = own_arg,
+                        .ctx = &settle, .pos = &path, .max_pos = 1};
+    int got = ck_cli_read_args(&args, argc, argv);
+    if (got > 0)
+        return 0; /* --help, --version */
+    if (got < 0 || args.n_pos == 0) {
+        if (got == 0)
+            fprintf(stderr, "ckptfs-dump: no MODEL given; ");
+        fprintf(stderr, USAGE " (try --help)\n");
         return 2;
     }
     if (is_dir(path) && !ck_cli_opens_dir(&o, path))

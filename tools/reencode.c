@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../codec/core/model.h"
+#include "cli_open.h"
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
 #include "../export/writer_lock.h"
@@ -50,14 +51,47 @@ static ck_write_tensor *tree(const ck_model *m, bool all, ck_piece **pieces_out)
     return w;
 }
 
+#define USAGE "usage: ckptfs-reencode [--all] MODEL OUT"
+
+static void usage(FILE *to)
+{
+    fprintf(to, USAGE "\n"
+            "Write MODEL again as OUT through ckptfs's encoder, without mounting it: the\n"
+            "tree unchanged (OUT must then equal MODEL), or with --all every tensor\n"
+            "re-encoded.  An encrypted MODEL takes its key from CKPTFS_KEY_HEX.\n"
+            "  -h, --help; -V, --version\n");
+}
+
+/* --all (ck_cli_args): 1 taken, 0 not it. */
+static int own_arg(void *ctx, int argc, char **argv, int *i)
+{
+    (void)argc;
+    if (strcmp(argv[*i], "--all") != 0)
+        return 0;
+    *(bool *)ctx = true;
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
-    bool all = argc == 4 && strcmp(argv[1], "--all") == 0;
-    if (argc != 3 + all) {
-        fprintf(stderr, "usage: ckptfs-reencode [--all] MODEL OUT\n");
+    bool all = false;
+    const char *pos[2] = {NULL, NULL};
+    /* The shared reading (cli_open.h) for -h, -V, `--` and the one-line
+     * errors; none of the options that open a model: the key is
+     * CKPTFS_KEY_HEX's, as the mount's encoder takes it. */
+    ck_cli_args args = {.prog = "ckptfs-reencode", .usage = usage, .own = own_arg, .ctx = &all,
+                        .pos = pos, .max_pos = 2};
+    int got = ck_cli_read_args(&args, argc, argv);
+    if (got > 0)
+        return 0; /* --help, --version */
+    if (got < 0 || args.n_pos < 2) {
+        if (got == 0)
+            fprintf(stderr, "ckptfs-reencode: %s; ",
+                    args.n_pos ? "no OUT given" : "no MODEL and OUT given");
+        fprintf(stderr, USAGE " (try --help)\n");
         return 2;
     }
-    const char *in = argv[1 + all], *out = argv[2 + all];
+    const char *in = pos[0], *out = pos[1];
     ck_error err = {0};
     ck_key key;
     ck_open_opts opts = {.key = &key};

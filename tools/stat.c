@@ -356,7 +356,9 @@ static void usage(FILE *f)
             "  -o key_file=PATH      key of an encrypted model (or CKPTFS_KEY_HEX)\n"
             "  -o tmp_max=SIZE       most a zstd model without seek table may take in $TMPDIR\n"
             "  -o strategy=FILE      MODEL is a distributed checkpoint's directory\n"
-            "  --help, --version\n"
+            "  -o A,B                several -o options at once (a comma in a value: \\,)\n"
+            "  -q, --quiet           no warning (an index that cannot be saved)\n"
+            "  -h, --help; -V, --version\n"
             "MODEL: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
             "directory, or with -o strategy a distributed checkpoint's directory.\n",
             BINS_DEFAULT);
@@ -407,7 +409,7 @@ int main(int argc, char **argv)
         /* One line: what is wrong, then the usage. */
         if (got == 0)
             fprintf(stderr, PROG ": no MODEL given; ");
-        fprintf(stderr, "usage: " PROG " [OPTIONS] MODEL [TENSOR...] (see --help)\n");
+        fprintf(stderr, "usage: " PROG " [OPTIONS] MODEL [TENSOR...] (try --help)\n");
         free(pos);
         return 2;
     }

@@ -15,9 +15,9 @@ DIFF=$BUILD/ckptfs-diff
 CONVERT=$BUILD/ckptfs-convert
 LENET=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
 OTHER=$MS/mindscience_SciAI_example_net_10000.ckpt
-U_STAT="usage: ckptfs-stat [OPTIONS] MODEL [TENSOR...] (see --help)"
-U_DIFF="usage: ckptfs-diff [OPTIONS] A B (see --help)"
-U_CONVERT="usage: ckptfs-convert [OPTIONS] IN OUT (see --help)"
+U_STAT="usage: ckptfs-stat [OPTIONS] MODEL [TENSOR...] (try --help)"
+U_DIFF="usage: ckptfs-diff [OPTIONS] A B (try --help)"
+U_CONVERT="usage: ckptfs-convert [OPTIONS] IN OUT (try --help)"
 
 setup() {
     T=$BATS_TEST_TMPDIR
