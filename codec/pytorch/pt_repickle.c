@@ -511,6 +511,47 @@ static int plain_build(rp *x, const ck_pk_node *n, unsigned depth)
     return 0;
 }
 
+static uint32_t new_storage(rp *x, uint32_t record, uint32_t out);
+static void put_key(rp *x, uint32_t key);
+
+/* A persistent id in a value the tree does not show (a tensor in an
+ * OrderedDict's _metadata, say): its storage is renumbered as the tree's
+ * are, its record copied, or the file would name another storage, or
+ * none.  ('storage', class, key, location, numel), as torch.save writes. */
+static int hidden_storage(rp *x, const ck_pk_node *n, unsigned depth)
+{
+    const ck_pickle *p = x->p;
+    const ck_pk_node *t = nd(x, n->a);
+    uint32_t key = t->kind == CK_PK_TUPLE && t->n == 5 ? ck_pk_item(p, n->a, 2) : NONE;
+    const ck_zip_entry *e = NULL;
+    if (key != NONE && ck_pk_str_is(p, ck_pk_item(p, n->a, 0), "storage") &&
+        nd(x, key)->kind == CK_PK_STR && nd(x, key)->n <= 256 && x->r->zip != NULL) {
+        char name[8 + 256];
+        int nl = snprintf(name, sizeof name, "data/%.*s", (int)nd(x, key)->n,
+                          (const char *)p->buf + nd(x, key)->x);
+        e = ck_zip_find(x->r->zip, name, (size_t)nl);
+    }
+    if (e == NULL || (size_t)(e - x->r->zip->v) >= x->r->n_records)
+        return ck_fail(x->err, EINVAL, "%s: data.pkl: offset %u: a storage in a value the "
+                       "tree does not show that is no record of the archive", x->r->path,
+                       n->off);
+    uint32_t rec = (uint32_t)(e - x->r->zip->v);
+    if (x->key_of_record[rec] == NONE &&
+        (x->key_of_record[rec] = new_storage(x, rec, NONE)) == NONE)
+        return nomem(x);
+    op(x, '(');
+    put_str(x, "storage", 7);
+    if (plain(x, ck_pk_item(p, n->a, 1), depth + 1) < 0)
+        return -1;
+    put_key(x, x->key_of_record[rec]);
+    if (plain(x, ck_pk_item(p, n->a, 3), depth + 1) < 0 ||
+        plain(x, ck_pk_item(p, n->a, 4), depth + 1) < 0)
+        return -1;
+    op(x, 't');
+    op(x, 'Q');
+    return 0;
+}
+
 /* Node id as it was: fetched from the memo when written before; a shared
  * list, dict or set is memoized as soon as it is made (before its items,
  * which may reach it again, as Python's pickler does), any other shared
@@ -552,10 +593,7 @@ static int plain_value(rp *x, uint32_t id, unsigned depth, bool memo)
     case CK_PK_BOOL: op(x, n->x ? 0x88 : 0x89); return 0;
     case CK_PK_GLOBAL: put_global_node(x, id); return 0;
     case CK_PK_PERSID:
-        if (plain(x, n->a, depth + 1) < 0)
-            return -1;
-        op(x, 'Q');
-        return 0;
+        return hidden_storage(x, n, depth);
     case CK_PK_TUPLE:
         tuple_open(x, n->n);
         if (plain_items(x, n, depth) < 0)

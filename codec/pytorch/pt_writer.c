@@ -306,7 +306,8 @@ static int write_new(writer *w)
     unsigned char *buf = NULL;
     ck_pt_out *out = calloc(w->n + 1, sizeof *out);
     ck_pt_repickle rp = {.orig = info ? &pk : NULL, .n_leaves = info ? w->m->index.count : 0,
-                         .n_records = info ? info->z.n : 0, .out = out, .n_out = w->n,
+                         .n_records = info ? info->z.n : 0, .zip = info ? &info->z : NULL,
+                         .out = out, .n_out = w->n,
                          .path = w->m->path};
     char *top = info ? strndup(info->z.top, info->z.top_len) : new_top(w->m->path);
     int rc = out == NULL || top == NULL ? ck_nomem(w->err, w->m->path) : 0;

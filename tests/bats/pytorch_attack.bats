@@ -81,3 +81,14 @@ edit_out() {
     echo "$output"
     [ "$status" -eq 0 ]
 }
+
+@test "a tensor in a value the tree does not show (an OrderedDict's _metadata): a save that renumbers the storages renumbers its key too, its record copied" {
+    attack hidden_tensor
+    mount_fg "$f" "$M" -o rw
+    mv "$M/w" "$M/w2"
+    touch "$M/snapshot_done"
+    unmount "$M"
+    run $PT_ORACLE attack-check hidden_tensor "$T/orig.pt" "$f"
+    echo "$output"
+    [ "$status" -eq 0 ]
+}

@@ -421,6 +421,14 @@ def attack_file(out, case):
                           ("archive/byteorder", b"little", 0, b"", b"", None),
                           ("archive/data/0", f32, 0x08, b"", b"", None),
                           ("archive/version", b"3\n", 0, b"", b"", None)])
+    elif case == "hidden_tensor":
+        # OrderedDict {'w': tensor on data/1} whose _metadata (not shown) is a tensor on
+        # data/0: a save that renumbers the storages must renumber its key too
+        g32 = struct.pack("<4f", 9.0, 8.0, 7.0, 6.0)
+        pkl = (b"\x80\x02ccollections\nOrderedDict\nq\x00)Rq\x01(X\x01\x00\x00\x00w" +
+               tensor_body(key=b"1", m0=2) + b"u}X\x09\x00\x00\x00_metadata" +
+               tensor_body(key=b"0", m0=7) + b"sb.")
+        write_zip(out, pkl, [("0", f32), ("1", g32)])
     else:
         raise SystemExit(f"unknown attack {case}")
     d = torch.load(out, weights_only=True)  # a real file: torch loads it
@@ -428,7 +436,7 @@ def attack_file(out, case):
         raise SystemExit("overlap: torch does not read one set of bytes for both")
 
 
-ATTACKS = ["shared_tuple", "overlap", "no_descriptor"]
+ATTACKS = ["shared_tuple", "overlap", "no_descriptor", "hidden_tensor"]
 
 
 def shared_ok(v, depth):
@@ -465,6 +473,11 @@ def cmd_attack_check(case, orig, saved, new_out):
         want = open(new_out, "rb").read()
         if list(d) != ["w"] or d["w"].numpy().tobytes() != want:
             raise SystemExit("no_descriptor: 'w' is not its edit")
+    elif case == "hidden_tensor":
+        if list(d) != ["w2"] or not torch.equal(d["w2"], o["w"]):
+            raise SystemExit(f"hidden_tensor: the tensors are not as renamed: {list(d)}")
+        if not torch.equal(d._metadata, o._metadata):
+            raise SystemExit(f"hidden_tensor: _metadata is {d._metadata}, was {o._metadata}")
     else:
         raise SystemExit(f"unknown attack {case}")
     print(f"ok {case}")
