@@ -238,6 +238,56 @@ static int check_others(reader *r)
     return 0;
 }
 
+typedef struct span {
+    uint64_t begin, end;        /* its local header to the end of its descriptor */
+    size_t i;
+} span;
+
+static int by_begin(const void *a, const void *b)
+{
+    const span *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/* Every record's bytes, from its local header (name, extra field) through
+ * its data and its data descriptor if it really has one: where that
+ * descriptor's CRC-32 is (a save patches it there, else in the local
+ * header), and whether two records overlap (one's local header hidden in
+ * another's extra field or bytes, say).
+ *
+ * Overlapping records are not refused: torch.load reads them (each
+ * record by its central directory entry), and so does ckptfs.  But a
+ * record's bytes are then not its own, and patching one in place would
+ * change another: such a file is always laid out anew at a save
+ * (pt_writer.c, patchable), every record copied into bytes of its own. */
+static int check_extents(reader *r)
+{
+    ck_pt_info *info = r->info;
+    const ck_zip *z = &info->z;
+    span *v = malloc((z->n ? z->n : 1) * sizeof *v);
+    info->desc_crc = malloc((z->n ? z->n : 1) * sizeof *info->desc_crc);
+    if (v == NULL || info->desc_crc == NULL) {
+        free(v);
+        return ck_nomem(r->err, path_of(r));
+    }
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < z->n; i++) {
+        uint64_t data = 0;
+        v[i] = (span){.begin = z->v[i].header_off, .i = i};
+        rc = data_at(r, &z->v[i], &data);
+        if (rc == 0)
+            rc = ck_zip_extent(r->m->sources[0], path_of(r), z, &z->v[i], data, &v[i].end,
+                               &info->desc_crc[i], r->err);
+    }
+    if (rc == 0 && z->n > 1)
+        qsort(v, z->n, sizeof *v, by_begin);
+    for (size_t k = 1; rc == 0 && k < z->n; k++)
+        if (v[k].begin < v[k - 1].end)
+            info->overlap = true;
+    free(v);
+    return rc;
+}
+
 /* Which tensors are their storage alone: the whole record, row-major, no
  * other tensor on it.  A save may rewrite such a record in place. */
 static int find_alone(reader *r)
@@ -289,6 +339,8 @@ static int pt_open(ck_model *m, const ck_open_opts *o, ck_error *err)
     if (rc == 0)
         rc = check_others(&r);
     if (rc == 0)
+        rc = check_extents(&r);
+    if (rc == 0)
         rc = find_alone(&r);
     if (rc == 0) {
         info->record = r.record; /* the state's now */
@@ -306,6 +358,7 @@ static void pt_free_state(void *state)
         return;
     ck_zip_free(&info->z);
     free(info->data_off);
+    free(info->desc_crc);
     free(info->record);
     free(info->alone);
     free(info);

@@ -30,6 +30,10 @@ extern const ck_format ck_format_pytorch;
 typedef struct ck_pt_info {
     ck_zip z;                   /* the archive's central directory */
     uint64_t *data_off;         /* each record's bytes in the file (UINT64_MAX: unread) */
+    uint64_t *desc_crc;         /* each record's data descriptor's CRC-32 field, or
+                                 * UINT64_MAX: none (its CRC is its local header's) */
+    bool overlap;               /* two records' bytes overlap (pt_reader.c, check_extents):
+                                 * a save never patches the file in place */
     uint32_t *record;           /* tensor id -> its storage's record in z.v (UINT32_MAX:
                                  * a number) */
     uint8_t *alone;             /* tensor id -> 1: it is its storage, whole and row-major,

@@ -9,8 +9,14 @@
  * values (PROTO, EMPTY_DICT/LIST/TUPLE, MARK, SETITEMS and APPENDS in
  * batches of 1000, TUPLE1-3, BININT1/BININT2/BININT/LONG1, BINFLOAT,
  * BINUNICODE, GLOBAL, REDUCE/NEWOBJ, BUILD, BINPERSID, NEWTRUE/NEWFALSE,
- * NONE), without memo: every value is written where it is used, which
- * loads to the same state dict.
+ * NONE).  A value the tree does not show is written as it was, and one
+ * reached more than once (the original's memo: BINGET of one tuple, say)
+ * is written once, put in the memo (BINPUT/LONG_BINPUT) and fetched
+ * again (BINGET/LONG_BINGET) wherever else it is used, as Python's pickler
+ * does: the sharing is kept, and the new pickle grows with the original's
+ * nodes, not with the paths through them (a tuple of one tuple twice, 40
+ * deep, is 2^40 paths).  The tree's containers and tensors are written
+ * where the tree has them (the reader's walk bounds their visits).
  */
 #define _GNU_SOURCE
 #include "pt_repickle.h"
@@ -60,6 +66,9 @@ typedef struct rp {
     size_t *insert_key_len;
     bool *placed;               /* per tensor: in an original leaf's place */
     uint32_t *key_of_record;    /* an original record's new storage, or NONE */
+    uint32_t *refs;             /* per node of the original: how many references it has */
+    uint32_t *memo;             /* per node: 1 + its memo index once written, or 0 */
+    uint32_t n_memo;
     char *path;                 /* the current container's name */
     size_t path_len, path_cap;
     ck_wbuf *b;
@@ -383,7 +392,82 @@ static void put_ordered_dict(rp *x)
 
 /* ---- values as they were ------------------------------------------------- */
 
+/* Every node's references in the original (a cell's key and value, a
+ * call's global, arguments and state, a persistent id, an OrderedDict's
+ * _metadata): a node with more than one is written once, then fetched
+ * from the memo. */
+static int count_refs(rp *x)
+{
+    const ck_pickle *p = x->p;
+    x->refs = calloc(p->n_nodes ? p->n_nodes : 1, sizeof *x->refs);
+    x->memo = calloc(p->n_nodes ? p->n_nodes : 1, sizeof *x->memo);
+    if (x->refs == NULL || x->memo == NULL)
+        return nomem(x);
+#define REF(id) do { if ((id) != NONE && (id) < p->n_nodes && x->refs[id] < UINT32_MAX) \
+                         x->refs[id]++; } while (0)
+    for (size_t i = 0; i < p->n_cells; i++) {
+        REF(p->cells[i].key);
+        REF(p->cells[i].val);
+    }
+    for (size_t i = 0; i < p->n_nodes; i++) {
+        const ck_pk_node *n = &p->nodes[i];
+        if (n->kind == CK_PK_CALL) {
+            REF(n->g);
+            REF(n->a);
+            REF(n->b);
+        } else if (n->kind == CK_PK_PERSID) {
+            REF(n->a);
+        } else if (n->kind == CK_PK_DICT && (n->flag & CK_PK_BUILT)) {
+            REF((uint32_t)n->x);
+        } else if (n->kind == CK_PK_DICT && (n->flag & CK_PK_ORDERED)) {
+            REF(n->g);
+        }
+    }
+#undef REF
+    return 0;
+}
+
+/* Whether node id is shared and of a kind Python's pickler memoizes. */
+static bool memoized(const rp *x, uint32_t id)
+{
+    if (x->refs == NULL || x->refs[id] < 2)
+        return false;
+    switch (nd(x, id)->kind) {
+    case CK_PK_STR: case CK_PK_TUPLE: case CK_PK_LIST: case CK_PK_DICT: case CK_PK_SET:
+    case CK_PK_CALL: case CK_PK_PERSID:
+        return true;
+    }
+    return false;
+}
+
+/* The value on top of the stack is node id: put in the next memo slot. */
+static void memo_put(rp *x, uint32_t id)
+{
+    uint32_t i = x->n_memo++;
+    x->memo[id] = i + 1;
+    if (i < 256) {
+        op(x, 'q');
+        op(x, (unsigned char)i);
+    } else {
+        op(x, 'r');
+        ck_wbuf_u32(x->b, i);
+    }
+}
+
+static void memo_get(rp *x, uint32_t id)
+{
+    uint32_t i = x->memo[id] - 1;
+    if (i < 256) {
+        op(x, 'h');
+        op(x, (unsigned char)i);
+    } else {
+        op(x, 'j');
+        ck_wbuf_u32(x->b, i);
+    }
+}
+
 static int plain(rp *x, uint32_t id, unsigned depth);
+static int plain_value(rp *x, uint32_t id, unsigned depth, bool memo);
 
 static int plain_items(rp *x, const ck_pk_node *c, unsigned depth)
 {
@@ -427,7 +511,69 @@ static int plain_build(rp *x, const ck_pk_node *n, unsigned depth)
     return 0;
 }
 
+static uint32_t new_storage(rp *x, uint32_t record, uint32_t out);
+static void put_key(rp *x, uint32_t key);
+
+/* A persistent id in a value the tree does not show (a tensor in an
+ * OrderedDict's _metadata, say): its storage is renumbered as the tree's
+ * are, its record copied, or the file would name another storage, or
+ * none.  ('storage', class, key, location, numel), as torch.save writes. */
+static int hidden_storage(rp *x, const ck_pk_node *n, unsigned depth)
+{
+    const ck_pickle *p = x->p;
+    const ck_pk_node *t = nd(x, n->a);
+    uint32_t key = t->kind == CK_PK_TUPLE && t->n == 5 ? ck_pk_item(p, n->a, 2) : NONE;
+    const ck_zip_entry *e = NULL;
+    if (key != NONE && ck_pk_str_is(p, ck_pk_item(p, n->a, 0), "storage") &&
+        nd(x, key)->kind == CK_PK_STR && nd(x, key)->n <= 256 && x->r->zip != NULL) {
+        char name[8 + 256];
+        int nl = snprintf(name, sizeof name, "data/%.*s", (int)nd(x, key)->n,
+                          (const char *)p->buf + nd(x, key)->x);
+        e = ck_zip_find(x->r->zip, name, (size_t)nl);
+    }
+    if (e == NULL || (size_t)(e - x->r->zip->v) >= x->r->n_records)
+        return ck_fail(x->err, EINVAL, "%s: data.pkl: offset %u: a storage in a value the "
+                       "tree does not show that is no record of the archive", x->r->path,
+                       n->off);
+    uint32_t rec = (uint32_t)(e - x->r->zip->v);
+    if (x->key_of_record[rec] == NONE &&
+        (x->key_of_record[rec] = new_storage(x, rec, NONE)) == NONE)
+        return nomem(x);
+    op(x, '(');
+    put_str(x, "storage", 7);
+    if (plain(x, ck_pk_item(p, n->a, 1), depth + 1) < 0)
+        return -1;
+    put_key(x, x->key_of_record[rec]);
+    if (plain(x, ck_pk_item(p, n->a, 3), depth + 1) < 0 ||
+        plain(x, ck_pk_item(p, n->a, 4), depth + 1) < 0)
+        return -1;
+    op(x, 't');
+    op(x, 'Q');
+    return 0;
+}
+
+/* Node id as it was: fetched from the memo when written before; a shared
+ * list, dict or set is memoized as soon as it is made (before its items,
+ * which may reach it again, as Python's pickler does), any other shared
+ * value once whole. */
 static int plain(rp *x, uint32_t id, unsigned depth)
+{
+    if (x->b->failed) /* past the bytes ckptfs reads back: stop here, not at the end */
+        return ck_fail(x->err, EFBIG, "%s: the new data.pkl would pass the %u bytes ckptfs "
+                       "reads", x->r->path, CK_PT_PICKLE_MAX_BYTES);
+    if (x->memo != NULL && x->memo[id] != 0) {
+        memo_get(x, id);
+        return 0;
+    }
+    bool memo = memoized(x, id);
+    if (plain_value(x, id, depth, memo) < 0)
+        return -1;
+    if (memo && x->memo[id] == 0)
+        memo_put(x, id);
+    return 0;
+}
+
+static int plain_value(rp *x, uint32_t id, unsigned depth, bool memo)
 {
     const ck_pk_node *n = nd(x, id);
     unsigned char bits[8];
@@ -447,20 +593,27 @@ static int plain(rp *x, uint32_t id, unsigned depth)
     case CK_PK_BOOL: op(x, n->x ? 0x88 : 0x89); return 0;
     case CK_PK_GLOBAL: put_global_node(x, id); return 0;
     case CK_PK_PERSID:
-        if (plain(x, n->a, depth + 1) < 0)
-            return -1;
-        op(x, 'Q');
-        return 0;
+        return hidden_storage(x, n, depth);
     case CK_PK_TUPLE:
         tuple_open(x, n->n);
         if (plain_items(x, n, depth) < 0)
             return -1;
         tuple_close(x, n->n);
         return 0;
-    case CK_PK_LIST: op(x, ']'); return plain_items(x, n, depth);
-    case CK_PK_SET: op(x, 0x8f); return plain_items(x, n, depth);
+    case CK_PK_LIST:
+        op(x, ']');
+        if (memo)
+            memo_put(x, id);
+        return plain_items(x, n, depth);
+    case CK_PK_SET:
+        op(x, 0x8f);
+        if (memo)
+            memo_put(x, id);
+        return plain_items(x, n, depth);
     case CK_PK_DICT:
         plain_dict_open(x, n);
+        if (memo)
+            memo_put(x, id);
         return plain_items(x, n, depth) < 0 ? -1 : plain_build(x, n, depth);
     case CK_PK_CALL:
         put_global_node(x, n->g);
@@ -777,6 +930,8 @@ int ck_pt_repickle_run(ck_pt_repickle *r, ck_error *err)
     x.key_of_record = malloc((r->n_records ? r->n_records : 1) * sizeof *x.key_of_record);
     int rc = x.leaves && x.next_insert && x.insert_key && x.insert_key_len && x.placed &&
                      x.key_of_record ? 0 : nomem(&x);
+    if (rc == 0 && r->orig != NULL)
+        rc = count_refs(&x);
     for (size_t k = 0; rc == 0 && k < r->n_records; k++)
         x.key_of_record[k] = NONE;
     if (rc == 0)
@@ -798,6 +953,8 @@ int ck_pt_repickle_run(ck_pt_repickle *r, ck_error *err)
     free(x.insert_key_len);
     free(x.placed);
     free(x.key_of_record);
+    free(x.refs);
+    free(x.memo);
     free(x.path);
     ck_name_map_free(&x.names);
     ck_name_map_free(&x.inserts);

@@ -32,6 +32,7 @@
 #include "../core/ck_error.h"
 #include "../core/dtype.h"
 #include "../pickle/pickle_vm.h"
+#include "pt_zip.h"
 
 #define CK_PT_NONE UINT32_MAX
 
@@ -58,6 +59,9 @@ typedef struct ck_pt_repickle {
     const ck_pickle *orig;      /* the original data.pkl's value (NULL: a new file) */
     size_t n_leaves;            /* its leaves: the model's tensors */
     size_t n_records;           /* the original archive's records */
+    const ck_zip *zip;          /* that archive: the records of storages named in values
+                                 * the tree does not show (an OrderedDict's _metadata may
+                                 * hold a tensor) are found by name in it */
     const ck_pt_out *out;
     size_t n_out;
     const char *path;           /* the model, for messages */

@@ -49,7 +49,7 @@ static bool same_shape(const ck_write_tensor *t, const ck_tensor *o)
 static bool patchable(const writer *w)
 {
     const ck_index *ix = &w->m->index;
-    if (w->info == NULL || w->n != ix->n_live)
+    if (w->info == NULL || w->info->overlap || w->n != ix->n_live)
         return false;
     for (size_t i = 0; i < w->n; i++) {
         const ck_write_tensor *t = &w->tensors[i];
@@ -102,25 +102,26 @@ static int add_patch(writer *w, patch p)
     return 0;
 }
 
-/* Tensor t's record: its bytes, and its CRC where the file keeps it. */
+/* Tensor t's record: its bytes, and its CRC where the file keeps it: the
+ * central directory, the data descriptor when the reader found one
+ * (pt_reader.c, check_extents), and the local header when there is none,
+ * or when it holds the CRC beside the descriptor. */
 static int patch_record(writer *w, const ck_write_tensor *t)
 {
     uint32_t k = w->info->record[t->orig_id], crc = 0;
     const ck_zip_entry *e = &w->info->z.v[k];
-    uint64_t data = w->info->data_off[k], end = data + e->size;
+    uint64_t data = w->info->data_off[k], desc = w->info->desc_crc[k];
     if (crc_of(w, t, &crc) < 0 ||
         add_patch(w, (patch){.at = data, .len = e->size, .w = t}) < 0 ||
         add_patch(w, (patch){.at = e->central_off + CK_ZIP_CENTRAL_CRC, .len = 4, .crc = crc}) < 0)
         return -1;
-    if (!(e->flags & CK_ZIP_DESCRIPTOR))
-        return add_patch(w, (patch){.at = e->header_off + CK_ZIP_LOCAL_CRC, .len = 4,
-                                    .crc = crc});
-    /* The descriptor: its signature is optional (APPNOTE 4.3.9.3). */
-    unsigned char sig[4];
-    if (ck_source_read(w->m->sources[0], sig, 4, end, w->err) < 0)
+    unsigned char local[4];
+    if (ck_source_read(w->m->sources[0], local, 4, e->header_off + CK_ZIP_LOCAL_CRC, w->err) < 0)
         return -1;
-    uint64_t at = end + (ck_le32(sig) == CK_ZIP_DESCRIPTOR_SIG ? 4 : 0);
-    return add_patch(w, (patch){.at = at, .len = 4, .crc = crc});
+    if ((desc == UINT64_MAX || (e->crc != 0 && ck_le32(local) == e->crc)) &&
+        add_patch(w, (patch){.at = e->header_off + CK_ZIP_LOCAL_CRC, .len = 4, .crc = crc}) < 0)
+        return -1;
+    return desc == UINT64_MAX ? 0 : add_patch(w, (patch){.at = desc, .len = 4, .crc = crc});
 }
 
 static int by_place(const void *a, const void *b)
@@ -305,7 +306,8 @@ static int write_new(writer *w)
     unsigned char *buf = NULL;
     ck_pt_out *out = calloc(w->n + 1, sizeof *out);
     ck_pt_repickle rp = {.orig = info ? &pk : NULL, .n_leaves = info ? w->m->index.count : 0,
-                         .n_records = info ? info->z.n : 0, .out = out, .n_out = w->n,
+                         .n_records = info ? info->z.n : 0, .zip = info ? &info->z : NULL,
+                         .out = out, .n_out = w->n,
                          .path = w->m->path};
     char *top = info ? strndup(info->z.top, info->z.top_len) : new_top(w->m->path);
     int rc = out == NULL || top == NULL ? ck_nomem(w->err, w->m->path) : 0;

@@ -316,6 +316,47 @@ int ck_zip_data(ck_source *src, const char *file, const ck_zip *z, const ck_zip_
     return rc;
 }
 
+int ck_zip_extent(ck_source *src, const char *file, const ck_zip *z, const ck_zip_entry *e,
+                  uint64_t data, uint64_t *end, uint64_t *desc_crc, ck_error *err)
+{
+    uint64_t after = data + e->size; /* local_header: at most z->cd_off */
+    *end = after;
+    *desc_crc = UINT64_MAX;
+    if (!(e->flags & CK_ZIP_DESCRIPTOR) || after > z->cd_off)
+        return 0;
+    /* 16 bytes first (the classic descriptor, signed, or unsigned with
+     * room to spare), 24 only when ZIP64's might be there: no byte past a
+     * descriptor is read for nothing. */
+    static const struct { unsigned sig, wide; } form[] = {{4, 4}, {0, 4}, {4, 8}, {0, 8}};
+    unsigned char b[24] = {0};
+    uint64_t room = z->cd_off - after;
+    size_t have = 0;
+    for (size_t f = 0; f < sizeof form / sizeof *form; f++) {
+        size_t s = form[f].sig, w = form[f].wide, len = s + 4 + 2 * w;
+        size_t want = len <= 16 ? 16 : 24;
+        if (want > room)
+            want = (size_t)room;
+        if (len > want)
+            continue;
+        if (want > have) {
+            if (ck_source_read(src, b + have, want - have, after + have, err) < 0)
+                return -1;
+            have = want;
+        }
+        if ((s && ck_le32(b) != CK_ZIP_DESCRIPTOR_SIG) || ck_le32(b + s) != e->crc)
+            continue;
+        uint64_t cs = w == 8 ? ck_le64(b + s + 4) : ck_le32(b + s + 4);
+        uint64_t us = w == 8 ? ck_le64(b + s + 4 + w) : ck_le32(b + s + 4 + w);
+        if (cs != e->size || us != e->size)
+            continue;
+        *end = after + len;
+        *desc_crc = after + s;
+        return 0;
+    }
+    (void)file;
+    return 0;
+}
+
 int ck_zip_check_byteorder(const unsigned char *b, size_t n, const char *file, ck_error *err)
 {
     if (b == NULL || (n == 6 && memcmp(b, "little", 6) == 0))

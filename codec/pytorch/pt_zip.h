@@ -65,6 +65,16 @@ const ck_zip_entry *ck_zip_find(const ck_zip *z, const char *name, size_t len);
 int ck_zip_data(ck_source *src, const char *file, const ck_zip *z, const ck_zip_entry *e,
                 uint64_t *off, ck_error *err);
 
+/* Where record e (its bytes at data, as ck_zip_data found them) ends, and
+ * where the CRC-32 of a data descriptor after its bytes is.  A record
+ * flagged (bit 3) as followed by a descriptor is checked for one: with or
+ * without its signature (APPNOTE 4.3.9.3), CRC-32 and sizes of 4 or 8
+ * bytes each (4.3.9.2, ZIP64), agreeing with the central directory.  None
+ * there (or no flag): *end is the end of its bytes and *desc_crc
+ * UINT64_MAX, the CRC-32 is its local header's alone. */
+int ck_zip_extent(ck_source *src, const char *file, const ck_zip *z, const ck_zip_entry *e,
+                  uint64_t data, uint64_t *end, uint64_t *desc_crc, ck_error *err);
+
 /* A torch.save archive's byteorder record (n bytes at b; NULL: absent,
  * as in files before PyTorch 1.10) says "little": 0, else -1 with ENOTSUP
  * naming file. */

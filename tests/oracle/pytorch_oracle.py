@@ -19,6 +19,10 @@ The meta text, directory-name escaping and tree checks are ckpt_oracle's.
     /usr/bin/python3 pytorch_oracle.py zip64 IN OUT    (IN's records rewritten by Python's
                                                         zipfile with every ZIP64 structure)
     /usr/bin/python3 pytorch_oracle.py bad-all DIR   (every bad case as DIR/bad-CASE.pt; prints CASE<TAB>what the refusal names)
+    /usr/bin/python3 pytorch_oracle.py attack-all DIR  (every file of issue 39's attacks on the
+                                  save path as DIR/attack-CASE.pt, byte by byte; torch loads each)
+    /usr/bin/python3 pytorch_oracle.py attack-check CASE ORIG SAVED [NEW_OUT]
+                                  (SAVED is ORIG after that case's edit, as it must be)
     /usr/bin/python3 pytorch_oracle.py edit-check ORIG SAVED NAME NEW_OUT [--trusted]
                                   (SAVED is ORIG with NAME's values NEW_OUT, in place)
 
@@ -337,6 +341,149 @@ BAD_CASES += ["global:" + g for g in (
 
 
 # ---------------------------------------------------------------------------------------
+# Attacks on the save path (issue 39): files torch loads (weights_only) whose saves went
+# wrong.  Each is a real file: written byte by byte, loaded by torch here.
+# ---------------------------------------------------------------------------------------
+
+
+def zip_by_hand(out, records, tail=b""):
+    """A ZIP archive of stored records, each (name, data, flags, local extra, after, offset):
+    after is the bytes that follow its data (a data descriptor, or nothing); offset, when
+    not None, is where its central directory entry says its local header is (the caller
+    has put that header there); else its header is written here.  tail: bytes before the
+    central directory."""
+    body, central = bytearray(), bytearray()
+    for name, data, flags, extra, after, at in records:
+        name = name.encode()
+        crc = zipfile.crc32(data)
+        if at is None:
+            at = len(body)
+            body += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, flags, 0, 0, 0x21, crc,
+                                len(data), len(data), len(name), len(extra))
+            body += name + extra + data + after
+        central += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, flags, 0, 0, 0x21,
+                               crc, len(data), len(data), len(name), 0, 0, 0, 0, 0, at) + name
+    body += tail
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(records), len(records), len(central),
+                      len(body), 0)
+    with open(out, "wb") as f:
+        f.write(bytes(body) + bytes(central) + end)
+
+
+def local_header(name, data, flags=0, extra=b""):
+    return struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, flags, 0, 0, 0x21, zipfile.crc32(data),
+                       len(data), len(data), len(name), len(extra)) + name.encode() + extra
+
+
+SHARED_DEPTH = 40
+
+
+def shared_tuple_pickle():
+    """OrderedDict {'w': tensor} whose _metadata (BUILD: a value the tree does not show) is
+    one tuple referenced twice per level (BINGET), SHARED_DEPTH deep: 2^40 paths, 40 nodes."""
+    m = 7  # tensor_body(m0=2) puts 2..6
+    t = b")q" + bytes([m])
+    for i in range(SHARED_DEPTH):
+        t += b"h" + bytes([m + i]) + b"\x86q" + bytes([m + i + 1])  # (t, t): t on the stack
+    return (b"\x80\x02ccollections\nOrderedDict\nq\x00)Rq\x01(X\x01\x00\x00\x00w" +
+            tensor_body(m0=2) + b"u}X\x09\x00\x00\x00_metadata" + t + b"sb.")
+
+
+def attack_file(out, case):
+    f32 = struct.pack("<4f", 1.5, -2.0, 3.25, 4.0)
+    if case == "shared_tuple":
+        write_zip(out, shared_tuple_pickle(), [("0", f32)])
+    elif case == "overlap":
+        # 'a' and 'b' are records data/0 and data/1; data/1's local header is hidden at the
+        # end of data/0's extra field, so that data/1's bytes are data/0's
+        pkl = (b"\x80\x02}q\x00(X\x01\x00\x00\x00a" + tensor_body(key=b"0", m0=1) +
+               b"X\x01\x00\x00\x00b" + tensor_body(key=b"1", m0=6) + b"u.")
+        hidden = local_header("archive/data/1", f32)
+        extra = struct.pack("<HH", 0xCAFE, len(hidden)) + hidden
+        head = local_header("archive/data.pkl", pkl) + pkl
+        head += local_header("archive/byteorder", b"little") + b"little"
+        a_at = len(head)
+        b_at = a_at + 30 + len("archive/data/0") + 4
+        zip_by_hand(out, [("archive/data.pkl", pkl, 0, b"", b"", None),
+                          ("archive/byteorder", b"little", 0, b"", b"", None),
+                          ("archive/data/0", f32, 0, extra, b"", None),
+                          ("archive/data/1", f32, 0, b"", b"", b_at),
+                          ("archive/version", b"3\n", 0, b"", b"", None)])
+        with open(out, "rb") as f:
+            raw = f.read()
+        if raw[a_at:b_at] == raw[b_at:b_at] or raw[b_at:b_at + 4] != b"PK\x03\x04":
+            raise SystemExit("overlap: the hidden header is not where it should be")
+    elif case == "no_descriptor":
+        # data/0 flagged (bit 3) as followed by a data descriptor that is not there: its
+        # CRC and sizes are in its local header, the next record's header follows its bytes
+        pkl = tensor_pickle()
+        zip_by_hand(out, [("archive/data.pkl", pkl, 0, b"", b"", None),
+                          ("archive/byteorder", b"little", 0, b"", b"", None),
+                          ("archive/data/0", f32, 0x08, b"", b"", None),
+                          ("archive/version", b"3\n", 0, b"", b"", None)])
+    elif case == "hidden_tensor":
+        # OrderedDict {'w': tensor on data/1} whose _metadata (not shown) is a tensor on
+        # data/0: a save that renumbers the storages must renumber its key too
+        g32 = struct.pack("<4f", 9.0, 8.0, 7.0, 6.0)
+        pkl = (b"\x80\x02ccollections\nOrderedDict\nq\x00)Rq\x01(X\x01\x00\x00\x00w" +
+               tensor_body(key=b"1", m0=2) + b"u}X\x09\x00\x00\x00_metadata" +
+               tensor_body(key=b"0", m0=7) + b"sb.")
+        write_zip(out, pkl, [("0", f32), ("1", g32)])
+    else:
+        raise SystemExit(f"unknown attack {case}")
+    d = torch.load(out, weights_only=True)  # a real file: torch loads it
+    if case == "overlap" and not torch.equal(d["a"], d["b"]):
+        raise SystemExit("overlap: torch does not read one set of bytes for both")
+
+
+ATTACKS = ["shared_tuple", "overlap", "no_descriptor", "hidden_tensor"]
+
+
+def shared_ok(v, depth):
+    """v is the shared tuple of that depth: equal, and its two items one object."""
+    for _ in range(depth):
+        if not isinstance(v, tuple) or len(v) != 2 or v[0] is not v[1]:
+            return False
+        v = v[0]
+    return v == ()
+
+
+def cmd_attack_check(case, orig, saved, new_out):
+    o, d = (torch.load(p, weights_only=True) for p in (orig, saved))
+    with zipfile.ZipFile(saved) as z:
+        if z.testzip() is not None:
+            raise SystemExit(f"zipfile: bad CRC-32 in {z.testzip()}")
+        pkl = [i for i in z.infolist() if i.filename.endswith("/data.pkl")][0]
+    if case == "shared_tuple":
+        # the rename (w -> w2) laid the file out again; the hidden value is kept, shared
+        if list(d) != ["w2"] or not torch.equal(d["w2"], o["w"]):
+            raise SystemExit(f"shared_tuple: the tensors are not as renamed: {list(d)}")
+        # (== of two such values walks 2^40 paths: their structure is checked instead)
+        if not shared_ok(o._metadata, SHARED_DEPTH) or not shared_ok(d._metadata, SHARED_DEPTH):
+            raise SystemExit("shared_tuple: _metadata is not the shared tuple it was")
+        if pkl.file_size > 4096:  # linear in the original's ~600 bytes, not 2^40
+            raise SystemExit(f"shared_tuple: data.pkl is {pkl.file_size} bytes")
+    elif case == "overlap":
+        want = open(new_out, "rb").read()
+        if d["a"].numpy().tobytes() != want:
+            raise SystemExit("overlap: 'a' is not its edit")
+        if not torch.equal(d["b"], o["b"]):
+            raise SystemExit("overlap: 'b' changed with 'a'")
+    elif case == "no_descriptor":
+        want = open(new_out, "rb").read()
+        if list(d) != ["w"] or d["w"].numpy().tobytes() != want:
+            raise SystemExit("no_descriptor: 'w' is not its edit")
+    elif case == "hidden_tensor":
+        if list(d) != ["w2"] or not torch.equal(d["w2"], o["w"]):
+            raise SystemExit(f"hidden_tensor: the tensors are not as renamed: {list(d)}")
+        if not torch.equal(d._metadata, o._metadata):
+            raise SystemExit(f"hidden_tensor: _metadata is {d._metadata}, was {o._metadata}")
+    else:
+        raise SystemExit(f"unknown attack {case}")
+    print(f"ok {case}")
+
+
+# ---------------------------------------------------------------------------------------
 # Checks.
 # ---------------------------------------------------------------------------------------
 
@@ -473,6 +620,13 @@ def main(argv=None):
     sub.add_parser("bad-cases")
     p = sub.add_parser("bad-all", help="every bad case as DIR/bad-CASE.pt; prints CASE<TAB>message")
     p.add_argument("dir")
+    p = sub.add_parser("attack-all", help="every attack as DIR/attack-CASE.pt")
+    p.add_argument("dir")
+    p = sub.add_parser("attack-check")
+    p.add_argument("case", choices=ATTACKS)
+    p.add_argument("orig")
+    p.add_argument("saved")
+    p.add_argument("new_out", nargs="?")
     p = sub.add_parser("edit-check")
     p.add_argument("orig")
     p.add_argument("saved")
@@ -499,6 +653,12 @@ def main(argv=None):
         cmd_overhead(a.file)
     elif a.cmd == "edit-check":
         cmd_edit_check(a.orig, a.saved, a.name, a.new_out, a.trusted)
+    elif a.cmd == "attack-all":  # one process: importing torch costs seconds
+        for c in ATTACKS:
+            attack_file(os.path.join(a.dir, "attack-%s.pt" % c), c)
+            print(c)
+    elif a.cmd == "attack-check":
+        cmd_attack_check(a.case, a.orig, a.saved, a.new_out)
     elif a.cmd == "bad-cases":
         print(" ".join(BAD_CASES))
     elif a.cmd == "bad-all":  # one process: importing torch costs seconds
