@@ -834,6 +834,45 @@ static int validate(const tree *tr, const entry *e, ck_error *err)
     return 0;
 }
 
+/* Every entry that blocks the save, named in one line: a user fixing
+ * the first would otherwise learn of the next only at the next save.
+ * One refusal reads as validate() says it; several are joined, as many
+ * as the line holds, and counted. */
+static int validate_all(const tree *tr, ck_error *err)
+{
+    static const char tail[] = "; nothing was saved";
+    const char *path = tr->model->path;
+    size_t plen = strlen(path), n_bad = 0, shown = 0;
+    char joined[CK_ERROR_MSG_MAX] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < tr->n_entries; i++) {
+        ck_error one = {0};
+        if (tr->entries[i].deleted || validate(tr, &tr->entries[i], &one) == 0)
+            continue;
+        if (n_bad++ == 0)
+            *err = one;
+        /* "PATH: tensor ...; nothing was saved" -> "tensor ..." */
+        const char *m = one.msg;
+        size_t mlen = strlen(m);
+        if (mlen > plen + 2 && strncmp(m, path, plen) == 0 && m[plen] == ':')
+            m += plen + 2, mlen -= plen + 2;
+        if (mlen >= sizeof tail - 1 && strcmp(m + mlen - (sizeof tail - 1), tail) == 0)
+            mlen -= sizeof tail - 1;
+        if (len + mlen + 2 + 64 + plen + sizeof tail >= sizeof joined)
+            continue; /* counted, not shown */
+        len += (size_t)snprintf(joined + len, sizeof joined - len, "%s%.*s", shown ? "; " : "",
+                                (int)mlen, m);
+        shown++;
+    }
+    if (n_bad <= 1)
+        return n_bad == 0 ? 0 : -1;
+    if (shown < n_bad)
+        return ck_fail(err, EINVAL, "%s: %zu tensors block the save: %s; and %zu more%s", path,
+                       n_bad, joined, n_bad - shown, tail);
+    return ck_fail(err, EINVAL, "%s: %zu tensors block the save: %s%s", path, n_bad, joined,
+                   tail);
+}
+
 /* ---- saving ----
  *
  * tree_save_begin copies what the encoder needs (names, shapes, where the
@@ -970,9 +1009,8 @@ static int save_begin(tree *tr, tree_save **out, bool make_file, names_plan *pla
 {
     if (plan_names(tr, plan, err) < 0)
         return -1;
-    for (size_t i = 0; i < tr->n_entries; i++)
-        if (!tr->entries[i].deleted && validate(tr, &tr->entries[i], err) < 0)
-            return -1;
+    if (validate_all(tr, err) < 0)
+        return -1;
     if (plan->listed != NULL && apply_names(tr, plan, err) < 0)
         return -1;
     if (!to_save(tr, make_file))

@@ -290,3 +290,25 @@ tags_of() {
 for e in json.load(sys.stdin):
     print(e["tag"], e["dims"], e["sha256"])'
 }
+
+@test "a save blocked by two tensors names both: the daemon's line, user.ckptfs.last_error, ckptfs-umount" {
+    mount_fg "$F" "$M" -o rw,commit=manual
+    head -c 3 /dev/zero >"$M/linear2.bias/out"
+    rm "$M/linear1.bias/out"
+    run touch "$M/snapshot_done"
+    [ "$status" -ne 0 ]
+    both="2 tensors block the save: tensor 'linear1.bias' has no out; tensor 'linear2.bias': out is 3 bytes but meta [5] kFloat needs 20; nothing was saved"
+    grep -qF "$F: $both" "$BATS_TEST_TMPDIR/daemon.log"
+    getfattr --only-values -n user.ckptfs.last_error "$M" | grep -qF "$both"
+    run "$BUILD/ckptfs-umount" "$M"
+    [ "$status" -eq 1 ]
+    [[ $output == *"$both"* ]]
+    mountpoint -q "$M"
+    head -c 20 /dev/zero >"$M/linear2.bias/out"
+    head -c 24 /dev/zero >"$M/linear1.bias/out"
+    "$BUILD/ckptfs-umount" "$M"
+    : >"$BATS_TEST_TMPDIR/mounts"
+    run tags
+    [ "${lines[1]}" = "linear1.bias [6] $(head -c 24 /dev/zero | sha256sum | cut -c1-16)" ]
+    [ "${lines[3]}" = "linear2.bias [5] $(head -c 20 /dev/zero | sha256sum | cut -c1-16)" ]
+}
