@@ -711,8 +711,10 @@ int entry_meta_begin(tree *tr, entry *e, bool truncate, ck_error *err)
             return ck_nomem(err, tr->model->path);
         ed->meta_len = entry_meta_text(tr, e, ed->meta_buf, TREE_META_MAX);
     }
-    if (truncate)
+    if (truncate) {
         ed->meta_len = 0;
+        ed->meta_refused = false;
+    }
     return 0;
 }
 
@@ -723,11 +725,34 @@ int entry_meta_write(entry *e, const void *buf, size_t size, uint64_t off, ck_er
         return ck_fail(err, EBADF, "meta is not open for writing");
     if (off > TREE_META_MAX || size > TREE_META_MAX - off)
         return ck_fail(err, EFBIG, "meta longer than %d bytes", TREE_META_MAX);
+    if (ed->meta_refused)
+        return ck_fail(err, EINVAL, "an earlier write to this meta was refused; write it again "
+                       "from the start (O_TRUNC)");
+    /* Text written from the start on (no hole) is judged as it comes: a
+     * write no later write could mend is refused, so that `echo bad >
+     * meta` fails where the shell sees it (shells ignore close).  A write
+     * past the end is judged at the close only. */
+    bool judged = off <= ed->meta_len;
+    size_t old_len = ed->meta_len;
+    char *old = judged ? malloc(size ? size : 1) : NULL;
+    if (judged && old == NULL)
+        return ck_fail(err, ENOMEM, "out of memory");
+    if (judged)
+        memcpy(old, ed->meta_buf + off, off + size <= old_len ? size : old_len - off);
     if (off > ed->meta_len)
         memset(ed->meta_buf + ed->meta_len, 0, off - ed->meta_len);
     memcpy(ed->meta_buf + off, buf, size);
     if (off + size > ed->meta_len)
         ed->meta_len = off + size;
+    ck_error why;
+    if (judged && ck_meta_prefix_check(ed->meta_buf, ed->meta_len, &why) < 0) {
+        memcpy(ed->meta_buf + off, old, off + size <= old_len ? size : old_len - off);
+        ed->meta_len = old_len;
+        ed->meta_refused = true;
+        free(old);
+        return ck_fail(err, EINVAL, "%s; not written", why.msg);
+    }
+    free(old);
     return 0;
 }
 
@@ -742,13 +767,18 @@ int entry_meta_truncate(tree *tr, entry *e, uint64_t size, ck_error *err)
     }
     if (size < ed->meta_len)
         ed->meta_len = (size_t)size;
+    if (size == 0)
+        ed->meta_refused = false;
     return 0;
 }
 
-static int meta_check_edit(tree *tr, entry *e, ck_error *err)
+/* last: the last close; before it (a flush), a meta with nothing written
+ * yet is no refusal: bash's `>` closes the descriptor it opened, after
+ * dup2, before its command writes. */
+static int meta_check_edit(tree *tr, entry *e, bool last, ck_error *err)
 {
     edit *ed = e->edit;
-    if (ed == NULL || ed->meta_buf == NULL)
+    if (ed == NULL || ed->meta_buf == NULL || ed->meta_refused || (!last && ed->meta_len == 0))
         return 0;
     ck_meta m;
     ck_error perr;
@@ -776,16 +806,17 @@ static int meta_check_edit(tree *tr, entry *e, ck_error *err)
 
 int entry_meta_check(tree *tr, entry *e, ck_error *err)
 {
-    return changed(tr, e, meta_check_edit(tr, e, err));
+    return changed(tr, e, meta_check_edit(tr, e, false, err));
 }
 
 static int meta_finish_edit(tree *tr, entry *e, ck_error *err)
 {
     if (e->edit == NULL || e->edit->meta_buf == NULL)
         return 0;
-    int rc = entry_meta_check(tr, e, err);
+    int rc = changed(tr, e, meta_check_edit(tr, e, true, err));
     free(e->edit->meta_buf);
     e->edit->meta_buf = NULL;
+    e->edit->meta_refused = false;
     return rc;
 }
 

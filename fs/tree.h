@@ -60,6 +60,9 @@ typedef struct edit {
     spill_area overlay;         /* unused while `out` is the model's bytes */
     char *meta_buf;             /* a meta being written, or NULL */
     size_t meta_len;
+    /* A write to it was refused (entry_meta_write): said then, so its
+     * close says nothing more, and the previous meta stays. */
+    bool meta_refused;
     /* When the tensor last changed: its directory, meta and out show it
      * (with the file's, whichever is later) as mtime and ctime, so that
      * rsync and make see an edit before it is saved. */

@@ -215,33 +215,52 @@ static int parse_data_type(lexer *lx, ck_meta *m)
     return lex_next(lx);
 }
 
-int ck_meta_parse(const char *text, size_t len, ck_meta *out, ck_error *err)
+static int parse(lexer *lx, ck_meta *out)
 {
-    lexer lx = {.s = text, .len = len, .line = 1, .err = err};
     bool seen_shape = false, seen_type = false;
     memset(out, 0, sizeof *out);
-    if (lex_next(&lx) < 0)
+    if (lex_next(lx) < 0)
         return -1;
-    while (lx.kind != TOK_END) {
-        if (is_ident(&lx, "shape")) {
+    while (lx->kind != TOK_END) {
+        if (is_ident(lx, "shape")) {
             if (seen_shape)
-                return lex_fail(&lx, "shape given twice");
+                return lex_fail(lx, "shape given twice");
             seen_shape = true;
-            if (lex_next(&lx) < 0 || parse_shape(&lx, out) < 0)
+            if (lex_next(lx) < 0 || parse_shape(lx, out) < 0)
                 return -1;
-        } else if (is_ident(&lx, "data_type")) {
+        } else if (is_ident(lx, "data_type")) {
             if (seen_type)
-                return lex_fail(&lx, "data_type given twice");
+                return lex_fail(lx, "data_type given twice");
             seen_type = true;
-            if (lex_next(&lx) < 0 || parse_data_type(&lx, out) < 0)
+            if (lex_next(lx) < 0 || parse_data_type(lx, out) < 0)
                 return -1;
         } else {
-            return lex_fail(&lx, "unknown field (VariableMetaInfo has shape and data_type)");
+            return lex_fail(lx, "unknown field (VariableMetaInfo has shape and data_type)");
         }
-        if (skip_separator(&lx) < 0)
+        if (skip_separator(lx) < 0)
             return -1;
     }
     if (!seen_type)
-        return lex_fail(&lx, "no data_type");
+        return lex_fail(lx, "no data_type");
     return 0;
+}
+
+int ck_meta_parse(const char *text, size_t len, ck_meta *out, ck_error *err)
+{
+    lexer lx = {.s = text, .len = len, .line = 1, .err = err};
+    return parse(&lx, out);
+}
+
+int ck_meta_prefix_check(const char *text, size_t len, ck_error *err)
+{
+    ck_meta m;
+    lexer lx = {.s = text, .len = len, .line = 1, .err = err};
+    if (parse(&lx, &m) == 0)
+        return 0;
+    /* Failed at the end, or on a token that reaches it (more bytes may
+     * complete "sha" or "kFlo"): the text may be a prefix of a meta.  A
+     * stray byte fails before any token reaches it. */
+    if (lx.kind == TOK_END || (lx.kind != TOK_PUNCT && lx.text + lx.text_len == text + len))
+        return 0;
+    return -1;
 }

@@ -41,6 +41,14 @@ typedef struct ck_meta {
  * line and the problem; the caller adds the file. */
 int ck_meta_parse(const char *text, size_t len, ck_meta *out, ck_error *err);
 
+/* Whether text could still become a meta as more is written after it:
+ * 0 when it parses, or when it fails only where the text ends (a field
+ * name or a number cut short, a shape not closed yet, no data_type yet);
+ * -1 and err when no continuation can mend it (an unknown field or type
+ * followed by more text, a negative dim, a stray byte).  A write can so
+ * be refused as it happens, where the program that wrote it sees it. */
+int ck_meta_prefix_check(const char *text, size_t len, ck_error *err);
+
 static inline size_t ck_meta_of_tensor(const ck_tensor *t, char *buf, size_t cap)
 {
     return ck_meta_format(t->dtype, t->dims, t->ndim, buf, cap);

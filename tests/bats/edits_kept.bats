@@ -312,3 +312,26 @@ for e in json.load(sys.stdin):
     [ "${lines[1]}" = "linear1.bias [6] $(head -c 24 /dev/zero | sha256sum | cut -c1-16)" ]
     [ "${lines[3]}" = "linear2.bias [5] $(head -c 20 /dev/zero | sha256sum | cut -c1-16)" ]
 }
+
+@test "echo of a bad meta fails where the shell sees it (the write); one that may still go on is judged at the close" {
+    mount_fg "$F" "$M" -o rw,commit=manual
+    before=$(cat "$M/linear1.bias/meta")
+    run sh -c 'echo "garbage {{" >"$1"' sh "$M/linear1.bias/meta"
+    [ "$status" -ne 0 ]
+    run bash -c 'echo "garbage {{" >"$1"' sh "$M/linear1.bias/meta"
+    [ "$status" -ne 0 ]
+    [[ $output == *"write error: Invalid argument"* ]]
+    # said once, where it happened: the close adds nothing
+    getfattr --only-values -n user.ckptfs.last_error "$M" | grep -q "meta line 1: unknown field"
+    run cp "$BATS_TEST_TMPDIR/daemon.log" /dev/null
+    [ "$(cat "$M/linear1.bias/meta")" = "$before" ]
+    grep -q "$M/linear1.bias/meta: meta line 1: unknown field (VariableMetaInfo has shape and data_type); not written" \
+        "$BATS_TEST_TMPDIR/daemon.log"
+    run sh -c 'printf "shape { dim: -3 }" >"$1"' sh "$M/linear1.bias/meta"
+    [ "$status" -ne 0 ]
+    # written a byte at a time, a good meta goes through
+    $ORACLE meta-of 3,2 kFloat | dd of="$M/linear1.bias/meta" bs=1 status=none
+    cmp <($ORACLE meta-of 3,2 kFloat) "$M/linear1.bias/meta"
+    [ "$(grep -c 'not written' "$BATS_TEST_TMPDIR/daemon.log")" = 3 ]
+    ! grep -q "the previous meta stays" "$BATS_TEST_TMPDIR/daemon.log" || false
+}

@@ -819,7 +819,7 @@ iteration_read_only() {
     diff -r "$T/it/full" "$M/iteration_00000010" # opens, reads and closes its files
     run $PY -c 'import os, sys
 w = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
-os.write(w, b"shape {\n}\ndata_type: kNoSuchType\n")
+os.write(w, b"shape {\n}\ndata_type: kNoSuchType")  # no newline: judged at the close
 os.close(w)' "$M/net-1_1/linear1.bias/meta"
     echo "status $status: $output"
     [ "$status" -ne 0 ]

@@ -191,7 +191,7 @@ sys.exit(1)' "$M/linear1.bias/meta" "$bad"
 import errno, os, sys
 meta = sys.argv[1]
 w = os.open(meta, os.O_WRONLY | os.O_TRUNC)
-os.write(w, b"shape {\n}\ndata_type: kNoSuchType\n")
+os.write(w, b"shape {\n}\ndata_type: kNoSuchType")  # no newline: judged at the close
 r = os.open(meta, os.O_RDONLY)
 os.read(r, 4096)
 os.close(r)                      # the reader's close: must succeed

@@ -266,6 +266,31 @@ static void test_meta_parse(void)
         check(rc < 0 && strstr(err.msg, bad[i].want) != NULL, "bad meta %zu refused: %s", i,
               rc < 0 ? err.msg : "(accepted)");
     }
+    /* As written a byte at a time: every prefix of a meta may still
+     * become one; text no continuation mends is refused at once. */
+    size_t prefixes = 0, accepted = 0;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        for (size_t n = 0; n <= strlen(ok[i].text); n++) {
+            ck_error err;
+            prefixes++;
+            accepted += ck_meta_prefix_check(ok[i].text, n, &err) == 0;
+        }
+    check(accepted == prefixes, "meta prefix check: %zu of %zu prefixes of good metas may go on",
+          accepted, prefixes);
+    struct { const char *text; int rc; } judged[] = {
+        {"garbage {{\n", -1}, {"garbage", 0}, {"sha", 0}, {"shape { dim: -3 }", -1},
+        {"extra: 1", -1}, {"data_type: kNoSuchType\n", -1}, {"data_type: kFlo", 0},
+        {"shape { dim: 3", 0}, {"shape { dim: 3.5", -1}, {"data_type: kFloat data_type", 0}, {"data_type: kFloat data_type ", -1},
+        {"shape { dim: 1 2 }", -1}, {"", 0}, {"# a comment", 0},
+    };
+    int right = 0;
+    for (size_t i = 0; i < sizeof judged / sizeof judged[0]; i++) {
+        ck_error err;
+        right += ck_meta_prefix_check(judged[i].text, strlen(judged[i].text), &err) == judged[i].rc;
+    }
+    check(right == (int)(sizeof judged / sizeof judged[0]),
+          "meta prefix check: %d of %zu texts judged as they should", right,
+          sizeof judged / sizeof judged[0]);
 }
 
 static void test_reader(void)
