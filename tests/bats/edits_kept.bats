@@ -335,3 +335,26 @@ for e in json.load(sys.stdin):
     [ "$(grep -c 'not written' "$BATS_TEST_TMPDIR/daemon.log")" = 3 ]
     ! grep -q "the previous meta stays" "$BATS_TEST_TMPDIR/daemon.log" || false
 }
+
+@test "ckptfs-umount while touch snapshot_done runs a long save: both succeed (touch gets the save's result)" {
+    S=$BATS_TEST_TMPDIR/big.safetensors
+    d=$BATS_TEST_TMPDIR
+    caught=
+    for _ in 1 2 3 4 5; do
+        big_model "$S"
+        mount_fg "$S" "$M" -o rw,commit=manual
+        mv "$M/small" "$M/renamed"
+        touch "$M/snapshot_done" 2>"$d/touch.err" &
+        tp=$!
+        while running_child "$tp" && [ -z "$(ls -A "$d" | grep '\.ckptfs-' | grep -v lock)" ]; do :; done
+        running_child "$tp" && caught=1
+        "$BUILD/ckptfs-umount" "$M"
+        : >"$BATS_TEST_TMPDIR/mounts"
+        status=0
+        wait "$tp" || status=$?
+        cat "$d/touch.err"
+        [ "$status" -eq 0 ]
+        [ -n "$caught" ] && break
+    done
+    [ -n "$caught" ]
+}
