@@ -358,3 +358,29 @@ for e in json.load(sys.stdin):
     done
     [ -n "$caught" ]
 }
+
+@test "ckptfs-umount after kill -9 takes the dead mount down and says so; a busy one names who holds it" {
+    mount_fg "$F" "$M" -o rw,commit=manual
+    pid=$(daemon_pid)
+    : >"$BATS_TEST_TMPDIR/mounts"
+    kill -9 "$pid"
+    wait "$pid" || true
+    run "$BUILD/ckptfs-umount" "$M"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ $output == *"$M: the ckptfs daemon had died (killed?): unmounted; edits it had not saved are lost"* ]]
+    ! mountpoint -q "$M" || false
+    mount_fg "$F" "$M" -o rw,commit=manual
+    (cd "$M/linear1.bias" && exec sleep 1000) &
+    holder=$!
+    for _ in $(seq 1 100); do [ "$(readlink /proc/$holder/cwd)" = "$M/linear1.bias" ] && break; sleep 0.05; done
+    run "$BUILD/ckptfs-umount" "$M"
+    kill "$holder"
+    wait "$holder" || true
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ $output == *"$M is busy, used by $holder (sleep): the edits are saved and the mount stays; run it again once they are done"* ]]
+    mountpoint -q "$M"
+    "$BUILD/ckptfs-umount" "$M"
+    : >"$BATS_TEST_TMPDIR/mounts"
+}
