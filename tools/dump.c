@@ -255,7 +255,7 @@ static int put_name(json_t *o, const char *key, const char *name, size_t len)
     for (size_t i = 0; i < len;) {
         size_t k = utf8_seq(s + i, len - i);
         if (k == 0) {
-            n += (size_t)sprintf(text + n, "\\x%02X", s[i]);
+            n += (size_t)sprintf(text + n, "\\x%02x", s[i]);
             i++;
         } else {
             memcpy(text + n, s + i, k);

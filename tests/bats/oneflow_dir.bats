@@ -85,10 +85,10 @@ copy() {
 @test "pickled fixture: weight then bias, as pickled_data lists them, from tensor_5 and tensor_6" {
     agree "$FX/new_pickled_3x3_i3o3_conv2d_params"
     grep -q ", pickled_data$" "$T/dump.got"
-    [ "$(tail -n +2 "$T/dump.got" | cut -f1-3 | tr '\t\n' ' |')" = \
+    [ "$(grep -v "^#" "$T/dump.got" | cut -f1-3 | tr '\t\n' ' |')" = \
       "weight kFloat [3,3,3,3]|bias kFloat [3]|" ]
     # each extent in its own out: 3*3*3*3 and 3 floats
-    [ "$(tail -n +2 "$T/dump.got" | cut -f5 | tr '\n' ' ')" = \
+    [ "$(grep -v "^#" "$T/dump.got" | cut -f5 | tr '\n' ' ')" = \
       "tensor_5/out:0+324 tensor_6/out:0+12 " ]
     placed "$FX/new_pickled_3x3_i3o3_conv2d_params"
 }
@@ -152,7 +152,7 @@ copy() {
 @test "pickled: no tensors, and 10,000 in a shuffled order (the pickle's, not sorted)" {
     $OF gen "$T/empty" --case empty
     agree "$T/empty"
-    [ "$(tail -n +2 "$T/dump.got" | wc -l)" -eq 0 ]
+    [ "$(grep -v "^#" "$T/dump.got" | wc -l)" -eq 0 ]
     $OF gen "$T/many" --case many --count 10000 --protocol 2
     agree "$T/many"
     [ "$(wc -l <"$T/dump.expect")" -eq 10000 ]
