@@ -297,6 +297,20 @@ static json_t *json_extent(const ck_model *m, const ck_tensor *t, const ck_exten
     return x;
 }
 
+/* The type's name across formats: F32, FLOAT, torch.float32 and kFloat are
+ * all Float32, the MindSpore spelling that .ckpt files, the index and the
+ * OneFlow mapping (dtype.h) are keyed by; "type" keeps the format's own,
+ * as the text listing, ckptfs-stat and ckptfs-diff print it.  NULL for the
+ * types shown as raw bytes (packed, opaque: INT4, FLOAT8*), which have no
+ * element type a tensor library could take them as. */
+static const char *canonical_type(const ck_dtype *dt)
+{
+    if (dt->kind != CK_KIND_NUMERIC && dt->kind != CK_KIND_STR)
+        return NULL;
+    const ck_dtype *c = ck_dtype_from_oneflow_number(dt->of_value);
+    return c != NULL ? c->ms_name : NULL;
+}
+
 static json_t *json_tensor(const ck_model *m, const ck_tensor *t)
 {
     json_t *o = json_object();
@@ -306,6 +320,9 @@ static json_t *json_tensor(const ck_model *m, const ck_tensor *t)
         return NULL;
     }
     json_object_set_new(o, "type", json_string(t->type_name));
+    const char *dtype = canonical_type(t->dtype);
+    if (dtype != NULL)
+        json_object_set_new(o, "dtype", json_string(dtype));
     json_t *shape = json_array();
     for (uint32_t i = 0; i < t->ndim; i++)
         json_array_append_new(shape, json_integer(t->dims[i]));

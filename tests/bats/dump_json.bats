@@ -254,3 +254,48 @@ PY
 @test "--json is one of the options --help lists" {
     "$BUILD/ckptfs-dump" --help | grep -q -- '--json'
 }
+
+@test "--json dtype: one name for a type across formats (F32, FLOAT, torch.float32, kFloat: Float32); none for raw-byte types" {
+    $ORACLE gen "$T/a.ckpt" --case alltypes
+    $ORACLE gen "$T/i4.ckpt" --case int4
+    for f in "$T/a.ckpt" "$T/i4.ckpt" "$ONNX_FIX/dtypes_burn.onnx" \
+             "$FIXTURES/safetensors/hf-safetensors-samples/overall.safetensors" \
+             "$FIXTURES/safetensors/burn/boolean.safetensors" \
+             "$FIXTURES/pytorch/torchtune_tiny_fair_checkpoint.pt" \
+             "$FIXTURES/oneflow/new_pickled_3x3_i3o3_conv2d_params"; do
+        dump_json "$f"
+        $PY - "$T/d.json" <<'PY'
+import json, sys
+# the formats' own spellings of each element type (safetensors' Dtype,
+# ONNX's TensorProto.DataType, torch's dtype, OneFlow's DataType), and
+# MindSpore's, which .ckpt files use
+same = {
+    "Float16": ["F16", "FLOAT16", "torch.float16", "kFloat16"],
+    "BFloat16": ["BF16", "BFLOAT16", "torch.bfloat16", "kBFloat16"],
+    "Float32": ["F32", "FLOAT", "torch.float32", "kFloat"],
+    "Float64": ["F64", "DOUBLE", "torch.float64", "kDouble"],
+    "Int8": ["I8", "INT8", "torch.int8", "kInt8"],
+    "Int16": ["I16", "INT16", "torch.int16", "kInt16"],
+    "Int32": ["I32", "INT32", "torch.int32", "kInt32"],
+    "Int64": ["I64", "INT64", "torch.int64", "kInt64"],
+    "UInt8": ["U8", "UINT8", "torch.uint8", "kUInt8"],
+    "UInt16": ["U16", "UINT16", "kUInt16"],
+    "UInt32": ["U32", "UINT32", "kUInt32"],
+    "UInt64": ["U64", "UINT64", "kUInt64"],
+    "Bool": ["BOOL", "torch.bool", "kBool"],
+    "Complex64": ["C64", "COMPLEX64", "torch.complex64", "kComplex64"],
+    "Complex128": ["COMPLEX128", "torch.complex128", "kComplex128"],
+    "str": ["STRING"],
+}
+name = {s: c for c, spellings in same.items() for s in spellings + [c]}
+raw = {"Int4", "random_op"}  # shown as their bytes: no element type
+d = json.load(open(sys.argv[1]))
+for t in d["tensors"]:
+    if t["type"] in raw:
+        assert "dtype" not in t, t
+    else:
+        assert t["dtype"] == name[t["type"]], (t["type"], t.get("dtype"))
+print(sorted({(t["type"], t.get("dtype")) for t in d["tensors"]}))
+PY
+    done
+}
