@@ -299,3 +299,37 @@ print(sorted({(t["type"], t.get("dtype")) for t in d["tensors"]}))
 PY
     done
 }
+
+@test "--json holds all the text listing says: each tensor line rebuilt from it (DCP, OneFlow snapshots, a str tensor, a CRC trailer)" {
+    local DCP_ORACLE="$PY $REPO/tests/oracle/dcp_oracle.py"
+    $DCP_ORACLE gen "$T/strided" --case strided
+    $DCP_ORACLE gen "$T/grid" --case grid
+    $ORACLE gen "$T/s.ckpt" --case strs
+    $ORACLE gen "$T/crc.ckpt" --case crc
+    for f in "$T/strided" "$T/grid" "$T/s.ckpt" "$T/crc.ckpt" \
+             "$FIXTURES/oneflow/new_pickled_3x3_i3o3_conv2d_params" \
+             "$FIXTURES/oneflow/legacy_v2_java_mlp_adam"; do
+        dump_json "$f"
+        "$BUILD/ckptfs-dump" "$f" >"$T/d.txt"
+        $PY - "$T/d.json" "$T/d.txt" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+lines = open(sys.argv[2]).read().splitlines()
+head = "# %s: format %s, %d tensors (%d records), index memory %d bytes" % (
+    d["file"], d["format"], len(d["tensors"]), d["records"], d["index_memory"])
+head += "".join(", " + d[k] for k in ("notes", "envelope") if k in d)
+assert lines[0] == head, (lines[0], head)
+def line(t):
+    ext = ",".join(("%s:" % e["file"] if "file" in e else "") + "%d+%d" % (e["offset"], e["length"])
+                   for e in t["extents"])
+    f = [t["dir"], t["type"], "[%s]" % ",".join(map(str, t["shape"])), str(t["bytes"]),
+         ("decoded " if t.get("decoded") else "") + ext]
+    if "layout" in t:
+        f.append("%s, %d-byte runs" % (t["layout"]["kind"], t["layout"]["run"]))
+    return "\t".join(f)
+rows = [l for l in lines if not l.startswith("#")]
+assert rows == [line(t) for t in d["tensors"]], (rows, [line(t) for t in d["tensors"]])
+print(lines[0])
+PY
+    done
+}
