@@ -333,3 +333,19 @@ print(lines[0])
 PY
     done
 }
+
+@test "--json of an encrypted model: its envelope, and the plain model's tensors and totals" {
+    local plain=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
+    (umask 077 && printf '0123456789ABCDEF' >"$T/k")
+    "$BUILD/ckptfs-convert" -q -o enc_mode=AES-GCM,key_file="$T/k" "$plain" "$T/enc.ckpt"
+    dump_json -o noindex,key_file="$T/k" "$T/enc.ckpt"
+    mv "$T/d.json" "$T/enc.json"
+    dump_json --no-index "$plain"
+    $PY - "$T/enc.json" "$T/d.json" <<'PY'
+import json, sys
+enc, plain = (json.load(open(p)) for p in sys.argv[1:])
+assert enc["envelope"] == "AES-GCM" and "envelope" not in plain, (enc.get("envelope"),)
+# offsets are the plaintext's, so the same as the plain file's
+assert enc["tensors"] == plain["tensors"] and enc["totals"] == plain["totals"]
+PY
+}
