@@ -10,7 +10,13 @@
  *   one line per visible tensor: directory name, type, shape, bytes, extents
  *   (of the plaintext, for an encrypted or compressed model), each OFF+LEN,
  *   FILE:OFF+LEN when it is in a data file (an ONNX external data file, a
- *   shard of a safetensors set), FILE relative to the model's directory
+ *   shard of a safetensors set), FILE relative to the model's directory;
+ *   a '#' line of column names before them and '#' lines of totals (all,
+ *   then by type) after, so that scripts skipping '#' lines see tensors only
+ *
+ *   ckptfs-dump --json ...: any of these as one JSON object instead, the
+ *   schema ckptfs-dump(1)'s JSON SCHEMA: for scripts, which should not
+ *   have to parse the tab-separated listing (names may hold tabs)
  *
  * The key of an encrypted model comes as for a mount: -o key_file=PATH or
  * CKPTFS_KEY_HEX; a zstd model without a seek table is decompressed into
