@@ -16,7 +16,7 @@
  *
  *   ckptfs-dump --json ...: any of these as one JSON object instead, the
  *   schema ckptfs-dump(1)'s JSON SCHEMA: for scripts, which should not
- *   have to parse the tab-separated listing (names may hold tabs)
+ *   have to parse the tab-separated listing (a name may hold any byte)
  *
  * The key of an encrypted model comes as for a mount: -o key_file=PATH or
  * CKPTFS_KEY_HEX; a zstd model without a seek table is decompressed into
@@ -168,22 +168,19 @@ static int count(const ck_index *ix, totals *tot)
     return 0;
 }
 
-static void print_sums(const char *label, const sums *s)
+static void print_sums(const sums *s)
 {
-    printf("# %s: %" PRIu64 " tensors, %" PRIu64 " parameters, %" PRIu64 " bytes\n", label,
-           s->tensors, s->parameters, s->bytes);
+    printf("# total%s%s: %" PRIu64 " tensors, %" PRIu64 " parameters, %" PRIu64 " bytes\n",
+           s->type ? " " : "", s->type ? s->type : "", s->tensors, s->parameters, s->bytes);
 }
 
 /* The totals lines at the end of the text listing: all the tensors, then
  * each type, as gguf-dump and h5ls close theirs. */
 static void print_totals(const totals *tot)
 {
-    print_sums("total", &tot->all);
-    for (size_t k = 0; k < tot->n_types; k++) {
-        char label[256];
-        snprintf(label, sizeof label, "total %s", tot->by_type[k].type);
-        print_sums(label, &tot->by_type[k]);
-    }
+    print_sums(&tot->all);
+    for (size_t k = 0; k < tot->n_types; k++)
+        print_sums(&tot->by_type[k]);
 }
 
 /* ---- --json ---- */
