@@ -10,7 +10,13 @@
  *   one line per visible tensor: directory name, type, shape, bytes, extents
  *   (of the plaintext, for an encrypted or compressed model), each OFF+LEN,
  *   FILE:OFF+LEN when it is in a data file (an ONNX external data file, a
- *   shard of a safetensors set), FILE relative to the model's directory
+ *   shard of a safetensors set), FILE relative to the model's directory;
+ *   a '#' line of column names before them and '#' lines of totals (all,
+ *   then by type) after, so that scripts skipping '#' lines see tensors only
+ *
+ *   ckptfs-dump --json ...: any of these as one JSON object instead, the
+ *   schema ckptfs-dump(1)'s JSON SCHEMA: for scripts, which should not
+ *   have to parse the tab-separated listing (a name may hold any byte)
  *
  * The key of an encrypted model comes as for a mount: -o key_file=PATH or
  * CKPTFS_KEY_HEX; a zstd model without a seek table is decompressed into
@@ -45,6 +51,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "cli_open.h"
 #include "../codec/core/model.h"
 #include "../codec/collections/run_dir.h"
@@ -73,6 +81,10 @@ static void print_extent(const ck_model *m, const ck_tensor *t, const ck_extent 
     printf("%" PRIu64 "+%" PRIu64, off, e->len);
 }
 
+/* The column names of the tensor lines, as gguf-dump and h5ls head theirs;
+ * a '#' line, so that readers skipping '#' lines read tensor lines alone. */
+#define COLUMNS "# name\ttype\tshape\tbytes\textents\tlayout\n"
+
 static void print_tensor(const ck_model *m, const ck_tensor *t)
 {
     printf("%s\t%s\t[", t->dir_name, t->type_name);
@@ -91,7 +103,339 @@ static void print_tensor(const ck_model *m, const ck_tensor *t)
     printf("\n");
 }
 
-static int dump_run_dir(const char *path, double settle)
+/* A tensor's element count: its dims multiplied out.  The readers bound
+ * each shape (dtype.h, ck_shape_rule) so that its bytes fit in 64 bits,
+ * but a zero dim lets the others be huge ([2^62, 0, 2^62]): a zero
+ * anywhere is 0 elements, and an overflow (no reader lets one through)
+ * stays at UINT64_MAX rather than wrapping to a wrong small count. */
+static uint64_t elements(const ck_tensor *t)
+{
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < t->ndim; i++)
+        if (t->dims[i] == 0)
+            return 0;
+    for (uint32_t i = 0; i < t->ndim; i++)
+        if (t->dims[i] < 0 || __builtin_mul_overflow(n, (uint64_t)t->dims[i], &n))
+            return UINT64_MAX;
+    return n;
+}
+
+/* Counts of one type, or of them all. */
+typedef struct sums {
+    const char *type;           /* the format's type name; NULL for all */
+    uint64_t tensors, parameters, bytes;
+} sums;
+
+typedef struct totals {
+    sums all;
+    sums *by_type;              /* in the order the types first appear */
+    size_t n_types;
+} totals;
+
+static void sums_add(sums *s, const ck_tensor *t)
+{
+    uint64_t e = elements(t);
+    s->tensors++;
+    /* saturating, as elements(): a wrong small total is worse than a
+     * visibly impossible one */
+    if (__builtin_add_overflow(s->parameters, e, &s->parameters))
+        s->parameters = UINT64_MAX;
+    if (__builtin_add_overflow(s->bytes, t->nbytes, &s->bytes))
+        s->bytes = UINT64_MAX;
+}
+
+/* The tensors of ix, counted in all and by type.  -1 out of memory. */
+static int count(const ck_index *ix, totals *tot)
+{
+    *tot = (totals){0};
+    for (size_t i = 0; i < ix->n_live; i++) {
+        const ck_tensor *t = &ix->tensors[ix->live[i]];
+        sums_add(&tot->all, t);
+        size_t k = 0;
+        /* a model has a handful of types: a linear search is enough */
+        while (k < tot->n_types && strcmp(tot->by_type[k].type, t->type_name) != 0)
+            k++;
+        if (k == tot->n_types) {
+            sums *b = realloc(tot->by_type, (k + 1) * sizeof *b);
+            if (b == NULL)
+                return -1;
+            tot->by_type = b;
+            b[k] = (sums){.type = t->type_name};
+            tot->n_types++;
+        }
+        sums_add(&tot->by_type[k], t);
+    }
+    return 0;
+}
+
+static void print_sums(const sums *s)
+{
+    printf("# total%s%s: %" PRIu64 " tensors, %" PRIu64 " parameters, %" PRIu64 " bytes\n",
+           s->type ? " " : "", s->type ? s->type : "", s->tensors, s->parameters, s->bytes);
+}
+
+/* The totals lines at the end of the text listing: all the tensors, then
+ * each type, as gguf-dump and h5ls close theirs. */
+static void print_totals(const totals *tot)
+{
+    print_sums(&tot->all);
+    for (size_t k = 0; k < tot->n_types; k++)
+        print_sums(&tot->by_type[k]);
+}
+
+/* ---- --json ---- */
+
+/* A JSON integer of a count or an offset.  jansson's integers are signed
+ * 64-bit; sizes and offsets are off_t (so below 2^63) and the saturated
+ * sums above are the only values past that: those become a float, which
+ * a reader sees as no exact count. */
+static json_t *jint(uint64_t v)
+{
+    return v <= INT64_MAX ? json_integer((json_int_t)v) : json_real((double)v);
+}
+
+/* Length of the well-formed UTF-8 sequence at s (n bytes left), or 0: no
+ * overlong forms, no surrogates, nothing past U+10FFFF (RFC 3629, what
+ * Python's strict decoder and jansson take). */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        if (c == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF)
+            return 0;
+    return len;
+}
+
+/* A tensor's name (or a path: key) into o: "name" as it is when it is UTF-8 (JSON strings
+ * are Unicode); else "name" with each byte outside a well-formed sequence
+ * written as the four characters \xHH (readable, not reversible: a name
+ * can hold those characters itself) and "name_hex", the exact bytes in
+ * hex, which is.  Paths too can be any bytes but NUL, and are written
+ * alike as "file" and "file_hex".  -1 out of memory. */
+static int put_name(json_t *o, const char *key, const char *name, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)name;
+    bool utf8 = true;
+    for (size_t i = 0; i < len;) {
+        size_t k = utf8_seq(s + i, len - i);
+        if (k == 0) {
+            utf8 = false;
+            break;
+        }
+        i += k;
+    }
+    if (utf8)
+        return json_object_set_new(o, key, json_stringn(name, len));
+    char *text = malloc(4 * len + 1), *hex = malloc(2 * len + 1);
+    if (text == NULL || hex == NULL) {
+        free(text);
+        free(hex);
+        return -1;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        size_t k = utf8_seq(s + i, len - i);
+        if (k == 0) {
+            n += (size_t)sprintf(text + n, "\\x%02x", s[i]);
+            i++;
+        } else {
+            memcpy(text + n, s + i, k);
+            n += k;
+            i += k;
+        }
+    }
+    for (size_t i = 0; i < len; i++)
+        sprintf(hex + 2 * i, "%02x", s[i]);
+    char hex_key[32];
+    snprintf(hex_key, sizeof hex_key, "%s_hex", key);
+    int rc = json_object_set_new(o, key, json_stringn(text, n));
+    rc |= json_object_set_new(o, hex_key, json_string(hex));
+    free(text);
+    free(hex);
+    return rc;
+}
+
+/* Extent e of t as {"file"?, "offset", "length"}: "file" as the text
+ * listing's FILE: (print_extent), absent for the model's own file. */
+static json_t *json_extent(const ck_model *m, const ck_tensor *t, const ck_extent *e)
+{
+    const char *path = m->sources[e->src]->path;
+    size_t k = strlen(m->path);
+    uint64_t off = e->off;
+    const char *file = ck_model_extent_file(m, t, e->off, &off);
+    if (file == NULL && ck_model_is_data_file(m, e->src)) {
+        file = ck_dir_rel(m->dir, path);
+        if (file == NULL)
+            file = path;
+    } else if (file == NULL && strncmp(path, m->path, k) == 0 && path[k] == '/') {
+        file = path + k + 1;
+    }
+    json_t *x = json_object();
+    if (file != NULL)
+        put_name(x, "file", file, strlen(file));
+    json_object_set_new(x, "offset", jint(off));
+    json_object_set_new(x, "length", jint(e->len));
+    return x;
+}
+
+/* The type's name across formats: F32, FLOAT, torch.float32 and kFloat are
+ * all Float32, the MindSpore spelling that .ckpt files, the index and the
+ * OneFlow mapping (dtype.h) are keyed by; "type" keeps the format's own,
+ * as the text listing, ckptfs-stat and ckptfs-diff print it.  NULL for the
+ * types shown as raw bytes (packed, opaque: INT4, FLOAT8*), which have no
+ * element type a tensor library could take them as. */
+static const char *canonical_type(const ck_dtype *dt)
+{
+    if (dt->kind != CK_KIND_NUMERIC && dt->kind != CK_KIND_STR)
+        return NULL;
+    const ck_dtype *c = ck_dtype_from_oneflow_number(dt->of_value);
+    return c != NULL ? c->ms_name : NULL;
+}
+
+static json_t *json_tensor(const ck_model *m, const ck_tensor *t)
+{
+    json_t *o = json_object();
+    if (put_name(o, "name", t->name, t->name_len) < 0 ||
+        put_name(o, "dir", t->dir_name, strlen(t->dir_name)) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    json_object_set_new(o, "type", json_string(t->type_name));
+    const char *dtype = canonical_type(t->dtype);
+    if (dtype != NULL)
+        json_object_set_new(o, "dtype", json_string(dtype));
+    json_t *shape = json_array();
+    for (uint32_t i = 0; i < t->ndim; i++)
+        json_array_append_new(shape, json_integer(t->dims[i]));
+    json_object_set_new(o, "shape", shape);
+    json_object_set_new(o, "parameters", jint(elements(t)));
+    json_object_set_new(o, "bytes", jint(t->nbytes));
+    if (t->dtype->kind == CK_KIND_STR)
+        json_object_set_new(o, "decoded", json_true());
+    json_t *ext = json_array();
+    for (uint32_t i = 0; i < t->n_ext; i++)
+        json_array_append_new(ext, json_extent(m, t, ck_tensor_ext(t, i)));
+    json_object_set_new(o, "extents", ext);
+    if (t->gather != NULL) {
+        json_t *g = json_object();
+        json_object_set_new(g, "kind",
+                            json_string(t->gather->step ? "strided" : "interleaved"));
+        json_object_set_new(g, "run", jint(t->gather->run));
+        json_object_set_new(o, "layout", g);
+    }
+    return o;
+}
+
+static json_t *json_sums(const sums *s)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "tensors", jint(s->tensors));
+    json_object_set_new(o, "parameters", jint(s->parameters));
+    json_object_set_new(o, "bytes", jint(s->bytes));
+    return o;
+}
+
+/* root to stdout, one object and a newline; 1 if it could not be built or
+ * written (out of memory, a full disk). */
+static int emit(json_t *root)
+{
+    int rc = root == NULL || json_dumpf(root, stdout, JSON_INDENT(2)) < 0 ||
+             fputc('\n', stdout) == EOF || fflush(stdout) == EOF;
+    json_decref(root);
+    if (rc)
+        fprintf(stderr, "ckptfs-dump: cannot write the JSON listing\n");
+    return rc;
+}
+
+/* The model as one JSON object: the schema is the man page's JSON SCHEMA. */
+static int dump_json(const ck_model *m, const totals *tot)
+{
+    const ck_index *ix = &m->index;
+    json_t *root = json_object();
+    put_name(root, "file", m->path, strlen(m->path));
+    json_object_set_new(root, "format", json_string(m->format->name));
+    json_object_set_new(root, "records", jint(ix->count));
+    json_object_set_new(root, "index_memory", jint(ck_index_memory(ix)));
+    const char *notes = m->format->notes ? m->format->notes(m) : "";
+    if (strncmp(notes, ", ", 2) == 0)
+        notes += 2; /* the notes come as the text header's ", ..." tail */
+    if (*notes != '\0')
+        json_object_set_new(root, "notes", json_string(notes));
+    if (ck_envelope_is_wrapped(&m->env))
+        json_object_set_new(root, "envelope", json_string(ck_envelope_describe(&m->env)));
+    json_t *list = json_array();
+    json_object_set_new(root, "tensors", list);
+    for (size_t i = 0; i < ix->n_live; i++) {
+        json_t *t = json_tensor(m, &ix->tensors[ix->live[i]]);
+        if (t == NULL || json_array_append_new(list, t) < 0) {
+            json_decref(root);
+            return emit(NULL);
+        }
+    }
+    json_t *all = json_sums(&tot->all), *by = json_object();
+    for (size_t k = 0; k < tot->n_types; k++)
+        json_object_set_new(by, tot->by_type[k].type, json_sums(&tot->by_type[k]));
+    json_object_set_new(all, "by_type", by);
+    json_object_set_new(root, "totals", all);
+    return emit(root);
+}
+
+/* A run directory as one JSON object (the man page's JSON SCHEMA): the
+ * text listing's columns, keyed; no checkpoint is opened, so no tensors. */
+static int run_dir_json(const char *path, const ck_run_list *l, size_t complete)
+{
+    json_t *root = json_object();
+    put_name(root, "file", path, strlen(path));
+    json_object_set_new(root, "format", json_string("run_dir"));
+    json_t *list = json_array();
+    json_object_set_new(root, "checkpoints", list);
+    for (size_t i = 0; i < l->n; i++) {
+        const ck_run_entry *e = &l->e[i];
+        json_t *c = json_object();
+        put_name(c, "name", e->name, strlen(e->name));
+        put_name(c, "file", e->file, strlen(e->file));
+        json_object_set_new(c, "format", json_string(e->iteration ? "iteration"
+                                                     : e->dcp     ? "dcp"
+                                                                  : e->format->name));
+        if (e->numbered) {
+            json_object_set_new(c, "epoch", jint(e->epoch));
+            json_object_set_new(c, "step", jint(e->step));
+        }
+        json_object_set_new(c, "complete", json_boolean(e->complete));
+        json_array_append_new(list, c);
+    }
+    json_object_set_new(root, "latest",
+                        l->latest >= 0 ? json_string(l->e[l->latest].name) : json_null());
+    json_t *tot = json_object();
+    json_object_set_new(tot, "checkpoints", jint(l->n));
+    json_object_set_new(tot, "complete", jint(complete));
+    json_object_set_new(root, "totals", tot);
+    return emit(root);
+}
+
+static int dump_run_dir(const char *path, double settle, bool json)
 {
     ck_run_list l;
     ck_error err = {0};
@@ -105,6 +449,11 @@ static int dump_run_dir(const char *path, double settle)
     size_t complete = 0;
     for (size_t i = 0; i < l.n; i++)
         complete += l.e[i].complete;
+    if (json) {
+        int rc = run_dir_json(path, &l, complete);
+        ck_run_list_free(&l);
+        return rc;
+    }
     printf("# %s: run directory, %zu checkpoints (%zu complete), latest %s\n", path, l.n,
            complete, l.latest >= 0 ? l.e[l.latest].name : "none");
     for (size_t i = 0; i < l.n; i++) {
@@ -143,34 +492,45 @@ static bool is_dir(const char *path)
 
 static void usage(FILE *to)
 {
-    fprintf(to, "usage: ckptfs-dump [--nocrc] [--no-index] [-o index_dir=DIR] [-o key_file=PATH]\n"
-            "                   [-o tmp_max=SIZE] [-q] MODEL\n"
+    fprintf(to, "usage: ckptfs-dump [--json] [--nocrc] [--no-index] [-o index_dir=DIR]\n"
+            "                   [-o key_file=PATH] [-o tmp_max=SIZE] [-q] MODEL\n"
             "       ckptfs-dump -o strategy=FILE DIST_DIR\n"
             "       ckptfs-dump RUN_DIR/iteration_<N>\n"
             "       ckptfs-dump ONEFLOW_SNAPSHOT_DIR\n"
             "       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n"
             "       ckptfs-dump -h | --help | -V | --version\n"
-            "-o takes a list, -o a,b (a comma in a value: \\,); -q: no warning.\n");
+            "-o takes a list, -o a,b (a comma in a value: \\,); -q: no warning.\n"
+            "--json: one JSON object instead of the listing (man ckptfs-dump, JSON SCHEMA).\n");
 }
 
-/* -o settle=SECONDS, ckptfs-dump's own option (ck_cli_args): 1 taken, 0
- * not it, -1 a bad value. */
+typedef struct dump_opts {
+    double settle;
+    bool json;
+} dump_opts;
+
+/* -o settle=SECONDS and --json, ckptfs-dump's own options (ck_cli_args): 1
+ * taken, 0 not one, -1 a bad value. */
 static int own_arg(void *ctx, int argc, char **argv, int *i)
 {
+    dump_opts *d = ctx;
+    if (strcmp(argv[*i], "--json") == 0) {
+        d->json = true;
+        return 1;
+    }
     const char *v = ck_cli_o_value(argc, argv, *i, "settle");
     if (v == NULL)
         return 0;
     *i += 1;
-    return parse_seconds(v, ctx) < 0 ? -1 : 1;
+    return parse_seconds(v, &d->settle) < 0 ? -1 : 1;
 }
 
 int main(int argc, char **argv)
 {
     ck_cli_open o = {0};
     const char *path = NULL;
-    double settle = SETTLE_DEFAULT;
+    dump_opts d = {.settle = SETTLE_DEFAULT};
     ck_cli_args args = {.prog = "ckptfs-dump", .usage = usage, .open = &o, .own = own_arg,
-                        .ctx = &settle, .pos = &path, .max_pos = 1};
+                        .ctx = &d, .pos = &path, .max_pos = 1};
     int got = ck_cli_read_args(&args, argc, argv);
     if (got > 0)
         return 0; /* --help, --version */
@@ -181,7 +541,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (is_dir(path) && !ck_cli_opens_dir(&o, path))
-        return dump_run_dir(path, settle);
+        return dump_run_dir(path, d.settle, d.json);
     ck_error err = {0};
     ck_model *m = ck_cli_open_model(&o, path, &err);
     if (m == NULL) {
@@ -189,12 +549,28 @@ int main(int argc, char **argv)
         return 1;
     }
     const ck_index *ix = &m->index;
+    totals tot;
+    if (count(ix, &tot) < 0) {
+        fprintf(stderr, "ckptfs-dump: %s: out of memory\n", m->path);
+        free(tot.by_type);
+        ck_model_close(m);
+        return 1;
+    }
+    if (d.json) {
+        int rc = dump_json(m, &tot);
+        free(tot.by_type);
+        ck_model_close(m);
+        return rc;
+    }
     printf("# %s: format %s, %zu tensors (%zu records), index memory %zu bytes%s%s%s\n",
            m->path, m->format->name, ix->n_live, ix->count, ck_index_memory(ix),
            m->format->notes ? m->format->notes(m) : "",
            ck_envelope_is_wrapped(&m->env) ? ", " : "", ck_envelope_describe(&m->env));
+    printf(COLUMNS);
     for (size_t i = 0; i < ix->n_live; i++)
         print_tensor(m, &ix->tensors[ix->live[i]]);
+    print_totals(&tot);
+    free(tot.by_type);
     ck_model_close(m);
     return 0;
 }
