@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 const char *ck_base_name(const char *rel)
@@ -174,4 +175,38 @@ int ck_atomic_cleanup(const ck_model_dir *d, const char *rel, uid_t owner)
     }
     closedir(dir);
     return removed;
+}
+
+/* n bytes as a person reads them: 1.5 GiB, 340 MiB, 12 KiB, 900 bytes. */
+static void human(uint64_t n, char *buf, size_t cap)
+{
+    static const char *const unit[] = {"KiB", "MiB", "GiB", "TiB"};
+    if (n < 1024) {
+        snprintf(buf, cap, "%llu bytes", (unsigned long long)n);
+        return;
+    }
+    double v = (double)n / 1024;
+    size_t u = 0;
+    while (v >= 1024 && u + 1 < sizeof unit / sizeof unit[0])
+        v /= 1024, u++;
+    snprintf(buf, cap, v < 10 ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+uint64_t ck_atomic_free_space(const ck_model_dir *d)
+{
+    struct statvfs sv;
+    return fstatvfs(d->fd, &sv) < 0 ? UINT64_MAX : (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+void ck_atomic_space_note(const ck_model_dir *d, uint64_t need, uint64_t free_before,
+                          ck_error *err)
+{
+    if (err->errnum != ENOSPC || free_before == UINT64_MAX)
+        return;
+    char needs[32], had[32], said[CK_ERROR_MSG_MAX];
+    human(need, needs, sizeof needs);
+    human(free_before, had, sizeof had);
+    memcpy(said, err->msg, sizeof said);
+    ck_fail(err, ENOSPC, "%s; the new version needs about %s in %s, where %s was free", said,
+            needs, d->path, had);
 }

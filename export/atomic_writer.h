@@ -18,6 +18,7 @@
 #define CK_ATOMIC_WRITER_H
 
 #include <limits.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "../codec/core/ck_error.h"
@@ -50,5 +51,15 @@ const char *ck_base_name(const char *rel);
 /* Remove the temporary files an interrupted save of rel left behind:
  * regular files owned by owner only.  Returns how many were removed. */
 int ck_atomic_cleanup(const ck_model_dir *d, const char *rel, uid_t owner);
+
+/* The bytes free on d's filesystem, as an unprivileged writer sees it
+ * (UINT64_MAX: unknown). */
+uint64_t ck_atomic_free_space(const ck_model_dir *d);
+/* A save that ran out of space (err->errnum ENOSPC) says how much it
+ * needed and how much was free when it began (taken then: at the failure
+ * it is none), so the user knows what to clear; need is about the new
+ * version's size.  Other errors are left as they are. */
+void ck_atomic_space_note(const ck_model_dir *d, uint64_t need, uint64_t free_before,
+                          ck_error *err);
 
 #endif

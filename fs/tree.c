@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "../export/atomic_writer.h"
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
 
@@ -926,6 +927,7 @@ struct tree_save {
     ck_commit_group group;      /* the new files, until tree_save_finish (zeroed: none) */
     ck_model *saved;            /* the new files as read back before the commit */
     ck_model *kept;             /* the same, once the tree's: not the save's to close */
+    uint64_t bytes;             /* the tensors' bytes: about the new version's size */
 };
 
 static int out_of_memory(const tree *tr, ck_error *err)
@@ -1000,6 +1002,7 @@ static int add_entry(tree *tr, tree_save *save, uint32_t i, ck_error *err)
         return out_of_memory(tr, err);
     if (describe(tr, &tr->entries[i], &save->w[save->n], save, err) < 0)
         return -1;
+    save->bytes += entry_out_size(tr, &tr->entries[i]);
     save->n++;
     return 0;
 }
@@ -1105,6 +1108,7 @@ static int unchanged_on_disk(ck_model *m, ck_error *err)
 int tree_save_run(tree_save *save, ck_error *err)
 {
     ck_model *m = save->model;
+    uint64_t free_before = ck_atomic_free_space(m->dir);
     if (ck_group_begin(&save->group, m->dir, err) < 0)
         return -1;
     /* Checked first so that a changed file is named as such (its bytes
@@ -1114,8 +1118,10 @@ int tree_save_run(tree_save *save, ck_error *err)
     if (unchanged_on_disk(m, err) < 0 ||
         ck_encode_keep(m, save->w, save->n, &save->group, &save->open_opts, &save->saved,
                        err) < 0 ||
-        unchanged_on_disk(m, err) < 0 || ck_group_commit_point(&save->group, err) < 0)
+        unchanged_on_disk(m, err) < 0 || ck_group_commit_point(&save->group, err) < 0) {
+        ck_atomic_space_note(m->dir, save->bytes, free_before, err);
         return -1;
+    }
     return 0;
 }
 

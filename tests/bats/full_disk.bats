@@ -25,6 +25,21 @@ teardown() {
     [ "$status" -ne 0 ]
     [[ $output == *"No space left on device"* ]]
     [[ $(getfattr --only-values -n user.ckptfs.last_error "$BATS_TEST_TMPDIR/m") == *"No space left on device"* ]]
+    # how much it needed (the tensors' bytes, by the oracle's count) and how
+    # much was free when it began (df's count now: the failed save's
+    # temporary file is gone, the edits' spill file is there as it was)
+    need=$($ORACLE parse "$S/model.ckpt" | $PY -c 'import json,sys
+print(sum(e["nbytes"] for e in json.load(sys.stdin)))')
+    free=$(df -B1 --output=avail "$S" | tail -1)
+    want=$($PY -c 'import sys
+def h(n):
+    if n < 1024: return "%d bytes" % n
+    v, u = n / 1024, 0
+    while v >= 1024 and u < 3: v, u = v / 1024, u + 1
+    return ("%.1f %s" if v < 10 else "%.0f %s") % (v, ["KiB", "MiB", "GiB", "TiB"][u])
+print("needs about %s in %s, where %s was free" % (h(int(sys.argv[1])), sys.argv[3], h(int(sys.argv[2]))))' "$need" "$free" "$S")
+    echo "want: $want"
+    grep -qF "No space left on device; the new version $want" "$BATS_TEST_TMPDIR/daemon.log"
     [ "$(sha "$S/model.ckpt")" = "$before" ]
     [ -z "$(ls -A "$S" | grep ckptfs- | grep -vx "\.model\.ckpt\.ckptfs-lock")" ]
     [ "$(dd if="$BATS_TEST_TMPDIR/m/layer.1.weight/out" bs=1 skip=8 count=4 status=none)" = ckpt ]
