@@ -796,6 +796,21 @@ static int mount_collection(const struct cli *cli, struct fuse_args *args,
     return serve_opened(model, false, cli, args, opts, oo, &none, opts->mountpoint, path);
 }
 
+/* A model mounted read-only without -o ro: a person at a terminal is
+ * told so, and why, before a write fails with EROFS and nothing more
+ * (scripts and logs are not: it is the documented default). */
+static void say_read_only(const ck_model *model, const char *why)
+{
+    if (!isatty(STDERR_FILENO))
+        return;
+    if (why != NULL)
+        fprintf(stderr, "ckptfs: %s: mounted read-only: %s\n", model->path, why);
+    else
+        fprintf(stderr, "ckptfs: %s: mounted read-only: its owner may not write it (mode "
+                "%04o); -o rw mounts it writable\n", model->path,
+                (unsigned)(model->st.st_mode & 07777));
+}
+
 /* Whether the mount will write the model, as far as can be told before
  * opening it (-o rw, the owner's write bit, a model to create): the lock
  * is taken before anything is written beside the model. */
@@ -893,6 +908,8 @@ static int mount_model(struct cli *cli, struct fuse_args *args, struct fuse_cmdl
     } else {
         if (!rw)
             ck_writer_lock_release(&lock); /* a read-only mount holds nothing */
+        if (!rw && cli->rw == -1)
+            say_read_only(model, savable ? NULL : err.msg);
         rc = serve_opened(model, rw, cli, args, opts, oo, &lock, at, path);
     }
     ck_writer_lock_release(&lock); /* if not released above */

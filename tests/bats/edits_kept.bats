@@ -384,3 +384,20 @@ for e in json.load(sys.stdin):
     "$BUILD/ckptfs-umount" "$M"
     : >"$BATS_TEST_TMPDIR/mounts"
 }
+
+@test "a 0400 model mounted without -o ro says on a terminal that it is read-only and why; a script's stderr stays quiet" {
+    chmod 0400 "$F"
+    mkdir -p "$M"
+    echo "0 $M" >>"$BATS_TEST_TMPDIR/mounts"
+    run script -qec "$CKPTFS $F $M" /dev/null
+    [ "$status" -eq 0 ]
+    [[ $output == *"ckptfs: $F: mounted read-only: its owner may not write it (mode 0400); -o rw mounts it writable"* ]]
+    mountpoint -q "$M"
+    run touch "$M/linear1.bias/out"
+    [[ $output == *"Read-only file system"* ]]
+    fusermount3 -u "$M"
+    run "$CKPTFS" "$F" "$M"
+    [ "$status" -eq 0 ]
+    [ -z "$output" ]
+    fusermount3 -u "$M"
+}
