@@ -76,7 +76,7 @@ int ck_sink_payload(ck_sink *s, uint64_t len)
     return s->wrap->ops->payload(s->wrap, len, s->err);
 }
 
-int ck_sink_copy(ck_sink *s, ck_source *src, uint64_t off, uint64_t len)
+static int copy_range(ck_sink *s, ck_source *src, uint64_t off, uint64_t len)
 {
     if (s->wrap != NULL && s->wrap->ops->copy != NULL) {
         if (s->crc_on && crc_through_memory(s, src, off, len) < 0)
@@ -97,25 +97,40 @@ int ck_sink_copy(ck_sink *s, ck_source *src, uint64_t off, uint64_t len)
     return copy_through_memory(s, src, off, len);
 }
 
-static int piece_step(ck_sink *s, const ck_piece *p, uint64_t off, uint64_t len)
-{
-    if (p->mem != NULL)
-        return ck_sink_write(s, (const unsigned char *)p->mem + off, (size_t)len);
-    return ck_sink_copy(s, p->src, p->off + off, len);
-}
-
 #define PROGRESS_STEP (16ull << 20)
 
-int ck_sink_piece(ck_sink *s, const ck_piece *p, uint64_t off, uint64_t len)
+/* Copies are what a progress counts: a tensor's new bytes (pieces) and
+ * the unchanged ones copied from the old file alike, so that a save that
+ * only renames shows its progress too.  In steps, so the count moves
+ * during a copy of gigabytes. */
+int ck_sink_copy(ck_sink *s, ck_source *src, uint64_t off, uint64_t len)
 {
     if (s->progress == NULL || !s->progress->on)
-        return piece_step(s, p, off, len);
+        return copy_range(s, src, off, len);
     while (len > 0) {
         uint64_t n = len < PROGRESS_STEP ? len : PROGRESS_STEP;
-        if (piece_step(s, p, off, n) < 0)
+        if (copy_range(s, src, off, n) < 0)
             return -1;
         ck_progress_add(s->progress, n);
         off += n;
+        len -= n;
+    }
+    return 0;
+}
+
+int ck_sink_piece(ck_sink *s, const ck_piece *p, uint64_t off, uint64_t len)
+{
+    if (p->mem == NULL)
+        return ck_sink_copy(s, p->src, p->off + off, len); /* counted there */
+    const unsigned char *mem = (const unsigned char *)p->mem + off;
+    if (s->progress == NULL || !s->progress->on)
+        return ck_sink_write(s, mem, (size_t)len);
+    while (len > 0) {
+        uint64_t n = len < PROGRESS_STEP ? len : PROGRESS_STEP;
+        if (ck_sink_write(s, mem, (size_t)n) < 0)
+            return -1;
+        ck_progress_add(s->progress, n);
+        mem += n;
         len -= n;
     }
     return 0;

@@ -61,11 +61,19 @@ bool ck_progress_wanted(FILE *f, bool quiet)
     return !quiet && isatty(fileno(f));
 }
 
+/* done, total and on are stored atomically: ck_progress_read may look
+ * from another thread while the writer counts. */
 void ck_progress_start(ck_progress *p, uint64_t total, bool on, FILE *out)
 {
-    *p = (ck_progress){.on = on, .out = out, .total = total};
+    __atomic_store_n(&p->on, false, __ATOMIC_RELEASE);
+    p->out = out;
+    p->drawn = false;
+    __atomic_store_n(&p->done, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->total, total, __ATOMIC_RELAXED);
     clock_gettime(CLOCK_MONOTONIC, &p->start);
-    if (on)
+    p->last = p->start;
+    __atomic_store_n(&p->on, on, __ATOMIC_RELEASE);
+    if (on && out != NULL)
         draw(p, &p->start);
 }
 
@@ -73,7 +81,9 @@ void ck_progress_add(ck_progress *p, uint64_t n)
 {
     if (p == NULL || !p->on)
         return;
-    p->done += n;
+    __atomic_add_fetch(&p->done, n, __ATOMIC_RELAXED);
+    if (p->out == NULL)
+        return;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (ns_between(&p->last, &now) >= REDRAW_NS)
@@ -84,10 +94,21 @@ void ck_progress_end(ck_progress *p)
 {
     if (!p->on)
         return;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    draw(p, &now);
-    fprintf(p->out, "\r\033[K");
-    fflush(p->out);
-    p->on = false;
+    if (p->out != NULL) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        draw(p, &now);
+        fprintf(p->out, "\r\033[K");
+        fflush(p->out);
+    }
+    __atomic_store_n(&p->on, false, __ATOMIC_RELEASE);
+}
+
+bool ck_progress_read(const ck_progress *p, uint64_t *done, uint64_t *total)
+{
+    if (!__atomic_load_n(&p->on, __ATOMIC_ACQUIRE))
+        return false;
+    *total = __atomic_load_n(&p->total, __ATOMIC_RELAXED);
+    *done = __atomic_load_n(&p->done, __ATOMIC_RELAXED);
+    return true;
 }

@@ -25,9 +25,13 @@ typedef struct ck_progress {
     bool drawn;                 /* a line is on the terminal, to be cleared */
 } ck_progress;
 
-/* Start counting towards total bytes; on: draw to out (pass
- * ck_progress_wanted's answer). */
+/* Start counting towards total bytes; on: count, and draw to out unless
+ * it is NULL (pass ck_progress_wanted's answer).  A count without a bar
+ * is read by another thread (ck_progress_read): a mount's save, shown in
+ * an attribute while it runs. */
 void ck_progress_start(ck_progress *p, uint64_t total, bool on, FILE *out);
+/* From any thread: whether it counts, and the count so far. */
+bool ck_progress_read(const ck_progress *p, uint64_t *done, uint64_t *total);
 /* Whether a bar belongs on f: a terminal, and not quiet. */
 bool ck_progress_wanted(FILE *f, bool quiet);
 /* n more bytes written (p may be NULL). */

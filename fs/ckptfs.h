@@ -109,6 +109,9 @@ struct ckfs {
     /* Where the edits a failed save at unmount would lose are kept
      * (-o recovery_dir; NULL: beside the model): fs/recovery.h. */
     const char *recovery_dir;
+    /* The running save's count of bytes written (user.ckptfs.progress);
+     * the saver's thread counts, requests read it (ck_progress_read). */
+    ck_progress save_progress;
     /* ckptfs-umount saved and is unmounting: no edit is taken, so the save
      * at unmount has nothing left to do, hence nothing left to fail. */
     bool sealed;
@@ -155,6 +158,7 @@ extern const struct fuse_lowlevel_ops ckfs_ops;
 #define XATTR_PID "user.ckptfs.pid"         /* the daemon's, for ckptfs-umount */
 #define XATTR_UNMOUNT "user.ckptfs.unmount" /* set by ckptfs-umount */
 #define XATTR_LAST_ERROR "user.ckptfs.last_error" /* the last refusal */
+#define XATTR_PROGRESS "user.ckptfs.progress"   /* a running save's bytes written */
 /* security.* and system.*: never served, and answered EOPNOTSUPP so that
  * the kernel and ls stop asking (docs/benchmarks.md). */
 bool ckfs_unserved_xattr(const char *name);

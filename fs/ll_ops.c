@@ -885,6 +885,21 @@ static void op_getxattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *na
         ckfs_reply_xattr(req, meta, strlen(meta), size);
         return;
     }
+    uint64_t done, total;
+    if (k == NODE_ROOT && strcmp(name, XATTR_PROGRESS) == 0) {
+        /* Read by name only (not listed): there only while a save writes. */
+        if (!ck_progress_read(&fs->save_progress, &done, &total)) {
+            fuse_reply_err(req, ENODATA);
+            return;
+        }
+        char text[96];
+        int pct = total ? (int)(done * 100 / total) : 100;
+        int n = snprintf(text, sizeof text, "saving %llu of %llu bytes (%d%%)",
+                         (unsigned long long)done, (unsigned long long)total,
+                         pct > 100 ? 100 : pct);
+        ckfs_reply_xattr(req, text, (size_t)n, size);
+        return;
+    }
     if (k == NODE_ROOT && strcmp(name, XATTR_PID) == 0) {
         /* for ckptfs-umount, which waits for this process to finish saving */
         char pid[24];

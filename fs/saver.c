@@ -33,6 +33,7 @@
 #include <string.h>
 #include <syslog.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct forget_job {
     ckfs *fs;
@@ -128,6 +129,9 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic, ck_error *why)
         pthread_rwlock_unlock(&fs->lock);
         if (fs->on_save != NULL)
             fs->on_save(fs, true, false);
+        /* A bar with -f on a terminal; the count always, for the attribute. */
+        tree_save_show_progress(job, &fs->save_progress,
+                                !fs->use_syslog && isatty(STDERR_FILENO) ? stderr : NULL);
         rc = tree_save_run(job, &err);
         pthread_rwlock_wrlock(&fs->lock);
         rc = tree_save_end(&fs->tr, job, rc, &old, &err);

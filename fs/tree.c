@@ -928,6 +928,8 @@ struct tree_save {
     ck_model *saved;            /* the new files as read back before the commit */
     ck_model *kept;             /* the same, once the tree's: not the save's to close */
     uint64_t bytes;             /* the tensors' bytes: about the new version's size */
+    ck_progress *progress;      /* counts the bytes written (NULL: none) */
+    FILE *progress_out;         /* and draws a bar there (NULL: none) */
 };
 
 static int out_of_memory(const tree *tr, ck_error *err)
@@ -1105,12 +1107,8 @@ static int unchanged_on_disk(ck_model *m, ck_error *err)
     return -1;
 }
 
-int tree_save_run(tree_save *save, ck_error *err)
+static int save_run(tree_save *save, ck_model *m, uint64_t free_before, ck_error *err)
 {
-    ck_model *m = save->model;
-    uint64_t free_before = ck_atomic_free_space(m->dir);
-    if (ck_group_begin(&save->group, m->dir, err) < 0)
-        return -1;
     /* Checked first so that a changed file is named as such (its bytes
      * would not read back), and again just before the commit point.  The
      * files read back are the new model: read again, a .ckpt would cost
@@ -1123,6 +1121,30 @@ int tree_save_run(tree_save *save, ck_error *err)
         return -1;
     }
     return 0;
+}
+
+void tree_save_show_progress(tree_save *save, ck_progress *p, FILE *out)
+{
+    save->progress = p;
+    save->progress_out = out;
+}
+
+int tree_save_run(tree_save *save, ck_error *err)
+{
+    ck_model *m = save->model;
+    uint64_t free_before = ck_atomic_free_space(m->dir);
+    if (ck_group_begin(&save->group, m->dir, err) < 0)
+        return -1;
+    if (save->progress != NULL) {
+        /* A bar for a save that takes a while: a small one would flicker. */
+        FILE *out = save->bytes >= TREE_PROGRESS_BAR_MIN ? save->progress_out : NULL;
+        ck_progress_start(save->progress, save->bytes, true, out);
+        save->group.progress = save->progress;
+    }
+    int rc = save_run(save, m, free_before, err);
+    if (save->progress != NULL)
+        ck_progress_end(save->progress);
+    return rc;
 }
 
 int tree_save_finish(tree_save *save, int rc, ck_error *err)

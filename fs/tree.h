@@ -30,6 +30,7 @@
 #include "../codec/collection.h"
 #include "../codec/core/model.h"
 #include "../codec/view.h"
+#include "../export/progress.h"
 
 /* A meta is a few lines; anything longer is not one. */
 #define TREE_META_MAX 65536
@@ -273,6 +274,12 @@ int tree_save_begin(tree *tr, tree_save **save, bool make_file, ck_error *err);
 /* Encode, read back and commit (export/commit_group.h, up to the commit
  * point). */
 int tree_save_run(tree_save *save, ck_error *err);
+/* Before run: count the bytes it writes in p (a progress of its own, for
+ * the caller to read from any thread: ck_progress_read), and draw a bar
+ * on out unless it is NULL, for a save of TREE_PROGRESS_BAR_MIN bytes or
+ * more. */
+#define TREE_PROGRESS_BAR_MIN (64ull << 20)
+void tree_save_show_progress(tree_save *save, ck_progress *p, FILE *out);
 /* Switch the tree to the files read back (rc: tree_save_run's).  *old:
  * the model file replaced, for the caller to close once it no longer
  * holds what serializes the tree (closing frees the replaced file, which
