@@ -9,8 +9,11 @@
  *   part; reported are the
  *   tensors only in A, only in B, those whose type or shape changed, and of
  *   the others those whose bytes differ, with the largest absolute and
- *   relative difference of their elements.  Exit status as diff(1)'s: 0
- *   equal, 1 different, 2 trouble.
+ *   relative difference of their elements, their mean absolute and RMS
+ *   difference and ||a-b|| / ||b||.  With --atol/--rtol the tensors whose
+ *   bytes differ are the same when every element is within numpy.allclose's
+ *   tolerance.  Exit status as diff(1)'s: 0 equal (or within tolerance),
+ *   1 different, 2 trouble.
  *
  * A and B are opened as ckptfs-stat opens MODEL, with the same options
  * (cli_open.h) for both: one key (-o key_file or CKPTFS_KEY_HEX) serves an
@@ -435,20 +438,35 @@ static void print_values(const entry *e, const char *name)
            e->mean_abs, e->rms, e->rel_norm);
 }
 
+/* v in the fewest digits that read back as v, so that a tolerance is
+ * printed as given (2.9999999999999996 is not 3). */
+static const char *exact_text(double v, char *out, size_t cap)
+{
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(out, cap, "%.*g", digits, v);
+        if (strtod(out, NULL) == v)
+            break;
+    }
+    return out;
+}
+
 static void print_summary(const counts *c, const diff_opts *o)
 {
+    char at[32], rt[32];
+    exact_text(o->atol, at, sizeof at);
+    exact_text(o->rtol, rt, sizeof rt);
     if (c->only_a + c->only_b + c->changed + c->differ == 0)
         printf("identical\n");
     else if (all_same(c))
-        printf("identical within tolerance (atol %.9g, rtol %.9g): %zu of %zu in both with "
-               "other bytes\n", o->atol, o->rtol, c->differ, c->differ + c->same);
+        printf("identical within tolerance (atol %s, rtol %s): %zu of %zu in both with "
+               "other bytes\n", at, rt, c->differ, c->differ + c->same);
     else
         printf("differ: %zu only in A, %zu only in B, %zu changed type or shape, "
                "%zu of %zu in both with other bytes\n", c->only_a, c->only_b,
                c->changed, c->differ, c->differ + c->same);
     if (o->tol && !all_same(c))
-        printf("within tolerance (atol %.9g, rtol %.9g): %zu of the %zu with other bytes\n",
-               o->atol, o->rtol, c->close, c->differ);
+        printf("within tolerance (atol %s, rtol %s): %zu of the %zu with other bytes\n",
+               at, rt, c->close, c->differ);
 }
 
 static void print_text(const char *pa, const char *pb, const entry *es, size_t n,
@@ -581,7 +599,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: " PROG " [OPTIONS] A B\n"
             "Compare two models tensor by tensor (matched by name): the tensors only in A,\n"
             "only in B, with another type or shape, and of the others those whose bytes\n"
-            "differ, with the largest absolute and relative difference of their elements.\n"
+            "differ, with the largest absolute and relative difference of their elements,\n"
+            "the mean absolute and RMS difference and the relative norm ||a-b||/||b||.\n"
             "Types compare as the codec reads them: a .ckpt Float32 equals a safetensors F32.\n"
             "  --atol X, --rtol Y    the same within tolerance: every element of a tensor\n"
             "                        |a - b| <= X + Y * |b| (numpy.allclose), NaN close to\n"
