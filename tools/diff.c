@@ -596,7 +596,7 @@ static int print_json(const ck_model *ma, const ck_model *mb, const char *pa, co
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: " PROG " [OPTIONS] A B\n"
+    fprintf(f, "usage: " PROG " [OPTIONS] A B [TENSOR...]\n"
             "Compare two models tensor by tensor (matched by name): the tensors only in A,\n"
             "only in B, with another type or shape, and of the others those whose bytes\n"
             "differ, with the largest absolute and relative difference of their elements,\n"
@@ -620,7 +620,8 @@ static void usage(FILE *f)
             "  -h, --help; -V, --version\n"
             "A, B: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
             "directory, or with -o strategy a distributed checkpoint's directory; the\n"
-            "options apply to both.\n"
+            "options apply to both.  TENSOR: only those tensors, in the order named; a\n"
+            "name or a shell glob ('fc*', quoted from the shell) of A's or B's names.\n"
             "Exit status (as diff's): 0 the same tensors, types, shapes and bytes (or values\n"
             "within --atol/--rtol); 1 they\n"
             "differ; 2 trouble (a usage error, a file that cannot be read).\n");
@@ -712,6 +713,46 @@ static int tol_arg(diff_opts *o, int argc, char **argv, int *i)
     return 0;
 }
 
+/* Whether a TENSOR argument selects entry i of ctx (an entry array): its
+ * name (the pair's one name) or either side's directory name, equal or
+ * matched as a glob (ck_cli_name_matches). */
+static bool entry_matches(void *ctx, size_t i, const char *pat)
+{
+    const entry *e = &((const entry *)ctx)[i];
+    return ck_cli_name_matches(pat, e->name, e->name_len, NULL) ||
+           (e->a != NULL && ck_cli_name_matches(pat, NULL, 0, e->a->dir_name)) ||
+           (e->b != NULL && ck_cli_name_matches(pat, NULL, 0, e->b->dir_name));
+}
+
+/* Keep of es[0 .. *n) those the TENSOR patterns select, in the patterns'
+ * order (ck_cli_select); all of them without patterns.  -1 (said) when a
+ * pattern selects no tensor of A or B. */
+static int select_entries(entry *es, size_t *n, const char **pats, size_t n_pats,
+                          const char *pa, const char *pb)
+{
+    if (n_pats == 0)
+        return 0;
+    size_t *order = calloc(*n + 1, sizeof *order), missing = 0;
+    entry *kept = calloc(*n + 1, sizeof *kept);
+    long got = order == NULL || kept == NULL ? -2
+               : ck_cli_select(*n, entry_matches, es, pats, n_pats, order, &missing);
+    char q[CK_QUOTE_BUF];
+    if (got == -1)
+        fprintf(stderr, PROG ": %s, %s: no tensor %s\n", pa, pb,
+                ck_quote(q, pats[missing], strlen(pats[missing])));
+    else if (got < 0)
+        fprintf(stderr, PROG ": out of memory\n");
+    for (long k = 0; k < got; k++)
+        kept[k] = es[order[k]];
+    if (got >= 0) {
+        memcpy(es, kept, (size_t)got * sizeof *es);
+        *n = (size_t)got;
+    }
+    free(order);
+    free(kept);
+    return got < 0 ? -1 : 0;
+}
+
 /* An option of ckptfs-diff's own at argv[*i] (ck_cli_args): 1 taken, 0
  * not one, -1 a bad value. */
 static int own_arg(void *ctx, int argc, char **argv, int *i)
@@ -727,35 +768,48 @@ static int own_arg(void *ctx, int argc, char **argv, int *i)
     return tol_arg(o, argc, argv, i);
 }
 
+/* Compare A and B (path[0], path[1]), the tensors path[2 .. n_pos) select
+ * or all: the exit status. */
+static int run(diff_opts *o, const char **path, size_t n_pos);
+
 int main(int argc, char **argv)
 {
     diff_opts o = {.read = ck_chunk_opts_default()};
-    const char *path[2] = {NULL, NULL};
+    /* A, B, then the TENSOR patterns */
+    const char **path = calloc((size_t)argc + 2, sizeof *path);
+    if (path == NULL)
+        return 2;
     ck_cli_args args = {.prog = PROG, .usage = usage, .open = &o.open, .own = own_arg,
-                        .ctx = &o, .pos = path, .max_pos = 2};
+                        .ctx = &o, .pos = path, .max_pos = (size_t)argc};
     int got = ck_cli_read_args(&args, argc, argv);
-    if (got > 0)
-        return 0; /* --help, --version */
-    if (got < 0 || path[1] == NULL) {
+    if (got != 0 || path[1] == NULL) {
         if (got == 0)
             fprintf(stderr, PROG ": %s; ", path[0] ? "no B given" : "no A and B given");
-        fprintf(stderr, "usage: " PROG " [OPTIONS] A B (try --help)\n");
-        return 2;
+        if (got <= 0)
+            fprintf(stderr, "usage: " PROG " [OPTIONS] A B [TENSOR...] (try --help)\n");
+        free(path);
+        return got > 0 ? 0 : 2; /* --help, --version: 0 */
     }
-    o.open.key_optional = true; /* one key serves A, B or both */
+    int rc = run(&o, path, args.n_pos);
+    free(path);
+    return rc;
+}
+static int run(diff_opts *o, const char **path, size_t n_pos)
+{
+    o->open.key_optional = true; /* one key serves A, B or both */
     ck_error err = {0};
     ck_model *m[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) {
-        if ((k == 0 && ck_cli_load_key(&o.open, &err) < 0) ||
-            (m[k] = ck_cli_open_model(&o.open, path[k], &err)) == NULL) {
+        if ((k == 0 && ck_cli_load_key(&o->open, &err) < 0) ||
+            (m[k] = ck_cli_open_model(&o->open, path[k], &err)) == NULL) {
             fprintf(stderr, PROG ": %s\n", err.msg);
             if (k == 1)
                 ck_model_close(m[0]);
-            ck_cli_key_wipe(&o.open);
+            ck_cli_key_wipe(&o->open);
             return 2;
         }
     }
-    ck_cli_key_wipe(&o.open);
+    ck_cli_key_wipe(&o->open);
     size_t n = 0;
     named *na = NULL, *nb = NULL;
     entry *es = match(m[0], m[1], &n, &na, &nb);
@@ -763,9 +817,11 @@ int main(int argc, char **argv)
     int rc = es == NULL ? 2 : 0;
     if (es == NULL)
         fprintf(stderr, PROG ": out of memory\n");
+    else if (select_entries(es, &n, path + 2, n_pos - 2, path[0], path[1]) < 0)
+        rc = 2;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         entry *e = &es[i];
-        if (e->v == SAME && compare_pair(m[0], m[1], e, &o, &err) < 0) {
+        if (e->v == SAME && compare_pair(m[0], m[1], e, o, &err) < 0) {
             char q[CK_QUOTE_BUF];
             fprintf(stderr, PROG ": %s (tensor %s)\n", err.msg,
                     ck_quote(q, e->name, e->name_len));
@@ -779,10 +835,10 @@ int main(int argc, char **argv)
         case SAME: c.same++; break;
         }
     }
-    if (rc == 0 && !o.open.quiet && o.json)
-        rc = print_json(m[0], m[1], path[0], path[1], es, n, &c, o.tol) < 0 ? 2 : 0;
-    else if (rc == 0 && !o.open.quiet)
-        print_text(path[0], path[1], es, n, &c, &o);
+    if (rc == 0 && !o->open.quiet && o->json)
+        rc = print_json(m[0], m[1], path[0], path[1], es, n, &c, o->tol) < 0 ? 2 : 0;
+    else if (rc == 0 && !o->open.quiet)
+        print_text(path[0], path[1], es, n, &c, o);
     if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
         fprintf(stderr, PROG ": cannot write the output: %s\n", strerror(errno));
         rc = 2;

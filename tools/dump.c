@@ -6,8 +6,9 @@
  * mount would show, where each tensor's bytes are, and why a file is refused.
  *
  *   ckptfs-dump [--nocrc] [--no-index] [-o index_dir=DIR] [-o key_file=PATH]
- *               [-o tmp_max=SIZE] MODEL
- *   one line per visible tensor: directory name, type, shape, bytes, extents
+ *               [-o tmp_max=SIZE] MODEL [TENSOR...]
+ *   one line per visible tensor (or per tensor the TENSOR names or shell
+ *   globs select, in their order: ck_cli_select): directory name, type, shape, bytes, extents
  *   (of the plaintext, for an encrypted or compressed model), each OFF+LEN,
  *   FILE:OFF+LEN when it is in a data file (an ONNX external data file, a
  *   shard of a safetensors set), FILE relative to the model's directory
@@ -139,18 +140,20 @@ static bool is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-#define USAGE "usage: ckptfs-dump [OPTIONS] MODEL | RUN_DIR"
+#define USAGE "usage: ckptfs-dump [OPTIONS] MODEL [TENSOR...] | RUN_DIR"
 
 static void usage(FILE *to)
 {
     fprintf(to, "usage: ckptfs-dump [--nocrc] [--no-index] [-o index_dir=DIR] [-o key_file=PATH]\n"
-            "                   [-o tmp_max=SIZE] [-q] MODEL\n"
+            "                   [-o tmp_max=SIZE] [-q] MODEL [TENSOR...]\n"
             "       ckptfs-dump -o strategy=FILE DIST_DIR\n"
             "       ckptfs-dump RUN_DIR/iteration_<N>\n"
             "       ckptfs-dump ONEFLOW_SNAPSHOT_DIR\n"
             "       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n"
             "       ckptfs-dump -h | --help | -V | --version\n"
-            "-o takes a list, -o a,b (a comma in a value: \\,); -q: no warning.\n");
+            "-o takes a list, -o a,b (a comma in a value: \\,); -q: no warning.\n"
+            "TENSOR: only those tensors, in the order named: a name or a shell glob ('fc*',\n"
+            "quoted from the shell); a model of any kind above but a RUN_DIR takes them.\n");
 }
 
 /* -o settle=SECONDS, ckptfs-dump's own option (ck_cli_args): 1 taken, 0
@@ -164,37 +167,96 @@ static int own_arg(void *ctx, int argc, char **argv, int *i)
     return parse_seconds(v, ctx) < 0 ? -1 : 1;
 }
 
+/* Whether a TENSOR argument selects live tensor i of the index ctx: its
+ * name or its directory name, equal or matched as a glob. */
+static bool matches(void *ctx, size_t i, const char *pat)
+{
+    const ck_index *ix = ctx;
+    const ck_tensor *t = &ix->tensors[ix->live[i]];
+    return ck_cli_name_matches(pat, t->name, t->name_len, t->dir_name);
+}
+
+/* The live tensors to list, as indexes into ix->live: every one in file
+ * order without patterns, else those pats select in their order
+ * (ck_cli_select).  NULL (said) when a pattern selects none, before
+ * anything is printed. */
+static size_t *selected(const ck_index *ix, const char *path, const char **pats,
+                        size_t n_pats, size_t *n)
+{
+    size_t *order = calloc(ix->n_live + 1, sizeof *order), missing = 0;
+    long got = order == NULL ? -2 : n_pats == 0 ? (long)ix->n_live
+               : ck_cli_select(ix->n_live, matches, (void *)ix, pats, n_pats, order, &missing);
+    for (size_t i = 0; n_pats == 0 && order != NULL && i < ix->n_live; i++)
+        order[i] = i;
+    if (got >= 0) {
+        *n = (size_t)got;
+        return order;
+    }
+    char q[CK_QUOTE_BUF];
+    if (got == -1)
+        fprintf(stderr, "ckptfs-dump: %s: no tensor %s\n", path,
+                ck_quote(q, pats[missing], strlen(pats[missing])));
+    else
+        fprintf(stderr, "ckptfs-dump: out of memory\n");
+    free(order);
+    return NULL;
+}
+
+static int dump_model(const ck_cli_open *o, const char *path, const char **pats,
+                      size_t n_pats);
+
 int main(int argc, char **argv)
 {
     ck_cli_open o = {0};
-    const char *path = NULL;
     double settle = SETTLE_DEFAULT;
-    ck_cli_args args = {.prog = "ckptfs-dump", .usage = usage, .open = &o, .own = own_arg,
-                        .ctx = &settle, .pos = &path, .max_pos = 1};
-    int got = ck_cli_read_args(&args, argc, argv);
-    if (got > 0)
-        return 0; /* --help, --version */
-    if (got < 0 || args.n_pos == 0) {
-        if (got == 0)
-            fprintf(stderr, "ckptfs-dump: no MODEL given; ");
-        fprintf(stderr, USAGE " (try --help)\n");
+    /* MODEL, then the TENSOR patterns */
+    const char **pos = calloc((size_t)argc + 1, sizeof *pos);
+    if (pos == NULL)
         return 2;
+    ck_cli_args args = {.prog = "ckptfs-dump", .usage = usage, .open = &o, .own = own_arg,
+                        .ctx = &settle, .pos = pos, .max_pos = (size_t)argc};
+    int got = ck_cli_read_args(&args, argc, argv);
+    const char *path = pos[0];
+    bool run_dir = got == 0 && path != NULL && is_dir(path) && !ck_cli_opens_dir(&o, path);
+    if (got != 0 || path == NULL || (run_dir && args.n_pos > 1)) {
+        if (got == 0)
+            fprintf(stderr, "ckptfs-dump: %s; ", path == NULL ? "no MODEL given"
+                    : "a RUN_DIR takes no TENSOR");
+        if (got <= 0)
+            fprintf(stderr, USAGE " (try --help)\n");
+        free(pos);
+        return got > 0 ? 0 : 2; /* --help, --version: 0 */
     }
-    if (is_dir(path) && !ck_cli_opens_dir(&o, path))
-        return dump_run_dir(path, settle);
+    int rc = run_dir ? dump_run_dir(path, settle)
+                     : dump_model(&o, path, pos + 1, args.n_pos - 1);
+    free(pos);
+    return rc;
+}
+
+/* The model's summary line, then its tensors: all in file order, or those
+ * pats select.  The exit status. */
+static int dump_model(const ck_cli_open *o, const char *path, const char **pats,
+                      size_t n_pats)
+{
     ck_error err = {0};
-    ck_model *m = ck_cli_open_model(&o, path, &err);
+    ck_model *m = ck_cli_open_model(o, path, &err);
     if (m == NULL) {
         fprintf(stderr, "ckptfs-dump: %s\n", err.msg);
         return 1;
     }
     const ck_index *ix = &m->index;
+    size_t n = 0, *order = selected(ix, path, pats, n_pats, &n);
+    if (order == NULL) {
+        ck_model_close(m);
+        return 1;
+    }
     printf("# %s: format %s, %zu tensors (%zu records), index memory %zu bytes%s%s%s\n",
            m->path, m->format->name, ix->n_live, ix->count, ck_index_memory(ix),
            m->format->notes ? m->format->notes(m) : "",
            ck_envelope_is_wrapped(&m->env) ? ", " : "", ck_envelope_describe(&m->env));
-    for (size_t i = 0; i < ix->n_live; i++)
-        print_tensor(m, &ix->tensors[ix->live[i]]);
+    for (size_t k = 0; k < n; k++)
+        print_tensor(m, &ix->tensors[ix->live[order[k]]]);
+    free(order);
     ck_model_close(m);
     return 0;
 }

@@ -343,7 +343,8 @@ static int print_json(const ck_model *m, const char *path, const result *rs, siz
 static void usage(FILE *f)
 {
     fprintf(f, "usage: " PROG " [OPTIONS] MODEL [TENSOR...]\n"
-            "Statistics of a model's tensors (all of them, in file order, or those named):\n"
+            "Statistics of a model's tensors (all of them, in file order, or those named, in\n"
+            "the order named; TENSOR may be a shell glob, 'fc*', quoted from the shell):\n"
             "type, shape, count, min, max, mean, std (of the finite values), and the counts\n"
             "of NaN, +Inf, -Inf and zeros.\n"
             "  --hist[=BINS]         a histogram of the finite values (%d bins by default)\n"
@@ -364,11 +365,38 @@ static void usage(FILE *f)
             BINS_DEFAULT);
 }
 
-/* Whether a TENSOR argument names t: its name, or its directory name. */
-static bool matches(const ck_tensor *t, const char *name)
+/* Whether a TENSOR argument selects live tensor i of the index ctx: its
+ * name or its directory name, equal or matched as a glob. */
+static bool matches(void *ctx, size_t i, const char *pat)
 {
-    return (strlen(name) == t->name_len && memcmp(name, t->name, t->name_len) == 0) ||
-           strcmp(name, t->dir_name) == 0;
+    const ck_index *ix = ctx;
+    const ck_tensor *t = &ix->tensors[ix->live[i]];
+    return ck_cli_name_matches(pat, t->name, t->name_len, t->dir_name);
+}
+
+/* The live tensors to report, as indexes into ix->live: every one in file
+ * order without TENSOR arguments, else in the patterns' order
+ * (ck_cli_select).  NULL (said) when a pattern selects nothing. */
+static size_t *selected(const char *path, const ck_index *ix, const char **pats,
+                        size_t n_pats, size_t *n)
+{
+    size_t *order = calloc(ix->n_live + 1, sizeof *order), missing = 0;
+    long got = order == NULL ? -2 : n_pats == 0 ? (long)ix->n_live
+               : ck_cli_select(ix->n_live, matches, (void *)ix, pats, n_pats, order, &missing);
+    for (size_t i = 0; n_pats == 0 && order != NULL && i < ix->n_live; i++)
+        order[i] = i;
+    if (got >= 0) {
+        *n = (size_t)got;
+        return order;
+    }
+    char q[CK_QUOTE_BUF];
+    if (got == -1)
+        fprintf(stderr, PROG ": %s: no tensor %s\n", path,
+                ck_quote(q, pats[missing], strlen(pats[missing])));
+    else
+        fprintf(stderr, PROG ": out of memory\n");
+    free(order);
+    return NULL;
 }
 
 /* An option of ckptfs-stat's own at argv[*i] (ck_cli_args): 1 taken, 0
@@ -423,29 +451,17 @@ int main(int argc, char **argv)
         return 1;
     }
     const ck_index *ix = &m->index;
-    for (size_t k = 0; k < n_names; k++) {
-        bool found = false;
-        for (size_t i = 0; i < ix->n_live && !found; i++)
-            found = matches(&ix->tensors[ix->live[i]], names[k]);
-        if (!found) {
-            char q[CK_QUOTE_BUF];
-            fprintf(stderr, PROG ": %s: no tensor %s\n", path,
-                    ck_quote(q, names[k], strlen(names[k])));
-            ck_model_close(m);
-            free(pos);
-            return 1;
-        }
+    size_t n_sel = 0, *sel = selected(path, ix, names, n_names, &n_sel);
+    if (sel == NULL) {
+        ck_model_close(m);
+        free(pos);
+        return 1;
     }
-    result *rs = calloc(ix->n_live ? ix->n_live : 1, sizeof *rs);
+    result *rs = calloc(n_sel ? n_sel : 1, sizeof *rs);
     size_t n = 0;
     int rc = rs == NULL ? 1 : 0;
-    for (size_t i = 0; rc == 0 && i < ix->n_live; i++) {
-        const ck_tensor *t = &ix->tensors[ix->live[i]];
-        bool want = n_names == 0;
-        for (size_t k = 0; k < n_names && !want; k++)
-            want = matches(t, names[k]);
-        if (!want)
-            continue;
+    for (size_t s = 0; rc == 0 && s < n_sel; s++) {
+        const ck_tensor *t = &ix->tensors[ix->live[sel[s]]];
         result *r = &rs[n++];
         r->t = t;
         r->elem = ck_elem_of(t->dtype);
@@ -471,6 +487,7 @@ int main(int argc, char **argv)
         free(rs[i].edges);
     }
     free(rs);
+    free(sel);
     ck_model_close(m);
     free(pos);
     return rc;

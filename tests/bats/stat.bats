@@ -12,6 +12,7 @@ ENVELOPE="$PY $REPO/tests/oracle/envelope_oracle.py"
 DIST="$PY $REPO/tests/oracle/dist_oracle.py"
 ITER="$PY $REPO/tests/oracle/iteration_oracle.py"
 STAT=$BUILD/ckptfs-stat
+LENET_CKPT=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
 # The fixtures' encrypted MindIR files name their key: "0123456789ABCDEF".
 FIXTURE_KEY=30313233343536373839414243444546
 
@@ -127,13 +128,35 @@ PY
     $STAT_ORACLE compare "$T/expect.json" "$T/got.json" --any-order
 }
 
-@test "named tensors only, in file order; the same numbers as for the whole model" {
+@test "named tensors only, in the order named; the same numbers as for the whole model" {
     $STAT_ORACLE gen "$T/special.ckpt" --case special
     $STAT_ORACLE expect "$T/special.ckpt" >"$T/expect.json"
     "$STAT" --json "$T/special.ckpt" int.uint64 special.f16 >"$T/got.json"
     $STAT_ORACLE compare "$T/expect.json" "$T/got.json" --names int.uint64 special.f16
-    [ "$($PY -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["tensors"]))' \
-        "$T/got.json")" -eq 2 ]
+    [ "$($PY -c 'import json,sys; print([t["dir"] for t in json.load(open(sys.argv[1]))["tensors"]])' \
+        "$T/got.json")" = "['int.uint64', 'special.f16']" ]
+}
+
+@test "TENSOR globs on a fixture: the order of the patterns, file order within one, each once" {
+    $STAT_ORACLE expect "$LENET_CKPT" >"$T/expect.json"
+    for pats in "fc*" "fc3* conv* fc*" "*.bias *.weight" "conv?.weight [!cf]* learning_rate" \
+                "*"; do
+        set -f
+        "$STAT" --json "$LENET_CKPT" $pats >"$T/got.json"
+        # the oracle selects with Python's fnmatch over the tensors it read
+        $STAT_ORACLE compare "$T/expect.json" "$T/got.json" --names $pats
+        set +f
+    done
+    # the table too, and a tensor named twice is listed once
+    set -f
+    "$STAT" "$LENET_CKPT" 'fc2.*' 'conv1.*' fc2.bias >"$T/table"
+    set +f
+    [ "$(tail -n +2 "$T/table" | cut -d' ' -f1 | paste -sd,)" = "fc2.weight,fc2.bias,conv1.weight" ]
+    # a glob that selects nothing: as an unknown name, exit 1
+    cd "$T"
+    cp "$LENET_CKPT" lenet.ckpt
+    run "$STAT" lenet.ckpt 'fc*' 'zz*'
+    [ "$status" -eq 1 ] && [ "$output" = "ckptfs-stat: lenet.ckpt: no tensor zz*" ] || false
 }
 
 @test "an unknown tensor name: exit 1, one line naming the file as given and the name" {
