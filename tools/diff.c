@@ -3,8 +3,9 @@
  * ckptfs-diff: what differs between two models, without mounting either,
  * the comparison one would otherwise load both into numpy for.
  *
- *   ckptfs-diff [OPTIONS] A B
- *   tensors are matched by name (ck_tensor_shown_name: the mount's and
+ *   ckptfs-diff [OPTIONS] A B [TENSOR...]
+ *   (TENSOR: only the tensors those names or shell globs select, in their
+ *   order, ck_cli_select) tensors are matched by name (ck_tensor_shown_name: the mount's and
  *   ckptfs-convert's, so a model and its conversion match) and map-tensor
  *   part; reported are the
  *   tensors only in A, only in B, those whose type or shape changed, and of

@@ -4,7 +4,8 @@
  * the numbers one would otherwise load the model into numpy for.
  *
  *   ckptfs-stat [OPTIONS] MODEL [TENSOR...]
- *   per tensor (the named ones, else every one in file order): name, type,
+ *   per tensor (those the TENSOR names or shell globs select, in their order,
+ *   ck_cli_select; else every one in file order): name, type,
  *   shape, element count, min, max, mean, standard deviation (population),
  *   counts of NaN, +Inf, -Inf and zeros; --hist[=BINS] adds a histogram of
  *   the finite values over [min, max]; --json prints one JSON document.
