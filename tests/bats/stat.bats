@@ -251,3 +251,37 @@ print(" ".join(map(str, t["hist"]["counts"])))' "$T/expect.json")
     # the mount's version, word for word
     [ "$output" = "ckptfs-stat $("$CKPTFS" --version | head -1 | cut -d' ' -f2)" ]
 }
+
+@test "--hist-log: the counts numpy.histogram gives, bars 40*log10(c+1)/log10(max+1), at least 1" {
+    $STAT_ORACLE expect "$LENET_CKPT" --hist 12 >"$T/expect.json"
+    for t in fc1.weight conv1.weight fc3.bias; do
+        "$STAT" --hist-log --hist=12 "$LENET_CKPT" "$t" >"$T/log"
+        "$STAT" --hist=12 "$LENET_CKPT" "$t" >"$T/lin"
+        cat "$T/log"
+        grep -qxF "histogram of $t (12 bins, finite values, log scale):" "$T/log"
+        # each bin: its count, and its bar's length, on either scale
+        for f in log lin; do
+            grep -A12 "^histogram of $t" "$T/$f" | tail -12 |
+                sed 's/^.*[])] *//' | awk '{ print $1, length($2) }' >"$T/$f.bars"
+        done
+        $PY - "$T/expect.json" "$t" "$T/log.bars" "$T/lin.bars" <<'PY'
+import json, math, sys
+t = [x for x in json.load(open(sys.argv[1]))["tensors"] if x["dir"] == sys.argv[2]][0]
+counts = t["hist"]["counts"]
+most = max(counts)
+def log_bar(c):
+    if c == 0:
+        return 0
+    return min(40, max(1, int(40 * math.log10(c + 1) / math.log10(most + 1))))
+for path, bar in ((sys.argv[3], log_bar), (sys.argv[4], lambda c: 40 * c // most)):
+    got = [tuple(map(int, line.split())) for line in open(path)]
+    want = [(c, bar(c)) for c in counts]
+    assert got == want, (path, got, want)
+# the log scale shows a tail the linear one hides
+assert any(c > 0 and 40 * c // most == 0 for c in counts) or sys.argv[2] != "fc1.weight"
+PY
+    done
+    # alone, --hist-log is --hist's 10 bins; the JSON is --hist's, counts only
+    [ "$("$STAT" --hist-log "$LENET_CKPT" fc1.weight | grep -c '^  \[')" -eq 10 ]
+    cmp <("$STAT" --json --hist=5 "$LENET_CKPT") <("$STAT" --json --hist-log --hist=5 "$LENET_CKPT")
+}
