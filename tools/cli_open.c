@@ -7,6 +7,7 @@
 #include "cli_open.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -316,4 +317,53 @@ int ck_cli_uint(const char *text, unsigned lo, unsigned hi, unsigned *out)
 const char *ck_cli_part(const ck_tensor *t)
 {
     return ck_tensor_part_name(t);
+}
+
+bool ck_cli_name_matches(const char *pat, const char *name, size_t name_len,
+                         const char *dir_name)
+{
+    if ((name != NULL && strlen(pat) == name_len && memcmp(pat, name, name_len) == 0) ||
+        (dir_name != NULL && strcmp(pat, dir_name) == 0))
+        return true;
+    if (dir_name != NULL && fnmatch(pat, dir_name, 0) == 0)
+        return true;
+    if (name == NULL || name_len == SIZE_MAX)
+        return false;
+    char *z = malloc(name_len + 1); /* fnmatch takes a string */
+    if (z == NULL)
+        return false;
+    memcpy(z, name, name_len);
+    z[name_len] = '\0';
+    bool hit = strlen(z) == name_len && fnmatch(pat, z, 0) == 0;
+    free(z);
+    return hit;
+}
+
+long ck_cli_select(size_t n, bool (*matches)(void *ctx, size_t i, const char *pat),
+                   void *ctx, const char *const *pats, size_t n_pats, size_t *order,
+                   size_t *missing)
+{
+    bool *taken = calloc(n + 1, sizeof *taken);
+    if (taken == NULL)
+        return -2;
+    size_t got = 0;
+    for (size_t k = 0; k < n_pats; k++) {
+        bool any = false;
+        for (size_t i = 0; i < n; i++) {
+            if (!matches(ctx, i, pats[k]))
+                continue;
+            any = true;
+            if (!taken[i]) {
+                taken[i] = true;
+                order[got++] = i;
+            }
+        }
+        if (!any) {
+            free(taken);
+            *missing = k;
+            return -1;
+        }
+    }
+    free(taken);
+    return (long)got;
 }

@@ -108,4 +108,24 @@ int ck_cli_uint(const char *text, unsigned lo, unsigned hi, unsigned *out);
  * of its own. */
 const char *ck_cli_part(const ck_tensor *t);
 
+/* Whether a TENSOR argument pat selects a tensor named name (name_len
+ * bytes, not necessarily NUL-terminated; NULL for none) whose directory
+ * is dir_name (NULL for none): either one equal to pat, or matched by pat as a shell glob
+ * (fnmatch(3), no flags: `*` crosses `/` and `.`).  The equality keeps a
+ * name with `[` or `*` in it selectable as it is written.  Out of memory:
+ * equality only. */
+bool ck_cli_name_matches(const char *pat, const char *name, size_t name_len,
+                         const char *dir_name);
+
+/* Which of n items the TENSOR patterns pats select, in the patterns'
+ * order: the items the first selects, in their order, then those the
+ * second selects and the first did not, and so on; an item selected twice
+ * is listed once, at the first.  matches(ctx, i, pat) says whether item i
+ * is selected by pat.  Fills order (room for n) and returns how many;
+ * with a pattern that selects nothing, -1 and *missing its index; out
+ * of memory, -2. */
+long ck_cli_select(size_t n, bool (*matches)(void *ctx, size_t i, const char *pat),
+                   void *ctx, const char *const *pats, size_t n_pats, size_t *order,
+                   size_t *missing);
+
 #endif

@@ -3,14 +3,18 @@
  * ckptfs-diff: what differs between two models, without mounting either,
  * the comparison one would otherwise load both into numpy for.
  *
- *   ckptfs-diff [OPTIONS] A B
- *   tensors are matched by name (ck_tensor_shown_name: the mount's and
+ *   ckptfs-diff [OPTIONS] A B [TENSOR...]
+ *   (TENSOR: only the tensors those names or shell globs select, in their
+ *   order, ck_cli_select) tensors are matched by name (ck_tensor_shown_name: the mount's and
  *   ckptfs-convert's, so a model and its conversion match) and map-tensor
  *   part; reported are the
  *   tensors only in A, only in B, those whose type or shape changed, and of
  *   the others those whose bytes differ, with the largest absolute and
- *   relative difference of their elements.  Exit status as diff(1)'s: 0
- *   equal, 1 different, 2 trouble.
+ *   relative difference of their elements, their mean absolute and RMS
+ *   difference and ||a-b|| / ||b||.  With --atol/--rtol the tensors whose
+ *   bytes differ are the same when every element is within numpy.allclose's
+ *   tolerance.  Exit status as diff(1)'s: 0 equal (or within tolerance),
+ *   1 different, 2 trouble.
  *
  * A and B are opened as ckptfs-stat opens MODEL, with the same options
  * (cli_open.h) for both: one key (-o key_file or CKPTFS_KEY_HEX) serves an
@@ -42,7 +46,45 @@ typedef struct diff_opts {
     ck_cli_open open;
     bool json;              /* -q is open.quiet: nothing printed, no warning */
     ck_chunk_opts read;     /* -j, --chunk */
+    bool tol;               /* --atol or --rtol given: compare values, not bytes */
+    double atol, rtol;
 } diff_opts;
+
+/* A sum in double with Neumaier's compensation: the rounding error of each
+ * addition is kept apart, so that millions of small terms beside a large
+ * running sum are not lost (numpy sums pairwise to the same end). */
+typedef struct ksum {
+    double s, c;
+} ksum;
+
+static void ksum_add(ksum *k, double x)
+{
+    double t = k->s + x;
+    if (fabs(k->s) >= fabs(x))
+        k->c += (k->s - t) + x;
+    else
+        k->c += (x - t) + k->s;
+    k->s = t;
+}
+
+static double ksum_value(const ksum *k)
+{
+    return k->s + k->c;
+}
+
+static void ksum_merge(ksum *into, const ksum *k)
+{
+    ksum_add(into, k->s);
+    ksum_add(into, k->c);
+}
+
+/* What a pass over a pair of tensors sums up, per thread then merged. */
+typedef struct acc {
+    bool differ;
+    bool far;               /* an element outside atol + rtol * |b| */
+    double max_abs, max_rel;
+    ksum abs, sq, sq_b;     /* sum |a-b|, sum (a-b)^2, sum b^2 */
+} acc;
 
 typedef enum verdict {
     ONLY_A, ONLY_B, TYPE_DIFFERS, SHAPE_DIFFERS, BYTES_DIFFER, SAME,
@@ -56,6 +98,8 @@ typedef struct entry {
     verdict v;
     ck_elem elem;           /* the pair's element type (SAME, BYTES_DIFFER) */
     double max_abs, max_rel;
+    double mean_abs, rms, rel_norm;     /* BYTES_DIFFER of a numeric type */
+    bool close;             /* BYTES_DIFFER within --atol/--rtol */
 } entry;
 
 /* The largest of m and x, NaN once either is: a NaN difference is the
@@ -71,15 +115,13 @@ typedef struct pair {
     const ck_model *ma, *mb;
     entry *e;
     size_t chunk;
-    /* Folded in as each thread ends (under the pass's lock). */
-    bool differ;
-    double max_abs, max_rel;
+    const diff_opts *o;
+    acc sum;                /* folded in as each thread ends (under the pass's lock) */
 } pair;
 
 typedef struct scratch {
     unsigned char *a, *b;
-    bool differ;
-    double max_abs, max_rel;
+    acc sum;
 } scratch;
 
 static void *scratch_new(void *ctx)
@@ -103,9 +145,13 @@ static void scratch_done(void *ctx, void *arg)
 {
     pair *p = ctx;
     scratch *s = arg;
-    p->differ |= s->differ;
-    p->max_abs = max_nan(p->max_abs, s->max_abs);
-    p->max_rel = max_nan(p->max_rel, s->max_rel);
+    p->sum.differ |= s->sum.differ;
+    p->sum.far |= s->sum.far;
+    p->sum.max_abs = max_nan(p->sum.max_abs, s->sum.max_abs);
+    p->sum.max_rel = max_nan(p->sum.max_rel, s->sum.max_rel);
+    ksum_merge(&p->sum.abs, &s->sum.abs);
+    ksum_merge(&p->sum.sq, &s->sum.sq);
+    ksum_merge(&p->sum.sq_b, &s->sum.sq_b);
     free(s->a);
     free(s->b);
     free(s);
@@ -148,6 +194,40 @@ static void float_diff(double x, double y, double *abs_d, double *rel_d)
     *rel_d = *abs_d / (ax > ay ? ax : ay);
 }
 
+/* Whether b's element y is within the tolerance of a's x, |x - y| the
+ * difference d (float_diff's or int_diff's): numpy.isclose's test
+ * d <= atol + rtol * |y| for finite elements; an infinity is close to
+ * itself only; NaN is close to NaN (the max abs counts it 0 too, so that
+ * tensors of the same bytes are always within tolerance) and to nothing
+ * else. */
+static bool is_close(const diff_opts *o, double x, double y, double d)
+{
+    if (isnan(x) || isnan(y))
+        return isnan(x) && isnan(y);
+    if (isinf(x) || isinf(y))
+        return x == y;
+    return d <= o->atol + o->rtol * fabs(y);
+}
+
+/* Fold the differences of element i of a chunk into s. */
+static void add_elem(const pair *p, scratch *s, size_t i)
+{
+    ck_elem e = p->e->elem;
+    double x = ck_elem_value(e, s->a, i), y = ck_elem_value(e, s->b, i);
+    double d, r;
+    /* bool: its truth (any non-zero byte is True, as for numpy), 0 or 1. */
+    if (ck_elem_is_float(e) || e == CK_ELEM_BOOL)
+        float_diff(x, y, &d, &r);
+    else
+        int_diff(e, s->a, s->b, i, &d, &r);
+    s->sum.max_abs = max_nan(s->sum.max_abs, d);
+    s->sum.max_rel = max_nan(s->sum.max_rel, r);
+    ksum_add(&s->sum.abs, d);
+    ksum_add(&s->sum.sq, d * d);
+    if (p->o->tol && !is_close(p->o, x, y, d))
+        s->sum.far = true;
+}
+
 static int pair_chunk(void *ctx, void *arg, uint64_t k, ck_error *err)
 {
     pair *p = ctx;
@@ -159,24 +239,55 @@ static int pair_chunk(void *ctx, void *arg, uint64_t k, ck_error *err)
     if (lb < 0)
         return -1;
     if (memcmp(s->a, s->b, (size_t)la) == 0)
-        return 0;
-    s->differ = true;
+        return 0; /* no difference to add, every element close */
+    s->sum.differ = true;
     ck_elem e = p->e->elem;
     if (e == CK_ELEM_NONE)
         return 0;
     size_t n = (size_t)la / ck_elem_size(e);
-    /* bool: its truth (any non-zero byte is True, as for numpy), 0 or 1. */
-    bool by_double = ck_elem_is_float(e) || e == CK_ELEM_BOOL;
+    for (size_t i = 0; i < n; i++)
+        add_elem(p, s, i);
+    return 0;
+}
+
+/* The sum of squares of b's elements, for ||a-b|| / ||b||: a second pass,
+ * over B only, made only for a tensor whose bytes differ, so that models
+ * that are the same are compared by memcmp alone. */
+static int norm_chunk(void *ctx, void *arg, uint64_t k, ck_error *err)
+{
+    pair *p = ctx;
+    scratch *s = arg;
+    long lb = ck_chunk_read(p->mb, p->e->b, s->b, p->chunk, k, err);
+    if (lb < 0)
+        return -1;
+    size_t n = (size_t)lb / ck_elem_size(p->e->elem);
     for (size_t i = 0; i < n; i++) {
-        double d, r;
-        if (by_double)
-            float_diff(ck_elem_value(e, s->a, i), ck_elem_value(e, s->b, i), &d, &r);
-        else
-            int_diff(e, s->a, s->b, i, &d, &r);
-        s->max_abs = max_nan(s->max_abs, d);
-        s->max_rel = max_nan(s->max_rel, r);
+        double y = ck_elem_value(p->e->elem, s->b, i);
+        ksum_add(&s->sum.sq_b, y * y);
     }
     return 0;
+}
+
+/* ||a-b|| / ||b||; when ||b|| is 0 (b all zeros), 0 if a is too and
+ * infinity otherwise, rather than numpy's NaN of 0/0, so that only a NaN
+ * element makes it NaN. */
+static double rel_norm(double sq, double sq_b)
+{
+    if (isnan(sq) || isnan(sq_b))
+        return NAN;
+    if (sq_b == 0)
+        return sq == 0 ? 0.0 : INFINITY;
+    return sqrt(sq) / sqrt(sq_b);
+}
+
+/* The mean abs, RMS and relative norm of a pair whose bytes differ, from
+ * the sums of its pass; n_elems is not 0 (the bytes differ). */
+static void summarize(entry *e, const acc *a, uint64_t n_elems)
+{
+    double n = (double)n_elems;
+    e->mean_abs = ksum_value(&a->abs) / n;
+    e->rms = sqrt(ksum_value(&a->sq) / n);
+    e->rel_norm = rel_norm(ksum_value(&a->sq), ksum_value(&a->sq_b));
 }
 
 static int compare_pair(const ck_model *ma, const ck_model *mb, entry *e, const diff_opts *o,
@@ -196,16 +307,24 @@ static int compare_pair(const ck_model *ma, const ck_model *mb, entry *e, const 
     if (e->b->nbytes % size != 0)
         return ck_fail(err, EINVAL, "%s: tensor %s: %" PRIu64 " bytes are not whole %s "
                        "elements", mb->path, e->b->dir_name, e->b->nbytes, e->b->type_name);
-    pair p = {.ma = ma, .mb = mb, .e = e, .chunk = o->read.chunk};
+    pair p = {.ma = ma, .mb = mb, .e = e, .chunk = o->read.chunk, .o = o};
     ck_chunk_pass cp = {.path = ma->path, .n_chunks = (a->nbytes + p.chunk - 1) / p.chunk,
                         .threads = o->read.threads, .ctx = &p, .scratch_new = scratch_new,
                         .chunk = pair_chunk, .scratch_done = scratch_done};
     if (ck_chunk_run(&cp, err) < 0)
         return -1;
-    if (p.differ)
-        e->v = BYTES_DIFFER;
-    e->max_abs = p.max_abs;
-    e->max_rel = p.max_rel;
+    e->max_abs = p.sum.max_abs;
+    e->max_rel = p.sum.max_rel;
+    if (!p.sum.differ)
+        return 0;
+    e->v = BYTES_DIFFER;
+    if (e->elem == CK_ELEM_NONE)
+        return 0; /* bytes are never within a tolerance */
+    e->close = o->tol && !p.sum.far;
+    cp.chunk = norm_chunk;
+    if (ck_chunk_run(&cp, err) < 0)
+        return -1;
+    summarize(e, &p.sum, a->nbytes / size);
     return 0;
 }
 
@@ -303,10 +422,56 @@ static const char *name_text(const entry *e, const ck_tensor *t, char *out, size
 
 typedef struct counts {
     size_t only_a, only_b, changed, differ, same;
+    size_t close;           /* of differ: within --atol/--rtol */
 } counts;
 
+/* Whether A and B are the same: bit for bit, or with --atol/--rtol each
+ * pair of tensors whose bytes differ within the tolerance. */
+static bool all_same(const counts *c)
+{
+    return c->only_a + c->only_b + c->changed + c->differ - c->close == 0;
+}
+
+static void print_values(const entry *e, const char *name)
+{
+    printf("values %s: %s: max abs %.9g, max rel %.9g, mean abs %.9g, rms %.9g, "
+           "rel norm %.9g\n", e->close ? "close" : "differ", name, e->max_abs, e->max_rel,
+           e->mean_abs, e->rms, e->rel_norm);
+}
+
+/* v in the fewest digits that read back as v, so that a tolerance is
+ * printed as given (2.9999999999999996 is not 3). */
+static const char *exact_text(double v, char *out, size_t cap)
+{
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(out, cap, "%.*g", digits, v);
+        if (strtod(out, NULL) == v)
+            break;
+    }
+    return out;
+}
+
+static void print_summary(const counts *c, const diff_opts *o)
+{
+    char at[32], rt[32];
+    exact_text(o->atol, at, sizeof at);
+    exact_text(o->rtol, rt, sizeof rt);
+    if (c->only_a + c->only_b + c->changed + c->differ == 0)
+        printf("identical\n");
+    else if (all_same(c))
+        printf("identical within tolerance (atol %s, rtol %s): %zu of %zu in both with "
+               "other bytes\n", at, rt, c->differ, c->differ + c->same);
+    else
+        printf("differ: %zu only in A, %zu only in B, %zu changed type or shape, "
+               "%zu of %zu in both with other bytes\n", c->only_a, c->only_b,
+               c->changed, c->differ, c->differ + c->same);
+    if (o->tol && !all_same(c))
+        printf("within tolerance (atol %s, rtol %s): %zu of the %zu with other bytes\n",
+               at, rt, c->close, c->differ);
+}
+
 static void print_text(const char *pa, const char *pb, const entry *es, size_t n,
-                       const counts *c)
+                       const counts *c, const diff_opts *o)
 {
     char name[CK_QUOTE_BUF + 16], sa[512], sb[512];
     for (size_t i = 0; i < n; i++) {
@@ -331,19 +496,13 @@ static void print_text(const char *pa, const char *pb, const entry *es, size_t n
             if (e->elem == CK_ELEM_NONE)
                 printf("bytes differ: %s (not numeric)\n", name);
             else
-                printf("values differ: %s: max abs %.9g, max rel %.9g\n", name, e->max_abs,
-                       e->max_rel);
+                print_values(e, name);
             break;
         case SAME:
             break;
         }
     }
-    if (c->only_a + c->only_b + c->changed + c->differ == 0)
-        printf("identical\n");
-    else
-        printf("differ: %zu only in A, %zu only in B, %zu changed type or shape, "
-               "%zu of %zu in both with other bytes\n", c->only_a, c->only_b,
-               c->changed, c->differ, c->differ + c->same);
+    print_summary(c, o);
 }
 
 /* A difference: a number, or "nan" / "inf" (JSON has neither). */
@@ -382,7 +541,7 @@ static const char *verdict_name(verdict v)
 }
 
 static int print_json(const ck_model *ma, const ck_model *mb, const char *pa, const char *pb,
-                      const entry *es, size_t n, const counts *c)
+                      const entry *es, size_t n, const counts *c, bool tol)
 {
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -404,6 +563,13 @@ static int print_json(const ck_model *ma, const ck_model *mb, const char *pa, co
                 json_object_set_new(o, "max_abs", jdiff(e->max_abs));
                 json_object_set_new(o, "max_rel", jdiff(e->max_rel));
             }
+            if (e->v == BYTES_DIFFER && e->elem != CK_ELEM_NONE) {
+                json_object_set_new(o, "mean_abs", jdiff(e->mean_abs));
+                json_object_set_new(o, "rms", jdiff(e->rms));
+                json_object_set_new(o, "rel_norm", jdiff(e->rel_norm));
+            }
+            if (tol && e->v == BYTES_DIFFER)
+                json_object_set_new(o, "close", json_boolean(e->close));
         }
         json_array_append_new(list, o);
     }
@@ -416,6 +582,11 @@ static int print_json(const ck_model *ma, const ck_model *mb, const char *pa, co
                             "only_b", (json_int_t)c->only_b, "changed", (json_int_t)c->changed,
                             "differ", (json_int_t)c->differ, "same", (json_int_t)c->same,
                             "tensors", list);
+    if (doc != NULL && tol)
+        json_object_set_new(doc, "within_tolerance", json_boolean(all_same(c)));
+    if (doc != NULL && tol)
+        json_object_set_new(json_object_get(doc, "counts"), "close",
+                            json_integer((json_int_t)c->close));
     int rc = doc == NULL || json_dumpf(doc, stdout, JSON_INDENT(1)) < 0 ? -1 : 0;
     printf("\n");
     json_decref(doc);
@@ -426,11 +597,16 @@ static int print_json(const ck_model *ma, const ck_model *mb, const char *pa, co
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: " PROG " [OPTIONS] A B\n"
+    fprintf(f, "usage: " PROG " [OPTIONS] A B [TENSOR...]\n"
             "Compare two models tensor by tensor (matched by name): the tensors only in A,\n"
             "only in B, with another type or shape, and of the others those whose bytes\n"
-            "differ, with the largest absolute and relative difference of their elements.\n"
+            "differ, with the largest absolute and relative difference of their elements,\n"
+            "the mean absolute and RMS difference and the relative norm ||a-b||/||b||.\n"
             "Types compare as the codec reads them: a .ckpt Float32 equals a safetensors F32.\n"
+            "  --atol X, --rtol Y    the same within tolerance: every element of a tensor\n"
+            "                        |a - b| <= X + Y * |b| (numpy.allclose), NaN close to\n"
+            "                        NaN only; either alone, the other is 0 (default: the\n"
+            "                        same bytes)\n"
             "  --json                one JSON document instead of lines\n"
             "  -q, --quiet           print nothing, no warning either: the exit status says it\n"
             "  -j N                  threads reading a tensor (default: the online CPUs)\n"
@@ -445,8 +621,10 @@ static void usage(FILE *f)
             "  -h, --help; -V, --version\n"
             "A, B: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
             "directory, or with -o strategy a distributed checkpoint's directory; the\n"
-            "options apply to both.\n"
-            "Exit status (as diff's): 0 the same tensors, types, shapes and bytes; 1 they\n"
+            "options apply to both.  TENSOR: only those tensors, in the order named; a\n"
+            "name or a shell glob ('fc*', quoted from the shell) of A's or B's names.\n"
+            "Exit status (as diff's): 0 the same tensors, types, shapes and bytes (or values\n"
+            "within --atol/--rtol); 1 they\n"
             "differ; 2 trouble (a usage error, a file that cannot be read).\n");
 }
 
@@ -499,6 +677,83 @@ out:
     return es;
 }
 
+/* A tolerance, a finite number >= 0, into *out; -1 if it is not (the
+ * option and its value are then named by ck_cli_read_args). */
+static int tol_value(const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || errno == ERANGE || !isfinite(v) || v < 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* --atol X, --atol=X, --rtol Y, --rtol=Y at argv[*i]: 1 taken, 0 not one,
+ * -1 a bad or missing value.  Either one turns on the comparison by
+ * values, the other staying 0 (numpy's allclose defaults to rtol 1e-5; a
+ * tolerance named alone is the clearer one). */
+static int tol_arg(diff_opts *o, int argc, char **argv, int *i)
+{
+    static const char *names[] = {"--atol", "--rtol"};
+    for (int k = 0; k < 2; k++) {
+        size_t len = strlen(names[k]);
+        if (strncmp(argv[*i], names[k], len) != 0)
+            continue;
+        const char *v = NULL;
+        if (argv[*i][len] == '=')
+            v = argv[*i] + len + 1;
+        else if (argv[*i][len] != '\0')
+            continue;
+        else if (*i + 1 < argc)
+            v = argv[++*i];
+        o->tol = true;
+        return v == NULL || tol_value(v, k == 0 ? &o->atol : &o->rtol) < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
+/* Whether a TENSOR argument selects entry i of ctx (an entry array): its
+ * name (the pair's one name) or either side's directory name, equal or
+ * matched as a glob (ck_cli_name_matches). */
+static bool entry_matches(void *ctx, size_t i, const char *pat)
+{
+    const entry *e = &((const entry *)ctx)[i];
+    return ck_cli_name_matches(pat, e->name, e->name_len, NULL) ||
+           (e->a != NULL && ck_cli_name_matches(pat, NULL, 0, e->a->dir_name)) ||
+           (e->b != NULL && ck_cli_name_matches(pat, NULL, 0, e->b->dir_name));
+}
+
+/* Keep of es[0 .. *n) those the TENSOR patterns select, in the patterns'
+ * order (ck_cli_select); all of them without patterns.  -1 (said) when a
+ * pattern selects no tensor of A or B. */
+static int select_entries(entry *es, size_t *n, const char **pats, size_t n_pats,
+                          const char *pa, const char *pb)
+{
+    if (n_pats == 0)
+        return 0;
+    size_t *order = calloc(*n + 1, sizeof *order), missing = 0;
+    entry *kept = calloc(*n + 1, sizeof *kept);
+    long got = order == NULL || kept == NULL ? -2
+               : ck_cli_select(*n, entry_matches, es, pats, n_pats, order, &missing);
+    char q[CK_QUOTE_BUF];
+    if (got == -1)
+        fprintf(stderr, PROG ": %s, %s: no tensor %s\n", pa, pb,
+                ck_quote(q, pats[missing], strlen(pats[missing])));
+    else if (got < 0)
+        fprintf(stderr, PROG ": out of memory\n");
+    for (long k = 0; k < got; k++)
+        kept[k] = es[order[k]];
+    if (got >= 0) {
+        memcpy(es, kept, (size_t)got * sizeof *es);
+        *n = (size_t)got;
+    }
+    free(order);
+    free(kept);
+    return got < 0 ? -1 : 0;
+}
+
 /* An option of ckptfs-diff's own at argv[*i] (ck_cli_args): 1 taken, 0
  * not one, -1 a bad value. */
 static int own_arg(void *ctx, int argc, char **argv, int *i)
@@ -507,42 +762,55 @@ static int own_arg(void *ctx, int argc, char **argv, int *i)
     int took = ck_chunk_opt_arg(&o->read, argc, argv, i);
     if (took != 0)
         return took;
-    if (strcmp(argv[*i], "--json") == 0)
+    if (strcmp(argv[*i], "--json") == 0) {
         o->json = true;
-    else
-        return 0;
-    return 1;
+        return 1;
+    }
+    return tol_arg(o, argc, argv, i);
 }
+
+/* Compare A and B (path[0], path[1]), the tensors path[2 .. n_pos) select
+ * or all: the exit status. */
+static int run(diff_opts *o, const char **path, size_t n_pos);
 
 int main(int argc, char **argv)
 {
     diff_opts o = {.read = ck_chunk_opts_default()};
-    const char *path[2] = {NULL, NULL};
+    /* A, B, then the TENSOR patterns */
+    const char **path = calloc((size_t)argc + 2, sizeof *path);
+    if (path == NULL)
+        return 2;
     ck_cli_args args = {.prog = PROG, .usage = usage, .open = &o.open, .own = own_arg,
-                        .ctx = &o, .pos = path, .max_pos = 2};
+                        .ctx = &o, .pos = path, .max_pos = (size_t)argc};
     int got = ck_cli_read_args(&args, argc, argv);
-    if (got > 0)
-        return 0; /* --help, --version */
-    if (got < 0 || path[1] == NULL) {
+    if (got != 0 || path[1] == NULL) {
         if (got == 0)
             fprintf(stderr, PROG ": %s; ", path[0] ? "no B given" : "no A and B given");
-        fprintf(stderr, "usage: " PROG " [OPTIONS] A B (try --help)\n");
-        return 2;
+        if (got <= 0)
+            fprintf(stderr, "usage: " PROG " [OPTIONS] A B [TENSOR...] (try --help)\n");
+        free(path);
+        return got > 0 ? 0 : 2; /* --help, --version: 0 */
     }
-    o.open.key_optional = true; /* one key serves A, B or both */
+    int rc = run(&o, path, args.n_pos);
+    free(path);
+    return rc;
+}
+static int run(diff_opts *o, const char **path, size_t n_pos)
+{
+    o->open.key_optional = true; /* one key serves A, B or both */
     ck_error err = {0};
     ck_model *m[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) {
-        if ((k == 0 && ck_cli_load_key(&o.open, &err) < 0) ||
-            (m[k] = ck_cli_open_model(&o.open, path[k], &err)) == NULL) {
+        if ((k == 0 && ck_cli_load_key(&o->open, &err) < 0) ||
+            (m[k] = ck_cli_open_model(&o->open, path[k], &err)) == NULL) {
             fprintf(stderr, PROG ": %s\n", err.msg);
             if (k == 1)
                 ck_model_close(m[0]);
-            ck_cli_key_wipe(&o.open);
+            ck_cli_key_wipe(&o->open);
             return 2;
         }
     }
-    ck_cli_key_wipe(&o.open);
+    ck_cli_key_wipe(&o->open);
     size_t n = 0;
     named *na = NULL, *nb = NULL;
     entry *es = match(m[0], m[1], &n, &na, &nb);
@@ -550,9 +818,11 @@ int main(int argc, char **argv)
     int rc = es == NULL ? 2 : 0;
     if (es == NULL)
         fprintf(stderr, PROG ": out of memory\n");
+    else if (select_entries(es, &n, path + 2, n_pos - 2, path[0], path[1]) < 0)
+        rc = 2;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         entry *e = &es[i];
-        if (e->v == SAME && compare_pair(m[0], m[1], e, &o, &err) < 0) {
+        if (e->v == SAME && compare_pair(m[0], m[1], e, o, &err) < 0) {
             char q[CK_QUOTE_BUF];
             fprintf(stderr, PROG ": %s (tensor %s)\n", err.msg,
                     ck_quote(q, e->name, e->name_len));
@@ -562,20 +832,20 @@ int main(int argc, char **argv)
         case ONLY_A: c.only_a++; break;
         case ONLY_B: c.only_b++; break;
         case TYPE_DIFFERS: case SHAPE_DIFFERS: c.changed++; break;
-        case BYTES_DIFFER: c.differ++; break;
+        case BYTES_DIFFER: c.differ++; c.close += e->close; break;
         case SAME: c.same++; break;
         }
     }
-    if (rc == 0 && !o.open.quiet && o.json)
-        rc = print_json(m[0], m[1], path[0], path[1], es, n, &c) < 0 ? 2 : 0;
-    else if (rc == 0 && !o.open.quiet)
-        print_text(path[0], path[1], es, n, &c);
+    if (rc == 0 && !o->open.quiet && o->json)
+        rc = print_json(m[0], m[1], path[0], path[1], es, n, &c, o->tol) < 0 ? 2 : 0;
+    else if (rc == 0 && !o->open.quiet)
+        print_text(path[0], path[1], es, n, &c, o);
     if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
         fprintf(stderr, PROG ": cannot write the output: %s\n", strerror(errno));
         rc = 2;
     }
     if (rc == 0)
-        rc = c.only_a + c.only_b + c.changed + c.differ == 0 ? 0 : 1;
+        rc = all_same(&c) ? 0 : 1;
     free(es);
     names_free(na, m[0]->index.n_live);
     names_free(nb, m[1]->index.n_live);

@@ -6,8 +6,9 @@
  * mount would show, where each tensor's bytes are, and why a file is refused.
  *
  *   ckptfs-dump [--nocrc] [--no-index] [-o index_dir=DIR] [-o key_file=PATH]
- *               [-o tmp_max=SIZE] MODEL
- *   one line per visible tensor: directory name, type, shape, bytes, extents
+ *               [-o tmp_max=SIZE] MODEL [TENSOR...]
+ *   one line per visible tensor (or per tensor the TENSOR names or shell
+ *   globs select, in their order: ck_cli_select): directory name, type, shape, bytes, extents
  *   (of the plaintext, for an encrypted or compressed model), each OFF+LEN,
  *   FILE:OFF+LEN when it is in a data file (an ONNX external data file, a
  *   shard of a safetensors set), FILE relative to the model's directory;
@@ -144,12 +145,13 @@ static void sums_add(sums *s, const ck_tensor *t)
         s->bytes = UINT64_MAX;
 }
 
-/* The tensors of ix, counted in all and by type.  -1 out of memory. */
-static int count(const ck_index *ix, totals *tot)
+/* The tensors listed (order[0..n): indexes into ix->live), counted in
+ * all and by type.  -1 out of memory. */
+static int count(const ck_index *ix, const size_t *order, size_t n, totals *tot)
 {
     *tot = (totals){0};
-    for (size_t i = 0; i < ix->n_live; i++) {
-        const ck_tensor *t = &ix->tensors[ix->live[i]];
+    for (size_t i = 0; i < n; i++) {
+        const ck_tensor *t = &ix->tensors[ix->live[order[i]]];
         sums_add(&tot->all, t);
         size_t k = 0;
         /* a model has a handful of types: a linear search is enough */
@@ -370,7 +372,7 @@ static int emit(json_t *root)
 }
 
 /* The model as one JSON object: the schema is the man page's JSON SCHEMA. */
-static int dump_json(const ck_model *m, const totals *tot)
+static int dump_json(const ck_model *m, const size_t *order, size_t n, const totals *tot)
 {
     const ck_index *ix = &m->index;
     json_t *root = json_object();
@@ -387,8 +389,8 @@ static int dump_json(const ck_model *m, const totals *tot)
         json_object_set_new(root, "envelope", json_string(ck_envelope_describe(&m->env)));
     json_t *list = json_array();
     json_object_set_new(root, "tensors", list);
-    for (size_t i = 0; i < ix->n_live; i++) {
-        json_t *t = json_tensor(m, &ix->tensors[ix->live[i]]);
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_tensor(m, &ix->tensors[ix->live[order[i]]]);
         if (t == NULL || json_array_append_new(list, t) < 0) {
             json_decref(root);
             return emit(NULL);
@@ -488,19 +490,21 @@ static bool is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-#define USAGE "usage: ckptfs-dump [OPTIONS] MODEL | RUN_DIR"
+#define USAGE "usage: ckptfs-dump [OPTIONS] MODEL [TENSOR...] | RUN_DIR"
 
 static void usage(FILE *to)
 {
     fprintf(to, "usage: ckptfs-dump [--json] [--nocrc] [--no-index] [-o index_dir=DIR]\n"
-            "                   [-o key_file=PATH] [-o tmp_max=SIZE] [-q] MODEL\n"
+            "                   [-o key_file=PATH] [-o tmp_max=SIZE] [-q] MODEL [TENSOR...]\n"
             "       ckptfs-dump -o strategy=FILE DIST_DIR\n"
             "       ckptfs-dump RUN_DIR/iteration_<N>\n"
             "       ckptfs-dump ONEFLOW_SNAPSHOT_DIR\n"
             "       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n"
             "       ckptfs-dump -h | --help | -V | --version\n"
             "-o takes a list, -o a,b (a comma in a value: \\,); -q: no warning.\n"
-            "--json: one JSON object instead of the listing (man ckptfs-dump, JSON SCHEMA).\n");
+            "--json: one JSON object instead of the listing (man ckptfs-dump, JSON SCHEMA).\n"
+            "TENSOR: only those tensors, in the order named: a name or a shell glob ('fc*',\n"
+            "quoted from the shell); a model of any kind above but a RUN_DIR takes them.\n");
 }
 
 typedef struct dump_opts {
@@ -524,53 +528,110 @@ static int own_arg(void *ctx, int argc, char **argv, int *i)
     return parse_seconds(v, &d->settle) < 0 ? -1 : 1;
 }
 
+/* Whether a TENSOR argument selects live tensor i of the index ctx: its
+ * name or its directory name, equal or matched as a glob. */
+static bool matches(void *ctx, size_t i, const char *pat)
+{
+    const ck_index *ix = ctx;
+    const ck_tensor *t = &ix->tensors[ix->live[i]];
+    return ck_cli_name_matches(pat, t->name, t->name_len, t->dir_name);
+}
+
+/* The live tensors to list, as indexes into ix->live: every one in file
+ * order without patterns, else those pats select in their order
+ * (ck_cli_select).  NULL (said) when a pattern selects none, before
+ * anything is printed. */
+static size_t *selected(const ck_index *ix, const char *path, const char **pats,
+                        size_t n_pats, size_t *n)
+{
+    size_t *order = calloc(ix->n_live + 1, sizeof *order), missing = 0;
+    long got = order == NULL ? -2 : n_pats == 0 ? (long)ix->n_live
+               : ck_cli_select(ix->n_live, matches, (void *)ix, pats, n_pats, order, &missing);
+    for (size_t i = 0; n_pats == 0 && order != NULL && i < ix->n_live; i++)
+        order[i] = i;
+    if (got >= 0) {
+        *n = (size_t)got;
+        return order;
+    }
+    char q[CK_QUOTE_BUF];
+    if (got == -1)
+        fprintf(stderr, "ckptfs-dump: %s: no tensor %s\n", path,
+                ck_quote(q, pats[missing], strlen(pats[missing])));
+    else
+        fprintf(stderr, "ckptfs-dump: out of memory\n");
+    free(order);
+    return NULL;
+}
+
+static int dump_model(const ck_cli_open *o, const char *path, const char **pats,
+                      size_t n_pats, bool json);
+
 int main(int argc, char **argv)
 {
     ck_cli_open o = {0};
-    const char *path = NULL;
     dump_opts d = {.settle = SETTLE_DEFAULT};
-    ck_cli_args args = {.prog = "ckptfs-dump", .usage = usage, .open = &o, .own = own_arg,
-                        .ctx = &d, .pos = &path, .max_pos = 1};
-    int got = ck_cli_read_args(&args, argc, argv);
-    if (got > 0)
-        return 0; /* --help, --version */
-    if (got < 0 || args.n_pos == 0) {
-        if (got == 0)
-            fprintf(stderr, "ckptfs-dump: no MODEL given; ");
-        fprintf(stderr, USAGE " (try --help)\n");
+    /* MODEL, then the TENSOR patterns */
+    const char **pos = calloc((size_t)argc + 1, sizeof *pos);
+    if (pos == NULL)
         return 2;
+    ck_cli_args args = {.prog = "ckptfs-dump", .usage = usage, .open = &o, .own = own_arg,
+                        .ctx = &d, .pos = pos, .max_pos = (size_t)argc};
+    int got = ck_cli_read_args(&args, argc, argv);
+    const char *path = pos[0];
+    bool run_dir = got == 0 && path != NULL && is_dir(path) && !ck_cli_opens_dir(&o, path);
+    if (got != 0 || path == NULL || (run_dir && args.n_pos > 1)) {
+        if (got == 0)
+            fprintf(stderr, "ckptfs-dump: %s; ", path == NULL ? "no MODEL given"
+                    : "a RUN_DIR takes no TENSOR");
+        if (got <= 0)
+            fprintf(stderr, USAGE " (try --help)\n");
+        free(pos);
+        return got > 0 ? 0 : 2; /* --help, --version: 0 */
     }
-    if (is_dir(path) && !ck_cli_opens_dir(&o, path))
-        return dump_run_dir(path, d.settle, d.json);
+    int rc = run_dir ? dump_run_dir(path, d.settle, d.json)
+                     : dump_model(&o, path, pos + 1, args.n_pos - 1, d.json);
+    free(pos);
+    return rc;
+}
+
+/* The model's summary line, then its tensors and their totals (or all
+ * that as JSON): every tensor in file order, or those pats select.  The
+ * exit status. */
+static int dump_model(const ck_cli_open *o, const char *path, const char **pats,
+                      size_t n_pats, bool json)
+{
     ck_error err = {0};
-    ck_model *m = ck_cli_open_model(&o, path, &err);
+    ck_model *m = ck_cli_open_model(o, path, &err);
     if (m == NULL) {
         fprintf(stderr, "ckptfs-dump: %s\n", err.msg);
         return 1;
     }
     const ck_index *ix = &m->index;
-    totals tot;
-    if (count(ix, &tot) < 0) {
-        fprintf(stderr, "ckptfs-dump: %s: out of memory\n", m->path);
-        free(tot.by_type);
+    size_t n = 0, *order = selected(ix, path, pats, n_pats, &n);
+    if (order == NULL) {
         ck_model_close(m);
         return 1;
     }
-    if (d.json) {
-        int rc = dump_json(m, &tot);
+    totals tot;
+    int rc = count(ix, order, n, &tot) < 0 ? -1 : json ? dump_json(m, order, n, &tot) : 0;
+    if (rc < 0)
+        fprintf(stderr, "ckptfs-dump: %s: out of memory\n", m->path);
+    if (rc != 0 || json) {
         free(tot.by_type);
+        free(order);
         ck_model_close(m);
-        return rc;
+        return rc != 0 ? 1 : 0;
     }
     printf("# %s: format %s, %zu tensors (%zu records), index memory %zu bytes%s%s%s\n",
            m->path, m->format->name, ix->n_live, ix->count, ck_index_memory(ix),
            m->format->notes ? m->format->notes(m) : "",
            ck_envelope_is_wrapped(&m->env) ? ", " : "", ck_envelope_describe(&m->env));
     printf(COLUMNS);
-    for (size_t i = 0; i < ix->n_live; i++)
-        print_tensor(m, &ix->tensors[ix->live[i]]);
+    for (size_t k = 0; k < n; k++)
+        print_tensor(m, &ix->tensors[ix->live[order[k]]]);
     print_totals(&tot);
     free(tot.by_type);
+    free(order);
     ck_model_close(m);
     return 0;
 }

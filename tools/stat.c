@@ -4,10 +4,12 @@
  * the numbers one would otherwise load the model into numpy for.
  *
  *   ckptfs-stat [OPTIONS] MODEL [TENSOR...]
- *   per tensor (the named ones, else every one in file order): name, type,
+ *   per tensor (those the TENSOR names or shell globs select, in their order,
+ *   ck_cli_select; else every one in file order): name, type,
  *   shape, element count, min, max, mean, standard deviation (population),
  *   counts of NaN, +Inf, -Inf and zeros; --hist[=BINS] adds a histogram of
- *   the finite values over [min, max]; --json prints one JSON document.
+ *   the finite values over [min, max] (--hist-log: its bars on a log scale,
+ *   bar_length); --json prints one JSON document.
  *
  * MODEL is anything ckptfs-dump opens, with the same options (cli_open.h).
  * Each tensor is read through the codec in chunks (--chunk, 4 MiB by
@@ -38,6 +40,7 @@ typedef struct stat_opts {
     ck_cli_open open;
     bool json;
     unsigned bins;          /* 0: no histogram */
+    bool hist_log;          /* --hist-log: the table's bars on a log scale */
     ck_chunk_opts read;     /* -j, --chunk */
 } stat_opts;
 
@@ -197,7 +200,39 @@ static void row_cells(const result *r, char cells[N_COLS][CELL])
         snprintf(cells[c], CELL, "%" PRIu64, n[c - COL_NAN]);
 }
 
-static void print_table(const result *rs, size_t n, unsigned bins)
+#define BAR_MAX 40
+
+/* The length of a bin's bar: linear, count / most of BAR_MAX; or with
+ * log, log10(count + 1) / log10(most + 1) of it, at least 1 for a bin that
+ * is not empty, so that a tail of a few elements beside millions shows. */
+static int bar_length(uint64_t count, uint64_t most, bool log)
+{
+    if (most == 0 || count == 0)
+        return 0;
+    if (!log && count <= UINT64_MAX / BAR_MAX)
+        return (int)(BAR_MAX * count / most); /* exact, as it always was */
+    if (!log)
+        return (int)(BAR_MAX * (count / (double)most)); /* 40 * count would overflow */
+    int bar = (int)(BAR_MAX * log10((double)count + 1) / log10((double)most + 1));
+    return bar < 1 ? 1 : bar > BAR_MAX ? BAR_MAX : bar;
+}
+
+static void print_hist(const result *r, const char *name, unsigned bins, bool log)
+{
+    static const char hashes[] = "########################################";
+    uint64_t most = 0;
+    for (unsigned b = 0; b < bins; b++)
+        most = r->counts[b] > most ? r->counts[b] : most;
+    printf("\nhistogram of %s (%u bins, finite values%s):\n", name, bins,
+           log ? ", log scale" : "");
+    for (unsigned b = 0; b < bins; b++) {
+        int bar = bar_length(r->counts[b], most, log);
+        printf("  [%12.6g, %12.6g%c %12" PRIu64 "%s%.*s\n", r->edges[b], r->edges[b + 1],
+               b + 1 == bins ? ']' : ')', r->counts[b], bar ? " " : "", bar, hashes);
+    }
+}
+
+static void print_table(const result *rs, size_t n, unsigned bins, bool log)
 {
     static const char *head[N_COLS] = {"tensor", "type", "shape", "count", "min", "max",
                                        "mean", "std", "nan", "+inf", "-inf", "zeros"};
@@ -231,21 +266,9 @@ static void print_table(const result *rs, size_t n, unsigned bins)
         }
         printf("\n");
     }
-    for (size_t i = 0; i < n && bins > 0; i++) {
-        const result *r = &rs[i];
-        if (r->counts == NULL)
-            continue;
-        uint64_t most = 0;
-        for (unsigned b = 0; b < bins; b++)
-            most = r->counts[b] > most ? r->counts[b] : most;
-        printf("\nhistogram of %s (%u bins, finite values):\n", cells[i][COL_NAME], bins);
-        for (unsigned b = 0; b < bins; b++) {
-            int bar = most ? (int)(40 * r->counts[b] / most) : 0;
-            printf("  [%12.6g, %12.6g%c %12" PRIu64 "%s%.*s\n", r->edges[b], r->edges[b + 1],
-                   b + 1 == bins ? ']' : ')', r->counts[b], bar ? " " : "", bar,
-                   "########################################");
-        }
-    }
+    for (size_t i = 0; i < n && bins > 0; i++)
+        if (rs[i].counts != NULL)
+            print_hist(&rs[i], cells[i][COL_NAME], bins, log);
     free(cells);
 }
 
@@ -343,10 +366,13 @@ static int print_json(const ck_model *m, const char *path, const result *rs, siz
 static void usage(FILE *f)
 {
     fprintf(f, "usage: " PROG " [OPTIONS] MODEL [TENSOR...]\n"
-            "Statistics of a model's tensors (all of them, in file order, or those named):\n"
+            "Statistics of a model's tensors (all of them, in file order, or those named, in\n"
+            "the order named; TENSOR may be a shell glob, 'fc*', quoted from the shell):\n"
             "type, shape, count, min, max, mean, std (of the finite values), and the counts\n"
             "of NaN, +Inf, -Inf and zeros.\n"
             "  --hist[=BINS]         a histogram of the finite values (%d bins by default)\n"
+            "  --hist-log            --hist with bars on a log scale, log10(count+1), so the\n"
+            "                        tails show (the counts are the same)\n"
             "  --json                one JSON document instead of a table\n"
             "  -j N                  threads reading a tensor (default: the online CPUs)\n"
             "  --chunk=SIZE          bytes read at a time per thread (default 4M)\n"
@@ -364,11 +390,38 @@ static void usage(FILE *f)
             BINS_DEFAULT);
 }
 
-/* Whether a TENSOR argument names t: its name, or its directory name. */
-static bool matches(const ck_tensor *t, const char *name)
+/* Whether a TENSOR argument selects live tensor i of the index ctx: its
+ * name or its directory name, equal or matched as a glob. */
+static bool matches(void *ctx, size_t i, const char *pat)
 {
-    return (strlen(name) == t->name_len && memcmp(name, t->name, t->name_len) == 0) ||
-           strcmp(name, t->dir_name) == 0;
+    const ck_index *ix = ctx;
+    const ck_tensor *t = &ix->tensors[ix->live[i]];
+    return ck_cli_name_matches(pat, t->name, t->name_len, t->dir_name);
+}
+
+/* The live tensors to report, as indexes into ix->live: every one in file
+ * order without TENSOR arguments, else in the patterns' order
+ * (ck_cli_select).  NULL (said) when a pattern selects nothing. */
+static size_t *selected(const char *path, const ck_index *ix, const char **pats,
+                        size_t n_pats, size_t *n)
+{
+    size_t *order = calloc(ix->n_live + 1, sizeof *order), missing = 0;
+    long got = order == NULL ? -2 : n_pats == 0 ? (long)ix->n_live
+               : ck_cli_select(ix->n_live, matches, (void *)ix, pats, n_pats, order, &missing);
+    for (size_t i = 0; n_pats == 0 && order != NULL && i < ix->n_live; i++)
+        order[i] = i;
+    if (got >= 0) {
+        *n = (size_t)got;
+        return order;
+    }
+    char q[CK_QUOTE_BUF];
+    if (got == -1)
+        fprintf(stderr, PROG ": %s: no tensor %s\n", path,
+                ck_quote(q, pats[missing], strlen(pats[missing])));
+    else
+        fprintf(stderr, PROG ": out of memory\n");
+    free(order);
+    return NULL;
 }
 
 /* An option of ckptfs-stat's own at argv[*i] (ck_cli_args): 1 taken, 0
@@ -384,6 +437,10 @@ static int own_arg(void *ctx, int argc, char **argv, int *i)
         o->json = true;
     else if (strcmp(a, "--hist") == 0)
         o->bins = BINS_DEFAULT;
+    else if (strcmp(a, "--hist-log") == 0) { /* --hist implied; --hist=BINS still counts */
+        o->hist_log = true;
+        o->bins = o->bins ? o->bins : BINS_DEFAULT;
+    }
     else if (strncmp(a, "--hist=", 7) == 0)
         return ck_cli_uint(a + 7, 1, BINS_MAX, &o->bins) < 0 ? -1 : 1;
     else
@@ -423,29 +480,17 @@ int main(int argc, char **argv)
         return 1;
     }
     const ck_index *ix = &m->index;
-    for (size_t k = 0; k < n_names; k++) {
-        bool found = false;
-        for (size_t i = 0; i < ix->n_live && !found; i++)
-            found = matches(&ix->tensors[ix->live[i]], names[k]);
-        if (!found) {
-            char q[CK_QUOTE_BUF];
-            fprintf(stderr, PROG ": %s: no tensor %s\n", path,
-                    ck_quote(q, names[k], strlen(names[k])));
-            ck_model_close(m);
-            free(pos);
-            return 1;
-        }
+    size_t n_sel = 0, *sel = selected(path, ix, names, n_names, &n_sel);
+    if (sel == NULL) {
+        ck_model_close(m);
+        free(pos);
+        return 1;
     }
-    result *rs = calloc(ix->n_live ? ix->n_live : 1, sizeof *rs);
+    result *rs = calloc(n_sel ? n_sel : 1, sizeof *rs);
     size_t n = 0;
     int rc = rs == NULL ? 1 : 0;
-    for (size_t i = 0; rc == 0 && i < ix->n_live; i++) {
-        const ck_tensor *t = &ix->tensors[ix->live[i]];
-        bool want = n_names == 0;
-        for (size_t k = 0; k < n_names && !want; k++)
-            want = matches(t, names[k]);
-        if (!want)
-            continue;
+    for (size_t s = 0; rc == 0 && s < n_sel; s++) {
+        const ck_tensor *t = &ix->tensors[ix->live[sel[s]]];
         result *r = &rs[n++];
         r->t = t;
         r->elem = ck_elem_of(t->dtype);
@@ -461,7 +506,7 @@ int main(int argc, char **argv)
     else if (rc == 0 && o.json)
         rc = print_json(m, path, rs, n, o.bins) < 0 ? 1 : 0;
     else if (rc == 0)
-        print_table(rs, n, o.bins);
+        print_table(rs, n, o.bins, o.hist_log);
     if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
         fprintf(stderr, PROG ": cannot write the output: %s\n", strerror(errno));
         rc = 1;
@@ -471,6 +516,7 @@ int main(int argc, char **argv)
         free(rs[i].edges);
     }
     free(rs);
+    free(sel);
     ck_model_close(m);
     free(pos);
     return rc;

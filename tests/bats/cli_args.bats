@@ -16,7 +16,7 @@ CONVERT=$BUILD/ckptfs-convert
 LENET=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
 OTHER=$MS/mindscience_SciAI_example_net_10000.ckpt
 U_STAT="usage: ckptfs-stat [OPTIONS] MODEL [TENSOR...] (try --help)"
-U_DIFF="usage: ckptfs-diff [OPTIONS] A B (try --help)"
+U_DIFF="usage: ckptfs-diff [OPTIONS] A B [TENSOR...] (try --help)"
 U_CONVERT="usage: ckptfs-convert [OPTIONS] IN OUT (try --help)"
 
 setup() {
@@ -68,8 +68,9 @@ usage_error() {
     usage_error "ckptfs-diff: no A and B given; $U_DIFF" "$DIFF"
     usage_error "ckptfs-diff: no B given; $U_DIFF" "$DIFF" "$LENET"
     usage_error "ckptfs-diff: no B given; $U_DIFF" "$DIFF" -- "$LENET"
-    usage_error "ckptfs-diff: an argument too many: C; $U_DIFF" "$DIFF" "$LENET" "$LENET" C D
-    usage_error "ckptfs-diff: an argument too many: -q; $U_DIFF" "$DIFF" -- "$LENET" "$LENET" -q
+    # after A and B, TENSOR patterns: one that selects nothing is trouble, exit 2
+    usage_error "ckptfs-diff: $LENET, $LENET: no tensor C" "$DIFF" "$LENET" "$LENET" C D
+    usage_error "ckptfs-diff: $LENET, $LENET: no tensor -q" "$DIFF" -- "$LENET" "$LENET" -q
     usage_error "ckptfs-diff: bad option --hist; $U_DIFF" "$DIFF" --hist "$LENET" "$LENET"
     usage_error "ckptfs-diff: bad option -jx; $U_DIFF" "$DIFF" -jx "$LENET" "$LENET"
     usage_error "ckptfs-convert: no IN and OUT given; $U_CONVERT" "$CONVERT"

@@ -181,7 +181,7 @@ PY
 }
 
 @test "usage errors exit 2 with one line; --help and --version exit 0" {
-    for args in "" "$LENET" "$LENET $LENET $LENET" "--bogus $LENET $LENET" \
+    for args in "" "$LENET" "--bogus $LENET $LENET" \
                 "-j 0 $LENET $LENET" "-j" "-jx $LENET $LENET" "--chunk=0 $LENET $LENET" \
                 "-o tmp_max=0 $LENET $LENET"; do
         run "$DIFF" $args
@@ -231,4 +231,44 @@ dirs = sorted(unesc(d) for d in open(sys.argv[2], "rb").read().splitlines())
 assert names == dirs, (set(names) ^ set(dirs))
 PY
     done
+}
+
+# The tensors TENSOR patterns select, in the order ckptfs-diff must list
+# them: Python's fnmatch over the names the oracle reads, each pattern's in
+# the oracle's order (A's, then B's), a name once, at its first pattern.
+fnmatch_order() {
+    $PY - "$@" <<'PY'
+import fnmatch, json, sys
+names = [t["name"] for t in json.load(open(sys.argv[1]))["tensors"]]
+out = []
+for p in sys.argv[2:]:
+    out += [n for n in names if n not in out and (n == p or fnmatch.fnmatchcase(n, p))]
+print("\n".join(out))
+PY
+}
+
+@test "TENSOR globs: only those tensors, in the order of the patterns, each once" {
+    $DIFF_ORACLE write "$LENET" "$T/changed.safetensors" --remove fc2.bias --add extra.w \
+        --reshape conv1.weight --retype momentum --set fc1.weight 7 0.5
+    $DIFF_ORACLE expect "$LENET" "$T/changed.safetensors" >"$T/expect.json"
+    for pats in "fc*" "*.bias conv*" "fc3.* fc* moment?m" "[cf]*1.* extra.*" "*"; do
+        set -f
+        run "$DIFF" --json "$LENET" "$T/changed.safetensors" $pats
+        want=$(fnmatch_order "$T/expect.json" $pats)
+        set +f
+        got=$(printf '%s\n' "$output" | $PY -c '
+import json, sys
+print("\n".join(t["name"] for t in json.load(sys.stdin)["tensors"]))')
+        echo "[$pats] $status: got $got, want $want"
+        [ -n "$want" ] && [ "$got" = "$want" ]
+        [ "$status" -eq 1 ]
+    done
+    # the selected tensors alone decide the exit status
+    run "$DIFF" "$LENET" "$T/changed.safetensors" 'conv2.*' fc3.bias
+    [ "$status" -eq 0 ] && [ "$output" = "identical" ] || false
+    # a pattern that selects nothing in A or B: trouble, naming it
+    cd "$T"
+    run "$DIFF" "$LENET" changed.safetensors 'fc*' 'nothing*'
+    [ "$status" -eq 2 ]
+    [ "$output" = "ckptfs-diff: $LENET, changed.safetensors: no tensor nothing*" ]
 }

@@ -12,6 +12,7 @@ ENVELOPE="$PY $REPO/tests/oracle/envelope_oracle.py"
 DIST="$PY $REPO/tests/oracle/dist_oracle.py"
 ITER="$PY $REPO/tests/oracle/iteration_oracle.py"
 STAT=$BUILD/ckptfs-stat
+LENET_CKPT=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
 # The fixtures' encrypted MindIR files name their key: "0123456789ABCDEF".
 FIXTURE_KEY=30313233343536373839414243444546
 
@@ -127,13 +128,35 @@ PY
     $STAT_ORACLE compare "$T/expect.json" "$T/got.json" --any-order
 }
 
-@test "named tensors only, in file order; the same numbers as for the whole model" {
+@test "named tensors only, in the order named; the same numbers as for the whole model" {
     $STAT_ORACLE gen "$T/special.ckpt" --case special
     $STAT_ORACLE expect "$T/special.ckpt" >"$T/expect.json"
     "$STAT" --json "$T/special.ckpt" int.uint64 special.f16 >"$T/got.json"
     $STAT_ORACLE compare "$T/expect.json" "$T/got.json" --names int.uint64 special.f16
-    [ "$($PY -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["tensors"]))' \
-        "$T/got.json")" -eq 2 ]
+    [ "$($PY -c 'import json,sys; print([t["dir"] for t in json.load(open(sys.argv[1]))["tensors"]])' \
+        "$T/got.json")" = "['int.uint64', 'special.f16']" ]
+}
+
+@test "TENSOR globs on a fixture: the order of the patterns, file order within one, each once" {
+    $STAT_ORACLE expect "$LENET_CKPT" >"$T/expect.json"
+    for pats in "fc*" "fc3* conv* fc*" "*.bias *.weight" "conv?.weight [!cf]* learning_rate" \
+                "*"; do
+        set -f
+        "$STAT" --json "$LENET_CKPT" $pats >"$T/got.json"
+        # the oracle selects with Python's fnmatch over the tensors it read
+        $STAT_ORACLE compare "$T/expect.json" "$T/got.json" --names $pats
+        set +f
+    done
+    # the table too, and a tensor named twice is listed once
+    set -f
+    "$STAT" "$LENET_CKPT" 'fc2.*' 'conv1.*' fc2.bias >"$T/table"
+    set +f
+    [ "$(tail -n +2 "$T/table" | cut -d' ' -f1 | paste -sd,)" = "fc2.weight,fc2.bias,conv1.weight" ]
+    # a glob that selects nothing: as an unknown name, exit 1
+    cd "$T"
+    cp "$LENET_CKPT" lenet.ckpt
+    run "$STAT" lenet.ckpt 'fc*' 'zz*'
+    [ "$status" -eq 1 ] && [ "$output" = "ckptfs-stat: lenet.ckpt: no tensor zz*" ] || false
 }
 
 @test "an unknown tensor name: exit 1, one line naming the file as given and the name" {
@@ -227,4 +250,38 @@ print(" ".join(map(str, t["hist"]["counts"])))' "$T/expect.json")
     [ "$status" -eq 0 ]
     # the mount's version, word for word
     [ "$output" = "ckptfs-stat $("$CKPTFS" --version | head -1 | cut -d' ' -f2)" ]
+}
+
+@test "--hist-log: the counts numpy.histogram gives, bars 40*log10(c+1)/log10(max+1), at least 1" {
+    $STAT_ORACLE expect "$LENET_CKPT" --hist 12 >"$T/expect.json"
+    for t in fc1.weight conv1.weight fc3.bias; do
+        "$STAT" --hist-log --hist=12 "$LENET_CKPT" "$t" >"$T/log"
+        "$STAT" --hist=12 "$LENET_CKPT" "$t" >"$T/lin"
+        cat "$T/log"
+        grep -qxF "histogram of $t (12 bins, finite values, log scale):" "$T/log"
+        # each bin: its count, and its bar's length, on either scale
+        for f in log lin; do
+            grep -A12 "^histogram of $t" "$T/$f" | tail -12 |
+                sed 's/^.*[])] *//' | awk '{ print $1, length($2) }' >"$T/$f.bars"
+        done
+        $PY - "$T/expect.json" "$t" "$T/log.bars" "$T/lin.bars" <<'PY'
+import json, math, sys
+t = [x for x in json.load(open(sys.argv[1]))["tensors"] if x["dir"] == sys.argv[2]][0]
+counts = t["hist"]["counts"]
+most = max(counts)
+def log_bar(c):
+    if c == 0:
+        return 0
+    return min(40, max(1, int(40 * math.log10(c + 1) / math.log10(most + 1))))
+for path, bar in ((sys.argv[3], log_bar), (sys.argv[4], lambda c: 40 * c // most)):
+    got = [tuple(map(int, line.split())) for line in open(path)]
+    want = [(c, bar(c)) for c in counts]
+    assert got == want, (path, got, want)
+# the log scale shows a tail the linear one hides
+assert any(c > 0 and 40 * c // most == 0 for c in counts) or sys.argv[2] != "fc1.weight"
+PY
+    done
+    # alone, --hist-log is --hist's 10 bins; the JSON is --hist's, counts only
+    [ "$("$STAT" --hist-log "$LENET_CKPT" fc1.weight | grep -c '^  \[')" -eq 10 ]
+    cmp <("$STAT" --json --hist=5 "$LENET_CKPT") <("$STAT" --json --hist-log --hist=5 "$LENET_CKPT")
 }

@@ -14,7 +14,8 @@ computed on each whole tensor at once, with none of the C program's chunking or 
         field by field: counts, min, max, shape, type and histogram counts and edges
         exactly, mean and std within a relative 1e-9 (of the larger of the value and the
         extremes: a mean near 0 comes from cancellation); with --names, ACTUAL holds
-        those tensors only (in file order); --any-order: the same tensors in any order
+        those tensors only (names or shell globs, in the order named: selected());
+        --any-order: the same tensors in any order
         (EXPECTED from the full model a distributed or iteration set was cut from)
     /usr/bin/python3 stat_oracle.py gen OUT --case special|big|safetensors|allbits [--seed N]
         a model with the values the statistics must get right (see gen_*)
@@ -32,6 +33,7 @@ Exit status: 0 success; 1 mismatch or refused file; 2 usage error.
 """
 
 import argparse
+import fnmatch
 import json
 import math
 import os
@@ -205,14 +207,28 @@ def compare_tensor(e, g, problems):
         problems.append(f"{where}: hist {g.get('hist', 'absent')!r}, expected {e['hist']!r}")
 
 
+def selected(tensors, patterns):
+    """The tensors TENSOR arguments select, as ckptfs-stat must list them: each
+    pattern's (its name or directory equal to it, or matched as a shell glob by
+    Python's fnmatch, not glibc's) in file order, patterns in the order given, a
+    tensor once, at its first pattern."""
+    out, seen = [], set()
+    for p in patterns:
+        for i, t in enumerate(tensors):
+            names = [t["dir"]] + ([t["name"]] if "name" in t else [])
+            if i not in seen and any(n == p or fnmatch.fnmatchcase(n, p) for n in names):
+                seen.add(i)
+                out.append(t)
+    return out
+
+
 def cmd_compare(a):
     with open(a.expected) as f:
         exp = json.load(f)["tensors"]
     with open(a.actual) as f:
         got = json.load(f)["tensors"]
     if a.names:
-        exp = [e for e in exp if e["dir"] in a.names or any(
-            n == e["dir"] for n in a.names)]
+        exp = selected(exp, a.names)
     if a.any_order:  # the expected model is another file holding the same tensors
         exp = sorted(exp, key=lambda t: t["dir"])
         got = sorted(got, key=lambda t: t["dir"])
