@@ -267,8 +267,15 @@ PY
     rc=0
     unmount "$M" || rc=$?
     echo "the daemon exited $rc"
+    if [ "$rc" -ne 0 ]; then
+        grep -qF "$M/$N3" "$T/daemon.log"
+        # the emptied tensors are kept beside it, named in the log (issue 39)
+        R=$(sed -n 's/.* kept in \(.*\); apply them with.*/\1/p' "$T/daemon.log")
+        [ "$(dirname "$R")" = "$D" ]
+        grep -q '^no-out ' "$R/edits"
+        rm -r "$R"
+    fi
     sums "$D" | diff "$T/before" -
-    if [ "$rc" -ne 0 ]; then grep -qF "$M/$N3" "$T/daemon.log"; fi
     : >"$T/daemon.log"
 }
 
