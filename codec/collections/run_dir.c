@@ -40,7 +40,10 @@
  * renamings, the highest (renaming, epoch, step); when they are all
  * iteration directories, the highest N; otherwise (DCP directories
  * included: their names are free), and between equals, the latest
- * modification time, then the last name.
+ * modification time, then the last name.  One known not to open (its
+ * error set: text named .ckpt, a file cut short) is never the newest;
+ * ck_run_list_pick_opening asks, of the one picked, whether it opens,
+ * since a name and a mode do not tell.
  */
 #define _GNU_SOURCE
 #include "run_dir.h"

@@ -3,7 +3,8 @@
  * run_dir: the checkpoints of a training run's directory, found by their
  * names and modes alone (run_dir.c says which files and directories count
  * and when one is complete; of a directory, the first bytes of the one file
- * that says what it is).  No checkpoint is opened: a mount lists the run from this and
+ * that says what it is).  No checkpoint is opened by the scan: a mount lists the run
+ * from this, asks ck_run_entry_check of the one `latest` would name, and
  * opens a checkpoint when it is first looked into; ckptfs-dump prints it.
  */
 #ifndef CK_RUN_DIR_H
