@@ -141,3 +141,27 @@ until_latest() {
     [ "$status" -ne 0 ]
     [[ $output == *"No such attribute"* ]]
 }
+
+@test "latest that opened once but fails when looked into (replaced by a file of the same name, size and mtime) moves to the next newest that opens" {
+    broken_dir
+    mount_fg "$D" "$M"
+    [ "$(readlink "$M/latest")" = "$GOOD" ]
+    # A file the listing cannot tell from the one it checked: same size and
+    # mtime, renamed over it.  Only opening it tells.
+    size=$(stat -c %s "$D/$GOOD.ckpt")
+    { echo "not a checkpoint any more"; head -c $((size - 26)) /dev/zero; } >"$D/.$GOOD.tmp"
+    [ "$(stat -c %s "$D/.$GOOD.tmp")" -eq "$size" ]
+    touch -r "$D/$GOOD.ckpt" "$D/.$GOOD.tmp"
+    chmod 0400 "$D/.$GOOD.tmp"
+    mv "$D/.$GOOD.tmp" "$D/$GOOD.ckpt"
+    # until the look into it fails (it may be listed again meanwhile)
+    for _ in $(seq 1 400); do
+        ls "$M/$GOOD/" >/dev/null 2>&1 || break
+        sleep 0.05
+    done
+    run ls "$M/$GOOD/"
+    [ "$status" -ne 0 ]
+    until_latest checkpoint_lenet-1_1875
+    ls "$M/latest/" >/dev/null
+    getfattr --only-values -n user.ckptfs.last_error "$M" | names_file_and_offset "$D/$GOOD.ckpt"
+}
