@@ -1564,10 +1564,6 @@ static void run_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
         ckfs_ops.readdirplus(req, ino, size, off, fi);
 }
 
-/* The root has the pid (for ckptfs-umount); a checkpoint's directory has
- * its model's xattrs, which opening it gives, except the names ckptfs
- * never serves: `ls -l` of the root asks for those and must not open
- * every checkpoint to hear "not supported". */
 /* A checkpoint's directory's user.ckptfs.error: why it does not open,
  * where `ls` of it says only EIO.  It is opened to tell (once: a
  * failure is kept); one that opens has none. */
@@ -1591,11 +1587,15 @@ static void run_error_xattr(fuse_req_t req, ckrun *r, fuse_ino_t ino, size_t siz
         ckfs_reply_xattr(req, why, strlen(why), size);
 }
 
+/* The root has the pid (for ckptfs-umount); a checkpoint's directory has
+ * its model's xattrs, which opening it gives, except the names ckptfs
+ * never serves: `ls -l` of the root asks for those and must not open
+ * every checkpoint to hear "not supported".  And user.ckptfs.error (above). */
 static void run_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-    if (is_checkpoint_dir(ino) && strcmp(name, XATTR_ERROR) == 0)
+    if (is_checkpoint_dir(ino) && strcmp(name, XATTR_ERROR) == 0) {
         run_error_xattr(req, run_of(req), ino, size);
-    else if (!is_run_node(ino) && !(is_checkpoint_dir(ino) && ckfs_unserved_xattr(name))) {
+    } else if (!is_run_node(ino) && !(is_checkpoint_dir(ino) && ckfs_unserved_xattr(name))) {
         ckfs_ops.getxattr(req, ino, name, size);
     } else if (ckfs_unserved_xattr(name)) {
         fuse_reply_err(req, EOPNOTSUPP);
