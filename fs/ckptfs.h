@@ -159,6 +159,7 @@ extern const struct fuse_lowlevel_ops ckfs_ops;
 #define XATTR_UNMOUNT "user.ckptfs.unmount" /* set by ckptfs-umount */
 #define XATTR_LAST_ERROR "user.ckptfs.last_error" /* the last refusal */
 #define XATTR_PROGRESS "user.ckptfs.progress"   /* a running save's bytes written */
+#define XATTR_ERROR "user.ckptfs.error" /* a run's checkpoint: why it does not open */
 /* security.* and system.*: never served, and answered EOPNOTSUPP so that
  * the kernel and ls stop asking (docs/benchmarks.md). */
 bool ckfs_unserved_xattr(const char *name);
@@ -232,5 +233,7 @@ void ckfs_log(const ckfs *fs, int priority, const char *fmt, ...)
 /* An operation on path (in the tree) was refused: log the reason and keep
  * it, with the time, as user.ckptfs.last_error. */
 void ckfs_refused(ckfs *fs, const char *path, const ck_error *err);
+/* Now, in ISO 8601 (UTC), as user.ckptfs.last_error begins. */
+void ckfs_iso_time(char *buf, size_t cap);
 
 #endif

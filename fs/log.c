@@ -19,8 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Now, in ISO 8601 (UTC). */
-static void iso_time(char *buf, size_t cap)
+void ckfs_iso_time(char *buf, size_t cap)
 {
     struct timespec now;
     struct tm tm;
@@ -34,7 +33,7 @@ static void iso_time(char *buf, size_t cap)
 static void log_to_file(const ckfs *fs, const char *msg)
 {
     char line[CKFS_LAST_ERROR_MAX + 64], when[32];
-    iso_time(when, sizeof when);
+    ckfs_iso_time(when, sizeof when);
     int n = snprintf(line, sizeof line, "%s ckptfs[%ld]: %s\n", when, (long)getpid(), msg);
     if (n >= (int)sizeof line) {
         n = (int)sizeof line - 1;
@@ -65,6 +64,6 @@ void ckfs_refused(ckfs *fs, const char *path, const ck_error *err)
     char when[32];
     const char *why = err->msg[0] ? err->msg : strerror(err->errnum ? err->errnum : EIO);
     ckfs_log(fs, LOG_ERR, "%s: %s", path, why);
-    iso_time(when, sizeof when);
+    ckfs_iso_time(when, sizeof when);
     snprintf(fs->last_error, sizeof fs->last_error, "%s %s: %s", when, path, why);
 }

@@ -131,6 +131,12 @@ typedef struct run_slot {
     bool listed;                /* in the root now */
     bool gone;                  /* deleted or replaced: ESTALE from now on */
     bool failed;                /* did not open: EIO, not tried again (the file is as it was) */
+    bool opens;                 /* opened once (or its check did): may be `latest` */
+    bool check_failed;          /* latest_opens could not open it: not `latest`, yet
+                                 * an access opens it as any other (in a writable run
+                                 * that open finishes a save cut short first) */
+    char *error;                /* failed or check_failed: why, the reader's message
+                                 * (user.ckptfs.error) */
     bool said_transient;        /* a transient failure to open was said (open_failed) */
     bool read_only;             /* -o rw, but this one could not be written when last opened */
     bool said;                  /* why it is read-only, or kept though gone: said once */
@@ -169,8 +175,9 @@ struct ckrun {
      * checkpoints opened later too; failed: take edits again (on the next
      * request, which holds no checkpoint's lock). */
     bool sealed, seal_failed;
-    pthread_mutex_t error_mu;   /* guards last_error, taken holding no other lock */
-    char last_error[CKFS_LAST_ERROR_MAX]; /* the last failed seal's (root's xattr) */
+    pthread_mutex_t error_mu;   /* guards last_error, taken last (under r->mu at most) */
+    char last_error[CKFS_LAST_ERROR_MAX]; /* the last failed seal's, or checkpoint that did
+                                           * not open (root's xattr) */
 
     pthread_mutex_t mu;         /* guards what follows */
     run_slot *slots;            /* slot s is slots[s - 1] */
@@ -187,7 +194,8 @@ struct ckrun {
 
     /* The watcher: inotify (or -1: listing again every second), an eventfd
      * that stops it, and when a writable file settles next (0: none). */
-    int inotify_fd, stop_fd, relist_fd; /* relist_fd: list again now (a save ended) */
+    int inotify_fd, stop_fd, relist_fd; /* relist_fd: list again now (a save ended,
+                                         * `latest` did not open) */
     pthread_t watcher;
     bool watching;
     double next_settle;
@@ -379,10 +387,13 @@ static long add_slot(ckrun *r, const ck_run_entry *e)
     run_slot *s = &r->slots[r->n_slots];
     *s = (run_slot){.name = strdup(e->name), .file = strdup(e->file), .mtime = e->mtime,
                     .size = e->size, .mode = e->mode, .uid = e->uid, .gid = e->gid,
-                    .iteration = e->iteration, .dcp = e->dcp, .listed = true};
-    if (s->name == NULL || s->file == NULL) {
+                    .iteration = e->iteration, .dcp = e->dcp, .listed = true,
+                    .check_failed = e->error != NULL, .opens = e->opens,
+                    .error = e->error ? strdup(e->error) : NULL};
+    if (s->name == NULL || s->file == NULL || (e->error != NULL && s->error == NULL)) {
         free(s->name);
         free(s->file);
+        free(s->error);
         return -1;
     }
     return (long)r->n_slots++;
@@ -411,6 +422,56 @@ typedef struct run_change {
 static bool pinned(const run_slot *s)
 {
     return s->saving || (s->fs != NULL && ckfs_busy(s->fs));
+}
+
+static bool transient(int errnum);
+
+/* The root's user.ckptfs.last_error becomes why checkpoint name does not
+ * open (the reader's message, naming the file and offset), as a model
+ * mount's says a refusal: when, the path refused, why. */
+static void set_last_error(ckrun *r, const char *name, const char *why)
+{
+    char when[32];
+    ckfs_iso_time(when, sizeof when);
+    pthread_mutex_lock(&r->error_mu);
+    snprintf(r->last_error, sizeof r->last_error, "%s %s/%s: %s", when, r->mountpoint, name,
+             why);
+    pthread_mutex_unlock(&r->error_mu);
+}
+
+/* Whether e, the newest complete checkpoint, opens, for
+ * ck_run_list_pick_opening: `latest` is never one that does not.  A slot
+ * for the same file knows already; else it is opened and closed (its
+ * index read, not its data: for a .ckpt each record's framing, which is
+ * how a truncated one is told), once a file, since the verdict is kept
+ * in its slot.  A failure that is the process's (descriptors, memory) or
+ * a file gone since the listing judges nothing: the pick stands.  Under
+ * r->mu, on the watcher's thread (or ckrun_new's). */
+static int latest_opens(void *arg, ck_run_entry *e)
+{
+    ckrun *r = arg;
+    long s = listed_slot(r, e->name);
+    if (s >= 0 && same_file(&r->slots[s], e)) {
+        const run_slot *slot = &r->slots[s];
+        if (slot->failed || slot->check_failed) {
+            e->error = strdup(slot->error != NULL ? slot->error : "does not open");
+            return -1;
+        }
+        if (slot->opens || slot->fs != NULL || slot->ours)
+            return 0;
+    }
+    ck_error err = {0};
+    if (ck_run_entry_check(r->dir_fd, r->path, e, &r->open_opts, &err) == 0)
+        return 0;
+    if (transient(err.errnum) || err.errnum == ENOENT) {
+        free(e->error);
+        e->error = NULL;
+        return 0;
+    }
+    ckfs_log(&r->proto, LOG_ERR, "%s (%s/%s does not open; latest is not it)", err.msg,
+             r->mountpoint, e->name);
+    set_last_error(r, e->name, err.msg);
+    return -1;
 }
 
 /* Take listing l: slots for new checkpoints, gone for the rest.  Under
@@ -443,7 +504,7 @@ static int apply_listing(ckrun *r, ck_run_list *l, run_change *ch)
                                   (same && r->slots[s].ours))) ||
                       judged_complete(r, e, same, now);
     }
-    ck_run_list_pick_latest(l);
+    ck_run_list_pick_opening(l, latest_opens, r);
     for (size_t i = 0; i < l->n; i++) {
         const ck_run_entry *e = &l->e[i];
         long s = listed_slot(r, e->name);
@@ -465,6 +526,12 @@ static int apply_listing(ckrun *r, ck_run_list *l, run_change *ch)
             ch->listing = true;
         }
         run_slot *slot = &r->slots[s];
+        slot->opens |= e->opens; /* what latest_opens found of a slot listed before */
+        if (e->error != NULL && !slot->failed && !slot->check_failed && slot->fs == NULL) {
+            free(slot->error);
+            slot->error = strdup(e->error);
+            slot->check_failed = true;
+        }
         slot->mode = e->mode; /* a chmod or chown shows at once */
         slot->uid = e->uid;
         slot->gid = e->gid;
@@ -932,7 +999,9 @@ static bool transient(int errnum)
  * file's, EIO from now on (the file is as it was). */
 static int open_failed(ckrun *r, run_slot *s, const ck_error *err, int *errnum)
 {
-    if (!transient(err->errnum) || !s->said_transient)
+    /* latest_opens said it already, when it could not open it either */
+    bool said = s->check_failed && s->error != NULL && strcmp(s->error, err->msg) == 0;
+    if (!said && (!transient(err->errnum) || !s->said_transient))
         ckfs_log(&r->proto, LOG_ERR, "%s%s", err->msg,
                  transient(err->errnum) ? " (tried again on the next request)" : "");
     if (transient(err->errnum)) {
@@ -941,6 +1010,16 @@ static int open_failed(ckrun *r, run_slot *s, const ck_error *err, int *errnum)
         return -1;
     }
     s->failed = true;
+    free(s->error);
+    s->error = strdup(err->msg);
+    set_last_error(r, s->name, err->msg);
+    /* `latest` is the newest that opens: when it was this one, the
+     * watcher lists again and moves it, telling the kernel (not from
+     * here, a request: see relist). */
+    uint64_t one = 1;
+    if (r->latest == s - r->slots && write(r->relist_fd, &one, sizeof one) != sizeof one) {
+        /* the watcher lists again at the next event */
+    }
     *errnum = EIO;
     return -1;
 }
@@ -1088,6 +1167,16 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
     fs->on_save = lock != NULL ? slot_saves : NULL;
     fs->sealed = __atomic_load_n(&r->sealed, __ATOMIC_ACQUIRE);
     s->said_transient = false;
+    s->opens = true;
+    if (s->check_failed) { /* it opens after all: it may be `latest` (see relist) */
+        uint64_t one = 1;
+        s->check_failed = false;
+        free(s->error);
+        s->error = NULL;
+        if (write(r->relist_fd, &one, sizeof one) != sizeof one) {
+            /* the watcher lists again at the next event */
+        }
+    }
     ckfs_saver_init(fs); /* its thread starts with the first edit */
     s->file_ino = model->st.st_ino;
     s->fs = fs;
@@ -1186,7 +1275,8 @@ static ckfs *run_mount_of(ckfs_front *front, fuse_ino_t *ino, int *errnum)
     if (slot == NULL || slot->gone) {
         *errnum = ESTALE;
     } else if (slot->failed) {
-        *errnum = EIO;
+        *errnum = EIO; /* and why, each time: a user looks after the EIO */
+        set_last_error(r, slot->name, slot->error != NULL ? slot->error : "does not open");
     } else if (slot->fs != NULL || open_slot_or_make_room(r, (size_t)(s - 1), errnum) == 0) {
         slot->used = ++r->clock;
         fs = slot->fs;
@@ -1474,13 +1564,38 @@ static void run_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t o
         ckfs_ops.readdirplus(req, ino, size, off, fi);
 }
 
+/* A checkpoint's directory's user.ckptfs.error: why it does not open,
+ * where `ls` of it says only EIO.  It is opened to tell (once: a
+ * failure is kept); one that opens has none. */
+static void run_error_xattr(fuse_req_t req, ckrun *r, fuse_ino_t ino, size_t size)
+{
+    fuse_ino_t inner = ino;
+    int errnum = ESTALE;
+    if (r->front.mount_of(&r->front, &inner, &errnum) != NULL) {
+        fuse_reply_err(req, ENODATA);
+        return;
+    }
+    char why[CKFS_LAST_ERROR_MAX] = "";
+    uint64_t s = slot_of_ino(ino);
+    pthread_mutex_lock(&r->mu);
+    if (s >= 1 && s <= r->n_slots && r->slots[s - 1].error != NULL)
+        snprintf(why, sizeof why, "%s", r->slots[s - 1].error);
+    pthread_mutex_unlock(&r->mu);
+    if (why[0] == '\0')
+        fuse_reply_err(req, errnum);
+    else
+        ckfs_reply_xattr(req, why, strlen(why), size);
+}
+
 /* The root has the pid (for ckptfs-umount); a checkpoint's directory has
  * its model's xattrs, which opening it gives, except the names ckptfs
  * never serves: `ls -l` of the root asks for those and must not open
- * every checkpoint to hear "not supported". */
+ * every checkpoint to hear "not supported".  And user.ckptfs.error (above). */
 static void run_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-    if (!is_run_node(ino) && !(is_checkpoint_dir(ino) && ckfs_unserved_xattr(name))) {
+    if (is_checkpoint_dir(ino) && strcmp(name, XATTR_ERROR) == 0) {
+        run_error_xattr(req, run_of(req), ino, size);
+    } else if (!is_run_node(ino) && !(is_checkpoint_dir(ino) && ckfs_unserved_xattr(name))) {
         ckfs_ops.getxattr(req, ino, name, size);
     } else if (ckfs_unserved_xattr(name)) {
         fuse_reply_err(req, EOPNOTSUPP);
@@ -1928,6 +2043,7 @@ void ckrun_free(ckrun *r)
     for (size_t i = 0; i < r->n_slots; i++) {
         free(r->slots[i].name);
         free(r->slots[i].file);
+        free(r->slots[i].error);
     }
     ck_watch_free(r->file_watch);
     free(r->slots);

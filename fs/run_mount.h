@@ -3,13 +3,14 @@
  * run_mount: a training run's directory mounted as one tree of snapshots.
  *
  *   /                  one directory per complete checkpoint of the run
- *   /latest            symbolic link to the newest complete one
+ *   /latest            symbolic link to the newest complete one that opens
  *   /<name>/...        that checkpoint's tree, as a mount of its file
  *                      shows it (meta, out, snapshot_done, xattrs)
  *
  * Which files are checkpoints, their names, when one is complete and which
  * is the newest are codec/run_dir's rules; this file serves them.  Listing
- * the root opens no checkpoint.  A checkpoint is opened on the first
+ * the root opens no checkpoint but the one `latest` would name, once a
+ * file, to tell that it opens (latest_opens).  A checkpoint is opened on the first
  * request inside it, as its own model mount (a ckfs, inode numbers
  * shifted above CKFS_INO_BITS by its slot): read-only, or with -o rw
  * writable under the rules of a one-model mount (its writer lock, its

@@ -39,10 +39,13 @@
  *   the tensor's `out` relative to the snapshot (tensor_5/out, conv1.weight/out)
  *
  *   ckptfs-dump [-o settle=SECONDS] RUN_DIR
- *   a training run's directory: one line per checkpoint (run_dir.h), none
- *   of them opened: its name, file, format, epoch and step when its name
- *   has them, and whether it is complete; the newest complete one in the
- *   summary line
+ *   a training run's directory: one line per checkpoint (run_dir.h): its
+ *   name, file, format, epoch and step when its name has them, and
+ *   whether it is complete, being written, or complete but does not open
+ *   (with the reader's one-line reason); the newest complete one that
+ *   opens in the summary line.  Each complete one is opened and closed,
+ *   as a mount opens it (ck_run_entry_check: its index, not its data; for
+ *   a .ckpt every record's framing, which is how a truncated one is told)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -405,7 +408,7 @@ static int dump_json(const ck_model *m, const size_t *order, size_t n, const tot
 }
 
 /* A run directory as one JSON object (the man page's JSON SCHEMA): the
- * text listing's columns, keyed; no checkpoint is opened, so no tensors. */
+ * text listing's columns, keyed; no tensors. */
 static int run_dir_json(const char *path, const ck_run_list *l, size_t complete)
 {
     json_t *root = json_object();
@@ -426,6 +429,10 @@ static int run_dir_json(const char *path, const ck_run_list *l, size_t complete)
             json_object_set_new(c, "step", jint(e->step));
         }
         json_object_set_new(c, "complete", json_boolean(e->complete));
+        if (e->complete)
+            json_object_set_new(c, "opens", json_boolean(e->error == NULL));
+        if (e->error != NULL)
+            json_object_set_new(c, "error", json_string(e->error));
         json_array_append_new(list, c);
     }
     json_object_set_new(root, "latest",
@@ -437,7 +444,14 @@ static int run_dir_json(const char *path, const ck_run_list *l, size_t complete)
     return emit(root);
 }
 
-static int dump_run_dir(const char *path, double settle, bool json)
+/* Whether e opens, for ck_run_list_pick_opening: already judged. */
+static int judged_opens(void *arg, ck_run_entry *e)
+{
+    (void)arg;
+    return e->error == NULL ? 0 : -1;
+}
+
+static int dump_run_dir(const char *path, double settle, bool json, const ck_cli_open *o)
 {
     ck_run_list l;
     ck_error err = {0};
@@ -448,9 +462,30 @@ static int dump_run_dir(const char *path, double settle, bool json)
         ck_run_list_free(&l);
         return 1;
     }
+    /* Every complete one is opened as a mount would open it: a file that
+     * only looks like a checkpoint by its name (text in a .ckpt, one cut
+     * short) is told here, not when a mount is looked into. */
+    ck_key key;
+    if (ck_cli_key_for_open(o, &key, &err) < 0) {
+        fprintf(stderr, "ckptfs-dump: %s\n", err.msg);
+        ck_run_list_free(&l);
+        return 1;
+    }
+    ck_collection_opts co = ck_cli_collection_opts(o, &key);
     size_t complete = 0;
-    for (size_t i = 0; i < l.n; i++)
+    for (size_t i = 0; i < l.n; i++) {
         complete += l.e[i].complete;
+        ck_error why = {0};
+        if (l.e[i].complete && ck_run_entry_check_path(path, &l.e[i], &co.open, &why) < 0 &&
+            l.e[i].error == NULL) {
+            fprintf(stderr, "ckptfs-dump: %s\n", why.msg);
+            ck_key_wipe(&key);
+            ck_run_list_free(&l);
+            return 1;
+        }
+    }
+    ck_key_wipe(&key);
+    ck_run_list_pick_opening(&l, judged_opens, NULL);
     if (json) {
         int rc = run_dir_json(path, &l, complete);
         ck_run_list_free(&l);
@@ -466,7 +501,10 @@ static int dump_run_dir(const char *path, double settle, bool json)
             printf("epoch %" PRIu64 " step %" PRIu64, e->epoch, e->step);
         else
             printf("-");
-        printf("\t%s\n", e->complete ? "complete" : "being written");
+        if (e->error != NULL)
+            printf("\tdoes not open: %s\n", e->error);
+        else
+            printf("\t%s\n", e->complete ? "complete" : "being written");
     }
     ck_run_list_free(&l);
     return 0;
@@ -588,7 +626,7 @@ int main(int argc, char **argv)
         free(pos);
         return got > 0 ? 0 : 2; /* --help, --version: 0 */
     }
-    int rc = run_dir ? dump_run_dir(path, d.settle, d.json)
+    int rc = run_dir ? dump_run_dir(path, d.settle, d.json, &o)
                      : dump_model(&o, path, pos + 1, args.n_pos - 1, d.json);
     free(pos);
     return rc;

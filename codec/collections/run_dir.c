@@ -40,7 +40,10 @@
  * renamings, the highest (renaming, epoch, step); when they are all
  * iteration directories, the highest N; otherwise (DCP directories
  * included: their names are free), and between equals, the latest
- * modification time, then the last name.
+ * modification time, then the last name.  One known not to open (its
+ * error set: text named .ckpt, a file cut short) is never the newest;
+ * ck_run_list_pick_opening asks, of the one picked, whether it opens,
+ * since a name and a mode do not tell.
  */
 #define _GNU_SOURCE
 #include "run_dir.h"
@@ -58,6 +61,7 @@
 #include "../core/decimal.h"
 #include "../pytorch/dcp_dir.h"
 #include "iteration_dir.h"
+#include "../core/model.h"
 #include "../core/model_dir.h"
 #include "model_set.h"
 #include "../registry.h"
@@ -509,12 +513,69 @@ void ck_run_list_pick_latest(ck_run_list *l)
     l->latest = -1;
     for (size_t i = 0; i < l->n; i++) {
         const ck_run_entry *e = &l->e[i];
-        if (!e->complete)
+        if (!e->complete || e->error != NULL)
             continue;
         if (l->latest < 0 ||
             (run ? cmp_run(e, &l->e[l->latest]) : cmp_time(e, &l->e[l->latest])) > 0)
             l->latest = (long)i;
     }
+}
+
+void ck_run_list_pick_opening(ck_run_list *l, int (*check)(void *arg, ck_run_entry *e),
+                              void *arg)
+{
+    /* Each failed check sets an error, which takes that entry out of the
+     * next pick: at most l->n rounds. */
+    for (ck_run_list_pick_latest(l); l->latest >= 0; ck_run_list_pick_latest(l)) {
+        ck_run_entry *e = &l->e[l->latest];
+        if (check(arg, e) == 0)
+            return;
+        if (e->error == NULL && (e->error = strdup("does not open")) == NULL)
+            return; /* out of memory: the pick stands rather than loop */
+    }
+}
+
+int ck_run_entry_check(int dfd, const char *path, ck_run_entry *e,
+                       const struct ck_open_opts *o, ck_error *err)
+{
+    char *where = NULL;
+    if (asprintf(&where, "%s/%s", path, e->file) < 0)
+        return ck_nomem(err, path);
+    ck_model *model = NULL;
+    if (e->iteration) {
+        model = ck_iteration_open_at(dfd, e->file, where, o, false, err);
+    } else if (e->dcp) {
+        model = ck_dcp_open_at(dfd, e->file, where, false, err);
+    } else {
+        ck_model_dir *dir = ck_dir_in(dfd, path, e->file, err);
+        if (dir != NULL)
+            model = ck_model_open_at(dir, where, o, err);
+        ck_dir_unref(dir); /* the model holds it */
+    }
+    free(where);
+    if (model != NULL) {
+        ck_model_close(model);
+        e->opens = true;
+        return 0;
+    }
+    free(e->error);
+    e->error = strdup(err->msg);
+    return -1;
+}
+
+int ck_run_entry_check_path(const char *path, ck_run_entry *e, const struct ck_open_opts *o,
+                            ck_error *err)
+{
+    int dfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        ck_fail_errno(err, errno, "%s: cannot open the directory", path);
+        free(e->error);
+        e->error = strdup(err->msg);
+        return -1;
+    }
+    int rc = ck_run_entry_check(dfd, path, e, o, err);
+    close(dfd);
+    return rc;
 }
 
 /* The run's own directory is top: its rank_<id>/, iteration_<N>/ and DCP
@@ -572,6 +633,7 @@ void ck_run_list_free(ck_run_list *l)
     for (size_t i = 0; l->e != NULL && i < l->n; i++) {
         free(l->e[i].name);
         free(l->e[i].file);
+        free(l->e[i].error);
     }
     free(l->e);
     *l = (ck_run_list){.latest = -1};

@@ -3,7 +3,8 @@
  * run_dir: the checkpoints of a training run's directory, found by their
  * names and modes alone (run_dir.c says which files and directories count
  * and when one is complete; of a directory, the first bytes of the one file
- * that says what it is).  No checkpoint is opened: a mount lists the run from this and
+ * that says what it is).  No checkpoint is opened by the scan: a mount lists the run
+ * from this, asks ck_run_entry_check of the one `latest` would name, and
  * opens a checkpoint when it is first looked into; ckptfs-dump prints it.
  */
 #ifndef CK_RUN_DIR_H
@@ -42,12 +43,16 @@ typedef struct ck_run_entry {
     bool complete;              /* its writer is done (see run_dir.c) */
     bool committed;             /* an iteration the tracker names: complete by the
                                  * writer's own word, whatever times and events say */
+    char *error;                /* why it does not open (ck_run_entry_check), or NULL:
+                                 * such a one is never the newest */
+    bool opens;                 /* ck_run_entry_check opened it */
 } ck_run_entry;
 
 typedef struct ck_run_list {
     ck_run_entry *e;            /* in name order */
     size_t n;
-    long latest;                /* the newest complete one, or -1 */
+    long latest;                /* the newest complete one that is not known
+                                 * not to open (error), or -1 */
 } ck_run_list;
 
 /* Read the directory at path into out.  A file whose mode still lets its
@@ -66,6 +71,28 @@ void ck_run_list_free(ck_run_list *l);
  * some entries otherwise complete than their names and modes say (a
  * mount that saw one still being written). */
 void ck_run_list_pick_latest(ck_run_list *l);
+
+struct ck_open_opts;
+
+/* Whether entry e of the run directory dfd (path naming it in messages)
+ * opens: it is opened as a mount opens it, read-only, and closed.  For a
+ * .ckpt that reads every record's framing, not its tensors' data: how a
+ * truncated file is told.  On failure e->error is the reader's message
+ * (file and offset), or NULL when out of memory; the failure is in err
+ * too, errnum saying whether it was the file's or the process's
+ * (EMFILE, ENOMEM). */
+int ck_run_entry_check(int dfd, const char *path, ck_run_entry *e,
+                       const struct ck_open_opts *o, ck_error *err);
+
+/* The same for the run directory at path. */
+int ck_run_entry_check_path(const char *path, ck_run_entry *e, const struct ck_open_opts *o,
+                            ck_error *err);
+
+/* Pick l->latest as ck_run_list_pick_latest does, asking check (arg) of
+ * the one picked whether it opens, until one does or none is left.  A
+ * check that says no (-1) sets e->error; such an entry is passed over. */
+void ck_run_list_pick_opening(ck_run_list *l, int (*check)(void *arg, ck_run_entry *e),
+                              void *arg);
 
 /* Whether name is a distributed checkpoint's rank directory, "rank_<id>"
  * with id in decimal, no leading zero; the id into *id. */

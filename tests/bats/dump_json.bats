@@ -199,7 +199,9 @@ assert len(d["checkpoints"]) == len(rows) == d["totals"]["checkpoints"]
 for c, r in zip(d["checkpoints"], rows):
     es = "epoch %d step %d" % (c["epoch"], c["step"]) if "epoch" in c else "-"
     assert [c["name"], c["file"], c["format"], es,
+            "does not open: " + c["error"] if "error" in c else
             "complete" if c["complete"] else "being written"] == r, (c, r)
+    assert ("opens" in c) == c["complete"] and c.get("opens", True) == ("error" not in c), c
     assert os.path.exists(os.path.join(sys.argv[1], c["file"])), c
 assert d["totals"]["complete"] == sum(c["complete"] for c in d["checkpoints"])
 assert lines[0].endswith(", latest %s" % (d["latest"] or "none")), lines[0]

@@ -272,7 +272,7 @@ PY
         # the emptied tensors are kept beside it, named in the log (issue 39)
         R=$(sed -n 's/.* kept in \(.*\); apply them with.*/\1/p' "$T/daemon.log")
         [ "$(dirname "$R")" = "$D" ]
-        grep -q '^no-out ' "$R/edits"
+        grep -q '^remove ' "$R/edits"
         rm -r "$R"
     fi
     sums "$D" | diff "$T/before" -
