@@ -367,3 +367,34 @@ long ck_cli_select(size_t n, bool (*matches)(void *ctx, size_t i, const char *pa
     free(taken);
     return (long)got;
 }
+
+/* Whether a TENSOR argument selects live tensor i of the index ctx. */
+static bool live_matches(void *ctx, size_t i, const char *pat)
+{
+    const ck_index *ix = ctx;
+    const ck_tensor *t = &ix->tensors[ix->live[i]];
+    return ck_cli_name_matches(pat, t->name, t->name_len, t->dir_name);
+}
+
+size_t *ck_cli_select_tensors(const char *prog, const char *path, const ck_index *ix,
+                              const char **pats, size_t n_pats, size_t *n)
+{
+    size_t *order = calloc(ix->n_live + 1, sizeof *order), missing = 0;
+    long got = order == NULL ? -2 : n_pats == 0 ? (long)ix->n_live
+               : ck_cli_select(ix->n_live, live_matches, (void *)ix, pats, n_pats, order,
+                               &missing);
+    for (size_t i = 0; n_pats == 0 && order != NULL && i < ix->n_live; i++)
+        order[i] = i;
+    if (got >= 0) {
+        *n = (size_t)got;
+        return order;
+    }
+    char q[CK_QUOTE_BUF];
+    if (got == -1)
+        fprintf(stderr, "%s: %s: no tensor %s\n", prog, path,
+                ck_quote(q, pats[missing], strlen(pats[missing])));
+    else
+        fprintf(stderr, "%s: out of memory\n", prog);
+    free(order);
+    return NULL;
+}

@@ -128,4 +128,12 @@ long ck_cli_select(size_t n, bool (*matches)(void *ctx, size_t i, const char *pa
                    void *ctx, const char *const *pats, size_t n_pats, size_t *order,
                    size_t *missing);
 
+/* The live tensors of ix that TENSOR arguments select, as indexes into
+ * ix->live: every one in file order without patterns, else in the
+ * patterns' order (ck_cli_select over names and directory names).  NULL
+ * when a pattern selects none, said on stderr as "PROG: PATH: no tensor
+ * X" before anything else is printed (or out of memory).  Free it. */
+size_t *ck_cli_select_tensors(const char *prog, const char *path, const ck_index *ix,
+                              const char **pats, size_t n_pats, size_t *n);
+
 #endif

@@ -566,41 +566,6 @@ static int own_arg(void *ctx, int argc, char **argv, int *i)
     return parse_seconds(v, &d->settle) < 0 ? -1 : 1;
 }
 
-/* Whether a TENSOR argument selects live tensor i of the index ctx: its
- * name or its directory name, equal or matched as a glob. */
-static bool matches(void *ctx, size_t i, const char *pat)
-{
-    const ck_index *ix = ctx;
-    const ck_tensor *t = &ix->tensors[ix->live[i]];
-    return ck_cli_name_matches(pat, t->name, t->name_len, t->dir_name);
-}
-
-/* The live tensors to list, as indexes into ix->live: every one in file
- * order without patterns, else those pats select in their order
- * (ck_cli_select).  NULL (said) when a pattern selects none, before
- * anything is printed. */
-static size_t *selected(const ck_index *ix, const char *path, const char **pats,
-                        size_t n_pats, size_t *n)
-{
-    size_t *order = calloc(ix->n_live + 1, sizeof *order), missing = 0;
-    long got = order == NULL ? -2 : n_pats == 0 ? (long)ix->n_live
-               : ck_cli_select(ix->n_live, matches, (void *)ix, pats, n_pats, order, &missing);
-    for (size_t i = 0; n_pats == 0 && order != NULL && i < ix->n_live; i++)
-        order[i] = i;
-    if (got >= 0) {
-        *n = (size_t)got;
-        return order;
-    }
-    char q[CK_QUOTE_BUF];
-    if (got == -1)
-        fprintf(stderr, "ckptfs-dump: %s: no tensor %s\n", path,
-                ck_quote(q, pats[missing], strlen(pats[missing])));
-    else
-        fprintf(stderr, "ckptfs-dump: out of memory\n");
-    free(order);
-    return NULL;
-}
-
 static int dump_model(const ck_cli_open *o, const char *path, const char **pats,
                       size_t n_pats, bool json);
 
@@ -645,7 +610,7 @@ static int dump_model(const ck_cli_open *o, const char *path, const char **pats,
         return 1;
     }
     const ck_index *ix = &m->index;
-    size_t n = 0, *order = selected(ix, path, pats, n_pats, &n);
+    size_t n = 0, *order = ck_cli_select_tensors("ckptfs-dump", path, ix, pats, n_pats, &n);
     if (order == NULL) {
         ck_model_close(m);
         return 1;

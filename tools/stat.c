@@ -390,40 +390,6 @@ static void usage(FILE *f)
             BINS_DEFAULT);
 }
 
-/* Whether a TENSOR argument selects live tensor i of the index ctx: its
- * name or its directory name, equal or matched as a glob. */
-static bool matches(void *ctx, size_t i, const char *pat)
-{
-    const ck_index *ix = ctx;
-    const ck_tensor *t = &ix->tensors[ix->live[i]];
-    return ck_cli_name_matches(pat, t->name, t->name_len, t->dir_name);
-}
-
-/* The live tensors to report, as indexes into ix->live: every one in file
- * order without TENSOR arguments, else in the patterns' order
- * (ck_cli_select).  NULL (said) when a pattern selects nothing. */
-static size_t *selected(const char *path, const ck_index *ix, const char **pats,
-                        size_t n_pats, size_t *n)
-{
-    size_t *order = calloc(ix->n_live + 1, sizeof *order), missing = 0;
-    long got = order == NULL ? -2 : n_pats == 0 ? (long)ix->n_live
-               : ck_cli_select(ix->n_live, matches, (void *)ix, pats, n_pats, order, &missing);
-    for (size_t i = 0; n_pats == 0 && order != NULL && i < ix->n_live; i++)
-        order[i] = i;
-    if (got >= 0) {
-        *n = (size_t)got;
-        return order;
-    }
-    char q[CK_QUOTE_BUF];
-    if (got == -1)
-        fprintf(stderr, PROG ": %s: no tensor %s\n", path,
-                ck_quote(q, pats[missing], strlen(pats[missing])));
-    else
-        fprintf(stderr, PROG ": out of memory\n");
-    free(order);
-    return NULL;
-}
-
 /* An option of ckptfs-stat's own at argv[*i] (ck_cli_args): 1 taken, 0
  * not one, -1 a bad value. */
 static int own_arg(void *ctx, int argc, char **argv, int *i)
@@ -480,7 +446,7 @@ int main(int argc, char **argv)
         return 1;
     }
     const ck_index *ix = &m->index;
-    size_t n_sel = 0, *sel = selected(path, ix, names, n_names, &n_sel);
+    size_t n_sel = 0, *sel = ck_cli_select_tensors(PROG, path, ix, names, n_names, &n_sel);
     if (sel == NULL) {
         ck_model_close(m);
         free(pos);
