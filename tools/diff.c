@@ -381,7 +381,7 @@ static const char *verdict_name(verdict v)
     return names[v];
 }
 
-static int print_json(const ck_model *ma, const ck_model *mb, const char *pa, const char *pb,
+static int print_json(const ck_model *ma, const ck_model *mb,
                       const entry *es, size_t n, const counts *c)
 {
     json_t *list = json_array();
@@ -409,8 +409,8 @@ static int print_json(const ck_model *ma, const ck_model *mb, const char *pa, co
     }
     bool same = c->only_a + c->only_b + c->changed + c->differ == 0;
     json_t *doc = json_pack("{s:{s:s, s:s}, s:{s:s, s:s}, s:b, s:{s:I, s:I, s:I, s:I, s:I}, s:o}",
-                            "a", "file", pa, "format", ma->format->name,
-                            "b", "file", pb, "format", mb->format->name,
+                            "a", "file", ma->path, "format", ma->format->name,
+                            "b", "file", mb->path, "format", mb->format->name,
                             "identical", same,
                             "counts", "only_a", (json_int_t)c->only_a,
                             "only_b", (json_int_t)c->only_b, "changed", (json_int_t)c->changed,
@@ -567,7 +567,7 @@ int main(int argc, char **argv)
         }
     }
     if (rc == 0 && !o.open.quiet && o.json)
-        rc = print_json(m[0], m[1], path[0], path[1], es, n, &c) < 0 ? 2 : 0;
+        rc = print_json(m[0], m[1], es, n, &c) < 0 ? 2 : 0;
     else if (rc == 0 && !o.open.quiet)
         print_text(path[0], path[1], es, n, &c);
     if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {

@@ -324,13 +324,12 @@ static json_t *tensor_json(const result *r, unsigned bins)
     return o;
 }
 
-static int print_json(const ck_model *m, const char *path, const result *rs, size_t n,
-                      unsigned bins)
+static int print_json(const ck_model *m, const result *rs, size_t n, unsigned bins)
 {
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(list, tensor_json(&rs[i], bins));
-    json_t *doc = json_pack("{s:s, s:s, s:o}", "file", path, "format", m->format->name,
+    json_t *doc = json_pack("{s:s, s:s, s:o}", "file", m->path, "format", m->format->name,
                             "tensors", list);
     int rc = doc == NULL || json_dumpf(doc, stdout, JSON_INDENT(1)) < 0 ? -1 : 0;
     printf("\n");
@@ -459,7 +458,7 @@ int main(int argc, char **argv)
     if (rs == NULL)
         fprintf(stderr, PROG ": out of memory\n");
     else if (rc == 0 && o.json)
-        rc = print_json(m, path, rs, n, o.bins) < 0 ? 1 : 0;
+        rc = print_json(m, rs, n, o.bins) < 0 ? 1 : 0;
     else if (rc == 0)
         print_table(rs, n, o.bins);
     if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
