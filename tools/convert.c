@@ -297,7 +297,9 @@ static void usage(FILE *f)
             "filled from CKPT's tensors of the same names, --map FILE's lines \"CKPT_NAME\n"
             "TEMPLATE_NAME\" renaming CKPT's first; --strict: every one must be filled.\n"
             "IN: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
-            "directory, or with -o strategy a distributed checkpoint's directory.\n"
+            "directory, a Hugging Face model folder (config.json beside model.safetensors,\n"
+            "its .index.json or pytorch_model.bin: that file), or with -o strategy a\n"
+            "distributed checkpoint's directory.  A set's missing directory is made.\n"
             "Exit status: 0 written, 1 failed (nothing written), 2 a usage error.\n",
             targets_list(targets, sizeof targets));
 }

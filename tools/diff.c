@@ -444,8 +444,9 @@ static void usage(FILE *f)
             "  -o A,B                several -o options at once (a comma in a value: \\,)\n"
             "  -h, --help; -V, --version\n"
             "A, B: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
-            "directory, or with -o strategy a distributed checkpoint's directory; the\n"
-            "options apply to both.\n"
+            "directory, a Hugging Face model folder (config.json beside model.safetensors,\n"
+            "its .index.json or pytorch_model.bin: that file), or with -o strategy a\n"
+            "distributed checkpoint's directory; the options apply to both.\n"
             "Exit status (as diff's): 0 the same tensors, types, shapes and bytes; 1 they\n"
             "differ; 2 trouble (a usage error, a file that cannot be read).\n");
 }

@@ -359,7 +359,9 @@ static void usage(FILE *f)
             "  -q, --quiet           no warning (an index that cannot be saved)\n"
             "  -h, --help; -V, --version\n"
             "MODEL: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
-            "directory, or with -o strategy a distributed checkpoint's directory.\n",
+            "directory, a Hugging Face model folder (config.json beside model.safetensors,\n"
+            "its .index.json or pytorch_model.bin: that file), or with -o strategy a\n"
+            "distributed checkpoint's directory.\n",
             BINS_DEFAULT);
 }
 
