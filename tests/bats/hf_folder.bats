@@ -252,3 +252,18 @@ EOF
     [ "$status" -eq 1 ]
     [ ! -e "$T/c" ]
 }
+
+@test "a Hub cache snapshot (snapshots/REV/ of links into blobs/) is a model folder too" {
+    C=$T/hub/models--google--gemma
+    mkdir -p "$C/blobs" "$C/snapshots/rev"
+    cp "$GEMMA" "$C/blobs/1"
+    printf '{}\n' >"$C/blobs/2"
+    ln -s ../../blobs/1 "$C/snapshots/rev/model.safetensors"
+    ln -s ../../blobs/2 "$C/snapshots/rev/config.json"
+    run "$BUILD/ckptfs-dump" "$C/snapshots/rev"
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == "# $C/snapshots/rev/model.safetensors: format safetensors, 11 tensors"* ]]
+    run "$BUILD/ckptfs-diff" "$C/snapshots/rev" "$GEMMA"
+    [ "$status" -eq 0 ]
+    [ "$output" = identical ]
+}
