@@ -267,3 +267,17 @@ EOF
     [ "$status" -eq 0 ]
     [ "$output" = identical ]
 }
+
+@test "a folder's broken model file is refused as the file is, the message naming the folder and the file chosen; nothing mounted" {
+    head -c 500 "$GEMMA" >"$F/model.safetensors"
+    want="$F/model.safetensors: offset 0: a header of 1096 bytes runs past the end of the file (500 bytes)"
+    run "$BUILD/ckptfs-stat" "$F"
+    [ "$status" -eq 1 ]
+    [ "$output" = "ckptfs-stat: $want" ]
+    run "$BUILD/ckptfs-dump" "$F"
+    [ "$status" -eq 1 ]
+    [ "$output" = "ckptfs-dump: $want" ]
+    M=$T/m
+    mount_refused "$F"
+    [ "$(cat "$T/err")" = "ckptfs: $want" ]
+}
