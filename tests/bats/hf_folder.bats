@@ -14,6 +14,12 @@ load helpers
 
 GEMMA=$FIXTURES/safetensors/torchtune/gemma_hf_checkpoint.safetensors
 
+teardown() {
+    ckptfs_teardown
+    mountpoint -q "$BATS_TEST_TMPDIR/small" && umount "$BATS_TEST_TMPDIR/small"
+    return 0
+}
+
 setup() {
     T=$BATS_TEST_TMPDIR
     F=$T/gemma
@@ -280,4 +286,16 @@ EOF
     M=$T/m
     mount_refused "$F"
     [ "$(cat "$T/err")" = "ckptfs: $want" ]
+}
+
+@test "a set's directory that convert made is removed again when nothing is written (ENOSPC)" {
+    [ "$(id -u)" = 0 ] || skip "mounting a tmpfs needs root"
+    S=$T/small
+    mkdir "$S"
+    mount -t tmpfs -o size=64k tmpfs "$S"
+    run "$BUILD/ckptfs-convert" -q "$F" "$S/new/model.safetensors.index.json"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"No space left on device"* ]]
+    [ -z "$(ls -A "$S")" ]
 }
