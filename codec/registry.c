@@ -198,7 +198,8 @@ char *ck_collection_file(const ck_collection *c, const char *path)
     while (n > 1 && path[n - 1] == '/')
         n--;
     char *file = NULL;
-    if (asprintf(&file, "%.*s%s%s", (int)n, path, path[n - 1] == '/' ? "" : "/", name) < 0)
+    bool root = n > 0 && path[n - 1] == '/'; /* "/" itself */
+    if (asprintf(&file, "%.*s%s%s", (int)n, path, root ? "" : "/", name) < 0)
         return NULL;
     return file;
 }
@@ -211,7 +212,7 @@ ck_model *ck_open_path(const char *path, const ck_collection_opts *o, ck_error *
     if (c->model_file != NULL) {
         char *file = ck_collection_file(c, path);
         if (file == NULL) {
-            ck_fail(err, ENOMEM, "%s: out of memory, or %s no longer", path, c->title);
+            ck_fail(err, EINVAL, "%s: is no longer %s (or out of memory)", path, c->title);
             return NULL;
         }
         ck_model *m = ck_model_open(file, &o->open, err);

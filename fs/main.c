@@ -1044,7 +1044,7 @@ int main(int argc, char **argv)
         is_dir = false;
         c = NULL;
     } else if (c != NULL && c->model_file != NULL) {
-        fprintf(stderr, "ckptfs: %s: out of memory, or no longer %s\n", path, c->title);
+        fprintf(stderr, "ckptfs: %s: is no longer %s (or out of memory)\n", path, c->title);
         free(abs);
         goto out;
     }

@@ -59,8 +59,8 @@ static ck_model *open_folder(const char *path, const ck_collection_opts *o, ck_e
 {
     char *file = ck_collection_file(&ck_collection_hf, path);
     if (file == NULL) {
-        ck_fail(err, EINVAL, "%s: is no longer a Hugging Face model folder (config.json "
-                "and model.safetensors[.index.json] or pytorch_model.bin)", path);
+        ck_fail(err, EINVAL, "%s: is no longer %s (or out of memory)", path,
+                ck_collection_hf.title);
         return NULL;
     }
     ck_model *m = ck_model_open(file, &o->open, err);
