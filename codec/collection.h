@@ -5,7 +5,8 @@
  * A collection is a directory that opens as one model: a distributed
  * checkpoint merged by its strategy file (collections/dist_merge.h), a
  * MindSpore Transformers iteration directory (collections/iteration_dir.h),
- * a OneFlow snapshot directory (oneflow/oneflow_dir.h).  The registry
+ * a OneFlow snapshot directory (oneflow/oneflow_dir.h), a Hugging Face
+ * model folder (collections/hf_folder.h).  The registry
  * (registry.h) lists them, so that the mount and the tools open the same
  * directories the same way.  A directory no collection claims is a
  * training run's, which the mount follows (fs/run_mount.h).
@@ -62,6 +63,12 @@ typedef struct ck_collection {
     /* Open the directory path as one model; NULL with err. */
     ck_model *(*open)(const char *path, const ck_collection_opts *o, ck_error *err);
     const ck_names_file *names_file; /* NULL: none */
+    /* A directory that stands for one model file of it (a Hugging Face
+     * model folder's model.safetensors): that file's name in path, a
+     * static string, or NULL when path holds none.  The mount and the tools
+     * open the file as when given it (ck_collection_file), writable as it
+     * is.  NULL hook: the collection is its files together. */
+    const char *(*model_file)(const char *path);
 } ck_collection;
 
 #endif

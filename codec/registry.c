@@ -3,8 +3,12 @@
  * registry: the tables of the formats, envelopes and collections ckptfs
  * knows (registry.h).
  */
+#define _GNU_SOURCE
 #include "registry.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -12,6 +16,7 @@
 #include "ckpt/ckpt_reader.h"
 #include "ckpt/ckpt_writer.h"
 #include "collections/dist_merge.h"
+#include "collections/hf_folder.h"
 #include "collections/iteration_dir.h"
 #include "oneflow/oneflow_dir.h"
 #include "oneflow/oneflow_dir_writer.h"
@@ -161,6 +166,7 @@ static const ck_collection *const collections[] = {
     &ck_collection_iteration,
     &ck_collection_oneflow,
     &ck_collection_dcp,
+    &ck_collection_hf,
 };
 
 #define N_COLLECTIONS (sizeof collections / sizeof collections[0])
@@ -183,11 +189,36 @@ const ck_collection *ck_collection_of(const char *path, const char *strategy)
     return NULL;
 }
 
+char *ck_collection_file(const ck_collection *c, const char *path)
+{
+    const char *name = c->model_file != NULL ? c->model_file(path) : NULL;
+    if (name == NULL)
+        return NULL;
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    char *file = NULL;
+    bool root = n > 0 && path[n - 1] == '/'; /* "/" itself */
+    if (asprintf(&file, "%.*s%s%s", (int)n, path, root ? "" : "/", name) < 0)
+        return NULL;
+    return file;
+}
+
 ck_model *ck_open_path(const char *path, const ck_collection_opts *o, ck_error *err)
 {
     const ck_collection *c = ck_collection_of(path, o->strategy);
     if (c == NULL)
         return ck_model_open(path, &o->open, err);
+    if (c->model_file != NULL) {
+        char *file = ck_collection_file(c, path);
+        if (file == NULL) {
+            ck_fail(err, EINVAL, "%s: is no longer %s (or out of memory)", path, c->title);
+            return NULL;
+        }
+        ck_model *m = ck_model_open(file, &o->open, err);
+        free(file);
+        return m;
+    }
     ck_collection_opts each = *o;
     each.open.key_if_encrypted = true; /* ranks or shards, plain ones too */
     return c->open(path, &each, err);

@@ -61,12 +61,19 @@ const ck_collection *ck_collection_at(size_t i);
  * file, or a directory none claims (a training run's). */
 const ck_collection *ck_collection_of(const char *path, const char *strategy);
 
+/* The model file a directory of collection c stands for (collection.h,
+ * model_file): "path/name" in a new string, path's trailing slashes
+ * aside; NULL when c has none or path holds none (or out of memory). */
+char *ck_collection_file(const ck_collection *c, const char *path);
+
 /* The names file a snapshot copied into a mount may bring (collection.h):
  * a collection's; NULL when none has one. */
 const ck_names_file *ck_copied_names_file(void);
 
 /* Open path as one model: a collection's directory (ck_collection_of), or
- * a model file (core/model.h, ck_model_open).  A collection's model files
+ * a model file (core/model.h, ck_model_open), which a collection's
+ * directory may stand for (ck_collection_file: its messages name
+ * "path/file").  A collection's model files
  * take the key when they are encrypted and open plain beside it.  NULL
  * with err; messages name path as given. */
 ck_model *ck_open_path(const char *path, const ck_collection_opts *o, ck_error *err);

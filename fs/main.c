@@ -179,7 +179,10 @@ static void usage(FILE *to)
             "With -o strategy=FILE, a directory of rank_<id>/ checkpoints (a distributed\n"
             "one) is mounted read-only as the one model FILE says they were cut from;\n"
             "a MindSpore Transformers iteration_<N>/ directory, as the one model of\n"
-            "all its shard files; a OneFlow snapshot directory, as its model.\n"
+            "all its shard files; a OneFlow snapshot directory, as its model.  A Hugging\n"
+            "Face model folder (config.json beside model.safetensors, its .index.json or\n"
+            "pytorch_model.bin, taken in that order) is mounted as that file, writable as\n"
+            "it is.\n"
             "\n");
     list_formats(to);
     fprintf(to,
@@ -1048,8 +1051,21 @@ int main(int argc, char **argv)
         free(abs);
         goto out;
     }
-    oo.key_if_encrypted = is_dir; /* a directory's plain models beside keyed ones */
     const ck_collection *c = is_dir ? ck_collection_of(path, cli.strategy) : NULL;
+    /* A folder that stands for one model file (a Hugging Face model
+     * folder's) mounts that file, writable as it is. */
+    char *file = c != NULL ? ck_collection_file(c, path) : NULL;
+    if (file != NULL) {
+        free(abs);
+        path = abs = file;
+        is_dir = false;
+        c = NULL;
+    } else if (c != NULL && c->model_file != NULL) {
+        fprintf(stderr, "ckptfs: %s: is no longer %s (or out of memory)\n", path, c->title);
+        free(abs);
+        goto out;
+    }
+    oo.key_if_encrypted = is_dir; /* a directory's plain models beside keyed ones */
     if (is_dir && c == NULL && refuse_mount_in_run(path, opts.mountpoint) < 0)
         rc = 1;
     else

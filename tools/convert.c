@@ -165,6 +165,31 @@ static int check_out_file(const convert_opts *o, ck_error *err)
     return 0;
 }
 
+/* The directory OUT is in, made when missing for a sharded set (whose
+ * shards it holds), as a OneFlow snapshot's directory is: one level, the
+ * mode mkdir gives; *made says so, for removing it when nothing is
+ * written. */
+static int make_out_dir(const convert_opts *o, char **made, ck_error *err)
+{
+    *made = NULL;
+    const char *slash = strrchr(o->out, '/');
+    if (!ck_format_target(o->to)->sharded || slash == NULL || slash == o->out)
+        return 0;
+    char *dir = strndup(o->out, (size_t)(slash - o->out));
+    if (dir == NULL)
+        return ck_nomem(err, o->out);
+    if (mkdir(dir, 0777) == 0) {
+        *made = dir;
+        return 0;
+    }
+    int e = errno;
+    struct stat st;
+    int rc = e == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? 0
+             : ck_fail_errno(err, e, "%s: cannot create its directory %s", o->out, dir);
+    free(dir);
+    return rc;
+}
+
 /* OUT as a .ckpt or .safetensors file: an empty model of that format,
  * encoded from IN's tree through a commit group, as a mount's save. */
 static int write_file(const convert_opts *o, const ck_convert_plan *p,
@@ -180,6 +205,9 @@ static int write_file(const convert_opts *o, const ck_convert_plan *p,
         oo.encrypt = true;
         oo.enc_mode = (ck_cipher_mode)ck_cipher_mode_parse(o->enc_mode);
     }
+    char *made;
+    if (make_out_dir(o, &made, err) < 0)
+        return -1;
     ck_model_dir *dir = ck_dir_open(o->out, err);
     ck_model *om = NULL;
     ck_writer_lock lock = {.fd = -1};
@@ -203,6 +231,9 @@ static int write_file(const convert_opts *o, const ck_convert_plan *p,
     ck_model_close(om);
     ck_writer_lock_release(&lock);
     ck_dir_unref(dir);
+    if (rc < 0 && made != NULL)
+        rmdir(made); /* nothing written: as it was */
+    free(made);
     return rc;
 }
 
@@ -266,7 +297,9 @@ static void usage(FILE *f)
             "filled from CKPT's tensors of the same names, --map FILE's lines \"CKPT_NAME\n"
             "TEMPLATE_NAME\" renaming CKPT's first; --strict: every one must be filled.\n"
             "IN: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
-            "directory, or with -o strategy a distributed checkpoint's directory.\n"
+            "directory, a Hugging Face model folder (config.json beside model.safetensors,\n"
+            "its .index.json or pytorch_model.bin: that file), or with -o strategy a\n"
+            "distributed checkpoint's directory.  A set's missing directory is made.\n"
             "Exit status: 0 written, 1 failed (nothing written), 2 a usage error.\n",
             targets_list(targets, sizeof targets));
 }

@@ -540,8 +540,8 @@ static const char *verdict_name(verdict v)
     return names[v];
 }
 
-static int print_json(const ck_model *ma, const ck_model *mb, const char *pa, const char *pb,
-                      const entry *es, size_t n, const counts *c, bool tol)
+static int print_json(const ck_model *ma, const ck_model *mb, const entry *es, size_t n,
+                      const counts *c, bool tol)
 {
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -575,8 +575,8 @@ static int print_json(const ck_model *ma, const ck_model *mb, const char *pa, co
     }
     bool same = c->only_a + c->only_b + c->changed + c->differ == 0;
     json_t *doc = json_pack("{s:{s:s, s:s}, s:{s:s, s:s}, s:b, s:{s:I, s:I, s:I, s:I, s:I}, s:o}",
-                            "a", "file", pa, "format", ma->format->name,
-                            "b", "file", pb, "format", mb->format->name,
+                            "a", "file", ma->path, "format", ma->format->name,
+                            "b", "file", mb->path, "format", mb->format->name,
                             "identical", same,
                             "counts", "only_a", (json_int_t)c->only_a,
                             "only_b", (json_int_t)c->only_b, "changed", (json_int_t)c->changed,
@@ -620,9 +620,11 @@ static void usage(FILE *f)
             "  -o A,B                several -o options at once (a comma in a value: \\,)\n"
             "  -h, --help; -V, --version\n"
             "A, B: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
-            "directory, or with -o strategy a distributed checkpoint's directory; the\n"
-            "options apply to both.  TENSOR: only those tensors, in the order named; a\n"
-            "name or a shell glob ('fc*', quoted from the shell) of A's or B's names.\n"
+            "directory, a Hugging Face model folder (config.json beside model.safetensors,\n"
+            "its .index.json or pytorch_model.bin: that file), or with -o strategy a\n"
+            "distributed checkpoint's directory; the options apply to both.  TENSOR: only\n"
+            "those tensors, in the order named; a name or a shell glob ('fc*', quoted from\n"
+            "the shell) of A's or B's names.\n"
             "Exit status (as diff's): 0 the same tensors, types, shapes and bytes (or values\n"
             "within --atol/--rtol); 1 they\n"
             "differ; 2 trouble (a usage error, a file that cannot be read).\n");
@@ -837,7 +839,7 @@ static int run(diff_opts *o, const char **path, size_t n_pos)
         }
     }
     if (rc == 0 && !o->open.quiet && o->json)
-        rc = print_json(m[0], m[1], path[0], path[1], es, n, &c, o->tol) < 0 ? 2 : 0;
+        rc = print_json(m[0], m[1], es, n, &c, o->tol) < 0 ? 2 : 0;
     else if (rc == 0 && !o->open.quiet)
         print_text(path[0], path[1], es, n, &c, o);
     if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {

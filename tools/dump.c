@@ -38,6 +38,10 @@
  *   pickled_data or by their directories; each extent FILE:OFF+LEN, FILE
  *   the tensor's `out` relative to the snapshot (tensor_5/out, conv1.weight/out)
  *
+ *   ckptfs-dump HF_MODEL_FOLDER
+ *   a Hugging Face model folder (hf_folder.h): the model file it stands
+ *   for, dumped as when given it (the summary line names it)
+ *
  *   ckptfs-dump [-o settle=SECONDS] RUN_DIR
  *   a training run's directory: one line per checkpoint (run_dir.h): its
  *   name, file, format, epoch and step when its name has them, and
@@ -537,6 +541,8 @@ static void usage(FILE *to)
             "       ckptfs-dump -o strategy=FILE DIST_DIR\n"
             "       ckptfs-dump RUN_DIR/iteration_<N>\n"
             "       ckptfs-dump ONEFLOW_SNAPSHOT_DIR\n"
+            "       ckptfs-dump HF_MODEL_FOLDER    (its config.json beside model.safetensors,\n"
+            "                   its .index.json or pytorch_model.bin: that file)\n"
             "       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n"
             "       ckptfs-dump -h | --help | -V | --version\n"
             "-o takes a list, -o a,b (a comma in a value: \\,); -q: no warning.\n"

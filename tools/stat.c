@@ -347,13 +347,12 @@ static json_t *tensor_json(const result *r, unsigned bins)
     return o;
 }
 
-static int print_json(const ck_model *m, const char *path, const result *rs, size_t n,
-                      unsigned bins)
+static int print_json(const ck_model *m, const result *rs, size_t n, unsigned bins)
 {
     json_t *list = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(list, tensor_json(&rs[i], bins));
-    json_t *doc = json_pack("{s:s, s:s, s:o}", "file", path, "format", m->format->name,
+    json_t *doc = json_pack("{s:s, s:s, s:o}", "file", m->path, "format", m->format->name,
                             "tensors", list);
     int rc = doc == NULL || json_dumpf(doc, stdout, JSON_INDENT(1)) < 0 ? -1 : 0;
     printf("\n");
@@ -386,7 +385,9 @@ static void usage(FILE *f)
             "  -q, --quiet           no warning (an index that cannot be saved)\n"
             "  -h, --help; -V, --version\n"
             "MODEL: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
-            "directory, or with -o strategy a distributed checkpoint's directory.\n",
+            "directory, a Hugging Face model folder (config.json beside model.safetensors,\n"
+            "its .index.json or pytorch_model.bin: that file), or with -o strategy a\n"
+            "distributed checkpoint's directory.\n",
             BINS_DEFAULT);
 }
 
@@ -470,7 +471,7 @@ int main(int argc, char **argv)
     if (rs == NULL)
         fprintf(stderr, PROG ": out of memory\n");
     else if (rc == 0 && o.json)
-        rc = print_json(m, path, rs, n, o.bins) < 0 ? 1 : 0;
+        rc = print_json(m, rs, n, o.bins) < 0 ? 1 : 0;
     else if (rc == 0)
         print_table(rs, n, o.bins, o.hist_log);
     if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {

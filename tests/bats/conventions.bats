@@ -158,17 +158,18 @@ key() { (umask 077 && printf '0123456789ABCDEF' >"$1"); }
     cmp a.safetensors b.safetensors
 }
 
-@test "ckptfs --help lists every format and directory of the registry, PyTorch and DCP included" {
+@test "ckptfs --help lists every format and directory of the registry, PyTorch, DCP and Hugging Face folders included" {
     answers ckptfs --help
     # the formats by their -o format / ckptfs-dump names, as the sources name them
     for name in ckpt onnx mindir safetensors safetensors-set oneflow pytorch; do
         grep -q "^  $name  *" "$T/out" || { echo "no format $name"; false; }
     done
-    for name in distributed iteration oneflow dcp; do
+    for name in distributed iteration oneflow dcp hf; do
         grep -q "^  $name  *" "$T/out" || { echo "no directory $name"; false; }
     done
     grep -q "^  pytorch  *PyTorch, \*\.pt \*\.pth \*\.bin$" "$T/out"
     grep -q "^  dcp  *a PyTorch distributed checkpoint$" "$T/out"
+    grep -q "^  hf  *a Hugging Face model folder$" "$T/out"
     # ckptfs-dump names a PyTorch file's format as --help does
     "$BUILD/ckptfs-convert" -q "$LENET" lenet.pt
     "$BUILD/ckptfs-dump" lenet.pt | head -1 | grep -q ": format pytorch,"
