@@ -81,6 +81,45 @@ static void print_extent(const ck_model *m, const ck_tensor *t, const ck_extent 
     printf("%" PRIu64 "+%" PRIu64, off, e->len);
 }
 
+/* s with its control bytes as \xNN: a metadata value may hold a newline,
+ * which would break the line into one a script takes for a tensor's. */
+static void print_clean(const char *s)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f)
+            printf("\\x%02x", c);
+        else
+            putchar(c);
+    }
+}
+
+/* The model's own metadata (safetensors' "__metadata__", a set index's
+ * "metadata"), as a '#' line of KEY=VALUE, in the file's order; a value
+ * that is not a string as compact JSON.  Nothing when it has none. */
+static void print_metadata(const ck_model *m)
+{
+    const char *text = ck_model_metadata(m);
+    json_t *meta = text != NULL ? json_loads(text, 0, NULL) : NULL;
+    if (json_is_object(meta)) {
+        const char *key;
+        json_t *v;
+        const char *sep = "";
+        printf("# metadata: ");
+        json_object_foreach(meta, key, v) {
+            char *js = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+            printf("%s", sep);
+            print_clean(key);
+            putchar('=');
+            print_clean(js != NULL ? js : json_is_string(v) ? json_string_value(v) : "?");
+            free(js);
+            sep = ", ";
+        }
+        putchar('\n');
+    }
+    json_decref(meta);
+}
+
 /* The column names of the tensor lines, as gguf-dump and h5ls head theirs;
  * a '#' line, so that readers skipping '#' lines read tensor lines alone. */
 #define COLUMNS "# name\ttype\tshape\tbytes\textents\tlayout\n"
@@ -385,6 +424,9 @@ static int dump_json(const ck_model *m, const totals *tot)
         json_object_set_new(root, "notes", json_string(notes));
     if (ck_envelope_is_wrapped(&m->env))
         json_object_set_new(root, "envelope", json_string(ck_envelope_describe(&m->env)));
+    const char *meta = ck_model_metadata(m); /* the file's own JSON, as it is */
+    if (meta != NULL)
+        json_object_set_new(root, "metadata", json_loads(meta, 0, NULL));
     json_t *list = json_array();
     json_object_set_new(root, "tensors", list);
     for (size_t i = 0; i < ix->n_live; i++) {
@@ -566,6 +608,7 @@ int main(int argc, char **argv)
            m->path, m->format->name, ix->n_live, ix->count, ck_index_memory(ix),
            m->format->notes ? m->format->notes(m) : "",
            ck_envelope_is_wrapped(&m->env) ? ", " : "", ck_envelope_describe(&m->env));
+    print_metadata(m);
     printf(COLUMNS);
     for (size_t i = 0; i < ix->n_live; i++)
         print_tensor(m, &ix->tensors[ix->live[i]]);
