@@ -11,7 +11,8 @@
  *   (of the plaintext, for an encrypted or compressed model), each OFF+LEN,
  *   FILE:OFF+LEN when it is in a data file (an ONNX external data file, a
  *   shard of a safetensors set), FILE relative to the model's directory;
- *   a '#' line of column names before them and '#' lines of totals (all,
+ *   a '#' line of the model's own metadata when it has some (safetensors'
+ *   "__metadata__"), a '#' line of column names before them and '#' lines of totals (all,
  *   then by type) after, so that scripts skipping '#' lines see tensors only
  *
  *   ckptfs-dump --json ...: any of these as one JSON object instead, the
