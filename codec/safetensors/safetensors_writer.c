@@ -398,7 +398,8 @@ int ck_st_metadata_for(const ck_model *src, char **out, ck_error *err)
     }
     /* Any other format's tensors are PyTorch's to load: transformers'
      * save_pretrained marks such a file {"format":"pt"}, and its loader
-     * takes a file without that mark as not saved by it. */
+     * checks for a format (pt, tf, flax or mlx), taking a file without one
+     * as not saved by save_pretrained. */
     json_t *root = json_pack("{s:s}", "format", "pt");
     *out = root != NULL ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
