@@ -27,6 +27,7 @@
 #include "../core/byte_buf.h"
 #include "../core/dir_name.h"
 #include "oneflow_meta.h"
+#include "oneflow_pickle.h"
 #include "../../export/byte_sink.h"
 #include "../../export/writer_lock.h"
 
@@ -61,6 +62,7 @@ typedef struct out_dir {
     char tmp[NAME_MAX + 1];     /* the temporary tree's name, "" when none */
     int tmp_fd;
     bool pickled;               /* a pickled_data keeps the tensors' order */
+    size_t pickle_len;          /* its bytes */
     ck_error *err;
 } out_dir;
 
@@ -451,6 +453,7 @@ static int write_tree(out_dir *d, const ck_target_args *a, const ck_write_tensor
     if (order_pickle(d, a, n, &pickle, &pickle_len) < 0)
         return -1;
     d->pickled = pickle != NULL;
+    d->pickle_len = pickle_len;
     const ck_index *ix = &a->m->index;
     ck_sink s = {.path = d->out, .err = d->err, .progress = a->progress};
     s.buf = malloc(CK_SINK_BUF);
@@ -578,6 +581,41 @@ static int count_entry(int dfd, const struct dirent *de, void *arg)
     return 0;
 }
 
+/* pickled_data as written, read back by the reader's own parser: the
+ * tensors in the order given, each under its legacy name, at its
+ * directory. */
+static int check_pickle(out_dir *d, const ck_target_args *a, size_t n)
+{
+    const ck_index *ix = &a->m->index;
+    char *buf = malloc(d->pickle_len + 2);
+    if (buf == NULL)
+        return ck_nomem(d->err, d->out);
+    long got = read_small(d->tmp_fd, CK_ONEFLOW_PICKLE, buf, d->pickle_len + 2);
+    ck_pickle_names names = {0};
+    int rc = got != (long)d->pickle_len
+                 ? ck_fail(d->err, EIO, "%s: the written " CK_ONEFLOW_PICKLE " is not what "
+                           "was written", d->out)
+                 : ck_pickle_names_parse(buf, (size_t)got, CK_ONEFLOW_PICKLE, &names, d->err);
+    bool same = names.n == n;
+    for (size_t i = 0; rc == 0 && same && i < n; i++) {
+        const char *dir = ix->tensors[ix->live[i]].dir_name;
+        of_name want;
+        if (legacy_name(dir, &want) < 0) {
+            rc = ck_nomem(d->err, d->out);
+            break;
+        }
+        same = strcmp(names.v[i].path, dir) == 0 && strlen(names.v[i].name) == want.len &&
+               memcmp(names.v[i].name, want.name, want.len) == 0;
+        free(want.name);
+    }
+    if (rc == 0 && !same)
+        rc = ck_fail(d->err, EIO, "%s: the written " CK_ONEFLOW_PICKLE " does not list the "
+                     "tensors in order", d->out);
+    ck_pickle_names_free(&names);
+    free(buf);
+    return rc;
+}
+
 /* The tree as written, against the tensors: every directory's meta and
  * out, and nothing more at the root than they and snapshot_done. */
 static int check_tree(out_dir *d, const ck_target_args *a, const ck_write_tensor *w,
@@ -595,6 +633,8 @@ static int check_tree(out_dir *d, const ck_target_args *a, const ck_write_tensor
                      d->out, entries, want);
     if (rc == 0 && d->pickled && !is_kind(d->tmp_fd, CK_ONEFLOW_PICKLE, S_IFREG))
         rc = ck_fail(d->err, EIO, "%s: the written snapshot has no " CK_ONEFLOW_PICKLE, d->out);
+    if (rc == 0 && d->pickled)
+        rc = check_pickle(d, a, n);
     if (rc == 0 && !is_kind(d->tmp_fd, "snapshot_done", S_IFREG))
         rc = ck_fail(d->err, EIO, "%s: the written snapshot has no snapshot_done", d->out);
     free(c.a);
