@@ -69,8 +69,9 @@ static int add_files(st_view *v, const ck_model *m, const ck_convert_plan *p,
     v->n = n;
     if (!set) {
         v->files[0].name = strdup("model.safetensors");
-        return v->files[0].name == NULL ? ck_nomem(err, m->path)
-                                        : add_shard(&v->files[0], m, p, &(ck_st_shards){0}, 0, meta, err);
+        return v->files[0].name == NULL
+                   ? ck_nomem(err, m->path)
+                   : add_shard(&v->files[0], m, p, &(ck_st_shards){0}, 0, meta, err);
     }
     for (uint32_t f = 0; f < s->n; f++) {
         view_file *vf = &v->files[f + 1];

@@ -125,7 +125,8 @@ static ck_model *model_alloc(ck_model_dir *dir, const char *path, const ck_open_
         ck_nomem(err, path);
         return NULL;
     }
-    if (o != NULL && o->new_metadata != NULL && (m->new_metadata = strdup(o->new_metadata)) == NULL) {
+    if (o != NULL && o->new_metadata != NULL &&
+        (m->new_metadata = strdup(o->new_metadata)) == NULL) {
         free(m->path);
         free(m);
         ck_nomem(err, path);
