@@ -38,7 +38,7 @@ struct st_view {
 /* File f: the tensors of plan p that shard `shard` of s holds (all of them
  * when s has no shards), laid out as a new safetensors file. */
 static int add_shard(view_file *f, const ck_model *m, const ck_convert_plan *p,
-                     const ck_st_shards *s, uint32_t shard, ck_error *err)
+                     const ck_st_shards *s, uint32_t shard, const char *meta, ck_error *err)
 {
     ck_write_tensor *mine = malloc((p->n + 1) * sizeof *mine);
     f->tensors = calloc(p->n + 1, sizeof *f->tensors);
@@ -52,14 +52,15 @@ static int add_shard(view_file *f, const ck_model *m, const ck_convert_plan *p,
             f->tensors[k] = &m->index.tensors[m->index.live[i]];
             mine[k++] = p->w[i];
         }
-    int rc = ck_st_plan_new(m, mine, k, &f->lay, err);
+    int rc = ck_st_plan_new(m, mine, k, meta, &f->lay, err);
     free(mine);
     return rc;
 }
 
-/* The files of plan p: one, or the index and each shard of s. */
+/* The files of plan p: one, or the index and each shard of s, each with
+ * meta as its "__metadata__" (as ckptfs-convert writes them). */
 static int add_files(st_view *v, const ck_model *m, const ck_convert_plan *p,
-                     const ck_st_shards *s, ck_error *err)
+                     const ck_st_shards *s, const char *meta, ck_error *err)
 {
     bool set = s->n > 1; /* one shard is model.safetensors, as save_pretrained names it */
     size_t n = set ? s->n + 1 : 1;
@@ -68,14 +69,15 @@ static int add_files(st_view *v, const ck_model *m, const ck_convert_plan *p,
     v->n = n;
     if (!set) {
         v->files[0].name = strdup("model.safetensors");
-        return v->files[0].name == NULL ? ck_nomem(err, m->path)
-                                        : add_shard(&v->files[0], m, p, &(ck_st_shards){0}, 0, err);
+        return v->files[0].name == NULL
+                   ? ck_nomem(err, m->path)
+                   : add_shard(&v->files[0], m, p, &(ck_st_shards){0}, 0, meta, err);
     }
     for (uint32_t f = 0; f < s->n; f++) {
         view_file *vf = &v->files[f + 1];
         if ((vf->name = strdup(s->names[f])) == NULL)
             return ck_nomem(err, m->path);
-        if (add_shard(vf, m, p, s, f, err) < 0)
+        if (add_shard(vf, m, p, s, f, meta, err) < 0)
             return -1;
     }
     view_file *ix = &v->files[0];
@@ -92,6 +94,7 @@ st_view *ckfs_st_view_new(const ck_model *m, const char *in, uint64_t max_shard,
 {
     ck_convert_plan p;
     ck_st_shards s = {0};
+    char *meta = NULL;
     st_view *v = calloc(1, sizeof *v);
     if (v == NULL) {
         ck_nomem(err, m->path);
@@ -103,7 +106,10 @@ st_view *ckfs_st_view_new(const ck_model *m, const char *in, uint64_t max_shard,
     if (rc == 0 && max_shard != 0)
         rc = ck_st_shards_cut(m, "model", p.w, p.n, max_shard, &s, err);
     if (rc == 0)
-        rc = add_files(v, m, &p, &s, err);
+        rc = ck_st_metadata_for(m, &meta, err);
+    if (rc == 0)
+        rc = add_files(v, m, &p, &s, meta, err);
+    free(meta);
     ck_st_shards_free(&s);
     ck_convert_plan_free(&p);
     if (rc == 0)

@@ -37,6 +37,7 @@
 #include "../codec/cipher/key.h"
 #include "../codec/core/model.h"
 #include "../codec/registry.h"
+#include "../codec/safetensors/safetensors_writer.h"
 #include "../export/commit_group.h"
 #include "../export/convert_plan.h"
 #include "../export/encoder.h"
@@ -192,12 +193,15 @@ static int make_out_dir(const convert_opts *o, char **made, ck_error *err)
 
 /* OUT as a .ckpt or .safetensors file: an empty model of that format,
  * encoded from IN's tree through a commit group, as a mount's save. */
-static int write_file(const convert_opts *o, const ck_convert_plan *p,
+static int write_file(const convert_opts *o, const ck_model *in, const ck_convert_plan *p,
                       ck_progress *prog, ck_error *err)
 {
     ck_key key = o->enc_mode ? o->open.key : (ck_key){0}; /* the one IN was opened with */
+    char *meta = NULL; /* safetensors' "__metadata__": IN's kept (ck_st_metadata_for) */
+    if (ck_st_metadata_for(in, &meta, err) < 0)
+        return -1;
     ck_open_opts oo = {.key = &key, .zstd_level = o->zstd_level,
-                       .max_shard_size = o->max_shard_size};
+                       .max_shard_size = o->max_shard_size, .new_metadata = meta};
     if (o->enc_mode != NULL) {
         if (key.len == 0)
             return ck_fail(err, EINVAL, "%s: -o enc_mode needs a key: -o key_file=PATH or "
@@ -228,6 +232,7 @@ static int write_file(const convert_opts *o, const ck_convert_plan *p,
     }
     ck_group_abort(&g);
     ck_key_wipe(&key);
+    free(meta);
     ck_model_close(om);
     ck_writer_lock_release(&lock);
     ck_dir_unref(dir);
@@ -253,7 +258,7 @@ static int convert(const convert_opts *o)
              ck_convert_plan_check(&p, m, tg, o->in, &err) < 0 ||
              check_not_in(o, m, &err) < 0 ? -1
              : tg->write_dir != NULL ? tg->write_dir(&dir_args, p.w, p.n, p.bytes, &err)
-                                     : write_file(o, &p, &prog, &err);
+                                     : write_file(o, m, &p, &prog, &err);
     if (rc < 0)
         fprintf(stderr, PROG ": %s\n", err.msg);
     ck_convert_plan_free(&p);

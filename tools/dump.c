@@ -12,7 +12,8 @@
  *   (of the plaintext, for an encrypted or compressed model), each OFF+LEN,
  *   FILE:OFF+LEN when it is in a data file (an ONNX external data file, a
  *   shard of a safetensors set), FILE relative to the model's directory;
- *   a '#' line of column names before them and '#' lines of totals (all,
+ *   a '#' line of the model's own metadata when it has some (safetensors'
+ *   "__metadata__"), a '#' line of column names before them and '#' lines of totals (all,
  *   then by type) after, so that scripts skipping '#' lines see tensors only
  *
  *   ckptfs-dump --json ...: any of these as one JSON object instead, the
@@ -87,6 +88,45 @@ static void print_extent(const ck_model *m, const ck_tensor *t, const ck_extent 
         printf("%s:", path + k + 1); /* a rank's file, of a merged checkpoint */
     }
     printf("%" PRIu64 "+%" PRIu64, off, e->len);
+}
+
+/* s with its control bytes as \xNN: a metadata value may hold a newline,
+ * which would break the line into one a script takes for a tensor's. */
+static void print_clean(const char *s)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f)
+            printf("\\x%02x", c);
+        else
+            putchar(c);
+    }
+}
+
+/* The model's own metadata (safetensors' "__metadata__", a set index's
+ * "metadata"), as a '#' line of KEY=VALUE, in the file's order; a value
+ * that is not a string as compact JSON.  Nothing when it has none. */
+static void print_metadata(const ck_model *m)
+{
+    const char *text = ck_model_metadata(m);
+    json_t *meta = text != NULL ? json_loads(text, 0, NULL) : NULL;
+    if (json_is_object(meta)) {
+        const char *key;
+        json_t *v;
+        const char *sep = "";
+        printf("# metadata: ");
+        json_object_foreach(meta, key, v) {
+            char *js = json_is_string(v) ? NULL : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+            printf("%s", sep);
+            print_clean(key);
+            putchar('=');
+            print_clean(js != NULL ? js : json_is_string(v) ? json_string_value(v) : "?");
+            free(js);
+            sep = ", ";
+        }
+        putchar('\n');
+    }
+    json_decref(meta);
 }
 
 /* The column names of the tensor lines, as gguf-dump and h5ls head theirs;
@@ -394,6 +434,9 @@ static int dump_json(const ck_model *m, const size_t *order, size_t n, const tot
         json_object_set_new(root, "notes", json_string(notes));
     if (ck_envelope_is_wrapped(&m->env))
         json_object_set_new(root, "envelope", json_string(ck_envelope_describe(&m->env)));
+    const char *meta = ck_model_metadata(m); /* the file's own JSON, as it is */
+    if (meta != NULL)
+        json_object_set_new(root, "metadata", json_loads(meta, 0, NULL));
     json_t *list = json_array();
     json_object_set_new(root, "tensors", list);
     for (size_t i = 0; i < n; i++) {
@@ -635,6 +678,7 @@ static int dump_model(const ck_cli_open *o, const char *path, const char **pats,
            m->path, m->format->name, ix->n_live, ix->count, ck_index_memory(ix),
            m->format->notes ? m->format->notes(m) : "",
            ck_envelope_is_wrapped(&m->env) ? ", " : "", ck_envelope_describe(&m->env));
+    print_metadata(m);
     printf(COLUMNS);
     for (size_t k = 0; k < n; k++)
         print_tensor(m, &ix->tensors[ix->live[order[k]]]);

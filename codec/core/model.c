@@ -125,6 +125,13 @@ static ck_model *model_alloc(ck_model_dir *dir, const char *path, const ck_open_
         ck_nomem(err, path);
         return NULL;
     }
+    if (o != NULL && o->new_metadata != NULL &&
+        (m->new_metadata = strdup(o->new_metadata)) == NULL) {
+        free(m->path);
+        free(m);
+        ck_nomem(err, path);
+        return NULL;
+    }
     m->dir = ck_dir_ref(dir);
     m->file_wd = -1;
     m->max_shard_size = o ? o->max_shard_size : 0;
@@ -365,6 +372,7 @@ void ck_model_close(ck_model *m)
     ck_saved_index_free(m->saved);
     ck_dir_unref(m->dir);
     pthread_mutex_destroy(&m->lock);
+    free(m->new_metadata);
     free(m->path);
     free(m);
 }

@@ -40,6 +40,10 @@ typedef struct ck_open_opts {
     size_t cache_size;      /* bytes of decrypted/decompressed pages (0: the default) */
     int zstd_level;         /* for saving a compressed model (0: the default) */
     uint64_t max_shard_size; /* a new sharded set's largest shard (0: the default) */
+    /* The "__metadata__" (compact JSON) of the safetensors files a save
+     * writes anew, a model created empty being given its tensors (convert:
+     * what IN had, ck_st_metadata_for); NULL: none.  Copied. */
+    const char *new_metadata;
     uint64_t tmp_max;       /* most a non-seekable zstd model may decompress to in
                              * $TMPDIR (0: the default, see zstd_source.h) */
     const ck_file_override *overrides; /* files to read from other descriptors */
@@ -71,6 +75,7 @@ typedef struct ck_model {
     ck_index index;
     ck_envelope env;                /* how the model file is wrapped, and will be saved */
     uint64_t max_shard_size;        /* of a new sharded set (ck_open_opts) */
+    char *new_metadata;             /* of new safetensors files (ck_open_opts), or NULL */
     ck_page_cache *cache;           /* pages of the wrapped sources */
     /* Serializes what changes after the open: the decoding sources'
      * reads (their page cache is this model's) and the adoption of a

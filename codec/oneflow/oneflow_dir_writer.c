@@ -24,7 +24,10 @@
 #include <unistd.h>
 
 #include "oneflow_dir.h"
+#include "../core/byte_buf.h"
+#include "../core/dir_name.h"
 #include "oneflow_meta.h"
+#include "oneflow_pickle.h"
 #include "../../export/byte_sink.h"
 #include "../../export/writer_lock.h"
 
@@ -58,6 +61,8 @@ typedef struct out_dir {
     int parent_fd;
     char tmp[NAME_MAX + 1];     /* the temporary tree's name, "" when none */
     int tmp_fd;
+    bool pickled;               /* a pickled_data keeps the tensors' order */
+    size_t pickle_len;          /* its bytes */
     ck_error *err;
 } out_dir;
 
@@ -307,20 +312,176 @@ out:
     return rc;
 }
 
+/* ---- the order ---- */
+
+/* A legacy snapshot has no order of its own: OneFlow's legacy load walks
+ * os.listdir, and ckptfs reads one in its names' byte order (oneflow_dir.c,
+ * list_legacy).  Tensors in another order (a pickled snapshot's state dict,
+ * through a .ckpt) are kept in it by a pickled_data that lists them, as
+ * flow.save writes one: OneFlow >= 0.6 and ckptfs then read them in that
+ * order, each from the directory it names. */
+
+typedef struct of_name {
+    char *name;                 /* as a legacy read names the directory */
+    size_t len;
+} of_name;
+
+/* The name a legacy read gives directory dir: its escapes undone, or dir as
+ * it is when escaping would not give it (add_legacy in oneflow_dir.c). */
+static int legacy_name(const char *dir, of_name *out)
+{
+    size_t len = strlen(dir);
+    if ((out->name = malloc(len + 1)) == NULL)
+        return -1;
+    long n = ck_dir_name_decode(dir, len, out->name, len + 1);
+    if (n < 0) {
+        memcpy(out->name, dir, len + 1);
+        n = (long)len;
+    }
+    out->len = (size_t)n;
+    return 0;
+}
+
+static int name_cmp(const of_name *x, const of_name *y)
+{
+    int c = memcmp(x->name, y->name, x->len < y->len ? x->len : y->len);
+    return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+static void put_op(ck_wbuf *b, unsigned char op)
+{
+    ck_wbuf_u8(b, op);
+}
+
+/* A str: SHORT_BINUNICODE, or BINUNICODE past 255 bytes. */
+static void put_str(ck_wbuf *b, const char *s, size_t n)
+{
+    if (n < 256) {
+        put_op(b, 0x8c);
+        ck_wbuf_u8(b, (uint8_t)n);
+    } else {
+        put_op(b, 'X');
+        ck_wbuf_u32(b, (uint32_t)n);
+    }
+    ck_wbuf_put(b, s, n);
+}
+
+/* module.name, by STACK_GLOBAL (protocol 4, as flow.save pickles). */
+static void put_global(ck_wbuf *b, const char *module, const char *name)
+{
+    put_str(b, module, strlen(module));
+    put_str(b, name, strlen(name));
+    put_op(b, 0x93);
+}
+
+/* pickled_data for names[i] in directory dirs[i]: {"protocol_version": 1,
+ * "data": OrderedDict([(name, Parameter with state {"path": dir}), ...])},
+ * the opcodes flow.save emits (Parameter: NEWOBJ, then BUILD), less its
+ * memo and frames, which a reader does not need. */
+static int pickle_bytes(const of_name *names, const char *const *dirs, size_t n, ck_wbuf *b)
+{
+    put_op(b, 0x80);
+    ck_wbuf_u8(b, 4);
+    put_op(b, '}');
+    put_op(b, '(');
+    put_str(b, "protocol_version", strlen("protocol_version"));
+    put_op(b, 'K');
+    ck_wbuf_u8(b, 1);
+    put_str(b, "data", 4);
+    put_global(b, "collections", "OrderedDict");
+    put_op(b, ')');
+    put_op(b, 'R');
+    put_op(b, '(');
+    for (size_t i = 0; i < n; i++) {
+        put_str(b, names[i].name, names[i].len);
+        put_global(b, "oneflow.nn", "Parameter");
+        put_op(b, ')');
+        put_op(b, 0x81);
+        put_op(b, '}');
+        put_str(b, "path", 4);
+        put_str(b, dirs[i], strlen(dirs[i]));
+        put_op(b, 's');
+        put_op(b, 'b');
+    }
+    put_op(b, 'u');
+    put_op(b, 'u');
+    put_op(b, '.');
+    return b->failed ? -1 : 0;
+}
+
+/* The pickled_data of the tensors, when their order is not the one a legacy
+ * read gives: into *out (malloc'd, *len bytes); *out NULL when none is
+ * needed, or when a name is not UTF-8, which a pickle's str cannot hold
+ * (the snapshot is then read in byte order, as any legacy one). */
+static int order_pickle(out_dir *d, const ck_target_args *a, size_t n, unsigned char **out,
+                        size_t *len)
+{
+    const ck_index *ix = &a->m->index;
+    *out = NULL;
+    of_name *names = calloc(n + 1, sizeof *names);
+    const char **dirs = calloc(n + 1, sizeof *dirs);
+    int rc = names == NULL || dirs == NULL ? -1 : 0;
+    bool sorted = true, utf8 = true;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        dirs[i] = ix->tensors[ix->live[i]].dir_name;
+        rc = legacy_name(dirs[i], &names[i]);
+        if (rc == 0) {
+            utf8 = utf8 && ck_utf8_valid(names[i].name, names[i].len);
+            sorted = sorted && (i == 0 || name_cmp(&names[i - 1], &names[i]) < 0);
+        }
+    }
+    ck_wbuf b = {0};
+    if (rc == 0 && !sorted && utf8) {
+        rc = pickle_bytes(names, dirs, n, &b);
+        *out = b.p;
+        *len = b.len;
+        if (rc < 0)
+            free(b.p), *out = NULL;
+    }
+    for (size_t i = 0; names != NULL && i < n; i++)
+        free(names[i].name);
+    free(names);
+    free(dirs);
+    return rc < 0 ? ck_nomem(d->err, d->out) : 0;
+}
+
 static int write_tree(out_dir *d, const ck_target_args *a, const ck_write_tensor *w,
                       size_t n)
 {
+    unsigned char *pickle = NULL;
+    size_t pickle_len = 0;
+    if (order_pickle(d, a, n, &pickle, &pickle_len) < 0)
+        return -1;
+    d->pickled = pickle != NULL;
+    d->pickle_len = pickle_len;
     const ck_index *ix = &a->m->index;
     ck_sink s = {.path = d->out, .err = d->err, .progress = a->progress};
     s.buf = malloc(CK_SINK_BUF);
-    if (s.buf == NULL)
+    if (s.buf == NULL) {
+        free(pickle);
         return ck_nomem(d->err, d->out);
+    }
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = write_tensor(d, ix->tensors[ix->live[i]].dir_name, &w[i], &s);
     free(s.buf);
-    if (rc < 0)
+    if (rc < 0) {
+        free(pickle);
         return -1;
+    }
+    if (pickle != NULL) {
+        int pfd = openat(d->tmp_fd, CK_ONEFLOW_PICKLE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                         0644);
+        rc = pfd < 0 || write_all(pfd, pickle, pickle_len) < 0 ? -1 : 0;
+        if ((pfd >= 0 && close(pfd) < 0) || rc < 0) {
+            free(pickle);
+            return ck_fail_errno(d->err, errno, "%s: writing " CK_ONEFLOW_PICKLE " failed",
+                                 d->out);
+        }
+    }
+    free(pickle);
+    /* Kept with a pickled_data too: OneFlow 0.5, which has no pickle
+     * branch, asserts it (and only warns of pickled_data). */
     int fd = openat(d->tmp_fd, "snapshot_done", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 || close(fd) < 0)
         return ck_fail_errno(d->err, errno, "%s: writing snapshot_done failed", d->out);
@@ -420,6 +581,41 @@ static int count_entry(int dfd, const struct dirent *de, void *arg)
     return 0;
 }
 
+/* pickled_data as written, read back by the reader's own parser: the
+ * tensors in the order given, each under its legacy name, at its
+ * directory. */
+static int check_pickle(out_dir *d, const ck_target_args *a, size_t n)
+{
+    const ck_index *ix = &a->m->index;
+    char *buf = malloc(d->pickle_len + 2);
+    if (buf == NULL)
+        return ck_nomem(d->err, d->out);
+    long got = read_small(d->tmp_fd, CK_ONEFLOW_PICKLE, buf, d->pickle_len + 2);
+    ck_pickle_names names = {0};
+    int rc = got != (long)d->pickle_len
+                 ? ck_fail(d->err, EIO, "%s: the written " CK_ONEFLOW_PICKLE " is not what "
+                           "was written", d->out)
+                 : ck_pickle_names_parse(buf, (size_t)got, CK_ONEFLOW_PICKLE, &names, d->err);
+    bool same = names.n == n;
+    for (size_t i = 0; rc == 0 && same && i < n; i++) {
+        const char *dir = ix->tensors[ix->live[i]].dir_name;
+        of_name want;
+        if (legacy_name(dir, &want) < 0) {
+            rc = ck_nomem(d->err, d->out);
+            break;
+        }
+        same = strcmp(names.v[i].path, dir) == 0 && strlen(names.v[i].name) == want.len &&
+               memcmp(names.v[i].name, want.name, want.len) == 0;
+        free(want.name);
+    }
+    if (rc == 0 && !same)
+        rc = ck_fail(d->err, EIO, "%s: the written " CK_ONEFLOW_PICKLE " does not list the "
+                     "tensors in order", d->out);
+    ck_pickle_names_free(&names);
+    free(buf);
+    return rc;
+}
+
 /* The tree as written, against the tensors: every directory's meta and
  * out, and nothing more at the root than they and snapshot_done. */
 static int check_tree(out_dir *d, const ck_target_args *a, const ck_write_tensor *w,
@@ -431,10 +627,14 @@ static int check_tree(out_dir *d, const ck_target_args *a, const ck_write_tensor
                                         : 0;
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = check_tensor(&c, ix->tensors[ix->live[i]].dir_name, &w[i]);
-    size_t entries = 0;
-    if (rc == 0 && (each_entry(d->tmp_fd, count_entry, &entries) != 0 || entries != n + 1))
+    size_t entries = 0, want = n + 1 + (d->pickled ? 1 : 0);
+    if (rc == 0 && (each_entry(d->tmp_fd, count_entry, &entries) != 0 || entries != want))
         rc = ck_fail(d->err, EIO, "%s: the written snapshot holds %zu entries, not %zu",
-                     d->out, entries, n + 1);
+                     d->out, entries, want);
+    if (rc == 0 && d->pickled && !is_kind(d->tmp_fd, CK_ONEFLOW_PICKLE, S_IFREG))
+        rc = ck_fail(d->err, EIO, "%s: the written snapshot has no " CK_ONEFLOW_PICKLE, d->out);
+    if (rc == 0 && d->pickled)
+        rc = check_pickle(d, a, n);
     if (rc == 0 && !is_kind(d->tmp_fd, "snapshot_done", S_IFREG))
         rc = ck_fail(d->err, EIO, "%s: the written snapshot has no snapshot_done", d->out);
     free(c.a);

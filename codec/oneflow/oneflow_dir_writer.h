@@ -6,8 +6,10 @@
  * flow.load (and 0.3/0.4 with flow.checkpoint.get): one directory per
  * tensor, named as the mount shows it (dir_name.h), holding `meta` (the
  * VariableMetaInfo text, oneflow_meta.h) and `out` (the raw little-endian
- * elements), and an empty `snapshot_done` at the root.  No `pickled_data`:
- * OneFlow >= 0.6 would then take its pickle branch instead.
+ * elements), and an empty `snapshot_done` at the root.  A `pickled_data`
+ * only when the tensors are not in their names' byte order, the order a
+ * legacy snapshot is read in: it lists them in theirs, each at its
+ * directory, and OneFlow >= 0.6 (and ckptfs) then read that order.
  *
  * Atomic: the tree is written into a temporary directory beside OUT,
  * ".<OUT>.ckptfs-XXXXXX", made durable (syncfs), read back and

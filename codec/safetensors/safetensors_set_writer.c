@@ -25,7 +25,8 @@
  * numbered at once, before the shard still open.  Shards are named
  * "<stem>-00001-of-00003.safetensors" after the index,
  * "<stem>.safetensors.index.json", each written as a new safetensors file
- * (the reference writer's layout, no metadata), and the index with
+ * (the reference writer's layout, the model's new_metadata as its
+ * "__metadata__": what ckptfs-convert's IN had), and the index with
  * "metadata": {"total_size": ...} and the weight map, as above.  An
  * existing file of a shard's name is replaced only when the caller says it
  * may be (ck_commit_group.data_replace: ckptfs-convert -f).

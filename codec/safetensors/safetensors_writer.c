@@ -36,6 +36,7 @@
 #include "../core/le_bytes.h"
 #include "../core/name_map.h"
 #include "safetensors_reader.h"
+#include "safetensors_set.h"
 
 /* One tensor as it will be written. */
 typedef struct item {
@@ -52,6 +53,7 @@ typedef struct item {
 typedef struct writer {
     const ck_model *m;
     const ck_st_file *file;     /* the file rewritten; NULL: a new one */
+    const char *meta;           /* its "__metadata__" as compact JSON, or NULL */
     size_t n_orig;              /* its tensors in the model */
     const ck_write_tensor *tensors;
     size_t n;
@@ -218,7 +220,7 @@ void ck_st_lower_escapes(char *text)
 static char *header_text(writer *w, const item **order, uint64_t *data_off, size_t *len)
 {
     json_t *root = json_object();
-    const char *meta = w->file != NULL ? w->file->metadata : NULL;
+    const char *meta = w->meta;
     bool ok = root != NULL;
     if (ok && meta != NULL) {
         json_t *mv = json_loads(meta, 0, NULL);
@@ -339,8 +341,10 @@ static int describe_all(writer *w)
 int ck_st_encode_file(const ck_model *m, const ck_st_file *file, size_t n_orig,
                       const ck_write_tensor *tensors, size_t n, ck_sink *s)
 {
-    writer w = {.m = m, .file = file, .n_orig = n_orig, .tensors = tensors, .n = n,
-                .s = s, .err = s->err};
+    /* A new file of a model created empty carries what its tensors' model
+     * had (m->new_metadata, set by convert); a rewritten one keeps its own. */
+    writer w = {.m = m, .file = file, .meta = file != NULL ? file->metadata : m->new_metadata,
+                .n_orig = n_orig, .tensors = tensors, .n = n, .s = s, .err = s->err};
     int rc = describe_all(&w);
     if (rc == 0)
         rc = same_layout(&w) ? write_in_place(&w) : write_new_layout(&w);
@@ -349,9 +353,9 @@ int ck_st_encode_file(const ck_model *m, const ck_st_file *file, size_t n_orig,
 }
 
 int ck_st_plan_new(const ck_model *m, const ck_write_tensor *tensors, size_t n,
-                   ck_st_layout *lay, ck_error *err)
+                   const char *meta, ck_st_layout *lay, ck_error *err)
 {
-    writer w = {.m = m, .tensors = tensors, .n = n, .err = err};
+    writer w = {.m = m, .meta = meta, .tensors = tensors, .n = n, .err = err};
     *lay = (ck_st_layout){0};
     int rc = describe_all(&w);
     if (rc == 0)
@@ -376,6 +380,30 @@ static int st_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n
     ck_sink_drop(&s);
     free(s.buf);
     return rc;
+}
+
+int ck_st_metadata_for(const ck_model *src, char **out, ck_error *err)
+{
+    *out = NULL;
+    const bool st = src->format == &ck_format_safetensors ||
+                    src->format == &ck_format_safetensors_set;
+    if (st) {
+        /* Exactly what the file had, or nothing: a set's shards are written
+         * by one save_pretrained, so its first shard speaks for them all. */
+        const ck_st_info *info = ck_st_info_of(src);
+        const char *meta = info != NULL && info->n_files > 0 ? info->files[0].metadata : NULL;
+        if (meta != NULL && (*out = strdup(meta)) == NULL)
+            return ck_nomem(err, src->path);
+        return 0;
+    }
+    /* Any other format's tensors are PyTorch's to load: transformers'
+     * save_pretrained marks such a file {"format":"pt"}, and its loader
+     * checks for a format (pt, tf, flax or mlx), taking a file without one
+     * as not saved by save_pretrained. */
+    json_t *root = json_pack("{s:s}", "format", "pt");
+    *out = root != NULL ? json_dumps(root, JSON_COMPACT) : NULL;
+    json_decref(root);
+    return *out == NULL ? ck_nomem(err, src->path) : 0;
 }
 
 /* A type is its safetensors name. */

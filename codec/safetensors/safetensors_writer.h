@@ -36,10 +36,19 @@ typedef struct ck_st_layout {
     uint64_t size;              /* the whole file's */
 } ck_st_layout;
 
-/* The layout of tensors[0..n) as a new file (no metadata): a type or a
- * name safetensors cannot hold refused, naming the tensor. */
+/* The layout of tensors[0..n) as a new file, meta (compact JSON, or NULL:
+ * none) as its "__metadata__": a type or a name safetensors cannot hold
+ * refused, naming the tensor. */
 int ck_st_plan_new(const ck_model *m, const ck_write_tensor *tensors, size_t n,
-                   ck_st_layout *lay, ck_error *err);
+                   const char *meta, ck_st_layout *lay, ck_error *err);
+
+/* The "__metadata__" of a safetensors file made from src's tensors, as
+ * compact JSON into *out (malloc'd; NULL: none): a safetensors file's or
+ * set's own, exactly (none when it had none); {"format":"pt"} for any
+ * other format, as transformers' save_pretrained writes.  ckptfs-convert
+ * and the mount's -o as=safetensors view both take it from here, so that
+ * they agree.  0, or -1 out of memory. */
+int ck_st_metadata_for(const ck_model *src, char **out, ck_error *err);
 void ck_st_layout_free(ck_st_layout *lay);
 
 /* jansson's \u escapes with serde_json's (and Python's) small hex digits. */

@@ -27,7 +27,8 @@ totals() {
 import json, math, sys
 d = json.load(open(sys.argv[1]))
 assert set(d) <= {"file", "format", "records", "index_memory", "notes", "envelope",
-                  "tensors", "totals", "file_hex"}, sorted(d)
+                  "metadata", "tensors", "totals", "file_hex"}, sorted(d)
+assert isinstance(d.get("metadata", {}), dict), d["metadata"]
 assert isinstance(d["file"], str) and isinstance(d["format"], str)
 assert isinstance(d["records"], int) and d["records"] >= len(d["tensors"])
 want = {"tensors": 0, "parameters": 0, "bytes": 0}

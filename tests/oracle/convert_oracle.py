@@ -10,7 +10,9 @@ Each side is read by the repository's independent readers, never by ckptfs:
                 or the pickled one by Python's own restricted unpickler); as OUT, a
                 OneFlow snapshot, read here: `meta` parsed with protobuf's text_format
                 (ckpt_oracle's VariableMetaInfo), `out` with numpy, its size checked
-                against prod(shape) * itemsize, `snapshot_done` required, no `pickled_data`.
+                against prod(shape) * itemsize, `snapshot_done` required; a `pickled_data` only
+                when the tensors are not in their names' byte order, listing each
+                directory under its legacy name, in OUT's order.
 
     /usr/bin/python3 convert_oracle.py list PATH           one line a tensor
     /usr/bin/python3 convert_oracle.py compare IN OUT...   exit 0 when each OUT holds
@@ -138,12 +140,25 @@ def read_oneflow(path):
         raise co.CheckFailed(f"{path}: no snapshot_done")
     if os.path.getsize(os.path.join(path, "snapshot_done")) != 0:
         raise co.CheckFailed(f"{path}: snapshot_done is not empty")
+    dirs = [n for n in names if n not in ("snapshot_done", "pickled_data")]
     if "pickled_data" in names:
-        raise co.CheckFailed(f"{path}: pickled_data (OneFlow >= 0.6 would read the pickle)")
+        # Written only to keep an order the names' byte order is not: it
+        # must list every tensor directory once, under the name a legacy
+        # reading of that directory gives, in that other order.
+        import oneflow_oracle as oo
+        listed = oo.entries(path)
+        if sorted(d for _n, d in listed) != dirs:
+            raise co.CheckFailed(f"{path}: pickled_data lists {[d for _n, d in listed]}, "
+                                 f"not the directories {dirs}")
+        for n, d in listed:
+            legacy = oo.decode_dir(d)
+            if (legacy if legacy is not None else os.fsencode(d)) != n:
+                raise co.CheckFailed(f"{path}: pickled_data names {d} {n!r}")
+        if [n for n, _d in listed] == sorted(n for n, _d in listed):
+            raise co.CheckFailed(f"{path}: pickled_data for names already in byte order")
+        dirs = [d for _n, d in listed]
     out = []
-    for name in names:
-        if name == "snapshot_done":
-            continue
+    for name in dirs:
         var = os.path.join(path, name)
         if sorted(os.listdir(var)) != ["meta", "out"]:
             raise co.CheckFailed(f"{var}: holds {sorted(os.listdir(var))}, not meta and out")
