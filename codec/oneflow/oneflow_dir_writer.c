@@ -409,10 +409,34 @@ static int pickle_bytes(const of_name *names, const char *const *dirs, size_t n,
     return b->failed ? -1 : 0;
 }
 
+static int name_qcmp(const void *x, const void *y)
+{
+    return name_cmp(x, y);
+}
+
+/* Whether two of names[0..n) are one name (an ONNX initializer "w%const"
+ * beside a Constant "w": two directories, one legacy name), which a
+ * pickle keyed by name cannot hold.  A sorted copy; false out of memory
+ * too (the pickle is then refused by its own check). */
+static bool names_clash(const of_name *names, size_t n)
+{
+    of_name *copy = n > 1 ? malloc(n * sizeof *copy) : NULL;
+    bool clash = false;
+    if (copy == NULL)
+        return false;
+    memcpy(copy, names, n * sizeof *copy);
+    qsort(copy, n, sizeof *copy, name_qcmp);
+    for (size_t i = 1; !clash && i < n; i++)
+        clash = name_cmp(&copy[i - 1], &copy[i]) == 0;
+    free(copy);
+    return clash;
+}
+
 /* The pickled_data of the tensors, when their order is not the one a legacy
  * read gives: into *out (malloc'd, *len bytes); *out NULL when none is
- * needed, or when a name is not UTF-8, which a pickle's str cannot hold
- * (the snapshot is then read in byte order, as any legacy one). */
+ * needed, or when a name is not UTF-8, which a pickle's str cannot hold,
+ * or two directories have one name (the snapshot is then read in byte
+ * order, as any legacy one). */
 static int order_pickle(out_dir *d, const ck_target_args *a, size_t n, unsigned char **out,
                         size_t *len)
 {
@@ -431,7 +455,7 @@ static int order_pickle(out_dir *d, const ck_target_args *a, size_t n, unsigned 
         }
     }
     ck_wbuf b = {0};
-    if (rc == 0 && !sorted && utf8) {
+    if (rc == 0 && !sorted && utf8 && !names_clash(names, n)) {
         rc = pickle_bytes(names, dirs, n, &b);
         *out = b.p;
         *len = b.len;

@@ -45,11 +45,14 @@ static bool same_shape(const ck_write_tensor *t, const ck_tensor *o)
 
 /* Whether the tree is the file's tensors, each where it was, under its
  * name, of its type and shape, the edited ones alone on their storage:
- * then the file is patched, else laid out anew. */
+ * then the file is patched, else laid out anew.  Records that overlap
+ * are never patched in place (a patch of one would change the other),
+ * but a tree with no edit patches nothing: it is copied as it is, so an
+ * unchanged tree still saves to the identical file. */
 static bool patchable(const writer *w)
 {
     const ck_index *ix = &w->m->index;
-    if (w->info == NULL || w->info->overlap || w->n != ix->n_live)
+    if (w->info == NULL || w->n != ix->n_live)
         return false;
     for (size_t i = 0; i < w->n; i++) {
         const ck_write_tensor *t = &w->tensors[i];
@@ -58,8 +61,9 @@ static bool patchable(const writer *w)
         if (t->unchanged)
             continue;
         const ck_tensor *o = &ix->tensors[t->orig_id];
-        if (t->name_len != o->name_len || memcmp(t->name, o->name, o->name_len) != 0 ||
-            !same_shape(t, o) || !w->info->alone[t->orig_id])
+        if (w->info->overlap || t->name_len != o->name_len ||
+            memcmp(t->name, o->name, o->name_len) != 0 || !same_shape(t, o) ||
+            !w->info->alone[t->orig_id])
             return false;
     }
     return true;
