@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../codec/core/byte_buf.h"
 #include "../codec/core/dir_name.h"
 #include "../codec/core/model_dir.h"
 #include "../codec/envelope.h"
@@ -97,21 +98,6 @@ typedef struct keeper {
     ck_error *err;
 } keeper;
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* The out bytes of an edited entry, from the spill file, into fd. */
 static int copy_overlay(const tree *tr, const spill_area *a, int fd)
 {
@@ -128,7 +114,7 @@ static int copy_overlay(const tree *tr, const spill_area *a, int fd)
         }
         if (buf != NULL) {
             n = pread(tr->spill_fd, buf, want, (off_t)(a->base + done));
-            if (n > 0 && write_all(fd, buf, (size_t)n) < 0)
+            if (n > 0 && ck_write_all(fd, buf, (size_t)n) < 0)
                 n = -1;
         }
         if (n < 0 && errno == EINTR)
@@ -173,7 +159,7 @@ static int keep_file(keeper *k, const entry *e, const char *name)
     if (strcmp(name, "meta") == 0) {
         char meta[TREE_META_MAX];
         size_t n = entry_meta_text(k->tr, e, meta, sizeof meta);
-        rc = write_all(fd, meta, n);
+        rc = ck_write_all(fd, meta, n);
     } else {
         rc = copy_overlay(k->tr, &e->edit->overlay, fd);
     }

@@ -2,8 +2,10 @@
 /* byte_buf: bytes written and read back, little-endian (byte_buf.h). */
 #include "byte_buf.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "le_bytes.h"
 
@@ -78,4 +80,22 @@ uint8_t ck_rbuf_u8(ck_rbuf *r)
 {
     const unsigned char *x = ck_rbuf_take(r, 1);
     return x != NULL ? x[0] : 0;
+}
+
+int ck_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = ENOSPC;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
 }

@@ -40,4 +40,10 @@ uint64_t ck_rbuf_u64(ck_rbuf *r);
 uint32_t ck_rbuf_u32(ck_rbuf *r);
 uint8_t ck_rbuf_u8(ck_rbuf *r);
 
+/* Write len bytes to fd whole, through short writes and EINTR: the files
+ * ckptfs writes out of a buffer (a saved index, a snapshot's meta, a
+ * recovery directory's files).  0, or -1 with errno; a write that takes
+ * nothing is ENOSPC rather than a loop. */
+int ck_write_all(int fd, const void *buf, size_t len);
+
 #endif

@@ -793,20 +793,6 @@ int ck_saved_index_load(ck_model *m, const ck_open_opts *o)
 
 /* ---- writing the file ---- */
 
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Our index files, the oldest used first, removed until the bounds hold. */
 typedef struct aged {
     char name[65 + sizeof SUFFIX];
@@ -876,7 +862,7 @@ static int put_file(int dfd, const char *name, const unsigned char *buf, size_t 
     int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -1;
-    int rc = write_all(fd, buf, len) < 0 || fsync(fd) < 0 ? -1 : 0;
+    int rc = ck_write_all(fd, buf, len) < 0 || fsync(fd) < 0 ? -1 : 0;
     int saved = errno;
     if (close(fd) < 0 && rc == 0) {
         rc = -1;

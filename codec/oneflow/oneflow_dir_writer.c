@@ -257,21 +257,6 @@ static int check_existing(out_dir *d, bool force, bool *exists)
 
 /* ---- writing the tree ---- */
 
-static int write_all(int fd, const void *p, size_t len)
-{
-    const char *c = p;
-    while (len > 0) {
-        ssize_t n = write(fd, c, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        c += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 /* name/meta and name/out for tensor w.  Made durable all at once before the
  * rename (write_tree's syncfs): an fsync per file and directory is a
  * journal commit each, seconds for a model of a few hundred tensors. */
@@ -299,7 +284,7 @@ static int write_tensor(out_dir *d, const char *name, const ck_write_tensor *w, 
     }
     size_t len = ck_meta_format(w->dtype, w->dims, w->ndim, meta, sizeof meta);
     fd = openat(dfd, "meta", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 || write_all(fd, meta, len) < 0)
+    if (fd < 0 || ck_write_all(fd, meta, len) < 0)
         goto fail;
     rc = 0;
     goto out;
@@ -496,7 +481,7 @@ static int write_tree(out_dir *d, const ck_target_args *a, const ck_write_tensor
     if (pickle != NULL) {
         int pfd = openat(d->tmp_fd, CK_ONEFLOW_PICKLE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
                          0644);
-        rc = pfd < 0 || write_all(pfd, pickle, pickle_len) < 0 ? -1 : 0;
+        rc = pfd < 0 || ck_write_all(pfd, pickle, pickle_len) < 0 ? -1 : 0;
         if ((pfd >= 0 && close(pfd) < 0) || rc < 0) {
             free(pickle);
             return ck_fail_errno(d->err, errno, "%s: writing " CK_ONEFLOW_PICKLE " failed",

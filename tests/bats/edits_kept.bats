@@ -40,6 +40,19 @@ recovery_of() {
     sed -n 's/.* kept in \(.*\); apply them with.*/\1/p' "$1"
 }
 
+# term_failed_save: SIGTERM to the newest daemon, whose save then fails:
+# it exits 1 (teardown no longer waits for it); R is the recovery
+# directory its log names (empty when none was made).
+term_failed_save() {
+    local pid st=0
+    pid=$(daemon_pid)
+    : >"$BATS_TEST_TMPDIR/mounts"
+    kill -TERM "$pid"
+    wait "$pid" || st=$?
+    [ "$st" -eq 1 ]
+    R=$(recovery_of "$BATS_TEST_TMPDIR/daemon.log")
+}
+
 @test "a failed save at SIGTERM, SIGINT or fusermount3 -u keeps every edit; -o recover applies them and they save" {
     $ORACLE parse "$F" >/dev/null
     for how in TERM INT umount; do
@@ -102,11 +115,7 @@ print(next(e["sha256"][:16] for e in json.load(sys.stdin) if e["tag"] == sys.arg
     mv "$M/tmp" "$M/linear2.bias"
     rm -r "$M/linear2.weight"
     rm "$M/linear1.weight/out"          # the bad edit: a tensor with no out
-    pid=$(daemon_pid)
-    : >"$BATS_TEST_TMPDIR/mounts"
-    kill -TERM "$pid"
-    wait "$pid" || true
-    R=$(recovery_of "$BATS_TEST_TMPDIR/daemon.log")
+    term_failed_save
     grep -qx 'remove linear2.weight' "$R/edits"
     grep -qx 'no-out linear1.weight' "$R/edits"
     mount_fg "$F" "$M" -o rw,commit=manual,recover="$R"
@@ -126,11 +135,7 @@ print(next(e["sha256"][:16] for e in json.load(sys.stdin) if e["tag"] == sys.arg
 @test "-o recover refuses, in one line and mounting nothing, a directory made from another version of the model" {
     mount_fg "$F" "$M" -o rw,commit=manual
     head -c 3 /dev/zero >"$M/linear2.bias/out"
-    pid=$(daemon_pid)
-    : >"$BATS_TEST_TMPDIR/mounts"
-    kill -TERM "$pid"
-    wait "$pid" || true
-    R=$(recovery_of "$BATS_TEST_TMPDIR/daemon.log")
+    term_failed_save
     touch -d @1000 "$F"         # the model changed since (its mtime)
     mount_refused "$F" -o rw,recover="$R"
     grep -q "$R: made from $F as it was before (file .*), not as it is now (file .*): not applied" \
@@ -142,11 +147,7 @@ print(next(e["sha256"][:16] for e in json.load(sys.stdin) if e["tag"] == sys.arg
     mount_fg "$F" "$M" -o rw,commit=manual
     printf '\x00\x00\x80\x3f' | dd of="$M/linear1.bias/out" conv=notrunc status=none
     head -c 3 /dev/zero >"$M/linear2.bias/out"
-    pid=$(daemon_pid)
-    : >"$BATS_TEST_TMPDIR/mounts"
-    kill -TERM "$pid"
-    wait "$pid" || true
-    R=$(recovery_of "$BATS_TEST_TMPDIR/daemon.log")
+    term_failed_save
     cp -a "$R" "$BATS_TEST_TMPDIR/good"
     # incomplete: a keep cut short has no "end"
     sed -i '/^end$/d' "$R/edits"
@@ -174,11 +175,7 @@ print(next(e["sha256"][:16] for e in json.load(sys.stdin) if e["tag"] == sys.arg
     mkdir "$K"
     mount_fg "$F" "$M" -o rw,commit=manual,recovery_dir="$K"
     head -c 3 /dev/zero >"$M/linear2.bias/out"
-    pid=$(daemon_pid)
-    : >"$BATS_TEST_TMPDIR/mounts"
-    kill -TERM "$pid"
-    wait "$pid" || true
-    R=$(recovery_of "$BATS_TEST_TMPDIR/daemon.log")
+    term_failed_save
     [ "$(dirname "$R")" = "$K" ]
     [ -z "$(ls "$(dirname "$F")" | grep recovery)" ]
     [ -f "$R/tensors/linear2.bias/out" ]
@@ -187,10 +184,7 @@ print(next(e["sha256"][:16] for e in json.load(sys.stdin) if e["tag"] == sys.arg
     mount_fg "$F" "$M" -o rw,commit=manual,recovery_dir="$K/gone"
     head -c 3 /dev/zero >"$M/linear2.bias/out"
     rmdir "$K/gone"
-    pid=$(daemon_pid)
-    : >"$BATS_TEST_TMPDIR/mounts"
-    kill -TERM "$pid"
-    wait "$pid" || true
+    term_failed_save
     grep -q "^ckptfs: $F: the edits are lost: $F: cannot keep the edits in $K/gone: No such file or directory\$" \
         "$BATS_TEST_TMPDIR/daemon.log"
 }
