@@ -197,21 +197,21 @@ static int write_file(const convert_opts *o, const ck_model *in, const ck_conver
                       ck_progress *prog, ck_error *err)
 {
     ck_key key = o->enc_mode ? o->open.key : (ck_key){0}; /* the one IN was opened with */
+    if (o->enc_mode != NULL && key.len == 0)
+        return ck_fail(err, EINVAL, "%s: -o enc_mode needs a key: -o key_file=PATH or "
+                       CK_KEY_ENV, o->out);
     char *meta = NULL; /* safetensors' "__metadata__": IN's kept (ck_st_metadata_for) */
-    if (ck_st_metadata_for(in, &meta, err) < 0)
+    char *made = NULL;
+    if (ck_st_metadata_for(in, &meta, err) < 0 || make_out_dir(o, &made, err) < 0) {
+        free(meta);
         return -1;
+    }
     ck_open_opts oo = {.key = &key, .zstd_level = o->zstd_level,
                        .max_shard_size = o->max_shard_size, .new_metadata = meta};
     if (o->enc_mode != NULL) {
-        if (key.len == 0)
-            return ck_fail(err, EINVAL, "%s: -o enc_mode needs a key: -o key_file=PATH or "
-                           CK_KEY_ENV, o->out);
         oo.encrypt = true;
         oo.enc_mode = (ck_cipher_mode)ck_cipher_mode_parse(o->enc_mode);
     }
-    char *made;
-    if (make_out_dir(o, &made, err) < 0)
-        return -1;
     ck_model_dir *dir = ck_dir_open(o->out, err);
     ck_model *om = NULL;
     ck_writer_lock lock = {.fd = -1};

@@ -6,10 +6,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The message is one line whatever went into it: a path or a name taken
+ * from a file unquoted (a DCP item's relative_path, found by the fuzzer)
+ * may hold a newline or another control byte; each becomes '?'.  Names
+ * meant to be read go through ck_quote, which spells them \xNN. */
+static void one_line(char *msg)
+{
+    for (unsigned char *p = (unsigned char *)msg; *p != '\0'; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = '?';
+}
+
 static void vfill(ck_error *err, int errnum, const char *fmt, va_list ap)
 {
     err->errnum = errnum;
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    one_line(err->msg);
 }
 
 int ck_fail(ck_error *err, int errnum, const char *fmt, ...)
@@ -38,6 +50,7 @@ int ck_fail_errno(ck_error *err, int errno_value, const char *fmt, ...)
     va_end(ap);
     size_t used = strlen(err->msg);
     snprintf(err->msg + used, sizeof err->msg - used, ": %s", strerror(errno_value));
+    one_line(err->msg + used);
     return -1;
 }
 
