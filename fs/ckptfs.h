@@ -40,6 +40,10 @@ struct ckfs_waiter {
     bool make_file;             /* asked by name (snapshot_done, fsync): a model not
                                  * on disk yet is written even with no edit */
     struct fuse_file_info fi;   /* an open's or a create's */
+    /* fsync: other tensors that block the save do not fail it, unless
+     * the tensor asked through (entry, its position; -1: none) is one. */
+    bool hold;
+    int64_t entry;
     /* Instead of replying to req: told the outcome, under the mount's
      * lock (a run directory's seal waits for several saves). */
     void (*done)(ckfs_waiter *w, int errnum, const char *why);

@@ -647,7 +647,7 @@ static void op_fsync(fuse_req_t req, ckfs *fs, fuse_ino_t ino, int datasync,
 {
     (void)datasync, (void)fi;
     if (fs->tr.writable)
-        ckfs_ask_save(req, fs, ino, REPLY_ERR, NULL);
+        ckfs_ask_save(req, fs, ino, REPLY_SYNC, NULL);
     else
         fuse_reply_err(req, 0);
 }

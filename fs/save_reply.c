@@ -31,7 +31,13 @@ void ckfs_ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
         return;
     }
     *w = (ckfs_waiter){.req = req, .ino = ino, .reply = (int)reply,
-                       .make_file = reply != REPLY_SEAL};
+                       .make_file = reply != REPLY_SEAL, .entry = -1};
+    if (reply == REPLY_SYNC) {
+        entry *e = NULL;
+        w->hold = true;
+        if (ckfs_resolve(fs, ino, &e) != NODE_NONE && e != NULL)
+            w->entry = e - fs->tr.entries;
+    }
     if (fi != NULL)
         w->fi = *fi;
     ckfs_saver_ask(fs, w);
@@ -58,7 +64,7 @@ static void answer(ckfs *fs, ckfs_waiter *w, int errnum)
     case REPLY_ENTRY:
         fuse_reply_entry(w->req, &e);
         break;
-    default: /* REPLY_ERR, REPLY_OK, REPLY_SEAL */
+    default: /* REPLY_ERR, REPLY_SYNC, REPLY_OK, REPLY_SEAL */
         fuse_reply_err(w->req, errnum);
     }
 }

@@ -17,7 +17,9 @@
 
 /* How a waiter is answered (ckfs_waiter.reply). */
 enum reply {
-    REPLY_ERR,      /* fsync: the save's errno */
+    REPLY_ERR,      /* a second close of snapshot_done: the save's errno */
+    REPLY_SYNC,     /* fsync: the errno of a save that holds back other
+                     * tensors' refused edits (tree_save_ask.hold) */
     REPLY_OK,       /* a rename over snapshot_done: 0 whatever the save did */
     REPLY_OPEN,     /* `: > snapshot_done` */
     REPLY_ENTRY,    /* mknod snapshot_done */

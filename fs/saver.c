@@ -24,6 +24,7 @@
 #include "ckptfs.h"
 #include "inode_map.h"
 #include "invalidate.h"
+#include "nodes.h"
 #include "recovery.h"
 #include "save_reply.h"
 
@@ -109,19 +110,42 @@ void ckfs_saver_unmounting(ckfs *fs)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* What the waiters ask of a save: it may hold back tensors that block
+ * it only when each of them is an fsync, and never the fsync'd ones
+ * (need: their entries; freed by the caller). */
+static void ask_of(const ckfs_waiter *waiters, tree_save_ask *ask, uint32_t **need)
+{
+    size_t n = 0;
+    *ask = (tree_save_ask){.hold = waiters != NULL};
+    for (const ckfs_waiter *w = waiters; w != NULL; w = w->next, n++) {
+        ask->make_file |= w->make_file;
+        ask->hold &= w->hold;
+    }
+    *need = ask->hold ? malloc(n * sizeof **need) : NULL;
+    if (*need == NULL) {
+        ask->hold = false; /* out of memory: the save fails as a whole, if it does */
+        return;
+    }
+    for (const ckfs_waiter *w = waiters; w != NULL; w = w->next)
+        if (w->entry >= 0)
+            (*need)[ask->n_need++] = (uint32_t)w->entry;
+    ask->need = *need;
+}
+
 /* One save, with the requests that wait for it; 0 or -1 (why: the
  * reason, when not NULL). */
 static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic, ck_error *why)
 {
-    ck_error err = {0};
+    ck_error err = {0}, held = {0};
     tree_save *job = NULL;
     ck_model *old = NULL;
     tree_renamed *renamed;
-    bool make_file = false;
-    for (const ckfs_waiter *w = waiters; w != NULL; w = w->next)
-        make_file |= w->make_file;
+    tree_save_ask ask;
+    uint32_t *need;
+    ask_of(waiters, &ask, &need);
     pthread_rwlock_wrlock(&fs->lock);
-    int rc = tree_save_begin(&fs->tr, &job, make_file, &err);
+    int rc = tree_save_begin_ask(&fs->tr, &job, &ask, &held, &err);
+    free(need);
     size_t n_renamed = tree_take_renamed(&fs->tr, &renamed);
     struct fuse_session *se = fs->se;
     bool wrote = job != NULL;
@@ -143,7 +167,12 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic, ck_error *why)
         pthread_rwlock_wrlock(&fs->lock);
         fs->tr.placing = false;
     }
-    ckfs_saved(fs, rc, &err, waiters, automatic);
+    fuse_ino_t asked_through = waiters != NULL ? waiters->ino : INO_ROOT;
+    ckfs_saved(fs, rc, &err, waiters, automatic); /* frees the waiters */
+    if (rc == 0 && held.msg[0] != '\0') { /* said where a failed save's reason is */
+        char path[NODE_PATH_MAX];
+        ckfs_refused(fs, ckfs_path_of(fs, asked_through, NULL, path, sizeof path), &held);
+    }
     pthread_rwlock_unlock(&fs->lock);
     if (wrote && fs->on_save != NULL)
         fs->on_save(fs, false, rc == 0);

@@ -866,23 +866,25 @@ static int validate(const tree *tr, const entry *e, ck_error *err)
     return 0;
 }
 
-/* Every entry that blocks the save, named in one line: a user fixing
- * the first would otherwise learn of the next only at the next save.
- * One refusal reads as validate() says it; several are joined, as many
- * as the line holds, and counted. */
-static int validate_all(const tree *tr, ck_error *err)
+/* The entries that block a save, each as validate() says it without the
+ * model's path and "; nothing was saved", joined with "; " as many as
+ * joined's CK_ERROR_MSG_MAX bytes hold (*shown of them) beside the path;
+ * hold: mark each (entry.held).  *first: the first one's own message.  How
+ * many there are. */
+static size_t blockers(tree *tr, bool hold, char *joined, size_t *shown, ck_error *first)
 {
     static const char tail[] = "; nothing was saved";
     const char *path = tr->model->path;
-    size_t plen = strlen(path), n_bad = 0, shown = 0;
-    char joined[CK_ERROR_MSG_MAX] = "";
-    size_t len = 0;
+    size_t plen = strlen(path), n_bad = 0, len = 0;
+    *shown = 0;
+    joined[0] = '\0';
     for (size_t i = 0; i < tr->n_entries; i++) {
         ck_error one = {0};
         if (tr->entries[i].deleted || validate(tr, &tr->entries[i], &one) == 0)
             continue;
+        tr->entries[i].held = hold;
         if (n_bad++ == 0)
-            *err = one;
+            *first = one;
         /* "PATH: tensor ...; nothing was saved" -> "tensor ..." */
         const char *m = one.msg;
         size_t mlen = strlen(m);
@@ -890,19 +892,112 @@ static int validate_all(const tree *tr, ck_error *err)
             m += plen + 2, mlen -= plen + 2;
         if (mlen >= sizeof tail - 1 && strcmp(m + mlen - (sizeof tail - 1), tail) == 0)
             mlen -= sizeof tail - 1;
-        if (len + mlen + 2 + 64 + plen + sizeof tail >= sizeof joined)
+        if (len + mlen + 2 + 96 + plen >= CK_ERROR_MSG_MAX)
             continue; /* counted, not shown */
-        len += (size_t)snprintf(joined + len, sizeof joined - len, "%s%.*s", shown ? "; " : "",
-                                (int)mlen, m);
-        shown++;
+        len += (size_t)snprintf(joined + len, CK_ERROR_MSG_MAX - len, "%s%.*s",
+                                *shown ? "; " : "", (int)mlen, m);
+        (*shown)++;
     }
+    return n_bad;
+}
+
+/* Every entry that blocks the save, named in one line: a user fixing
+ * the first would otherwise learn of the next only at the next save.
+ * One refusal reads as validate() says it; several are joined, as many
+ * as the line holds, and counted. */
+static int validate_all(tree *tr, ck_error *err)
+{
+    char joined[CK_ERROR_MSG_MAX];
+    size_t shown;
+    size_t n_bad = blockers(tr, false, joined, &shown, err);
+    const char *path = tr->model->path;
     if (n_bad <= 1)
         return n_bad == 0 ? 0 : -1;
     if (shown < n_bad)
-        return ck_fail(err, EINVAL, "%s: %zu tensors block the save: %s; and %zu more%s", path,
-                       n_bad, joined, n_bad - shown, tail);
-    return ck_fail(err, EINVAL, "%s: %zu tensors block the save: %s%s", path, n_bad, joined,
-                   tail);
+        return ck_fail(err, EINVAL, "%s: %zu tensors block the save: %s; and %zu more; nothing "
+                       "was saved", path, n_bad, joined, n_bad - shown);
+    return ck_fail(err, EINVAL, "%s: %zu tensors block the save: %s; nothing was saved", path,
+                   n_bad, joined);
+}
+
+static void unhold(tree *tr)
+{
+    for (size_t i = 0; i < tr->n_entries; i++)
+        tr->entries[i].held = false;
+}
+
+/* A held tensor is saved as the file has it, under its old name: another
+ * entry that took that name (a swap of two names, a directory made
+ * where it was) would be saved beside it. */
+static bool held_name_taken(const tree *tr)
+{
+    for (size_t i = 0; i < tr->n_entries; i++) {
+        const entry *e = &tr->entries[i];
+        const ck_tensor *t = entry_tensor(tr, e);
+        if (!e->held || t == NULL)
+            continue;
+        int64_t now = tree_lookup(tr, t->dir_name);
+        if (now >= 0 && (size_t)now != i)
+            return true;
+    }
+    return false;
+}
+
+/* New entries come after the file's in the tree (ENTRY_NEW positions are
+ * the last; the writers place new tensors after the others): a held new
+ * entry before one this save writes as new would leave a new entry
+ * before a saved one. */
+static bool held_new_first(const tree *tr)
+{
+    bool held_new = false;
+    for (size_t i = 0; i < tr->n_entries; i++) {
+        const entry *e = &tr->entries[i];
+        if (e->deleted || e->tensor_id != ENTRY_NEW)
+            continue;
+        if (e->held)
+            held_new = true;
+        else if (held_new)
+            return true;
+    }
+    return false;
+}
+
+/* A save asked by fsync (ask->hold) does not fail because of other
+ * tensors: the edits of those that block it are held back, unsaved and
+ * still shown, and the rest is saved, as fsync of one file of a disk
+ * makes that file durable whatever another file holds.  It fails as
+ * validate_all says when a tensor it must save (ask->need) is among
+ * them, when a names file is in play (its renames are all or none), when
+ * a held tensor's old name is taken, or when a held new tensor was made
+ * before a new one it would save.  *held: what is held and why
+ * (empty: nothing). */
+static int hold_blockers(tree *tr, const tree_save_ask *ask, const names_plan *plan,
+                         ck_error *held)
+{
+    char joined[CK_ERROR_MSG_MAX];
+    size_t shown;
+    ck_error first;
+    if (!ask->hold || plan->listed != NULL || tr->names_pending)
+        return -1;
+    size_t n_held = blockers(tr, true, joined, &shown, &first);
+    bool refused = held_name_taken(tr) || held_new_first(tr);
+    for (size_t k = 0; k < ask->n_need; k++)
+        refused |= ask->need[k] < tr->n_entries && tr->entries[ask->need[k]].held;
+    if (refused || n_held == 0) {
+        unhold(tr);
+        return -1;
+    }
+    const char *path = tr->model->path;
+    if (n_held == 1)
+        ck_fail(held, first.errnum, "%s: saved all but 1 tensor, whose edits stay unsaved: %s",
+                path, joined);
+    else if (shown < n_held)
+        ck_fail(held, first.errnum, "%s: saved all but %zu tensors, whose edits stay unsaved: "
+                "%s; and %zu more", path, n_held, joined, n_held - shown);
+    else
+        ck_fail(held, first.errnum, "%s: saved all but %zu tensors, whose edits stay unsaved: "
+                "%s", path, n_held, joined);
+    return 0;
 }
 
 /* ---- saving ----
@@ -945,7 +1040,8 @@ static int describe(tree *tr, const entry *e, ck_write_tensor *w, tree_save *sav
     const ck_tensor *t = entry_tensor(tr, e);
     const edit *ed = e->edit;
     *w = (ck_write_tensor){.orig_id = t ? e->tensor_id : CK_WRITE_NEW, .unchanged = true};
-    if (t != NULL && (ed == NULL || (!ed->meta_changed && !ed->overlay.used && !ed->name)))
+    if (t != NULL && (e->held || ed == NULL ||
+                      (!ed->meta_changed && !ed->overlay.used && !ed->name)))
         return 0;
     bool overlay = ed != NULL && ed->overlay.used;
     if (!overlay && t == NULL) { /* validation guarantees a new tensor's out exists */
@@ -994,17 +1090,22 @@ static void save_free(tree_save *save)
     free(save);
 }
 
-/* Entry i, saved as save->w[save->n]. */
+/* Entry i, saved as save->w[save->n]; a held one as the file has it,
+ * a held new one not at all. */
 static int add_entry(tree *tr, tree_save *save, uint32_t i, ck_error *err)
 {
-    const char *dir = entry_dir_name(tr, &tr->entries[i]);
+    const entry *e = &tr->entries[i];
+    const ck_tensor *t = entry_tensor(tr, e);
+    if (e->held && t == NULL)
+        return 0;
+    const char *dir = e->held ? t->dir_name : entry_dir_name(tr, e);
     save->pos[save->n] = i;
     save->dir[save->n] = ck_arena_strndup(&save->arena, dir, strlen(dir));
     if (save->dir[save->n] == NULL)
         return out_of_memory(tr, err);
     if (describe(tr, &tr->entries[i], &save->w[save->n], save, err) < 0)
         return -1;
-    save->bytes += entry_out_size(tr, &tr->entries[i]);
+    save->bytes += e->held ? t->nbytes : entry_out_size(tr, e);
     save->n++;
     return 0;
 }
@@ -1040,17 +1141,32 @@ static bool to_save(const tree *tr, bool make_file)
            (make_file && tr->writable && tr->model->n_sources == 0 && ck_writer_of(tr->model));
 }
 
-static int save_begin(tree *tr, tree_save **out, bool make_file, names_plan *plan,
-                      ck_error *err)
+/* Whether anything but the held entries' edits is to be saved. */
+static bool held_all(const tree *tr)
+{
+    if (tr->model->env.fresh || tr->names_pending)
+        return false; /* see tree_dirty */
+    for (size_t i = 0; i < tr->n_entries; i++)
+        if (entry_differs(&tr->entries[i]) && !tr->entries[i].held)
+            return false;
+    return true;
+}
+
+static int save_begin(tree *tr, tree_save **out, const tree_save_ask *ask, names_plan *plan,
+                      ck_error *held, ck_error *err)
 {
     if (plan_names(tr, plan, err) < 0)
         return -1;
-    if (validate_all(tr, err) < 0)
+    if (validate_all(tr, err) < 0 && hold_blockers(tr, ask, plan, held) < 0)
         return -1;
     if (plan->listed != NULL && apply_names(tr, plan, err) < 0)
         return -1;
-    if (!to_save(tr, make_file))
+    if (!to_save(tr, ask->make_file))
         return 0; /* the names were the directories' own */
+    if (held->msg[0] != '\0' && held_all(tr)) {
+        unhold(tr);
+        return 0; /* the file has all the rest already */
+    }
     size_t cap = tr->n_entries + 1;
     tree_save *save = calloc(1, sizeof *save);
     if (save == NULL)
@@ -1084,12 +1200,24 @@ static int save_begin(tree *tr, tree_save **out, bool make_file, names_plan *pla
 
 int tree_save_begin(tree *tr, tree_save **out, bool make_file, ck_error *err)
 {
+    tree_save_ask ask = {.make_file = make_file};
+    ck_error held;
+    return tree_save_begin_ask(tr, out, &ask, &held, err);
+}
+
+int tree_save_begin_ask(tree *tr, tree_save **out, const tree_save_ask *ask, ck_error *held,
+                        ck_error *err)
+{
     *out = NULL;
-    if (!to_save(tr, make_file))
+    held->msg[0] = '\0';
+    held->errnum = 0;
+    if (!to_save(tr, ask->make_file))
         return 0;
     names_plan plan = {0};
-    int rc = save_begin(tr, out, make_file, &plan, err);
+    int rc = save_begin(tr, out, ask, &plan, held, err);
     plan_free(&plan);
+    if (rc < 0)
+        unhold(tr);
     return rc;
 }
 
@@ -1250,14 +1378,16 @@ static int switch_to_saved(tree *tr, tree_save *save, ck_model **old, ck_error *
     int rc = 0;
     for (size_t i = 0; i < save->n_entries; i++) {
         entry *e = &tr->entries[i];
+        if (ids[i] == ENTRY_NEW && e->held && !e->deleted)
+            continue; /* new, held back: still new */
         if (ids[i] == ENTRY_NEW) { /* removed before the save: gone from the file */
             edit_free(tr, e->edit);
             e->edit = NULL;
             e->tensor_id = ENTRY_NEW;
             continue;
         }
-        if (e->touched)
-            keep_edits(tr, e);
+        if (e->touched || e->held)
+            keep_edits(tr, e); /* over the saved tensor, which is the file's as it was */
         else if (drop_edits(tr, e, err) < 0)
             rc = -1; /* out of memory: an open meta's buffer is lost, nothing else */
         e->tensor_id = ids[i];
@@ -1281,6 +1411,7 @@ int tree_save_end(tree *tr, tree_save *save, int rc, ck_model **old, ck_error *e
     for (size_t i = 0; i < tr->n_entries; i++) {
         entry *e = &tr->entries[i];
         e->touched = false;
+        e->held = false;
         if (e->edit != NULL)
             e->edit->overlay.frozen = false;
     }

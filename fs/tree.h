@@ -75,6 +75,7 @@ typedef struct entry {
     uint32_t tensor_id;         /* in the model's index, or ENTRY_NEW */
     bool deleted;               /* kept as a tombstone: positions are inodes */
     bool touched;               /* changed since the running save began */
+    bool held;                  /* blocks the running save, which saves the rest (fsync) */
     bool counted;               /* in tree.n_differ */
     edit *edit;
 } entry;
@@ -271,6 +272,23 @@ typedef struct tree_save tree_save;
  * (-o create) and its format has a file of no tensors: a save asked for
  * by name then writes it. */
 int tree_save_begin(tree *tr, tree_save **save, bool make_file, ck_error *err);
+/* A save asked for otherwise than by snapshot_done, or one of its files:
+ * hold: the edits of the tensors that block the save (a wrong-sized out,
+ * no meta) are held back, still shown and unsaved, and the rest is
+ * saved, unless one of need[] (entry positions: the file fsync'd) is
+ * among them.  fsync of one tensor's out then makes it durable whatever
+ * another tensor holds, as on a disk. */
+typedef struct tree_save_ask {
+    bool make_file;             /* as tree_save_begin's */
+    bool hold;
+    const uint32_t *need;
+    size_t n_need;
+} tree_save_ask;
+/* As tree_save_begin; *held: which tensors are held back and why, in one
+ * line (msg empty: none), when it returns 0; *save may then be NULL when
+ * the held edits were all there was. */
+int tree_save_begin_ask(tree *tr, tree_save **save, const tree_save_ask *ask, ck_error *held,
+                        ck_error *err);
 /* Encode, read back and commit (export/commit_group.h, up to the commit
  * point). */
 int tree_save_run(tree_save *save, ck_error *err);

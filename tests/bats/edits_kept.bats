@@ -435,3 +435,32 @@ h = json.loads(f.read(n)); print(sum(v["data_offsets"][1] - v["data_offsets"][0]
         [[ $output =~ ckptfs-umount:\ saving\ [0-9]+\ of\ $total\ bytes ]]
     fi
 }
+
+@test "np.memmap flush of one tensor saves it while another tensor blocks the save; the blocked edit stays, named" {
+    mount_fg "$F" "$M" -o rw,commit=manual
+    before=$(tags)
+    head -c 3 /dev/zero >"$M/linear2.bias/out"
+    $PY -c 'import numpy as n
+a = n.memmap("'"$M"'/linear1.bias/out", dtype="<f4", mode="r+")
+a[:] = [9, 8, 7, 6, 5, 4]; a.flush(); del a'
+    # The file (the oracle's parse) has linear1.bias, and linear2.bias as it was.
+    run tags
+    want1="linear1.bias [6] $($PY -c 'import numpy as n,sys; sys.stdout.buffer.write(n.array([9,8,7,6,5,4],"<f4").tobytes())' | sha256sum | cut -c1-16)"
+    [ "${lines[1]}" = "$want1" ]
+    [ "${lines[3]}" = "$(sed -n 4p <<<"$before")" ]
+    why="saved all but 1 tensor, whose edits stay unsaved: tensor 'linear2.bias': out is 3 bytes but meta [5] kFloat needs 20"
+    grep -qF "$F: $why" "$BATS_TEST_TMPDIR/daemon.log"
+    getfattr --only-values -n user.ckptfs.last_error "$M" | grep -qF "$why"
+    [ "$(stat -c %s "$M/linear2.bias/out")" -eq 3 ]
+    [ ! -e "$M/snapshot_done" ]
+    # An fsync of the blocked tensor itself fails, and saves nothing.
+    run $PY -c 'import os; fd = os.open("'"$M"'/linear2.bias/out", os.O_RDWR); os.fsync(fd)'
+    [ "$status" -ne 0 ]
+    [[ $output == *"Invalid argument"* ]]
+    head -c 20 /dev/zero >"$M/linear2.bias/out"
+    "$BUILD/ckptfs-umount" "$M"
+    : >"$BATS_TEST_TMPDIR/mounts"
+    run tags
+    [ "${lines[1]}" = "$want1" ]
+    [ "${lines[3]}" = "linear2.bias [5] $(head -c 20 /dev/zero | sha256sum | cut -c1-16)" ]
+}

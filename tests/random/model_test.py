@@ -1209,7 +1209,14 @@ class Run:
                 return i
         return -1
 
+    def track(self):
+        """The file now holds the tree as it is: each tensor is the file's of its name."""
+        self.origin = {e[D]: e[D] for e in self.state}
+
     def set(self, i, **kw):
+        if "d" in kw and kw["d"] != self.state[i][D]:
+            # origin: the name of the file's tensor each directory shows (None: new)
+            self.origin[kw["d"]] = self.origin.pop(self.state[i][D], None)
         e = list(self.state[i])
         for k, v in kw.items():
             e[{"t": T, "s": S, "b": B, "d": D}[k]] = v
@@ -1262,11 +1269,11 @@ class Run:
         """The plain model file the graph oracle reads."""
         return self.model.model_path() if hasattr(self.model, "model_path") else self.model.path
 
-    def check_stores(self):
+    def check_stores(self, state=None):
         if not self.model.graph:
             return
         _v, _b, stores, _e = graph_entries(self.model_file(), self.model.mindir)
-        for e in self.state:
+        for e in self.state if state is None else state:
             if e[ST] is None:
                 continue
             got = stores.get(e[D])
@@ -1359,6 +1366,75 @@ class Run:
         self.saved = list(self.state)
         self.saved_sha = sha_files(self.model.files())
         self.candidates = [list(self.state)]
+        self.track()
+
+    def held_save(self, need):
+        """What a save asked by fsync of tensor `need` (None: the root) writes when tensors
+        block it: ckptfs holds their edits back (saved as the file has them, under the
+        file's name; new ones left out) and saves the rest.  The file's state, or None when
+        the save fails as a whole (EINVAL): `need` blocks it, a held tensor's old name is
+        another directory's now, a held new tensor was made before a new one it would
+        save, or what is left is no model the format can hold."""
+        blocked = {e[D] for e in self.state if not valid_entry(e)}
+        names = {e[D] for e in self.state}
+        saved = {e[D]: e for e in self.saved}
+        if need in blocked:
+            return None
+        news = [e[D] in blocked for e in self.state if self.origin.get(e[D]) is None]
+        if any(news[i] and not news[j] for i in range(len(news)) for j in range(i, len(news))):
+            return None  # a held new tensor made before a new one it would save
+        out = []
+        for e in self.state:
+            if e[D] not in blocked:
+                out.append(e)
+                continue
+            o = self.origin.get(e[D])
+            if o is None:
+                continue
+            if o != e[D] and o in names:
+                return None
+            out.append(saved[o])
+        if self.model.fmt.startswith("ckpt") and not out:
+            return None
+        return out if state_valid(out) and self.model.saveable(out) else None
+
+    def after_held_save(self, how, file_state):
+        """A save that held tensors back: the file holds file_state, the tree still the
+        held edits (snapshot_done stays absent)."""
+        self.saves += 1
+        if os.path.exists(self.p(b"snapshot_done")):
+            self.fail("%s held tensors back but snapshot_done exists" % how)
+        self.read_tree()
+        file_state = self.model.settle(file_state)
+        self.busy_set = self.check_file(file_state)
+        self.check_stores(file_state)
+        if self.model.graph:
+            file_state = [e[:ST] + (None,) if not e[B] and e[ST] and not e[ST].startswith("ext:")
+                          else e for e in file_state]
+        # The tree in the file's order (a .ckpt: as it was), the held new tensors where
+        # new tensors go when they are saved at last: after the others (ONNX, MindIR:
+        # after the main graph's).
+        blocked = {e[D] for e in self.state if not valid_entry(e)}
+        by_file_name = {}
+        for e in self.state:
+            if e[D] not in blocked:
+                by_file_name[e[D]] = e
+            elif self.origin.get(e[D]) is not None:
+                by_file_name[self.origin[e[D]]] = e
+        held_new = [e for e in self.state if e[D] in blocked and self.origin.get(e[D]) is None]
+        if not self.model.fmt.startswith("ckpt"):
+            shown = [by_file_name[f[D]] for f in file_state]
+            tops = [i for i, e in enumerate(shown) if e[D] not in self.nontop]
+            at = tops[-1] + 1 if tops and self.model.graph else len(shown)
+            self.state = shown[:at] + held_new + shown[at:]
+        stored = {e[D]: e[ST] for e in file_state}
+        self.state = [e if e[D] in blocked else e[:ST] + (stored[e[D]],) for e in self.state]
+        for e in self.state:
+            if e[D] not in blocked:
+                self.origin[e[D]] = e[D]
+        self.saved = list(file_state)
+        self.saved_sha = sha_files(self.model.files())
+        self.candidates = [list(file_state)]
 
     def after_failed_save(self, how):
         self.failed_saves += 1
@@ -1390,8 +1466,10 @@ class Run:
             if sha_files(self.model.files()) != self.saved_sha:
                 self.fail("after %s the model's files are not the last saved ones" % why)
             self.state = list(self.saved)
+            self.track()
             return
         self.state = list(self.sync_auto(why))
+        self.track()
 
     # -- operations ---------------------------------------------------------------------
 
@@ -1440,19 +1518,27 @@ class Run:
         msync(MS_SYNC), which the kernel turns into an fsync: a save."""
         i = self.idx(e[D])
         new = e[B][:off] + data + e[B][off + len(data):]
+        held = self.holds()
+        if held and self.auto:
+            return  # which file an automatic save left is known only once one succeeds
         self.state[i] = e[:B] + (new,) + e[B + 1:]
         self.primitive()
         ok = self.saveable()
+        file_state = self.held_save(e[D]) if held else None
         self.note("memmap r+ %r off %d len %d, flush (a save: expect %s)" % (
-            e[D], off, len(data), "success" if ok else "EINVAL"))
+            e[D], off, len(data), "success" if ok else "success, holding incomplete "
+            "tensors back" if file_state is not None else "EINVAL"))
         mm = np.memmap(self.p(e[D], b"out"), dtype=np.uint8, mode="r+")
         try:
             mm[off:off + len(data)] = np.frombuffer(data, dtype=np.uint8)
-            self.expect_errno(mm.flush, 0 if ok else errno.EINVAL, "msync")
+            self.expect_errno(mm.flush, 0 if ok or file_state is not None else errno.EINVAL,
+                              "msync")
         finally:
             del mm
         if ok:
             self.after_save("msync")
+        elif file_state is not None:
+            self.after_held_save("msync", file_state)
         else:
             self.after_failed_save("msync")
 
@@ -1614,6 +1700,7 @@ class Run:
         end): where the encoders put it."""
         tops = [i for i, e in enumerate(self.state) if e[D] not in self.nontop]
         self.state.insert(tops[-1] + 1 if tops else len(self.state), entry)
+        self.origin[entry[D]] = None
         self.primitive()
 
     def op_mkdir(self):
@@ -1727,6 +1814,7 @@ class Run:
         self.note("rm -r %r" % e[D])
         shutil.rmtree(self.p(e[D]))
         del self.state[self.idx(e[D])]
+        self.origin.pop(e[D], None)
         self.primitive()
 
     def op_mv(self):
@@ -1761,10 +1849,20 @@ class Run:
         if self.expect_errno(lambda: os.rename(self.p(e[D]), self.p(target)), want, "mv") == 0:
             if replaced is not None:
                 del self.state[self.idx(replaced[D])]
+                self.origin.pop(replaced[D], None)
             self.set(self.idx(e[D]), d=target)
+
+    def holds(self):
+        """Whether an fsync now is a save that holds tensors back: some are incomplete."""
+        return not state_valid(self.state) and bool(self.state)
 
     def op_save(self, how=None):
         how = how or self.r.choice(["touch", "touch", "create", "fsync", "fsyncdir"])
+        if how in ("fsync", "fsyncdir") and self.holds():
+            if self.auto:
+                how = "touch"  # see op_memmap
+            else:
+                return self.op_held_save(how)
         ok = self.saveable()
         empty = not self.state and self.model.fmt.startswith("ckpt")
         self.note("save (%s), expect %s" % (how, "success" if ok else "failure: no tensor at all"
@@ -1808,6 +1906,29 @@ class Run:
             self.expect_errno(run, 0 if ok else errno.EINVAL, "save (%s)" % how)
         if ok:
             self.after_save(how)
+        else:
+            self.after_failed_save(how)
+
+    def op_held_save(self, how):
+        """fsync of an out (or of the root) while tensors are incomplete: ckptfs saves
+        around them unless the fsync'd one is among them (held_save)."""
+        e = self.pick(lambda e: e[B] is not None) if how == "fsync" else None
+        path = self.p(e[D], b"out") if e else os.fsencode(self.mnt)
+        file_state = self.held_save(e[D] if e else None)
+        self.note("save (%s of %r), expect %s" % (how, e[D] if e else b"/", "EINVAL" if
+                                                 file_state is None else
+                                                 "success, holding incomplete tensors back"))
+
+        def run():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        self.expect_errno(run, 0 if file_state is not None else errno.EINVAL, "save (%s)" % how)
+        if file_state is not None:
+            self.after_held_save(how, file_state)
         else:
             self.after_failed_save(how)
 
@@ -1861,6 +1982,7 @@ class Run:
             self.saved = list(self.state)
             self.saved_sha = sha_files(self.model.files())
             self.candidates = [list(self.state)]
+            self.track()
             self.busy_set = self.check_file(self.state)
             self.check_stores()
         else:
@@ -1925,6 +2047,7 @@ class Run:
         self.saved = list(self.state)
         self.saved_sha = sha_files(self.model.files())
         self.candidates = [list(self.state)]
+        self.track()
         self.mnt = os.path.join(self.tmp, "mnt")
         opts = list(self.model.opts)
         opts.append("commit_delay=%g" % self.args.commit_delay if self.auto else "commit=manual")

@@ -915,6 +915,112 @@ out:
     ref_free(&base);
 }
 
+/* A save asked by fsync (tree_save_ask.hold) saves around the tensors
+ * that block it: their edits stay, shown and unsaved, and the file gets
+ * the rest; unless the fsync'd tensor is one of them, when nothing is
+ * saved.  Fixing them, the next save has everything. */
+static int save_held(tree *tr, uint32_t need, ck_error *held, ck_error *err)
+{
+    tree_save *job = NULL;
+    ck_model *old = NULL;
+    tree_save_ask ask = {.hold = true, .need = &need, .n_need = 1};
+    int rc = tree_save_begin_ask(tr, &job, &ask, held, err);
+    if (rc < 0 || job == NULL)
+        return rc;
+    rc = tree_save_run(job, err);
+    rc = tree_save_end(tr, job, rc, &old, err);
+    ck_model_close(old);
+    rc = tree_save_finish(job, rc, err);
+    tr->placing = false;
+    return rc;
+}
+
+static void test_hold_blocked(void)
+{
+    ref base, want;
+    char path[512], meta[128];
+    mount mt;
+    ck_error err = {0}, held = {0};
+    bool wrote;
+    if (!mounted(&mt, fixture(&base, path, sizeof path), true))
+        goto out;
+    ref_copy(&want, &base);
+    size_t len = 0;
+    unsigned char *orig = slurp(path, &len);
+    rt *b = named(&want, "conv.bias"), *m = named(&want, "mask");
+    uint32_t mask_pos = (uint32_t)(ent(&mt, "mask") - mt.tr.entries);
+    uint32_t bias_pos = (uint32_t)(ent(&mt, "conv.bias") - mt.tr.entries);
+    int64_t four[1] = {4};
+    unsigned char x[4] = {9, 8, 7, 6};
+    /* conv.bias: a meta of 4 elements over 3; 'nothing': new, no out;
+     * mask: a good edit. */
+    int rc = meta_put(&mt.tr, ent(&mt, "conv.bias"), meta_text(F32, four, 1, meta, 128), &err);
+    rc = rc < 0 ? rc : tree_mkdir(&mt.tr, "nothing", &err);
+    rc = rc < 0 ? rc : meta_put(&mt.tr, ent(&mt, "nothing"), "data_type: kInt8", &err);
+    rc = rc < 0 ? rc : entry_out_write(&mt.tr, ent(&mt, "mask"), x, 2, 0, &err);
+    check(rc == 0, "tree hold: the edits are taken (%s)", rc ? err.msg : "ok");
+    memcpy(m->bytes, x, 2);
+
+    rc = save_held(&mt.tr, bias_pos, &held, &err);
+    check(rc < 0 && strstr(err.msg, "2 tensors block the save") && same_file(path, orig, len),
+          "tree hold: an fsync of a blocking tensor saves nothing: %s", err.msg);
+    rc = save_held(&mt.tr, mask_pos, &held, &err);
+    check(rc == 0 && strstr(held.msg, "saved all but 2 tensors, whose edits stay unsaved: ") &&
+          strstr(held.msg, "tensor 'conv.bias': out is 12 bytes") &&
+          strstr(held.msg, "tensor 'nothing' has no"),
+          "tree hold: an fsync of another tensor saves around them, naming them: %s / %s",
+          rc ? err.msg : "ok", held.msg);
+    check_file(path, &want, "after a save that held two tensors back");
+    uint32_t ndim = 0;
+    const int64_t *dims = entry_dims(&mt.tr, ent(&mt, "conv.bias"), &ndim);
+    check(tree_dirty(&mt.tr) && ndim == 1 && dims[0] == 4 && ent(&mt, "nothing") != NULL &&
+          ent(&mt, "nothing")->tensor_id == ENTRY_NEW,
+          "tree hold: the held edits are still shown, unsaved");
+
+    /* Only held edits left: nothing to write, the fsync succeeds. */
+    free(orig);
+    orig = slurp(path, &len);
+    rc = save_held(&mt.tr, mask_pos, &held, &err);
+    check(rc == 0 && held.msg[0] != '\0' && same_file(path, orig, len),
+          "tree hold: with only held edits left the file stays as it is (%s)",
+          rc ? err.msg : held.msg);
+
+    /* A held tensor is saved under its old name: taken by another
+     * directory, nothing is held and nothing saved. */
+    rc = tree_rename(&mt.tr, ent(&mt, "conv.bias"), "cb", &err);
+    rc = rc < 0 ? rc : tree_mkdir(&mt.tr, "conv.bias", &err);
+    rc = rc < 0 ? rc : entry_create(&mt.tr, ent(&mt, "conv.bias"), true, &err);
+    rc = rc < 0 ? rc : entry_create(&mt.tr, ent(&mt, "conv.bias"), false, &err);
+    rc = rc < 0 ? rc : meta_put(&mt.tr, ent(&mt, "conv.bias"), meta_text(U8, four, 1, meta, 128),
+                                &err);
+    rc = rc < 0 ? rc : entry_out_write(&mt.tr, ent(&mt, "conv.bias"), x, 4, 0, &err);
+    int held_rc = rc < 0 ? rc : save_held(&mt.tr, mask_pos, &held, &err);
+    check(rc == 0 && held_rc < 0 && strstr(err.msg, "2 tensors block") && strstr(err.msg, "tensor 'cb'") && same_file(path, orig, len),
+          "tree hold: a held tensor's old name taken, the save fails as a whole: %s", err.msg);
+    rc = entry_unlink(&mt.tr, ent(&mt, "conv.bias"), true, &err);
+    rc = rc < 0 ? rc : entry_unlink(&mt.tr, ent(&mt, "conv.bias"), false, &err);
+    rc = rc < 0 ? rc : tree_rmdir(&mt.tr, ent(&mt, "conv.bias"), &err);
+    rc = rc < 0 ? rc : tree_rename(&mt.tr, ent(&mt, "cb"), "conv.bias", &err);
+    check(rc == 0, "tree hold: the other directory removed, the name back (%s)",
+          rc ? err.msg : "ok");
+
+    rc = entry_out_write(&mt.tr, ent(&mt, "conv.bias"), x, 4, 12, &err);
+    rc = rc < 0 ? rc : entry_unlink(&mt.tr, ent(&mt, "nothing"), true, &err);
+    rc = rc < 0 ? rc : tree_rmdir(&mt.tr, ent(&mt, "nothing"), &err);
+    b->dims[0] = 4;
+    rt_resize(b, 16);
+    memcpy(b->bytes + 12, x, 4);
+    rc = rc < 0 ? rc : save_all(&mt.tr, &wrote, &err);
+    check(rc == 0 && wrote && !tree_dirty(&mt.tr), "tree hold: fixed, the rest saves (%s)",
+          rc ? err.msg : "ok");
+    check_file(path, &want, "after the held tensors were fixed");
+    ref_free(&want);
+    free(orig);
+out:
+    mount_close(&mt);
+    ref_free(&base);
+}
+
 /* Edits made between tree_save_begin and tree_save_end (single-threaded
  * here, as the front-end's requests are between the saver's steps) do not
  * reach the file being saved, and are the next save's. */
@@ -1591,6 +1697,7 @@ void test_tree(void)
     test_directories();
     test_bad_meta();
     test_size_mismatch();
+    test_hold_blocked();
     test_edits_during_save();
     test_replaced_under_save();
     test_read_only();
