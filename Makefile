@@ -137,9 +137,10 @@ asan: deps
 # The concurrency tests (a save beside the request loop, client threads
 # racing saves, a run directory's watcher beside its requests and its
 # checkpoints' savers, threaded readers of merged and iteration mounts, the
-# threads of ckptfs-stat and ckptfs-diff, the threads that tell the kernel
-# of a save's renames, the zstd writer's output thread) under
-# ThreadSanitizer.  gcc's libtsan2 comes with gcc
+# threads of ckptfs-stat and ckptfs-diff (and the progress bar on a terminal
+# they all count into), the threads that tell the kernel of a save's
+# renames, the zstd writer's output thread) under ThreadSanitizer.  gcc's
+# libtsan2 comes with gcc
 # (libgcc-12-dev depends on it).  Every report fails the test that was
 # running: TSAN_OPTIONS halts the process (exit 66) and writes the report to
 # build-tsan/tsan-logs/tsan.PID, which tests/bats/helpers.bash checks in each
@@ -157,6 +158,7 @@ tsan: deps
 	  bats --filter 'threads|tracker names' tests/bats/iteration_dir.bats; e=$$?; \
 	  bats tests/bats/run_rw.bats; f=$$?; \
 	  bats tests/bats/stat.bats tests/bats/diff.bats; g=$$?; \
+	  bats --filter 'ckptfs-stat|ckptfs-diff' tests/bats/progress_tools.bats || g=1; \
 	  bats --filter 'commit=auto' tests/bats/pickled_copy.bats; h=$$?; \
 	  bats --filter 'save|saved' tests/bats/zstd.bats; i=$$?; \
 	  if [ -n "$$(ls -A $(TSAN_LOGS))" ]; then echo "tsan: reports in $(TSAN_LOGS)"; exit 1; fi; \

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/byte_source.h"
 #include "core/ck_error.h"
@@ -47,6 +48,7 @@ typedef struct ck_envelope_opts {
     ck_cipher_mode enc_mode;    /* the mode a plain model is encrypted with on save */
     int zstd_level;             /* 0: the default */
     uint64_t tmp_max;           /* non-seekable zstd: bound in $TMPDIR (0: the default) */
+    FILE *progress;             /* non-seekable zstd: its decompression's bar (NULL: none) */
     ck_page_cache *cache;       /* decoded pages of every wrapped source */
 } ck_envelope_opts;
 

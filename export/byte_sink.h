@@ -20,7 +20,7 @@
 #include "../codec/core/byte_source.h"
 #include "../codec/core/ck_error.h"
 #include "../codec/envelope.h"
-#include "progress.h"
+#include "../codec/core/progress.h"
 #include "wrap_writer.h"
 
 #define CK_SINK_BUF (1u << 20)

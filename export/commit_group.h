@@ -39,8 +39,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../codec/core/progress.h"
 #include "atomic_writer.h"
-#include "progress.h"
 
 /* A model and its external data files (codec/core/model.h, CK_MAX_SOURCES). */
 #define CK_GROUP_MAX 4097

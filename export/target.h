@@ -18,8 +18,8 @@
 
 #include "../codec/core/dtype.h"
 #include "../codec/core/model.h"
+#include "../codec/core/progress.h"
 #include "writer.h"
-#include "progress.h"
 
 /* What a directory format is given to write. */
 typedef struct ck_target_args {

@@ -41,7 +41,7 @@
 #include "../codec/registry.h"
 #include "commit_group.h"
 #include "encoder.h"
-#include "progress.h"
+#include "../codec/core/progress.h"
 #include "writer_lock.h"
 
 #define TOOL "ckptfs-convert"

@@ -776,6 +776,19 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
     return rc;
 }
 
+/* The options of the open a person waits on at the mount command: that
+ * open's progress bar (a non-seekable .zst decompressed) on stderr when it
+ * is a terminal.  The mount has no -q; it opens before it detaches (serve),
+ * so the bar is drawn and cleared before the command returns.  The options
+ * the mount keeps (the tree's reopens after a save, a run directory's
+ * checkpoints, opened later by the daemon) draw none. */
+static ck_open_opts with_bar(const ck_open_opts *oo)
+{
+    ck_open_opts first = *oo;
+    first.progress = isatty(STDERR_FILENO) ? stderr : NULL;
+    return first;
+}
+
 /* A collection, read-only: a directory that opens as one model (a
  * distributed checkpoint merged by its strategy file, an iteration
  * directory, a snapshot directory: codec/registry.h). */
@@ -789,7 +802,7 @@ static int mount_collection(const struct cli *cli, struct fuse_args *args,
         return 1;
     }
     ck_error err = {0};
-    ck_collection_opts co = {.open = *oo, .strategy = cli->strategy, .watch = true};
+    ck_collection_opts co = {.open = with_bar(oo), .strategy = cli->strategy, .watch = true};
     ck_model *model = c->open(path, &co, &err);
     if (model == NULL) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
@@ -861,6 +874,8 @@ static int take_lock(struct cli *cli, const char *path, const char *where,
  * how to finish it), created empty with -o create.  NULL: said. */
 static ck_model *open_model(struct cli *cli, const char *path, const ck_open_opts *oo)
 {
+    ck_open_opts first = with_bar(oo);
+    oo = &first;
     ck_error err = {0};
     ck_model_dir *dir = ck_dir_open(path, &err);
     if (dir == NULL) {

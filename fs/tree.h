@@ -30,7 +30,7 @@
 #include "../codec/collection.h"
 #include "../codec/core/model.h"
 #include "../codec/view.h"
-#include "../export/progress.h"
+#include "../codec/core/progress.h"
 
 /* A meta is a few lines; anything longer is not one. */
 #define TREE_META_MAX 65536

@@ -17,6 +17,7 @@
 #include <fuse_opt.h>
 
 #include "../codec/cipher/key.h"
+#include "../codec/core/progress.h"
 #include "../codec/core/saved_index.h"
 #include "../codec/core/version.h"
 
@@ -286,9 +287,13 @@ static ck_index_store *index_store(const ck_cli_open *o)
 
 ck_collection_opts ck_cli_collection_opts(const ck_cli_open *o, const ck_key *key)
 {
+    /* A non-seekable .zst decompressed at open draws its bar as
+     * ckptfs-convert's writes do: on a terminal, unless -q. */
+    FILE *bar = ck_progress_wanted(stderr, o->quiet) ? stderr : NULL;
     return (ck_collection_opts){.open = {.skip_crc = o->skip_crc, .key = key,
                                          .key_if_encrypted = o->key_optional,
-                                         .tmp_max = o->tmp_max, .index = index_store(o)},
+                                         .tmp_max = o->tmp_max, .progress = bar,
+                                         .index = index_store(o)},
                                 .strategy = o->strategy};
 }
 

@@ -41,7 +41,7 @@
 #include "../export/commit_group.h"
 #include "../export/convert_plan.h"
 #include "../export/encoder.h"
-#include "../export/progress.h"
+#include "../codec/core/progress.h"
 #include "../export/target.h"
 #include "../export/template_fill.h"
 #include "../export/writer_lock.h"

@@ -23,7 +23,11 @@
  * equals a safetensors F32.  Each pair of tensors is read in chunks of the
  * same size over -j threads (chunk_pass.h), so memory stays at two chunks
  * per thread whatever the models' size; the maxima are merged so that NaN
- * wins, which makes them independent of the order of the chunks.
+ * wins, which makes them independent of the order of the chunks.  On a
+ * terminal (stderr, without -q) a progress bar counts the bytes of both
+ * models' tensors as their chunks are compared, cleared before the report
+ * (progress.h); the second pass over B of a pair that differs (for
+ * ||a-b|| / ||b||) is not in its total, which cannot know it beforehand.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -38,6 +42,7 @@
 #include "cli_open.h"
 #include "../codec/core/le_bytes.h"
 #include "../codec/core/model.h"
+#include "../codec/core/progress.h"
 #include "tensor_stats.h"
 
 #define PROG "ckptfs-diff"
@@ -48,6 +53,7 @@ typedef struct diff_opts {
     ck_chunk_opts read;     /* -j, --chunk */
     bool tol;               /* --atol or --rtol given: compare values, not bytes */
     double atol, rtol;
+    ck_progress *progress;  /* the bar over the bytes compared (NULL: none) */
 } diff_opts;
 
 /* A sum in double with Neumaier's compensation: the rounding error of each
@@ -238,6 +244,7 @@ static int pair_chunk(void *ctx, void *arg, uint64_t k, ck_error *err)
     long lb = ck_chunk_read(p->mb, p->e->b, s->b, p->chunk, k, err);
     if (lb < 0)
         return -1;
+    ck_progress_add(p->o->progress, (uint64_t)la + (uint64_t)lb);
     if (memcmp(s->a, s->b, (size_t)la) == 0)
         return 0; /* no difference to add, every element close */
     s->sum.differ = true;
@@ -771,6 +778,17 @@ static int own_arg(void *ctx, int argc, char **argv, int *i)
     return tol_arg(o, argc, argv, i);
 }
 
+/* What the bar counts to: both tensors of each pair of one size, compared
+ * chunk by chunk (compare_pair reads no other pair). */
+static uint64_t bytes_to_compare(const entry *es, size_t n)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        if (es[i].v == SAME && es[i].a->nbytes == es[i].b->nbytes)
+            sum += 2 * es[i].a->nbytes;
+    return sum;
+}
+
 /* Compare A and B (path[0], path[1]), the tensors path[2 .. n_pos) select
  * or all: the exit status. */
 static int run(diff_opts *o, const char **path, size_t n_pos);
@@ -822,9 +840,15 @@ static int run(diff_opts *o, const char **path, size_t n_pos)
         fprintf(stderr, PROG ": out of memory\n");
     else if (select_entries(es, &n, path + 2, n_pos - 2, path[0], path[1]) < 0)
         rc = 2;
+    ck_progress bar;
+    if (rc == 0 && ck_progress_wanted(stderr, o->open.quiet)) {
+        ck_progress_start(&bar, bytes_to_compare(es, n), true, stderr);
+        o->progress = &bar;
+    }
     for (size_t i = 0; rc == 0 && i < n; i++) {
         entry *e = &es[i];
         if (e->v == SAME && compare_pair(m[0], m[1], e, o, &err) < 0) {
+            ck_progress_end(o->progress);
             char q[CK_QUOTE_BUF];
             fprintf(stderr, PROG ": %s (tensor %s)\n", err.msg,
                     ck_quote(q, e->name, e->name_len));
@@ -838,6 +862,7 @@ static int run(diff_opts *o, const char **path, size_t n_pos)
         case SAME: c.same++; break;
         }
     }
+    ck_progress_end(o->progress); /* the line cleared before the report */
     if (rc == 0 && !o->open.quiet && o->json)
         rc = print_json(m[0], m[1], es, n, &c, o->tol) < 0 ? 2 : 0;
     else if (rc == 0 && !o->open.quiet)

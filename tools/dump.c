@@ -588,7 +588,7 @@ static void usage(FILE *to)
             "                   its .index.json or pytorch_model.bin: that file)\n"
             "       ckptfs-dump [-o settle=SECONDS] RUN_DIR\n"
             "       ckptfs-dump -h | --help | -V | --version\n"
-            "-o takes a list, -o a,b (a comma in a value: \\,); -q: no warning.\n"
+            "-o takes a list, -o a,b (a comma in a value: \\,); -q: no warning, no bar.\n"
             "--json: one JSON object instead of the listing (man ckptfs-dump, JSON SCHEMA).\n"
             "TENSOR: only those tensors, in the order named: a name or a shell glob ('fc*',\n"
             "quoted from the shell); a model of any kind above but a RUN_DIR takes them.\n");

@@ -17,7 +17,9 @@
  * chunk per thread whatever the model's size; every chunk's partial result
  * is kept in chunk order and merged in that order, so the numbers do not
  * depend on the number of threads at all (tensor_stats.h).  A histogram
- * needs min and max first: it is a second pass over the tensor.
+ * needs min and max first: it is a second pass over the tensor.  On a
+ * terminal (stderr, without -q) a progress bar counts the bytes read, both
+ * passes, and is cleared before the table is printed (progress.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +32,7 @@
 #include "chunk_pass.h"
 #include "cli_open.h"
 #include "../codec/core/model.h"
+#include "../codec/core/progress.h"
 #include "tensor_stats.h"
 
 #define PROG "ckptfs-stat"
@@ -42,6 +45,7 @@ typedef struct stat_opts {
     unsigned bins;          /* 0: no histogram */
     bool hist_log;          /* --hist-log: the table's bars on a log scale */
     ck_chunk_opts read;     /* -j, --chunk */
+    ck_progress *progress;  /* the bar over the bytes read (NULL: none) */
 } stat_opts;
 
 /* What is printed for one tensor. */
@@ -62,6 +66,7 @@ typedef struct pass {
     size_t chunk;           /* o->chunk, or larger for a huge tensor (ck_chunk_size) */
     ck_stats *parts;        /* first pass: one per chunk, merged in order */
     uint64_t *counts;       /* second pass: summed as each thread ends */
+    ck_progress *progress;  /* counts each chunk read (NULL: none) */
 } pass;
 
 /* A thread's scratch: a chunk's bytes, and on the second pass its counts. */
@@ -106,6 +111,7 @@ static int pass_chunk(void *ctx, void *arg, uint64_t k, ck_error *err)
     long len = ck_chunk_read(p->m, p->r->t, s->buf, p->chunk, k, err);
     if (len < 0)
         return -1;
+    ck_progress_add(p->progress, (uint64_t)len);
     if (p->parts != NULL)
         ck_stats_add(&p->parts[k], p->r->elem, s->buf, (size_t)len / size);
     else
@@ -123,7 +129,8 @@ static int stat_tensor(const ck_model *m, result *r, const stat_opts *o, ck_erro
     if (t->nbytes % size != 0)
         return ck_fail(err, EINVAL, "%s: tensor %s: %" PRIu64 " bytes are not whole %s "
                        "elements", m->path, t->dir_name, t->nbytes, t->type_name);
-    pass p = {.m = m, .r = r, .bins = o->bins, .chunk = ck_chunk_size(t->nbytes, o->read.chunk)};
+    pass p = {.m = m, .r = r, .bins = o->bins, .chunk = ck_chunk_size(t->nbytes, o->read.chunk),
+              .progress = o->progress};
     ck_chunk_pass cp = {.path = m->path, .n_chunks = (t->nbytes + p.chunk - 1) / p.chunk,
                         .threads = o->read.threads, .ctx = &p, .scratch_new = scratch_new,
                         .chunk = pass_chunk, .scratch_done = scratch_done};
@@ -146,8 +153,25 @@ static int stat_tensor(const ck_model *m, result *r, const stat_opts *o, ck_erro
             p.counts = r->counts;
             rc = ck_chunk_run(&cp, err);
         }
+    } else if (rc == 0 && o->bins > 0) {
+        ck_progress_add(o->progress, t->nbytes); /* no finite value: no second pass */
     }
     return rc;
+}
+
+/* What the bar counts to: the bytes of the numeric tensors selected, read
+ * once, twice with a histogram (a tensor with no finite value skips the
+ * second pass, and is counted done instead). */
+static uint64_t bytes_to_read(const ck_index *ix, const size_t *sel, size_t n_sel,
+                              unsigned bins)
+{
+    uint64_t sum = 0;
+    for (size_t s = 0; s < n_sel; s++) {
+        const ck_tensor *t = &ix->tensors[ix->live[sel[s]]];
+        if (ck_elem_of(t->dtype) != CK_ELEM_NONE)
+            sum += t->nbytes * (bins > 0 ? 2 : 1);
+    }
+    return sum;
 }
 
 /* ---- output ---- */
@@ -382,7 +406,7 @@ static void usage(FILE *f)
             "  -o tmp_max=SIZE       most a zstd model without seek table may take in $TMPDIR\n"
             "  -o strategy=FILE      MODEL is a distributed checkpoint's directory\n"
             "  -o A,B                several -o options at once (a comma in a value: \\,)\n"
-            "  -q, --quiet           no warning (an index that cannot be saved)\n"
+            "  -q, --quiet           no progress bar, no warning (an index not saved)\n"
             "  -h, --help; -V, --version\n"
             "MODEL: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
             "directory, a Hugging Face model folder (config.json beside model.safetensors,\n"
@@ -456,18 +480,25 @@ int main(int argc, char **argv)
     result *rs = calloc(n_sel ? n_sel : 1, sizeof *rs);
     size_t n = 0;
     int rc = rs == NULL ? 1 : 0;
+    ck_progress bar;
+    if (rc == 0 && ck_progress_wanted(stderr, o.open.quiet)) {
+        ck_progress_start(&bar, bytes_to_read(ix, sel, n_sel, o.bins), true, stderr);
+        o.progress = &bar;
+    }
     for (size_t s = 0; rc == 0 && s < n_sel; s++) {
         const ck_tensor *t = &ix->tensors[ix->live[sel[s]]];
         result *r = &rs[n++];
         r->t = t;
         r->elem = ck_elem_of(t->dtype);
         if (stat_tensor(m, r, &o, &err) < 0) {
+            ck_progress_end(o.progress);
             char q[CK_QUOTE_BUF];
             fprintf(stderr, PROG ": %s (tensor %s)\n", err.msg,
                     ck_quote(q, t->name, t->name_len));
             rc = 1;
         }
     }
+    ck_progress_end(o.progress); /* the line cleared before the table */
     if (rs == NULL)
         fprintf(stderr, PROG ": out of memory\n");
     else if (rc == 0 && o.json)

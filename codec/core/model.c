@@ -37,7 +37,8 @@ static ck_envelope_opts envelope_opts(const ck_model *m, const ck_open_opts *o)
                               .encrypt = o && o->encrypt,
                               .enc_mode = o ? o->enc_mode : CK_AES_GCM,
                               .zstd_level = o ? o->zstd_level : 0,
-                              .tmp_max = o ? o->tmp_max : 0, .cache = m->cache};
+                              .tmp_max = o ? o->tmp_max : 0,
+                              .progress = o ? o->progress : NULL, .cache = m->cache};
 }
 
 void ck_open_opts_save_as(ck_open_opts *o, const ck_envelope_opts *eo)

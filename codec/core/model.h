@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include "byte_source.h"
@@ -46,6 +47,12 @@ typedef struct ck_open_opts {
     const char *new_metadata;
     uint64_t tmp_max;       /* most a non-seekable zstd model may decompress to in
                              * $TMPDIR (0: the default, see zstd_source.h) */
+    /* Where a long step of the open draws its progress bar: the
+     * decompression of a non-seekable zstd model (progress.h).  stderr
+     * when it is a terminal and the user did not ask for quiet; NULL:
+     * none.  Only for an open that a person waits on: a mount's later
+     * reopens and a run directory's checkpoints leave it NULL. */
+    FILE *progress;
     const ck_file_override *overrides; /* files to read from other descriptors */
     size_t n_overrides;     /* (a save's new files, read back before the rename) */
     const ck_format *format; /* read as this format whatever the file's name (NULL:

@@ -30,7 +30,7 @@ static int zstd_detect(const unsigned char *head, size_t n, const char *path,
 static ck_source *zstd_open(ck_source *file, const ck_envelope_opts *o, ck_envelope *env,
                             ck_error *err)
 {
-    return ck_zstd_source_open(file, o->cache, o->tmp_max, &env->seekable, err);
+    return ck_zstd_source_open(file, o->cache, o->tmp_max, o->progress, &env->seekable, err);
 }
 
 static int level_of(const ck_envelope_opts *o)

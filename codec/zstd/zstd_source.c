@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "zstd_source.h"
 #include "../core/le_bytes.h"
+#include "../core/progress.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -666,6 +667,8 @@ typedef struct stream {
     uint64_t c_off, d_off;              /* consumed, produced */
     size_t last;                        /* ZSTD_decompressStream's last hint: 0 at a frame's end */
     tmp_budget budget;
+    ck_progress *prog;                  /* the bar (off when nobody asked for one) */
+    bool prog_plain;                    /* it counts d_off, else c_off (see stream_progress) */
 } stream;
 
 /* Why zstd stopped, at compressed offset c_off (how far it had read: the
@@ -709,8 +712,12 @@ static int stream_piece(stream *s, size_t n, ck_error *err)
             return -1;
         s->d_off += out.pos;
         s->last = r;
+        if (s->prog_plain)
+            ck_progress_add(s->prog, out.pos);
     }
     s->c_off += n;
+    if (!s->prog_plain)
+        ck_progress_add(s->prog, n);
     return 0;
 }
 
@@ -731,16 +738,35 @@ static int stream_all(stream *s, ck_error *err)
     return 0;
 }
 
+/* The bar of a decompression at open, started on bar (NULL: none).  Its
+ * total is the plaintext when the frames (or a seek table) declare its
+ * size: the bytes shown are then the model's own, as a mount will show
+ * them, and the temporary file's, which is what grows.  Without a declared
+ * size (zstd --no-content-size, a pipe) the plaintext's end is unknown, so
+ * the bar counts the compressed bytes consumed of the file's size instead,
+ * which is always known and ends at exactly 100%; an estimate of the
+ * plaintext would not.  A declared size that lies stops at 100% (drawing
+ * clamps it) until zstd or the seek table's check refuses the file. */
+static void stream_progress(stream *s, ck_progress *p, FILE *bar, bool known,
+                            uint64_t declared)
+{
+    s->prog = p;
+    s->prog_plain = known;
+    ck_progress_start(p, known ? declared : s->file->size, bar != NULL, bar);
+}
+
 /* The whole file decompressed into an unlinked temporary file, served as
  * a plain file.  It never goes to memory, and the output is bounded by
  * tmp_max and the temporary directory's free space (see tmp_budget); the
  * space comes back when the descriptor is closed, on failure at once.
  * zstd's own memory is its window, at most 2^STREAM_WINDOW_LOG bytes.
- * expected: the plaintext size a seek table announced, or UINT64_MAX. */
+ * expected: the plaintext size a seek table announced, or UINT64_MAX.  bar:
+ * where to draw the progress of it (NULL: nowhere; stream_progress). */
 static ck_source *inflate_to_tmpfile(ck_source *file, uint64_t expected, uint64_t tmp_max,
-                                     ck_error *err)
+                                     FILE *bar, ck_error *err)
 {
     stream s = {.file = file, .fd = -1, .budget = budget_of(tmp_max, file->size)};
+    ck_progress prog = {0};
     ck_source *res = NULL;
     bool known = expected != UINT64_MAX;
     uint64_t declared = known ? expected : 0;
@@ -766,8 +792,10 @@ static ck_source *inflate_to_tmpfile(ck_source *file, uint64_t expected, uint64_
     if ((s.fd = ck_scratch_fd(false, file->path, "the decompressed model", err)) < 0)
         goto done;
     measure_room(s.fd, &s.budget);
-    if ((known && check_budget(&s.budget, file->path, declared, true, 0, err) < 0) ||
-        stream_all(&s, err) < 0)
+    if (known && check_budget(&s.budget, file->path, declared, true, 0, err) < 0)
+        goto done;
+    stream_progress(&s, &prog, bar, known, declared);
+    if (stream_all(&s, err) < 0)
         goto done;
     if (expected != UINT64_MAX && s.d_off != expected) {
         ck_fail(err, EINVAL, "%s: offset %llu: zstd seek table: the frames decompress to "
@@ -779,6 +807,7 @@ static ck_source *inflate_to_tmpfile(ck_source *file, uint64_t expected, uint64_
     res = ck_source_adopt_fd(s.fd, file->path, err);
     s.fd = -1;                          /* adopted, or closed on failure */
 done:
+    ck_progress_end(&prog); /* the line cleared before the caller says anything */
     if (s.fd >= 0)
         close(s.fd);
     ZSTD_freeDStream(s.ds);
@@ -789,7 +818,7 @@ done:
 }
 
 ck_source *ck_zstd_source_open(ck_source *file, ck_page_cache *cache, uint64_t tmp_max,
-                               bool *seekable, ck_error *err)
+                               FILE *bar, bool *seekable, ck_error *err)
 {
     seek_table t = {0};
     *seekable = false;
@@ -805,5 +834,5 @@ ck_source *ck_zstd_source_open(ck_source *file, ck_page_cache *cache, uint64_t t
     }
     uint64_t expected = rc == 1 ? t.idx[t.n].d_off : UINT64_MAX;
     table_free(&t);
-    return inflate_to_tmpfile(file, expected, tmp_max, err);
+    return inflate_to_tmpfile(file, expected, tmp_max, bar, err);
 }

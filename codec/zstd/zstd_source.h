@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../core/byte_source.h"
 #include "../core/ck_error.h"
@@ -70,8 +71,10 @@ uint32_t ck_zstd_checksum(const void *p, size_t len);
 
 /* file: the compressed file, owned by the result from then on (closed on
  * failure too).  tmp_max: the most a non-seekable file may decompress to
- * in $TMPDIR (0: the default above).  *seekable says which way it is read. */
+ * in $TMPDIR (0: the default above).  bar: where a progress bar of that
+ * decompression is drawn (stderr on a terminal; NULL: none; progress.h),
+ * cleared before this returns.  *seekable says which way it is read. */
 ck_source *ck_zstd_source_open(ck_source *file, ck_page_cache *cache, uint64_t tmp_max,
-                               bool *seekable, ck_error *err);
+                               FILE *bar, bool *seekable, ck_error *err);
 
 #endif

@@ -883,6 +883,7 @@ int main(void)
     test_saved_index();
     test_shards();
     test_gather();
+    test_progress();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

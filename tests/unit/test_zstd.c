@@ -128,7 +128,7 @@ static int write_zst(const char *path, const unsigned char *data, size_t len, in
 static ck_source *open_zst(const char *path, ck_page_cache *cache, bool *seekable, ck_error *err)
 {
     ck_source *file = ck_source_open_file(path, err);
-    return file ? ck_zstd_source_open(file, cache, 0, seekable, err) : NULL;
+    return file ? ck_zstd_source_open(file, cache, 0, NULL, seekable, err) : NULL;
 }
 
 /* Random reads (many across frame boundaries), reads at each boundary,

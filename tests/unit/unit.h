@@ -30,5 +30,6 @@ void test_tree(void);
 void test_saved_index(void);
 void test_gather(void);
 void test_shards(void);
+void test_progress(void);
 
 #endif

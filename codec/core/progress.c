@@ -28,32 +28,37 @@ static void human(double v, char *out, size_t cap)
     snprintf(out, cap, u == 0 ? "%.0f %s" : "%.1f %s", v, unit[u]);
 }
 
+/* One line, by one thread at a time (the try-lock in ck_progress_add, or
+ * start and end, which run before and after the counting threads). */
 static void draw(ck_progress *p, const struct timespec *now)
 {
-    double secs = (double)ns_between(&p->start, now) / 1e9;
-    double frac = p->total ? (double)p->done / (double)p->total : 1.0;
+    long long ns = ns_between(&p->start, now);
+    double secs = (double)ns / 1e9;
+    uint64_t done = __atomic_load_n(&p->done, __ATOMIC_RELAXED);
+    uint64_t total = __atomic_load_n(&p->total, __ATOMIC_RELAXED);
+    double frac = total ? (double)done / (double)total : 1.0;
     if (frac > 1)
         frac = 1;
-    char bar[BAR_COLS + 1], done[32], total[32], rate[32], eta[32];
+    char bar[BAR_COLS + 1], dtext[32], ttext[32], rate[32], eta[32];
     int fill = (int)(frac * BAR_COLS);
     for (int i = 0; i < BAR_COLS; i++)
         bar[i] = i < fill ? '#' : '-';
     bar[BAR_COLS] = '\0';
-    human((double)p->done, done, sizeof done);
-    human((double)p->total, total, sizeof total);
-    double bps = secs > 0 ? (double)p->done / secs : 0;
+    human((double)done, dtext, sizeof dtext);
+    human((double)total, ttext, sizeof ttext);
+    double bps = secs > 0 ? (double)done / secs : 0;
     human(bps, rate, sizeof rate);
-    if (bps > 0 && p->done < p->total) {
-        long left = (long)((double)(p->total - p->done) / bps + 0.5);
+    if (bps > 0 && done < total) {
+        long left = (long)((double)(total - done) / bps + 0.5);
         snprintf(eta, sizeof eta, "ETA %ld:%02ld", left / 60, left % 60);
     } else {
-        snprintf(eta, sizeof eta, p->done < p->total ? "ETA --:--" : "ETA 0:00");
+        snprintf(eta, sizeof eta, done < total ? "ETA --:--" : "ETA 0:00");
     }
-    fprintf(p->out, "\r[%s] %3d%% %s / %s  %s/s  %s\033[K", bar, (int)(frac * 100), done,
-            total, rate, eta);
+    fprintf(p->out, "\r[%s] %3d%% %s / %s  %s/s  %s\033[K", bar, (int)(frac * 100), dtext,
+            ttext, rate, eta);
     fflush(p->out);
     p->drawn = true;
-    p->last = *now;
+    __atomic_store_n(&p->last_ns, (int64_t)ns, __ATOMIC_RELAXED);
 }
 
 bool ck_progress_wanted(FILE *f, bool quiet)
@@ -68,10 +73,11 @@ void ck_progress_start(ck_progress *p, uint64_t total, bool on, FILE *out)
     __atomic_store_n(&p->on, false, __ATOMIC_RELEASE);
     p->out = out;
     p->drawn = false;
+    p->drawing = false;
     __atomic_store_n(&p->done, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&p->total, total, __ATOMIC_RELAXED);
     clock_gettime(CLOCK_MONOTONIC, &p->start);
-    p->last = p->start;
+    p->last_ns = 0;
     __atomic_store_n(&p->on, on, __ATOMIC_RELEASE);
     if (on && out != NULL)
         draw(p, &p->start);
@@ -79,20 +85,26 @@ void ck_progress_start(ck_progress *p, uint64_t total, bool on, FILE *out)
 
 void ck_progress_add(ck_progress *p, uint64_t n)
 {
-    if (p == NULL || !p->on)
+    if (p == NULL || !__atomic_load_n(&p->on, __ATOMIC_ACQUIRE))
         return;
     __atomic_add_fetch(&p->done, n, __ATOMIC_RELAXED);
     if (p->out == NULL)
         return;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (ns_between(&p->last, &now) >= REDRAW_NS)
-        draw(p, &now);
+    if (ns_between(&p->start, &now) - __atomic_load_n(&p->last_ns, __ATOMIC_RELAXED) <
+        REDRAW_NS)
+        return;
+    /* Another thread drawing has it in hand: this one goes on counting. */
+    if (__atomic_exchange_n(&p->drawing, true, __ATOMIC_ACQUIRE))
+        return;
+    draw(p, &now);
+    __atomic_store_n(&p->drawing, false, __ATOMIC_RELEASE);
 }
 
 void ck_progress_end(ck_progress *p)
 {
-    if (!p->on)
+    if (p == NULL || !__atomic_load_n(&p->on, __ATOMIC_ACQUIRE))
         return;
     if (p->out != NULL) {
         struct timespec now;
