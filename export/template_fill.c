@@ -392,13 +392,29 @@ static bool same_dims(const ck_tensor *a, const ck_tensor *b)
     return true;
 }
 
+/* A tensor's type in a refusal: its canonical name (dtype.h), as the
+ * tools print it, and the format's own in parentheses when the other
+ * side's canonical name is the same (MindSpore's Int4, a byte an element,
+ * is not ONNX's INT4, two to a byte): there the spelling is the news. */
+static const char *type_text(const ck_tensor *t, const ck_tensor *other, char *buf, size_t len)
+{
+    const char *name = ck_dtype_canonical_name(t->dtype);
+    if (strcmp(name, ck_dtype_canonical_name(other->dtype)) == 0 &&
+        strcmp(t->type_name, other->type_name) != 0)
+        snprintf(buf, len, "%s (%s)", name, t->type_name);
+    else
+        snprintf(buf, len, "%s", name);
+    return buf;
+}
+
 /* The checkpoint's tensor must be of the template's type (the same
  * DataType in the graph) and shape, exactly. */
 static int check_pair(fill *f, const ck_tensor *t, const ck_tensor *c)
 {
     const ck_writer *w = ck_writer_of(f->tm);
-    const char *ttype = ck_model_type_name(f->tm, t, t->dtype);
-    const char *ctype = ck_model_type_name(f->cm, c, c->dtype);
+    char tbuf[64], cbuf[64];
+    const char *ttype = type_text(t, c, tbuf, sizeof tbuf);
+    const char *ctype = type_text(c, t, cbuf, sizeof cbuf);
     if (t->read_only)
         return ck_fail(f->err, ENOTSUP, "%s: %s '%s' is %s, which ckptfs keeps as stored: it "
                        "cannot be filled from %s's '%s'", f->a->tmpl, what(f), quote(f->q1, t),
