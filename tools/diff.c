@@ -474,14 +474,16 @@ static void print_summary(const counts *c, const diff_opts *o)
                at, rt, c->close, c->differ);
 }
 
-/* A side's type in a "type differs" line: its canonical name, and the
- * format's own in parentheses when the two canonical names are the same
- * (a MindSpore Int4, one element a byte, against an ONNX INT4, two), the
- * one place where the format's spelling is what tells them apart. */
-static void type_text(const ck_tensor *t, const ck_tensor *other, char *buf, size_t len)
+/* A side's type in a "type differs" or "shape differs" line: its
+ * canonical name, and in a "type differs" line the format's own in
+ * parentheses when the two canonical names are the same (a MindSpore Int4,
+ * one element a byte, against an ONNX INT4, two), the one place where the
+ * format's spelling is what tells them apart. */
+static void type_text(const entry *e, const ck_tensor *t, const ck_tensor *other, char *buf,
+                      size_t len)
 {
     const char *c = ck_dtype_canonical_name(t->dtype);
-    if (strcmp(c, ck_dtype_canonical_name(other->dtype)) == 0 &&
+    if (e->v == TYPE_DIFFERS && strcmp(c, ck_dtype_canonical_name(other->dtype)) == 0 &&
         strcmp(t->type_name, other->type_name) != 0)
         snprintf(buf, len, "%s (%s)", c, t->type_name);
     else
@@ -507,8 +509,8 @@ static void print_text(const char *pa, const char *pb, const entry *es, size_t n
         case SHAPE_DIFFERS:
             ck_dims_text(e->a->dims, e->a->ndim, sa, sizeof sa);
             ck_dims_text(e->b->dims, e->b->ndim, sb, sizeof sb);
-            type_text(e->a, e->b, ta, sizeof ta);
-            type_text(e->b, e->a, tb, sizeof tb);
+            type_text(e, e->a, e->b, ta, sizeof ta);
+            type_text(e, e->b, e->a, tb, sizeof tb);
             printf("%s differs: %s: %s %s, %s %s\n", e->v == TYPE_DIFFERS ? "type" : "shape",
                    name, ta, sa, tb, sb);
             break;
@@ -625,7 +627,8 @@ static void usage(FILE *f)
             "only in B, with another type or shape, and of the others those whose bytes\n"
             "differ, with the largest absolute and relative difference of their elements,\n"
             "the mean absolute and RMS difference and the relative norm ||a-b||/||b||.\n"
-            "Types compare as the codec reads them: a .ckpt Float32 equals a safetensors F32.\n"
+            "Types compare as the codec reads them: a .ckpt Float32 equals a safetensors F32;\n"
+            "both are printed float32, a type's one name across formats (ckptfs(1)).\n"
             "  --atol X, --rtol Y    the same within tolerance: every element of a tensor\n"
             "                        |a - b| <= X + Y * |b| (numpy.allclose), NaN close to\n"
             "                        NaN only; either alone, the other is 0 (default: the\n"
