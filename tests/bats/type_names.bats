@@ -88,3 +88,33 @@ got = [(t["status"], t["a"]["type"], t["b"]["type"], t["a"]["format_type"]) for 
 assert got == [("type", x, y, "torch." + x) for x, y in zip(a, b)], got
 PY
 }
+
+@test "ckptfs-diff: two types of one name (MindSpore's Int4, MindIR's QINT4X2) add each format's own spelling" {
+    # a .ckpt Int4 [4] (a byte an element) and a MindIR QINT4X2 [4] (two a
+    # byte): ml_dtypes' int4 both, yet not the same bytes
+    $PY - "$T" "$REPO/tests/oracle" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+import ckpt_oracle as co, graph_oracle
+pb = graph_oracle.mindir_module()
+m = pb.ModelProto(ir_version="0.1.1", producer_name="MindSpore", model_version="2.2.0",
+                  mind_ir_version=1, little_endian=True)
+m.graph.name = "net"
+p = m.graph.parameter.add(name="net:w", data_type=pb.TensorProto.QINT4X2, dims=[4])
+p.raw_data = b"\x21\x43"
+open(sys.argv[1] + "/q.mindir", "wb").write(m.SerializeToString())
+co.write_file(sys.argv[1] + "/i.ckpt",
+              [co.record(co.tensor_value("w", "Int4", [4], b"\x01\x02\x03\x04"))])
+PY
+    [ "$("$BUILD/ckptfs-dump" "$T/i.ckpt" | grep -v '^#' | cut -f2)" = int4 ]
+    [ "$("$BUILD/ckptfs-dump" "$T/q.mindir" | grep -v '^#' | cut -f2)" = int4 ]
+    run "$BUILD/ckptfs-diff" "$T/i.ckpt" "$T/q.mindir"
+    [ "$status" -eq 1 ]
+    [ "${lines[0]}" = "type differs: w: int4 (Int4) [4], int4 (QINT4X2) [2]" ]
+    run "$BUILD/ckptfs-diff" --json "$T/i.ckpt" "$T/q.mindir"
+    printf '%s\n' "$output" | $PY -c 'import json, sys
+t, = json.load(sys.stdin)["tensors"]
+assert t["status"] == "type", t
+assert (t["a"]["type"], t["a"]["format_type"]) == ("int4", "Int4"), t
+assert (t["b"]["type"], t["b"]["format_type"]) == ("int4", "QINT4X2"), t'
+}
