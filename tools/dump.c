@@ -172,8 +172,9 @@ static uint64_t elements(const ck_tensor *t)
 
 /* Counts of one type, or of them all. */
 typedef struct sums {
-    const char *type;           /* the canonical type name (dtype.h), so that a
-                                 * set of formats totals one float32; NULL for all */
+    const char *type;           /* the canonical type name (dtype.h), so that the
+                                 * F32 and Float32 tensors of one listing total as
+                                 * one float32; NULL for all */
     uint64_t tensors, parameters, bytes;
 } sums;
 

@@ -66,7 +66,7 @@ for names, kind in [
 
 INT64_MAX = 2 ** 63 - 1
 
-# The one name ckptfs's tools print for a type (ckptfs(1), "Type names"),
+# The one name ckptfs's tools print for a type (ckptfs(1), TYPE NAMES),
 # decided here without ckptfs: numpy's own name of the element dtype
 # (np.dtype("<f4").name is "float32"); bfloat16 as torch and ml_dtypes
 # call it (numpy has none); complex and text by numpy's and Python's
