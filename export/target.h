@@ -31,7 +31,8 @@ typedef struct ck_target_args {
 
 typedef struct ck_target {
     const char *holder;         /* in refusals: "safetensors cannot hold it" */
-    /* Why OUT cannot hold type dt, into buf (cap bytes); NULL: it can. */
+    /* Why OUT cannot hold type dt, into buf (cap bytes); NULL: it can.  A
+     * type is named by its canonical name (dtype.h), as the tools print it. */
     const char *(*type_refusal)(const ck_dtype *dt, char *buf, size_t cap);
     /* Why OUT cannot keep a tensor of this name (a whole sentence); NULL:
      * it can.  NULL hook: every name. */

@@ -392,22 +392,40 @@ static bool same_dims(const ck_tensor *a, const ck_tensor *b)
     return true;
 }
 
+/* A tensor's type in a refusal: its canonical name (dtype.h), as the
+ * tools print it, and, when the types differ, the format's own in
+ * parentheses if the other side's canonical name is the same (MindSpore's
+ * Int4, a byte an element, is not ONNX's INT4, two to a byte): there the
+ * spelling is the news. */
+static const char *type_text(const ck_tensor *t, const ck_tensor *other, bool type_ok,
+                             char *buf, size_t len)
+{
+    const char *name = ck_dtype_canonical_name(t->dtype);
+    if (!type_ok && strcmp(name, ck_dtype_canonical_name(other->dtype)) == 0 &&
+        strcmp(t->type_name, other->type_name) != 0)
+        snprintf(buf, len, "%s (%s)", name, t->type_name);
+    else
+        snprintf(buf, len, "%s", name);
+    return buf;
+}
+
 /* The checkpoint's tensor must be of the template's type (the same
  * DataType in the graph) and shape, exactly. */
 static int check_pair(fill *f, const ck_tensor *t, const ck_tensor *c)
 {
     const ck_writer *w = ck_writer_of(f->tm);
-    const char *ttype = ck_model_type_name(f->tm, t, t->dtype);
-    const char *ctype = ck_model_type_name(f->cm, c, c->dtype);
     if (t->read_only)
         return ck_fail(f->err, ENOTSUP, "%s: %s '%s' is %s, which ckptfs keeps as stored: it "
                        "cannot be filled from %s's '%s'", f->a->tmpl, what(f), quote(f->q1, t),
-                       ttype, f->a->ckpt, quote(f->q2, c));
+                       ck_dtype_canonical_name(t->dtype), f->a->ckpt, quote(f->q2, c));
     bool type_ok = t->dtype->kind == c->dtype->kind && c->dtype->pb_code != 0 &&
                    w->same_type(t->dtype, c->dtype);
     bool dims_ok = same_dims(t, c) && t->nbytes == c->nbytes;
     if (type_ok && dims_ok)
         return 0;
+    char tbuf[64], cbuf[64];
+    const char *ttype = type_text(t, c, type_ok, tbuf, sizeof tbuf);
+    const char *ctype = type_text(c, t, type_ok, cbuf, sizeof cbuf);
     char ts[256], cs[256];
     ck_dims_text(t->dims, t->ndim, ts, sizeof ts);
     ck_dims_text(c->dims, c->ndim, cs, sizeof cs);

@@ -46,11 +46,12 @@
 #include "tensor_read.h"
 
 #define XATTR_NAME "user.ckptfs.name"
-#define XATTR_TYPE "user.ckptfs.type"
+#define XATTR_TYPE "user.ckptfs.type"   /* the format's own spelling */
+#define XATTR_DTYPE "user.ckptfs.dtype" /* the canonical name, as the tools print it */
 #define XATTR_SHAPE "user.ckptfs.shape"
 #define XATTR_METADATA "user.ckptfs.metadata" /* the model's own (ck_model_metadata) */
 /* The listxattr reply: the names, each NUL-terminated. */
-static const char xattr_list[] = XATTR_NAME "\0" XATTR_TYPE "\0" XATTR_SHAPE;
+static const char xattr_list[] = XATTR_NAME "\0" XATTR_TYPE "\0" XATTR_DTYPE "\0" XATTR_SHAPE;
 
 /* Whether edits are taken now: a writable mount, not sealed for unmount
  * (nor being sealed: the seal's save decides). */
@@ -921,6 +922,9 @@ static void op_getxattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *na
     } else if (strcmp(name, XATTR_TYPE) == 0) {
         const char *tn = type_name(fs, e, dt);
         ckfs_reply_xattr(req, tn, strlen(tn), size);
+    } else if (strcmp(name, XATTR_DTYPE) == 0) {
+        const char *cn = ck_dtype_canonical_name(dt);
+        ckfs_reply_xattr(req, cn, strlen(cn), size);
     } else if (strcmp(name, XATTR_SHAPE) == 0) {
         char shape[CK_MAX_DIMS * 22 + 4];
         uint32_t ndim;

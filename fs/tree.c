@@ -347,7 +347,7 @@ int entry_write_check(const tree *tr, const entry *e, ck_error *err)
                        tr->model->path, quoted(tr, e, q));
     if (t != NULL && t->read_only)
         return ck_fail(err, EACCES, "%s: tensor '%s': %s tensors are shown read-only",
-                       tr->model->path, quoted(tr, e, q), t->type_name);
+                       tr->model->path, quoted(tr, e, q), ck_dtype_canonical_name(t->dtype));
     return 0;
 }
 

@@ -20,7 +20,8 @@
  * (cli_open.h) for both: one key (-o key_file or CKPTFS_KEY_HEX) serves an
  * encrypted A, an encrypted B or both.  Types compare by what the codec
  * makes of them (dtype.h), not by the format's spelling: a .ckpt Float32
- * equals a safetensors F32.  Each pair of tensors is read in chunks of the
+ * equals a safetensors F32, and both are printed float32, their canonical
+ * name (ck_dtype_canonical_name).  Each pair of tensors is read in chunks of the
  * same size over -j threads (chunk_pass.h), so memory stays at two chunks
  * per thread whatever the models' size; the maxima are merged so that NaN
  * wins, which makes them independent of the order of the chunks.  On a
@@ -36,7 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "chunk_pass.h"
 #include "cli_open.h"
@@ -310,10 +310,12 @@ static int compare_pair(const ck_model *ma, const ck_model *mb, entry *e, const 
     unsigned size = e->elem == CK_ELEM_NONE ? 1 : ck_elem_size(e->elem);
     if (a->nbytes % size != 0)
         return ck_fail(err, EINVAL, "%s: tensor %s: %" PRIu64 " bytes are not whole %s "
-                       "elements", ma->path, a->dir_name, a->nbytes, a->type_name);
+                       "elements", ma->path, a->dir_name, a->nbytes,
+                       ck_dtype_canonical_name(a->dtype));
     if (e->b->nbytes % size != 0)
         return ck_fail(err, EINVAL, "%s: tensor %s: %" PRIu64 " bytes are not whole %s "
-                       "elements", mb->path, e->b->dir_name, e->b->nbytes, e->b->type_name);
+                       "elements", mb->path, e->b->dir_name, e->b->nbytes,
+                       ck_dtype_canonical_name(e->b->dtype));
     pair p = {.ma = ma, .mb = mb, .e = e, .chunk = o->read.chunk, .o = o};
     ck_chunk_pass cp = {.path = ma->path, .n_chunks = (a->nbytes + p.chunk - 1) / p.chunk,
                         .threads = o->read.threads, .ctx = &p, .scratch_new = scratch_new,
@@ -339,7 +341,8 @@ static int compare_pair(const ck_model *ma, const ck_model *mb, entry *e, const 
 
 /* Whether two types are the same to the codec: the same numeric element
  * type whatever the format calls it; else the same kind and OneFlow type,
- * and for the types that borrow kUInt8 (packed, opaque) the same name. */
+ * and for the types that borrow kUInt8 (packed, opaque) the same canonical
+ * name (ONNX's FLOAT8E4M3FN is safetensors' F8_E4M3: the same bits). */
 static bool same_type(const ck_dtype *a, const ck_dtype *b)
 {
     if (a == b)
@@ -355,7 +358,8 @@ static bool same_type(const ck_dtype *a, const ck_dtype *b)
         return true; /* UTF-8 in both trees, whatever the file holds */
     if (a->itemsize != b->itemsize || a->per_byte != b->per_byte)
         return false;
-    return a->kind == CK_KIND_NUMERIC || strcasecmp(a->ms_name, b->ms_name) == 0;
+    return a->kind == CK_KIND_NUMERIC ||
+           strcmp(ck_dtype_canonical_name(a), ck_dtype_canonical_name(b)) == 0;
 }
 
 static bool same_shape(const ck_tensor *a, const ck_tensor *b)
@@ -477,10 +481,26 @@ static void print_summary(const counts *c, const diff_opts *o)
                at, rt, c->close, c->differ);
 }
 
+/* A side's type in a "type differs" or "shape differs" line: its
+ * canonical name, and in a "type differs" line the format's own in
+ * parentheses when the two canonical names are the same (a MindSpore Int4,
+ * one element a byte, against an ONNX INT4, two), the one place where the
+ * format's spelling is what tells them apart. */
+static void type_text(const entry *e, const ck_tensor *t, const ck_tensor *other, char *buf,
+                      size_t len)
+{
+    const char *c = ck_dtype_canonical_name(t->dtype);
+    if (e->v == TYPE_DIFFERS && strcmp(c, ck_dtype_canonical_name(other->dtype)) == 0 &&
+        strcmp(t->type_name, other->type_name) != 0)
+        snprintf(buf, len, "%s (%s)", c, t->type_name);
+    else
+        snprintf(buf, len, "%s", c);
+}
+
 static void print_text(const char *pa, const char *pb, const entry *es, size_t n,
                        const counts *c, const diff_opts *o)
 {
-    char name[CK_QUOTE_BUF + 16], sa[512], sb[512];
+    char name[CK_QUOTE_BUF + 16], sa[512], sb[512], ta[64], tb[64];
     for (size_t i = 0; i < n; i++) {
         const entry *e = &es[i];
         const ck_tensor *t = e->a ? e->a : e->b;
@@ -496,8 +516,10 @@ static void print_text(const char *pa, const char *pb, const entry *es, size_t n
         case SHAPE_DIFFERS:
             ck_dims_text(e->a->dims, e->a->ndim, sa, sizeof sa);
             ck_dims_text(e->b->dims, e->b->ndim, sb, sizeof sb);
+            type_text(e, e->a, e->b, ta, sizeof ta);
+            type_text(e, e->b, e->a, tb, sizeof tb);
             printf("%s differs: %s: %s %s, %s %s\n", e->v == TYPE_DIFFERS ? "type" : "shape",
-                   name, e->a->type_name, sa, e->b->type_name, sb);
+                   name, ta, sa, tb, sb);
             break;
         case BYTES_DIFFER:
             if (e->elem == CK_ELEM_NONE)
@@ -537,8 +559,11 @@ static json_t *jside(const ck_tensor *t)
     json_t *shape = json_array();
     for (uint32_t i = 0; i < t->ndim; i++)
         json_array_append_new(shape, json_integer(t->dims[i]));
-    return json_pack("{s:s, s:s, s:o}", "dir", t->dir_name, "type", t->type_name,
-                     "shape", shape);
+    /* "type" canonical, as the lines print it; "format_type" the file's own,
+     * as in ckptfs-dump --json */
+    return json_pack("{s:s, s:s, s:s, s:o}", "dir", t->dir_name, "type",
+                     ck_dtype_canonical_name(t->dtype), "format_type", t->type_name, "shape",
+                     shape);
 }
 
 static const char *verdict_name(verdict v)
@@ -609,7 +634,8 @@ static void usage(FILE *f)
             "only in B, with another type or shape, and of the others those whose bytes\n"
             "differ, with the largest absolute and relative difference of their elements,\n"
             "the mean absolute and RMS difference and the relative norm ||a-b||/||b||.\n"
-            "Types compare as the codec reads them: a .ckpt Float32 equals a safetensors F32.\n"
+            "Types compare as the codec reads them: a .ckpt Float32 equals a safetensors F32;\n"
+            "both are printed float32, a type's one name across formats (ckptfs(1)).\n"
             "  --atol X, --rtol Y    the same within tolerance: every element of a tensor\n"
             "                        |a - b| <= X + Y * |b| (numpy.allclose), NaN close to\n"
             "                        NaN only; either alone, the other is 0 (default: the\n"

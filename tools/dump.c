@@ -8,7 +8,9 @@
  *   ckptfs-dump [--nocrc] [--no-index] [-o index_dir=DIR] [-o key_file=PATH]
  *               [-o tmp_max=SIZE] MODEL [TENSOR...]
  *   one line per visible tensor (or per tensor the TENSOR names or shell
- *   globs select, in their order: ck_cli_select): directory name, type, shape, bytes, extents
+ *   globs select, in their order: ck_cli_select): directory name, type (the
+ *   canonical name, dtype.h: float32 whatever the format spells it), shape,
+ *   bytes, extents
  *   (of the plaintext, for an encrypted or compressed model), each OFF+LEN,
  *   FILE:OFF+LEN when it is in a data file (an ONNX external data file, a
  *   shard of a safetensors set), FILE relative to the model's directory;
@@ -135,7 +137,7 @@ static void print_metadata(const ck_model *m)
 
 static void print_tensor(const ck_model *m, const ck_tensor *t)
 {
-    printf("%s\t%s\t[", t->dir_name, t->type_name);
+    printf("%s\t%s\t[", t->dir_name, ck_dtype_canonical_name(t->dtype));
     for (uint32_t i = 0; i < t->ndim; i++)
         printf("%s%" PRId64, i ? "," : "", t->dims[i]);
     printf("]\t%" PRIu64 "\t", t->nbytes);
@@ -170,7 +172,9 @@ static uint64_t elements(const ck_tensor *t)
 
 /* Counts of one type, or of them all. */
 typedef struct sums {
-    const char *type;           /* the format's type name; NULL for all */
+    const char *type;           /* the canonical type name (dtype.h), so that the
+                                 * F32 and Float32 tensors of one listing total as
+                                 * one float32; NULL for all */
     uint64_t tensors, parameters, bytes;
 } sums;
 
@@ -201,15 +205,16 @@ static int count(const ck_index *ix, const size_t *order, size_t n, totals *tot)
         const ck_tensor *t = &ix->tensors[ix->live[order[i]]];
         sums_add(&tot->all, t);
         size_t k = 0;
+        const char *type = ck_dtype_canonical_name(t->dtype);
         /* a model has a handful of types: a linear search is enough */
-        while (k < tot->n_types && strcmp(tot->by_type[k].type, t->type_name) != 0)
+        while (k < tot->n_types && strcmp(tot->by_type[k].type, type) != 0)
             k++;
         if (k == tot->n_types) {
             sums *b = realloc(tot->by_type, (k + 1) * sizeof *b);
             if (b == NULL)
                 return -1;
             tot->by_type = b;
-            b[k] = (sums){.type = t->type_name};
+            b[k] = (sums){.type = type};
             tot->n_types++;
         }
         sums_add(&tot->by_type[k], t);
@@ -349,20 +354,6 @@ static json_t *json_extent(const ck_model *m, const ck_tensor *t, const ck_exten
     return x;
 }
 
-/* The type's name across formats: F32, FLOAT, torch.float32 and kFloat are
- * all Float32, the MindSpore spelling that .ckpt files, the index and the
- * OneFlow mapping (dtype.h) are keyed by; "type" keeps the format's own,
- * as the text listing, ckptfs-stat and ckptfs-diff print it.  NULL for the
- * types shown as raw bytes (packed, opaque: INT4, FLOAT8*), which have no
- * element type a tensor library could take them as. */
-static const char *canonical_type(const ck_dtype *dt)
-{
-    if (dt->kind != CK_KIND_NUMERIC && dt->kind != CK_KIND_STR)
-        return NULL;
-    const ck_dtype *c = ck_dtype_from_oneflow_number(dt->of_value);
-    return c != NULL ? c->ms_name : NULL;
-}
-
 static json_t *json_tensor(const ck_model *m, const ck_tensor *t)
 {
     json_t *o = json_object();
@@ -371,10 +362,12 @@ static json_t *json_tensor(const ck_model *m, const ck_tensor *t)
         json_decref(o);
         return NULL;
     }
-    json_object_set_new(o, "type", json_string(t->type_name));
-    const char *dtype = canonical_type(t->dtype);
-    if (dtype != NULL)
-        json_object_set_new(o, "dtype", json_string(dtype));
+    /* "type" the one name across formats (dtype.h), as the text listing,
+     * ckptfs-stat and ckptfs-diff print it; "format_type" the file's own
+     * spelling, which tells more where the format does (torch.float32 of a
+     * PyTorch file, F8_E4M3 where float8_e4m3fn is what a library calls it) */
+    json_object_set_new(o, "type", json_string(ck_dtype_canonical_name(t->dtype)));
+    json_object_set_new(o, "format_type", json_string(t->type_name));
     json_t *shape = json_array();
     for (uint32_t i = 0; i < t->ndim; i++)
         json_array_append_new(shape, json_integer(t->dims[i]));

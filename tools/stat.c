@@ -5,7 +5,8 @@
  *
  *   ckptfs-stat [OPTIONS] MODEL [TENSOR...]
  *   per tensor (those the TENSOR names or shell globs select, in their order,
- *   ck_cli_select; else every one in file order): name, type,
+ *   ck_cli_select; else every one in file order): name, type (its canonical
+ *   name, dtype.h, as ckptfs-dump prints it),
  *   shape, element count, min, max, mean, standard deviation (population),
  *   counts of NaN, +Inf, -Inf and zeros; --hist[=BINS] adds a histogram of
  *   the finite values over [min, max] (--hist-log: its bars on a log scale,
@@ -128,7 +129,8 @@ static int stat_tensor(const ck_model *m, result *r, const stat_opts *o, ck_erro
         return 0;
     if (t->nbytes % size != 0)
         return ck_fail(err, EINVAL, "%s: tensor %s: %" PRIu64 " bytes are not whole %s "
-                       "elements", m->path, t->dir_name, t->nbytes, t->type_name);
+                       "elements", m->path, t->dir_name, t->nbytes,
+                       ck_dtype_canonical_name(t->dtype));
     pass p = {.m = m, .r = r, .bins = o->bins, .chunk = ck_chunk_size(t->nbytes, o->read.chunk),
               .progress = o->progress};
     ck_chunk_pass cp = {.path = m->path, .n_chunks = (t->nbytes + p.chunk - 1) / p.chunk,
@@ -204,7 +206,7 @@ static void row_cells(const result *r, char cells[N_COLS][CELL])
     const char *part = ck_cli_part(t);
     snprintf(cells[COL_NAME], CELL, "%s%s%s", ck_quote(q, t->name, t->name_len),
              part ? "%map." : "", part ? part : "");
-    snprintf(cells[COL_TYPE], CELL, "%s", t->type_name);
+    snprintf(cells[COL_TYPE], CELL, "%s", ck_dtype_canonical_name(t->dtype));
     ck_dims_text(t->dims, t->ndim, cells[COL_SHAPE], CELL);
     for (int c = COL_COUNT; c < N_COLS; c++)
         snprintf(cells[c], CELL, "%s", c == COL_COUNT && r->elem == CK_ELEM_NONE ? "not numeric"
@@ -338,7 +340,7 @@ static json_t *tensor_json(const result *r, unsigned bins)
     if (ck_cli_part(t) != NULL)
         json_object_set_new(o, "part", json_string(ck_cli_part(t)));
     json_object_set_new(o, "dir", json_string(t->dir_name));
-    json_object_set_new(o, "type", json_string(t->type_name));
+    json_object_set_new(o, "type", json_string(ck_dtype_canonical_name(t->dtype)));
     for (uint32_t i = 0; i < t->ndim; i++)
         json_array_append_new(shape, json_integer(t->dims[i]));
     json_object_set_new(o, "shape", shape);

@@ -447,7 +447,7 @@ static const char *ckpt_type_refusal(const ck_dtype *dt, char *buf, size_t cap)
 {
     if (ck_dtype_from_mindspore(dt->ms_name, strlen(dt->ms_name), 0) != NULL)
         return NULL;
-    snprintf(buf, cap, "type %s has no MindSpore checkpoint type", dt->ms_name);
+    snprintf(buf, cap, "type %s has no MindSpore checkpoint type", ck_dtype_canonical_name(dt));
     return buf;
 }
 

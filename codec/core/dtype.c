@@ -250,6 +250,61 @@ const ck_dtype *ck_dtype_by_name(const char *name, size_t len)
     return NULL;
 }
 
+/* Canonical names (ck_dtype_canonical_name).  The lowercase numpy / torch
+ * names, because they are what a user's own code (numpy, torch, jax)
+ * prints and takes, and one spelling lets the tools' type columns, totals
+ * and diffs line up across formats.  Plain types are keyed by OneFlow
+ * number, which every format's entry of that type shares. */
+static const struct {
+    int of_value;
+    const char *name;
+} canonical_numeric[] = {
+    {OF_FLOAT, "float32"},     {OF_DOUBLE, "float64"},       {OF_FLOAT16, "float16"},
+    {OF_BFLOAT16, "bfloat16"}, {OF_INT8, "int8"},            {OF_INT16, "int16"},
+    {OF_INT32, "int32"},       {OF_INT64, "int64"},          {OF_UINT8, "uint8"},
+    {OF_UINT16, "uint16"},     {OF_UINT32, "uint32"},        {OF_UINT64, "uint64"},
+    {OF_BOOL, "bool"},         {OF_COMPLEX64, "complex64"},  {OF_COMPLEX128, "complex128"},
+    {OF_CHAR, "str"},
+};
+
+/* The packed and opaque types all share kUInt8, so they are keyed by their
+ * entry's ms_name (unique across the tables).  Their names are ml_dtypes'
+ * (torch's float8_* too): the same bits under the same name, so that
+ * ONNX's FLOAT8E4M3FN and safetensors' F8_E4M3 (torch.float8_e4m3fn, as
+ * safetensors' own torch loader maps it) both read float8_e4m3fn. */
+static const struct {
+    const char *ms_name;
+    const char *name;
+} canonical_raw[] = {
+    {"Int4", "int4"},     /* MindSpore qint4x2 */
+    {"QINT4X2", "int4"},  /* MindIR's spelling of the same */
+    {"random_op", "random_op"}, /* generator state: no element type, kept */
+    {"FLOAT8E4M3FN", "float8_e4m3fn"},     {"FLOAT8E4M3FNUZ", "float8_e4m3fnuz"},
+    {"FLOAT8E5M2", "float8_e5m2"},         {"FLOAT8E5M2FNUZ", "float8_e5m2fnuz"},
+    {"FLOAT8E8M0", "float8_e8m0fnu"},      {"FLOAT4E2M1", "float4_e2m1fn"},
+    {"UINT4", "uint4"},   {"INT4", "int4"},  {"UINT2", "uint2"},  {"INT2", "int2"},
+    {"F8_E5M2", "float8_e5m2"},            {"F8_E4M3", "float8_e4m3fn"},
+    {"F8_E8M0", "float8_e8m0fnu"},         {"F8_E4M3FNUZ", "float8_e4m3fnuz"},
+    {"F8_E5M2FNUZ", "float8_e5m2fnuz"},    {"F6_E2M3", "float6_e2m3fn"},
+    {"F6_E3M2", "float6_e3m2fn"},          {"F4", "float4_e2m1fn"},
+};
+
+const char *ck_dtype_canonical_name(const ck_dtype *dt)
+{
+    if (dt->kind == CK_KIND_NUMERIC || dt->kind == CK_KIND_STR) {
+        for (size_t i = 0; i < COUNT(canonical_numeric); i++)
+            if (canonical_numeric[i].of_value == dt->of_value)
+                return canonical_numeric[i].name;
+    } else {
+        for (size_t i = 0; i < COUNT(canonical_raw); i++)
+            if (strcmp(canonical_raw[i].ms_name, dt->ms_name) == 0)
+                return canonical_raw[i].name;
+    }
+    /* a table entry added without a name here (the unit tests check there
+     * is none): the format's own is still a name */
+    return dt->ms_name;
+}
+
 const ck_shape_rule ck_shape_ckpt = {.elements = false, .max = UINT64_MAX};
 const ck_shape_rule ck_shape_oneflow = {.elements = false, .max = UINT64_MAX};
 const ck_shape_rule ck_shape_pb = {.elements = false, .max = INT64_MAX};

@@ -57,6 +57,13 @@ const char *ck_dtype_safetensors_name(const ck_dtype *dt);
  * U64 21), which its writer orders tensors by. */
 unsigned ck_st_dtype_rank(const char *name);
 
+/* The one name every tool prints for a type, whatever the format spelled
+ * it (F32, FLOAT, torch.float32, Float32, kFloat: float32): numpy's and
+ * torch's lowercase names, ml_dtypes' for the 8-, 6-, 4- and 2-bit types
+ * (float8_e4m3fn, int4...), `str` for text, `random_op` for MindSpore's
+ * opaque generator state.  Never NULL. */
+const char *ck_dtype_canonical_name(const ck_dtype *dt);
+
 /* Any type of any format by its ms_name (each is unique across the
  * tables: "Float32", "float32", "INT4", "F8_E4M3"...), for a saved index
  * (saved_index.h); NULL for none. */

@@ -390,7 +390,7 @@ static const char *pt_type_refusal(const ck_dtype *dt, char *buf, size_t cap)
 {
     if (ck_pt_storage_class(dt) != NULL)
         return NULL;
-    snprintf(buf, cap, "PyTorch has no storage type for %s", dt->ms_name);
+    snprintf(buf, cap, "PyTorch has no storage type for %s", ck_dtype_canonical_name(dt));
     return buf;
 }
 

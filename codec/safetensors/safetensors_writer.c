@@ -426,7 +426,7 @@ const char *ck_st_type_refusal(const ck_dtype *dt, char *buf, size_t cap)
         return "a str value has no place in it";
     if (ck_dtype_safetensors_name(dt) != NULL)
         return NULL;
-    snprintf(buf, cap, "type %s has no safetensors dtype", dt->ms_name);
+    snprintf(buf, cap, "type %s has no safetensors dtype", ck_dtype_canonical_name(dt));
     return buf;
 }
 

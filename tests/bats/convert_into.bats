@@ -184,21 +184,21 @@ fo.write_ckpt(sys.argv[2], [("1", "Float32", [4,3,3,2], np.float32(np.arange(72)
 @test "a shape or a type mismatch is refused naming the tensor and both types and shapes; nothing written" {
     mkdir "$T/out"
     $FILL ckpt "$CONV" "$T/shape.ckpt" --reshape 1
-    refused "ckptfs-convert: $T/shape.ckpt: tensor '1' is Float32 [2,3,3,4], but $CONV's initializer '1' is FLOAT [4,3,3,2]: shapes differ" \
+    refused "ckptfs-convert: $T/shape.ckpt: tensor '1' is float32 [2,3,3,4], but $CONV's initializer '1' is float32 [4,3,3,2]: shapes differ" \
         "$CONVERT" --into "$CONV" "$T/shape.ckpt" "$T/out/x.onnx"
     $FILL ckpt "$CONV" "$T/type.ckpt" --retype 2
-    refused "ckptfs-convert: $T/type.ckpt: tensor '2' is Int32 [4], but $CONV's initializer '2' is FLOAT [4]: types differ" \
+    refused "ckptfs-convert: $T/type.ckpt: tensor '2' is int32 [4], but $CONV's initializer '2' is float32 [4]: types differ" \
         "$CONVERT" --into "$CONV" "$T/type.ckpt" "$T/out/x.onnx"
     $FILL ckpt "$ONNX_FIX/dtypes_burn.onnx" "$T/bf.safetensors" --retype const_bf16
-    refused "tensor 'const_bf16' is F16 [2,3], but $ONNX_FIX/dtypes_burn.onnx's initializer 'const_bf16' is BFLOAT16 [2,3]: types differ" \
+    refused "tensor 'const_bf16' is float16 [2,3], but $ONNX_FIX/dtypes_burn.onnx's initializer 'const_bf16' is bfloat16 [2,3]: types differ" \
         "$CONVERT" --into "$ONNX_FIX/dtypes_burn.onnx" "$T/bf.safetensors" "$T/out/x.onnx"
     $FILL ckpt "$LENET_MINDIR" "$T/m.ckpt" --reshape conv1.weight
-    refused "tensor 'conv1.weight' is Float32 [5,5,1,6], but $LENET_MINDIR's parameter 'conv1.weight' is FLOAT [6,1,5,5]: shapes differ" \
+    refused "tensor 'conv1.weight' is float32 [5,5,1,6], but $LENET_MINDIR's parameter 'conv1.weight' is float32 [6,1,5,5]: shapes differ" \
         "$CONVERT" --into "$LENET_MINDIR" "$T/m.ckpt" "$T/out/x.mindir"
     # a scalar is not a [1]
     $PY -c 'import sys; sys.path.insert(0, sys.argv[1]); import fill_oracle as fo, numpy as np
 fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "$REPO/tests/oracle" "$T/s.ckpt"
-    refused "tensor '2' is Float32 [], but $CONV's initializer '2' is FLOAT [4]: shapes differ" \
+    refused "tensor '2' is float32 [], but $CONV's initializer '2' is float32 [4]: shapes differ" \
         "$CONVERT" --into "$CONV" "$T/s.ckpt" "$T/out/x.onnx"
 }
 

@@ -105,9 +105,9 @@ check_diff() {
     echo "$output"
     [ "$status" -eq 1 ]
     [ "${#lines[@]}" -eq 5 ]
-    [ "${lines[0]}" = "shape differs: conv1.weight: Float32 [6,1,5,5], F32 [150]" ]
+    [ "${lines[0]}" = "shape differs: conv1.weight: float32 [6,1,5,5], float32 [150]" ]
     [ "${lines[1]}" = "only in $LENET: fc2.bias" ]
-    [ "${lines[2]}" = "type differs: momentum: Float64 [], F32 []" ]
+    [ "${lines[2]}" = "type differs: momentum: float64 [], float32 []" ]
     [ "${lines[3]}" = "only in changed.safetensors: extra.w" ]
     sum="differ: 1 only in A, 1 only in B, 2 changed type or shape,"
     [ "${lines[4]}" = "$sum 0 of 15 in both with other bytes" ]

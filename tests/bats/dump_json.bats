@@ -35,7 +35,8 @@ want = {"tensors": 0, "parameters": 0, "bytes": 0}
 by = {}
 for t in d["tensors"]:
     assert isinstance(t["name"], str) and isinstance(t["dir"], str), t
-    assert isinstance(t["type"], str), t
+    assert isinstance(t["type"], str) and isinstance(t["format_type"], str), t
+    assert "dtype" not in t, t  # the old MindSpore spelling: "type" is every type's
     assert all(isinstance(n, int) for n in t["shape"]), t
     assert t["parameters"] == math.prod(t["shape"]), t
     assert isinstance(t["bytes"], int) and t["bytes"] >= 0, t
@@ -69,7 +70,7 @@ ref = [e for e in ref if "sha256" in e]
 assert [t["dir"] for t in d["tensors"]] == [e["dir"] for e in ref]
 for t, e in zip(d["tensors"], ref):
     assert t["name"] == e["tag"], (t["name"], e["tag"])
-    assert t["type"] == e["type"], (t, e)
+    assert t["format_type"] == e["type"], (t, e)
     assert t["shape"] == e["dims"], (t, e)
     assert t["bytes"] == e["nbytes"], (t, e)
     if not t.get("decoded"):
@@ -100,7 +101,7 @@ assert sorted(got) == sorted(head), (sorted(got), sorted(head))
 for name, h in head.items():
     t = got[name]
     begin, end = h["data_offsets"]
-    assert t["type"] == h["dtype"], (name, t["type"], h["dtype"])
+    assert t["format_type"] == h["dtype"], (name, t["format_type"], h["dtype"])
     assert t["shape"] == h["shape"], (name, t["shape"], h["shape"])
     assert t["bytes"] == end - begin, (name, t["bytes"], end - begin)
     x, = t["extents"]
@@ -120,7 +121,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["format"] == "onnx", d["format"]
 ref = [l.rstrip("\n").split("\t") for l in open(sys.argv[2])]
-got = [(t["dir"], t["type"], "[%s]" % ",".join(map(str, t["shape"])), str(t["bytes"]))
+got = [(t["dir"], t["format_type"], "[%s]" % ",".join(map(str, t["shape"])), str(t["bytes"]))
        for t in d["tensors"]]
 assert got == [tuple(r[:4]) for r in ref], (got, ref)
 print("%d tensors" % len(ref))
@@ -142,7 +143,8 @@ got = {t["name"]: t for t in d["tensors"]}
 assert sorted(got) == sorted(sd), (sorted(got), sorted(sd))
 for name, v in sd.items():
     t = got[name]
-    assert t["type"] == str(v.dtype), (name, t["type"], v.dtype)
+    assert t["format_type"] == str(v.dtype), (name, t["format_type"], v.dtype)
+    assert t["type"] == str(v.dtype).removeprefix("torch."), (name, t["type"], v.dtype)
     assert t["shape"] == list(v.shape), (name, t["shape"], v.shape)
     assert t["bytes"] == v.numel() * v.element_size(), (name, t["bytes"])
 print("%s: %d tensors" % (sys.argv[1], len(sd)))
@@ -212,13 +214,19 @@ PY
 
 @test "the text listing: a column header after the first line, and the totals at the end, as the oracle counts them" {
     $ORACLE gen "$T/a.ckpt" --case alltypes
-    for f in "$MS/mindarmour_checkpoint_lenet-10_1875.ckpt" "$T/a.ckpt"; do
+    # map tensors' parts are typed by numpy names: float32 totals with Float32
+    $ORACLE gen "$T/m.ckpt" --case maptensor
+    for f in "$MS/mindarmour_checkpoint_lenet-10_1875.ckpt" "$T/a.ckpt" "$T/m.ckpt"; do
         "$BUILD/ckptfs-dump" "$f" >"$T/d.txt"
         $ORACLE parse "$f" >"$T/ref.json"
-        $PY - "$T/d.txt" "$T/ref.json" <<'PY'
+        $PY - "$T/d.txt" "$T/ref.json" "$REPO/tests/oracle" <<'PY'
 import json, math, sys
+sys.path.insert(0, sys.argv[3])
+import stat_oracle as so
 lines = open(sys.argv[1]).read().splitlines()
 ref = [e for e in json.load(open(sys.argv[2])) if "sha256" in e]
+for e in ref:  # totals by the one name of each type (numpy's, by the oracle)
+    e["type"] = so.canonical_name(e["type"])
 assert lines[1] == "# name\ttype\tshape\tbytes\textents\tlayout", lines[1]
 rows = [l for l in lines[2:] if not l.startswith("#")]
 assert [r.split("\t")[0] for r in rows] == [e["dir"] for e in ref]
@@ -258,48 +266,108 @@ PY
     "$BUILD/ckptfs-dump" --help | grep -q -- '--json'
 }
 
-@test "--json dtype: one name for a type across formats (F32, FLOAT, torch.float32, kFloat: Float32); none for raw-byte types" {
+# canon_oracle JSON MODEL KIND: each tensor's "type" in ckptfs-dump --json
+# MODEL's JSON is the name the format's own library gives its element type,
+# never ckptfs's table: numpy's dtype name (np.dtype("<f4").name, float32)
+# of the element type the format's definition names (safetensors' letter
+# and bits, ONNX's TensorProto.DataType through onnx's numpy mapping,
+# MindSpore's and OneFlow's types through their oracles' numpy dtypes),
+# torch's name for a PyTorch file (torch.load's dtype without "torch.")
+# and for bfloat16, which numpy lacks; for the raw-byte types, which
+# neither numpy 1.24 nor torch 1.13 has, ml_dtypes' names, written out.
+# Prints the (format_type, type) pairs seen.
+canon_oracle() {
+    $PY - "$@" "$REPO/tests/oracle" <<'PY'
+import json, struct, sys
+sys.path.insert(0, sys.argv[4])
+import numpy as np, torch
+d, model, kind = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+ML_DTYPES = {"F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "INT4": "int4",
+             "FLOAT8E4M3FN": "float8_e4m3fn", "UINT4": "uint4", "Int4": "int4"}
+BF16 = str(torch.bfloat16).removeprefix("torch.")
+
+
+def safetensors(st):
+    if st in ML_DTYPES:
+        return ML_DTYPES[st]
+    if st == "BF16":
+        return BF16
+    if st == "BOOL":
+        return np.dtype(bool).name
+    letter, bits = st[0], int(st[1:])  # F32, I64, U8, C64: kind and bits
+    return np.dtype("<%s%d" % (letter.lower(), bits // 8)).name
+
+
+def onnx_type(name):
+    import onnx
+    from onnx import helper
+    if name in ML_DTYPES:
+        return ML_DTYPES[name]
+    code = onnx.TensorProto.DataType.Value(name)
+    if name == "BFLOAT16":  # numpy has none: onnx maps it to its storage
+        return BF16
+    if name == "STRING":
+        return str.__name__
+    if hasattr(helper, "tensor_dtype_to_np_dtype"):
+        return np.dtype(helper.tensor_dtype_to_np_dtype(code)).name
+    from onnx import mapping
+    return np.dtype(mapping.TENSOR_TYPE_TO_NP_TYPE[code]).name
+
+
+def mindspore(ms):
+    import ckpt_oracle as co
+    if ms in ML_DTYPES:
+        return ML_DTYPES[ms]
+    if ms == "BFloat16":
+        return BF16
+    if ms == "str":
+        return str.__name__
+    return np.dtype(co.MS_TYPES[ms][2]).name
+
+
+def oneflow(of):
+    import oneflow_oracle as oo
+    return mindspore(oo.OF_TYPES[of][2])
+
+
+want = {}
+if kind == "safetensors":
+    raw = open(model, "rb").read()
+    n, = struct.unpack("<Q", raw[:8])
+    want = {k: safetensors(v["dtype"]) for k, v in json.loads(raw[8:8 + n]).items()
+            if k != "__metadata__"}
+elif kind == "pytorch":
+    want = {k: str(v.dtype).removeprefix("torch.")
+            for k, v in torch.load(model, map_location="cpu").items()}
+of_kind = {"ckpt": mindspore, "onnx": onnx_type, "oneflow": oneflow}
+for t in d["tensors"]:
+    own = t["format_type"]
+    exp = want[t["name"]] if kind in ("safetensors", "pytorch") else of_kind[kind](own)
+    assert t["type"] == exp, (t["name"], own, t["type"], exp)
+print(sorted({(t["format_type"], t["type"]) for t in d["tensors"]}))
+PY
+}
+
+@test "--json type: one name for a type across formats (F32, FLOAT, torch.float32, Float32, kFloat: float32), the libraries' own; format_type the file's" {
+    $PY -c 'import torch, onnx' 2>/dev/null || skip "no torch or onnx for /usr/bin/python3"
     $ORACLE gen "$T/a.ckpt" --case alltypes
     $ORACLE gen "$T/i4.ckpt" --case int4
-    for f in "$T/a.ckpt" "$T/i4.ckpt" "$ONNX_FIX/dtypes_burn.onnx" \
-             "$FIXTURES/safetensors/hf-safetensors-samples/overall.safetensors" \
-             "$FIXTURES/safetensors/burn/boolean.safetensors" \
-             "$FIXTURES/pytorch/torchtune_tiny_fair_checkpoint.pt" \
-             "$FIXTURES/oneflow/new_pickled_3x3_i3o3_conv2d_params"; do
+    local f kind
+    while read -r kind f; do
         dump_json "$f"
-        $PY - "$T/d.json" <<'PY'
-import json, sys
-# the formats' own spellings of each element type (safetensors' Dtype,
-# ONNX's TensorProto.DataType, torch's dtype, OneFlow's DataType), and
-# MindSpore's, which .ckpt files use
-same = {
-    "Float16": ["F16", "FLOAT16", "torch.float16", "kFloat16"],
-    "BFloat16": ["BF16", "BFLOAT16", "torch.bfloat16", "kBFloat16"],
-    "Float32": ["F32", "FLOAT", "torch.float32", "kFloat"],
-    "Float64": ["F64", "DOUBLE", "torch.float64", "kDouble"],
-    "Int8": ["I8", "INT8", "torch.int8", "kInt8"],
-    "Int16": ["I16", "INT16", "torch.int16", "kInt16"],
-    "Int32": ["I32", "INT32", "torch.int32", "kInt32"],
-    "Int64": ["I64", "INT64", "torch.int64", "kInt64"],
-    "UInt8": ["U8", "UINT8", "torch.uint8", "kUInt8"],
-    "UInt16": ["U16", "UINT16", "kUInt16"],
-    "UInt32": ["U32", "UINT32", "kUInt32"],
-    "UInt64": ["U64", "UINT64", "kUInt64"],
-    "Bool": ["BOOL", "torch.bool", "kBool"],
-    "Complex64": ["C64", "COMPLEX64", "torch.complex64", "kComplex64"],
-    "Complex128": ["COMPLEX128", "torch.complex128", "kComplex128"],
-    "str": ["STRING"],
-}
-name = {s: c for c, spellings in same.items() for s in spellings + [c]}
-raw = {"Int4", "random_op"}  # shown as their bytes: no element type
-d = json.load(open(sys.argv[1]))
-for t in d["tensors"]:
-    if t["type"] in raw:
-        assert "dtype" not in t, t
-    else:
-        assert t["dtype"] == name[t["type"]], (t["type"], t.get("dtype"))
-print(sorted({(t["type"], t.get("dtype")) for t in d["tensors"]}))
-PY
+        canon_oracle "$T/d.json" "$f" "$kind" | tee -a "$T/seen"
+    done <<LIST
+ckpt $T/a.ckpt
+ckpt $T/i4.ckpt
+onnx $ONNX_FIX/dtypes_burn.onnx
+safetensors $FIXTURES/safetensors/hf-safetensors-samples/overall.safetensors
+safetensors $FIXTURES/safetensors/burn/boolean.safetensors
+pytorch $FIXTURES/pytorch/torchtune_tiny_fair_checkpoint.pt
+oneflow $FIXTURES/oneflow/new_pickled_3x3_i3o3_conv2d_params
+LIST
+    # float32 came from each of the five formats' spellings of it
+    for own in Float32 FLOAT F32 torch.float32 kFloat; do
+        grep -qF "('$own', 'float32')" "$T/seen"
     done
 }
 

@@ -140,12 +140,12 @@ print(f.read(2).hex())' "$GEMMA" "$t"
     same_output "$BUILD/ckptfs-dump" -- "$P" "$P/pytorch_model.bin"
     run "$BUILD/ckptfs-dump" "$P"
     [[ "${lines[0]}" == "# $P/pytorch_model.bin: format pytorch, 11 tensors"* ]]
-    # torch's names, dtypes and shapes are the dump's
+    # torch's names, dtypes (torch.float32 printed float32) and shapes are the dump's
     $PY -c '
 import sys, torch
 sd = torch.load(sys.argv[1], map_location="cpu")
 for k, v in sd.items():
-    print("%s\t%s\t[%s]" % (k, v.dtype, ",".join(map(str, v.shape))))' "$P/pytorch_model.bin" | sort >"$T/torch"
+    print("%s\t%s\t[%s]" % (k, str(v.dtype).removeprefix("torch."), ",".join(map(str, v.shape))))' "$P/pytorch_model.bin" | sort >"$T/torch"
     "$BUILD/ckptfs-dump" "$P" | grep -v "^#" | cut -f1-3 | sort >"$T/dump"
     diff "$T/torch" "$T/dump"
     [ "$(wc -l <"$T/dump")" -eq 11 ]

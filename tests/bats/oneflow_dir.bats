@@ -86,7 +86,7 @@ copy() {
     agree "$FX/new_pickled_3x3_i3o3_conv2d_params"
     grep -q ", pickled_data$" "$T/dump.got"
     [ "$(grep -v "^#" "$T/dump.got" | cut -f1-3 | tr '\t\n' ' |')" = \
-      "weight kFloat [3,3,3,3]|bias kFloat [3]|" ]
+      "weight float32 [3,3,3,3]|bias float32 [3]|" ]
     # each extent in its own out: 3*3*3*3 and 3 floats
     [ "$(grep -v "^#" "$T/dump.got" | cut -f5 | tr '\n' ' ')" = \
       "tensor_5/out:0+324 tensor_6/out:0+12 " ]
@@ -258,7 +258,7 @@ copy() {
 # shape the OneFlow oracle reads, each out the bytes it reads (by SHA-256).
 mounted_as_oracle() {
     local name type shape size ext sum
-    $OF dump "$1" >"$T/m.expect"
+    $OF dump --meta-types "$1" >"$T/m.expect"
     $OF sums "$1" >"$T/m.sums"
     [ "$(ls "$2" | grep -vx snapshot_done | sort)" = "$(cut -f1 "$T/m.expect" | sort)" ]
     [ "$(ls -f "$2" | grep -vx '\.\|\.\.' | tail -1)" = snapshot_done ]

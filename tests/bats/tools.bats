@@ -111,12 +111,15 @@ PY
     [ "$(sha "$BATS_TEST_TMPDIR/a.ckpt")" = "$before" ]
 }
 
-@test "getfattr shows name, MindSpore type and shape as the reference parse has them" {
+@test "getfattr shows name, MindSpore type, canonical type and shape as the reference parse has them" {
     for d in $(ls "$M" | grep -v snapshot_done); do
         getfattr -d --absolute-names "$M/$d" | grep '^user' | sort >"$BATS_TEST_TMPDIR/got"
-        $PY - "$BATS_TEST_TMPDIR/ref.json" "$d" >"$BATS_TEST_TMPDIR/want" <<'PY'
+        $PY - "$BATS_TEST_TMPDIR/ref.json" "$d" "$REPO/tests/oracle" >"$BATS_TEST_TMPDIR/want" <<'PY'
 import json, sys
+sys.path.insert(0, sys.argv[3])
+import stat_oracle as so  # the canonical name by numpy, not by ckptfs
 e = next(e for e in json.load(open(sys.argv[1])) if e["dir"] == sys.argv[2])
+print('user.ckptfs.dtype="%s"' % so.canonical_name(e["type"]))
 print('user.ckptfs.name="%s"' % e["tag"])
 print('user.ckptfs.shape="[%s]"' % ",".join(map(str, e["dims"])))
 print('user.ckptfs.type="%s"' % e["type"])

@@ -22,8 +22,10 @@ names so that the pickle names the globals OneFlow's does.
         loading it would create DIR/PWNED),
         reduce-other (collections.Counter called), deep-mark (100000 MARKs),
         huge-len (a BINUNICODE8 of 2^62 bytes), plain-dict (data a plain dict)
-    /usr/bin/python3 oneflow_oracle.py dump DIR
-        the tensor lines ckptfs-dump DIR should print (its header aside)
+    /usr/bin/python3 oneflow_oracle.py dump DIR [--meta-types]
+        the tensor lines ckptfs-dump DIR should print (its header aside), each
+        type by its canonical name (float32); with --meta-types, by the meta's
+        OneFlow name (kFloat), as a mount's meta has it
     /usr/bin/python3 oneflow_oracle.py sums DIR
         each tensor's directory name and the SHA-256 of its bytes, one a line
     /usr/bin/python3 oneflow_oracle.py stat DIR [--hist BINS]
@@ -180,7 +182,8 @@ def cmd_dump(a):
     subs = [sub for _name, sub in entries(a.dir)]
     for sub, (name, dirname, of_type, dims, raw) in zip(subs, tensors(a.dir)):
         shape = ",".join(str(x) for x in dims)
-        line = (f"{os.fsdecode(dirname)}\t{of_type}\t[{shape}]\t{len(raw)}\t"
+        shown = of_type if a.meta_types else so.canonical_name(OF_TYPES[of_type][2])
+        line = (f"{os.fsdecode(dirname)}\t{shown}\t[{shape}]\t{len(raw)}\t"
                 f"{sub}/out:0+{len(raw)}")
         sys.stdout.buffer.write(os.fsencode(line) + b"\n")
     return 0
@@ -198,7 +201,6 @@ def cmd_stat(a):
     for name, dirname, of_type, dims, raw in tensors(a.dir):
         t = so.Tensor(name, None, dirname, OF_TYPES[of_type][2], dims, raw)
         d = so.tensor_stats(t, a.hist)
-        d["type"] = of_type
         docs.append(d)
     json.dump({"tensors": docs}, sys.stdout, indent=1)
     print()
@@ -319,6 +321,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p = sub.add_parser("dump")
     p.add_argument("dir")
+    p.add_argument("--meta-types", action="store_true")
     p = sub.add_parser("sums")
     p.add_argument("dir")
     p = sub.add_parser("stat")

@@ -66,6 +66,38 @@ for names, kind in [
 
 INT64_MAX = 2 ** 63 - 1
 
+# The one name ckptfs's tools print for a type (ckptfs(1), TYPE NAMES),
+# decided here without ckptfs: numpy's own name of the element dtype
+# (np.dtype("<f4").name is "float32"); bfloat16 as torch and ml_dtypes
+# call it (numpy has none); complex and text by numpy's and Python's
+# names; the raw-byte types by ml_dtypes' names (torch.float8_* the same),
+# written out, as numpy 1.24 here has no such dtypes.
+_COMPLEX = {n: "<c8" for n in ("Complex64", "complex64", "C64", "COMPLEX64", "kComplex64")}
+_COMPLEX.update({n: "<c16" for n in ("Complex128", "complex128", "COMPLEX128", "kComplex128")})
+_RAW = {
+    "F8_E4M3": "float8_e4m3fn", "FLOAT8E4M3FN": "float8_e4m3fn",
+    "F8_E4M3FNUZ": "float8_e4m3fnuz", "FLOAT8E4M3FNUZ": "float8_e4m3fnuz",
+    "F8_E5M2": "float8_e5m2", "FLOAT8E5M2": "float8_e5m2",
+    "F8_E5M2FNUZ": "float8_e5m2fnuz", "FLOAT8E5M2FNUZ": "float8_e5m2fnuz",
+    "F8_E8M0": "float8_e8m0fnu", "FLOAT8E8M0": "float8_e8m0fnu",
+    "F6_E2M3": "float6_e2m3fn", "F6_E3M2": "float6_e3m2fn",
+    "F4": "float4_e2m1fn", "FLOAT4E2M1": "float4_e2m1fn",
+    "Int4": "int4", "INT4": "int4", "QINT4X2": "int4", "UINT4": "uint4",
+    "INT2": "int2", "UINT2": "uint2", "random_op": "random_op",
+}
+
+
+def canonical_name(type_name):
+    """The tools' name of a type, from any format's spelling of it."""
+    if type_name in ("str", "STRING", "kChar"):
+        return str.__name__
+    if type_name in _RAW:
+        return _RAW[type_name]
+    kind = KINDS.get(type_name) or _COMPLEX.get(type_name)
+    if kind is None:
+        raise SystemExit(f"stat_oracle: no canonical name for {type_name}")
+    return "bfloat16" if kind == "bf16" else np.dtype(kind).name
+
 
 class Tensor:
     def __init__(self, name, part, dirname, type_name, shape, raw):
@@ -130,7 +162,7 @@ def _exact(v):
 
 
 def tensor_stats(t, bins):
-    d = {"dir": os.fsdecode(t.dirname), "type": t.type_name, "shape": t.shape}
+    d = {"dir": os.fsdecode(t.dirname), "type": canonical_name(t.type_name), "shape": t.shape}
     a, kind = _values(t)
     d["numeric"] = a is not None
     if a is None:

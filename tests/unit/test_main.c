@@ -217,6 +217,61 @@ static void test_meta(void)
     check(n == 28 && memcmp(buf, "shape {\n}\ndata_type: kInt64\n", 28) == 0, "meta of 0-d int64");
 }
 
+/* Every type of every format has its canonical name (dtype.h), the one a
+ * format's spelling of it maps to; none falls back to the format's own. */
+static void test_canonical_names(void)
+{
+    static const char *const onnx[27] = {
+        NULL, "float32", "uint8", "int8", "uint16", "int16", "int32", "int64", "str",
+        "bool", "float16", "float64", "uint32", "uint64", "complex64", "complex128",
+        "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+        "uint4", "int4", "float4_e2m1fn", "float8_e8m0fnu", "uint2", "int2",
+    };
+    int ok = 1;
+    for (long c = 1; c < 27; c++) {
+        const ck_dtype *dt = ck_dtype_from_pb(c, 0);
+        ok &= dt != NULL && strcmp(ck_dtype_canonical_name(dt), onnx[c]) == 0;
+    }
+    ok &= strcmp(ck_dtype_canonical_name(ck_dtype_from_pb(18, 1)), "int4") == 0 &&
+          strcmp(ck_dtype_canonical_name(ck_dtype_from_pb(17, 1)), "float64") == 0;
+    check(ok, "canonical names: every ONNX and MindIR DataType");
+    static const char *const st[][2] = {
+        {"BOOL", "bool"}, {"F4", "float4_e2m1fn"}, {"F6_E2M3", "float6_e2m3fn"},
+        {"F6_E3M2", "float6_e3m2fn"}, {"U8", "uint8"}, {"I8", "int8"},
+        {"F8_E5M2", "float8_e5m2"}, {"F8_E4M3", "float8_e4m3fn"}, {"F8_E8M0", "float8_e8m0fnu"},
+        {"F8_E4M3FNUZ", "float8_e4m3fnuz"}, {"F8_E5M2FNUZ", "float8_e5m2fnuz"},
+        {"I16", "int16"}, {"U16", "uint16"}, {"F16", "float16"}, {"BF16", "bfloat16"},
+        {"I32", "int32"}, {"U32", "uint32"}, {"F32", "float32"}, {"C64", "complex64"},
+        {"F64", "float64"}, {"I64", "int64"}, {"U64", "uint64"},
+    };
+    ok = 1;
+    for (size_t i = 0; i < sizeof st / sizeof st[0]; i++) {
+        unsigned bits;
+        const ck_dtype *dt = ck_dtype_from_safetensors(st[i][0], strlen(st[i][0]), &bits);
+        ok &= dt != NULL && strcmp(ck_dtype_canonical_name(dt), st[i][1]) == 0;
+    }
+    check(ok, "canonical names: every safetensors dtype");
+    static const char *const ms[][2] = {
+        {"Float32", "float32"}, {"Float64", "float64"}, {"Float16", "float16"},
+        {"BFloat16", "bfloat16"}, {"Int8", "int8"}, {"Int16", "int16"}, {"Int32", "int32"},
+        {"Int64", "int64"}, {"UInt8", "uint8"}, {"UInt16", "uint16"}, {"UInt32", "uint32"},
+        {"UInt64", "uint64"}, {"Bool", "bool"}, {"Complex64", "complex64"},
+        {"Complex128", "complex128"}, {"str", "str"}, {"Int4", "int4"},
+        {"random_op", "random_op"},
+    };
+    ok = 1;
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        const ck_dtype *dt = ck_dtype_from_mindspore(ms[i][0], strlen(ms[i][0]), 0);
+        ok &= dt != NULL && strcmp(ck_dtype_canonical_name(dt), ms[i][1]) == 0;
+        /* numpy's names (map tensors) are already the canonical ones */
+        dt = ck_dtype_from_mindspore(ms[i][1], strlen(ms[i][1]), 1);
+        ok &= dt == NULL || strcmp(ck_dtype_canonical_name(dt), ms[i][1]) == 0;
+    }
+    const ck_dtype *kchar = ck_dtype_from_oneflow("kChar", 5);
+    ok &= kchar != NULL && strcmp(ck_dtype_canonical_name(kchar), "str") == 0;
+    check(ok, "canonical names: every MindSpore tensor_type, numpy name and kChar");
+}
+
 static void test_meta_parse(void)
 {
     struct { const char *text; const char *type; int ndim; int64_t d0, d1, d2; } ok[] = {
@@ -866,6 +921,7 @@ int main(void)
     test_dir_names();
     test_name_map();
     test_meta();
+    test_canonical_names();
     test_meta_parse();
     test_reader();
     test_refusals();
