@@ -130,7 +130,7 @@ no_tty_same() {
     on_tty "$T/tty.out" "$STAT" -j 4 --chunk=256K "$f" >"$T/tty"
     one_bar "$T/tty" "64.0 MiB"
     no_tty_same "$STAT" -j 4 --chunk=256K "$f"
-    grep -q '^a  *F32  *\[4096,2048\]  *8388608 ' "$T/tty.out"
+    grep -q '^a  *float32  *\[4096,2048\]  *8388608 ' "$T/tty.out"
     # A histogram is a second pass: twice the bytes.
     on_tty "$T/tty.out" "$STAT" --hist=4 "$f" >"$T/tty"
     one_bar "$T/tty" "128.0 MiB"
@@ -175,7 +175,7 @@ no_tty_same() {
     on_tty "$T/tty.out" "$DUMP" "$T/sized.safetensors.zst" >"$T/tty"
     one_bar "$T/tty" "64.0 MiB"
     no_tty_same "$DUMP" "$T/sized.safetensors.zst"
-    grep -q $'^a\tF32\t\\[4096,2048\\]\t33554432\t' "$T/tty.out"
+    grep -q $'^a\tfloat32\t\\[4096,2048\\]\t33554432\t' "$T/tty.out"
     # From a pipe zstd declares no size: the bar counts the compressed
     # bytes of the file's size.
     zstd -q -1 -c <"$f" >"$T/piped.safetensors.zst"
