@@ -39,10 +39,8 @@
 #include "../codec/core/name_map.h"
 #include "../codec/onnx_mindir/onnx_mindir_reader.h"
 #include "../codec/registry.h"
-#include "commit_group.h"
-#include "encoder.h"
 #include "../codec/core/progress.h"
-#include "writer_lock.h"
+#include "write_claim.h"
 
 #define TOOL "ckptfs-convert"
 #define NONE CK_NAME_MAP_NONE
@@ -67,8 +65,7 @@ typedef struct fill {
     char *map_text;             /* --map's file, cut into names in place */
     size_t n_cand, n_filled;    /* template tensors that may be filled, and are */
     bool external;              /* the template keeps tensor data in data files */
-    ck_model_dir *out_dir;      /* OUT's directory ... */
-    ck_writer_lock lock;        /* ... and OUT's writer lock, held from the start */
+    ck_write_claim claim;       /* OUT's directory and writer lock, held from the start */
     ck_error *err;
     char q1[CK_QUOTE_BUF], q2[CK_QUOTE_BUF];
 } fill;
@@ -579,13 +576,10 @@ static ck_write_tensor *tree(fill *f, ck_piece **pieces_out)
 static int claim_out(fill *f)
 {
     char rel[PATH_MAX];
-    if ((f->out_dir = ck_dir_open(f->a->out, f->err)) == NULL ||
-        ck_writer_lock_take(&f->lock, f->a->out, TOOL, f->err) < 0 ||
-        ck_group_recover(f->out_dir, false, f->err) < 0)
+    if (ck_write_claim_take(&f->claim, f->a->out, TOOL, f->err) < 0)
         return -1;
-    ck_atomic_cleanup(f->out_dir, f->out_dir->base, getuid());
-    if ((size_t)snprintf(rel, sizeof rel, "%s.data", f->out_dir->base) < sizeof rel)
-        ck_atomic_cleanup(f->out_dir, rel, getuid());
+    if ((size_t)snprintf(rel, sizeof rel, "%s.data", f->claim.dir->base) < sizeof rel)
+        ck_atomic_cleanup(f->claim.dir, rel, getuid());
     return check_out(f);
 }
 
@@ -600,20 +594,11 @@ static int write_out(fill *f)
     uint64_t bytes = 0;
     for (size_t i = 0; i < f->tm->index.n_live; i++)
         bytes += w[i].unchanged ? 0 : ck_pieces_len(&w[i]);
-    ck_commit_group g = {0};
     ck_progress prog = {0};
-    int rc = -1;
-    if (ck_group_begin(&g, f->out_dir, f->err) >= 0) {
-        ck_progress_start(&prog, bytes, f->a->progress, stderr);
-        g.progress = &prog;
-        g.own_data = true;
-        g.data_replace = f->a->force;
-        if (ck_encode(f->tm, w, f->tm->index.n_live, &g, f->err) >= 0 &&
-            ck_group_commit(&g, f->err) >= 0)
-            rc = 0;
-        ck_progress_end(&prog);
-    }
-    ck_group_abort(&g);
+    ck_progress_start(&prog, bytes, f->a->progress, stderr);
+    ck_save_opts so = {.progress = &prog, .own_data = true, .data_replace = f->a->force};
+    int rc = ck_write_claim_save(&f->claim, f->tm, w, f->tm->index.n_live, &so, f->err);
+    ck_progress_end(&prog);
     free(w);
     free(pieces);
     return rc;
@@ -652,7 +637,7 @@ static int prepare(fill *f)
 int ck_template_fill(const ck_fill_args *a)
 {
     ck_error err = {0};
-    fill f = {.a = a, .err = &err, .lock = {.fd = -1}};
+    fill f = {.a = a, .err = &err, .claim = CK_WRITE_CLAIM_NONE};
     int rc = prepare(&f) < 0 || write_out(&f) < 0 ? 1 : 0;
     if (rc != 0)
         fprintf(stderr, TOOL ": %s\n", err.msg);
@@ -665,8 +650,7 @@ int ck_template_fill(const ck_fill_args *a)
     free(f.renamed);
     free(f.used);
     free(f.map_text);
-    ck_writer_lock_release(&f.lock);
-    ck_dir_unref(f.out_dir);
+    ck_write_claim_release(&f.claim);
     ck_model_close(f.cm);
     ck_model_close(f.tm);
     return rc;

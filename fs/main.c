@@ -27,7 +27,7 @@
 #include "../codec/registry.h"
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
-#include "../export/writer_lock.h"
+#include "../export/write_claim.h"
 #include "ckptfs.h"
 #include "recovery.h"
 #include "run_mount.h"
@@ -840,15 +840,17 @@ static bool wants_writing(const struct cli *cli, const char *path)
     return (st.st_mode & S_IWUSR) != 0;
 }
 
-/* Take the writer lock when the mount will write.  A mount writable only
- * by default (the owner's write bit) in a directory that cannot hold the
- * lock, on a read-only filesystem say, could never save either: it is
- * mounted read-only, as it would have been without the write bit. */
-static int take_lock(struct cli *cli, const char *path, const char *where,
-                     ck_writer_lock *lock)
+/* Claim the model's files when the mount will write (export/write_claim.h:
+ * its directory, the writer lock, a cut-short save finished).  A mount
+ * writable only by default (the owner's write bit) in a directory that
+ * cannot hold the lock, on a read-only filesystem say, could never save
+ * either: it is mounted read-only, as it would have been without the
+ * write bit. */
+static int take_claim(struct cli *cli, const char *path, const char *where,
+                      ck_write_claim *claim)
 {
     ck_error err = {0};
-    if (!wants_writing(cli, path) || ck_writer_lock_take(lock, path, where, &err) == 0)
+    if (!wants_writing(cli, path) || ck_write_claim_take(claim, path, where, &err) == 0)
         return 0;
     if (cli->rw == -1 && err.errnum == ENOTSUP) { /* storage with no rename */
         fprintf(stderr, "ckptfs: %s; mounted read-only\n", err.msg);
@@ -868,16 +870,18 @@ static int take_lock(struct cli *cli, const char *path, const char *where,
 
 /* Open the model file path for a mount: its directory opened once, before
  * mounting (every file access of the mount goes through it, and the mount
- * point may be that very directory), another program's write told from a
- * touch, a save of several files that a crash interrupted after its
- * commit point finished first (a read-only mount changes nothing and says
- * how to finish it), created empty with -o create.  NULL: said. */
-static ck_model *open_model(struct cli *cli, const char *path, const ck_open_opts *oo)
+ * point may be that very directory; a writable mount's is its claim's),
+ * another program's write told from a touch, a save of several files that
+ * a crash interrupted after its commit point finished first (by the
+ * claim; a read-only mount changes nothing and says how to finish it),
+ * created empty with -o create.  NULL: said. */
+static ck_model *open_model(struct cli *cli, const char *path, const ck_write_claim *claim,
+                            const ck_open_opts *oo)
 {
     ck_open_opts first = with_bar(oo);
     oo = &first;
     ck_error err = {0};
-    ck_model_dir *dir = ck_dir_open(path, &err);
+    ck_model_dir *dir = claim->dir != NULL ? ck_dir_ref(claim->dir) : ck_dir_open(path, &err);
     if (dir == NULL) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         return NULL;
@@ -885,7 +889,7 @@ static ck_model *open_model(struct cli *cli, const char *path, const ck_open_opt
     ck_dir_watch_files(dir);
     struct stat st;
     ck_model *model = NULL;
-    if (ck_group_recover(dir, !wants_writing(cli, path), &err) >= 0)
+    if (claim->dir != NULL || ck_group_recover(dir, true, &err) >= 0)
         model = cli->create && ck_dir_stat(dir, dir->base, &st) < 0 && errno == ENOENT
                     ? ck_model_empty(dir, path, cli->format, oo, &err)
                     : ck_model_open_at(dir, path, oo, &err);
@@ -906,10 +910,15 @@ static int mount_model(struct cli *cli, struct fuse_args *args, struct fuse_cmdl
      * saves, and remove its temporary files as leftovers. */
     char *where = realpath(opts->mountpoint, NULL);
     const char *at = where ? where : opts->mountpoint;
-    ck_writer_lock lock = {.fd = -1};
+    ck_write_claim claim = CK_WRITE_CLAIM_NONE;
     ck_error err = {0};
     int rc = 1;
-    ck_model *model = take_lock(cli, path, at, &lock) == 0 ? open_model(cli, path, oo) : NULL;
+    ck_model *model = take_claim(cli, path, at, &claim) == 0 ? open_model(cli, path, &claim, oo)
+                                                             : NULL;
+    /* The lock goes with the mount (serve_opened); the model holds the directory. */
+    ck_writer_lock lock = claim.lock;
+    claim.lock.fd = -1;
+    ck_write_claim_release(&claim);
     bool savable = model != NULL && ck_model_may_save(model, &err) == 0;
     /* Training saves checkpoints 0400: such a file is not edited unless
      * asked for. */

@@ -44,7 +44,7 @@
 #include "../codec/core/progress.h"
 #include "../export/target.h"
 #include "../export/template_fill.h"
-#include "../export/writer_lock.h"
+#include "../export/write_claim.h"
 
 #define PROG "ckptfs-convert"
 
@@ -212,30 +212,21 @@ static int write_file(const convert_opts *o, const ck_model *in, const ck_conver
         oo.encrypt = true;
         oo.enc_mode = (ck_cipher_mode)ck_cipher_mode_parse(o->enc_mode);
     }
-    ck_model_dir *dir = ck_dir_open(o->out, err);
+    ck_write_claim claim = CK_WRITE_CLAIM_NONE;
     ck_model *om = NULL;
-    ck_writer_lock lock = {.fd = -1};
-    ck_commit_group g = {0};
     int rc = -1;
-    if (dir != NULL && ck_writer_lock_take(&lock, o->out, PROG, err) == 0 &&
-        check_out_file(o, err) == 0 &&
-        (om = ck_model_empty(dir, o->out, o->to->name, &oo, err)) != NULL) {
-        ck_encode_cleanup(om); /* what a killed convert to OUT left */
+    if (ck_write_claim_take(&claim, o->out, PROG, err) == 0 && check_out_file(o, err) == 0 &&
+        (om = ck_model_empty(claim.dir, o->out, o->to->name, &oo, err)) != NULL) {
+        ck_encode_cleanup(om); /* what a killed convert to OUT's data files left */
         ck_progress_start(prog, p->bytes, prog->on, prog->out);
-        if (ck_group_begin(&g, dir, err) == 0) {
-            g.progress = prog;
-            g.data_replace = o->force; /* a new set's shards */
-            if (ck_encode(om, p->w, p->n, &g, err) == 0 && ck_group_commit(&g, err) == 0)
-                rc = 0;
-        }
+        ck_save_opts so = {.progress = prog, .data_replace = o->force}; /* a new set's shards */
+        rc = ck_write_claim_save(&claim, om, p->w, p->n, &so, err);
         ck_progress_end(prog);
     }
-    ck_group_abort(&g);
     ck_key_wipe(&key);
     free(meta);
     ck_model_close(om);
-    ck_writer_lock_release(&lock);
-    ck_dir_unref(dir);
+    ck_write_claim_release(&claim);
     if (rc < 0 && made != NULL)
         rmdir(made); /* nothing written: as it was */
     free(made);

@@ -21,8 +21,7 @@
 #include "../codec/core/model.h"
 #include "cli_open.h"
 #include "../export/commit_group.h"
-#include "../export/encoder.h"
-#include "../export/writer_lock.h"
+#include "../export/write_claim.h"
 
 /* The model's tree as the writer takes it.  With all, every whole tensor
  * is given as new bytes, its own (its extents), so that each is encoded
@@ -96,37 +95,31 @@ int main(int argc, char **argv)
     ck_key key;
     ck_open_opts opts = {.key = &key};
     ck_model *m = NULL;
-    ck_model_dir *dir = NULL, *out_dir = NULL;
+    ck_model_dir *dir = NULL;
+    ck_write_claim claim = CK_WRITE_CLAIM_NONE;
     if (ck_key_load(NULL, &key, &err) >= 0 && (dir = ck_dir_open(in, &err)) != NULL &&
-        ck_group_recover(dir, false, &err) >= 0 && (out_dir = ck_dir_open(out, &err)) != NULL)
+        ck_group_recover(dir, false, &err) >= 0)
         m = ck_model_open_at(dir, in, &opts, &err);
     ck_key_wipe(&key);
     ck_dir_unref(dir);
     if (m == NULL) {
-        ck_dir_unref(out_dir);
         fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
         return 1;
     }
     ck_piece *pieces = NULL;
     ck_write_tensor *w = tree(m, all, &pieces);
-    ck_commit_group g = {0};
-    ck_writer_lock lock = {.fd = -1};
     int rc = 1;
     if (w == NULL) {
         fprintf(stderr, "ckptfs-reencode: out of memory\n");
-    } else if (ck_writer_lock_take(&lock, out, "ckptfs-reencode", &err) < 0 ||
-               ck_group_begin(&g, out_dir, &err) < 0 ||
-               ck_encode(m, w, m->index.n_live, &g, &err) < 0 ||
-               ck_group_commit(&g, &err) < 0) {
+    } else if (ck_write_claim_take(&claim, out, "ckptfs-reencode", &err) < 0 ||
+               ck_write_claim_save(&claim, m, w, m->index.n_live, NULL, &err) < 0) {
         fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);
     } else {
         rc = 0;
     }
-    ck_group_abort(&g);
-    ck_writer_lock_release(&lock);
+    ck_write_claim_release(&claim);
     free(w);
     free(pieces);
     ck_model_close(m);
-    ck_dir_unref(out_dir);
     return rc;
 }

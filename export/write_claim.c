@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* write_claim: taking a model's files for writing, and saving into them
+ * (see write_claim.h). */
+#include "write_claim.h"
+
+#include <unistd.h>
+
+#include "commit_group.h"
+
+int ck_write_claim_take(ck_write_claim *c, const char *path, const char *who, ck_error *err)
+{
+    *c = (ck_write_claim){.lock = {.fd = -1}};
+    if ((c->dir = ck_dir_open(path, err)) == NULL)
+        return -1;
+    if (ck_writer_lock_take(&c->lock, path, who, err) < 0 ||
+        ck_group_recover(c->dir, false, err) < 0) {
+        ck_write_claim_release(c);
+        return -1;
+    }
+    /* A journal's recovery removed what its save made; a save killed
+     * before writing one left its temporary file beside the model. */
+    ck_atomic_cleanup(c->dir, c->dir->base, getuid());
+    return 0;
+}
+
+void ck_write_claim_release(ck_write_claim *c)
+{
+    ck_writer_lock_release(&c->lock);
+    ck_dir_unref(c->dir);
+    c->dir = NULL;
+}
+
+int ck_write_claim_save(const ck_write_claim *c, const ck_model *m, const ck_write_tensor *w,
+                        size_t n, const ck_save_opts *o, ck_error *err)
+{
+    ck_commit_group g = {0};
+    int rc = ck_group_begin(&g, c->dir, err);
+    if (rc == 0) {
+        g.progress = o ? o->progress : NULL;
+        g.own_data = o && o->own_data;
+        g.data_replace = o && o->data_replace;
+        rc = ck_encode(m, w, n, &g, err) < 0 || ck_group_commit(&g, err) < 0 ? -1 : 0;
+    }
+    ck_group_abort(&g);
+    return rc;
+}
