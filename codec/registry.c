@@ -28,6 +28,7 @@
 #include "safetensors/safetensors_reader.h"
 #include "safetensors/safetensors_set.h"
 #include "safetensors/safetensors_set_writer.h"
+#include "safetensors/safetensors_view.h"
 #include "safetensors/safetensors_writer.h"
 #include "zstd/zstd_envelope.h"
 
@@ -35,17 +36,19 @@ typedef struct format_entry {
     const ck_format *reader;
     const ck_writer *writer;    /* saves a model of it in place */
     const ck_target *target;    /* writes another model as it (ckptfs-convert) */
+    const ck_view *view;        /* shows another model as its files (-o as=NAME) */
 } format_entry;
 
 /* The first is the default (ck_format_default). */
 static const format_entry formats[] = {
-    {&ck_format_ckpt, &ck_ckpt_writer, &ck_ckpt_target},
-    {&ck_format_onnx, &ck_onnx_writer, NULL},
-    {&ck_format_mindir, &ck_mindir_writer, NULL},
-    {&ck_format_safetensors, &ck_safetensors_writer, &ck_safetensors_target},
-    {&ck_format_safetensors_set, &ck_safetensors_set_writer, &ck_safetensors_set_target},
-    {&ck_format_oneflow, NULL, &ck_oneflow_target},
-    {&ck_format_pytorch, &ck_pytorch_writer, &ck_pytorch_target},
+    {&ck_format_ckpt, &ck_ckpt_writer, &ck_ckpt_target, NULL},
+    {&ck_format_onnx, &ck_onnx_writer, NULL, NULL},
+    {&ck_format_mindir, &ck_mindir_writer, NULL, NULL},
+    {&ck_format_safetensors, &ck_safetensors_writer, &ck_safetensors_target,
+     &ck_safetensors_view},
+    {&ck_format_safetensors_set, &ck_safetensors_set_writer, &ck_safetensors_set_target, NULL},
+    {&ck_format_oneflow, NULL, &ck_oneflow_target, NULL},
+    {&ck_format_pytorch, &ck_pytorch_writer, &ck_pytorch_target, NULL},
 };
 
 #define N_FORMATS (sizeof formats / sizeof formats[0])
@@ -141,6 +144,12 @@ static const format_entry *entry_of(const ck_format *f)
         if (formats[i].reader == f)
             return &formats[i];
     return NULL;
+}
+
+const ck_view *ck_format_view(const ck_format *f)
+{
+    const format_entry *e = entry_of(f);
+    return e != NULL ? e->view : NULL;
 }
 
 const ck_writer *ck_format_writer(const ck_format *f)

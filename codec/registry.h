@@ -6,7 +6,9 @@
  * Each entry is a format's reader (format.h), its writer (export/writer.h;
  * NULL where ckptfs reads the format but does not save it) and what
  * ckptfs-convert needs to write another model as it (export/target.h;
- * NULL where it does not), all defined in the format's folder,
+ * NULL where it does not) and, optionally, its view: another model shown
+ * by the mount as its files (view.h, -o as=NAME; NULL: none), all
+ * defined in the format's folder,
  * codec/FORMAT/.  The table is
  * its own module, apart from the interfaces it lists, so that a format
  * includes only those interfaces and the table includes the formats.
@@ -32,6 +34,7 @@
 
 struct ck_writer;
 struct ck_target;
+struct ck_view;
 
 /* The format a file name says by its extension (before an envelope's,
  * ".zst"), or NULL. */
@@ -49,6 +52,9 @@ const struct ck_writer *ck_format_writer(const ck_format *f);
 /* Format f as ckptfs-convert's OUT (export/target.h); NULL when ckptfs
  * does not convert into it. */
 const struct ck_target *ck_format_target(const ck_format *f);
+/* The view of format f (view.h): -o as=NAME, f called NAME; NULL when f
+ * has none. */
+const struct ck_view *ck_format_view(const ck_format *f);
 /* The i-th format of the table, or NULL past the last. */
 const ck_format *ck_format_at(size_t i);
 

@@ -10,7 +10,7 @@
  *   /<dir_name>/            one directory per visible tensor
  *   /<dir_name>/meta        its type and shape (codec/view.h)
  *   /<dir_name>/out         the tensor's bytes
- * or, with -o as=safetensors, only safetensors files (fs/st_view.h).
+ * or, with -o as=NAME, only the files of format NAME's view (fs/file_view.h).
  */
 #ifndef CKPTFS_H
 #define CKPTFS_H
@@ -149,9 +149,10 @@ struct ckfs {
      * reach another without a read request to check (may_read): their
      * opens are checked instead, and so this mount answers OPEN. */
     bool others_read;
-    /* -o as=safetensors: the root shows one file, the model as safetensors
-     * (fs/st_view.h), instead of the tree; NULL otherwise. */
-    struct st_view *view;
+    /* -o as=NAME: the root shows the files of format NAME's view, the
+     * model as that format's files (fs/file_view.h), instead of the tree;
+     * NULL otherwise. */
+    struct ckfs_view *view;
 };
 
 #define ckfs_of_front(f) ((ckfs *)((char *)(f) - offsetof(ckfs, front)))

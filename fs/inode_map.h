@@ -35,8 +35,8 @@
 #define INO_ROOT 1u
 #define INO_SNAPSHOT_DONE (1ull << 41) /* above every extra file */
 #define INO_TENSOR_BASE 16u
-#define INO_VIEW_BASE (1ull << 39) /* -o as=safetensors: the root's files, base + their
-                                    * place (fs/st_view.h), above every tensor's */
+#define INO_VIEW_BASE (1ull << 39) /* -o as=NAME: the root's files, base + their
+                                    * place (fs/file_view.h), above every tensor's */
 #define INO_EXTRA_BASE (1ull << 40) /* extra files: base + their id */
 
 typedef enum node_kind {

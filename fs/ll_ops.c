@@ -16,7 +16,7 @@
  *
  * Only the operations are here.  What a node is to the kernel (attributes,
  * timeouts, its path) is fs/nodes.c; how a tensor's bytes are served
- * (shared with the safetensors view, fs/st_view.c), fs/tensor_read.c;
+ * (shared with a view's files, fs/file_view.c), fs/tensor_read.c;
  * telling the kernel of what changed
  * behind it, fs/invalidate.c; the replies to requests that wait for a
  * save, and the seal, fs/save_reply.c; the refusal log, fs/log.c.  The
@@ -42,7 +42,7 @@
 #include "invalidate.h"
 #include "nodes.h"
 #include "save_reply.h"
-#include "st_view.h"
+#include "file_view.h"
 #include "tensor_read.h"
 
 #define XATTR_NAME "user.ckptfs.name"
@@ -137,7 +137,7 @@ static void op_lookup(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *n
     switch (ckfs_resolve(fs, parent, &e)) {
     case NODE_ROOT: {
         if (fs->view != NULL) {
-            long i = ckfs_st_view_find(fs->view, name);
+            long i = ckfs_view_find(fs->view, name);
             if (i >= 0)
                 reply_entry(req, fs, INO_VIEW_BASE + (uint64_t)i);
             else
@@ -224,9 +224,9 @@ static fuse_ino_t dir_entry(ckfs *fs, fuse_ino_t dir, const entry *e, off_t pos,
     }
     if (fs->view != NULL) { /* the root of a view: its files */
         size_t i = (size_t)pos - 2;
-        if (i >= ckfs_st_view_count(fs->view))
+        if (i >= ckfs_view_count(fs->view))
             return 0;
-        *name = ckfs_st_view_name(fs->view, i);
+        *name = ckfs_view_name(fs->view, i);
         return INO_VIEW_BASE + i;
     }
     if (pos < EXTRA_POS && e != NULL) { /* a tensor's directory */
@@ -405,7 +405,7 @@ static void op_open(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_i
         return;
     }
     /* the page cache would serve this user what another one read */
-    if (k == NODE_VIEW && !ckfs_st_view_may_open(req, fs, ino - INO_VIEW_BASE))
+    if (k == NODE_VIEW && !ckfs_view_may_open(req, fs, ino - INO_VIEW_BASE))
         return;
     if ((k == NODE_META || k == NODE_OUT) && !ckfs_may_read(req, fs, entry_tensor(&fs->tr, e)))
         return;
@@ -552,7 +552,7 @@ static void op_read(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, off_t
         read_out(req, fs, e, size, off);
         return;
     case NODE_VIEW:
-        ckfs_st_view_read(req, fs, ino - INO_VIEW_BASE, size, off);
+        ckfs_view_read(req, fs, ino - INO_VIEW_BASE, size, off);
         return;
     case NODE_EXTRA: {
         read_spill(req, fs, &ckfs_extra_of(fs, ino)->area, size, off);

@@ -31,7 +31,7 @@
 #include "ckptfs.h"
 #include "recovery.h"
 #include "run_mount.h"
-#include "st_view.h"
+#include "file_view.h"
 
 struct cli {
     char *model;
@@ -60,7 +60,8 @@ struct cli {
     int noindex;        /* -o noindex: no saved index read or written */
     char *index_dir;    /* -o index_dir=DIR: where saved indexes are kept */
     int allow_other;    /* libfuse's option, also kept for libfuse */
-    char *as;           /* -o as=safetensors: the model as files (fs/st_view.h) */
+    char *as;           /* -o as=NAME: the model as format NAME's files (fs/file_view.h) */
+    const ck_view *view; /* that format's view (check_as) */
     char *max_shard_size; /* the view's shards, a new set's (-o create) */
     char *recover;      /* -o recover=DIR: a failed save's edits, applied (fs/recovery.h) */
     char *recovery_dir; /* -o recovery_dir=DIR: where such edits are kept */
@@ -632,8 +633,8 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
         return 1;
     }
     if (cli->as != NULL) {
-        fprintf(stderr, "ckptfs: %s: -o as=safetensors shows one model, not a run directory "
-                "(mount one of its checkpoints)\n", path);
+        fprintf(stderr, "ckptfs: %s: -o as=%s shows one model, not a run directory "
+                "(mount one of its checkpoints)\n", path, cli->as);
         return 1;
     }
     if (cli->threads) {
@@ -752,8 +753,11 @@ static int serve_opened(ck_model *model, bool rw, const struct cli *cli, struct 
     } else if (ckfs_attach(&fs, model, oo, rw, spill_max, &err) < 0) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         ck_model_close(model);
-    } else if (cli->as != NULL && (fs.view = ckfs_st_view_new(model, path, oo->max_shard_size,
-                                                               &err)) == NULL) {
+    } else if (cli->view != NULL &&
+               (fs.view = ckfs_view_new(model, cli->view,
+                                        &(ck_view_opts){.in = path,
+                                                        .max_shard = oo->max_shard_size},
+                                        &err)) == NULL) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         ckfs_detach(&fs);
     } else if (cli->recover != NULL && apply_recovery(&fs, cli->recover) < 0) {
@@ -944,8 +948,26 @@ static int mount_model(struct cli *cli, struct fuse_args *args, struct fuse_cmdl
     return rc;
 }
 
-/* -o as=safetensors: a file made from the model, which no edit can reach,
- * so the mount is read-only. */
+/* The view -o as=name asks for: that of the format called name; else NULL,
+ * refused in one line naming the formats that have one. */
+static const ck_view *view_named(const char *name)
+{
+    const ck_format *named = ck_format_by_name(name);
+    if (named != NULL && ck_format_view(named) != NULL)
+        return ck_format_view(named);
+    char list[256] = "";
+    size_t n = 0;
+    const ck_format *f;
+    for (size_t i = 0; (f = ck_format_at(i)) != NULL; i++)
+        if (ck_format_view(f) != NULL && n < sizeof list)
+            n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n > 0 ? ", " : "", f->name);
+    fprintf(stderr, "ckptfs: -o as=%s: %s; the formats with a view: %s\n", name,
+            named != NULL ? "that format has no view" : "no format is called that", list);
+    return NULL;
+}
+
+/* -o as=NAME: files made from the model, which no edit can reach, so the
+ * mount is read-only. */
 static int check_as(struct cli *cli)
 {
     if (cli->max_shard_size != NULL && cli->as == NULL && !cli->create) {
@@ -955,12 +977,10 @@ static int check_as(struct cli *cli)
     }
     if (cli->as == NULL)
         return 0;
-    if (strcmp(cli->as, "safetensors") != 0) {
-        fprintf(stderr, "ckptfs: -o as=%s: the one view is as=safetensors\n", cli->as);
+    if ((cli->view = view_named(cli->as)) == NULL)
         return -1;
-    }
     if (cli->rw == 1 || cli->create) {
-        fprintf(stderr, "ckptfs: -o as=safetensors is read-only: -o %s does not go with it\n",
+        fprintf(stderr, "ckptfs: -o as=%s is read-only: -o %s does not go with it\n", cli->as,
                 cli->create ? "create" : "rw");
         return -1;
     }

@@ -7,7 +7,7 @@
 #include "ckptfs.h"
 
 #include "../export/encoder.h"
-#include "st_view.h"
+#include "file_view.h"
 
 int ckfs_attach(ckfs *fs, ck_model *model, const ck_open_opts *oo, bool writable,
                 uint64_t spill_max, ck_error *err)
@@ -26,7 +26,7 @@ int ckfs_attach(ckfs *fs, ck_model *model, const ck_open_opts *oo, bool writable
 
 void ckfs_detach(ckfs *fs)
 {
-    ckfs_st_view_free(fs->view);
+    ckfs_view_free(fs->view);
     fs->view = NULL;
     ck_model_close(fs->tr.model); /* a save may have replaced the one attached */
     tree_free(&fs->tr);

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "../codec/view.h"
-#include "st_view.h"
+#include "file_view.h"
 
 /* The entry behind a tensor inode, or NULL. */
 static entry *entry_at(ckfs *fs, uint32_t pos)
@@ -32,7 +32,7 @@ node_kind ckfs_resolve(ckfs *fs, fuse_ino_t ino, entry **e)
     *e = NULL;
     if ((fs->view != NULL) != (k == NODE_VIEW) && k != NODE_ROOT)
         return NODE_NONE; /* a view shows no tree, a tree no view */
-    if (k == NODE_VIEW && pos >= ckfs_st_view_count(fs->view))
+    if (k == NODE_VIEW && pos >= ckfs_view_count(fs->view))
         return NODE_NONE;
     if (k == NODE_EXTRA) {
         if (pos >= fs->tr.n_extras)
@@ -77,8 +77,8 @@ const char *ckfs_path_of(const ckfs *fs, fuse_ino_t ino, const char *name, char 
     if (k == NODE_SNAPSHOT_DONE) {
         file = "snapshot_done";
     } else if (k == NODE_VIEW) {
-        file = fs->view != NULL && pos < ckfs_st_view_count(fs->view)
-                   ? ckfs_st_view_name(fs->view, pos) : NULL;
+        file = fs->view != NULL && pos < ckfs_view_count(fs->view)
+                   ? ckfs_view_name(fs->view, pos) : NULL;
     } else if (k == NODE_TENSOR_DIR || k == NODE_META || k == NODE_OUT) {
         dir = dir_name_at(fs, pos);
         file = k == NODE_META ? "meta" : k == NODE_OUT ? "out" : NULL;
@@ -148,7 +148,7 @@ int ckfs_attr_of(ckfs *fs, fuse_ino_t ino, node_kind k, const entry *e, struct s
         break;
     case NODE_VIEW:
         st->st_mode = S_IFREG | file_mode;
-        st->st_size = (off_t)ckfs_st_view_size(fs->view, ino - INO_VIEW_BASE);
+        st->st_size = (off_t)ckfs_view_size(fs->view, ino - INO_VIEW_BASE);
         break;
     case NODE_TENSOR_DIR:
         st->st_mode = S_IFDIR | dir_mode;

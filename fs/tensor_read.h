@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tensor_read: how a tensor's bytes are served to a read request, shared
- * by `out` (fs/ll_ops.c) and the safetensors view (fs/st_view.c): who may
+ * by `out` (fs/ll_ops.c) and a view's files (fs/file_view.c): who may
  * read them, whether the model changed under the mount, and the extents
  * handed to libfuse, which splices them from the files.
  */

@@ -203,3 +203,11 @@ nobody() {
     mount_refused -o as=safetensors "$T/run"
     grep -q 'not a run directory' "$T/err"
 }
+
+@test "-o as=NAME is looked up by format name: a format without a view, or no format, refused naming the views" {
+    local f=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
+    mount_refused -o as=onnx "$f"
+    grep -qx 'ckptfs: -o as=onnx: that format has no view; the formats with a view: safetensors' "$T/err"
+    mount_refused -o as=nosuch "$f"
+    grep -qx 'ckptfs: -o as=nosuch: no format is called that; the formats with a view: safetensors' "$T/err"
+}
