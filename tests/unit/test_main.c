@@ -884,6 +884,7 @@ int main(void)
     test_shards();
     test_gather();
     test_progress();
+    test_run_dir();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

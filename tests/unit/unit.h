@@ -31,5 +31,6 @@ void test_saved_index(void);
 void test_gather(void);
 void test_shards(void);
 void test_progress(void);
+void test_run_dir(void);
 
 #endif
