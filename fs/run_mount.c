@@ -106,8 +106,8 @@ typedef struct run_writing {
 
 /* A subdirectory of the run (a rank_<id>/, a collection's directory
  * such as iteration_<N>/, or one that may become one) watched as the run
- * directory is.  Its files written before its watch was in place are judged by
- * their settle time alone (judged_complete). */
+ * directory is.  Its files written before its watch was in place are
+ * judged by their settle time alone (judged_complete). */
 typedef struct run_subdir {
     int wd;
     char *name;
@@ -314,9 +314,9 @@ static void due_at(ckrun *r, double due)
 /* Whether entry e is complete: not being written as far as the events
  * tell; if changed before the events could tell (doubtful), unchanged for
  * settle seconds whatever its mode; and as run_dir judged it (read-only,
- * settled, or a directory its collection's tracker names).  A file listed already
- * and unchanged since (listed) is not doubtful: it stays, and so do the
- * inodes the kernel holds.  When that may change without an event is
+ * settled, or a directory its collection's tracker names).  A file listed
+ * already and unchanged since (listed) is not doubtful: it stays, and so
+ * do the inodes the kernel holds.  When that may change without an event is
  * noted in r->next_settle.  On the watcher's thread (or ckrun_new's). */
 static bool judged_complete(ckrun *r, const ck_run_entry *e, bool listed, double now)
 {
