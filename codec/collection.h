@@ -9,7 +9,10 @@
  * model folder (collections/hf_folder.h).  The registry
  * (registry.h) lists them, so that the mount and the tools open the same
  * directories the same way.  A directory no collection claims is a
- * training run's, which the mount follows (fs/run_mount.h).
+ * training run's, which the mount follows (fs/run_mount.h); a collection
+ * with a completion rule (ck_collection_done) is one checkpoint of such a
+ * run (codec/run_dir.h), found, judged and opened beneath the run's
+ * descriptor through the hooks below alone, whatever its kind.
  */
 #ifndef CK_COLLECTION_H
 #define CK_COLLECTION_H
@@ -17,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "core/ck_error.h"
 #include "core/model.h"
@@ -54,6 +58,32 @@ typedef struct ck_names_file {
     void (*free_names)(ck_named_dirs *names);
 } ck_names_file;
 
+/* When a directory of the collection in a training run's directory is
+ * complete, its writer done with it: each writer's own signal, else the
+ * settle rule files have (codec/run_dir.h: read-only, or unchanged for
+ * the run's settle time), judged by the attributes stat_at gives. */
+typedef struct ck_collection_done {
+    /* The file its writer writes last, whose arrival makes the directory
+     * one (DCP's .metadata); NULL: none.  A run's watcher passes over
+     * names starting with '.' (its own locks, editors' files) but these. */
+    const char *marker;
+    /* The directory's number from its name (iteration_<N>: N), or NULL.
+     * A run whose complete checkpoints are all of this collection is
+     * ordered by it, not by time. */
+    bool (*number)(const char *name, uint64_t *n);
+    /* A file beside the directory, in the run's, holding the number of
+     * the last complete one (mindformers' latest_checkpointed_iteration.txt):
+     * one it names, or a lower number, is complete by its writer's word
+     * (committed), whatever its times say; a higher one is not.  NULL,
+     * or no such file: the settle rule.  Needs number. */
+    const char *tracker;
+    /* The attributes of the directory name beneath dfd as a mount of it
+     * gives them, from its files (no link followed): all their sizes, the
+     * newest mtime, the permissions all of them grant, an owner; -1 when
+     * it holds none of them (not shown yet) or is gone. */
+    int (*stat_at)(int dfd, const char *name, struct stat *all);
+} ck_collection_done;
+
 typedef struct ck_collection {
     const char *name;           /* "iteration" */
     const char *title;          /* in messages: "an iteration directory" */
@@ -62,6 +92,20 @@ typedef struct ck_collection {
     bool (*probe)(const char *path);
     /* Open the directory path as one model; NULL with err. */
     ck_model *(*open)(const char *path, const ck_collection_opts *o, ck_error *err);
+    /* Whether name, an entry of the directory open as dfd (O_PATH will
+     * do), is one of these, reached with no link followed; NULL: the
+     * collection is found by path alone, never in a run's directory. */
+    bool (*probe_at)(int dfd, const char *name);
+    /* Open the directory below (one name) beneath the directory open as
+     * dfd, no link followed, as one model; path names it in messages.
+     * Who may read its files is checked from dfd (a run's directory).
+     * NULL with err naming the file at fault. */
+    ck_model *(*open_at)(int dfd, const char *below, const char *path,
+                         const ck_collection_opts *o, ck_error *err);
+    /* Its completion rule: set, with probe_at and open_at, for a
+     * collection a training run's directory lists as a checkpoint (read-only
+     * there: a run's writer lock is one file's); NULL: never listed. */
+    const ck_collection_done *done;
     const ck_names_file *names_file; /* NULL: none */
     /* A directory that stands for one model file of it (a Hugging Face
      * model folder's model.safetensors): that file's name in path, a

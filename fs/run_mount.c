@@ -53,12 +53,10 @@
 #include <syslog.h>
 #include <unistd.h>
 
-#include "../codec/collections/iteration_dir.h"
-#include "../codec/pytorch/dcp_dir.h"
 #include "../codec/core/model_dir.h"
 #include "../codec/core/page_cache.h"
 #include "../codec/core/storage.h"
-#include "../codec/collections/run_dir.h"
+#include "../codec/run_dir.h"
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
 #include "../export/writer_lock.h"
@@ -106,10 +104,10 @@ typedef struct run_writing {
     bool modified;              /* IN_MODIFY seen, no IN_CLOSE_WRITE since */
 } run_writing;
 
-/* A subdirectory of the run (a rank_<id>/, an iteration_<N>/, a DCP
- * directory or one that may become one) watched as the run directory
- * is.  Its files written before its watch was in place are judged by
- * their settle time alone (judged_complete). */
+/* A subdirectory of the run (a rank_<id>/, a collection's directory
+ * such as iteration_<N>/, or one that may become one) watched as the run
+ * directory is.  Its files written before its watch was in place are
+ * judged by their settle time alone (judged_complete). */
 typedef struct run_subdir {
     int wd;
     char *name;
@@ -126,8 +124,8 @@ typedef struct run_slot {
     uid_t uid;
     gid_t gid;
     ino_t file_ino;             /* once opened, 0 before: a copy is not the file */
-    bool iteration;             /* an iteration_<N>/ directory, not a file */
-    bool dcp;                   /* a DCP directory, not a file */
+    const ck_collection *collection; /* a directory of files, not a file: its
+                                      * collection (run_dir.h), read-only */
     bool listed;                /* in the root now */
     bool gone;                  /* deleted or replaced: ESTALE from now on */
     bool failed;                /* did not open: EIO, not tried again (the file is as it was) */
@@ -257,21 +255,21 @@ static bool still_writing(const run_writing *w, double now, double *due)
     return true;
 }
 
-/* Whether entry e is a directory of files (iteration, DCP), read-only. */
+/* Whether entry e is a directory of files (a collection's), read-only. */
 static bool entry_is_dir(const ck_run_entry *e)
 {
-    return e->iteration || e->dcp;
+    return e->collection != NULL;
 }
 
-/* Whether slot s is a directory of files (iteration, DCP), which has no
- * writer: read-only, whatever -o rw says. */
+/* Whether slot s is a directory of files (a collection's): a writer lock
+ * is one file's, so it has none, and is read-only whatever -o rw says. */
 static bool slot_is_dir(const run_slot *s)
 {
-    return s->iteration || s->dcp;
+    return s->collection != NULL;
 }
 
 /* Whether what the events told of w matters to entry e's file: its own,
- * or one in its iteration or DCP directory. */
+ * or one in its collection's directory. */
 static bool writing_of(const run_writing *w, const ck_run_entry *e)
 {
     size_t n = strlen(e->file);
@@ -316,9 +314,9 @@ static void due_at(ckrun *r, double due)
 /* Whether entry e is complete: not being written as far as the events
  * tell; if changed before the events could tell (doubtful), unchanged for
  * settle seconds whatever its mode; and as run_dir judged it (read-only,
- * settled, or an iteration its tracker names).  A file listed already
- * and unchanged since (listed) is not doubtful: it stays, and so do the
- * inodes the kernel holds.  When that may change without an event is
+ * settled, or a directory its collection's tracker names).  A file listed
+ * already and unchanged since (listed) is not doubtful: it stays, and so
+ * do the inodes the kernel holds.  When that may change without an event is
  * noted in r->next_settle.  On the watcher's thread (or ckrun_new's). */
 static bool judged_complete(ckrun *r, const ck_run_entry *e, bool listed, double now)
 {
@@ -387,7 +385,7 @@ static long add_slot(ckrun *r, const ck_run_entry *e)
     run_slot *s = &r->slots[r->n_slots];
     *s = (run_slot){.name = strdup(e->name), .file = strdup(e->file), .mtime = e->mtime,
                     .size = e->size, .mode = e->mode, .uid = e->uid, .gid = e->gid,
-                    .iteration = e->iteration, .dcp = e->dcp, .listed = true,
+                    .collection = e->collection, .listed = true,
                     .check_failed = e->error != NULL, .opens = e->opens,
                     .error = e->error ? strdup(e->error) : NULL};
     if (s->name == NULL || s->file == NULL || (e->error != NULL && s->error == NULL)) {
@@ -715,10 +713,10 @@ static void writing_forget_in(ckrun *r, const char *name)
 }
 
 /* Whether the subdirectory name is watched: any not starting with '.'.
- * A DCP directory has no name of its own (torchtitan's step-<N>/), and it
- * becomes one only when its .metadata is written, last: watched from the
- * start, that write is seen.  Past SUBDIRS_MAX the run is listed every
- * second instead. */
+ * A collection's directory may have no name of its own (a DCP one,
+ * torchtitan's step-<N>/), and become one only when its marker is
+ * written, last (.metadata): watched from the start, that write is
+ * seen.  Past SUBDIRS_MAX the run is listed every second instead. */
 static bool watched_name(const char *name)
 {
     return name[0] != '.';
@@ -818,9 +816,10 @@ static bool take_event(ckrun *r, const struct inotify_event *ev, const char *sub
     const uint32_t m = ev->mask;
     if (ev->len == 0) /* the directory itself: moved, deleted, chmod'ed */
         return (m & (IN_OPEN | IN_CLOSE_WRITE | IN_CLOSE_NOWRITE)) == 0;
-    if (ev->name[0] == '.' && (sub == NULL || strcmp(ev->name, ".metadata") != 0))
+    if (ev->name[0] == '.' && (sub == NULL || !ck_run_marker(ev->name)))
         return false; /* never a checkpoint: our own locks and saves' temporary files;
-                       * but a DCP directory's .metadata, written last, makes it one */
+                       * but a collection's marker (DCP's .metadata), written last,
+                       * makes its directory one */
     if (m & IN_ISDIR) {
         if (sub != NULL || (m & (IN_OPEN | IN_CLOSE_NOWRITE)))
             return false; /* nothing deeper is listed; our own listing */
@@ -1031,17 +1030,16 @@ static bool file_is_slots(const run_slot *s, const struct stat *st)
            (s->file_ino == 0 || st->st_ino == s->file_ino);
 }
 
-/* Slot s's checkpoint as a model: its file, or its iteration or DCP
- * directory (beneath the run directory, no link followed).  writable: a save of
+/* Slot s's checkpoint as a model: its file, or its collection's
+ * directory (beneath the run directory, no link followed, opened by the
+ * collection's own open_at).  writable: a save of
  * several files that a crash cut short is finished first, and the
  * file is watched for other programs' writes. */
 static ck_model *open_checkpoint(ckrun *r, const run_slot *s, const char *path, bool writable,
                                  ck_error *err)
 {
-    if (s->iteration)
-        return ck_iteration_open_at(r->dir_fd, s->file, path, &r->open_opts, false, err);
-    if (s->dcp)
-        return ck_dcp_open_at(r->dir_fd, s->file, path, false, err);
+    if (s->collection != NULL)
+        return ck_run_dir_open(r->dir_fd, s->collection, s->file, path, &r->open_opts, err);
     ck_model *model = NULL;
     ck_model_dir *dir = ck_dir_in(r->dir_fd, r->path, s->file, err);
     if (dir != NULL && writable)
@@ -1184,7 +1182,7 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
     /* The index, the mount around it, a guess at the allocator's and the
      * kernel's share, and what the pages of a wrapped one may hold; its
      * files and directory, and the run's, kept again when that is below
-     * it (rank_<id>/, iteration_<N>/, a DCP directory). */
+     * it (rank_<id>/, a collection's directory). */
     s->cost = tree_footprint(&fs->tr) + sizeof *fs + 4096 +
               (ck_envelope_is_wrapped(&model->env) ? ck_page_cache_budget(model->cache) : 0) +
               (lock != NULL ? WRITABLE_COST : 0);

@@ -66,7 +66,7 @@
 
 #include "cli_open.h"
 #include "../codec/core/model.h"
-#include "../codec/collections/run_dir.h"
+#include "../codec/run_dir.h"
 #include "../codec/core/version.h"
 
 /* Seconds a writable checkpoint must be left unchanged to count as
@@ -449,6 +449,13 @@ static int dump_json(const ck_model *m, const size_t *order, size_t n, const tot
 
 /* A run directory as one JSON object (the man page's JSON SCHEMA): the
  * text listing's columns, keyed; no tensors. */
+/* What a run's checkpoint is: its collection's name (a directory's,
+ * "iteration"), else its file's format's. */
+static const char *entry_kind(const ck_run_entry *e)
+{
+    return e->collection != NULL ? e->collection->name : e->format->name;
+}
+
 static int run_dir_json(const char *path, const ck_run_list *l, size_t complete)
 {
     json_t *root = json_object();
@@ -461,9 +468,7 @@ static int run_dir_json(const char *path, const ck_run_list *l, size_t complete)
         json_t *c = json_object();
         put_name(c, "name", e->name, strlen(e->name));
         put_name(c, "file", e->file, strlen(e->file));
-        json_object_set_new(c, "format", json_string(e->iteration ? "iteration"
-                                                     : e->dcp     ? "dcp"
-                                                                  : e->format->name));
+        json_object_set_new(c, "format", json_string(entry_kind(e)));
         if (e->numbered) {
             json_object_set_new(c, "epoch", jint(e->epoch));
             json_object_set_new(c, "step", jint(e->step));
@@ -536,7 +541,7 @@ static int dump_run_dir(const char *path, double settle, bool json, const ck_cli
     for (size_t i = 0; i < l.n; i++) {
         const ck_run_entry *e = &l.e[i];
         printf("%s\t%s\t%s\t", e->name, e->file,
-               e->iteration ? "iteration" : e->dcp ? "dcp" : e->format->name);
+               entry_kind(e));
         if (e->numbered)
             printf("epoch %" PRIu64 " step %" PRIu64, e->epoch, e->step);
         else

@@ -32,7 +32,7 @@
 
 #include "dist_strategy.h"
 #include "model_set.h"
-#include "run_dir.h"
+#include "../run_dir.h"
 #include "tensor_grid.h"
 
 /* What a merge is working with. */

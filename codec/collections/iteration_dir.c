@@ -735,7 +735,80 @@ static ck_model *open_iteration(const char *path, const ck_collection_opts *o, c
     return ck_iteration_open(path, &o->open, o->watch, err);
 }
 
+static ck_model *open_iteration_at(int dfd, const char *below, const char *path,
+                                   const ck_collection_opts *o, ck_error *err)
+{
+    if (strchr(below, '/') != NULL) { /* openat would follow a link on the way */
+        ck_fail(err, EINVAL, "%s: not a single directory name", path);
+        return NULL;
+    }
+    return ck_iteration_open_at(dfd, below, path, &o->open, o->watch, err);
+}
+
+/* By its name alone; whether it is a directory holding shard files,
+ * stat_iteration says. */
+static bool probe_iteration_at(int dfd, const char *name)
+{
+    (void)dfd;
+    uint64_t n;
+    return ck_iteration_dir_name(name, &n);
+}
+
+/* The first shard file in reading order (see the top): model before
+ * optimizer, then by index, then by name. */
+static bool reads_before(int kind, uint64_t i, const char *name, int kind0, uint64_t i0,
+                         const char *name0)
+{
+    if (kind != kind0)
+        return kind < kind0;
+    return i != i0 ? i < i0 : strcmp(name, name0) < 0;
+}
+
+/* Its shard files' attributes together, as the model opened gives them
+ * (ck_mset_stat): the owner is the first file's. */
+static int stat_iteration(int dfd, const char *name, struct stat *all)
+{
+    int ifd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = ifd < 0 ? NULL : ck_list_dir(ifd);
+    if (ifd >= 0)
+        close(ifd);
+    if (d == NULL)
+        return -1; /* not a directory (no link is followed), or unreadable */
+    *all = (struct stat){.st_mode = S_IFREG | 07777};
+    struct stat st;
+    char first[NAME_MAX + 1] = "";
+    int kind0 = 0;
+    uint64_t i0 = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        int kind;
+        uint64_t i;
+        if (!ck_iteration_file_name(de->d_name, &kind, &i) ||
+            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (first[0] == '\0' || reads_before(kind, i, de->d_name, kind0, i0, first)) {
+            snprintf(first, sizeof first, "%s", de->d_name);
+            kind0 = kind;
+            i0 = i;
+            all->st_uid = st.st_uid;
+            all->st_gid = st.st_gid;
+        }
+        ck_mset_stat_join(all, &st);
+    }
+    closedir(d);
+    return first[0] != '\0' ? 0 : -1; /* no shard file: not one yet */
+}
+
+/* mindformers writes the tracker once every file of the iteration is
+ * written: its commit point. */
+static const ck_collection_done iteration_done = {
+    .number = ck_iteration_dir_name,
+    .tracker = "latest_checkpointed_iteration.txt",
+    .stat_at = stat_iteration,
+};
+
 const ck_collection ck_collection_iteration = {
     .name = "iteration", .title = "an iteration directory", .probe = ck_iteration_dir_path,
-    .open = open_iteration,
+    .open = open_iteration, .probe_at = probe_iteration_at, .open_at = open_iteration_at,
+    .done = &iteration_done,
 };

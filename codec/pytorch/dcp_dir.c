@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "dcp_dir.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -26,6 +27,7 @@
 #include "../collections/model_set.h"
 #include "../collections/tensor_grid.h"
 #include "../core/dir_name.h"
+#include "../core/model_dir.h"
 #include "../core/le_bytes.h"
 #include "../core/model.h"
 #include "../safetensors/safetensors_reader.h"
@@ -953,7 +955,56 @@ bool ck_dcp_dir_path(const char *path)
     return pickle_at(AT_FDCWD, file, 0); /* a model given by path: resolved once, here */
 }
 
+static ck_model *open_dcp_at(int dfd, const char *below, const char *path,
+                             const ck_collection_opts *o, ck_error *err)
+{
+    return ck_dcp_open_at(dfd, below, path, o->watch, err);
+}
+
+/* Whether name is a DCP data file's: "*.distcp", as FileSystemWriter
+ * names them (__<rank>_<n>.distcp). */
+static bool distcp_name(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 7 && strcmp(name + n - 7, ".distcp") == 0;
+}
+
+/* .metadata's attributes and its data files' together, as the model
+ * opened gives them when .metadata names every *.distcp file there; the
+ * owner is .metadata's. */
+static int stat_dcp(int dfd, const char *name, struct stat *all)
+{
+    int ifd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (ifd < 0 || fstatat(ifd, METADATA, all, AT_SYMLINK_NOFOLLOW) < 0 ||
+        !S_ISREG(all->st_mode)) {
+        if (ifd >= 0)
+            close(ifd);
+        return -1; /* gone or replaced since the probe */
+    }
+    DIR *d = ck_list_dir(ifd);
+    close(ifd);
+    if (d == NULL)
+        return -1; /* unreadable: not shown */
+    struct stat st;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (distcp_name(de->d_name) &&
+            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+            ck_mset_stat_join(all, &st);
+    closedir(d);
+    return 0;
+}
+
+/* FileSystemWriter writes the data files first and .metadata last: a
+ * directory without it is not one yet, and one with it is complete as a
+ * file is (read-only, or settled), judged by all its files together.
+ * Its name is free (torchtitan's step-<N>/): no number. */
+static const ck_collection_done dcp_done = {
+    .marker = METADATA,
+    .stat_at = stat_dcp,
+};
+
 const ck_collection ck_collection_dcp = {
     .name = "dcp", .title = "a PyTorch distributed checkpoint", .probe = ck_dcp_dir_path,
-    .open = open_dcp,
+    .open = open_dcp, .probe_at = ck_dcp_dir_at, .open_at = open_dcp_at, .done = &dcp_done,
 };

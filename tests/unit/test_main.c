@@ -941,6 +941,7 @@ int main(void)
     test_gather();
     test_progress();
     test_view();
+    test_run_dir();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

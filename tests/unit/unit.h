@@ -32,5 +32,6 @@ void test_gather(void);
 void test_shards(void);
 void test_progress(void);
 void test_view(void);
+void test_run_dir(void);
 
 #endif

@@ -2,10 +2,13 @@
 /*
  * run_dir: the checkpoints of a training run's directory, found by their
  * names and modes alone (run_dir.c says which files and directories count
- * and when one is complete; of a directory, the first bytes of the one file
- * that says what it is).  No checkpoint is opened by the scan: a mount lists the run
- * from this, asks ck_run_entry_check of the one `latest` would name, and
- * opens a checkpoint when it is first looked into; ckptfs-dump prints it.
+ * and when one is complete; a directory is a checkpoint when a collection
+ * of the registry claims it, judged by that collection's completion rule,
+ * collection.h).  No checkpoint is opened by the scan: a mount lists the
+ * run from this, asks ck_run_entry_check of the one `latest` would name,
+ * and opens a checkpoint when it is first looked into (a directory's by
+ * ck_run_dir_open); ckptfs-dump prints it, and a distributed merge lists
+ * a rank's directory with it.
  */
 #ifndef CK_RUN_DIR_H
 #define CK_RUN_DIR_H
@@ -16,8 +19,9 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "../core/ck_error.h"
-#include "../format.h"
+#include "collection.h"
+#include "core/ck_error.h"
+#include "format.h"
 
 /* One checkpoint of the directory. */
 typedef struct ck_run_entry {
@@ -28,9 +32,9 @@ typedef struct ck_run_entry {
     char *file;                 /* its file's name in the directory ("rank_<id>/<file>"
                                  * for a rank's directory, see run_dir.c) */
     const ck_format *format;    /* by the file's name (NULL for a directory) */
-    bool iteration;             /* an iteration_<N>/ directory (iteration_dir.h) */
-    bool dcp;                   /* a PyTorch Distributed Checkpoint directory
-                                 * (dcp_dir.h), any name: torchtitan's step-<N>/ */
+    const ck_collection *collection; /* the collection a directory of the run is
+                                      * (iteration_<N>/, a DCP directory); NULL
+                                      * for a file, or a rank's directory's file */
     bool numbered;              /* named <prefix>-<epoch>_<step>, as ModelCheckpoint does */
     unsigned reuse;             /* numbered: N of a prefix ModelCheckpoint renamed to
                                  * <prefix>_N when the run reused the directory; 0 */
@@ -41,8 +45,9 @@ typedef struct ck_run_entry {
     uid_t uid;
     gid_t gid;
     bool complete;              /* its writer is done (see run_dir.c) */
-    bool committed;             /* an iteration the tracker names: complete by the
-                                 * writer's own word, whatever times and events say */
+    bool committed;             /* one its collection's tracker names (an iteration):
+                                 * complete by the writer's own word, whatever times
+                                 * and events say */
     char *error;                /* why it does not open (ck_run_entry_check), or NULL:
                                  * such a one is never the newest */
     bool opens;                 /* ck_run_entry_check opened it */
@@ -83,6 +88,19 @@ struct ck_open_opts;
  * (EMFILE, ENOMEM). */
 int ck_run_entry_check(int dfd, const char *path, ck_run_entry *e,
                        const struct ck_open_opts *o, ck_error *err);
+
+/* The directory below of the run directory dfd, of collection c, as a
+ * model: through c's open_at, no link followed, watching nothing (path
+ * names it in messages).  How the mount and ck_run_entry_check open a
+ * directory checkpoint.  NULL with err. */
+ck_model *ck_run_dir_open(int dfd, const ck_collection *c, const char *below, const char *path,
+                          const struct ck_open_opts *o, ck_error *err);
+
+/* Whether a run's watcher must heed the file name beneath one of the
+ * run's subdirectories though it starts with '.': a collection's marker
+ * (collection.h, ck_collection_done), written last, that makes a
+ * directory one. */
+bool ck_run_marker(const char *name);
 
 /* The same for the run directory at path. */
 int ck_run_entry_check_path(const char *path, ck_run_entry *e, const struct ck_open_opts *o,

@@ -22,24 +22,28 @@
  * A distributed checkpoint's rank_<id>/ directory (one checkpoint per
  * rank, as MindSpore's transform_checkpoints lays them out) holding
  * exactly one checkpoint is shown as that checkpoint, named rank_<id>.
- * A MindSpore Transformers iteration_<N>/ directory is one checkpoint
- * (iteration_dir.h), complete once latest_checkpointed_iteration.txt
- * beside it says N or later.  Any other directory (not a link, its name
- * not starting with '.') whose .metadata is a regular file starting with
- * a pickle's PROTO (dcp_dir.h) is a PyTorch Distributed Checkpoint
- * (torchtitan's step-<N>/), one checkpoint named as the directory:
- * DCP's FileSystemWriter writes the data files first and .metadata
- * last, so a directory without it is not one yet.  It is complete as a
- * file is (read-only, or settled), judged by .metadata and its *.distcp
- * data files together.  Nothing deeper is looked into.
+ * Any other directory (not a link, its name not starting with '.') that
+ * a collection of the registry claims (collection.h: probe_at, in the
+ * registry's order, with a completion rule, done) is one checkpoint named
+ * as the directory, shown with the attributes the rule's stat_at gives
+ * (none: not shown yet).  It is complete once the rule's tracker beside
+ * it names its number or a later one (committed), else, with no tracker
+ * written, as a file is (read-only, or settled), judged by those
+ * attributes.  So a MindSpore Transformers iteration_<N>/ directory is
+ * one, complete once latest_checkpointed_iteration.txt says N or later,
+ * and a PyTorch Distributed Checkpoint (torchtitan's step-<N>/) is one
+ * once its .metadata, written last, is there.  No kind is named here:
+ * a collection with a rule is listed as these are.  Nothing deeper is
+ * looked into.
  *
  * The newest: ModelCheckpoint names its files <prefix>-<epoch>_<step>.ckpt
  * and, when a run reuses a directory, renames the prefix <prefix>_1,
  * <prefix>_2...  When every complete checkpoint is so named with one
  * prefix, the newest is the highest (epoch, step); with one prefix and its
  * renamings, the highest (renaming, epoch, step); when they are all
- * iteration directories, the highest N; otherwise (DCP directories
- * included: their names are free), and between equals, the latest
+ * directories of one collection whose rule numbers them by name
+ * (iteration_<N>), the highest N; otherwise (DCP directories included:
+ * their names are free), and between equals, the latest
  * modification time, then the last name.  One known not to open (its
  * error set: text named .ckpt, a file cut short) is never the newest;
  * ck_run_list_pick_opening asks, of the one picked, whether it opens,
@@ -58,16 +62,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../core/decimal.h"
-#include "../pytorch/dcp_dir.h"
-#include "iteration_dir.h"
-#include "../core/model.h"
-#include "../core/model_dir.h"
-#include "model_set.h"
-#include "../registry.h"
+#include "core/decimal.h"
+#include "core/model.h"
+#include "core/model_dir.h"
+#include "registry.h"
 
 #define SET_INDEX ".safetensors.index.json"
-#define TRACKER "latest_checkpointed_iteration.txt"
+/* Collections whose trackers a scan reads once; past this, once an entry. */
+#define TRACKED_MAX 16
 
 /* The length of the prefix of a name "<prefix>-<epoch>_<step>", with epoch
  * and step; 0 when the name is not one. */
@@ -198,13 +200,13 @@ bool ck_rank_dir_name(const char *name, uint64_t *id)
 static int scan(int dfd, const char *path, double settle, const struct timespec *now,
                 bool top, ck_run_list *out, ck_error *err);
 
-/* The last iteration mindformers' tracker file says is complete, or -1
- * (no tracker, or not a number). */
-static int64_t tracked_iteration(int dfd)
+/* The number a collection's tracker file (collection.h) in the run's
+ * directory says is complete, or -1 (no tracker, or not a number). */
+static int64_t tracked_number(int dfd, const char *tracker)
 {
     char buf[32];
     struct stat st;
-    int fd = ck_open_regular(dfd, TRACKER, O_RDONLY | O_NOFOLLOW, 0, &st);
+    int fd = ck_open_regular(dfd, tracker, O_RDONLY | O_NOFOLLOW, 0, &st);
     ssize_t n = fd < 0 ? -1 : pread(fd, buf, sizeof buf - 1, 0);
     if (fd >= 0)
         close(fd);
@@ -214,30 +216,72 @@ static int64_t tracked_iteration(int dfd)
     return n > 0 && ck_decimal(buf, (size_t)n, &v) && v <= INT64_MAX ? (int64_t)v : -1;
 }
 
-/* The first shard file in reading order (iteration_dir.c): model before
- * optimizer, then by index, then by name. */
-static bool reads_before(int kind, uint64_t i, const char *name, int kind0, uint64_t i0,
-                         const char *name0)
+/* What a scan of the run's own directory reads once: each collection's
+ * tracker (-1: none), by its index in the registry. */
+typedef struct run_trackers {
+    int64_t number[TRACKED_MAX];
+} run_trackers;
+
+static void read_trackers(int dfd, run_trackers *t)
 {
-    if (kind != kind0)
-        return kind < kind0;
-    return i != i0 ? i < i0 : strcmp(name, name0) < 0;
+    for (size_t i = 0; i < TRACKED_MAX; i++) {
+        const ck_collection *c = ck_collection_at(i);
+        const ck_collection_done *d = c != NULL ? c->done : NULL;
+        t->number[i] = d != NULL && d->tracker != NULL ? tracked_number(dfd, d->tracker) : -1;
+    }
 }
 
-/* A directory checkpoint's entry with the attributes of its files, all:
- * their sizes, the newest mtime, the permissions all of them grant, the
- * owner. */
+/* What collection i's tracker says: read once a scan, beyond
+ * TRACKED_MAX each time. */
+static int64_t tracked(int dfd, const run_trackers *t, size_t i, const ck_collection_done *d)
+{
+    if (d->tracker == NULL)
+        return -1;
+    return i < TRACKED_MAX ? t->number[i] : tracked_number(dfd, d->tracker);
+}
+
+/* A directory checkpoint's entry with the attributes of its files, all
+ * (collection.h, stat_at). */
 static ck_run_entry dir_entry(const struct stat *all)
 {
     return (ck_run_entry){.mtime = all->st_mtim, .size = (uint64_t)all->st_size,
                           .mode = all->st_mode, .uid = all->st_uid, .gid = all->st_gid};
 }
 
-/* e, the checkpoint of directory dir (its name, and its file), appended to
- * l (which has room). */
-static int push_dir_entry(ck_run_list *l, const char *dir, ck_run_entry e, const char *path,
-                          ck_error *err)
+/* Whether a directory numbered n (has_number) is complete by its
+ * collection's rule, its tracker saying tracked (-1: none); whether the
+ * tracker names it into *committed.  A tracker written judges alone: a
+ * directory it does not name yet is being written, whatever its mode. */
+static bool dir_complete(int64_t tracked, bool has_number, uint64_t n, const struct stat *all,
+                         double settle, const struct timespec *now, bool *committed)
 {
+    *committed = false;
+    if (tracked >= 0 && has_number) {
+        *committed = (uint64_t)tracked >= n;
+        return *committed;
+    }
+    return is_complete(all, settle, now);
+}
+
+/* dir as the checkpoint of collection i (c) appended to l (which has
+ * room), when c claims it and it holds its files: 1, or 0 when it does
+ * not, -1 with err out of memory. */
+static int add_collection_entry(ck_run_list *l, int dfd, const char *dir, size_t i,
+                                const ck_collection *c, const run_trackers *t, double settle,
+                                const struct timespec *now, const char *path, ck_error *err)
+{
+    const ck_collection_done *d = c->done;
+    struct stat all;
+    if (d == NULL || c->probe_at == NULL || c->open_at == NULL || d->stat_at == NULL ||
+        !c->probe_at(dfd, dir) || d->stat_at(dfd, dir, &all) < 0)
+        return 0;
+    uint64_t n = 0;
+    bool has_number = d->number != NULL && d->number(dir, &n);
+    ck_run_entry e = dir_entry(&all);
+    e.collection = c;
+    e.step = has_number ? n : 0;
+    e.complete = dir_complete(tracked(dfd, t, i, d), has_number, n, &all, settle, now,
+                              &e.committed);
     e.name = strdup(dir);
     e.file = strdup(dir);
     if (e.name == NULL || e.file == NULL) {
@@ -246,100 +290,24 @@ static int push_dir_entry(ck_run_list *l, const char *dir, ck_run_entry e, const
         return ck_nomem(err, path);
     }
     l->e[l->n++] = e;
+    return 1;
+}
+
+/* dir as the checkpoint of the first collection of the registry that
+ * claims it (add_collection_entry). */
+static int add_dir_entry(ck_run_list *l, int dfd, const char *dir, const run_trackers *t,
+                         double settle, const struct timespec *now, const char *path,
+                         ck_error *err)
+{
+    if (dir[0] == '.')
+        return 0; /* ckptfs's own, editors' */
+    const ck_collection *c;
+    for (size_t i = 0; (c = ck_collection_at(i)) != NULL; i++) {
+        int rc = add_collection_entry(l, dfd, dir, i, c, t, settle, now, path, err);
+        if (rc != 0)
+            return rc < 0 ? -1 : 0;
+    }
     return 0;
-}
-
-/* An iteration_<N>/ directory (iteration_dir.h) is one checkpoint, shown
- * with its shard files' attributes together, as a mount of it gives them:
- * all their sizes, the newest mtime, the permissions all of them grant,
- * the first's owner.  It is complete once mindformers' tracker names N or
- * a later iteration; with no tracker, as a file is (read-only, or
- * settled).  A directory with no shard file is not shown. */
-static int add_iteration_entry(ck_run_list *l, int dfd, const char *dir, int64_t tracked,
-                               double settle, const struct timespec *now, const char *path,
-                               ck_error *err)
-{
-    uint64_t n;
-    if (!ck_iteration_dir_name(dir, &n))
-        return 0;
-    int ifd = openat(dfd, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *d = ifd < 0 ? NULL : ck_list_dir(ifd);
-    if (ifd >= 0)
-        close(ifd);
-    if (d == NULL)
-        return 0; /* not a directory (no link is followed), or unreadable */
-    struct stat all = {.st_mode = S_IFREG | 07777}, st;
-    char first[NAME_MAX + 1] = "";
-    int kind0 = 0;
-    uint64_t i0 = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        int kind;
-        uint64_t i;
-        if (!ck_iteration_file_name(de->d_name, &kind, &i) ||
-            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
-            continue;
-        if (first[0] == '\0' || reads_before(kind, i, de->d_name, kind0, i0, first)) {
-            snprintf(first, sizeof first, "%s", de->d_name);
-            kind0 = kind;
-            i0 = i;
-            all.st_uid = st.st_uid;
-            all.st_gid = st.st_gid;
-        }
-        ck_mset_stat_join(&all, &st);
-    }
-    closedir(d);
-    if (first[0] == '\0')
-        return 0;
-    ck_run_entry e = dir_entry(&all);
-    e.iteration = true;
-    e.step = n;
-    e.committed = tracked >= 0 && (uint64_t)tracked >= n;
-    e.complete = tracked >= 0 ? (uint64_t)tracked >= n : is_complete(&all, settle, now);
-    return push_dir_entry(l, dir, e, path, err);
-}
-
-/* Whether name is a DCP data file's: "*.distcp", as FileSystemWriter
- * names them (__<rank>_<n>.distcp). */
-static bool distcp_name(const char *name)
-{
-    size_t n = strlen(name);
-    return n > 7 && strcmp(name + n - 7, ".distcp") == 0;
-}
-
-/* A DCP directory (dcp_dir.h) is one checkpoint, shown with .metadata's
- * attributes and its data files' together, as a mount of it gives them
- * (when .metadata names every *.distcp file there): all their sizes, the
- * newest mtime, the permissions all of them grant, .metadata's owner.
- * Complete as a file is.  Links are not followed, in the directory nor to
- * it. */
-static int add_dcp_entry(ck_run_list *l, int dfd, const char *dir, double settle,
-                         const struct timespec *now, const char *path, ck_error *err)
-{
-    if (!ck_dcp_dir_at(dfd, dir))
-        return 0;
-    int ifd = openat(dfd, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat all, st;
-    if (ifd < 0 || fstatat(ifd, ".metadata", &all, AT_SYMLINK_NOFOLLOW) < 0 ||
-        !S_ISREG(all.st_mode)) {
-        if (ifd >= 0)
-            close(ifd);
-        return 0; /* gone or replaced since the probe */
-    }
-    DIR *d = ck_list_dir(ifd);
-    close(ifd);
-    if (d == NULL)
-        return 0; /* unreadable: not shown */
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL)
-        if (distcp_name(de->d_name) &&
-            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-            ck_mset_stat_join(&all, &st);
-    closedir(d);
-    ck_run_entry e = dir_entry(&all);
-    e.dcp = true;
-    e.complete = is_complete(&all, settle, now);
-    return push_dir_entry(l, dir, e, path, err);
 }
 
 /* A distributed checkpoint's rank_<id>/ directory holding one checkpoint:
@@ -451,14 +419,29 @@ static int unique_names(ck_run_list *l, const char *path, ck_error *err)
     return rc;
 }
 
+/* Whether the complete checkpoints are all directories of one collection
+ * numbered by their names alone (collection.h, number): by step, then. */
+static bool one_numbered_collection(const ck_run_list *l)
+{
+    const ck_collection *c = NULL;
+    for (size_t i = 0; i < l->n; i++) {
+        const ck_run_entry *e = &l->e[i];
+        if (!e->complete)
+            continue;
+        if (e->collection == NULL || e->collection->done->number == NULL ||
+            (c != NULL && e->collection != c))
+            return false;
+        c = e->collection;
+    }
+    return true;
+}
+
 /* How the complete checkpoints compare: by (renaming, epoch, step) when
- * they are all numbered with one base prefix, else by time alone. */
+ * they are all numbered with one base prefix, or by their directories'
+ * numbers (one_numbered_collection), else by time alone. */
 static bool one_run(ck_run_list *l)
 {
-    bool iterations = true; /* all numbered by their directories' names alone */
-    for (size_t i = 0; i < l->n; i++)
-        iterations &= !l->e[i].complete || l->e[i].iteration;
-    if (iterations)
+    if (one_numbered_collection(l))
         return true;
     const ck_run_entry *first = NULL;
     size_t first_len = 0, first_base = 0;
@@ -535,6 +518,22 @@ void ck_run_list_pick_opening(ck_run_list *l, int (*check)(void *arg, ck_run_ent
     }
 }
 
+ck_model *ck_run_dir_open(int dfd, const ck_collection *c, const char *below, const char *path,
+                          const struct ck_open_opts *o, ck_error *err)
+{
+    ck_collection_opts co = {.open = *o};
+    return c->open_at(dfd, below, path, &co, err);
+}
+
+bool ck_run_marker(const char *name)
+{
+    const ck_collection *c;
+    for (size_t i = 0; (c = ck_collection_at(i)) != NULL; i++)
+        if (c->done != NULL && c->done->marker != NULL && strcmp(c->done->marker, name) == 0)
+            return true;
+    return false;
+}
+
 int ck_run_entry_check(int dfd, const char *path, ck_run_entry *e,
                        const struct ck_open_opts *o, ck_error *err)
 {
@@ -542,10 +541,8 @@ int ck_run_entry_check(int dfd, const char *path, ck_run_entry *e,
     if (asprintf(&where, "%s/%s", path, e->file) < 0)
         return ck_nomem(err, path);
     ck_model *model = NULL;
-    if (e->iteration) {
-        model = ck_iteration_open_at(dfd, e->file, where, o, false, err);
-    } else if (e->dcp) {
-        model = ck_dcp_open_at(dfd, e->file, where, false, err);
+    if (e->collection != NULL) {
+        model = ck_run_dir_open(dfd, e->collection, e->file, where, o, err);
     } else {
         ck_model_dir *dir = ck_dir_in(dfd, path, e->file, err);
         if (dir != NULL)
@@ -578,7 +575,7 @@ int ck_run_entry_check_path(const char *path, ck_run_entry *e, const struct ck_o
     return rc;
 }
 
-/* The run's own directory is top: its rank_<id>/, iteration_<N>/ and DCP
+/* The run's own directory is top: its rank_<id>/ and collections'
  * directories are looked into, and nothing deeper. */
 static int scan(int dfd, const char *path, double settle, const struct timespec *now,
                 bool top, ck_run_list *out, ck_error *err)
@@ -589,16 +586,16 @@ static int scan(int dfd, const char *path, double settle, const struct timespec 
     int rc = list_names(path, dfd, &names, &n, err);
     if (rc == 0 && (out->e = calloc(n + 1, sizeof *out->e)) == NULL)
         rc = ck_nomem(err, path);
-    int64_t tracked = top ? tracked_iteration(dfd) : -1;
+    run_trackers trackers = {{0}};
+    if (top)
+        read_trackers(dfd, &trackers);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         size_t before = out->n;
         rc = add_entry(out, dfd, names, n, i, settle, now, path, err);
         if (rc == 0 && top && out->n == before)
             rc = add_rank_entry(out, dfd, names[i], settle, now, path, err);
         if (rc == 0 && top && out->n == before)
-            rc = add_iteration_entry(out, dfd, names[i], tracked, settle, now, path, err);
-        if (rc == 0 && top && out->n == before)
-            rc = add_dcp_entry(out, dfd, names[i], settle, now, path, err);
+            rc = add_dir_entry(out, dfd, names[i], &trackers, settle, now, path, err);
     }
     for (size_t i = 0; i < n; i++)
         free(names[i]);
