@@ -61,6 +61,30 @@ typedef struct spec {
     size_t len;
 } spec;
 
+unsigned char *unit_ckpt_value(const char *tag, const char *type, const int64_t *dims,
+                               size_t ndim, const void *content, size_t len, size_t *out_len)
+{
+    TensorProto tp = TENSOR_PROTO__INIT;
+    tp.n_dims = ndim;
+    tp.dims = (int64_t *)dims;
+    tp.tensor_type = (char *)type;
+    tp.tensor_content.data = (uint8_t *)content;
+    tp.tensor_content.len = len;
+    Checkpoint__Value v = CHECKPOINT__VALUE__INIT;
+    v.tag = (char *)tag;
+    v.value_case = CHECKPOINT__VALUE__VALUE_TENSOR;
+    v.tensor = &tp;
+    Checkpoint__Value *vp = &v;
+    Checkpoint c = CHECKPOINT__INIT;
+    c.n_value = 1;
+    c.value = &vp;
+    *out_len = checkpoint__get_packed_size(&c);
+    unsigned char *buf = malloc(*out_len ? *out_len : 1);
+    if (buf != NULL)
+        checkpoint__pack(&c, buf);
+    return buf;
+}
+
 /* One serialized Checkpoint message per value, concatenated (MindSpore's
  * writer); returns a malloc'ed buffer. */
 static unsigned char *encode(const spec *specs, size_t n, size_t *out_len)
@@ -68,23 +92,12 @@ static unsigned char *encode(const spec *specs, size_t n, size_t *out_len)
     unsigned char *buf = NULL;
     size_t len = 0;
     for (size_t i = 0; i < n; i++) {
-        TensorProto tp = TENSOR_PROTO__INIT;
-        tp.n_dims = specs[i].ndim;
-        tp.dims = (int64_t *)specs[i].dims;
-        tp.tensor_type = (char *)specs[i].type;
-        tp.tensor_content.data = (uint8_t *)specs[i].content;
-        tp.tensor_content.len = specs[i].len;
-        Checkpoint__Value v = CHECKPOINT__VALUE__INIT;
-        v.tag = (char *)specs[i].tag;
-        v.value_case = CHECKPOINT__VALUE__VALUE_TENSOR;
-        v.tensor = &tp;
-        Checkpoint__Value *vp = &v;
-        Checkpoint c = CHECKPOINT__INIT;
-        c.n_value = 1;
-        c.value = &vp;
-        size_t k = checkpoint__get_packed_size(&c);
+        size_t k;
+        unsigned char *one = unit_ckpt_value(specs[i].tag, specs[i].type, specs[i].dims,
+                                             specs[i].ndim, specs[i].content, specs[i].len, &k);
         buf = realloc(buf, len + k);
-        checkpoint__pack(&c, buf + len);
+        memcpy(buf + len, one, k);
+        free(one);
         len += k;
     }
     *out_len = len;

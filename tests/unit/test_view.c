@@ -52,23 +52,11 @@ static bool write_model(const char *path)
         vt *t = &model[i];
         for (size_t b = 0; b < t->len; b++)
             t->bytes[b] = (unsigned char)(17 * i + 3 * b + 1);
-        TensorProto tp = TENSOR_PROTO__INIT;
-        tp.n_dims = t->ndim;
-        tp.dims = t->dims;
-        tp.tensor_type = (char *)t->ms;
-        tp.tensor_content.data = t->bytes;
-        tp.tensor_content.len = t->len;
-        Checkpoint__Value v = CHECKPOINT__VALUE__INIT;
-        v.tag = (char *)t->name;
-        v.value_case = CHECKPOINT__VALUE__VALUE_TENSOR;
-        v.tensor = &tp;
-        Checkpoint__Value *vp = &v;
-        Checkpoint c = CHECKPOINT__INIT;
-        c.n_value = 1;
-        c.value = &vp;
-        unsigned char buf[256];
-        size_t k = checkpoint__get_packed_size(&c);
-        ok = k <= sizeof buf && checkpoint__pack(&c, buf) == k && fwrite(buf, 1, k, f) == k;
+        size_t k;
+        unsigned char *buf = unit_ckpt_value(t->name, t->ms, t->dims, t->ndim, t->bytes, t->len,
+                                             &k);
+        ok = buf != NULL && fwrite(buf, 1, k, f) == k;
+        free(buf);
     }
     return fclose(f) == 0 && ok;
 }

@@ -20,6 +20,10 @@ static inline uint64_t unit_xorshift(uint64_t *s)
 }
 
 void check(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* One packed MindSpore Checkpoint message holding one tensor (a .ckpt is
+ * such messages back to back), malloc'ed, *out_len bytes. */
+unsigned char *unit_ckpt_value(const char *tag, const char *type, const int64_t *dims,
+                               size_t ndim, const void *content, size_t len, size_t *out_len);
 
 void test_zstd(void);
 void test_stats(void);
