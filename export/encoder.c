@@ -6,6 +6,7 @@
 
 #include "atomic_writer.h"
 #include "../codec/core/saved_index.h"
+#include "../codec/registry.h"
 #include "verify.h"
 
 int ck_model_may_save(const ck_model *m, ck_error *err)

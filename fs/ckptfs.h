@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "../codec/core/model.h"
+#include "../codec/open_path.h"
 #include "../codec/core/version.h"
 #include "tree.h"
 

@@ -30,7 +30,7 @@
 #include "../codec/core/ck_error.h"
 #include "../codec/cipher/key.h"
 #include "../codec/core/model.h"
-#include "../codec/registry.h"
+#include "../codec/open_path.h"
 
 typedef struct ck_cli_open {
     bool skip_crc;

@@ -88,6 +88,12 @@ int ck_saved_index_check_all(const ck_model *m, ck_error *err);
 
 void ck_saved_index_free(struct ck_saved_index *s);
 
+/* The five above, as the model asks them (core/model.h, ck_index_hooks):
+ * the registry's open hands them to ck_model_open_file, and a model an
+ * index is loaded into keeps them (ck_model.ix), so that the model never
+ * calls this file, which is above it. */
+extern const ck_index_hooks ck_saved_index_hooks;
+
 /* ---- the file's bytes, apart from any file system (the unit tests and
  * the fuzzer drive these) ---- */
 
