@@ -94,7 +94,7 @@ save_handle *ckfs_save_handle_of(const struct fuse_file_info *fi)
 /* The save that created the file has ended (under the mount's lock). */
 static void save_handle_saved(ckfs_waiter *w, int errnum, const char *why)
 {
-    (void)why; /* said by ckfs_saved, kept in user.ckptfs.last_error */
+    (void)why; /* logged by the saver, kept in user.ckptfs.last_error */
     save_handle *h = w->arg;
     h->saved = true;
     h->errnum = errnum;

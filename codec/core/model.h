@@ -141,8 +141,8 @@ ck_model *ck_model_open_file(ck_model_dir *dir, const char *path, const ck_forma
  * through overrides watches none: they were temporary), once they are in
  * place under their names. */
 void ck_model_watch_files(ck_model *m);
-/* The envelopes' save options (ck_envelope_option read them into eo) into
- * o: how a save wraps a model. */
+/* The envelopes' save options (ck_envelope_option, registry.h, read them
+ * into eo) into o: how a save wraps a model. */
 void ck_open_opts_save_as(ck_open_opts *o, const ck_envelope_opts *eo);
 
 /* Whether source i is a data file of the model (an ONNX external data

@@ -324,14 +324,14 @@ def self_test():
                  ("planted circles listed as known", circles, ["--known", listed], 0, 0),
                  ("a known circle gone", circles, ["--known", stale], 0, 1))
         for name, root, extra, want, rc in cases:
-            res = subprocess.run([sys.executable, os.path.abspath(__file__), "--root", root] + extra,
-                                 stdout=subprocess.PIPE, universal_newlines=True, check=False)
+            cmd = [sys.executable, os.path.abspath(__file__), "--root", root] + extra
+            res = subprocess.run(cmd, stdout=subprocess.PIPE, universal_newlines=True, check=False)
             out = res.stdout
             lines = [l for l in out.splitlines() if l.startswith(("include circle", "call circle"))]
             ok = len(lines) == want and res.returncode == rc
             if want:
-                ok = ok and any(l.startswith("include circle (2 modules): codec/a -> export/b -> codec/a")
-                                for l in lines)
+                ok = ok and any(l.startswith("include circle (2 modules): "
+                                             "codec/a -> export/b -> codec/a") for l in lines)
                 ok = ok and any(l.startswith("call circle (2 modules): fs/c -> fs/d -> fs/c")
                                 for l in lines)
             if extra == ["--known", stale]:
@@ -347,7 +347,8 @@ def self_test():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--root", default=os.path.join(here, "..", ".."))
     ap.add_argument("--build", help="the objects' folder (default ROOT/build)")
     ap.add_argument("--includes-only", action="store_true", help="no call graph (nothing built)")
     ap.add_argument("--known", help="the circles tolerated for now "
