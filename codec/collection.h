@@ -6,13 +6,14 @@
  * checkpoint merged by its strategy file (collections/dist_merge.h), a
  * MindSpore Transformers iteration directory (collections/iteration_dir.h),
  * a OneFlow snapshot directory (oneflow/oneflow_dir.h), a Hugging Face
- * model folder (collections/hf_folder.h).  The registry
- * (registry.h) lists them, so that the mount and the tools open the same
- * directories the same way.  A directory no collection claims is a
- * training run's, which the mount follows (fs/run_mount.h); a collection
- * with a completion rule (ck_collection_done) is one checkpoint of such a
- * run (codec/run_dir.h), found, judged and opened beneath the run's
- * descriptor through the hooks below alone, whatever its kind.
+ * model folder (collections/hf_folder.h).  Their table (open_path.h)
+ * lists them, so that the mount and the tools open the same directories
+ * the same way; a collection opens its member files through the registry
+ * of formats (registry.h), below that table.  A directory no collection
+ * claims is a training run's, which the mount follows (fs/run_mount.h); a
+ * collection with a completion rule (ck_collection_done) is one checkpoint
+ * of such a run (codec/run_dir.h), found, judged and opened beneath the
+ * run's descriptor through the hooks below alone, whatever its kind.
  */
 #ifndef CK_COLLECTION_H
 #define CK_COLLECTION_H
@@ -114,5 +115,11 @@ typedef struct ck_collection {
      * is.  NULL hook: the collection is its files together. */
     const char *(*model_file)(const char *path);
 } ck_collection;
+
+/* The model file a directory of collection c stands for (model_file):
+ * "path/name" in a new string, path's trailing slashes aside; NULL when c
+ * has none or path holds none (or out of memory).  Here, beside the type
+ * (collection.c), so that a collection asks it without its table. */
+char *ck_collection_file(const ck_collection *c, const char *path);
 
 #endif

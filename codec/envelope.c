@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * envelope: detecting and opening a model file's envelope by walking the
- * registry's table of kinds (envelope.h); what each kind does is in its
- * folder (codec/cipher/cipher_envelope.c, codec/zstd/zstd_envelope.c).
+ * table of kinds the open is given (ck_envelope_opts.kinds, the
+ * registry's: envelope.h); what each kind does is in its folder
+ * (codec/cipher/cipher_envelope.c, codec/zstd/zstd_envelope.c).  It names
+ * no kind and calls nothing of the registry, which is above it.
  */
 #include "envelope.h"
 
@@ -10,16 +12,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "registry.h"
-
 /* The kind whose magic number head (n bytes) starts with, or NULL.  A header a
  * kind finds damaged or cannot read counts as that kind's: it is wrapped
  * all the same. */
-static const ck_envelope_kind *wrapped_as(const unsigned char *head, size_t n,
-                                          const char *path)
+static const ck_envelope_kind *wrapped_as(const ck_envelope_opts *o, const unsigned char *head,
+                                          size_t n, const char *path)
 {
-    for (size_t i = 0; ck_envelope_kind_at(i) != NULL; i++) {
-        const ck_envelope_kind *k = ck_envelope_kind_at(i);
+    for (const ck_envelope_kind *const *e = o->kinds; e != NULL && *e != NULL; e++) {
+        const ck_envelope_kind *k = *e;
         ck_envelope scratch = {0};
         ck_error ignored;
         if (k->detect(head, n, path, &scratch, &ignored) != 0)
@@ -30,12 +30,13 @@ static const ck_envelope_kind *wrapped_as(const unsigned char *head, size_t n,
 
 /* A plaintext that is itself wrapped (the other way, or again).  Its first
  * four bytes are every kind's magic number. */
-static int refuse_nested(ck_source *plain, const ck_envelope_kind *outer, ck_error *err)
+static int refuse_nested(ck_source *plain, const ck_envelope_kind *outer,
+                         const ck_envelope_opts *o, ck_error *err)
 {
     unsigned char head[4];
     if (plain->size < sizeof head || ck_source_read(plain, head, sizeof head, 0, err) < 0)
         return plain->size < sizeof head ? 0 : -1;
-    const ck_envelope_kind *inner = wrapped_as(head, sizeof head, plain->path);
+    const ck_envelope_kind *inner = wrapped_as(o, head, sizeof head, plain->path);
     if (inner != NULL)
         return ck_fail(err, ENOTSUP, "%s: %s file whose content is %s: not a MindSpore "
                        "format (MindSpore neither compresses encrypted models nor encrypts "
@@ -51,7 +52,7 @@ static ck_source *open_wrapped(ck_source *file, const ck_envelope_kind *k,
     env->kind = k;
     ck_source *plain = k->open(file, o, env, err);
     if (plain != NULL &&
-        (refuse_nested(plain, k, err) < 0 || (k->opened && k->opened(plain, o, env, err) < 0))) {
+        (refuse_nested(plain, k, o, err) < 0 || (k->opened && k->opened(plain, o, env, err) < 0))) {
         ck_source_close(plain);
         plain = NULL;
     }
@@ -67,8 +68,8 @@ static ck_source *open_wrapped(ck_source *file, const ck_envelope_kind *k,
 static int open_plain(const char *path, const ck_envelope_opts *o, ck_envelope *env,
                       ck_error *err)
 {
-    for (size_t i = 0; ck_envelope_kind_at(i) != NULL; i++) {
-        const ck_envelope_kind *k = ck_envelope_kind_at(i);
+    for (const ck_envelope_kind *const *e = o->kinds; e != NULL && *e != NULL; e++) {
+        const ck_envelope_kind *k = *e;
         if (k->plain != NULL && k->plain(path, o, env, err) < 0)
             return -1;
     }
@@ -84,8 +85,8 @@ ck_source *ck_envelope_open(ck_source *file, const ck_envelope_opts *o, ck_envel
     if (ck_source_read(file, head, n, 0, err) < 0)
         goto fail;
     /* In the table's order: the first kind whose header it is. */
-    for (size_t i = 0; ck_envelope_kind_at(i) != NULL; i++) {
-        const ck_envelope_kind *k = ck_envelope_kind_at(i);
+    for (const ck_envelope_kind *const *e = o->kinds; e != NULL && *e != NULL; e++) {
+        const ck_envelope_kind *k = *e;
         int found = k->detect(head, n, file->path, env, err);
         if (found < 0)
             goto fail;
@@ -119,15 +120,4 @@ void ck_envelope_note_plaintext(const ck_envelope *env, ck_error *err)
 const char *ck_envelope_describe(const ck_envelope *env)
 {
     return env->kind == NULL ? "" : env->kind->describe(env);
-}
-
-int ck_envelope_option(const char *name, const char *value, ck_envelope_opts *o, ck_error *err)
-{
-    const ck_envelope_kind *k;
-    for (size_t i = 0; (k = ck_envelope_kind_at(i)) != NULL; i++) {
-        int took = k->option != NULL ? k->option(name, value, o, err) : 0;
-        if (took != 0)
-            return took;
-    }
-    return 0;
 }

@@ -4,7 +4,8 @@
  * format readers parse: MindSpore's encryption (AES-GCM or AES-CBC blocks,
  * codec/cipher/ms_cipher.h) or zstd compression (codec/zstd/zstd_source.h).
  * Each is a kind (envelope_kind.h), one line of the registry's table
- * (registry.c); this core walks the table and names none of them.
+ * (registry.c); this core walks the table it is given (the open's
+ * ck_envelope_opts.kinds) and names none of them.
  *
  * ck_envelope_open() recognises the wrapping by the file's leading bytes and
  * turns the file's source into a source of its plaintext; the readers never
@@ -84,9 +85,5 @@ void ck_envelope_note_plaintext(const ck_envelope *env, ck_error *err);
 /* What ckptfs-dump shows: "" for a plain file, "AES-GCM", "seekable zstd". */
 const char *ck_envelope_describe(const ck_envelope *env);
 
-/* The save option NAME=VALUE (-o enc_mode=AES-GCM, -o zstd_level=19), as
- * the envelope that has it reads it into o: 1 taken, 0 no envelope's, -1
- * a bad value (err, naming the option). */
-int ck_envelope_option(const char *name, const char *value, ck_envelope_opts *o, ck_error *err);
 
 #endif

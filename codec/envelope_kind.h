@@ -8,7 +8,8 @@
  *
  * Types only, with no .c of its own: the registry (registry.h), which
  * lists the kinds, and the core that walks them (envelope.h) both include
- * it without including each other.
+ * it without including each other; the walk is given the kinds
+ * (ck_envelope_opts.kinds).
  */
 #ifndef CK_ENVELOPE_KIND_H
 #define CK_ENVELOPE_KIND_H
@@ -50,6 +51,10 @@ typedef struct ck_envelope_opts {
     uint64_t tmp_max;           /* non-seekable zstd: bound in $TMPDIR (0: the default) */
     FILE *progress;             /* non-seekable zstd: its decompression's bar (NULL: none) */
     ck_page_cache *cache;       /* decoded pages of every wrapped source */
+    /* The kinds an open tries, in order, NULL-terminated: the registry's
+     * table, handed down by the open that chose the format (registry.c), so
+     * that the walk (envelope.c) never calls up into the registry. */
+    const struct ck_envelope_kind *const *kinds;
 } ck_envelope_opts;
 
 /* The leading bytes of a file that detect is given (fewer in a shorter

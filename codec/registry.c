@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * registry: the tables of the formats, envelopes and collections ckptfs
- * knows (registry.h).
+ * registry: the tables of the formats and envelopes ckptfs knows, and a
+ * model file opened by what they say (registry.h).  The collections'
+ * table is above it (open_path.c).
  */
 #define _GNU_SOURCE
 #include "registry.h"
@@ -11,18 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cipher/cipher_envelope.h"
+#include "core/saved_index.h"
 #include "ckpt/ckpt_reader.h"
 #include "ckpt/ckpt_writer.h"
-#include "collections/dist_merge.h"
-#include "collections/hf_folder.h"
-#include "collections/iteration_dir.h"
 #include "oneflow/oneflow_dir.h"
 #include "oneflow/oneflow_dir_writer.h"
 #include "onnx_mindir/onnx_mindir_reader.h"
 #include "onnx_mindir/onnx_mindir_writer.h"
-#include "pytorch/dcp_dir.h"
 #include "pytorch/pt_reader.h"
 #include "pytorch/pt_writer.h"
 #include "safetensors/safetensors_reader.h"
@@ -53,13 +52,15 @@ static const format_entry formats[] = {
 
 #define N_FORMATS (sizeof formats / sizeof formats[0])
 
-/* Detection tries them in this order; their magic numbers differ. */
+/* Detection tries them in this order; their magic numbers differ.
+ * NULL-terminated: the list an open hands down (ck_envelope_opts.kinds). */
 static const ck_envelope_kind *const envelopes[] = {
     &ck_envelope_cipher,
     &ck_envelope_zstd,
+    NULL,
 };
 
-#define N_ENVELOPES (sizeof envelopes / sizeof envelopes[0])
+#define N_ENVELOPES (sizeof envelopes / sizeof envelopes[0] - 1)
 
 const ck_envelope_kind *ck_envelope_kind_at(size_t i)
 {
@@ -169,74 +170,61 @@ const ck_format *ck_format_at(size_t i)
     return i < N_FORMATS ? formats[i].reader : NULL;
 }
 
-/* Probed in this order; a strategy given names the first. */
-static const ck_collection *const collections[] = {
-    &ck_collection_dist,
-    &ck_collection_iteration,
-    &ck_collection_oneflow,
-    &ck_collection_dcp,
-    &ck_collection_hf,
-};
-
-#define N_COLLECTIONS (sizeof collections / sizeof collections[0])
-
-const ck_collection *ck_collection_at(size_t i)
+int ck_envelope_option(const char *name, const char *value, ck_envelope_opts *o, ck_error *err)
 {
-    return i < N_COLLECTIONS ? collections[i] : NULL;
-}
-
-const ck_collection *ck_collection_of(const char *path, const char *strategy)
-{
-    if (strategy != NULL)
-        return &ck_collection_dist;
-    struct stat st;
-    if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-        return NULL;
-    for (size_t i = 0; i < N_COLLECTIONS; i++)
-        if (collections[i]->probe != NULL && collections[i]->probe(path))
-            return collections[i];
-    return NULL;
-}
-
-char *ck_collection_file(const ck_collection *c, const char *path)
-{
-    const char *name = c->model_file != NULL ? c->model_file(path) : NULL;
-    if (name == NULL)
-        return NULL;
-    size_t n = strlen(path);
-    while (n > 1 && path[n - 1] == '/')
-        n--;
-    char *file = NULL;
-    bool root = n > 0 && path[n - 1] == '/'; /* "/" itself */
-    if (asprintf(&file, "%.*s%s%s", (int)n, path, root ? "" : "/", name) < 0)
-        return NULL;
-    return file;
-}
-
-ck_model *ck_open_path(const char *path, const ck_collection_opts *o, ck_error *err)
-{
-    const ck_collection *c = ck_collection_of(path, o->strategy);
-    if (c == NULL)
-        return ck_model_open(path, &o->open, err);
-    if (c->model_file != NULL) {
-        char *file = ck_collection_file(c, path);
-        if (file == NULL) {
-            ck_fail(err, EINVAL, "%s: is no longer %s (or out of memory)", path, c->title);
-            return NULL;
-        }
-        ck_model *m = ck_model_open(file, &o->open, err);
-        free(file);
-        return m;
+    for (size_t i = 0; i < N_ENVELOPES; i++) {
+        const ck_envelope_kind *k = envelopes[i];
+        int took = k->option != NULL ? k->option(name, value, o, err) : 0;
+        if (took != 0)
+            return took;
     }
-    ck_collection_opts each = *o;
-    each.open.key_if_encrypted = true; /* ranks or shards, plain ones too */
-    return c->open(path, &each, err);
+    return 0;
 }
 
-const ck_names_file *ck_copied_names_file(void)
+const ck_writer *ck_writer_of(const ck_model *m)
 {
-    for (size_t i = 0; i < N_COLLECTIONS; i++)
-        if (collections[i]->names_file != NULL)
-            return collections[i]->names_file;
-    return NULL;
+    return ck_format_writer(m->format);
+}
+
+ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_opts *opts,
+                           ck_error *err)
+{
+    const ck_format *f = opts && opts->format ? opts->format : ck_format_by_extension(path);
+    if (f == NULL)
+        f = ck_format_default();
+    return ck_model_open_file(dir, path, f, envelopes, &ck_saved_index_hooks, opts, err);
+}
+
+ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err)
+{
+    ck_model_dir *dir = ck_dir_open(path, err);
+    if (dir == NULL)
+        return NULL;
+    ck_model *m = ck_model_open_at(dir, path, opts, err);
+    ck_dir_unref(dir);
+    return m;
+}
+
+ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format_name,
+                         const ck_open_opts *opts, ck_error *err)
+{
+    const ck_envelope_kind *by_name = ck_envelope_by_extension(path);
+    const ck_format *f = format_name ? ck_format_by_name(format_name)
+                                     : ck_format_by_extension(path);
+    if (f == NULL || !f->creatable) {
+        ck_fail(err, ENOTSUP, "%s: cannot create a model of this type (give a .ckpt, "
+                ".safetensors, .safetensors.index.json or .pt name, or -o format=ckpt, "
+                "safetensors, safetensors-set or pytorch)", path);
+        return NULL;
+    }
+    bool key = opts && opts->key && opts->key->len > 0;
+    bool both = key && by_name != NULL; /* a key, and a name that says compressed */
+    if ((opts && opts->encrypt) != key || both) {
+        ck_fail(err, EINVAL, "%s: %s", path, both ? "a new model is encrypted or "
+                "compressed, not both" : key ? "a key was given without -o enc_mode"
+                : "-o enc_mode needs a key: -o key_file=PATH or " CK_KEY_ENV);
+        return NULL;
+    }
+    /* Its save wraps it as the key, or else its name, asks. */
+    return ck_model_new(dir, path, f, key ? ck_envelope_keyed() : by_name, opts, err);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * registry: the formats, envelopes and collections ckptfs knows, each kind
+ * registry: the formats and envelopes ckptfs knows, each kind
  * in one table (registry.c).
  *
  * Each entry is a format's reader (format.h), its writer (export/writer.h;
@@ -16,9 +16,12 @@
  * Adding a format: its folder with a reader defining a ck_format and a
  * writer defining a ck_writer, and one line in the table.
  *
- * A collection (collection.h) is a directory that opens as one model; the
- * mount and the tools open paths through ck_open_path, so that each opens
- * what the other does.
+ * The registry also opens a model file by its name (ck_model_open): it
+ * chooses the format and hands the core (core/model.h) that format and
+ * the table of envelopes, so that the core, the envelopes' walk
+ * (envelope.c) and the writers (export/writer.h) never call up into it.
+ * The collections, which open their member files through it, have their
+ * own table above it (open_path.h).
  *
  * Each envelope is a ck_envelope_kind (envelope_kind.h): how its files are
  * detected and opened, and the writer of its saves, defined in its
@@ -28,7 +31,7 @@
 #ifndef CK_REGISTRY_H
 #define CK_REGISTRY_H
 
-#include "collection.h"
+#include "core/model.h"
 #include "envelope_kind.h"
 #include "format.h"
 
@@ -58,32 +61,6 @@ const struct ck_view *ck_format_view(const ck_format *f);
 /* The i-th format of the table, or NULL past the last. */
 const ck_format *ck_format_at(size_t i);
 
-/* The i-th collection of the table (in probing order), or NULL past the
- * last: ckptfs --help lists them. */
-const ck_collection *ck_collection_at(size_t i);
-
-/* The collection the directory path is: the distributed checkpoint when a
- * strategy is given, else the first whose probe claims it; NULL for a
- * file, or a directory none claims (a training run's). */
-const ck_collection *ck_collection_of(const char *path, const char *strategy);
-
-/* The model file a directory of collection c stands for (collection.h,
- * model_file): "path/name" in a new string, path's trailing slashes
- * aside; NULL when c has none or path holds none (or out of memory). */
-char *ck_collection_file(const ck_collection *c, const char *path);
-
-/* The names file a snapshot copied into a mount may bring (collection.h):
- * a collection's; NULL when none has one. */
-const ck_names_file *ck_copied_names_file(void);
-
-/* Open path as one model: a collection's directory (ck_collection_of), or
- * a model file (core/model.h, ck_model_open), which a collection's
- * directory may stand for (ck_collection_file: its messages name
- * "path/file").  A collection's model files
- * take the key when they are encrypted and open plain beside it.  NULL
- * with err; messages name path as given. */
-ck_model *ck_open_path(const char *path, const ck_collection_opts *o, ck_error *err);
-
 /* The envelope kinds in the order a file's leading bytes are tried: the
  * i-th, or NULL past the last. */
 const ck_envelope_kind *ck_envelope_kind_at(size_t i);
@@ -91,5 +68,27 @@ const ck_envelope_kind *ck_envelope_kind_at(size_t i);
 const ck_envelope_kind *ck_envelope_by_extension(const char *path);
 /* The kind a key wraps a plain model in on save (-o enc_mode), or NULL. */
 const ck_envelope_kind *ck_envelope_keyed(void);
+/* The save option NAME=VALUE (-o enc_mode=AES-GCM, -o zstd_level=19), as
+ * the envelope that has it reads it into o: 1 taken, 0 no envelope's, -1
+ * a bad value (err, naming the option). */
+int ck_envelope_option(const char *name, const char *value, ck_envelope_opts *o, ck_error *err);
+
+/* Open dir->base in dir (ck_model_open_file): as opts->format, else the
+ * format its name says, else the default; its envelope detected among the
+ * table's kinds.  path names it in messages; the model keeps a reference
+ * to dir. */
+ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_opts *opts,
+                           ck_error *err);
+/* The same, opening path's directory first (ckptfs-dump, tests). */
+ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err);
+/* A model with no tensors for a file that does not exist yet (mount -o
+ * create; ck_model_new); the first commit creates dir->base.
+ * format_name: a format's name (format.h), or NULL to go by the file
+ * name's extension.  Refused (ENOTSUP, EINVAL) for a format ckptfs does
+ * not create, or a key and a compressed name, or a key without a mode. */
+ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format_name,
+                         const ck_open_opts *opts, ck_error *err);
+/* The writer of m's format (ck_format_writer), or NULL. */
+const struct ck_writer *ck_writer_of(const ck_model *m);
 
 #endif

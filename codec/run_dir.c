@@ -65,6 +65,7 @@
 #include "core/decimal.h"
 #include "core/model.h"
 #include "core/model_dir.h"
+#include "open_path.h"
 #include "registry.h"
 
 #define SET_INDEX ".safetensors.index.json"

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../codec/core/name_map.h"
-#include "encoder.h"
+#include "../codec/core/dtype.h"
 
 /* A tensor whose bytes only the codec can assemble (a merged distributed
  * tensor's interleaved slices, a strided view): a byte source that reads

@@ -6,6 +6,7 @@
 
 #include "atomic_writer.h"
 #include "../codec/core/saved_index.h"
+#include "../codec/registry.h"
 #include "verify.h"
 
 int ck_model_may_save(const ck_model *m, ck_error *err)
@@ -17,22 +18,6 @@ int ck_model_may_save(const ck_model *m, ck_error *err)
     if (why != NULL)
         return ck_fail(err, ENOTSUP, "%s: %s", m->path, why);
     return 0;
-}
-
-const char *ck_shape_refusal(const ck_shape_rule *r, const ck_dtype *dt, const int64_t *dims,
-                             uint32_t ndim, char *why, size_t cap)
-{
-    long bad = ck_shape_product(r, dt, dims, ndim, NULL);
-    if (bad < 0)
-        return NULL;
-    size_t n = (size_t)snprintf(why, cap, "dims [");
-    for (uint32_t i = 0; i < ndim && n < cap; i++)
-        n += (size_t)snprintf(why + n, cap - n, "%s%lld", i ? "," : "", (long long)dims[i]);
-    if (n < cap)
-        snprintf(why + n, cap - n, "] make %s past %s (at dim %ld)",
-                 r->elements ? "an element count" : "a byte count",
-                 r->max == INT64_MAX ? "2^63-1" : "2^64-1", bad);
-    return why;
 }
 
 int ck_encode(const ck_model *m, const ck_write_tensor *tensors, size_t n,

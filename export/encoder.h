@@ -15,11 +15,6 @@
 #include "commit_group.h"
 #include "writer.h"
 
-/* Why the format of rule r cannot hold dims, into why (cap bytes), or
- * NULL when it can. */
-const char *ck_shape_refusal(const ck_shape_rule *r, const ck_dtype *dt, const int64_t *dims,
-                             uint32_t ndim, char *why, size_t cap);
-
 /* Whether m can be saved: 0, or -1 with the reason, naming m, in err (its
  * format has no writer, or its envelope is one ckptfs only reads). */
 int ck_model_may_save(const ck_model *m, ck_error *err);

@@ -38,7 +38,7 @@
 #include "../codec/core/model.h"
 #include "../codec/core/name_map.h"
 #include "../codec/onnx_mindir/onnx_mindir_reader.h"
-#include "../codec/registry.h"
+#include "../codec/open_path.h"
 #include "../codec/core/progress.h"
 #include "write_claim.h"
 

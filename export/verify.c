@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../codec/core/dir_name.h"
+#include "../codec/registry.h"
 
 #define CHUNK (1u << 20)
 

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * writer: the tensors an encoder takes, made from a model's index, and a
- * model's writer looked up in the registry (writer.h).
+ * writer: the tensors an encoder takes, made from a model's index
+ * (writer.h).  The formats' writers call in here, so it asks nothing of
+ * the registry above them (a model's writer: registry.h, ck_writer_of).
  */
 #include "writer.h"
-
-#include "../codec/registry.h"
 
 size_t ck_pieces_of(const ck_model *m, const ck_tensor *t, ck_piece *out)
 {
@@ -54,9 +53,4 @@ uint64_t ck_pieces_len(const ck_write_tensor *t)
     for (size_t i = 0; i < t->n_pieces; i++)
         n += t->pieces[i].len;
     return n;
-}
-
-const ck_writer *ck_writer_of(const ck_model *m)
-{
-    return ck_format_writer(m->format);
 }

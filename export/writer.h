@@ -78,7 +78,5 @@ typedef struct ck_writer {
     const ck_shape_rule *shape; /* the shapes its reader takes (dtype.h) */
 } ck_writer;
 
-/* The writer of m's format; NULL when ckptfs does not save it (yet). */
-const ck_writer *ck_writer_of(const ck_model *m);
 
 #endif

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "../codec/core/model.h"
+#include "../codec/open_path.h"
 #include "../codec/core/version.h"
 #include "tree.h"
 
@@ -44,10 +45,14 @@ struct ckfs_waiter {
      * the tensor asked through (entry, its position; -1: none) is one. */
     bool hold;
     int64_t entry;
-    /* Instead of replying to req: told the outcome, under the mount's
-     * lock (a run directory's seal waits for several saves). */
+    /* The one way a waiter is completed: the saver tells it the save's
+     * outcome (errnum, the refusal's text) under the mount's lock, then
+     * frees it.  Set by whoever asks (fs/save_reply.c answers a request;
+     * a run directory's seal joins several saves), so that the saver
+     * calls nothing above it. */
     void (*done)(ckfs_waiter *w, int errnum, const char *why);
     void *arg;
+    struct ckfs *fs;            /* the mount it waits on (set by ckfs_saver_ask) */
 };
 
 /* The thread that saves, beside the request loop: asked by a request
@@ -204,7 +209,8 @@ bool ckfs_busy(ckfs *fs);
 /* fs/saver.c.  Start the saver (after the daemon has forked), or only
  * prepare it, its thread starting with the first edit or save asked for
  * (a run directory's checkpoints: most are only read); ask it for a
- * save with a waiter (the mount's lock held exclusively); tell it the
+ * save with a waiter (the mount's lock held exclusively; w->done set),
+ * which it records (last_error, the log) and tells w; tell it the
  * tree changed (the lock held); stop it at unmount, after the last
  * request, and make the final save: 0, or -1 when that save failed. */
 int ckfs_saver_start(ckfs *fs);

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "../codec/core/saved_index.h"
-#include "../codec/registry.h"
+#include "../codec/open_path.h"
 #include "../export/commit_group.h"
 #include "../export/encoder.h"
 #include "../export/write_claim.h"

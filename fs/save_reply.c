@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * save_reply: the replies to requests that wait for a save (see
- * fs/save_reply.h).  The saver calls back into this file, never into the
- * FUSE operations; this file asks the saver (ckfs_saver_ask), finds nodes
- * (fs/nodes.h) and logs refusals (fs/log.c), nothing more of the
- * front-end.
+ * fs/save_reply.h).  This file asks the saver (ckfs_saver_ask), each
+ * waiter with its own done (answered, below), and finds nodes
+ * (fs/nodes.h), nothing more of the front-end; the saver records the
+ * outcome and calls only that done, so it calls nothing of this file.
  */
 #include "save_reply.h"
 
@@ -20,6 +20,8 @@
  * A request that asks for a save gets its reply when the saver has saved
  * (fs/saver.c), in the form the request needs. */
 
+static void answered(ckfs_waiter *w, int errnum, const char *why);
+
 /* Ask for a save, through node ino, answered as `reply` says; fi is the
  * open's or create's. */
 void ckfs_ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
@@ -31,7 +33,7 @@ void ckfs_ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
         return;
     }
     *w = (ckfs_waiter){.req = req, .ino = ino, .reply = (int)reply,
-                       .make_file = reply != REPLY_SEAL, .entry = -1};
+                       .make_file = reply != REPLY_SEAL, .entry = -1, .done = answered};
     if (reply == REPLY_SYNC) {
         entry *e = NULL;
         w->hold = true;
@@ -43,17 +45,16 @@ void ckfs_ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
     ckfs_saver_ask(fs, w);
 }
 
-static void answer(ckfs *fs, ckfs_waiter *w, int errnum)
+/* A request's waiter, done: the reply its request needs. */
+static void answered(ckfs_waiter *w, int errnum, const char *why)
 {
+    (void)why; /* logged by the saver, kept in user.ckptfs.last_error */
+    ckfs *fs = w->fs;
     struct fuse_entry_param e;
     ckfs_fill_entry(fs, INO_SNAPSHOT_DONE, &e); /* by inode: there even if edited again */
     if (w->reply == REPLY_SEAL) {
         fs->sealed = errnum == 0;
         fs->sealing = false;
-    }
-    if (w->done != NULL) {
-        w->done(w, errnum, fs->last_error);
-        return;
     }
     if (w->reply == REPLY_OK)
         errnum = 0;
@@ -66,25 +67,6 @@ static void answer(ckfs *fs, ckfs_waiter *w, int errnum)
         break;
     default: /* REPLY_ERR, REPLY_SYNC, REPLY_OK, REPLY_SEAL */
         fuse_reply_err(w->req, errnum);
-    }
-}
-
-void ckfs_saved(ckfs *fs, int rc, const ck_error *err, ckfs_waiter *waiters, bool automatic)
-{
-    char path[NODE_PATH_MAX];
-    int errnum = rc == 0 ? 0 : err->errnum ? err->errnum : EIO;
-    if (rc == 0)
-        fs->last_error[0] = '\0';
-    else
-        ckfs_refused(fs, ckfs_path_of(fs, waiters ? waiters->ino : INO_ROOT, NULL, path,
-                                      sizeof path), err);
-    if (rc != 0 && automatic)
-        fs->auto_commit_failed = true; /* wait for a new edit before trying again */
-    while (waiters != NULL) {
-        ckfs_waiter *next = waiters->next;
-        answer(fs, waiters, errnum);
-        free(waiters);
-        waiters = next;
     }
 }
 
@@ -112,7 +94,7 @@ save_handle *ckfs_save_handle_of(const struct fuse_file_info *fi)
 /* The save that created the file has ended (under the mount's lock). */
 static void save_handle_saved(ckfs_waiter *w, int errnum, const char *why)
 {
-    (void)why; /* said by ckfs_saved, kept in user.ckptfs.last_error */
+    (void)why; /* logged by the saver, kept in user.ckptfs.last_error */
     save_handle *h = w->arg;
     h->saved = true;
     h->errnum = errnum;
@@ -185,14 +167,33 @@ void ckfs_seal_request(fuse_req_t req, ckfs *fs, const char *value, size_t size)
         ckfs_ask_save(req, fs, INO_ROOT, REPLY_SEAL, NULL);
 }
 
+/* A run directory's seal, done: sealed if saved, then the caller's waiter
+ * (arg) told, and freed as the saver would have. */
+static void sealed(ckfs_waiter *w, int errnum, const char *why)
+{
+    ckfs_waiter *asker = w->arg;
+    w->fs->sealed = errnum == 0;
+    w->fs->sealing = false;
+    asker->fs = w->fs;
+    asker->done(asker, errnum, why);
+    free(asker);
+}
+
 void ckfs_seal(ckfs *fs, ckfs_waiter *w)
 {
+    ckfs_waiter *own = calloc(1, sizeof *own);
+    if (own == NULL) {
+        w->fs = fs;
+        w->done(w, ENOMEM, "out of memory");
+        free(w);
+        return;
+    }
+    *own = (ckfs_waiter){.ino = INO_ROOT, .reply = REPLY_SEAL, .entry = -1,
+                         .done = sealed, .arg = w};
     pthread_rwlock_wrlock(&fs->lock);
     fs->sealed = false;
     fs->sealing = true;
-    w->ino = INO_ROOT;
-    w->reply = REPLY_SEAL;
-    ckfs_saver_ask(fs, w);
+    ckfs_saver_ask(fs, own);
     pthread_rwlock_unlock(&fs->lock);
 }
 

@@ -4,11 +4,12 @@
  *
  * A request that asks for a save (touch, mknod or a rename of
  * snapshot_done, `: > snapshot_done`, fsync, ckptfs-umount's seal) is
- * queued with the saver (fs/saver.c), which tells ckfs_saved when the save
- * has ended.  How each such request is answered, the handle of a created
- * snapshot_done that its close waits on, and the seal are here: the FUSE
- * operations (fs/ll_ops.c) ask, the saver answers through this file, and
- * so the saver needs nothing of the operations.
+ * queued with the saver (fs/saver.c), which tells the request's waiter
+ * (its done) when the save has ended.  How each such request is answered,
+ * the handle of a created snapshot_done that its close waits on, and the
+ * seal are here: the FUSE operations (fs/ll_ops.c) ask, this file asks the
+ * saver with a waiter whose done answers, and so the saver needs nothing
+ * of the operations nor of this file.
  */
 #ifndef CKPTFS_SAVE_REPLY_H
 #define CKPTFS_SAVE_REPLY_H
@@ -38,9 +39,6 @@ typedef struct save_handle save_handle;
  * open's or create's.  Under the mount's lock, exclusive. */
 void ckfs_ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
                    const struct fuse_file_info *fi);
-/* After a save (rc, err) under the mount's lock: record the outcome and
- * answer the requests that waited for it; automatic: nobody asked. */
-void ckfs_saved(ckfs *fs, int rc, const ck_error *err, ckfs_waiter *waiters, bool automatic);
 
 /* The save handle behind fi, or NULL for any other handle. */
 save_handle *ckfs_save_handle_of(const struct fuse_file_info *fi);

@@ -26,7 +26,6 @@
 #include "invalidate.h"
 #include "nodes.h"
 #include "recovery.h"
-#include "save_reply.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -110,6 +109,28 @@ void ckfs_saver_unmounting(ckfs *fs)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* After a save (rc, err) under the mount's lock: record the outcome (the
+ * refusal logged, kept in user.ckptfs.last_error) and complete each
+ * waiter through its own done, freeing it; automatic: nobody asked. */
+static void saved(ckfs *fs, int rc, const ck_error *err, ckfs_waiter *waiters, bool automatic)
+{
+    char path[NODE_PATH_MAX];
+    int errnum = rc == 0 ? 0 : err->errnum ? err->errnum : EIO;
+    if (rc == 0)
+        fs->last_error[0] = '\0';
+    else
+        ckfs_refused(fs, ckfs_path_of(fs, waiters ? waiters->ino : INO_ROOT, NULL, path,
+                                      sizeof path), err);
+    if (rc != 0 && automatic)
+        fs->auto_commit_failed = true; /* wait for a new edit before trying again */
+    while (waiters != NULL) {
+        ckfs_waiter *next = waiters->next;
+        waiters->done(waiters, errnum, fs->last_error);
+        free(waiters);
+        waiters = next;
+    }
+}
+
 /* What the waiters ask of a save: it may hold back tensors that block
  * it only when each of them is an fsync, and never the fsync'd ones
  * (need: their entries; freed by the caller). */
@@ -168,7 +189,7 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic, ck_error *why)
         fs->tr.placing = false;
     }
     fuse_ino_t asked_through = waiters != NULL ? waiters->ino : INO_ROOT;
-    ckfs_saved(fs, rc, &err, waiters, automatic); /* frees the waiters */
+    saved(fs, rc, &err, waiters, automatic); /* frees the waiters */
     if (rc == 0 && held.msg[0] != '\0') { /* said where a failed save's reason is */
         char path[NODE_PATH_MAX];
         ckfs_refused(fs, ckfs_path_of(fs, asked_through, NULL, path, sizeof path), &held);
@@ -295,6 +316,7 @@ int ckfs_saver_start(ckfs *fs)
 void ckfs_saver_ask(ckfs *fs, ckfs_waiter *w)
 {
     ckfs_saver *s = &fs->saver;
+    w->fs = fs;
     pthread_mutex_lock(&s->mu);
     int rc = start_thread(fs, s);
     if (rc == 0) {
@@ -310,7 +332,7 @@ void ckfs_saver_ask(ckfs *fs, ckfs_waiter *w)
         ck_error err = {0};
         ck_fail(&err, rc, "cannot start the saving thread: %s", strerror(rc));
         w->next = NULL;
-        ckfs_saved(fs, -1, &err, w, false);
+        saved(fs, -1, &err, w, false);
     }
 }
 

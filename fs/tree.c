@@ -18,7 +18,7 @@
 #include "../codec/core/arena.h"
 #include "../codec/core/dir_name.h"
 #include "../codec/core/saved_index.h"
-#include "../codec/registry.h"
+#include "../codec/open_path.h"
 
 /* A copied snapshot's names (the names file): at the end of the file. */
 typedef struct name_step {

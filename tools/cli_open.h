@@ -30,7 +30,7 @@
 #include "../codec/core/ck_error.h"
 #include "../codec/cipher/key.h"
 #include "../codec/core/model.h"
-#include "../codec/registry.h"
+#include "../codec/open_path.h"
 
 typedef struct ck_cli_open {
     bool skip_crc;
@@ -93,10 +93,10 @@ int ck_cli_read_args(ck_cli_args *a, int argc, char **argv);
  * collection's: codec/registry.h). */
 bool ck_cli_opens_dir(const ck_cli_open *o, const char *path);
 
-/* The options as ck_open_path takes them (codec/registry.h), with key. */
+/* The options as ck_open_path takes them (codec/open_path.h), with key. */
 ck_collection_opts ck_cli_collection_opts(const ck_cli_open *o, const ck_key *key);
 
-/* Open path as the options say (codec/registry.h, ck_open_path): with the
+/* Open path as the options say (codec/open_path.h, ck_open_path): with the
  * key ck_cli_load_key loaded, else one loaded for it (and wiped once the
  * model is open).  NULL with err on failure; the messages name path as
  * given. */

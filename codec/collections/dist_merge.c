@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "dist_merge.h"
+#include "../registry.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE
 #include "iteration_dir.h"
+#include "../registry.h"
 
 #include <dirent.h>
 #include <errno.h>

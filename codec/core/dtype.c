@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "dtype.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* OneFlow DataType numbers: oneflow/core/common/data_type.proto (v0.6+). */
@@ -320,4 +321,20 @@ long ck_shape_product(const ck_shape_rule *r, const ck_dtype *dt, const int64_t 
     if (out != NULL)
         *out = n;
     return -1;
+}
+
+const char *ck_shape_refusal(const ck_shape_rule *r, const ck_dtype *dt, const int64_t *dims,
+                             uint32_t ndim, char *why, size_t cap)
+{
+    long bad = ck_shape_product(r, dt, dims, ndim, NULL);
+    if (bad < 0)
+        return NULL;
+    size_t n = (size_t)snprintf(why, cap, "dims [");
+    for (uint32_t i = 0; i < ndim && n < cap; i++)
+        n += (size_t)snprintf(why + n, cap - n, "%s%lld", i ? "," : "", (long long)dims[i]);
+    if (n < cap)
+        snprintf(why + n, cap - n, "] make %s past %s (at dim %ld)",
+                 r->elements ? "an element count" : "a byte count",
+                 r->max == INT64_MAX ? "2^63-1" : "2^64-1", bad);
+    return why;
 }

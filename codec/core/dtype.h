@@ -85,5 +85,9 @@ extern const ck_shape_rule ck_shape_ckpt, ck_shape_oneflow, ck_shape_pb, ck_shap
  * the dim that takes it past r->max. */
 long ck_shape_product(const ck_shape_rule *r, const ck_dtype *dt, const int64_t *dims,
                       uint32_t ndim, uint64_t *out);
+/* Why the format of rule r cannot hold dims, into why (cap bytes), or
+ * NULL when it can: a writer's refusal and a conversion plan's. */
+const char *ck_shape_refusal(const ck_shape_rule *r, const ck_dtype *dt, const int64_t *dims,
+                             uint32_t ndim, char *why, size_t cap);
 
 #endif

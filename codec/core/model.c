@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * model: one model file opened as the format and envelope kinds its caller
+ * chose (model.h); the registry (registry.c) chooses them by the file's
+ * name and calls in here, so this core never calls up into the table.
+ */
 #include "model.h"
 
 #include <errno.h>
@@ -11,8 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../registry.h"
-#include "saved_index.h"
 #include "storage.h"
 
 const char *ck_model_type_name(const ck_model *m, const ck_tensor *t, const ck_dtype *dt)
@@ -30,9 +33,22 @@ int ck_model_may_remove(ck_model *m, uint32_t id, const char *shown, ck_error *e
     return m->format->may_remove == NULL ? 0 : m->format->may_remove(m, id, shown, err);
 }
 
-static ck_envelope_opts envelope_opts(const ck_model *m, const ck_open_opts *o)
+/* A loaded saved index's checks (ck_index_hooks); none for an index read
+ * from the file. */
+static int saved_check(const ck_model *m, const ck_tensor *t, ck_error *err)
 {
-    return (ck_envelope_opts){.key = o ? o->key : NULL,
+    return m->saved != NULL ? m->ix->check(m, t, err) : 0;
+}
+
+static int saved_check_all(const ck_model *m, ck_error *err)
+{
+    return m->saved != NULL ? m->ix->check_all(m, err) : 0;
+}
+
+static ck_envelope_opts envelope_opts(const ck_model *m, const ck_open_opts *o,
+                                      const ck_envelope_kind *const *kinds)
+{
+    return (ck_envelope_opts){.kinds = kinds, .key = o ? o->key : NULL,
                               .key_if_encrypted = o && o->key_if_encrypted,
                               .encrypt = o && o->encrypt,
                               .enc_mode = o ? o->enc_mode : CK_AES_GCM,
@@ -246,25 +262,15 @@ static ck_source *open_model_file(ck_model *m, const char *path, ck_error *err)
     return src;
 }
 
-ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err)
-{
-    ck_model_dir *dir = ck_dir_open(path, err);
-    if (dir == NULL)
-        return NULL;
-    ck_model *m = ck_model_open_at(dir, path, opts, err);
-    ck_dir_unref(dir);
-    return m;
-}
-
-ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_opts *opts,
-                           ck_error *err)
+ck_model *ck_model_open_file(ck_model_dir *dir, const char *path, const ck_format *f,
+                             const ck_envelope_kind *const *kinds, const ck_index_hooks *ix,
+                             const ck_open_opts *opts, ck_error *err)
 {
     ck_model *m = model_alloc(dir, path, opts, err);
     if (m == NULL)
         return NULL;
-    m->format = opts && opts->format ? opts->format : ck_format_by_extension(path);
-    if (m->format == NULL)
-        m->format = ck_format_default();
+    m->format = f;
+    m->ix = ix;
     if (opts != NULL) {
         m->overrides = opts->overrides;
         m->n_overrides = opts->n_overrides;
@@ -277,7 +283,7 @@ ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_op
         ck_source_close(src);
         goto fail;
     }
-    ck_envelope_opts eo = envelope_opts(m, opts);
+    ck_envelope_opts eo = envelope_opts(m, opts, kinds);
     if ((src = ck_envelope_open(src, &eo, &m->env, err)) == NULL ||
         ck_model_add_source(m, src, err) < 0)
         goto fail;
@@ -286,7 +292,7 @@ ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_op
         goto fail;
     }
     /* A saved index of this very file stands for the reader's pass over it. */
-    bool loaded = ck_saved_index_load(m, opts) == 1;
+    bool loaded = ix != NULL && ix->load(m, opts) == 1;
     if (!loaded && m->format->open(m, opts, err) < 0) {
         ck_envelope_note_plaintext(&m->env, err); /* its offsets are the plaintext's */
         goto fail;
@@ -295,7 +301,8 @@ ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_op
         (!loaded && ck_index_finalize(&m->index, path, err) < 0))
         goto fail;
     if (!loaded)
-        ck_saved_index_store(m, opts);
+        if (ix != NULL)
+            ix->store(m, opts);
     for (uint32_t i = 1; i < m->n_sources && m->n_overrides == 0; i++)
         if (ck_model_is_data_file(m, i) && m->sources[i]->fd >= 0)
             watch_file(m, m->sources[i]);
@@ -317,34 +324,15 @@ ck_model *ck_model_assembled(ck_model_dir *dir, const char *path, const ck_forma
     return m;
 }
 
-ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format_name,
-                         const ck_open_opts *opts, ck_error *err)
+ck_model *ck_model_new(ck_model_dir *dir, const char *path, const ck_format *f,
+                       const ck_envelope_kind *wrap, const ck_open_opts *opts, ck_error *err)
 {
-    const ck_envelope_kind *by_name = ck_envelope_by_extension(path);
-    const ck_format *f = format_name ? ck_format_by_name(format_name)
-                                     : ck_format_by_extension(path);
-    if (f == NULL || !f->creatable) {
-        ck_fail(err, ENOTSUP, "%s: cannot create a model of this type (give a .ckpt, "
-                ".safetensors, .safetensors.index.json or .pt name, or -o format=ckpt, "
-                "safetensors, safetensors-set or pytorch)", path);
-        return NULL;
-    }
-    bool key = opts && opts->key && opts->key->len > 0;
-    bool both = key && by_name != NULL; /* a key, and a name that says compressed */
-    if ((opts && opts->encrypt) != key || both) {
-        ck_fail(err, EINVAL, "%s: %s", path, both ? "a new model is encrypted or "
-                "compressed, not both" : key ? "a key was given without -o enc_mode"
-                : "-o enc_mode needs a key: -o key_file=PATH or " CK_KEY_ENV);
-        return NULL;
-    }
     ck_model *m = model_alloc(dir, path, opts, err);
     if (m == NULL)
         return NULL;
     m->format = f;
-    /* Its save wraps it as the key, or else its name, asks. */
-    const ck_envelope_kind *wrap = key ? ck_envelope_keyed() : by_name;
     if (wrap != NULL) {
-        ck_envelope_opts eo = envelope_opts(m, opts);
+        ck_envelope_opts eo = envelope_opts(m, opts, NULL);
         wrap->fresh(&eo, &m->env);
     }
     m->st.st_mode = S_IFREG | 0644;
@@ -370,7 +358,8 @@ void ck_model_close(ck_model *m)
     ck_page_cache_free(m->cache);
     ck_key_wipe(&m->env.key);
     ck_index_free(&m->index);
-    ck_saved_index_free(m->saved);
+    if (m->saved != NULL)
+        m->ix->free(m->saved);
     ck_dir_unref(m->dir);
     pthread_mutex_destroy(&m->lock);
     free(m->new_metadata);
@@ -561,7 +550,7 @@ long ck_model_read(const ck_model *m, const ck_tensor *t, void *buf, size_t size
 {
     if (off >= t->nbytes)
         return 0;
-    if (ck_saved_index_check(m, t, err) < 0)
+    if (saved_check(m, t, err) < 0)
         return -1;
     if (size > t->nbytes - off)
         size = (size_t)(t->nbytes - off);
@@ -640,7 +629,7 @@ int ck_model_check_extents(const ck_model *m, const ck_tensor *t, ck_error *err)
     pthread_mutex_lock(lock_of(m));
     int rc = check_extents(m, t, err);
     pthread_mutex_unlock(lock_of(m));
-    return rc < 0 ? -1 : ck_saved_index_check(m, t, err);
+    return rc < 0 ? -1 : saved_check(m, t, err);
 }
 
 /* Whether the file at src->path (beneath the model's directory, reached
@@ -694,5 +683,5 @@ int ck_model_check_unchanged(ck_model *m, ck_error *err)
     pthread_mutex_unlock(&m->lock);
     /* A save copies the records it keeps as they are on disk: each must
      * be the one the saved index describes. */
-    return rc < 0 ? -1 : ck_saved_index_check_all(m, err);
+    return rc < 0 ? -1 : saved_check_all(m, err);
 }

@@ -2,9 +2,11 @@
 /*
  * model: one mounted model file, whatever its format.
  *
- * ck_model_open() recognises the file (by its leading bytes first, its name
- * second), refuses what ckptfs cannot read with a one-line reason, opens the
- * byte sources and runs the format's reader into a finalized tensor index.
+ * ck_model_open() (registry.h: it picks the format and the envelopes from
+ * the registry's tables) recognises the file (by its leading bytes first,
+ * its name second), refuses what ckptfs cannot read with a one-line
+ * reason, and ck_model_open_file() here opens the byte sources and runs
+ * the format's reader into a finalized tensor index.
  * This is the whole public face of codec/ for the front-ends: they list the
  * index and read tensor bytes with ck_model_read() or, when a source is a
  * plain file, straight from its extents.
@@ -28,6 +30,22 @@
 
 struct ck_index_store;
 struct ck_saved_index;
+struct ck_model;
+
+/* What an open does with saved indexes (saved_index.h), handed down by the
+ * registry's open (registry.c) so that the model never calls the saved
+ * index, which is above it (it reads the model's fields): load one
+ * instead of the reader's pass (1 loaded, 0 not, the model untouched),
+ * store one after a full read; and for an index loaded (ck_model.saved),
+ * the record header checks before a tensor's bytes are read (0 or -1
+ * with err) and its release. */
+typedef struct ck_index_hooks {
+    int (*load)(struct ck_model *m, const struct ck_open_opts *o);
+    void (*store)(const struct ck_model *m, const struct ck_open_opts *o);
+    int (*check)(const struct ck_model *m, const ck_tensor *t, ck_error *err);
+    int (*check_all)(const struct ck_model *m, ck_error *err);
+    void (*free)(struct ck_saved_index *s);
+} ck_index_hooks;
 
 typedef struct ck_open_opts {
     bool skip_crc;          /* do not verify a .ckpt CRC trailer */
@@ -92,8 +110,10 @@ typedef struct ck_model {
     const ck_file_override *overrides; /* the open's, while ck_model_open runs */
     size_t n_overrides;
     /* The index came from a saved index, whose record header checks are
-     * still to pass (saved_index.h); NULL: it was read from the file. */
+     * still to pass (saved_index.h), through ix; NULL: it was read from
+     * the file. */
     struct ck_saved_index *saved;
+    const ck_index_hooks *ix;       /* the open's (ck_model_open_file), or NULL */
 } ck_model;
 
 /* Take ownership of src; returns its id, or -1 (src closed) on failure. */
@@ -108,18 +128,21 @@ long ck_model_add_data_file(ck_model *m, ck_source *src, ck_error *err);
  * for it.  Returns its source id, or -1. */
 long ck_model_open_data_file(ck_model *m, const char *rel, ck_error *err);
 
-/* Open dir->base in dir, and its data files beneath dir; path names it in
- * messages.  The model keeps a reference to dir. */
-ck_model *ck_model_open_at(ck_model_dir *dir, const char *path, const ck_open_opts *opts,
-                           ck_error *err);
-/* The same, opening path's directory first (ckptfs-dump, tests). */
-ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *err);
+/* Open dir->base in dir as format f, its envelope one of kinds (in order,
+ * NULL-terminated), and its data files beneath dir; path names it in
+ * messages.  The model keeps a reference to dir.  The caller chooses f
+ * and kinds: the registry's ck_model_open_at (registry.h) by the file's
+ * name and its tables, which is what the rest of ckptfs calls; ix, the
+ * saved indexes' hooks (NULL: none loaded or stored). */
+ck_model *ck_model_open_file(ck_model_dir *dir, const char *path, const ck_format *f,
+                             const ck_envelope_kind *const *kinds, const ck_index_hooks *ix,
+                             const ck_open_opts *opts, ck_error *err);
 /* Watch the files of a model opened from a save's new files (an open
  * through overrides watches none: they were temporary), once they are in
  * place under their names. */
 void ck_model_watch_files(ck_model *m);
-/* The envelopes' save options (ck_envelope_option read them into eo) into
- * o: how a save wraps a model. */
+/* The envelopes' save options (ck_envelope_option, registry.h, read them
+ * into eo) into o: how a save wraps a model. */
 void ck_open_opts_save_as(ck_open_opts *o, const ck_envelope_opts *eo);
 
 /* Whether source i is a data file of the model (an ONNX external data
@@ -127,11 +150,12 @@ void ck_open_opts_save_as(ck_open_opts *o, const ck_envelope_opts *eo);
  * file of decoded values. */
 bool ck_model_is_data_file(const ck_model *m, uint32_t i);
 
-/* A model with no tensors for a file that does not exist yet (mount -o
- * create); the first commit creates dir->base.  format_name: a format's
- * name (format.h), or NULL to go by the file name's extension. */
-ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format_name,
-                         const ck_open_opts *opts, ck_error *err);
+/* A model of format f with no tensors for a file that does not exist yet
+ * (mount -o create), which its first save wraps as wrap (NULL: plain);
+ * the first commit creates dir->base.  The registry's ck_model_empty
+ * (registry.h) chooses f and wrap and refuses what cannot be created. */
+ck_model *ck_model_new(ck_model_dir *dir, const char *path, const ck_format *f,
+                       const ck_envelope_kind *wrap, const ck_open_opts *opts, ck_error *err);
 /* A model that codec/ assembles from other models' tensors (a merged
  * distributed checkpoint, dist_merge.h) instead of reading a file of its
  * own: empty, of format f (registered nowhere: nothing opens or saves it

@@ -613,6 +613,7 @@ int ck_saved_index_decode(ck_model *m, const ck_open_opts *o, const ck_saved_ide
                                                     : decode(m, o, id, &r, &s, &state_err);
     if (why == NULL) {
         m->saved = s;
+        m->ix = &ck_saved_index_hooks; /* the model checks and frees it through these */
         return 0;
     }
     ck_fail(err, EINVAL, "%s: saved index not used: %s", m->path, why);
@@ -981,3 +982,11 @@ int ck_saved_index_default_dir(char *buf, size_t cap)
         return -1;
     return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
+
+const ck_index_hooks ck_saved_index_hooks = {
+    .load = ck_saved_index_load,
+    .store = ck_saved_index_store,
+    .check = ck_saved_index_check,
+    .check_all = ck_saved_index_check_all,
+    .free = ck_saved_index_free,
+};

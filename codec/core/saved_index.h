@@ -68,11 +68,11 @@ typedef struct ck_index_store {
  * when neither is set to an absolute path (no default then). */
 int ck_saved_index_default_dir(char *buf, size_t cap);
 
-/* During ck_model_open_at, after the model file's source is added: 1 when
- * s holds a usable index of m (m->index filled and finalized, m->state
- * filled, m->saved set), 0 when there is none or it cannot be trusted,
- * finalize refusing it included (m untouched: read the model).  Never
- * fails the open. */
+/* During ck_model_open_file (ck_index_hooks.load), after the model
+ * file's source is added: 1 when s holds a usable index of m (m->index
+ * filled and finalized, m->state filled, m->saved set), 0 when there is
+ * none or it cannot be trusted, finalize refusing it included (m
+ * untouched: read the model).  Never fails the open. */
 int ck_saved_index_load(ck_model *m, const ck_open_opts *o);
 
 /* After a full read of m, finalized: write its index into o->index->dir
@@ -87,6 +87,12 @@ int ck_saved_index_check(const ck_model *m, const ck_tensor *t, ck_error *err);
 int ck_saved_index_check_all(const ck_model *m, ck_error *err);
 
 void ck_saved_index_free(struct ck_saved_index *s);
+
+/* The five above, as the model asks them (core/model.h, ck_index_hooks):
+ * the registry's open hands them to ck_model_open_file, and a model an
+ * index is loaded into keeps them (ck_model.ix), so that the model never
+ * calls this file, which is above it. */
+extern const ck_index_hooks ck_saved_index_hooks;
 
 /* ---- the file's bytes, apart from any file system (the unit tests and
  * the fuzzer drive these) ---- */

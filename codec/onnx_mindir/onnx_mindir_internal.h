@@ -118,7 +118,7 @@ long omr_external_source(rd *d, ck_tensor *t, const ck_pb_str *loc);
 /* onnx_mindir_legacy.c: a legacy split MindIR's variables files. */
 int omr_walk_legacy_variables(rd *d);
 
-/* onnx_mindir_reader.c: an empty layout of the format's field numbers. */
+/* onnx_mindir_state.c: an empty layout of the format's field numbers. */
 ck_pb_layout *omr_layout_new(bool mindir);
 
 /* onnx_mindir_state.c: the format hooks of a saved index (format.h). */

@@ -29,23 +29,6 @@ static void layout_free(void *state)
     free(pb);
 }
 
-ck_pb_layout *omr_layout_new(bool mindir)
-{
-    ck_pb_layout *pb = calloc(1, sizeof *pb);
-    if (pb == NULL)
-        return NULL;
-    const ck_pb_schema *sc = mindir ? &ck_pb_mindir_schema : &ck_pb_onnx_schema;
-    pb->mindir = mindir;
-    pb->main_graph = CK_PB_NO_FRAME;
-    pb->fields = (ck_pb_fields){
-        .graph_tensor = sc->graph_tensor, .t_dims = sc->t_dims, .t_type = sc->t_type,
-        .t_float = sc->t_float, .t_int32 = sc->t_int32, .t_string = sc->t_string,
-        .t_int64 = sc->t_int64, .t_name = sc->t_name, .t_raw = sc->t_raw,
-        .t_double = sc->t_double, .t_uint64 = sc->t_uint64, .t_external = sc->t_external,
-        .t_location = sc->t_location};
-    return pb;
-}
-
 static int read_model(ck_model *m, bool mindir, ck_error *err)
 {
     rd *d = calloc(1, sizeof *d);

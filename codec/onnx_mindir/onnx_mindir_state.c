@@ -89,6 +89,26 @@ static int layout_crc(const ck_model *m, const ck_pb_layout *pb, uint32_t *out, 
     return 0;
 }
 
+/* An empty layout of the format's field numbers: here, beside the saved
+ * form of a layout (the reader makes one too), so that this file needs
+ * nothing of the reader, which calls in here. */
+ck_pb_layout *omr_layout_new(bool mindir)
+{
+    ck_pb_layout *pb = calloc(1, sizeof *pb);
+    if (pb == NULL)
+        return NULL;
+    const ck_pb_schema *sc = mindir ? &ck_pb_mindir_schema : &ck_pb_onnx_schema;
+    pb->mindir = mindir;
+    pb->main_graph = CK_PB_NO_FRAME;
+    pb->fields = (ck_pb_fields){
+        .graph_tensor = sc->graph_tensor, .t_dims = sc->t_dims, .t_type = sc->t_type,
+        .t_float = sc->t_float, .t_int32 = sc->t_int32, .t_string = sc->t_string,
+        .t_int64 = sc->t_int64, .t_name = sc->t_name, .t_raw = sc->t_raw,
+        .t_double = sc->t_double, .t_uint64 = sc->t_uint64, .t_external = sc->t_external,
+        .t_location = sc->t_location};
+    return pb;
+}
+
 /* Whether the layout is one a model of one file leaves. */
 static bool keepable(const ck_model *m, const ck_pb_layout *pb)
 {

@@ -23,6 +23,7 @@
 #include "../../codec/ckpt/ckpt_reader.h"
 #include "../../codec/core/dir_name.h"
 #include "../../codec/core/model.h"
+#include "../../codec/registry.h"
 #include "../../codec/core/name_map.h"
 #include "../../codec/oneflow/oneflow_meta.h"
 #include "../../export/atomic_writer.h"

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "../../codec/registry.h"
+#include "../../codec/open_path.h"
 #include "../../codec/run_dir.h"
 #include "unit.h"
 

@@ -21,6 +21,7 @@
 
 #include "../../codec/ckpt/ckpt_reader.h"
 #include "../../codec/core/model.h"
+#include "../../codec/registry.h"
 #include "../../codec/core/saved_index.h"
 #include "../../codec/onnx_mindir/onnx_mindir_reader.h"
 #include "../../codec/pb/pb_layout.h"

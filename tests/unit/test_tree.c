@@ -28,6 +28,7 @@
 #include <zlib.h>
 
 #include "../../codec/core/model_dir.h"
+#include "../../codec/registry.h"
 #include "../../export/commit_group.h"
 #include "../../export/encoder.h"
 #include "../../export/writer_lock.h"
