@@ -19,3 +19,13 @@ load helpers
     echo "$output"
     [ "$status" -eq 0 ]
 }
+
+# The front-end knows no format: it reaches formats, envelopes and
+# collections through codec/'s interfaces and registry (format.h, view.h,
+# collection.h, envelope.h, registry.h, open_path.h, run_dir.h) only.
+@test "fs/ includes no header of a format's, an envelope's or a collection's folder" {
+    run grep -nE '#include "\.\./codec/(ckpt|onnx_mindir|safetensors|pytorch|oneflow|pb|pickle|cipher|zstd|collections)/' \
+        "$REPO"/fs/*.c "$REPO"/fs/*.h
+    echo "$output"
+    [ "$status" -eq 1 ]
+}
