@@ -16,15 +16,19 @@ process that has done its imports:
   pyserve.py call SOCKET SCRIPT ARGS...   (python3 -S -I: no site, ~20 ms)
       run `python3 SCRIPT ARGS...` in a child of the server, with this
       process's standard input, output and error (passed over the socket),
-      its working directory and environment, and exit with its status.
+      its working directory, umask and environment, and exit with its
+      status.
       SCRIPT "-" reads the program from standard input, as python3 - does;
       "-c CODE" runs CODE, as python3 -c does.
 
 A call behaves as the command would: sys.argv, __name__ == "__main__",
 sys.exit codes and messages, an uncaught exception's traceback and exit
-status 1.  A child that dies by a signal, or the server gone, makes the
-call exit 1 with a line on stderr.  What it cannot be is a new process:
-the oracle's os.getpid() is the child's, its parent the server.
+status 1; killed by signal N, status 128 + N, as the shell reports it.  The
+server gone, the call exits 1 with a line on stderr.  What it cannot be is
+a new process of its caller: the oracle's os.getpid() is the server's
+child's, its resource limits and credentials the server's, and killing the
+call does not stop that child; so no caller that sets those (ulimit,
+setpriv, another user) or kills an oracle may use it.
 """
 import array
 import os
@@ -60,7 +64,10 @@ def call(path, argv):
     except OSError as e:
         print("pyserve: no server at %s: %s" % (path, e), file=sys.stderr)
         return 1
-    req = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+    mask = os.umask(0)
+    os.umask(mask)
+    req = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ),
+                      "umask": mask}).encode()
     _send_msg(sock, req, fds=[0, 1, 2])
     reply = _recv_exact(sock, 4)
     if reply is None:
@@ -172,6 +179,7 @@ def _handle(conn):
         sys.stdout = open(1, "w", encoding=enc, errors=err, closefd=False)
         sys.stderr = open(2, "w", encoding=enc, errors="backslashreplace", closefd=False)
         os.chdir(req["cwd"])
+        os.umask(req["umask"])
         os.environ.clear()
         os.environ.update(req["env"])
         return req["argv"]  # the runner: main runs it
