@@ -100,6 +100,9 @@ def _run(argv):
                 with open(path, "rb") as f:
                     code = compile(f.read(), argv[0], "exec")
             main.__file__ = argv[0]
+        # PYTHONPATH as python3 reads it: after the script's directory
+        extra = [d for d in os.environ.get("PYTHONPATH", "").split(os.pathsep) if d]
+        sys.path[1:1] = extra
         sys.modules["__main__"] = main
         _globals.append(main.__dict__)
         exec(code, main.__dict__)
