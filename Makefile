@@ -60,7 +60,7 @@ VERSION   := $(shell sed -n 's/^\#define CKPTFS_VERSION "\(.*\)"$$/\1/p' codec/c
 HELPERS   := $(BUILD)/ckptfs-umount $(BUILD)/mount.ckptfs
 
 .SECONDARY: $(PROTO_C) $(PROTO_C:.c=.h)
-.PHONY: all deps deb-deps test check asan tsan demo programs install uninstall deb clean bench fuzz
+.PHONY: all deps deb-deps test check asan tsan demo programs install uninstall deb clean bench fuzz fuzz-corpus
 all: $(BINS) $(HELPERS)
 
 # A static pattern: not the ckptfs-% rule of the programs below.
@@ -171,12 +171,22 @@ demo: deb-deps
 	$(MAKE) programs
 	tests/demo.sh $(BUILD)
 
-# Coverage-guided fuzzing of the readers and writers of .ckpt, ONNX and
-# MindIR (clang's libFuzzer + ASan + UBSan; one target, the format from
-# CKPTFS_FUZZ_FORMAT), seeded with the real models in ../shared/fixtures.
-# A fixed seed and run count make it deterministic: `make fuzz FUZZ_RUNS=N`
-# runs N inputs per format.
+# Coverage-guided fuzzing of the readers and writers of every format
+# (clang's libFuzzer + ASan + UBSan; one target, the format from
+# CKPTFS_FUZZ_FORMAT), seeded with the real models in ../shared/fixtures,
+# the regression inputs (tests/fuzz/regress/) and the coverage corpus
+# (tests/fuzz/corpus/), each replayed whole first (tests/fuzz/run.sh).
+# `make test` runs a short campaign per format (run-all.sh: 30 000 inputs,
+# FUZZ_RUNS in the environment); `make fuzz` a longer one:
+#   FUZZ_RUNS=N       inputs per format (a fixed seed: deterministic)
+#   FUZZ_SECONDS=S    or S seconds per format instead
+#   FUZZ_FORMATS="A B" only these formats (all by default)
+#   FUZZ_JOBS=N       N formats side by side (1: they are page-fault bound)
+# `make fuzz-corpus` (the same knobs) makes tests/fuzz/corpus/ again: each
+# format's campaign minimized with -merge=1 (commit the result).
 FUZZ_RUNS ?= 200000
+FUZZ_FORMATS ?=
+export FUZZ_SECONDS FUZZ_JOBS
 FUZZ_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -g -O1 -D_FILE_OFFSET_BITS=64 \
                -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
                $(shell pkg-config --cflags yajl 2>/dev/null) -I$(BUILD)/gen
@@ -198,7 +208,10 @@ $(BUILD)/fuzz-ckpt: $(BUILD)/fuzz/tests/fuzz/fuzz_ckpt.o $(BUILD)/fuzz/libckptfs
 	  -lz -lzstd -lcrypto -ljansson -lyajl -lprotobuf-c
 
 fuzz: $(BUILD)/fuzz-ckpt
-	tests/fuzz/run.sh $(BUILD)/fuzz-ckpt $(FUZZ_RUNS)
+	tests/fuzz/run.sh $(BUILD)/fuzz-ckpt $(FUZZ_RUNS) $(FUZZ_FORMATS)
+
+fuzz-corpus: $(BUILD)/fuzz-ckpt
+	FUZZ_MERGE=1 tests/fuzz/run.sh $(BUILD)/fuzz-ckpt $(FUZZ_RUNS) $(FUZZ_FORMATS)
 
 bench: all
 	bench/bench_ckpt.sh $(BUILD)

@@ -35,8 +35,10 @@ echo "== unit tests"
 count "$log/unit" "${PIPESTATUS[0]}"
 took "unit tests"
 
-echo "== fuzzing (deterministic: fixed seed and run count)"
-"$(pwd)/tests/fuzz/run.sh" "$BUILD/fuzz-ckpt" "${FUZZ_RUNS:-200000}" | tee "$log/fuzz"
+# Each format's regression and corpus inputs replayed whole, then a short
+# campaign (longer ones: make fuzz, docs/guide.md "Fuzzing").
+echo "== fuzzing (deterministic: the replay, then a fixed seed and run count)"
+"$(pwd)/tests/fuzz/run.sh" "$BUILD/fuzz-ckpt" "${FUZZ_RUNS:-30000}" | tee "$log/fuzz"
 count "$log/fuzz" "${PIPESTATUS[0]}"
 took "fuzzing"
 

@@ -8,6 +8,10 @@
 
 load helpers
 
+# the oracles' calls through one Python that imported them (helpers.bash)
+setup_file() { pyserve_file_start numpy "$REPO/tests/oracle/ckpt_oracle.py" "$REPO/tests/oracle/diff_oracle.py" "$REPO/tests/oracle/dist_oracle.py" "$REPO/tests/oracle/envelope_oracle.py"; }
+teardown_file() { pyserve_file_stop; }
+
 DIFF_ORACLE="$PY $REPO/tests/oracle/diff_oracle.py"
 ENVELOPE="$PY $REPO/tests/oracle/envelope_oracle.py"
 DIST="$PY $REPO/tests/oracle/dist_oracle.py"

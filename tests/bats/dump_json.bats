@@ -7,6 +7,10 @@
 
 load helpers
 
+# the oracles' calls through one Python that imported them (helpers.bash)
+setup_file() { pyserve_file_start numpy "$REPO/tests/oracle/ckpt_oracle.py" "$REPO/tests/oracle/dcp_oracle.py"; }
+teardown_file() { pyserve_file_stop; }
+
 setup() {
     T=$BATS_TEST_TMPDIR
 }

@@ -8,6 +8,10 @@
 
 load helpers
 
+# the oracles' calls through one Python that imported them (helpers.bash)
+setup_file() { pyserve_file_start numpy "$REPO/tests/oracle/ckpt_oracle.py" "$REPO/tests/oracle/envelope_oracle.py" "$REPO/tests/oracle/split_mindir.py"; }
+teardown_file() { pyserve_file_stop; }
+
 ENVELOPE="$PY $REPO/tests/oracle/envelope_oracle.py"
 SPLIT="$PY $REPO/tests/oracle/split_mindir.py"
 MIB64=67108864

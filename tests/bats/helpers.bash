@@ -12,6 +12,11 @@ CKPTFS=$BUILD/ckptfs
 FIXTURES=$(cd "$REPO/../shared/fixtures" 2>/dev/null && pwd -P)
 MS=$FIXTURES/mindspore
 PY=/usr/bin/python3
+# A file whose setup_file called pyserve_file_start: its oracles' calls go
+# through one Python that imported them (and torch, onnx, numpy) once.
+if [ -n "${PYSERVE_SOCK:-}" ] && [ -S "$PYSERVE_SOCK" ]; then
+    PY="/usr/bin/python3 -S -I $REPO/tests/oracle/pyserve.py call $PYSERVE_SOCK"
+fi
 ORACLE="$PY $REPO/tests/oracle/ckpt_oracle.py"
 # Saved indexes (on by default) go to a directory of this run, never the
 # user's ~/.cache; a suite's second mount of a file then loads its index.
@@ -210,3 +215,39 @@ MT_OPT=$("$CKPTFS" --help 2>&1 | grep -o -- '-o threads\(=[0-9]*\)\?\b\|-o multi
 
 ONNX_FIX=$FIXTURES/onnx
 GRAPH_ORACLE="$PY $REPO/tests/oracle/graph_oracle.py"
+
+# pyserve_file_start MODULE|SCRIPT.py... (in setup_file): one Python for the
+# file's oracle calls (tests/oracle/pyserve.py), which has imported
+# MODULE... and SCRIPT.py... once; every test's $PY, and the oracles' commands
+# made of it, then run through it: the same arguments, streams, directory,
+# environment and exit status, without an interpreter's start and imports
+# each.  Only for files that never kill an oracle's process (killing a call
+# would not stop the server's child running it).  pyserve_file_stop (in
+# teardown_file) stops it, by its pid.
+pyserve_file_start() {
+    local i
+    export PYSERVE_SOCK=$BATS_FILE_TMPDIR/py.sock
+    # fd 3 closed: bats waits for it; the server is ours until teardown_file
+    /usr/bin/python3 "$REPO/tests/oracle/pyserve.py" serve "$PYSERVE_SOCK" "$@" \
+        </dev/null >/dev/null 2>>"$BATS_FILE_TMPDIR/pyserve.log" 3>&- &
+    export PYSERVE_PID=$!
+    # Bounded, so a broken install cannot hang a run; not a timing check.
+    for i in $(seq 1 1200); do
+        [ -S "$PYSERVE_SOCK" ] && return 0
+        [ -d "/proc/$PYSERVE_PID" ] || break
+        sleep 0.05
+    done
+    cat "$BATS_FILE_TMPDIR/pyserve.log" >&2
+    return 1
+}
+pyserve_file_stop() {
+    local i
+    [ -n "${PYSERVE_PID:-}" ] || return 0
+    kill "$PYSERVE_PID" 2>/dev/null || return 0
+    for i in $(seq 1 200); do # gone, or a zombie of the file's own shell
+        case $(cut -d' ' -f3 "/proc/$PYSERVE_PID/stat" 2>/dev/null) in '' | Z) return 0 ;; esac
+        sleep 0.05
+    done
+    echo "pyserve $PYSERVE_PID did not stop" >&2
+    return 1
+}

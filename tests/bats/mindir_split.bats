@@ -7,6 +7,10 @@
 
 load helpers
 
+# the oracles' calls through one Python that imported them (helpers.bash)
+setup_file() { pyserve_file_start numpy "$REPO/tests/oracle/ckpt_oracle.py" onnx "$REPO/tests/oracle/graph_oracle.py" "$REPO/tests/oracle/split_mindir.py"; }
+teardown_file() { pyserve_file_stop; }
+
 SPLIT="$PY $REPO/tests/oracle/split_mindir.py"
 SRC=$MS/mindspore_ori_net.mindir
 

@@ -7,6 +7,10 @@
 
 load helpers
 
+# the oracles' calls through one Python that imported them (helpers.bash)
+setup_file() { pyserve_file_start numpy "$REPO/tests/oracle/ckpt_oracle.py" onnx "$REPO/tests/oracle/graph_oracle.py"; }
+teardown_file() { pyserve_file_stop; }
+
 check_fixture() {
     local model=$1 mnt=$BATS_TEST_TMPDIR/m$2
     mount_fg "$model" "$mnt" -o ro

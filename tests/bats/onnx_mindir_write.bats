@@ -6,6 +6,10 @@
 
 load helpers
 
+# the oracles' calls through one Python that imported them (helpers.bash)
+setup_file() { pyserve_file_start numpy "$REPO/tests/oracle/ckpt_oracle.py" onnx "$REPO/tests/oracle/graph_oracle.py"; }
+teardown_file() { pyserve_file_stop; }
+
 ORT_RUN="node $REPO/tests/ort/run_model.js"
 
 # busy CMD...: CMD fails, and says so with EBUSY's text.

@@ -20,6 +20,11 @@ PT=$FIXTURES/pytorch
 M=$BATS_TEST_TMPDIR/m
 T=$BATS_TEST_TMPDIR
 
+# the oracle's calls (torch imported each time: most of a call) through one
+# Python (helpers.bash); no test kills an oracle
+setup_file() { pyserve_file_start torch "$REPO/tests/oracle/pytorch_oracle.py"; }
+teardown_file() { pyserve_file_stop; }
+
 teardown() {
     # a file wrongly accepted was mounted as a daemon: take it down too
     if mountpoint -q "$M"; then

@@ -27,9 +27,13 @@ s3_start() {
     mkdir -p "$S3_DIR/data" "$S3_DIR/mnt"
     [ -f "$S3RVER_JS" ] || { echo "s3rver is not installed: make deps" >&2; return 1; }
     command -v s3fs >/dev/null || { echo "s3fs is not installed: make deps" >&2; return 1; }
-    # Port 0: the kernel picks a free port and s3rver logs which.
+    # Port 0: the kernel picks a free port and s3rver logs which.  The log
+    # is made here, before the server starts: the background job opens its
+    # redirection only once it runs, and a sed of a log not there yet fails
+    # the test (bats runs it under set -e).
+    : >"$S3_DIR/s3rver.log"
     node "$S3RVER_JS" -d "$S3_DIR/data" -a 127.0.0.1 -p 0 \
-        --configure-bucket "$S3_BUCKET" >"$S3_DIR/s3rver.log" 2>&1 &
+        --configure-bucket "$S3_BUCKET" >>"$S3_DIR/s3rver.log" 2>&1 &
     S3RVER_PID=$!
     echo "$S3RVER_PID" >"$S3_DIR/s3rver.pid"
     local i
@@ -62,6 +66,7 @@ s3_start() {
 s3fs_mount() {
     local mnt=$1 pid i
     mkdir -p "$mnt"
+    : >>"$S3_DIR/s3fs.log" # there for the cat below, whenever s3fs dies
     s3fs "$S3_BUCKET" "$mnt" -f \
         -o "url=http://127.0.0.1:$S3_PORT,passwd_file=$S3_DIR/passwd,$S3FS_OPTS${2:+,$2}" \
         >>"$S3_DIR/s3fs.log" 2>&1 &

@@ -7,6 +7,10 @@
 
 load helpers
 
+# the oracles' calls through one Python that imported them (helpers.bash)
+setup_file() { pyserve_file_start numpy "$REPO/tests/oracle/ckpt_oracle.py" onnx "$REPO/tests/oracle/graph_oracle.py"; }
+teardown_file() { pyserve_file_stop; }
+
 setup() {
     T=$BATS_TEST_TMPDIR
     # Never the user's cache, nor the suite's: this test's own.

@@ -7,6 +7,10 @@
 
 load helpers
 
+# the oracles' calls through one Python that imported them (helpers.bash)
+setup_file() { pyserve_file_start numpy "$REPO/tests/oracle/ckpt_oracle.py" "$REPO/tests/oracle/stat_oracle.py" "$REPO/tests/oracle/dist_oracle.py" "$REPO/tests/oracle/envelope_oracle.py" "$REPO/tests/oracle/iteration_oracle.py"; }
+teardown_file() { pyserve_file_stop; }
+
 STAT_ORACLE="$PY $REPO/tests/oracle/stat_oracle.py"
 ENVELOPE="$PY $REPO/tests/oracle/envelope_oracle.py"
 DIST="$PY $REPO/tests/oracle/dist_oracle.py"

@@ -6,6 +6,10 @@
 
 load helpers
 
+# the oracles' calls through one Python that imported them (helpers.bash)
+setup_file() { pyserve_file_start numpy "$REPO/tests/oracle/ckpt_oracle.py"; }
+teardown_file() { pyserve_file_stop; }
+
 setup() {
     M=$BATS_TEST_TMPDIR/m
     F=$BATS_TEST_TMPDIR/model.ckpt

@@ -5,6 +5,10 @@
 # leave, which are never saved into the model.
 
 load helpers
+
+# the oracles' calls through one Python that imported them (helpers.bash)
+setup_file() { pyserve_file_start numpy "$REPO/tests/oracle/ckpt_oracle.py" "$REPO/tests/oracle/safetensors_oracle.py"; }
+teardown_file() { pyserve_file_stop; }
 export ORACLE_PY=$REPO/tests/oracle/ckpt_oracle.py
 
 setup() {

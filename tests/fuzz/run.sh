@@ -11,13 +11,30 @@
 # and for the fixtures, and saved-index-onnx, the same for an ONNX model's
 # (its message layout); pytorch, a torch.save file (its ZIP records and its
 # pickle); dcp, a PyTorch Distributed Checkpoint's .metadata, beside the
-# data files of one the test oracle writes.  Each corpus is seeded with the real fixtures and the
-# regression inputs in tests/fuzz/regress/FORMAT (copied to a temporary
-# directory, never into the repository).  Envelope seeds are the fixtures
-# encrypted by the test oracle (key "0123456789ABCDEF", small blocks, every
-# mode) or compressed by zstd (plain, and seekable with small frames).
-# Deterministic: fixed seed, fixed number of runs per format.  Prints one TAP
-# line per format.  To replay a crash file: CKPTFS_FUZZ_FORMAT=FORMAT FUZZER FILE
+# data files of one the test oracle writes.
+#
+# Each format, in two steps, one TAP line:
+#  1. replay: every input in tests/fuzz/regress/FORMAT (each found a defect
+#     once) and in tests/fuzz/corpus/FORMAT (the coverage corpus: a longer
+#     run's inputs, minimized by libFuzzer's -merge=1; `make fuzz-corpus`
+#     makes it again) is run once, whole;
+#  2. a fresh campaign, fixed seed (-seed=1) and RUNS inputs (counting the
+#     corpus's own first pass), from a corpus seeded with the real fixtures,
+#     the generated seeds below, and both of those folders (copied to a
+#     temporary directory, never into the repository).
+# Envelope seeds are the fixtures encrypted by the test oracle (key
+# "0123456789ABCDEF", small blocks, every mode) or compressed by zstd
+# (plain, and seekable with small frames).
+#
+# Knobs (the environment): FUZZ_SECONDS=S fuzzes each format for S seconds
+# instead of RUNS inputs (no longer deterministic); FUZZ_JOBS=N fuzzes N
+# formats side by side (1 by default: on the 2-core machine two took longer
+# than one after the other, the runs are page-fault bound); FUZZ_MERGE=1
+# then minimizes each format's campaign into tests/fuzz/corpus/FORMAT (the
+# inputs that add coverage beyond the fixtures, the generated seeds and the
+# regression inputs, which are seeded anyway).  `make fuzz` and `make
+# fuzz-corpus` pass them (docs/guide.md, "Fuzzing").
+# To replay a crash file: CKPTFS_FUZZ_FORMAT=FORMAT FUZZER FILE
 set -u
 cd "$(dirname "$0")/../.."
 fuzzer=$1
@@ -189,29 +206,56 @@ dcp_seeds() {
         cp "$CKPTFS_FUZZ_DCP/.metadata" "$1/gen-mixed"
 }
 
-# fuzz_one FORMAT: seed FORMAT's corpus and fuzz it; one TAP line.
+# fuzz_one FORMAT: replay FORMAT's regression and corpus inputs, then seed
+# a corpus and fuzz it; one TAP line.
 fuzz_one() {
-    local format=$1 corpus n=0 t0=$SECONDS f what seeded=1
+    local format=$1 seeds corpus n=0 t0=$SECONDS f what seeded=1 kept replayed limit
+    local kept_dir=tests/fuzz/corpus/$format
+    seeds=$(mktemp -d)
     corpus=$(mktemp -d)
     case $format in
-    strategy) strategy_seeds "$corpus" ;;
-    iteration) iteration_seeds "$corpus" ;;
-    oneflow) oneflow_seeds "$corpus" ;;
-    saved-index) saved_index_seeds "$corpus" ;;
-    saved-index-onnx) onnx_index_seeds "$corpus" ;;
-    dcp) dcp_seeds "$corpus" ;;
+    strategy) strategy_seeds "$seeds" ;;
+    iteration) iteration_seeds "$seeds" ;;
+    oneflow) oneflow_seeds "$seeds" ;;
+    saved-index) saved_index_seeds "$seeds" ;;
+    saved-index-onnx) onnx_index_seeds "$seeds" ;;
+    dcp) dcp_seeds "$seeds" ;;
     esac || seeded=0
     for f in $(seeds "$format") tests/fuzz/regress/"$format"/*; do
         [ -s "$f" ] || continue
         n=$((n + 1))
         case $f in
-        tests/fuzz/regress/*) cp "$f" "$corpus/$n-$(basename "$f")" ;;
-        *) wrap "$format" "$f" "$corpus/$n-$(basename "$f")" || seeded=0 ;;
+        tests/fuzz/regress/*) cp "$f" "$seeds/$n-$(basename "$f")" ;;
+        *) wrap "$format" "$f" "$seeds/$n-$(basename "$f")" || seeded=0 ;;
         esac
     done
+    cp -p "$seeds"/. "$corpus"/ -r
+    for f in "$kept_dir"/*; do
+        [ -s "$f" ] && cp "$f" "$corpus/c-$(basename "$f")"
+    done
+    # 1. the replay, each file whole (no -max_len): the regression inputs
+    # and the kept corpus, in one process.
+    set -- $(ls tests/fuzz/regress/"$format"/* "$kept_dir"/* 2>/dev/null)
+    replayed=$#
     if [ "$seeded" = 0 ]; then
         echo "not ok - fuzz: the $format corpus could not be seeded"
-    elif CKPTFS_FUZZ_FORMAT=$format "$fuzzer" -seed=1 -runs="$runs" -max_len=4096 -timeout=10 \
+        rm -rf "$seeds" "$corpus"
+        return
+    fi
+    if [ $# -gt 0 ] && ! CKPTFS_FUZZ_FORMAT=$format "$fuzzer" -timeout=10 -rss_limit_mb=1024 \
+        "$@" >"$corpus.log" 2>&1; then
+        tail -40 "$corpus.log"
+        echo "not ok - fuzz: the $format reader or writer failed on a regression or corpus input (log above)"
+        rm -rf "$seeds" "$corpus" "$corpus.log"
+        return
+    fi
+    # 2. the campaign
+    if [ -n "${FUZZ_SECONDS:-}" ]; then
+        limit="-max_total_time=$FUZZ_SECONDS"
+    else
+        limit="-runs=$runs"
+    fi
+    if CKPTFS_FUZZ_FORMAT=$format "$fuzzer" -seed=1 "$limit" -max_len=4096 -timeout=10 \
         -rss_limit_mb=1024 "$corpus" >"$corpus.log" 2>&1; then
         case $format in
         strategy) what="every accepted merge of its four ranks read back whole (no writer)" ;;
@@ -223,23 +267,72 @@ fuzz_one() {
         *.*) what="every accepted input saved again and reopened as the same tensors" ;;
         *) what="every accepted input re-encoded to itself" ;;
         esac
-        echo "ok - fuzz: $runs inputs through the $format reader (and writer), no crash, $what ($(grep -o 'cov: [0-9]*' "$corpus.log" | tail -1), $((SECONDS - t0)) s)"
+        runs_done=$(grep -o '^Done [0-9]* runs' "$corpus.log" | grep -o '[0-9]*' | tail -1)
+        kept=
+        if [ "${FUZZ_MERGE:-}" = 1 ]; then
+            kept=$(merge_into "$format" "$seeds" "$corpus") || {
+                echo "not ok - fuzz: the $format corpus could not be minimized into $kept_dir"
+                rm -rf "$seeds" "$corpus" "$corpus.log"
+                return
+            }
+            kept=", $kept inputs kept in $kept_dir"
+        fi
+        echo "ok - fuzz: $replayed regression and corpus inputs replayed whole, then ${runs_done:-$runs} inputs through the $format reader (and writer), no crash, $what ($(grep -o 'cov: [0-9]*' "$corpus.log" | tail -1)$kept, $((SECONDS - t0)) s)"
     else
         tail -40 "$corpus.log"
         echo "not ok - fuzz: the $format reader or writer failed on an input (log above; crash file in $(pwd))"
     fi
-    rm -rf "$corpus" "$corpus.log"
+    rm -rf "$seeds" "$corpus" "$corpus.log"
 }
 
-# One format after another: side by side, two formats took longer than
-# one after the other on the 2-core machine (the runs are page-fault bound).
-# A format that printed no "ok" line failed.
+# merge_into FORMAT SEEDS CORPUS: tests/fuzz/corpus/FORMAT made again: the
+# inputs of CORPUS (the campaign's, the old kept ones among them) that add
+# coverage beyond SEEDS (the fixtures, the generated seeds, the regression
+# inputs: make test seeds them anyway), by libFuzzer's -merge=1; prints how
+# many.
+merge_into() {
+    local format=$1 seeds=$2 corpus=$3 min f n=0
+    min=$(mktemp -d) || return 1
+    for f in "$seeds"/*; do cp "$f" "$min/seed-$(basename "$f")"; done
+    if ! CKPTFS_FUZZ_FORMAT=$format "$fuzzer" -merge=1 -max_len=4096 -timeout=10 \
+        -rss_limit_mb=1024 "$min" "$corpus" >"$min.log" 2>&1; then
+        tail -20 "$min.log" >&2
+        rm -rf "$min" "$min.log"
+        return 1
+    fi
+    rm -f "$min"/seed-*
+    rm -rf "tests/fuzz/corpus/$format"
+    mkdir -p "tests/fuzz/corpus/$format"
+    for f in "$min"/*; do
+        [ -f "$f" ] || continue
+        cp "$f" "tests/fuzz/corpus/$format/"
+        n=$((n + 1))
+    done
+    rm -rf "$min" "$min.log"
+    echo "$n"
+}
+
+# One format after another by default (see FUZZ_JOBS above).  A format that
+# printed no "ok" line failed.  Side by side, each format's line is printed
+# whole once it is done, in the order they end.
 failed=0
-out=$(mktemp)
+outs=$(mktemp -d)
+jobs_max=${FUZZ_JOBS:-1}
+i=0
 for format in "$@"; do
-    fuzz_one "$format" 2>&1 | tee "$out"
-    grep -q '^ok - ' "$out" && ! grep -q '^not ok' "$out" || failed=1
+    i=$((i + 1))
+    if [ "$jobs_max" -le 1 ]; then
+        fuzz_one "$format" 2>&1 | tee "$outs/$i"
+    else
+        while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+        (fuzz_one "$format" >"$outs/$i" 2>&1; cat "$outs/$i") &
+    fi
 done
-rm -f "$out"
+wait
+for f in "$outs"/*; do
+    grep -q '^ok - ' "$f" && ! grep -q '^not ok' "$f" || failed=1
+done
+[ "$i" -gt 0 ] || failed=1
+rm -rf "$outs"
 rm -rf "$dcp_dir"
 exit "$failed"

@@ -5,7 +5,11 @@
 # summary that ends them.  These checks run the oracles alone, no mount.
 
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+trap 'pyserve_stop; rm -rf "$T"' EXIT
+# The oracle's calls go through one Python that has imported it once
+# (pyserve.sh); a `sh -c` given "${ORACLE[@]}" runs it directly.
+. "$(dirname "${BASH_SOURCE[0]}")/pyserve.sh"
+pyserve_start "$T/py.sock" "${ORACLE[1]}" || exit 1
 N=0
 FAILED=0
 
@@ -32,8 +36,8 @@ refused() { # refused DESCRIPTION COMMAND...: ok when COMMAND exits 1 with exact
         nok "$what: exit $rc, stderr: $(head -3 "$T/err")"
     fi
 }
-oracle() { "${ORACLE[@]}" "$@"; }
-py() { /usr/bin/python3 - "$@"; }
+oracle() { "${PYCALL[@]}" "${ORACLE[@]:1}" "$@"; }
+py() { "${PYCALL[@]}" - "$@"; }
 
 # The last line: how many checks, and the exit status.
 summary() {

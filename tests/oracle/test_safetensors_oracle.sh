@@ -12,12 +12,15 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ORACLE=(/usr/bin/python3 "$HERE/safetensors_oracle.py")
 FIX=${SAFETENSORS_FIXTURES:-$(cd "$HERE/../../../shared/fixtures/safetensors" 2>/dev/null && pwd)}
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+trap 'pyserve_stop; rm -rf "$T"' EXIT
+# The oracle's calls go through one Python that has imported it once.
+. "$HERE/pyserve.sh"
+pyserve_start "$T/py.sock" "${ORACLE[1]}" || exit 1
 CHECKS=0
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { CHECKS=$((CHECKS + 1)); }
-oracle() { "${ORACLE[@]}" "$@"; }
+oracle() { "${PYCALL[@]}" "${ORACLE[@]:1}" "$@"; }
 
 [ -n "$FIX" ] && [ -f "$FIX/SOURCES.md" ] || fail "no fixtures (set SAFETENSORS_FIXTURES)"
 
