@@ -23,9 +23,9 @@ DEB_PKGS  := gcc make pkg-config libfuse3-dev fuse3 libprotobuf-c-dev protobuf-c
              s3fs curl bindfs nfs-ganesha nfs-ganesha-vfs libnfs-utils
 
 # The library every program links, built once: the codec (formats, their
-# readers and writers; envelopes; collections; the core) and export (commit,
+# readers and writers; envelopes; collections; the core) and save (commit,
 # lock, conversion).  A source file added to one of these folders is in it.
-LIB_SRC   := $(wildcard codec/*.c codec/*/*.c export/*.c)
+LIB_SRC   := $(wildcard codec/*.c codec/*/*.c save/*.c)
 # What only the command-line programs (and the unit tests) use: argument
 # reading and how they open a model, the statistics of ckptfs-stat, and the
 # threaded chunked reads of ckptfs-stat and ckptfs-diff.
@@ -33,7 +33,7 @@ TOOL_SRC  := tools/cli_open.c tools/tensor_stats.c tools/stats_elem.c tools/stat
              tools/stats_kernel.c tools/chunk_pass.c
 FS_SRC    := $(wildcard fs/*.c)
 UNIT_SRC  := $(wildcard tests/unit/*.c)
-HEADERS   := $(wildcard codec/*.h codec/*/*.h export/*.h fs/*.h tools/*.h tools/*.inc \
+HEADERS   := $(wildcard codec/*.h codec/*/*.h save/*.h fs/*.h tools/*.h tools/*.inc \
                tests/unit/*.h)
 # The strategy file is decoded by protobuf-c's generated code (the codec
 # uses it); checkpoint.proto's only serves the unit tests' encoder.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Cost of a save's read-back check (export/verify.c) next to the encode it
+# Cost of a save's read-back check (save/verify.c) next to the encode it
 # checks: a one-tensor edit of a GIB GiB checkpoint of TENSORS tensors,
 # plain, AES-GCM (MindSpore's layout) and seekable zstd (2 MiB frames);
 # median of REPS, nothing committed.

@@ -22,7 +22,7 @@
 #    model into a file, made durable (sync -f): a full recompression; and
 #    against a copy of the compressed file made durable (`cp --reflink=never`
 #    + sync -f), what a save that replaces the file whole through the page
-#    cache pays at least (the save writes past it: export/direct_out.h).
+#    cache pays at least (the save writes past it: codec/io/direct_out.h).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=$(realpath "${1:-build}")

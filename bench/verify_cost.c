@@ -15,10 +15,10 @@
 
 #include "codec/cipher/key.h"
 #include "codec/core/model.h"
-#include "export/encoder.h"
+#include "save/encoder.h"
 #include "codec/onnx_mindir/onnx_mindir_writer.h"
 #include "codec/ckpt/ckpt_writer.h"
-#include "export/verify.h"
+#include "save/verify.h"
 
 static double now(void)
 {

@@ -10,7 +10,7 @@
  * ck_envelope_open() recognises the wrapping by the file's leading bytes and
  * turns the file's source into a source of its plaintext; the readers never
  * know.  The envelope it describes is also what a save writes back
- * (export/wrap_writer.h): the same mode and key, or the seekable zstd
+ * (codec/io/wrap_writer.h): the same mode and key, or the seekable zstd
  * format.  The rest of ckptfs asks about an envelope by the questions
  * below, never by its kind.
  */

@@ -100,7 +100,7 @@ typedef struct ck_envelope_kind {
     /* Optional: why a file wrapped as env is read but never written (a
      * layout ckptfs only reads), or NULL when it may be. */
     const char *(*read_only)(const ck_envelope *env);
-    /* The writer of a save (export/wrap_writer.h), over fd; refuses what it
+    /* The writer of a save (codec/io/wrap_writer.h), over fd; refuses what it
      * does not write (err). */
     struct ck_wrap_writer *(*new_writer)(const ck_envelope *env, int fd, const char *path,
                                          ck_error *err);

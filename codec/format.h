@@ -8,7 +8,7 @@
  * may be removed, which of the model's sources are data files).  What a
  * reader keeps about a model beyond the tensor index (a .ckpt's CRC
  * trailer, an ONNX graph's layout) is its own: ck_model.state, opaque to
- * everyone else.  Its writer is a ck_writer (export/writer.h); the two
+ * everyone else.  Its writer is a ck_writer (codec/io/writer.h); the two
  * are one entry of the registry (registry.h), which looks formats up.
  */
 #ifndef CK_FORMAT_H

@@ -3,9 +3,9 @@
  * registry: the formats and envelopes ckptfs knows, each kind
  * in one table (registry.c).
  *
- * Each entry is a format's reader (format.h), its writer (export/writer.h;
+ * Each entry is a format's reader (format.h), its writer (codec/io/writer.h;
  * NULL where ckptfs reads the format but does not save it) and what
- * ckptfs-convert needs to write another model as it (export/target.h;
+ * ckptfs-convert needs to write another model as it (codec/io/target.h;
  * NULL where it does not) and, optionally, its view: another model shown
  * by the mount as its files (view.h, -o as=NAME; NULL: none), all
  * defined in the format's folder,
@@ -19,7 +19,7 @@
  * The registry also opens a model file by its name (ck_model_open): it
  * chooses the format and hands the core (core/model.h) that format and
  * the table of envelopes, so that the core, the envelopes' walk
- * (envelope.c) and the writers (export/writer.h) never call up into it.
+ * (envelope.c) and the writers (codec/io/writer.h) never call up into it.
  * The collections, which open their member files through it, have their
  * own table above it (open_path.h).
  *
@@ -52,7 +52,7 @@ const ck_format *ck_format_by_name(const char *name);
 const ck_format *ck_format_default(void);
 /* The writer of format f; NULL when ckptfs does not save it (yet). */
 const struct ck_writer *ck_format_writer(const ck_format *f);
-/* Format f as ckptfs-convert's OUT (export/target.h); NULL when ckptfs
+/* Format f as ckptfs-convert's OUT (codec/io/target.h); NULL when ckptfs
  * does not convert into it. */
 const struct ck_target *ck_format_target(const ck_format *f);
 /* The view of format f (view.h): -o as=NAME, f called NAME; NULL when f

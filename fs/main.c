@@ -25,9 +25,9 @@
 
 #include "../codec/core/saved_index.h"
 #include "../codec/open_path.h"
-#include "../export/commit_group.h"
-#include "../export/encoder.h"
-#include "../export/write_claim.h"
+#include "../codec/io/commit_group.h"
+#include "../save/encoder.h"
+#include "../save/write_claim.h"
 #include "ckptfs.h"
 #include "recovery.h"
 #include "run_mount.h"
@@ -844,7 +844,7 @@ static bool wants_writing(const struct cli *cli, const char *path)
     return (st.st_mode & S_IWUSR) != 0;
 }
 
-/* Claim the model's files when the mount will write (export/write_claim.h:
+/* Claim the model's files when the mount will write (save/write_claim.h:
  * its directory, the writer lock, a cut-short save finished).  A mount
  * writable only by default (the owner's write bit) in a directory that
  * cannot hold the lock, on a read-only filesystem say, could never save

@@ -6,7 +6,7 @@
  */
 #include "ckptfs.h"
 
-#include "../export/encoder.h"
+#include "../save/encoder.h"
 #include "file_view.h"
 
 int ckfs_attach(ckfs *fs, ck_model *model, const ck_open_opts *oo, bool writable,

@@ -57,9 +57,9 @@
 #include "../codec/core/page_cache.h"
 #include "../codec/core/storage.h"
 #include "../codec/run_dir.h"
-#include "../export/commit_group.h"
-#include "../export/encoder.h"
-#include "../export/writer_lock.h"
+#include "../codec/io/commit_group.h"
+#include "../save/encoder.h"
+#include "../save/writer_lock.h"
 #include "inode_map.h"
 #include "nodes.h"
 

@@ -11,9 +11,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../export/atomic_writer.h"
-#include "../export/commit_group.h"
-#include "../export/encoder.h"
+#include "../codec/io/atomic_writer.h"
+#include "../codec/io/commit_group.h"
+#include "../save/encoder.h"
 
 #include "../codec/core/arena.h"
 #include "../codec/core/dir_name.h"

@@ -6,7 +6,7 @@
  * where `out` comes from — the model's extents, or an overlay in the spill
  * file once it has been written to.  A meta being written is buffered and only
  * replaces the entry's meta when it parses.  A save validates every entry,
- * re-encodes the model through export/ (unchanged tensors copied byte for
+ * re-encodes the model through save/ (unchanged tensors copied byte for
  * byte), replaces the file atomically and rebinds the entries to the new
  * file, which then serves every read.  The save runs beside the requests
  * (tree_save_begin/run/end): edits made meanwhile are kept for the next.
@@ -289,7 +289,7 @@ typedef struct tree_save_ask {
  * the held edits were all there was. */
 int tree_save_begin_ask(tree *tr, tree_save **save, const tree_save_ask *ask, ck_error *held,
                         ck_error *err);
-/* Encode, read back and commit (export/commit_group.h, up to the commit
+/* Encode, read back and commit (codec/io/commit_group.h, up to the commit
  * point). */
 int tree_save_run(tree_save *save, ck_error *err);
 /* Before run: count the bytes it writes in p (a progress of its own, for

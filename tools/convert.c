@@ -7,7 +7,7 @@
  * IN is anything the other tools open (cli_open.h: a .ckpt, safetensors,
  * ONNX, MindIR, encrypted or zstd-compressed, an iteration directory, a
  * OneFlow snapshot directory, a distributed checkpoint with -o strategy).
- * OUT is in a format of the registry that has a target (export/target.h):
+ * OUT is in a format of the registry that has a target (codec/io/target.h):
  * a .ckpt, a .safetensors (either optionally .zst, a .ckpt optionally
  * encrypted with -o enc_mode), a Hugging Face sharded set (its
  * .safetensors.index.json, shards beside it cut at -o max_shard_size), a
@@ -17,7 +17,7 @@
  *
  * The output is a model created empty (ck_model_empty, as -o create does)
  * and every tensor of IN handed to its encoder as new bytes whose pieces are
- * IN's extents (export/convert_plan.h, the list the mount's safetensors
+ * IN's extents (codec/io/convert_plan.h, the list the mount's safetensors
  * view lays out too), so bytes stream from file to file (copy_file_range where
  * nothing needs to see them) and memory stays bounded whatever the size.
  * Everything OUT cannot hold is refused, naming the tensor, before anything
@@ -38,13 +38,13 @@
 #include "../codec/core/model.h"
 #include "../codec/registry.h"
 #include "../codec/safetensors/safetensors_writer.h"
-#include "../export/commit_group.h"
-#include "../export/convert_plan.h"
-#include "../export/encoder.h"
+#include "../codec/io/commit_group.h"
+#include "../codec/io/convert_plan.h"
+#include "../save/encoder.h"
 #include "../codec/core/progress.h"
-#include "../export/target.h"
-#include "../export/template_fill.h"
-#include "../export/write_claim.h"
+#include "../codec/io/target.h"
+#include "../save/template_fill.h"
+#include "../save/write_claim.h"
 
 #define PROG "ckptfs-convert"
 

@@ -20,8 +20,8 @@
 
 #include "../codec/core/model.h"
 #include "cli_open.h"
-#include "../export/commit_group.h"
-#include "../export/write_claim.h"
+#include "../codec/io/commit_group.h"
+#include "../save/write_claim.h"
 
 /* The model's tree as the writer takes it.  With all, every whole tensor
  * is given as new bytes, its own (its extents), so that each is encoded

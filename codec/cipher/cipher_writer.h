@@ -8,7 +8,7 @@
 
 #include "key.h"
 #include "ms_cipher.h"
-#include "../../export/wrap_writer.h"
+#include "../io/wrap_writer.h"
 
 ck_wrap_writer *ck_cipher_writer_new(int fd, const char *path, ck_cipher_mode mode,
                                      const ck_key *key, ck_error *err);

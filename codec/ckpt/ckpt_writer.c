@@ -12,7 +12,7 @@
 #include "ckpt_reader.h"
 #include "ckpt_str.h"
 #include "../core/dir_name.h"
-#include "../../export/byte_sink.h"
+#include "../io/byte_sink.h"
 
 static size_t put_len_field(unsigned char *p, unsigned field, uint64_t len)
 {

@@ -25,8 +25,8 @@
 #include <stdint.h>
 
 #include "../core/model.h"
-#include "../../export/target.h"
-#include "../../export/writer.h"
+#include "../io/target.h"
+#include "../io/writer.h"
 
 #define CK_CKPT_SLICE_BYTES (512ull << 20)
 
@@ -43,7 +43,7 @@ int ck_ckpt_write(const ck_model *m, const ck_write_tensor *tensors, size_t n,
 
 /* The writer (writer.h): ck_ckpt_write into the group's first file. */
 extern const ck_writer ck_ckpt_writer;
-/* A checkpoint as ckptfs-convert's OUT (export/target.h). */
+/* A checkpoint as ckptfs-convert's OUT (codec/io/target.h). */
 extern const ck_target ck_ckpt_target;
 
 #endif

@@ -4,7 +4,7 @@
  * descriptors.
  *
  * A save reads its new files back before they are renamed over the model
- * and its data files (export/verify.c).  Those files are temporaries with
+ * and its data files (save/verify.c).  Those files are temporaries with
  * other names, so the opens of codec/ (the model file, external data
  * files, legacy variables files) pass each descriptor they get through
  * ck_override_fd: a file that an override stands for is swapped for a

@@ -28,8 +28,8 @@
 #include "../core/dir_name.h"
 #include "oneflow_meta.h"
 #include "oneflow_pickle.h"
-#include "../../export/byte_sink.h"
-#include "../../export/writer_lock.h"
+#include "../io/byte_sink.h"
+#include "../../save/writer_lock.h"
 
 #define TMP_TAG ".ckptfs-"
 #define CHUNK (1u << 20)

@@ -28,10 +28,10 @@
 #include <stdint.h>
 
 #include "../core/model.h"
-#include "../../export/target.h"
-#include "../../export/writer.h"
+#include "../io/target.h"
+#include "../io/writer.h"
 
-/* A OneFlow snapshot as ckptfs-convert's OUT (export/target.h): its
+/* A OneFlow snapshot as ckptfs-convert's OUT (codec/io/target.h): its
  * write_dir writes the n tensors (each new bytes, as given to an encoder)
  * to a->out, whose tensors are a->m's live ones in order; errors name OUT
  * and the tensor. */

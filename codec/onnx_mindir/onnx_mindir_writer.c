@@ -12,7 +12,7 @@
 #include "../core/name_map.h"
 #include "onnx_mindir_reader.h"
 #include "../pb/pb_wire.h"
-#include "../../export/commit_group.h"
+#include "../io/commit_group.h"
 
 /* Typed varint fields are re-encoded in memory; past this a changed
  * tensor is written as raw_data instead (exporters only use typed fields

@@ -36,8 +36,8 @@
 #ifndef CK_ONNX_MINDIR_WRITER_H
 #define CK_ONNX_MINDIR_WRITER_H
 
-#include "../../export/commit_group.h"
-#include "../../export/writer.h"
+#include "../io/commit_group.h"
+#include "../io/writer.h"
 
 /* protobuf's limit on one message (INT_MAX bytes). */
 #define CK_PB_MAX_MESSAGE 2147483647ull

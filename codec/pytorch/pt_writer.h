@@ -21,8 +21,8 @@
 #ifndef CK_PT_WRITER_H
 #define CK_PT_WRITER_H
 
-#include "../../export/target.h"
-#include "../../export/writer.h"
+#include "../io/target.h"
+#include "../io/writer.h"
 
 extern const ck_writer ck_pytorch_writer;
 extern const ck_target ck_pytorch_target;

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../export/byte_sink.h"
+#include "../io/byte_sink.h"
 
 typedef struct ck_zip_central {
     char *name;                 /* "<top>/<record>" */

@@ -7,12 +7,12 @@
 #ifndef CK_SAFETENSORS_SET_WRITER_H
 #define CK_SAFETENSORS_SET_WRITER_H
 
-#include "../../export/target.h"
-#include "../../export/writer.h"
+#include "../io/target.h"
+#include "../io/writer.h"
 
 /* The writer (writer.h). */
 extern const ck_writer ck_safetensors_set_writer;
-/* A new sharded set as ckptfs-convert's OUT (export/target.h). */
+/* A new sharded set as ckptfs-convert's OUT (codec/io/target.h). */
 extern const ck_target ck_safetensors_set_target;
 
 /* huggingface_hub's default largest shard (MAX_SHARD_SIZE): 5 GB. */

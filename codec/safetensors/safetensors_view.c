@@ -8,7 +8,7 @@
  *
  * Their bytes are those ckptfs-convert writes for the model (to
  * model.safetensors, or to model.safetensors.index.json with the same
- * -o max_shard_size): the same list of tensors (export/convert_plan.h),
+ * -o max_shard_size): the same list of tensors (codec/io/convert_plan.h),
  * cut into shards by the set writer's rule and laid out by the writer's
  * own planning (ck_st_plan_new), so the two cannot drift apart.  A file is
  * its header, one segment of bytes, then each tensor whole in the
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../export/convert_plan.h"
+#include "../io/convert_plan.h"
 #include "../core/model.h"
 #include "safetensors_set_writer.h"
 #include "safetensors_writer.h"

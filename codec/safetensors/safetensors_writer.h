@@ -7,12 +7,12 @@
 #define CK_SAFETENSORS_WRITER_H
 
 #include "safetensors_reader.h"
-#include "../../export/target.h"
-#include "../../export/writer.h"
+#include "../io/target.h"
+#include "../io/writer.h"
 
 /* The writer (writer.h). */
 extern const ck_writer ck_safetensors_writer;
-/* A safetensors file as ckptfs-convert's OUT (export/target.h). */
+/* A safetensors file as ckptfs-convert's OUT (codec/io/target.h). */
 extern const ck_target ck_safetensors_target;
 
 /* Write tensors[0..n) as one safetensors file into s (its wrap begun):

@@ -45,7 +45,7 @@
 #include "../core/le_bytes.h"
 
 #include "zstd_source.h"
-#include "../../export/direct_out.h"
+#include "../io/direct_out.h"
 
 #define SEEK_MAX_FRAMES 0x8000000u
 #define SEEK_HEADER 8

@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 
-#include "../../export/wrap_writer.h"
+#include "../io/wrap_writer.h"
 
 /* Frames of at most CK_ZSTD_FRAME bytes of plaintext, each compressed with
  * zstd's multithreaded API at level, cut where a payload of at least

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # SPDX-License-Identifier: Apache-2.0
 # Models with external data: edits saved back into the data files, atomic
-# across all the files of the model (the journal of export/commit_group.h),
+# across all the files of the model (the journal of codec/io/commit_group.h),
 # and the 2 GiB rule.  Checked with python3-onnx, onnx.checker and
 # onnxruntime-node, never with ckptfs.
 

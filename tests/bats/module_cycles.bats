@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # SPDX-License-Identifier: Apache-2.0
 # The layering rule (issue 40, docs/design.md): no include circle and no
-# call circle between the modules of codec/, export/, fs/ and tools/ (a .c
+# call circle between the modules of codec/, save/, fs/ and tools/ (a .c
 # with its .h), checked by tests/tools/module_cycles.py over the sources and
 # the objects of the build under test; and the checker's self-test, which
 # plants circles in a temporary tree, so that a broken checker cannot pass.

@@ -91,7 +91,7 @@
 #include "../../codec/registry.h"
 #include "../../codec/pytorch/pt_reader.h"
 #include "../../codec/safetensors/safetensors_set.h"
-#include "../../export/encoder.h"
+#include "../../save/encoder.h"
 
 static char dir[PATH_MAX - 32];
 static char path[PATH_MAX], rewritten[PATH_MAX];

@@ -5,7 +5,7 @@
 A module is a .c with its .h (codec/envelope.c and codec/envelope.h are the
 module codec/envelope); a header without a .c, or a .c without a header, is a
 module of its own.  Two graphs are built over the C code of the source folders
-(codec/, export/, fs/, tools/, mount-helpers/):
+(codec/, save/, fs/, tools/, mount-helpers/):
 
   include  A -> B when a file of A has `#include "..."` naming a file of B
            (resolved relative to the including file, as the compiler does);
@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 
-SOURCE_DIRS = ("codec", "export", "fs", "tools", "mount-helpers")
+SOURCE_DIRS = ("codec", "save", "fs", "tools", "mount-helpers")
 # Files that are C: .inc is a fragment a .c includes (tools/stats_kernel.inc).
 C_EXTS = (".c", ".h", ".inc")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -295,19 +295,19 @@ def self_test():
         # file does), b.c includes a.h.  Call circle: c calls d, d calls c,
         # with no include between them (the declarations are local).
         circles = tree("circles", {
-            "codec/a.h": '#include "../export/b.h"\nint a(void);\n',
+            "codec/a.h": '#include "../save/b.h"\nint a(void);\n',
             "codec/a.c": '#include "a.h"\nint a(void) { return 1; }\n',
-            "export/b.h": "int b(void);\n",
-            "export/b.c": '#include "b.h"\n#include "../codec/a.h"\nint b(void) { return 2; }\n',
+            "save/b.h": "int b(void);\n",
+            "save/b.c": '#include "b.h"\n#include "../codec/a.h"\nint b(void) { return 2; }\n',
             "fs/c.c": "int d(int);\nint c(int n) { return n ? d(n - 1) : 0; }\n",
             "fs/d.c": "int c(int);\nint d(int n) { return n ? c(n - 1) : 0; }\n",
         })
         # The same modules layered: b below a, d below c.
         clean = tree("clean", {
-            "codec/a.h": '#include "../export/b.h"\nint a(void);\n',
+            "codec/a.h": '#include "../save/b.h"\nint a(void);\n',
             "codec/a.c": '#include "a.h"\nint a(void) { return b(); }\n',
-            "export/b.h": "int b(void);\n",
-            "export/b.c": '#include "b.h"\nint b(void) { return 2; }\n',
+            "save/b.h": "int b(void);\n",
+            "save/b.c": '#include "b.h"\nint b(void) { return 2; }\n',
             "fs/c.c": "int d(int);\nint c(int n) { return d(n); }\n",
             "fs/d.c": "int d(int n) { return n; }\n",
         })
@@ -315,10 +315,10 @@ def self_test():
         # that is not there (broken, or changed) fails.
         listed = os.path.join(tmp, "listed")
         with open(listed, "w") as fh:
-            fh.write("# planted\ninclude export/b codec/a\ncall fs/c fs/d\n")
+            fh.write("# planted\ninclude save/b codec/a\ncall fs/c fs/d\n")
         stale = os.path.join(tmp, "stale")
         with open(stale, "w") as fh:
-            fh.write("include export/b codec/a\ncall fs/c fs/d\ninclude fs/c fs/d\n")
+            fh.write("include save/b codec/a\ncall fs/c fs/d\ninclude fs/c fs/d\n")
         cases = (("planted circles", circles, [], 2, 1),
                  ("layered tree", clean, [], 0, 0),
                  ("planted circles listed as known", circles, ["--known", listed], 0, 0),
@@ -331,7 +331,7 @@ def self_test():
             ok = len(lines) == want and res.returncode == rc
             if want:
                 ok = ok and any(l.startswith("include circle (2 modules): "
-                                             "codec/a -> export/b -> codec/a") for l in lines)
+                                             "codec/a -> save/b -> codec/a") for l in lines)
                 ok = ok and any(l.startswith("call circle (2 modules): fs/c -> fs/d -> fs/c")
                                 for l in lines)
             if extra == ["--known", stale]:

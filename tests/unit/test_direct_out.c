@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "../../codec/core/byte_source.h"
-#include "../../export/direct_out.h"
+#include "../../codec/io/direct_out.h"
 #include "unit.h"
 
 #define BUF ((size_t)CK_DIRECT_BUF)

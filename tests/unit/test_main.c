@@ -26,10 +26,10 @@
 #include "../../codec/registry.h"
 #include "../../codec/core/name_map.h"
 #include "../../codec/oneflow/oneflow_meta.h"
-#include "../../export/atomic_writer.h"
+#include "../../codec/io/atomic_writer.h"
 #include "../../codec/ckpt/ckpt_writer.h"
-#include "../../export/encoder.h"
-#include "../../export/verify.h"
+#include "../../save/encoder.h"
+#include "../../save/verify.h"
 #include <glob.h>
 #include <zlib.h>
 #include "checkpoint.pb-c.h"

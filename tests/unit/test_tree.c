@@ -29,9 +29,9 @@
 
 #include "../../codec/core/model_dir.h"
 #include "../../codec/registry.h"
-#include "../../export/commit_group.h"
-#include "../../export/encoder.h"
-#include "../../export/writer_lock.h"
+#include "../../codec/io/commit_group.h"
+#include "../../save/encoder.h"
+#include "../../save/writer_lock.h"
 #include "../../fs/tree.h"
 #include "checkpoint.pb-c.h"
 #include "unit.h"

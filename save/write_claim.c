@@ -5,7 +5,7 @@
 
 #include <unistd.h>
 
-#include "commit_group.h"
+#include "../codec/io/commit_group.h"
 
 int ck_write_claim_take(ck_write_claim *c, const char *path, const char *who, ck_error *err)
 {

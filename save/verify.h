@@ -17,8 +17,8 @@
 
 #include <stddef.h>
 
-#include "commit_group.h"
-#include "writer.h"
+#include "../codec/io/commit_group.h"
+#include "../codec/io/writer.h"
 
 /* The group's files (not yet committed) against the tree that was
  * encoded into them from m.  keep non-NULL: the files as read back, opened

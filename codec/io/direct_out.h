@@ -32,8 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../codec/core/byte_source.h"
-#include "../codec/core/ck_error.h"
+#include "../core/byte_source.h"
+#include "../core/ck_error.h"
 
 #define CK_DIRECT_BUF (4u << 20)
 

@@ -39,7 +39,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../codec/core/progress.h"
+#include "../core/progress.h"
 #include "atomic_writer.h"
 
 /* A model and its external data files (codec/core/model.h, CK_MAX_SOURCES). */

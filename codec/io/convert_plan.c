@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../codec/core/name_map.h"
-#include "../codec/core/dtype.h"
+#include "../core/name_map.h"
+#include "../core/dtype.h"
 
 /* A tensor whose bytes only the codec can assemble (a merged distributed
  * tensor's interleaved slices, a strided view): a byte source that reads

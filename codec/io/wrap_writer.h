@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../codec/core/ck_error.h"
-#include "../codec/envelope.h"
+#include "../core/ck_error.h"
+#include "../envelope.h"
 
 typedef struct ck_wrap_writer ck_wrap_writer;
 

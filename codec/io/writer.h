@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../codec/core/model.h"
+#include "../core/model.h"
 #include "byte_sink.h"
 #include "commit_group.h"
 

@@ -12,8 +12,8 @@
 #include <stdint.h>
 
 #include "../codec/core/model.h"
-#include "commit_group.h"
-#include "writer.h"
+#include "../codec/io/commit_group.h"
+#include "../codec/io/writer.h"
 
 /* Whether m can be saved: 0, or -1 with the reason, naming m, in err (its
  * format has no writer, or its envelope is one ckptfs only reads). */

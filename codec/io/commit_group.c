@@ -2,7 +2,7 @@
 #define _GNU_SOURCE
 #include "commit_group.h"
 
-#include "../codec/core/storage.h"
+#include "../core/storage.h"
 
 #include <errno.h>
 #include <fcntl.h>

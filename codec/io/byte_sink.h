@@ -17,10 +17,10 @@
 #include <stdint.h>
 #include <zlib.h>
 
-#include "../codec/core/byte_source.h"
-#include "../codec/core/ck_error.h"
-#include "../codec/envelope.h"
-#include "../codec/core/progress.h"
+#include "../core/byte_source.h"
+#include "../core/ck_error.h"
+#include "../envelope.h"
+#include "../core/progress.h"
 #include "wrap_writer.h"
 
 #define CK_SINK_BUF (1u << 20)

@@ -16,9 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../codec/core/dtype.h"
-#include "../codec/core/model.h"
-#include "../codec/core/progress.h"
+#include "../core/dtype.h"
+#include "../core/model.h"
+#include "../core/progress.h"
 #include "writer.h"
 
 /* What a directory format is given to write. */

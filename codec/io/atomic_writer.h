@@ -21,8 +21,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../codec/core/ck_error.h"
-#include "../codec/core/model_dir.h"
+#include "../core/ck_error.h"
+#include "../core/model_dir.h"
 
 typedef struct ck_atomic_file {
     int fd;                         /* write the new content here */

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 
-#include "atomic_writer.h"
+#include "../codec/io/atomic_writer.h"
 #include "../codec/core/saved_index.h"
 #include "../codec/registry.h"
 #include "verify.h"
