@@ -20,6 +20,7 @@
 #include "../codec/core/progress.h"
 #include "../codec/core/saved_index.h"
 #include "../codec/core/version.h"
+#include "../codec/run_path.h"
 
 
 const char *ck_cli_o_value(int argc, char **argv, int i, const char *name)
@@ -303,7 +304,11 @@ ck_model *ck_cli_open_model(const ck_cli_open *o, const char *path, ck_error *er
     if (ck_cli_key_for_open(o, &key, err) < 0)
         return NULL;
     ck_collection_opts co = ck_cli_collection_opts(o, &key);
-    ck_model *m = ck_open_path(path, &co, err);
+    char *real = NULL; /* RUN/latest, RUN/NAME: as a mount of RUN shows them */
+    ck_model *m = NULL;
+    if (co.strategy != NULL || ck_run_checkpoint_path(path, &co.open, &real, err) >= 0)
+        m = ck_open_path(real != NULL ? real : path, &co, err);
+    free(real);
     ck_key_wipe(&key);
     return m;
 }

@@ -67,11 +67,12 @@
 #include "cli_open.h"
 #include "../codec/core/model.h"
 #include "../codec/run_dir.h"
+#include "../codec/run_path.h"
 #include "../codec/core/version.h"
 
 /* Seconds a writable checkpoint must be left unchanged to count as
  * complete, by default (MindSpore's own are made read-only when done). */
-#define SETTLE_DEFAULT 5.0
+#define SETTLE_DEFAULT CK_RUN_SETTLE_DEFAULT
 
 /* Extent e of t: FILE:OFF+LEN when its bytes are in a file of the model's
  * directory other than the model's own, else OFF+LEN. */

@@ -174,7 +174,7 @@ for k, v in sd.items():
     run "$BUILD/ckptfs-stat" "$D"
     echo "$output"
     [ "$status" -eq 1 ]
-    [ "$output" = "ckptfs-stat: $D: is a directory, not a regular file" ]
+    [[ "$output" == "ckptfs-stat: $D: is a training run's directory of 1 checkpoint; name one, as $D/latest (model) or $D/NAME (ckptfs-dump $D lists them)" ]]
     run "$BUILD/ckptfs-dump" "$D"
     [ "$status" -eq 0 ]
     [[ "${lines[0]}" == "# $D: run directory, 1 checkpoint"* ]]
@@ -188,7 +188,7 @@ for k, v in sd.items():
     [[ "${lines[0]}" == "# $D: run directory, 1 checkpoint"* ]]
     run "$BUILD/ckptfs-diff" "$D" "$GEMMA"
     [ "$status" -ne 0 ]
-    [[ "$output" == *"$D: is a directory, not a regular file"* ]]
+    [[ "$output" == *"$D: is a training run's directory of 1 checkpoint; "* ]]
     # a config.json that is a directory is none
     mv "$D/gemma.safetensors" "$D/model.safetensors"
     rm "$D/config.json"

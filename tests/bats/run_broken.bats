@@ -165,3 +165,46 @@ until_latest() {
     ls "$M/latest/" >/dev/null
     getfattr --only-values -n user.ckptfs.last_error "$M" | names_file_and_offset "$D/$GOOD.ckpt"
 }
+
+@test "the tools take a run's checkpoints by the names a mount shows: RUN/latest (the newest that opens) and RUN/NAME; RUN itself says how to name one" {
+    broken_dir
+    "$BUILD/ckptfs-dump" --json "$D/latest" >"$T/latest.json"
+    "$BUILD/ckptfs-dump" --json "$D/checkpoint_lenet-1_1875" >"$T/first.json"
+    $ORACLE parse "$D/$GOOD.ckpt" >"$T/oracle.json"
+    $PY - "$T/latest.json" "$T/first.json" "$T/oracle.json" "$D" "$GOOD" <<'EOF'
+import json, sys
+latest, first, oracle = (json.load(open(p)) for p in sys.argv[1:4])
+d, good = sys.argv[4], sys.argv[5]
+assert latest["file"] == f"{d}/{good}.ckpt", latest["file"]
+assert first["file"] == f"{d}/checkpoint_lenet-1_1875.ckpt", first["file"]
+assert [t["name"] for t in latest["tensors"]] == [e["tag"] for e in oracle]
+assert [t["bytes"] for t in latest["tensors"]] == [e["nbytes"] for e in oracle]
+EOF
+    # the same bytes as the file itself, other bytes than epoch 1's
+    run "$BUILD/ckptfs-diff" "$D/latest" "$D/$GOOD.ckpt"
+    [ "$status" -eq 0 ]
+    run "$BUILD/ckptfs-diff" "$D/latest" "$D/checkpoint_lenet-1_1875"
+    [ "$status" -eq 1 ]
+    # the run itself: one line, naming latest's checkpoint and how to list them
+    run "$BUILD/ckptfs-stat" "$D"
+    [ "$status" -ne 0 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ $output == *"$D: is a training run's directory of 4 checkpoints"* ]]
+    [[ $output == *"$D/latest ($GOOD)"* && $output == *"ckptfs-dump $D"* ]]
+    # a name the run does not show is not found, as on disk
+    run "$BUILD/ckptfs-stat" "$D/nothing"
+    [ "$status" -ne 0 ]
+    [[ $output == *"$D/nothing: cannot open: No such file or directory"* ]]
+}
+
+@test "RUN/latest of a run whose checkpoints all fail to open says so, and a file really named latest is that file" {
+    mkdir "$D"
+    echo "not a checkpoint" >"$D/text.ckpt"
+    chmod 0400 "$D/text.ckpt"
+    run "$BUILD/ckptfs-stat" "$D/latest"
+    [ "$status" -ne 0 ]
+    [[ $output == *"$D/latest: the run has no complete checkpoint that opens (ckptfs-dump $D says why)"* ]]
+    cp "$(fixture 1)" "$D/latest"
+    "$BUILD/ckptfs-dump" --json "$D/latest" >"$T/json"
+    $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["file"].endswith("/latest"), d["file"]' "$T/json"
+}
