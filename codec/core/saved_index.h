@@ -32,8 +32,9 @@
  * range, so a tail sample would double a second mount's cost, and the
  * per-tensor check below covers what a sample cannot.  A file replaced by
  * one that matches all of that (a forged mtime; storage whose mtimes are
- * coarse) still never gives a wrong byte: each tensor carries the CRC-32 of its record's bytes that are not data
- * (the record header, which travels in the same range as the data), checked
+ * coarse) still never gives a wrong byte: each tensor carries the CRC-32
+ * of its record's bytes that are not data (the record header, which
+ * travels in the same range as the data), checked
  * the first time its bytes are read (ck_saved_index_check) and, for every
  * tensor, before a save re-encodes the model (ck_saved_index_check_all,
  * from ck_model_check_unchanged and ck_encode: a save copies kept records

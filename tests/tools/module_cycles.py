@@ -30,8 +30,9 @@ function pointer).  A circle that cannot be broken at once may be listed in
 tests/tools/module_cycles.known: the check then tolerates it, and fails when it
 is gone, so the list only shrinks (it holds one today, of includes and of
 calls: a distributed merge finds each rank's checkpoint with the run
-directory's scan, which walks the collections' table).  tests/bats/module_cycles.bats runs this on the build
-under test in `make test`, and the --self-test.
+directory's scan, which walks the collections' table).
+tests/bats/module_cycles.bats runs this on the build under test in `make test`,
+and the --self-test.
 
     tests/tools/module_cycles.py [--root DIR] [--build DIR] [--includes-only]
     tests/tools/module_cycles.py --self-test
