@@ -34,10 +34,10 @@
  * one that matches all of that (a forged mtime; storage whose mtimes are
  * coarse) still never gives a wrong byte: each tensor carries the CRC-32
  * of its record's bytes that are not data (the record header, which
- * travels in the same range as the data), checked
- * the first time its bytes are read (ck_saved_index_check) and, for every
- * tensor, before a save re-encodes the model (ck_saved_index_check_all,
- * from ck_model_check_unchanged and ck_encode: a save copies kept records
+ * travels in the same range as the data), checked the first time its
+ * bytes are read (ck_saved_index_check) and, for every tensor, before a
+ * save re-encodes the model (ck_saved_index_check_all, from
+ * ck_model_check_unchanged and ck_encode: a save copies kept records
  * raw from the file, so each must be the one the index describes).  The
  * first check is once per tensor (an atomic flag), from
  * ck_model_check_extents, which fs/ calls before every read, and from
