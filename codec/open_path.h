@@ -7,8 +7,10 @@
  * files through the registry of formats (registry.h), so their table
  * cannot be the registry's without a circle; it is here, above both, and
  * the mount and the tools open paths through ck_open_path so that each
- * opens what the other does.  Adding a collection: its folder and one line
- * in this table (open_path.c).
+ * opens what the other does.  The table's order is the probing order (a
+ * strategy given names the distributed merge; the Hugging Face folder is
+ * last).  Adding a collection: its folder and one line in this table
+ * (open_path.c).
  */
 #ifndef CK_OPEN_PATH_H
 #define CK_OPEN_PATH_H

@@ -21,7 +21,11 @@
  *
  * A distributed checkpoint's rank_<id>/ directory (one checkpoint per
  * rank, as MindSpore's transform_checkpoints lays them out) holding
- * exactly one checkpoint is shown as that checkpoint, named rank_<id>.
+ * exactly one checkpoint is shown as that checkpoint, named rank_<id>
+ * (one level down, nothing deeper).  Its model directory is rank_<id>/
+ * itself, opened beneath the run's descriptor (ck_dir_in), so its data
+ * files, shards, journal, temporary files and writer lock are beside it,
+ * never the run directory's files of the same names.
  * Any other directory (not a link, its name not starting with '.') that
  * a collection of the registry claims (collection.h: probe_at, in the
  * registry's order, with a completion rule, done) is one checkpoint named

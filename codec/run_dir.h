@@ -7,8 +7,13 @@
  * collection.h).  No checkpoint is opened by the scan: a mount lists the
  * run from this, asks ck_run_entry_check of the one `latest` would name,
  * and opens a checkpoint when it is first looked into (a directory's by
- * ck_run_dir_open); ckptfs-dump prints it, and a distributed merge lists
- * a rank's directory with it.
+ * ck_run_dir_open); ckptfs-dump RUN_DIR prints it through the same code
+ * (ck_run_dir_scan, ck_run_entry_check; its format column the
+ * collection's name for a directory), and a distributed merge lists a
+ * rank's directory with it.  Collections without a completion rule (a
+ * distributed checkpoint, asked for by -o strategy; a OneFlow snapshot
+ * directory; a Hugging Face model folder) are found by path only and
+ * never listed in a run.
  */
 #ifndef CK_RUN_DIR_H
 #define CK_RUN_DIR_H

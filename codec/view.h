@@ -16,6 +16,11 @@
  * padding) or a run of one tensor's bytes, which the mount serves from the
  * model's extents as it serves `out`.  A view is only this layout; what
  * the files mean, and what the format cannot hold, stay in its folder.
+ * -o as= with a name that is no format's, or a format's without a view,
+ * is refused in one line listing the formats that have one.  The one view
+ * so far is safetensors' (safetensors/safetensors_view.h); a .ckpt or .pt
+ * view would be a folder's file of its own: records or ZIP headers as
+ * bytes between the tensors' runs.
  */
 #ifndef CK_VIEW_H
 #define CK_VIEW_H

@@ -12,6 +12,15 @@
  * one tensor (concatenated, dims and type from the last), a later non-adjacent
  * repeat replaces the earlier tensor, unknown fields are skipped, dims [] or
  * dims [0] with one element are 0-d.
+ *
+ * Hand-written, not protobuf-c: its unpack needs the whole message in
+ * memory, and one record holds up to 512 MiB of tensor content; streaming
+ * (pb_wire.h) is the only way to index without reading tensor bytes.  A
+ * CRC trailer is verified at open, as MindSpore does with crc_check=True:
+ * one read of the whole file in 1 MiB pieces (-o nocrc skips it).  A map
+ * parameter becomes three tensors shown as NAME%map.key, %map.value and
+ * %map.status ("%m" never comes out of escaping, dir_name.h, so these
+ * cannot collide with a tensor's name).
  */
 #ifndef CK_CKPT_READER_H
 #define CK_CKPT_READER_H

@@ -6,12 +6,18 @@
  * (same name, type, shape and bytes) is copied as its original records, byte
  * for byte, and so are the bytes between records (unknown fields) and the
  * earlier records a later one replaced (unless that one changed, or the
- * replaced record would end up next to another of its name).  A tree equal to the file therefore
- * re-encodes to an identical file.  A changed tensor is written where its
+ * replaced record would end up next to another of its name: the reader
+ * joins adjacent records of one name as slices, so [v, w, v] with w
+ * deleted writes the last v alone; the dropped record was invisible
+ * anyway, and two neighbouring groups of the original never join, so an
+ * unchanged tree keeps every record).  A tree equal to the file therefore
+ * re-encodes to an identical file (the fuzz target checks it for every
+ * input the reader accepts).  A changed tensor is written where its
  * last record was, the way MindSpore >= 2.3 writes: one Checkpoint message
  * per value, content over 512 MiB cut into slices that each repeat the full
  * dims, `str` as UTF-32LE.  New tensors follow the original ones.  If the
- * file had a CRC trailer, a new one is computed.
+ * file had a CRC trailer, a new one is computed.  A map parameter can be
+ * kept or deleted as a whole, not edited.
  *
  * Content is streamed from byte sources (the model itself, spill files) or
  * memory, with copy_file_range when no CRC is needed, so memory stays small

@@ -13,8 +13,25 @@
  * (replicas) is read from the lowest of them, and a parameter the strategy
  * does not name is rank 0's as stored.  No tensor byte is read to open it.
  *
- * The merged model reads and is never saved: its format is registered
- * with no writer.
+ * The ranks are rank_0 .. rank_<devices - 1>, each opened beneath the one
+ * descriptor of DIST_DIR (no link followed) and its one checkpoint found
+ * by run_dir's rules (run_dir.h), opened as any model (any format,
+ * envelopes included).  Their files share one inotify instance
+ * (ck_dir_share_watch): the per-user instances are few.  A rank opens
+ * with no saved index (core/saved_index.h): its bytes are read through the
+ * merged model, which would skip the index's per-tensor check.  The
+ * merged model owns one view per rank source (model_set.h).
+ *
+ * The merged model reads and is never saved: its format (dist_format) is
+ * in no registry table and has no writer, so nothing recognises, creates
+ * or saves one, and the mount is read-only.
+ *
+ * Checked against tests/oracle/dist_oracle.py (MindSpore's
+ * _reshape_param_data and _construct_tensor_layout_for_opt_shard in
+ * numpy) and by dist_random.py's random layouts against both that merge
+ * and the full model the ranks were cut from; the fuzz target's
+ * `strategy` mode feeds mutated strategies to the merge of four fixed
+ * ranks.
  */
 #ifndef CK_DIST_MERGE_H
 #define CK_DIST_MERGE_H

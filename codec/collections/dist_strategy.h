@@ -5,7 +5,11 @@
  * needs: each parameter's layout over the device matrix.
  *
  * The file is small (a few hundred bytes per parameter) and decoded whole
- * by protobuf-c.  Everything MindSpore's merge would trip on, or silently
+ * by protobuf-c (node_strategy.proto declares every dimension int64,
+ * wire-compatible with MindSpore's uint32 and int32 varints and
+ * range-checked after), what it may cost unpacked bounded first
+ * (dist_strategy.c).  The layout items are sorted by name, a "0-" pipeline
+ * prefix stripped.  Everything MindSpore's merge would trip on, or silently
  * get wrong, is refused here with one line naming the file and the
  * parameter; what is read is checked like dist_oracle.py's `parse`
  * (tests/oracle), which follows mindspore/python/mindspore/parallel.

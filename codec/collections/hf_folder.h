@@ -7,7 +7,11 @@
  * (ckptfs reads no sharded .bin set: pytorch_model.bin.index.json alone
  * makes no model folder).
  * config.json is only looked for, never read.  The folder opens as that
- * file does, writable as it is (collection.h, model_file).
+ * file does, writable as it is (collection.h, model_file): ck_open_path
+ * and the mount open the file as if it had been given, so every message
+ * names FOLDER/FILE.  Probed last (open_path.c), so every other
+ * collection keeps its precedence; a folder it does not claim stays a
+ * training run's.
  */
 #ifndef CK_HF_FOLDER_H
 #define CK_HF_FOLDER_H

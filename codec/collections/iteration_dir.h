@@ -9,6 +9,14 @@
  * No tensor byte is read to open it; reads go to the shard files' extents
  * (tensor_grid.h).  Read-only: its format has no writer.
  *
+ * Its shard files open with no saved index (core/saved_index.h): their
+ * bytes are read through the iteration's model, which would skip the
+ * index's per-tensor check.  In a run directory it is one checkpoint
+ * (its collection's completion rule: the number in iteration_<N>, and
+ * mindformers' latest_checkpointed_iteration.txt), listed with its shard
+ * files' size, mtime and mode together, computed as the opened model's
+ * are (ck_mset_stat), so the "still the file listed" check holds for it.
+ *
  * No public example of such a directory exists; the layout follows
  * mindformers' writer and loader (iteration_dir.c cites them).
  */

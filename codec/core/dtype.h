@@ -2,6 +2,28 @@
 /*
  * dtype: the element types ckptfs knows, and how they map between the
  * model formats' type names and OneFlow's DataType enum (the `meta` file).
+ *
+ * Types OneFlow has no name for are shown as their stored bytes under
+ * kUInt8, read-only: MindSpore's Int4 (and ONNX's 4- and 2-bit types)
+ * packed, since unpacking would invent a layout the reference only knows
+ * from code reading; the 8-bit floats with the tensor's dims.
+ *
+ * One name for a type in the tools (issue 39, ck_dtype_canonical_name):
+ * the lowercase numpy / torch names, and ml_dtypes' for what numpy lacks,
+ * because they are what a user's own code prints and takes, and one
+ * spelling lets listings, totals and diffs of different formats line up.
+ * Two small tables: plain types by OneFlow number, which every format's
+ * entry of a type shares, and the raw-byte types, which all borrow
+ * kUInt8, by their entry.  The format's own spelling stays where it is
+ * the file's or adds information: user.ckptfs.type, `meta`, the saved
+ * index, ckptfs-dump --json's format_type, and a "type differs" line whose
+ * two sides have one name (MindSpore's Int4 and ONNX's INT4 pack
+ * differently).
+ *
+ * A shape rule (ck_shape_rule) is a reader's own bound, shared by the
+ * readers, the tree's check of a meta, ckptfs-convert's plan and
+ * ck_encode, which refuses such a shape for every writer before its
+ * encoder writes a byte.
  */
 #ifndef CK_DTYPE_H
 #define CK_DTYPE_H

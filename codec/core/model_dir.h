@@ -15,6 +15,19 @@
  * O_NONBLOCK (ck_keep_regular), so a FIFO planted where a file is expected
  * is refused after fstat instead of blocking the daemon.
  *
+ * A model given through a symbolic link is taken where it points, once,
+ * when the directory is resolved.  A file in a subdirectory is opened
+ * through a descriptor of that subdirectory opened the same way, renames
+ * are renameat, and a directory is fsync'd through a descriptor opened
+ * from it; so a sub/ swapped for a link after mounting makes the save fail
+ * (the edits stay) instead of writing where the link points.  The model, a
+ * data file, a variables file, the journal, the writer lock, a key,
+ * strategy, map or metadata file that is a FIFO, a device or a directory
+ * is refused in one line naming it, and none can block the open.  What is
+ * not the model's goes elsewhere: decoded typed fields and a non-seekable
+ * zstd file's plaintext are O_TMPFILE files in $TMPDIR (memfds when
+ * secret), nameless and outside the model's directory.
+ *
  * Paths in messages stay full: "<dir>/<name>", with dir as the model's
  * path spells it.
  */

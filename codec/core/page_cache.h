@@ -13,6 +13,10 @@
  * are wiped before they are freed (a buffer reused for another page is
  * overwritten whole).  At most CK_CACHE_MAX_PAGES pages are kept, whatever
  * the budget: 256 MiB of 1 MiB decrypted pages, 512 MiB of 2 MiB frames.
+ * The budget is -o cache_size, 16 MiB by default (CK_CACHE_SIZE_DEFAULT,
+ * model.h).  A source checks its file's size and mtime before it fills a
+ * page on a miss (its own business: the cipher and zstd sources), so that
+ * no page of a file changed since the open is served.
  */
 #ifndef CK_PAGE_CACHE_H
 #define CK_PAGE_CACHE_H

@@ -16,8 +16,17 @@
  *
  * ck_progress_add may be called from several threads at once (the reader
  * threads of ckptfs-stat): the count is atomic, and of the threads that
- * find a redraw due, one draws and the others go on (a try-lock), so the
- * line is never drawn twice at once and no counting thread waits.
+ * find a redraw due, one draws and the others go on (a try-lock, an
+ * atomic exchange), so the line is never drawn twice at once, no counting
+ * thread waits on the terminal, and ThreadSanitizer sees no race;
+ * ck_progress_end runs after the threads are joined.
+ *
+ * Who hands a progress on: a write's sink carries the one its commit group
+ * or the snapshot writer gives it; an open's is ck_open_opts.progress (the
+ * FILE * to draw on, which the tools' cli_open and the mount command's
+ * first open set when stderr is a terminal), counting a zstd file's
+ * plaintext when its frames declare it, else its compressed bytes against
+ * the file's size.
  */
 #ifndef CK_PROGRESS_H
 #define CK_PROGRESS_H

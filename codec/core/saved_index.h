@@ -4,37 +4,84 @@
  * later open of the same model skips its format's reader.
  *
  * Indexing a .ckpt reads every record header (they interleave with the
- * data): on object storage that is about half the file in transfer, every
- * mount.  After a full read the index is written to
- * DIR/<sha256 of the model's real path>.ckidx; the next open loads it
+ * data): on object storage (s3fs) that is about half the file in transfer,
+ * every mount; an ONNX or MindIR model with inline weights costs a walk of
+ * the whole message, all of it.  After a full read the index is written
+ * to DIR/<sha256 of the model's real path>.ckidx; the next open loads it
  * instead, reading only the model's first 4 KiB.
  *
+ * Through the format table: a format joins with save_state/load_state
+ * (format.h), its reader's state beyond the index as bytes (the .ckpt
+ * reader's ck_ckpt_info; the ONNX/MindIR layout, onnx_mindir_state.c), so
+ * that the writer re-encodes a loaded model byte for byte and the tools
+ * report it exactly as after a full read.  load_state runs after the
+ * tensors are decoded, so that the state is checked against them; the
+ * .ckpt's refuses an index whose CRC trailer was not verified when the
+ * open asks for verification (a -o nocrc index cannot stand for a
+ * verified read).  check_state runs with the records' check before every
+ * save.  The model (ck_model_open_file) calls the load before the
+ * format's open and the store after a full read, through ck_index_hooks;
+ * neither names a format.
+ *
  * Trust.  An index is used only when it describes this very file: the
- * same real path, size, mtime (ns), ckptfs version and format, and the same
- * first 4 KiB.  A file replaced by one that matches all of that (a forged
- * mtime; storage whose mtimes are coarse) still never gives a wrong byte:
- * each tensor carries the CRC-32 of its record's bytes that are not data
- * (the record header, which travels in the same range as the data), checked
- * the first time its bytes are read (ck_saved_index_check) and, for every
- * tensor, before a save re-encodes the model (ck_saved_index_check_all).
- * A mismatch fails that read with EIO, names the file, the tensor and the
- * index, and deletes the index so that the next open rebuilds it.
+ * same real path (the directory descriptor's /proc/self/fd link and the
+ * name), size, mtime (ns), ckptfs version and format, and the same first
+ * 4 KiB.  Not st_dev/st_ino, which change between mounts of network
+ * storage, nor the ctime (synthetic on s3fs; a chmod would invalidate).
+ * Only the head is sampled: on s3fs each small read fetches a ~25 MiB
+ * range, so a tail sample would double a second mount's cost, and the
+ * per-tensor check below covers what a sample cannot.  A file replaced by
+ * one that matches all of that (a forged mtime; storage whose mtimes are
+ * coarse) still never gives a wrong byte: each tensor carries the CRC-32
+ * of its record's bytes that are not data (the record header, which
+ * travels in the same range as the data), checked the first time its
+ * bytes are read (ck_saved_index_check) and, for every tensor, before a
+ * save re-encodes the model (ck_saved_index_check_all, from
+ * ck_model_check_unchanged and ck_encode: a save copies kept records
+ * raw from the file, so each must be the one the index describes).  The
+ * first check is once per tensor (an atomic flag), from
+ * ck_model_check_extents, which fs/ calls before every read, and from
+ * ck_model_read, which the tools use.  For a map parameter the CRC covers
+ * the three parts' shared record less all three parts' data.  A mismatch
+ * fails that read with EIO, names the file, the tensor and the index, and
+ * deletes the index so that the next open rebuilds it.  A replaced file
+ * whose headers all match has the index's layout: the bytes served are
+ * its own.
  *
  * The file is parsed like any other input: a magic, a version, its length
  * and a SHA-256 of all its bytes are checked before anything else; every
  * count and length is bounded.  It is read only when it and its directory
  * belong to the effective user and nobody else may write them, opened
  * without following a link; written atomically (a temporary file, fsync,
- * rename), mode 0600, in a directory made 0700.  Failing to write one is a
- * warning, never a failed open.  The directory is kept to CK_SAVED_MAX_FILES
- * files and CK_SAVED_MAX_TOTAL bytes, the least recently used removed
- * (a load marks an index used by its mtime).
+ * rename), mode 0600, in a directory made 0700; anything else found there
+ * is ignored and replaced by rename.  Failing to write one is a warning
+ * (once per store), never a failed open.  The directory is kept to
+ * CK_SAVED_MAX_FILES files and CK_SAVED_MAX_TOTAL bytes, the least
+ * recently used removed after each write (a load marks an index used by
+ * its mtime); an index over CK_SAVED_INDEX_MAX is not written.
  *
  * Which models: those of a format with save_state/load_state hooks
  * (format.h; .ckpt, ONNX and MindIR) whose tensors are all plain extents
  * of the model file itself: no envelope (encryption, zstd), no data files,
  * no decoded values (a .ckpt's `str` tensors, ONNX typed fields), no
  * gathered slices.  Others are simply read in full each time.
+ *
+ * Who: the mount (-o noindex, -o index_dir), its run directories'
+ * checkpoints, and the tools through tools/cli_open.c (--no-index,
+ * -o index_dir).  Not a collection's members (dist_merge.c and
+ * iteration_dir.c clear it): their bytes are read through the
+ * collection's model, which would skip the per-tensor check.  Nor an open
+ * with file overrides (a save's read-back): a mount keeps that model as
+ * the new one and stores its index once the files are in place; its .ckpt
+ * CRC trailer was not re-read, so that index does not stand for a
+ * verified read, and a model with a trailer gets its index from the next
+ * full read.
+ *
+ * Tested by tests/unit/test_saved_index.c (the loaded index against the
+ * reader's, field by field and frame by frame; truncations, bit flips and
+ * mutated re-signed copies) and fuzzed (tests/fuzz/run.sh, format
+ * saved-index: each input framed by ck_saved_index_frame and decoded
+ * against the identity it claims, ck_saved_index_claimed).
  */
 #ifndef CK_SAVED_INDEX_H
 #define CK_SAVED_INDEX_H

@@ -6,12 +6,26 @@
  * its bytes are: a list of extents (plaintext ranges of a byte source; for
  * the rare tensors whose bytes must be transformed, such as MindSpore `str`
  * values shown as UTF-8, ranges of a temporary file the reader decoded them
- * into).  Tensor bytes themselves are never loaded.  Every reader (ckpt today; MindIR, ONNX next) fills the
- * same structure, and the FUSE front-end and the encoders only see this.
+ * into).  Tensor bytes themselves are never loaded.  Every format's reader
+ * fills the same structure, and the FUSE front-end and the encoders only
+ * see this.  Beside them each tensor keeps the file span of its records
+ * (rec_off, rec_end) and how a 0-d value was stored (scalar_dims_zero),
+ * which the encoders need.
  *
  * Tensors are kept in file order, including entries a later record of the
  * same name replaced (`superseded`), because the encoders need the complete
- * record layout to re-create a file byte for byte.
+ * record layout to re-create a file byte for byte: the bytes between known
+ * spans (unknown top-level fields) are carried over verbatim, and an
+ * unchanged tree re-encodes byte for byte.
+ *
+ * Names and dims live in an arena; memory is O(tensors), about 200 bytes
+ * per tensor plus its name, whatever the file's size.  A temporary hash map
+ * finds two tensors with one directory name at finalize; the mount's
+ * lookups use the tree's own map.  A gathered tensor's run is found by
+ * arithmetic over its dimensions (ck_tensor_for_range; with uneven cuts, a
+ * binary search of each dimension's cuts), so the front-end always
+ * gets (source, offset, length) pieces to splice, and no merged or strided
+ * byte is ever built.
  */
 #ifndef CK_TENSOR_INDEX_H
 #define CK_TENSOR_INDEX_H

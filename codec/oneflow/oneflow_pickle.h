@@ -17,8 +17,13 @@
  * compared against an allow-list (collections.OrderedDict,
  * oneflow.nn.Parameter, oneflow.Tensor and its internal spellings), never
  * resolved.  Anything else is refused with the byte offset of the opcode
- * that is not understood.  Stack depth, memo size, string lengths and the
- * number of entries are bounded.
+ * that is not understood.  Calling a global makes an empty dict or a
+ * tensor node, and only with no arguments; BUILD gives a tensor its state,
+ * or an OrderedDict its _metadata (ignored).  Keys must be strings (UTF-8,
+ * no NUL); a name or a path given twice is refused.  Bounded: 64 MiB of
+ * pickle, 2^20 entries, a stack of 2^16, 64 nested marks, a memo and a
+ * node count of about 8 x 2^20; every length checked against the bytes
+ * left.
  */
 #ifndef CK_ONEFLOW_PICKLE_H
 #define CK_ONEFLOW_PICKLE_H

@@ -6,7 +6,15 @@
  * The external_data fields (ONNX: key/value strings; MindIR: a message of
  * location, offset, length), and the data files they name: opened once per
  * location, beneath the model's directory, no symbolic link followed, each
- * file under one name only (a save writes each file once).
+ * file under one name only (a save writes each file once).  A location is
+ * made canonical ("." and "dir/.." folded), so two spellings of one file
+ * share a source; two locations that are different names of one file (a
+ * hard link, or the model file itself) are refused, naming both, since a
+ * save writes each name anew and would lose the edits made through the
+ * other.  A split MindIR (<prefix>_graph.mindir, external_data into
+ * <prefix>_variables/data_N) is read the same way, plus the checks
+ * MindSpore's loader makes: each data file's 64-byte front info says
+ * little-endian (byte 0 is 1), and no tensor starts inside it.
  */
 #define _GNU_SOURCE
 #include <errno.h>

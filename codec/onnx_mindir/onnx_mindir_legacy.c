@@ -6,7 +6,11 @@
  *
  * A "<prefix>_graph.mindir" whose graph has no parameters keeps them in the
  * regular files of "<prefix>_variables/", each a serialized GraphProto,
- * walked here as main-graph parts of the model.
+ * walked here as main-graph parts of the model, in version order of their
+ * names (data_2 before data_10; MindSpore's loader takes readdir order).
+ * Each is one more protobuf file of the layout (ck_pb_tensor.pbfile),
+ * planned and written by the same writer, new parameters at the top level
+ * of the last one.
  */
 #define _GNU_SOURCE
 #include <dirent.h>

@@ -9,6 +9,15 @@
  * file, external data as extents in its data file, and the other typed
  * fields decoded once into an unlinked temporary file, "the decoded typed
  * fields", whose byte count is only known by decoding them.
+ *
+ * A bad tensor is refused with one line naming the offset of the key of
+ * the field at fault: the data_type, the dim that takes the byte count
+ * past INT64_MAX, the raw_data or typed field of the wrong size, the
+ * external offset or length outside the data file.  Dims are checked once
+ * the whole TensorProto is read, so that these messages name the tensor.
+ * (A length past its message or the file, and a 33rd nested graph, are
+ * the walk's: pb_graph_walk.h.)  tests/bats/onnx_mindir_bad_input.bats
+ * checks each case against the offsets graph_oracle.py locates.
  */
 #define _GNU_SOURCE
 #include <errno.h>

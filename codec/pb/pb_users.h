@@ -12,9 +12,12 @@
  * main graph, MindIR functions, and every subgraph of a node attribute (If
  * and Loop bodies).  The scan is a visitor of the graph walk the reader
  * makes (pb_graph_walk.h), so it follows the graphs the reader does, as
- * deep.  Tensor payloads are skipped by their length.  The scan is done once, on the first
- * question, so mounting does not pay for it and `rm -r` of many tensors
- * does not rescan the file for each.  Its memory is bounded by the
+ * deep.  Tensor payloads are skipped by their length.  The scan is done
+ * once, on the first question, and kept until a commit replaces the model,
+ * so mounting does not pay for it and `rm -r` of many tensors does not
+ * rescan the file for each.  Names are matched as the index holds them,
+ * the file's spelling, which node inputs use: a MindIR parameter keeps its
+ * "GRAPH:" prefix there.  Its memory is bounded by the
  * model's tensors: a map slot per main-graph tensor (keys borrowed from the
  * index), 4 bytes per tensor, and the label of at most one reading node per
  * main-graph tensor.

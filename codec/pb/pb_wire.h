@@ -4,12 +4,15 @@
  *
  * Model files can be many gigabytes, so messages are never unpacked whole:
  * a reader walks fields with a cursor over a byte source, reads the small
- * fields it needs (names, dims, type strings) through a small window buffer
- * (filled with ck_source_read_some, so a zstd source may give less of it
- * rather than decompress a frame the reader will skip),
- * and skips payloads by their length prefix.  Every length is checked against
- * the end of the enclosing message (the caller's `limit`, itself checked
- * against the file size) before it is used, varints are capped at 10 bytes,
+ * fields it needs (names, dims, type strings) through an 8 KiB window
+ * (PB_WINDOW), so small fields cost no system call each.  The window is
+ * filled with ck_source_read_some, so a seekable zstd source may give less
+ * of it (up to the end of the frame holding the offset) rather than
+ * decompress a frame the reader will skip, and it is refilled as the
+ * reader goes.  Payloads are skipped by their length prefix.  Every length
+ * is checked against the end of the enclosing message (the caller's
+ * `limit`, itself checked against the file size) before it is used,
+ * varints are capped at 10 bytes, groups (wire types 3 and 4) are refused,
  * and nothing is allocated by a length read from the file.
  */
 #ifndef CK_PB_WIRE_H

@@ -12,8 +12,18 @@
  * opcode outside the small set state dicts are written with, and every
  * malformed sequence are refused with the byte offset of the opcode.
  *
- * Stack depth, marks, memo, nodes and every length are bounded; the whole
- * pickle is in memory (its caller bounds its size).
+ * The opcodes are those Python's pickler gives a state dict at protocols 2
+ * to 5 (PROTO, FRAME, MARK, the dict/list/tuple builders, the unicode
+ * strings, the small ints, NONE and the booleans, GLOBAL and STACK_GLOBAL,
+ * REDUCE, NEWOBJ, BUILD, the memo opcodes, STOP), and what torch.save's
+ * pickles use beyond OneFlow's: LONG1, BINFLOAT, SHORT_BINSTRING,
+ * EMPTY_SET and ADDITEMS, BINPERSID (only when the caller's rules allow
+ * persistent ids).
+ *
+ * Stack depth (2^16), marks (64 nested), the memo and the nodes (each at
+ * most the caller's max_nodes), one container's items (its max_entries)
+ * and every length (against the bytes left) are bounded; the whole pickle
+ * is in memory (its caller bounds its size).
  */
 #ifndef CK_PICKLE_VM_H
 #define CK_PICKLE_VM_H

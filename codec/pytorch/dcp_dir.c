@@ -5,9 +5,43 @@
  * The model's sources are `.metadata` (source 0) and each data file that
  * storage_data names, opened once beneath the directory with no link
  * followed.  Each item is parsed as a torch.save archive of its own
- * through a slice of its file (ck_source_slice), and its tensor's
- * extents are then placed back at file offsets, so that reads go
- * straight to the data files (splice included).
+ * through a slice of its file (ck_source_slice: bytes [offset, offset +
+ * length), fd -1 so nothing splices through it), read by pt_reader's own
+ * parts (pt_zip.c, pt_pickle.c with a bare root allowed, pt_leaf.c), and
+ * its tensor's extents are then placed back at file offsets, so that reads
+ * go straight to the data files (splice included).  A chunk's archive
+ * must hold one tensor of the metadata's dtype and the chunk's sizes.  A
+ * data file is opened by ck_model_open_data_file (a FIFO, or a hard link
+ * to another, is refused), and is_data_file makes it watched for other
+ * programs' writes as any model's file is.
+ *
+ * PyTorch's SerializationFormat.SAFETENSORS writes nothing for a tensor
+ * chunk at its item and records offset = where the blob will start,
+ * length = its bytes; the blob (a safetensors header and the data of every
+ * chunk of the file, keyed by fqn) follows the byte values.  Such a chunk,
+ * an item that does not start as a ZIP, is read from that header, parsed
+ * once per file (ck_st_parse_json, 100 MB at most): the fqn's entry must
+ * have the metadata's dtype and the chunk's shape and lie inside the file,
+ * and DCP_SHARDING_INFO's saved_offsets, when present, must be the chunk's
+ * (a blob keyed by name holds one chunk of a tensor).
+ *
+ * Assembly: one chunk is the tensor, its view strided or not.  Several
+ * must each be contiguous.  Chunks of whole rows (cut along dimension 0,
+ * any sizes, empty ones skipped) are sorted by their first row and must
+ * follow each other exactly: a gap or an overlap is refused.  Any other
+ * cut must be a grid: along each dimension the chunks' distinct offsets
+ * are the cuts, each chunk fills one cell and each cell has one.  It is
+ * placed by ck_grid_place, the distributed merge's interleaving; a
+ * dimension cut unevenly before the last one cut (FSDP's torch.chunk rows
+ * beside tensor parallelism's even columns) keeps its cuts in the gather
+ * (tensor_index.h).  The last dimension cut must be even, so that every
+ * run has one length; an uneven one is refused by name.
+ *
+ * The directory is a collection (`dcp`, probed by a .metadata that starts
+ * with a pickle's PROTO, protocol 2 to 5).  Mounting reads .metadata and,
+ * per item, the archive's last 42 bytes, its central directory, the local
+ * headers of byteorder, data.pkl and the storage, and data.pkl: never a
+ * tensor's bytes.
  */
 #define _GNU_SOURCE
 #include "dcp_dir.h"

@@ -10,10 +10,11 @@
  * (BytesStorageMetadata) saved as torch.save bytes.  Each tensor is
  * assembled from its chunks as a distributed merge assembles MindSpore
  * ranks (tensor_grid.h), from the chunks' byte extents: chunks cut along
- * dimension 0 follow each other (any sizes), chunks of an even grid
- * interleave (a gather), and a tensor of one chunk is that chunk's view
- * whatever its strides.  No tensor byte is read to open it: only
- * .metadata and, per item, the archive's directory and its data.pkl.
+ * dimension 0 follow each other (any sizes), chunks of a grid interleave
+ * (a gather; only the last dimension cut must be even), and a tensor of
+ * one chunk is that chunk's view whatever its strides.  No tensor byte is
+ * read to open it: only .metadata and, per item, the archive's directory
+ * and its data.pkl.
  *
  * Values saved as bytes show as pt_reader shows a torch.save file's
  * leaves, under their name: numbers as read-only 0-d tensors, tensors as

@@ -14,10 +14,21 @@
  * dataclasses pickle (under their module paths of PyTorch 2.0 to today),
  * torch.Size and the dtypes; nothing is imported or executed.
  *
- * What comes out is checked: chunk offsets and sizes inside the tensor,
- * every chunk found in storage_data, data file names that are one plain
- * name in the checkpoint's directory.  Whether the chunks tile the tensor
- * is the assembler's to check (dcp_dir.c).
+ * Besides the dataclasses (also under
+ * torch.distributed._shard.sharded_tensor.metadata, PyTorch 2.0 to 2.2)
+ * the allow-list holds the layout (torch.serialization._get_layout,
+ * torch.strided), builtins.getattr (how Python 3.11+ pickles an enum
+ * member: TensorProperties' memory format) and pathlib.PosixPath (a
+ * checkpoint_id); none is ever called.  At most 256 MiB of it is read.
+ *
+ * What comes out is checked: chunk offsets and sizes inside the tensor
+ * (overflow-checked), the tensor's bytes bounded, every chunk found in
+ * storage_data (sorted, each chunk found by binary search), data file
+ * names that are one plain name in the checkpoint's directory (no '/',
+ * not ".", "..", or ".metadata"), offset + length not overflowing.  An
+ * item saved through transforms (transform_descriptors) is refused
+ * (ENOTSUP).  Whether the chunks tile the tensor is the assembler's to
+ * check (dcp_dir.c).
  */
 #ifndef CK_DCP_METADATA_H
 #define CK_DCP_METADATA_H

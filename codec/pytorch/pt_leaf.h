@@ -8,10 +8,21 @@
  * sizes and strides in elements.  A contiguous view is one extent of the
  * record; any other (a transpose, a Fortran-ordered array, every other
  * column) is a strided gather of it, shown row-major without a copy.
+ * Checked: the storage fits its record (numel x item size), the view ends
+ * inside the storage (offset + sum (size_d - 1) x stride_d < numel,
+ * overflow-checked), and a view larger than its storage (a stride of 0) is
+ * at most 16 MiB.  Dimensions of size 1 are dropped and dimensions
+ * contiguous with the next merged; what is left is one run of stride 1
+ * (one extent of the record) or a gather with steps: runs of the innermost
+ * stride-1 dimension, or of one element, over one extent from the view's
+ * first element to its last.  (How a sparse gather is read, a window at a
+ * time or a run at a time, is ck_model_read's.)  tests/unit/test_gather.c
+ * checks each way against bytes computed from the storage.
  *
  * A Python int, float or bool is a read-only 0-d int64, float64 or bool
- * whose bytes go to a scratch file at open, bound as a source of the
- * model once every leaf is in.
+ * (type names "int", "float", "bool") whose 8, 8 or 1 little-endian bytes
+ * go to a scratch memfd at open, bound as a source of the model once every
+ * leaf is in.
  */
 #ifndef CK_PT_LEAF_H
 #define CK_PT_LEAF_H

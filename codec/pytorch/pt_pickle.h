@@ -12,7 +12,20 @@
  * "optimizer.state.0.exp_avg").  Leaves are tensors (_rebuild_tensor_v2,
  * inside _rebuild_parameter and _rebuild_from_type_v2 too) and Python
  * ints, floats and bools; strings, None and anything else are not
- * shown, only counted.
+ * shown, only counted ("values neither tensors nor numbers", the first
+ * named in ckptfs-dump's summary).  Dict keys are strings or ints.  Calls
+ * are recorded, not made; BINPERSID makes a persistent-id node.  A rebuild
+ * call's arguments are checked: a ('storage', class, key, location, numel)
+ * persistent id, an offset, and size and stride tuples of as many
+ * non-negative ints, at most CK_MAX_DIMS.  torch.Size, torch.device,
+ * _codecs.encode, builtins.set, complex and bytearray are allowed because
+ * they may appear beside tensors; they are never shown.
+ *
+ * Bounded: 64 MiB of pickle, 8 x 2^20 nodes, containers nested 32 deep,
+ * rebuild calls 4 deep, names of 64 KiB, and visits of twice the node
+ * count (plus 1024): the memo lets a pickle reach one container many
+ * times, and a chain of lists each holding the previous one twice would
+ * otherwise name 2^depth leaves.
  */
 #ifndef CK_PT_PICKLE_H
 #define CK_PT_PICKLE_H

@@ -14,8 +14,18 @@
  * tensors (int64, float64, bool); strings and other values are counted in
  * the notes, not shown.
  *
- * Files from before PyTorch 1.6 (a sequence of pickles) are refused with
- * one line.  Saves (pt_writer.h) rewrite tensors' values in place.
+ * Refused with one line: files from before PyTorch 1.6 (a sequence of
+ * pickles, its magic number pickled first), a byteorder other than
+ * "little", a tensor without a name (a bare torch.save(t)).  At open the
+ * reader also keeps, for saves, the zip's directory, each record's data
+ * offset, each tensor's record and whether the tensor is its storage
+ * alone; and it reads every record's local header and, for a record
+ * flagged as followed by a data descriptor, looks for the descriptor (with
+ * or without its signature, 4- or 8-byte sizes, agreeing with the central
+ * directory; one that is not there leaves the CRC to the local header),
+ * so that a save, which copies or patches those records, cannot fail on
+ * one.  Saves (pt_writer.h) patch edited values in place or lay
+ * the file out again.
  */
 #ifndef CK_PT_READER_H
 #define CK_PT_READER_H

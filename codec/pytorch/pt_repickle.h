@@ -17,9 +17,20 @@
  *     the longest prefix of its name, after that dict's items, keyed by
  *     the rest of the name (so "model.fc.weight" goes into "model" as
  *     "fc.weight", as state dicts key their tensors);
- *   - a list's or tuple's items are named by their places: they stay.
- * Storages are keyed "0", "1"... in the order the pickle first names them
- * (torch.save's order).
+ *   - a list's or tuple's items are named by their places: they stay, and
+ *     one removed or renamed is refused, since the later items' names
+ *     would change; so is a name that a value not shown already has in
+ *     the dict it would go to.
+ * A kept tensor's _rebuild_tensor_v2 keeps its arguments but its storage
+ * key; a storage named in a value not shown (a tensor in _metadata, say)
+ * is renumbered too, its record copied.  A tensor whose bytes are its
+ * original extents (renamed, or re-encoded whole) keeps its storage and
+ * view, so shared storages stay shared and a strided view is not
+ * flattened.  An edited or new tensor keeps its original requires_grad and
+ * location (else False and "cpu"); wrappers (_rebuild_parameter,
+ * _rebuild_from_type_v2) are kept, and values not shown are written with
+ * NEWOBJ or REDUCE as they were.  Storages are keyed "0", "1"... in the
+ * order the pickle first names them (torch.save's order).
  */
 #ifndef CK_PT_REPICKLE_H
 #define CK_PT_REPICKLE_H

@@ -8,8 +8,21 @@
  * under one top directory, named once.  A record's bytes start after its
  * local header, whose extra field PyTorch pads so that they fall on a
  * 64-byte boundary; that header is read only for the records the reader
- * asks for (ck_zip_data), one small read each.  ZIP64 (files or records
- * of 4 GiB and more) is read as PyTorch writes it.
+ * asks for (ck_zip_data), one small read each, and its name must be the
+ * central entry's.  ZIP64 (files or records of 4 GiB and more) is read as
+ * PyTorch writes it.
+ *
+ * The end record is first looked for in the file's last 42 bytes (PyTorch
+ * writes no comment; the 64 KiB scan a comment allows is the fallback,
+ * since those bytes would be tensor bytes read for nothing), then the
+ * ZIP64 end record when a locator precedes it (PyTorch's miniz writes one
+ * even for small files) or a field is saturated.  The central directory is
+ * bounded by 1 GiB and by the end record's place; every entry has equal
+ * sizes and lies inside the bytes before the directory; entries are sorted
+ * and looked up by binary search.  So a mount reads the end records, the
+ * directory, the local headers of the records used (data.pkl, byteorder,
+ * each storage a tensor names), byteorder and data.pkl: never a storage's
+ * bytes (tests/bats/pytorch.bats measures it).
  */
 #ifndef CK_PT_ZIP_H
 #define CK_PT_ZIP_H

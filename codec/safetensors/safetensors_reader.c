@@ -10,24 +10,38 @@
  * The header is one object: each tensor's name maps to {"dtype": "F32",
  * "shape": [2, 3], "data_offsets": [begin, end]}, offsets relative to the
  * start of the data; "__metadata__", when present, is a string-to-string
- * map (e.g. {"format": "pt"}).  The header is read in chunks and parsed in
- * one pass by yajl's event parser straight into the index, without a JSON
- * document (which cost 9 times the header: docs/benchmarks.md).  Refused,
- * as jansson refused them before: bytes that are not strict UTF-8 in any
- * string, lone surrogate escapes, NUL characters, duplicate keys in any
- * object (the reference silently keeps the last one), integers past 2^63;
- * and nesting deeper than serde_json allows.  Each refusal names the file
- * offset it is about.  A tensor's bytes are located, never read: each is
- * one extent of the file.
+ * map (e.g. {"format": "pt"}).  The header is read 1 MiB at a time and
+ * parsed in one pass by yajl's event parser straight into the index,
+ * without a JSON document, so a header costs what its tensors cost in the
+ * index, as a .ckpt's records do (docs/benchmarks.md, "safetensors headers
+ * at scale": jansson's document took 4-5 times the .ckpt's memory and 4-6
+ * times its mount time).  Refused, as jansson (JSON_REJECT_DUPLICATES)
+ * refused them before: bytes that are not strict UTF-8 in any string, key
+ * or value (yajl lets overlong forms and encoded surrogates through, so
+ * ck_utf8_valid checks every string and yajl's own check is off); lone
+ * surrogate escapes (yajl turns them into '?': a scan of the raw bytes
+ * refuses them first); NUL characters; duplicate keys in any object (the
+ * reference silently keeps the last one: the top level's through a name
+ * map, a tensor's known members by flags, any other object's through a map
+ * cleared after each top-level member); integers past 2^63; and nesting
+ * deeper than serde_json allows (127).  Each value is checked as its
+ * events arrive, so a header with several faults is refused at the first
+ * in file order, and each refusal names the file offset it is about.
+ * yajl does not check its own allocations: a failed one gives up the parse
+ * through its allocator hooks (per handle, no global state) and is
+ * reported as "out of memory while parsing the header".  A tensor's bytes
+ * are located, never read: each is one extent of the file.
  *
- * Like the reference, the reader refuses a header over 100 MB, a tensor
- * whose byte count is not its element count times its dtype's size, and
- * data offsets that do not tile the data section exactly: every byte
- * after the header belongs to exactly one tensor (no gap, no overlap,
- * nothing after the last).
+ * Like the reference (Metadata::validate), the reader refuses a header
+ * over 100 MB, an unknown dtype, a negative size, a tensor whose element
+ * count times its dtype's bits is not the whole number of bytes its
+ * data_offsets span, and data offsets that do not tile the data section
+ * exactly: every byte after the header belongs to exactly one tensor (no
+ * gap, no overlap, nothing after the last).  A sub-byte tensor is shown
+ * flat; its file shape is kept for the writer's header (ck_st_shape_of).
  *
  * Tensors are listed in the header's order, which is the data's order for
- * every writer seen (docs/design.md, "safetensors").
+ * every writer seen.
  */
 #define _GNU_SOURCE
 #include "safetensors_reader.h"

@@ -21,9 +21,14 @@
  * The set must agree with itself, as loaders assume: every tensor of a
  * shard is in the weight map under that shard, and every name the map
  * lists is in the shard it names; anything else is refused in one line
- * naming the tensor and both files.  Shard names are relative paths
- * beneath the index's directory, reached through no symbolic link.
- * codec/safetensors/safetensors_set_writer.c saves the set.
+ * naming the tensor and both files, since a loader trusting either side
+ * would otherwise see another model.  The index is parsed by jansson
+ * (duplicate keys refused, the header's 100 MB bound).  Shard names are
+ * relative paths beneath the index's directory; each shard is opened once
+ * (ck_model_open_data_file: no symbolic link, a regular file, not a second
+ * name of a file already open), and record_source says which shard holds
+ * a tensor's record.  codec/safetensors/safetensors_set_writer.c saves the
+ * set.
  */
 #include "safetensors_set.h"
 

@@ -13,26 +13,36 @@
  * - The index is copied byte for byte while it stays true: the same names
  *   in the same shards and the same total size.  Otherwise it is written
  *   as transformers' save_pretrained writes it (json.dumps(index,
- *   indent=2, sort_keys=True) + "\n", non-ASCII escaped), its members
- *   other than "weight_map" kept and "metadata"."total_size" set to the
- *   bytes of all tensors.
+ *   indent=2, sort_keys=True) + "\n", non-ASCII escaped: jansson's
+ *   JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII gives the same
+ *   bytes, which the tests check against Python's), its members other
+ *   than "weight_map" kept and "metadata"."total_size" set to the bytes of
+ *   all tensors.
  *
  * A new set (ckptfs-convert's OUT, -o create) is cut into shards as
  * huggingface_hub's split_state_dict_into_shards cuts a state dict:
  * tensors in order, each added to the current shard unless that would take
  * it past the largest size (-o max_shard_size, 5 GB by default), which
  * then closes and takes the next number; a tensor larger than that alone,
- * numbered at once, before the shard still open.  Shards are named
+ * numbered at once, before the shard still open (so shards are labelled
+ * as they open and numbered as they close).  Shards are named
  * "<stem>-00001-of-00003.safetensors" after the index,
  * "<stem>.safetensors.index.json", each written as a new safetensors file
  * (the reference writer's layout, the model's new_metadata as its
  * "__metadata__": what ckptfs-convert's IN had), and the index with
  * "metadata": {"total_size": ...} and the weight map, as above.  An
  * existing file of a shard's name is replaced only when the caller says it
- * may be (ck_commit_group.data_replace: ckptfs-convert -f).
+ * may be (ck_commit_group.data_replace: ckptfs-convert -f).  The new shards
+ * are new files of the commit group (ck_group_add); the read-back check
+ * finds them through overrides by name, as it finds any file a save
+ * creates, and so does ck_model_open_data_file a shard that does not exist
+ * yet.  The index's text (ck_st_shards_index) is the same dump_index as a
+ * rewritten index's.
  *
  * The shards and the index are files of one commit group: the set is
- * replaced as one, the index last (commit_group.h).
+ * replaced as one, the index last (commit_group.h), so a crash leaves the
+ * old set or, once the next writable mount rolls the journal forward, the
+ * new one.
  */
 #include "safetensors_set_writer.h"
 

@@ -12,8 +12,12 @@
  * cut into shards by the set writer's rule and laid out by the writer's
  * own planning (ck_st_plan_new), so the two cannot drift apart.  A file is
  * its header, one segment of bytes, then each tensor whole in the
- * layout's order; the index is one segment of text.  Memory is the
- * headers and the index plus a few words per tensor.
+ * layout's order; the index is one segment of text (shows_all: another
+ * user's open of it is checked against every tensor).  Memory is the
+ * headers and the index plus a few words per tensor.  ckptfs-convert
+ * still writes through its encoder, not these segments: it streams to a
+ * sink with its own checks and read-back, and the two share the plan and
+ * the layout instead.
  */
 #include "safetensors_view.h"
 

@@ -13,7 +13,8 @@
  *   - Anything else (a tensor added, removed, renamed, reshaped or
  *     retyped): a new header and data laid out as the reference writer
  *     (huggingface/safetensors, tensor.rs `prepare`) lays them out: tensors
- *     sorted by dtype in descending order of its `Dtype` list, then by name;
+ *     sorted by dtype in descending order of its `Dtype` list (U64 I64
+ *     F64 C64 F32 ... I8 U8 ... BOOL), then by name;
  *     compact JSON, "__metadata__" first, each entry's members dtype, shape,
  *     data_offsets; the header padded with spaces to a multiple of 8.  The
  *     file's own order is not kept: any order reads the same, and this one
@@ -22,7 +23,9 @@
  *     safetensors view (-o as=safetensors) serves the very bytes written.
  *
  * Unchanged bytes are copied file to file (copy_file_range).  The header is
- * built and serialized by jansson, the library that reads it.
+ * built and serialized by jansson (JSON_COMPACT, members in the order
+ * added).  tests/bats/safetensors.bats checks the new layout byte for byte
+ * against the oracle's writer (safetensors' own, tests/oracle).
  */
 #include "safetensors_writer.h"
 

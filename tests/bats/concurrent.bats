@@ -8,8 +8,32 @@
 # instead of hanging the suite), never a bound on how fast anything is: the
 # order of events is forced by freezing the filesystem the model lives on.
 #
+# How: the model sits on a small loop-mounted ext4, frozen (fsfreeze -f)
+# once an edit is made, so the save blocks on its temporary file (a daemon
+# thread in percpu_rwsem_wait, read from /proc/PID/task/*/wchan).  Another
+# process then stats a meta, reads 4 KiB of an edited and an unedited out
+# (compared with the oracle's bytes), lists a tensor directory, reads
+# user.ckptfs.type and runs stat -f; the log must show all of them done
+# before the unfreeze and the save after it.  A setfattr holds the root's
+# lock in the kernel while it waits for its reply, so a listing of the root
+# waits with it whatever the daemon does; the fsync case lists the root
+# too.  A touch that creates snapshot_done on a mount where nothing was
+# looked up yet must leave a stat of a tensor directory, a read and a
+# listing of the root answered before the unfreeze, and return after it
+# with the model file on disk already the new one.  While such a save
+# waits, edits that touch only the tree (a meta reshape; with fsync, a
+# rename and a mkdir in the root) are taken at once and go to the next
+# save, and the request that asked for the save still succeeds.  The other
+# cases: writer processes on disjoint tensors racing a saver process, the
+# automatic save and readers (tests/concurrent/race.py); renames, mkdir,
+# rmdir, rm -r and meta and out edits during a save of 512 MiB (that save
+# holds the tree it began with, the next one the final tree);
+# fusermount3 -u and ckptfs-umount during an automatic save; kill -9
+# during a save (the whole old or new model, and a remount).
+#
 # The cases that name the multi-threaded loop run again with it, when the
-# build has the option (MT_OPT, helpers.bash).
+# build has the option (MT_OPT, helpers.bash).  `make tsan` runs them, and
+# the random test's --threads cases, under ThreadSanitizer.
 
 load helpers
 

@@ -9,7 +9,8 @@
 # by onnx's numpy_helper.  Templates with external data are saved by onnx
 # itself (save_model with save_as_external_data): OUT gets "<OUT>.data",
 # checked by the oracle field by field, and the template's directory is
-# compared by sha256 of every file before and after.
+# compared by sha256 of every file before and after.  The oracle itself is
+# checked on wrong fills by tests/oracle/test_fill_oracle.sh.
 
 load helpers
 

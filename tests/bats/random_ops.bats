@@ -6,7 +6,8 @@
 # format, each save checked against a Python reference model and the
 # independent oracles (ckpt_oracle, python3-onnx, MindIR protobuf,
 # envelope_oracle, zstd -d, safetensors_oracle, torch).  About 14 000
-# steps in all.  A longer run: docs/design.md, "The model-based random test".
+# steps in all.  Longer runs, --threads and --avoid: model_test.py's own
+# opening comment.
 #
 # The tests that name seeds were the reproductions of defects the random
 # test found (superseded records saved adjacent, data_location DEFAULT

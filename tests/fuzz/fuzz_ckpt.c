@@ -4,10 +4,11 @@
  * refused with a message or indexed into tensors whose every byte can be
  * read back — never a crash, a hang or an out-of-bounds access (built with
  * AddressSanitizer and UBSan by `make fuzz`).  Every accepted input must
- * also re-encode, unchanged, to exactly its own bytes.  An ONNX or MindIR
- * model must also survive its every editable tensor being rewritten with
- * its own bytes (the path a commit takes): the result reads back as the
- * same tensors.
+ * also re-encode, unchanged, to exactly its own bytes.  An ONNX, MindIR or
+ * PyTorch model must also survive its every editable tensor being
+ * rewritten with its own bytes (the path a commit takes; a torch.save file
+ * is then patched in place, or laid out again when a tensor is not its
+ * storage alone): the result reads back as the same tensors.
  *
  * CKPTFS_FUZZ_FORMAT (a format's name: ckpt, onnx, mindir, safetensors,
  * safetensors-set, pytorch; ckpt when unset) picks the format; one ckptfs does not

@@ -19,6 +19,21 @@ One line per circle, the modules in the order of a walk through all of them,
 then the edges inside it (which include, which symbol), so the line says
 where to cut.  Exits 1 on any circle, 2 on a usage error, 0 otherwise.
 
+The layers, bottom up: codec/core/ (the model opens a file as the format and
+envelope kinds it is handed, and reaches the saved index through
+ck_index_hooks); codec/envelope, codec/io/writer and the formats and envelope
+kinds; codec/registry (their tables, and ck_model_open by a file's name); the
+collections (which open their files through the registry); codec/open_path
+(the collections' table, ck_open_path); then save/'s encoder, tools/ and fs/.
+Where a lower layer must reach up, the caller hands it down (a table, a
+function pointer).  A circle that cannot be broken at once may be listed in
+tests/tools/module_cycles.known: the check then tolerates it, and fails when it
+is gone, so the list only shrinks (it holds one today, of includes and of
+calls: a distributed merge finds each rank's checkpoint with the run
+directory's scan, which walks the collections' table).
+tests/bats/module_cycles.bats runs this on the build under test in `make test`,
+and the --self-test.
+
     tests/tools/module_cycles.py [--root DIR] [--build DIR] [--includes-only]
     tests/tools/module_cycles.py --self-test
 

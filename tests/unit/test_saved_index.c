@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the saved index (codec/core/saved_index.h): an index
- * loaded from its file is field for field the one the .ckpt reader makes,
- * on the real fixtures and on a crafted file of every record kind; a
- * truncated, bit-flipped or re-signed-after-mutation index is refused or
- * harmless; a file replaced under an index that still matches its size,
- * mtime and first bytes gives EIO on the changed tensor, never its bytes.
+ * loaded from its file is field for field the one the reader makes (and,
+ * for ONNX and MindIR, the layout frame by frame), on the real fixtures
+ * and on a crafted .ckpt of every record kind (slices, superseded records, a
+ * map parameter, a pre-2.3 scalar, a CRC trailer); a truncated, bit-flipped
+ * or re-signed-after-mutation index (2000 mutations each, of a .ckpt's, an
+ * ONNX and a MindIR model's) is refused or harmless; a file replaced under an
+ * index that still matches its size, mtime and first bytes gives EIO on the
+ * changed tensor, never its bytes.
  */
 #define _GNU_SOURCE
 #include <errno.h>
