@@ -38,7 +38,8 @@ typedef struct ck_write_claim {
 /* A claim that holds nothing, for a release on a path that took none. */
 #define CK_WRITE_CLAIM_NONE {.dir = NULL, .lock = {.fd = -1}}
 
-/* Claim the model file path (absent: a file to create) for who (a mount
+/* Claim the model path (a file, or a directory format's OUT, named
+ * without a trailing slash; absent: one to create) for who (a mount
  * point, or a program's name, for the lock's refusal message).  -1 with
  * the reason: the directory cannot be opened, another writer holds the
  * lock (EBUSY), the lock cannot be made there (EROFS, EACCES, ENOTSUP:
