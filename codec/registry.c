@@ -21,6 +21,7 @@
 #include "oneflow/oneflow_dir.h"
 #include "oneflow/oneflow_dir_writer.h"
 #include "onnx_mindir/onnx_mindir_reader.h"
+#include "onnx_mindir/onnx_mindir_template.h"
 #include "onnx_mindir/onnx_mindir_writer.h"
 #include "pytorch/pt_reader.h"
 #include "pytorch/pt_writer.h"
@@ -36,18 +37,20 @@ typedef struct format_entry {
     const ck_writer *writer;    /* saves a model of it in place */
     const ck_target *target;    /* writes another model as it (ckptfs-convert) */
     const ck_view *view;        /* shows another model as its files (-o as=NAME) */
+    const ck_template *tmpl;    /* a model of it filled with a checkpoint's (--into) */
 } format_entry;
 
 /* The first is the default (ck_format_default). */
 static const format_entry formats[] = {
-    {&ck_format_ckpt, &ck_ckpt_writer, &ck_ckpt_target, NULL},
-    {&ck_format_onnx, &ck_onnx_writer, NULL, NULL},
-    {&ck_format_mindir, &ck_mindir_writer, NULL, NULL},
+    {&ck_format_ckpt, &ck_ckpt_writer, &ck_ckpt_target, NULL, NULL},
+    {&ck_format_onnx, &ck_onnx_writer, NULL, NULL, &ck_onnx_template},
+    {&ck_format_mindir, &ck_mindir_writer, NULL, NULL, &ck_mindir_template},
     {&ck_format_safetensors, &ck_safetensors_writer, &ck_safetensors_target,
-     &ck_safetensors_view},
-    {&ck_format_safetensors_set, &ck_safetensors_set_writer, &ck_safetensors_set_target, NULL},
-    {&ck_format_oneflow, NULL, &ck_oneflow_target, NULL},
-    {&ck_format_pytorch, &ck_pytorch_writer, &ck_pytorch_target, NULL},
+     &ck_safetensors_view, NULL},
+    {&ck_format_safetensors_set, &ck_safetensors_set_writer, &ck_safetensors_set_target, NULL,
+     NULL},
+    {&ck_format_oneflow, NULL, &ck_oneflow_target, NULL, NULL},
+    {&ck_format_pytorch, &ck_pytorch_writer, &ck_pytorch_target, NULL, NULL},
 };
 
 #define N_FORMATS (sizeof formats / sizeof formats[0])
@@ -163,6 +166,12 @@ const ck_target *ck_format_target(const ck_format *f)
 {
     const format_entry *e = entry_of(f);
     return e != NULL ? e->target : NULL;
+}
+
+const ck_template *ck_format_template(const ck_format *f)
+{
+    const format_entry *e = entry_of(f);
+    return e != NULL ? e->tmpl : NULL;
 }
 
 const ck_format *ck_format_at(size_t i)

@@ -6,7 +6,8 @@
  * Each entry is a format's reader (format.h), its writer (codec/io/writer.h;
  * NULL where ckptfs reads the format but does not save it) and what
  * ckptfs-convert needs to write another model as it (codec/io/target.h;
- * NULL where it does not) and, optionally, its view: another model shown
+ * NULL where it does not), what --into needs to fill a model of it with
+ * a checkpoint's weights (target.h too; NULL: none) and, optionally, its view: another model shown
  * by the mount as its files (view.h, -o as=NAME; NULL: none), all
  * defined in the format's folder,
  * codec/FORMAT/.  The table is
@@ -37,6 +38,7 @@
 
 struct ck_writer;
 struct ck_target;
+struct ck_template;
 struct ck_view;
 
 /* The format a file name says by its extension (before an envelope's,
@@ -55,6 +57,9 @@ const struct ck_writer *ck_format_writer(const ck_format *f);
 /* Format f as ckptfs-convert's OUT (codec/io/target.h); NULL when ckptfs
  * does not convert into it. */
 const struct ck_target *ck_format_target(const ck_format *f);
+/* Format f as ckptfs-convert --into's TEMPLATE (codec/io/target.h); NULL
+ * when its models are no graph to fill. */
+const struct ck_template *ck_format_template(const ck_format *f);
 /* The view of format f (view.h): -o as=NAME, f called NAME; NULL when f
  * has none. */
 const struct ck_view *ck_format_view(const ck_format *f);

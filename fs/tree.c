@@ -12,8 +12,7 @@
 #include <unistd.h>
 
 #include "../codec/io/atomic_writer.h"
-#include "../codec/io/commit_group.h"
-#include "../save/encoder.h"
+#include "../save/save_seq.h"
 
 #include "../codec/core/arena.h"
 #include "../codec/core/dir_name.h"
@@ -1019,7 +1018,7 @@ struct tree_save {
     size_t n;
     size_t n_entries;           /* entries when the save began */
     ck_source *spill;           /* the frozen areas' bytes */
-    ck_commit_group group;      /* the new files, until tree_save_finish (zeroed: none) */
+    ck_save *seq;               /* the save sequence (save_seq.h), until tree_save_finish */
     ck_model *saved;            /* the new files as read back before the commit */
     ck_model *kept;             /* the same, once the tree's: not the save's to close */
     uint64_t bytes;             /* the tensors' bytes: about the new version's size */
@@ -1081,7 +1080,7 @@ static void save_free(tree_save *save)
     if (save == NULL)
         return;
     ck_source_close(save->spill);
-    ck_group_abort(&save->group);
+    ck_save_abort(save->seq);
     ck_model_close(save->saved);
     ck_arena_free(&save->arena);
     free(save->w);
@@ -1133,7 +1132,7 @@ static int add_entries(tree *tr, tree_save *save, const names_plan *plan, ck_err
 
 /* Whether a save has something to write: edits, or (make_file) the file
  * of a model created empty that was never saved.  A format with no file of
- * no tensors refuses that save with the reason (ck_encode) rather than
+ * no tensors refuses that save with the reason (the encoder) rather than
  * answering "saved" with no file. */
 static bool to_save(const tree *tr, bool make_file)
 {
@@ -1225,8 +1224,9 @@ int tree_save_begin_ask(tree *tr, tree_save **out, const tree_save_ask *ask, ck_
  * rewritten the model since it was mounted or last saved (a training job
  * saving it again, a mv over it).  Its file wins; the edits stay in the
  * tree, to be copied out. */
-static int unchanged_on_disk(ck_model *m, ck_error *err)
+static int unchanged_on_disk(void *model, ck_error *err)
 {
+    ck_model *m = model;
     if (ck_model_check_unchanged(m, err) == 0)
         return 0;
     size_t len = strlen(err->msg);
@@ -1235,19 +1235,17 @@ static int unchanged_on_disk(ck_model *m, ck_error *err)
     return -1;
 }
 
+/* The save sequence's run: the model checked before it and just before
+ * its commit point.  The files read back are the new model: read again, a
+ * .ckpt would cost every record header once more (its whole file over
+ * object storage). */
 static int save_run(tree_save *save, ck_model *m, uint64_t free_before, ck_error *err)
 {
-    /* Checked first so that a changed file is named as such (its bytes
-     * would not read back), and again just before the commit point.  The
-     * files read back are the new model: read again, a .ckpt would cost
-     * every record header once more (its whole file over object storage). */
-    if (unchanged_on_disk(m, err) < 0 ||
-        ck_encode_keep(m, save->w, save->n, &save->group, &save->open_opts, &save->saved,
-                       err) < 0 ||
-        unchanged_on_disk(m, err) < 0 || ck_group_commit_point(&save->group, err) < 0) {
+    if (ck_save_run(save->seq, save->w, save->n, err) < 0) {
         ck_atomic_space_note(m->dir, save->bytes, free_before, err);
         return -1;
     }
+    save->saved = ck_save_take_saved(save->seq);
     return 0;
 }
 
@@ -1261,13 +1259,14 @@ int tree_save_run(tree_save *save, ck_error *err)
 {
     ck_model *m = save->model;
     uint64_t free_before = ck_atomic_free_space(m->dir);
-    if (ck_group_begin(&save->group, m->dir, err) < 0)
+    ck_save_opts o = {.progress = save->progress, .keep_as = &save->open_opts,
+                      .check = unchanged_on_disk, .check_arg = m};
+    if ((save->seq = ck_save_begin(m->dir, m, &o, err)) == NULL)
         return -1;
     if (save->progress != NULL) {
         /* A bar for a save that takes a while: a small one would flicker. */
         FILE *out = save->bytes >= TREE_PROGRESS_BAR_MIN ? save->progress_out : NULL;
         ck_progress_start(save->progress, save->bytes, true, out);
-        save->group.progress = save->progress;
     }
     int rc = save_run(save, m, free_before, err);
     if (save->progress != NULL)
@@ -1280,13 +1279,12 @@ int tree_save_finish(tree_save *save, int rc, ck_error *err)
     if (save == NULL)
         return rc;
     /* Past the commit point the renames are done whatever else failed. */
-    if (ck_group_pending(&save->group)) {
-        ck_error why = {0};
-        if (ck_group_finish(&save->group, &why) < 0 && rc == 0) {
-            *err = why;
-            rc = -1;
-        }
+    ck_error why = {0};
+    if (ck_save_finish(save->seq, &why) < 0 && rc == 0) {
+        *err = why;
+        rc = -1;
     }
+    save->seq = NULL;
     /* Its files are in place now: watched as those of a model opened
      * from them (file_watch.h), and its index kept for the next mount
      * (saved_index.h), as a full read of them would. */
@@ -1407,7 +1405,7 @@ int tree_save_end(tree *tr, tree_save *save, int rc, ck_model **old, ck_error *e
     if (rc == 0)
         rc = switch_to_saved(tr, save, old, err);
     tr->saving = false;
-    tr->placing = rc == 0 && ck_group_pending(&save->group);
+    tr->placing = rc == 0 && ck_save_pending(save->seq);
     for (size_t i = 0; i < tr->n_entries; i++) {
         entry *e = &tr->entries[i];
         e->touched = false;

@@ -10,19 +10,22 @@
  * every other byte of the template stay as they were, and the bytes of
  * the weights stream from CKPT to OUT without being held in memory.
  *
- * Names are matched as the mount shows them: a MindIR parameter without
- * its "<graph>:" prefix (the writer keeps the prefix, since a filled
- * tensor keeps its own name).  Only the main graph's initializers or
- * parameters are filled: Constant nodes' values and subgraph tensors are
- * part of the graph, not of what a checkpoint holds.
+ * The template's format says what its weights are called and which of
+ * its models it refuses (its ck_template, codec/io/target.h, found in the
+ * registry: codec/onnx_mindir/onnx_mindir_template.c), so that this file
+ * names no format.
  *
- * An ONNX template with external data gives an OUT with its own: the
+ * Names are matched as the mount shows them (a tensor's directory
+ * source: a MindIR parameter without its "<graph>:" prefix, which the
+ * writer keeps, since a filled tensor keeps its own name).  Only the main
+ * graph's weights are filled: Constant nodes' values and subgraph tensors
+ * are part of the graph, not of what a checkpoint holds.
+ *
+ * A template with external data (ONNX's) gives an OUT with its own: the
  * group is marked own_data, so the writer puts every external tensor,
- * filled or not, in one new file beside OUT, "<OUT>.data" (what onnx's
- * save_model(save_as_external_data=True, all_tensors_to_one_file=True)
- * makes), and nothing of the template's directory is written.  The ones
- * not filled are handed over as new bytes, their own.  A split MindIR
- * (MindSpore's <prefix>_variables/data_N layout) is refused.
+ * filled or not, in one new file beside OUT, "<OUT>.data", and nothing of
+ * the template's directory is written.  The ones not filled are handed
+ * over as new bytes, their own.
  */
 #include "template_fill.h"
 
@@ -37,9 +40,10 @@
 
 #include "../codec/core/model.h"
 #include "../codec/core/name_map.h"
-#include "../codec/onnx_mindir/onnx_mindir_reader.h"
+#include "../codec/io/target.h"
 #include "../codec/open_path.h"
 #include "../codec/core/progress.h"
+#include "../codec/registry.h"
 #include "write_claim.h"
 
 #define TOOL "ckptfs-convert"
@@ -64,6 +68,7 @@ typedef struct fill {
     bool *used;                 /* per checkpoint tensor: it fills one */
     char *map_text;             /* --map's file, cut into names in place */
     size_t n_cand, n_filled;    /* template tensors that may be filled, and are */
+    const ck_template *kind;    /* the template's format as one (its weights' name...) */
     bool external;              /* the template keeps tensor data in data files */
     ck_write_claim claim;       /* OUT's directory and writer lock, held from the start */
     ck_error *err;
@@ -106,9 +111,10 @@ static bool fillable(const ck_tensor *t)
     return t->part == CK_PART_WHOLE && t->dir_suffix == NULL;
 }
 
+/* What the template's weights are called: "initializer". */
 static const char *what(const fill *f)
 {
-    return f->tm->format == &ck_format_mindir ? "parameter" : "initializer";
+    return f->kind->tensor;
 }
 
 /* ---- opening ---- */
@@ -121,21 +127,33 @@ static ck_model *open_template(const fill *f)
     return ck_model_open(f->a->tmpl, &opts, f->err);
 }
 
+/* The formats a template may be in, for a refusal: "an ONNX or MindIR". */
+#define TEMPLATE_FORMATS_MAX 16
+
+static const char *template_formats(char *buf, size_t cap)
+{
+    const ck_format *all[TEMPLATE_FORMATS_MAX];
+    size_t n = 0, len = 0;
+    for (size_t i = 0; ck_format_at(i) != NULL && n < TEMPLATE_FORMATS_MAX; i++)
+        if (ck_format_template(ck_format_at(i)) != NULL)
+            all[n++] = ck_format_at(i);
+    buf[0] = '\0';
+    for (size_t k = 0; k < n && len < cap; k++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s",
+                                k == 0 ? "" : k + 1 < n ? ", " : " or ",
+                                k == 0 ? ck_format_template(all[0])->a_title : all[k]->title);
+    return buf;
+}
+
 static int check_template(fill *f)
 {
     const ck_model *m = f->tm;
-    if (m->format != &ck_format_onnx && m->format != &ck_format_mindir)
-        return ck_fail(f->err, EINVAL, "%s: a %s, not an ONNX or MindIR graph: --into takes "
-                       "a graph to fill", f->a->tmpl, m->format->title);
-    for (uint32_t i = 1; i < m->n_sources; i++) {
-        if (!ck_model_is_data_file(m, i))
-            continue;
-        if (m->format == &ck_format_mindir)
-            return ck_fail(f->err, ENOTSUP, "%s: keeps tensor data in %s: a split MindIR "
-                           "template is not supported (export it with its data inline first)",
-                           f->a->tmpl, m->sources[i]->path);
-        f->external = true;
-    }
+    char formats[256];
+    if ((f->kind = ck_format_template(m->format)) == NULL)
+        return ck_fail(f->err, EINVAL, "%s: a %s, not %s graph: --into takes a graph to fill",
+                       f->a->tmpl, m->format->title, template_formats(formats, sizeof formats));
+    if (f->kind->check(m, f->a->tmpl, &f->external, f->err) < 0)
+        return -1;
     const ck_format *out = ck_format_by_extension(f->a->out);
     if (out != NULL && out != m->format)
         return ck_fail(f->err, EINVAL, "%s: named as a %s, but the filled template is %s",
@@ -312,9 +330,8 @@ static int map_pair(fill *f, unsigned line, const char *cname, const char *tname
         return ck_fail(f->err, EINVAL, "%s:%u: '%s' is not a tensor of %s", path, line,
                        ck_quote(f->q1, cname, cl), f->a->ckpt);
     if (t == NONE)
-        return ck_fail(f->err, EINVAL, "%s:%u: '%s' is not %s %s of %s", path, line,
-                       ck_quote(f->q1, tname, tl), f->tm->format == &ck_format_mindir ? "a"
-                       : "an", what(f), f->a->tmpl);
+        return ck_fail(f->err, EINVAL, "%s:%u: '%s' is not %s of %s", path, line,
+                       ck_quote(f->q1, tname, tl), f->kind->a_tensor, f->a->tmpl);
     if (f->renamed[c])
         return ck_fail(f->err, EINVAL, "%s:%u: '%s' is mapped twice", path, line,
                        ck_quote(f->q1, cname, cl));

@@ -33,14 +33,12 @@ void ck_write_claim_release(ck_write_claim *c)
 int ck_write_claim_save(const ck_write_claim *c, const ck_model *m, const ck_write_tensor *w,
                         size_t n, const ck_save_opts *o, ck_error *err)
 {
-    ck_commit_group g = {0};
-    int rc = ck_group_begin(&g, c->dir, err);
-    if (rc == 0) {
-        g.progress = o ? o->progress : NULL;
-        g.own_data = o && o->own_data;
-        g.data_replace = o && o->data_replace;
-        rc = ck_encode(m, w, n, &g, err) < 0 || ck_group_commit(&g, err) < 0 ? -1 : 0;
-    }
-    ck_group_abort(&g);
+    ck_save *s = ck_save_begin(c->dir, m, o, err);
+    if (s == NULL)
+        return -1;
+    int rc = ck_save_run(s, w, n, err);
+    ck_error why = {0}; /* a failed run's reason is the one to tell */
+    if (ck_save_finish(s, rc == 0 ? err : &why) < 0)
+        rc = -1;
     return rc;
 }

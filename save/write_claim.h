@@ -12,11 +12,13 @@
  * are is known before anything reads or writes them.  The order matters:
  * recovery renames and deletes, which only the lock's holder may do.
  *
- * The save sequence: a commit group begun in the claim's directory, the
- * encoder (refusals, the format's writer, the read-back check before the
- * commit point: encoder.h), the commit.  A mount runs the same steps
- * split across its threads (fs/tree.c, tree_save_*), since it answers
- * requests while it encodes.
+ * The tools' save is the save sequence (save_seq.h: a commit group begun
+ * in the claim's directory, the encoder with its read-back check, the
+ * commit) run in one go.  A mount runs the same phases split across its
+ * threads (fs/tree.c, tree_save_*), since it answers requests while it
+ * encodes.  Whoever writes a model's files, a format's directory writer
+ * included (codec/io/target.h, write_dir), does so holding a claim: the
+ * formats themselves take no lock.
  */
 #ifndef CK_WRITE_CLAIM_H
 #define CK_WRITE_CLAIM_H
@@ -26,6 +28,7 @@
 
 #include "../codec/core/progress.h"
 #include "encoder.h"
+#include "save_seq.h"
 #include "writer_lock.h"
 
 typedef struct ck_write_claim {
@@ -35,7 +38,8 @@ typedef struct ck_write_claim {
 /* A claim that holds nothing, for a release on a path that took none. */
 #define CK_WRITE_CLAIM_NONE {.dir = NULL, .lock = {.fd = -1}}
 
-/* Claim the model file path (absent: a file to create) for who (a mount
+/* Claim the model path (a file, or a directory format's OUT, named
+ * without a trailing slash; absent: one to create) for who (a mount
  * point, or a program's name, for the lock's refusal message).  -1 with
  * the reason: the directory cannot be opened, another writer holds the
  * lock (EBUSY), the lock cannot be made there (EROFS, EACCES, ENOTSUP:
@@ -44,16 +48,10 @@ int ck_write_claim_take(ck_write_claim *c, const char *path, const char *who, ck
 /* Release what c holds (nothing after CK_WRITE_CLAIM_NONE or a failed take). */
 void ck_write_claim_release(ck_write_claim *c);
 
-/* How ck_write_claim_save runs its commit group. */
-typedef struct ck_save_opts {
-    ck_progress *progress;      /* counts the bytes written (NULL: none) */
-    bool own_data;              /* commit_group.h: --into's data file of its own */
-    bool data_replace;          /* replace such a file, or a new set's shards */
-} ck_save_opts;
-
 /* Save the tree w[0..n) in m's format (m: a model of c's directory) as
  * one commit: written, read back and checked, committed, or the files
- * left as they were. */
+ * left as they were (the save sequence's phases in one go, save_seq.h;
+ * o NULL: the defaults). */
 int ck_write_claim_save(const ck_write_claim *c, const ck_model *m, const ck_write_tensor *w,
                         size_t n, const ck_save_opts *o, ck_error *err);
 

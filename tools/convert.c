@@ -22,7 +22,9 @@
  * nothing needs to see them) and memory stays bounded whatever the size.
  * Everything OUT cannot hold is refused, naming the tensor, before anything
  * is written; OUT is written atomically, read back and checked against IN
- * before it replaces anything, holding OUT's writer lock (writer_lock.h).
+ * before it replaces anything, holding OUT's write claim (save/write_claim.h:
+ * its writer lock, an interrupted save's journal recovered), a directory
+ * format's OUT too.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -233,6 +235,25 @@ static int write_file(const convert_opts *o, const ck_model *in, const ck_conver
     return rc;
 }
 
+/* OUT as a directory format's (a OneFlow snapshot), which the format
+ * writes whole: holding OUT's claim as a file's save does (its lock
+ * beside OUT, named without a trailing slash), since the formats take no
+ * lock of their own. */
+static int write_dir(const convert_opts *o, const ck_model *in, const ck_convert_plan *p,
+                     ck_progress *prog, ck_error *err)
+{
+    char *out = ck_path_trimmed(o->out);
+    if (out == NULL)
+        return ck_nomem(err, o->out);
+    ck_write_claim claim = CK_WRITE_CLAIM_NONE;
+    ck_target_args a = {.out = o->out, .force = o->force, .progress = prog, .m = in};
+    int rc = ck_write_claim_take(&claim, out, PROG, err) < 0
+             ? -1 : target_of(o)->write_dir(&a, p->w, p->n, p->bytes, err);
+    ck_write_claim_release(&claim);
+    free(out);
+    return rc;
+}
+
 static int convert(const convert_opts *o)
 {
     ck_error err = {0};
@@ -244,11 +265,10 @@ static int convert(const convert_opts *o)
     ck_convert_plan p = {0};
     ck_progress prog = {.on = ck_progress_wanted(stderr, o->open.quiet), .out = stderr};
     const ck_target *tg = target_of(o);
-    ck_target_args dir_args = {.out = o->out, .force = o->force, .progress = &prog, .m = m};
     int rc = ck_convert_plan_build(m, &p, &err) < 0 ||
              ck_convert_plan_check(&p, m, tg, o->in, &err) < 0 ||
              check_not_in(o, m, &err) < 0 ? -1
-             : tg->write_dir != NULL ? tg->write_dir(&dir_args, p.w, p.n, p.bytes, &err)
+             : tg->write_dir != NULL ? write_dir(o, m, &p, &prog, &err)
                                      : write_file(o, m, &p, &prog, &err);
     if (rc < 0)
         fprintf(stderr, PROG ": %s\n", err.msg);

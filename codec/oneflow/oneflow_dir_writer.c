@@ -9,6 +9,9 @@
  * snapshot replaced with force, of a temporary tree left by a crash) only
  * ever takes a tree of the snapshot's shape: regular files at the root,
  * directories of regular files below it, nothing deeper.
+ *
+ * It takes no lock: its caller holds OUT's write claim (save/, above the
+ * formats), whose writer lock keeps a second writer of OUT off.
  */
 #define _GNU_SOURCE /* renameat2, O_PATH */
 #include "oneflow_dir_writer.h"
@@ -29,7 +32,6 @@
 #include "oneflow_meta.h"
 #include "oneflow_pickle.h"
 #include "../io/byte_sink.h"
-#include "../../save/writer_lock.h"
 
 #define TMP_TAG ".ckptfs-"
 #define CHUNK (1u << 20)
@@ -698,12 +700,9 @@ static int of_write_dir(const ck_target_args *a, const ck_write_tensor *w, size_
                         uint64_t bytes, ck_error *err)
 {
     out_dir d = {.out = a->out, .parent_fd = -1, .tmp_fd = -1, .err = err};
-    ck_writer_lock lock = {.fd = -1};
     bool exists = false;
     int rc = -1;
-    if (split_out(&d) < 0 ||
-        ck_writer_lock_take_at(&lock, d.parent_fd, d.parent, d.base, "ckptfs-convert", err) < 0 ||
-        check_existing(&d, a->force, &exists) < 0)
+    if (split_out(&d) < 0 || check_existing(&d, a->force, &exists) < 0)
         goto out;
     each_entry(d.parent_fd, cleanup_one, &d);
     if (make_tmp(&d) < 0)
@@ -722,7 +721,6 @@ out:
         close(d.tmp_fd);
     if (d.tmp[0] != '\0')
         remove_tree(d.parent_fd, d.tmp, false);
-    ck_writer_lock_release(&lock); /* relative to parent_fd */
     if (d.parent_fd >= 0)
         close(d.parent_fd);
     return rc;

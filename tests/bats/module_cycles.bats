@@ -29,3 +29,17 @@ load helpers
     echo "$output"
     [ "$status" -eq 1 ]
 }
+
+# save/ owns saving: a format writes through codec/io/ and never reaches up
+# into save/ (its lock and journal recovery are the caller's write claim,
+# save/write_claim.h); and save/ reaches formats through the registry and
+# codec/io/'s interfaces only (a template's format: codec/io/target.h).
+@test "codec/ includes no header of save/, and save/ no header of a format's, an envelope's or a collection's folder" {
+    run grep -rnE '#include "(\.\./)+save/' "$REPO"/codec --include='*.c' --include='*.h'
+    echo "$output"
+    [ "$status" -eq 1 ]
+    run grep -nE '#include "\.\./codec/(ckpt|onnx_mindir|safetensors|pytorch|oneflow|pb|pickle|cipher|zstd|collections)/' \
+        "$REPO"/save/*.c "$REPO"/save/*.h
+    echo "$output"
+    [ "$status" -eq 1 ]
+}
