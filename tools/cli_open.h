@@ -28,7 +28,6 @@
 #include <stdio.h>
 
 #include "../codec/core/ck_error.h"
-#include "../codec/cipher/key.h"
 #include "../codec/core/model.h"
 #include "../codec/open_path.h"
 
@@ -42,7 +41,9 @@ typedef struct ck_cli_open {
     bool quiet;                 /* -q: no warning; a tool's -q may say more */
     bool key_optional;          /* a plain model opens though a key is given (the
                                  * key may be for ckptfs-convert's output) */
-    ck_key key;                 /* once ck_cli_load_key has loaded it */
+    /* The envelopes' options (-o key_file: the key) once ck_cli_load_key
+     * has read them (codec/registry.h, ck_envelope_option): opaque. */
+    ck_envelope_args env;
     bool key_loaded;
 } ck_cli_open;
 
@@ -51,9 +52,11 @@ typedef struct ck_cli_open {
  * load would find none).  0, or -1 with err.  ck_cli_key_wipe wipes it. */
 int ck_cli_load_key(ck_cli_open *o, ck_error *err);
 void ck_cli_key_wipe(ck_cli_open *o);
-/* The key for one open, into *key (the caller wipes it): ck_cli_load_key's,
- * else one loaded now (o NULL: CKPTFS_KEY_HEX or none).  0, or -1 with err. */
-int ck_cli_key_for_open(const ck_cli_open *o, ck_key *key, ck_error *err);
+/* The envelopes' options for one open, with the key, into *a (the caller
+ * frees it, ck_envelope_args_free, which wipes the key): a copy of
+ * ck_cli_load_key's, else loaded now (o NULL: CKPTFS_KEY_HEX or none).  0,
+ * or -1 with err. */
+int ck_cli_envelope_for_open(const ck_cli_open *o, ck_envelope_args *a, ck_error *err);
 
 /* Whether argv[*i] (with argv[*i + 1] for -o) is one of the options above:
  * 1 when it is and was taken (*i moved past it), 0 when it is not one of
@@ -93,8 +96,9 @@ int ck_cli_read_args(ck_cli_args *a, int argc, char **argv);
  * collection's: codec/registry.h). */
 bool ck_cli_opens_dir(const ck_cli_open *o, const char *path);
 
-/* The options as ck_open_path takes them (codec/open_path.h), with key. */
-ck_collection_opts ck_cli_collection_opts(const ck_cli_open *o, const ck_key *key);
+/* The options as ck_open_path takes them (codec/open_path.h), with the
+ * envelopes' options a (borrowed). */
+ck_collection_opts ck_cli_collection_opts(const ck_cli_open *o, const ck_envelope_args *a);
 
 /* Open path as the options say (codec/open_path.h, ck_open_path): with the
  * key ck_cli_load_key loaded, else one loaded for it (and wiped once the
