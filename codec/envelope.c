@@ -4,7 +4,9 @@
  * table of kinds the open is given (ck_envelope_opts.kinds, the
  * registry's: envelope.h); what each kind does is in its folder
  * (codec/cipher/cipher_envelope.c, codec/zstd/zstd_envelope.c).  It names
- * no kind and calls nothing of the registry, which is above it.
+ * no kind and calls nothing of the registry, which is above it.  A kind's
+ * state and options are opaque here: this file only hands them to the
+ * kind's hooks, which make, copy and free (and wipe) them.
  */
 #include "envelope.h"
 

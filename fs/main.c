@@ -8,6 +8,8 @@
  * The model is opened and fully indexed before anything is mounted, so a bad
  * file is refused with its one-line reason and nothing appears at the mount
  * point.  Without -f the process detaches only after the mount is live.
+ * The envelopes' options (-o key_file, enc_mode, zstd_level) are handed to
+ * the envelopes by name (codec/registry.h, ck_envelope_option), unread here.
  */
 #define _GNU_SOURCE /* asprintf */
 #include <errno.h>

@@ -16,6 +16,8 @@
  *                         and written as a mount does (saved_index.h)
  *   --no-index, -o noindex  neither read nor write a saved index
  *   -q, --quiet           no warning (a saved index that cannot be written)
+ * -o key_file is handed to the envelopes by name (codec/registry.h,
+ * ck_envelope_option), which read the key; a tool knows nothing of it.
  * -o takes a comma-separated list as ckptfs and mount(8) do: -o a,b is -o a
  * -o b, with a comma or backslash in a value escaped \, \\ (libfuse's rule).
  * MODEL may be any directory a collection claims (codec/registry.h).
