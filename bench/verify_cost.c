@@ -45,8 +45,10 @@ int main(int argc, char **argv)
     ck_open_opts o = {.envelope = &key};
     ck_model *m = ck_envelope_args_ready(&key, &err) < 0 ? NULL
                                                         : ck_model_open(argv[1], &o, &err);
+    ck_envelope_args_free(&key); /* the model keeps its own key */
     if (m == NULL || reps < 1 || reps > 100) {
         fprintf(stderr, "verify_cost: %s\n", m ? "REPS is 1..100" : err.msg);
+        ck_model_close(m);
         return 1;
     }
     const ck_index *ix = &m->index;
@@ -73,7 +75,7 @@ int main(int argc, char **argv)
         int rc = ck_writer_of(m)->encode(m, w, ix->n_live, &g, &err);
         double t1 = now();
         if (rc == 0)
-            rc = ck_verify_save(m, w, ix->n_live, &g, &err);
+            rc = ck_verify_save(m, w, ix->n_live, &g, NULL, NULL, &err);
         double t2 = now();
         ck_group_abort(&g);
         if (rc < 0) {
@@ -93,6 +95,5 @@ int main(int argc, char **argv)
            100 * ver[reps / 2] / enc[reps / 2]);
     free(w);
     ck_model_close(m);
-    ck_envelope_args_free(&key);
     return 0;
 }
