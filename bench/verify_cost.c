@@ -13,8 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "codec/cipher/key.h"
 #include "codec/core/model.h"
+#include "codec/registry.h"
 #include "save/encoder.h"
 #include "codec/onnx_mindir/onnx_mindir_writer.h"
 #include "codec/ckpt/ckpt_writer.h"
@@ -41,11 +41,14 @@ int main(int argc, char **argv)
     }
     int reps = atoi(argv[3]);
     ck_error err;
-    ck_key key;
-    ck_open_opts o = {.key = &key};
-    ck_model *m = ck_key_load(NULL, &key, &err) < 0 ? NULL : ck_model_open(argv[1], &o, &err);
+    ck_envelope_args key = {0}; /* CKPTFS_KEY_HEX's, read by the envelopes */
+    ck_open_opts o = {.envelope = &key};
+    ck_model *m = ck_envelope_args_ready(&key, &err) < 0 ? NULL
+                                                        : ck_model_open(argv[1], &o, &err);
+    ck_envelope_args_free(&key); /* the model keeps its own key */
     if (m == NULL || reps < 1 || reps > 100) {
         fprintf(stderr, "verify_cost: %s\n", m ? "REPS is 1..100" : err.msg);
+        ck_model_close(m);
         return 1;
     }
     const ck_index *ix = &m->index;
@@ -72,7 +75,7 @@ int main(int argc, char **argv)
         int rc = ck_writer_of(m)->encode(m, w, ix->n_live, &g, &err);
         double t1 = now();
         if (rc == 0)
-            rc = ck_verify_save(m, w, ix->n_live, &g, &err);
+            rc = ck_verify_save(m, w, ix->n_live, &g, NULL, NULL, &err);
         double t2 = now();
         ck_group_abort(&g);
         if (rc < 0) {
@@ -92,6 +95,5 @@ int main(int argc, char **argv)
            100 * ver[reps / 2] / enc[reps / 2]);
     free(w);
     ck_model_close(m);
-    ck_key_wipe(&key);
     return 0;
 }

@@ -4,7 +4,9 @@
  * table of kinds the open is given (ck_envelope_opts.kinds, the
  * registry's: envelope.h); what each kind does is in its folder
  * (codec/cipher/cipher_envelope.c, codec/zstd/zstd_envelope.c).  It names
- * no kind and calls nothing of the registry, which is above it.
+ * no kind and calls nothing of the registry, which is above it.  A kind's
+ * state and options are opaque here: this file only hands them to the
+ * kind's hooks, which make, copy and free (and wipe) them.
  */
 #include "envelope.h"
 
@@ -20,9 +22,8 @@ static const ck_envelope_kind *wrapped_as(const ck_envelope_opts *o, const unsig
 {
     for (const ck_envelope_kind *const *e = o->kinds; e != NULL && *e != NULL; e++) {
         const ck_envelope_kind *k = *e;
-        ck_envelope scratch = {0};
         ck_error ignored;
-        if (k->detect(head, n, path, &scratch, &ignored) != 0)
+        if (k->detect(head, n, path, &ignored) != 0)
             return k;
     }
     return NULL;
@@ -56,10 +57,8 @@ static ck_source *open_wrapped(ck_source *file, const ck_envelope_kind *k,
         ck_source_close(plain);
         plain = NULL;
     }
-    if (plain == NULL) {
-        ck_key_wipe(&env->key);
-        *env = (ck_envelope){.kind = NULL}; /* the file was not opened */
-    }
+    if (plain == NULL)
+        ck_envelope_close(env); /* the file was not opened */
     return plain;
 }
 
@@ -70,8 +69,10 @@ static int open_plain(const char *path, const ck_envelope_opts *o, ck_envelope *
 {
     for (const ck_envelope_kind *const *e = o->kinds; e != NULL && *e != NULL; e++) {
         const ck_envelope_kind *k = *e;
-        if (k->plain != NULL && k->plain(path, o, env, err) < 0)
+        if (k->plain != NULL && k->plain(path, o, env, err) < 0) {
+            ck_envelope_close(env);
             return -1;
+        }
     }
     return 0;
 }
@@ -87,7 +88,7 @@ ck_source *ck_envelope_open(ck_source *file, const ck_envelope_opts *o, ck_envel
     /* In the table's order: the first kind whose header it is. */
     for (const ck_envelope_kind *const *e = o->kinds; e != NULL && *e != NULL; e++) {
         const ck_envelope_kind *k = *e;
-        int found = k->detect(head, n, file->path, env, err);
+        int found = k->detect(head, n, file->path, err);
         if (found < 0)
             goto fail;
         if (found > 0)
@@ -120,4 +121,68 @@ void ck_envelope_note_plaintext(const ck_envelope *env, ck_error *err)
 const char *ck_envelope_describe(const ck_envelope *env)
 {
     return env->kind == NULL ? "" : env->kind->describe(env);
+}
+
+void ck_envelope_close(ck_envelope *env)
+{
+    if (env->kind != NULL && env->kind->close != NULL && env->state != NULL)
+        env->kind->close(env->state);
+    *env = (ck_envelope){.kind = NULL};
+}
+
+void **ck_envelope_args_slot(ck_envelope_args *a, const ck_envelope_kind *k)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (a->kind[i] == k)
+            return &a->own[i];
+    if (a->n == CK_ENVELOPE_MAX)
+        return NULL;
+    a->kind[a->n] = k;
+    a->own[a->n] = NULL;
+    return &a->own[a->n++];
+}
+
+/* Kind k's part of a copy: from's options, as env would open again. */
+static int copy_one(const ck_envelope_kind *k, const ck_envelope_args *from,
+                    const ck_envelope *env, ck_envelope_args *to, ck_error *err)
+{
+    if (k->copy_options == NULL || ck_envelope_args_of(to, k) != NULL)
+        return 0;
+    void *own = NULL;
+    if (k->copy_options(ck_envelope_args_of(from, k), env, &own, err) < 0)
+        return -1;
+    if (own == NULL)
+        return 0;
+    void **slot = ck_envelope_args_slot(to, k);
+    if (slot == NULL) {
+        k->free_options(own);
+        return ck_fail(err, ENOMEM, "more than %d envelopes' options", CK_ENVELOPE_MAX);
+    }
+    *slot = own;
+    return 0;
+}
+
+int ck_envelope_args_copy(const ck_envelope_args *from, const ck_envelope *env,
+                          ck_envelope_args *to, ck_error *err)
+{
+    *to = (ck_envelope_args){.n = 0};
+    size_t n = from != NULL ? from->n : 0;
+    for (size_t i = 0; i < n; i++)
+        if (copy_one(from->kind[i], from, env, to, err) < 0)
+            goto fail;
+    /* env's kind too: it may keep a key that none of from gave. */
+    if (env != NULL && env->kind != NULL && copy_one(env->kind, from, env, to, err) < 0)
+        goto fail;
+    return 0;
+fail:
+    ck_envelope_args_free(to);
+    return -1;
+}
+
+void ck_envelope_args_free(ck_envelope_args *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        if (a->own[i] != NULL && a->kind[i]->free_options != NULL)
+            a->kind[i]->free_options(a->own[i]);
+    *a = (ck_envelope_args){.n = 0};
 }

@@ -12,7 +12,9 @@
  * know.  The envelope it describes is also what a save writes back
  * (codec/io/wrap_writer.h): the same mode and key, or the seekable zstd
  * format.  The rest of ckptfs asks about an envelope by the questions
- * below, never by its kind.
+ * below, never by its kind nor its state (the kind's own, opaque); the
+ * user's envelope options travel as ck_envelope_args, made by the
+ * registry's ck_envelope_option and freed here.
  */
 #ifndef CK_ENVELOPE_H
 #define CK_ENVELOPE_H
@@ -47,13 +49,9 @@ static inline bool ck_envelope_is_secret(const ck_envelope *env)
     return env->kind != NULL && env->kind->secret;
 }
 
-/* The key that opens the model again (a save's read-back), or NULL. */
-static inline const ck_key *ck_envelope_key(const ck_envelope *env)
-{
-    return env->kind != NULL && env->kind->keyed ? &env->key : NULL;
-}
+/* Wipe (a key) and free env's state: the model's close. */
+void ck_envelope_close(ck_envelope *env);
 
-/* What a file name ends in when it says env's kind (".zst"), or NULL. */
 /* Why a model wrapped as env cannot be saved (the kind's read_only), or
  * NULL. */
 static inline const char *ck_envelope_read_only(const ck_envelope *env)
@@ -61,6 +59,7 @@ static inline const char *ck_envelope_read_only(const ck_envelope *env)
     return env->kind != NULL && env->kind->read_only != NULL ? env->kind->read_only(env) : NULL;
 }
 
+/* What a file name ends in when it says env's kind (".zst"), or NULL. */
 static inline const char *ck_envelope_extension(const ck_envelope *env)
 {
     return env->kind != NULL ? env->kind->extension : NULL;
@@ -84,6 +83,16 @@ void ck_envelope_note_plaintext(const ck_envelope *env, ck_error *err);
 
 /* What ckptfs-dump shows: "" for a plain file, "AES-GCM", "seekable zstd". */
 const char *ck_envelope_describe(const ck_envelope *env);
+
+/* Kind k's slot in a, added (NULL) when it has none; NULL when a is full. */
+void **ck_envelope_args_slot(ck_envelope_args *a, const ck_envelope_kind *k);
+/* The options that open a model wrapped as env again (a save's read-back:
+ * from's, with env's key in place of any given), into to (zeroed); env
+ * NULL: a copy of from.  0, or -1 (err) with to freed. */
+int ck_envelope_args_copy(const ck_envelope_args *from, const ck_envelope *env,
+                          ck_envelope_args *to, ck_error *err);
+/* Free (and wipe) every kind's options in a, and zero it. */
+void ck_envelope_args_free(ck_envelope_args *a);
 
 
 #endif

@@ -84,14 +84,6 @@ const ck_envelope_kind *ck_envelope_by_extension(const char *path)
     return NULL;
 }
 
-const ck_envelope_kind *ck_envelope_keyed(void)
-{
-    for (size_t i = 0; i < N_ENVELOPES; i++)
-        if (envelopes[i]->keyed)
-            return envelopes[i];
-    return NULL;
-}
-
 /* Whether path ends in ext, before an envelope's extension: a compressed
  * model is named after what it holds (model.onnx.zst). */
 static bool named(const char *path, const char *ext)
@@ -179,13 +171,71 @@ const ck_format *ck_format_at(size_t i)
     return i < N_FORMATS ? formats[i].reader : NULL;
 }
 
-int ck_envelope_option(const char *name, const char *value, ck_envelope_opts *o, ck_error *err)
+/* Kind k's option NAME=VALUE into its slot of a (made when it takes one). */
+static int one_option(const ck_envelope_kind *k, const char *name, const char *value,
+                      ck_envelope_args *a, ck_error *err)
+{
+    void *own = (void *)ck_envelope_args_of(a, k);
+    bool had = own != NULL;
+    int took = k->option(name, value, &own, err);
+    if (own == NULL || had)
+        return took;
+    void **slot = ck_envelope_args_slot(a, k);
+    if (slot == NULL) {
+        k->free_options(own);
+        return ck_fail(err, ENOMEM, "-o %s: more than %d envelopes' options", name,
+                       CK_ENVELOPE_MAX);
+    }
+    *slot = own;
+    return took;
+}
+
+int ck_envelope_option(const char *name, const char *value, ck_envelope_args *a, ck_error *err)
+{
+    for (size_t i = 0; i < N_ENVELOPES; i++) {
+        int took = envelopes[i]->option != NULL
+                       ? one_option(envelopes[i], name, value, a, err) : 0;
+        if (took != 0)
+            return took;
+    }
+    return 0;
+}
+
+int ck_envelope_args_ready(ck_envelope_args *a, ck_error *err)
 {
     for (size_t i = 0; i < N_ENVELOPES; i++) {
         const ck_envelope_kind *k = envelopes[i];
-        int took = k->option != NULL ? k->option(name, value, o, err) : 0;
-        if (took != 0)
-            return took;
+        if (k->ready == NULL)
+            continue;
+        void *own = (void *)ck_envelope_args_of(a, k);
+        bool had = own != NULL;
+        int rc = k->ready(&own, err);
+        void **slot = own != NULL && !had ? ck_envelope_args_slot(a, k) : NULL;
+        if (slot != NULL)
+            *slot = own;
+        else if (own != NULL && !had) {
+            k->free_options(own);
+            return ck_fail(err, ENOMEM, "more than %d envelopes' options", CK_ENVELOPE_MAX);
+        }
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int ck_envelope_for_new(const char *path, const ck_envelope_args *a,
+                        const ck_envelope_kind **wrap, ck_error *err)
+{
+    const ck_envelope_kind *by_name = ck_envelope_by_extension(path);
+    *wrap = by_name;
+    for (size_t i = 0; i < N_ENVELOPES; i++) {
+        const ck_envelope_kind *k = envelopes[i];
+        int asks = k->new_model != NULL
+                       ? k->new_model(ck_envelope_args_of(a, k), by_name, path, err) : 0;
+        if (asks < 0)
+            return -1;
+        if (asks > 0)
+            *wrap = k; /* the options, over the name */
     }
     return 0;
 }
@@ -217,7 +267,6 @@ ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *er
 ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format_name,
                          const ck_open_opts *opts, ck_error *err)
 {
-    const ck_envelope_kind *by_name = ck_envelope_by_extension(path);
     const ck_format *f = format_name ? ck_format_by_name(format_name)
                                      : ck_format_by_extension(path);
     if (f == NULL || !f->creatable) {
@@ -226,14 +275,9 @@ ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format
                 "safetensors, safetensors-set or pytorch)", path);
         return NULL;
     }
-    bool key = opts && opts->key && opts->key->len > 0;
-    bool both = key && by_name != NULL; /* a key, and a name that says compressed */
-    if ((opts && opts->encrypt) != key || both) {
-        ck_fail(err, EINVAL, "%s: %s", path, both ? "a new model is encrypted or "
-                "compressed, not both" : key ? "a key was given without -o enc_mode"
-                : "-o enc_mode needs a key: -o key_file=PATH or " CK_KEY_ENV);
+    const ck_envelope_kind *wrap;
+    if (ck_envelope_for_new(path, opts ? opts->envelope : NULL, &wrap, err) < 0)
         return NULL;
-    }
-    /* Its save wraps it as the key, or else its name, asks. */
-    return ck_model_new(dir, path, f, key ? ck_envelope_keyed() : by_name, opts, err);
+    /* Its save wraps it as the options, or else its name, ask. */
+    return ck_model_new(dir, path, f, wrap, opts, err);
 }

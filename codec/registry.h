@@ -71,12 +71,21 @@ const ck_format *ck_format_at(size_t i);
 const ck_envelope_kind *ck_envelope_kind_at(size_t i);
 /* The kind a file name says by its extension (model.ckpt.zst), or NULL. */
 const ck_envelope_kind *ck_envelope_by_extension(const char *path);
-/* The kind a key wraps a plain model in on save (-o enc_mode), or NULL. */
-const ck_envelope_kind *ck_envelope_keyed(void);
-/* The save option NAME=VALUE (-o enc_mode=AES-GCM, -o zstd_level=19), as
- * the envelope that has it reads it into o: 1 taken, 0 no envelope's, -1
- * a bad value (err, naming the option). */
-int ck_envelope_option(const char *name, const char *value, ck_envelope_opts *o, ck_error *err);
+/* The envelope option NAME=VALUE (-o key_file=PATH, -o enc_mode=AES-GCM,
+ * -o zstd_level=19), as the envelope that has it reads it into its slot of
+ * a: 1 taken, 0 no envelope's, -1 a bad value (err, naming the option).
+ * The caller names the options and knows nothing else of them. */
+int ck_envelope_option(const char *name, const char *value, ck_envelope_args *a, ck_error *err);
+/* Once the options are given: what they name is read (the key of -o
+ * key_file, else of CKPTFS_KEY_HEX, which this takes out of the
+ * environment).  0, or -1 (err). */
+int ck_envelope_args_ready(ck_envelope_args *a, ck_error *err);
+/* The kind a new model at path is wrapped in by its first save: as the
+ * options a ask (a key and -o enc_mode), else as its name says (.zst),
+ * else none (NULL).  -1 (EINVAL, naming path) for options no new model
+ * can take (a key without a mode, a key and a compressed name). */
+int ck_envelope_for_new(const char *path, const ck_envelope_args *a,
+                        const ck_envelope_kind **wrap, ck_error *err);
 
 /* Open dir->base in dir (ck_model_open_file): as opts->format, else the
  * format its name says, else the default; its envelope detected among the
@@ -90,7 +99,7 @@ ck_model *ck_model_open(const char *path, const ck_open_opts *opts, ck_error *er
  * create; ck_model_new); the first commit creates dir->base.
  * format_name: a format's name (format.h), or NULL to go by the file
  * name's extension.  Refused (ENOTSUP, EINVAL) for a format ckptfs does
- * not create, or a key and a compressed name, or a key without a mode. */
+ * not create, or options ck_envelope_for_new refuses. */
 ck_model *ck_model_empty(ck_model_dir *dir, const char *path, const char *format_name,
                          const ck_open_opts *opts, ck_error *err);
 /* The writer of m's format (ck_format_writer), or NULL. */

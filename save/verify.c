@@ -69,10 +69,16 @@ static ck_model *reopen(const ck_model *m, const ck_commit_group *g, const ck_op
     o.skip_crc = true;
     o.overrides = ov;
     o.n_overrides = g->n;
-    o.key = ck_envelope_key(&m->env);
     o.format = m->format;
     ck_error e = {0};
-    ck_model *nm = ck_model_open_at(dir, as, &o, &e);
+    /* The envelope options that open m's envelope again (its key). */
+    ck_envelope_args env_args;
+    ck_model *nm = NULL;
+    if (ck_envelope_args_copy(o.envelope, &m->env, &env_args, &e) == 0) {
+        o.envelope = &env_args;
+        nm = ck_model_open_at(dir, as, &o, &e);
+        ck_envelope_args_free(&env_args);
+    }
     free(ov);
     ck_dir_unref(dir);
     if (nm == NULL) {

@@ -16,7 +16,7 @@
 
 #include <fuse_opt.h>
 
-#include "../codec/cipher/key.h"
+#include "../codec/registry.h"
 #include "../codec/core/progress.h"
 #include "../codec/core/saved_index.h"
 #include "../codec/core/version.h"
@@ -238,9 +238,22 @@ bool ck_cli_opens_dir(const ck_cli_open *o, const char *path)
     return ck_collection_of(path, o->strategy) != NULL;
 }
 
+/* -o key_file handed to the envelopes, which read the key it names (or
+ * CKPTFS_KEY_HEX's) into a. */
+static int load_envelope(const char *key_file, ck_envelope_args *a, ck_error *err)
+{
+    *a = (ck_envelope_args){.n = 0};
+    if ((key_file != NULL && ck_envelope_option("key_file", key_file, a, err) < 0) ||
+        ck_envelope_args_ready(a, err) < 0) {
+        ck_envelope_args_free(a);
+        return -1;
+    }
+    return 0;
+}
+
 int ck_cli_load_key(ck_cli_open *o, ck_error *err)
 {
-    if (ck_key_load(o->key_file, &o->key, err) < 0)
+    if (load_envelope(o->key_file, &o->env, err) < 0)
         return -1;
     o->key_loaded = true;
     return 0;
@@ -248,17 +261,15 @@ int ck_cli_load_key(ck_cli_open *o, ck_error *err)
 
 void ck_cli_key_wipe(ck_cli_open *o)
 {
-    ck_key_wipe(&o->key);
+    ck_envelope_args_free(&o->env);
     o->key_loaded = false;
 }
 
-int ck_cli_key_for_open(const ck_cli_open *o, ck_key *key, ck_error *err)
+int ck_cli_envelope_for_open(const ck_cli_open *o, ck_envelope_args *a, ck_error *err)
 {
-    if (o != NULL && o->key_loaded) {
-        *key = o->key;
-        return 0;
-    }
-    return ck_key_load(o ? o->key_file : NULL, key, err) < 0 ? -1 : 0;
+    if (o != NULL && o->key_loaded)
+        return ck_envelope_args_copy(&o->env, NULL, a, err);
+    return load_envelope(o ? o->key_file : NULL, a, err);
 }
 
 static void index_warning(const char *msg)
@@ -286,12 +297,12 @@ static ck_index_store *index_store(const ck_cli_open *o)
     return n > 0 && (size_t)n < sizeof dir ? &store : NULL;
 }
 
-ck_collection_opts ck_cli_collection_opts(const ck_cli_open *o, const ck_key *key)
+ck_collection_opts ck_cli_collection_opts(const ck_cli_open *o, const ck_envelope_args *a)
 {
     /* A non-seekable .zst decompressed at open draws its bar as
      * ckptfs-convert's writes do: on a terminal, unless -q. */
     FILE *bar = ck_progress_wanted(stderr, o->quiet) ? stderr : NULL;
-    return (ck_collection_opts){.open = {.skip_crc = o->skip_crc, .key = key,
+    return (ck_collection_opts){.open = {.skip_crc = o->skip_crc, .envelope = a,
                                          .key_if_encrypted = o->key_optional,
                                          .tmp_max = o->tmp_max, .progress = bar,
                                          .index = index_store(o)},
@@ -300,16 +311,16 @@ ck_collection_opts ck_cli_collection_opts(const ck_cli_open *o, const ck_key *ke
 
 ck_model *ck_cli_open_model(const ck_cli_open *o, const char *path, ck_error *err)
 {
-    ck_key key;
-    if (ck_cli_key_for_open(o, &key, err) < 0)
+    ck_envelope_args a;
+    if (ck_cli_envelope_for_open(o, &a, err) < 0)
         return NULL;
-    ck_collection_opts co = ck_cli_collection_opts(o, &key);
+    ck_collection_opts co = ck_cli_collection_opts(o, &a);
     char *real = NULL; /* RUN/latest, RUN/NAME: as a mount of RUN shows them */
     ck_model *m = NULL;
     if (co.strategy != NULL || ck_run_checkpoint_path(path, &co.open, &real, err) >= 0)
         m = ck_open_path(real != NULL ? real : path, &co, err);
     free(real);
-    ck_key_wipe(&key);
+    ck_envelope_args_free(&a); /* wipes the key */
     return m;
 }
 

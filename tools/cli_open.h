@@ -16,6 +16,8 @@
  *                         and written as a mount does (saved_index.h)
  *   --no-index, -o noindex  neither read nor write a saved index
  *   -q, --quiet           no warning (a saved index that cannot be written)
+ * -o key_file is handed to the envelopes by name (codec/registry.h,
+ * ck_envelope_option), which read the key; a tool knows nothing of it.
  * -o takes a comma-separated list as ckptfs and mount(8) do: -o a,b is -o a
  * -o b, with a comma or backslash in a value escaped \, \\ (libfuse's rule).
  * MODEL may be any directory a collection claims (codec/registry.h).
@@ -28,7 +30,6 @@
 #include <stdio.h>
 
 #include "../codec/core/ck_error.h"
-#include "../codec/cipher/key.h"
 #include "../codec/core/model.h"
 #include "../codec/open_path.h"
 
@@ -42,7 +43,9 @@ typedef struct ck_cli_open {
     bool quiet;                 /* -q: no warning; a tool's -q may say more */
     bool key_optional;          /* a plain model opens though a key is given (the
                                  * key may be for ckptfs-convert's output) */
-    ck_key key;                 /* once ck_cli_load_key has loaded it */
+    /* The envelopes' options (-o key_file: the key) once ck_cli_load_key
+     * has read them (codec/registry.h, ck_envelope_option): opaque. */
+    ck_envelope_args env;
     bool key_loaded;
 } ck_cli_open;
 
@@ -51,9 +54,11 @@ typedef struct ck_cli_open {
  * load would find none).  0, or -1 with err.  ck_cli_key_wipe wipes it. */
 int ck_cli_load_key(ck_cli_open *o, ck_error *err);
 void ck_cli_key_wipe(ck_cli_open *o);
-/* The key for one open, into *key (the caller wipes it): ck_cli_load_key's,
- * else one loaded now (o NULL: CKPTFS_KEY_HEX or none).  0, or -1 with err. */
-int ck_cli_key_for_open(const ck_cli_open *o, ck_key *key, ck_error *err);
+/* The envelopes' options for one open, with the key, into *a (the caller
+ * frees it, ck_envelope_args_free, which wipes the key): a copy of
+ * ck_cli_load_key's, else loaded now (o NULL: CKPTFS_KEY_HEX or none).  0,
+ * or -1 with err. */
+int ck_cli_envelope_for_open(const ck_cli_open *o, ck_envelope_args *a, ck_error *err);
 
 /* Whether argv[*i] (with argv[*i + 1] for -o) is one of the options above:
  * 1 when it is and was taken (*i moved past it), 0 when it is not one of
@@ -93,8 +98,9 @@ int ck_cli_read_args(ck_cli_args *a, int argc, char **argv);
  * collection's: codec/registry.h). */
 bool ck_cli_opens_dir(const ck_cli_open *o, const char *path);
 
-/* The options as ck_open_path takes them (codec/open_path.h), with key. */
-ck_collection_opts ck_cli_collection_opts(const ck_cli_open *o, const ck_key *key);
+/* The options as ck_open_path takes them (codec/open_path.h), with the
+ * envelopes' options a (borrowed). */
+ck_collection_opts ck_cli_collection_opts(const ck_cli_open *o, const ck_envelope_args *a);
 
 /* Open path as the options say (codec/open_path.h, ck_open_path): with the
  * key ck_cli_load_key loaded, else one loaded for it (and wiped once the

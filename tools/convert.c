@@ -27,16 +27,15 @@
  * format's OUT too.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include "cli_open.h"
 #include "../codec/core/dir_name.h"
-#include "../codec/cipher/key.h"
 #include "../codec/core/model.h"
 #include "../codec/registry.h"
 #include "../codec/safetensors/safetensors_writer.h"
@@ -55,7 +54,7 @@ typedef struct convert_opts {
     const ck_format *to;        /* --to, or from OUT's name: a format with a target */
     bool force;             /* -q is open.quiet: no progress bar, no warning */
     const char *enc_mode;       /* -o enc_mode: encrypt a .ckpt OUT */
-    int zstd_level;             /* -o zstd_level: of a .zst OUT (0: the default) */
+    const char *zstd_level;     /* -o zstd_level: of a .zst OUT (NULL: the default) */
     size_t max_shard_size;      /* -o max_shard_size: of a sharded set OUT (0: the default) */
     const char *in, *out;
     const char *into, *map;     /* --into TEMPLATE, --map FILE (template_fill.h) */
@@ -193,27 +192,54 @@ static int make_out_dir(const convert_opts *o, char **made, ck_error *err)
     return rc;
 }
 
+/* The envelope options of OUT, handed to the envelopes by name: -o
+ * zstd_level, and -o enc_mode with the key IN was opened with (which
+ * without enc_mode is IN's alone).  0, or -1 (err) with env freed. */
+static int out_envelope(const convert_opts *o, ck_envelope_args *env, ck_error *err)
+{
+    *env = (ck_envelope_args){.n = 0};
+    if ((o->enc_mode != NULL &&
+         (ck_envelope_args_copy(&o->open.env, NULL, env, err) < 0 ||
+          ck_envelope_option("enc_mode", o->enc_mode, env, err) < 0)) ||
+        (o->zstd_level != NULL && ck_envelope_option("zstd_level", o->zstd_level, env, err) < 0)) {
+        ck_envelope_args_free(env);
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether the envelopes take NAME=VALUE (-o enc_mode, -o zstd_level). */
+static bool envelope_takes(const char *name, const char *value)
+{
+    ck_envelope_args scratch = {0};
+    ck_error ignored;
+    int took = ck_envelope_option(name, value, &scratch, &ignored);
+    ck_envelope_args_free(&scratch);
+    return took > 0;
+}
+
 /* OUT as a .ckpt or .safetensors file: an empty model of that format,
  * encoded from IN's tree through a commit group, as a mount's save. */
 static int write_file(const convert_opts *o, const ck_model *in, const ck_convert_plan *p,
                       ck_progress *prog, ck_error *err)
 {
-    ck_key key = o->enc_mode ? o->open.key : (ck_key){0}; /* the one IN was opened with */
-    if (o->enc_mode != NULL && key.len == 0)
-        return ck_fail(err, EINVAL, "%s: -o enc_mode needs a key: -o key_file=PATH or "
-                       CK_KEY_ENV, o->out);
+    ck_envelope_args env; /* OUT's: the key IN was opened with, with enc_mode */
+    const ck_envelope_kind *wrap;
+    if (out_envelope(o, &env, err) < 0)
+        return -1;
+    if (ck_envelope_for_new(o->out, &env, &wrap, err) < 0) { /* a mode without a key */
+        ck_envelope_args_free(&env);
+        return -1;
+    }
     char *meta = NULL; /* safetensors' "__metadata__": IN's kept (ck_st_metadata_for) */
     char *made = NULL;
     if (ck_st_metadata_for(in, &meta, err) < 0 || make_out_dir(o, &made, err) < 0) {
         free(meta);
+        ck_envelope_args_free(&env);
         return -1;
     }
-    ck_open_opts oo = {.key = &key, .zstd_level = o->zstd_level,
-                       .max_shard_size = o->max_shard_size, .new_metadata = meta};
-    if (o->enc_mode != NULL) {
-        oo.encrypt = true;
-        oo.enc_mode = (ck_cipher_mode)ck_cipher_mode_parse(o->enc_mode);
-    }
+    ck_open_opts oo = {.envelope = &env, .max_shard_size = o->max_shard_size,
+                       .new_metadata = meta};
     ck_write_claim claim = CK_WRITE_CLAIM_NONE;
     ck_model *om = NULL;
     int rc = -1;
@@ -225,7 +251,7 @@ static int write_file(const convert_opts *o, const ck_model *in, const ck_conver
         rc = ck_write_claim_save(&claim, om, p->w, p->n, &so, err);
         ck_progress_end(prog);
     }
-    ck_key_wipe(&key);
+    ck_envelope_args_free(&env); /* wipes the key */
     free(meta);
     ck_model_close(om);
     ck_write_claim_release(&claim);
@@ -354,13 +380,13 @@ static int own_arg(void *ctx, int argc, char **argv, int *i)
     } else if ((v = ck_cli_o_value(argc, argv, *i, "enc_mode")) != NULL) {
         ++*i;
         o->enc_mode = v;
-        return ck_cipher_mode_parse(v) < 0 ? -1 : 1;
+        return envelope_takes("enc_mode", v) ? 1 : -1;
     } else if ((v = ck_cli_o_value(argc, argv, *i, "zstd_level")) != NULL) {
         ++*i;
-        unsigned level;
-        if (ck_cli_uint(v, 1, (unsigned)ZSTD_maxCLevel(), &level) < 0)
+        unsigned level; /* a level of zstd's, of 1 and more */
+        if (ck_cli_uint(v, 1, UINT_MAX, &level) < 0 || !envelope_takes("zstd_level", v))
             return -1;
-        o->zstd_level = (int)level;
+        o->zstd_level = v;
     } else if ((v = ck_cli_o_value(argc, argv, *i, "max_shard_size")) != NULL) {
         ++*i;
         if (ck_parse_size(v, &o->max_shard_size) < 0)
@@ -387,7 +413,7 @@ static const char *check_fill_opts(const convert_opts *o)
         return o->map != NULL || o->strict ? "--map and --strict go with --into" : NULL;
     if (o->into[0] == '\0' || (o->map != NULL && o->map[0] == '\0'))
         return "--into and --map take a file";
-    if (o->to != NULL || o->enc_mode != NULL || o->zstd_level != 0 || o->max_shard_size != 0)
+    if (o->to != NULL || o->enc_mode != NULL || o->zstd_level != NULL || o->max_shard_size != 0)
         return "--into writes TEMPLATE's format: --to, -o enc_mode, -o zstd_level and "
                "-o max_shard_size do not apply";
     return NULL;
@@ -405,7 +431,7 @@ static const char *check_opts(convert_opts *o)
     }
     if (o->enc_mode != NULL && (!o->to->encryptable || ck_envelope_by_extension(o->out)))
         return "-o enc_mode encrypts a .ckpt OUT only (not compressed)";
-    if (o->zstd_level != 0 && (target_of(o)->write_dir != NULL || !ends_with(o->out, ".zst")))
+    if (o->zstd_level != NULL && (target_of(o)->write_dir != NULL || !ends_with(o->out, ".zst")))
         return "-o zstd_level is for a .zst OUT";
     if (o->max_shard_size != 0 && !target_of(o)->sharded)
         return "-o max_shard_size is for a sharded set OUT (NAME.safetensors.index.json)";
@@ -448,7 +474,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": %s\n", err.msg);
         return 1;
     }
-    ck_collection_opts open = ck_cli_collection_opts(&o.open, &o.open.key);
+    ck_collection_opts open = ck_cli_collection_opts(&o.open, &o.open.env);
     int rc = md == MODE_CONVERT
                  ? convert(&o)
                  : ck_template_fill(&(ck_fill_args){.tmpl = o.into, .ckpt = o.in,

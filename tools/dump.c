@@ -511,8 +511,8 @@ static int dump_run_dir(const char *path, double settle, bool json, const ck_cli
     /* Every complete one is opened as a mount would open it: a file that
      * only looks like a checkpoint by its name (text in a .ckpt, one cut
      * short) is told here, not when a mount is looked into. */
-    ck_key key;
-    if (ck_cli_key_for_open(o, &key, &err) < 0) {
+    ck_envelope_args key;
+    if (ck_cli_envelope_for_open(o, &key, &err) < 0) {
         fprintf(stderr, "ckptfs-dump: %s\n", err.msg);
         ck_run_list_free(&l);
         return 1;
@@ -525,12 +525,12 @@ static int dump_run_dir(const char *path, double settle, bool json, const ck_cli
         if (l.e[i].complete && ck_run_entry_check_path(path, &l.e[i], &co.open, &why) < 0 &&
             l.e[i].error == NULL) {
             fprintf(stderr, "ckptfs-dump: %s\n", why.msg);
-            ck_key_wipe(&key);
+            ck_envelope_args_free(&key);
             ck_run_list_free(&l);
             return 1;
         }
     }
-    ck_key_wipe(&key);
+    ck_envelope_args_free(&key);
     ck_run_list_pick_opening(&l, judged_opens, NULL);
     if (json) {
         int rc = run_dir_json(path, &l, complete);

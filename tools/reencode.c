@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "../codec/core/model.h"
+#include "../codec/registry.h"
 #include "cli_open.h"
 #include "../codec/io/commit_group.h"
 #include "../save/write_claim.h"
@@ -92,15 +93,15 @@ int main(int argc, char **argv)
     }
     const char *in = pos[0], *out = pos[1];
     ck_error err = {0};
-    ck_key key;
-    ck_open_opts opts = {.key = &key};
+    ck_envelope_args key = {0}; /* CKPTFS_KEY_HEX's, read by the envelopes */
+    ck_open_opts opts = {.envelope = &key};
     ck_model *m = NULL;
     ck_model_dir *dir = NULL;
     ck_write_claim claim = CK_WRITE_CLAIM_NONE;
-    if (ck_key_load(NULL, &key, &err) >= 0 && (dir = ck_dir_open(in, &err)) != NULL &&
+    if (ck_envelope_args_ready(&key, &err) >= 0 && (dir = ck_dir_open(in, &err)) != NULL &&
         ck_group_recover(dir, false, &err) >= 0)
         m = ck_model_open_at(dir, in, &opts, &err);
-    ck_key_wipe(&key);
+    ck_envelope_args_free(&key);
     ck_dir_unref(dir);
     if (m == NULL) {
         fprintf(stderr, "ckptfs-reencode: %s\n", err.msg);

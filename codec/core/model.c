@@ -48,20 +48,10 @@ static int saved_check_all(const ck_model *m, ck_error *err)
 static ck_envelope_opts envelope_opts(const ck_model *m, const ck_open_opts *o,
                                       const ck_envelope_kind *const *kinds)
 {
-    return (ck_envelope_opts){.kinds = kinds, .key = o ? o->key : NULL,
+    return (ck_envelope_opts){.kinds = kinds, .args = o ? o->envelope : NULL,
                               .key_if_encrypted = o && o->key_if_encrypted,
-                              .encrypt = o && o->encrypt,
-                              .enc_mode = o ? o->enc_mode : CK_AES_GCM,
-                              .zstd_level = o ? o->zstd_level : 0,
                               .tmp_max = o ? o->tmp_max : 0,
                               .progress = o ? o->progress : NULL, .cache = m->cache};
-}
-
-void ck_open_opts_save_as(ck_open_opts *o, const ck_envelope_opts *eo)
-{
-    o->encrypt = eo->encrypt;
-    o->enc_mode = eo->enc_mode;
-    o->zstd_level = eo->zstd_level;
 }
 
 long ck_model_add_source(ck_model *m, ck_source *src, ck_error *err)
@@ -331,9 +321,10 @@ ck_model *ck_model_new(ck_model_dir *dir, const char *path, const ck_format *f,
     if (m == NULL)
         return NULL;
     m->format = f;
-    if (wrap != NULL) {
-        ck_envelope_opts eo = envelope_opts(m, opts, NULL);
-        wrap->fresh(&eo, &m->env);
+    ck_envelope_opts eo = envelope_opts(m, opts, NULL);
+    if (wrap != NULL && wrap->fresh(&eo, &m->env, path, err) < 0) {
+        ck_model_close(m);
+        return NULL;
     }
     m->st.st_mode = S_IFREG | 0644;
     m->st.st_uid = getuid();
@@ -356,7 +347,7 @@ void ck_model_close(ck_model *m)
         ck_source_close(m->sources[i]);
     free(m->sources);
     ck_page_cache_free(m->cache);
-    ck_key_wipe(&m->env.key);
+    ck_envelope_close(&m->env); /* wipes its key */
     ck_index_free(&m->index);
     if (m->saved != NULL)
         m->ix->free(m->saved);

@@ -49,15 +49,15 @@ typedef struct ck_index_hooks {
 
 typedef struct ck_open_opts {
     bool skip_crc;          /* do not verify a .ckpt CRC trailer */
-    const ck_key *key;      /* for an encrypted model (NULL: none given) */
-    /* A directory of models: the key is for those that are encrypted, and
+    /* What the user gave the envelopes (-o key_file=, enc_mode=,
+     * zstd_level=: envelope_kind.h), each kind's own and opaque here;
+     * borrowed; NULL: nothing. */
+    const ck_envelope_args *envelope;
+    /* A directory of models: a key is for those that are encrypted, and
      * a plain one opens as it is (one model given a key must be encrypted,
      * or be encrypted on save). */
     bool key_if_encrypted;
-    bool encrypt;           /* a plain model is encrypted on save, with enc_mode */
-    ck_cipher_mode enc_mode;
     size_t cache_size;      /* bytes of decrypted/decompressed pages (0: the default) */
-    int zstd_level;         /* for saving a compressed model (0: the default) */
     uint64_t max_shard_size; /* a new sharded set's largest shard (0: the default) */
     /* The "__metadata__" (compact JSON) of the safetensors files a save
      * writes anew, a model created empty being given its tensors (convert:
@@ -141,9 +141,6 @@ ck_model *ck_model_open_file(ck_model_dir *dir, const char *path, const ck_forma
  * through overrides watches none: they were temporary), once they are in
  * place under their names. */
 void ck_model_watch_files(ck_model *m);
-/* The envelopes' save options (ck_envelope_option, registry.h, read them
- * into eo) into o: how a save wraps a model. */
-void ck_open_opts_save_as(ck_open_opts *o, const ck_envelope_opts *eo);
 
 /* Whether source i is a data file of the model (an ONNX external data
  * file, a split MindIR's data file), not the model file or a temporary

@@ -43,3 +43,22 @@ load helpers
     echo "$output"
     [ "$status" -eq 1 ]
 }
+
+# The ground floor knows no envelope (issue 40): a kind's state and options
+# (a cipher's mode and key, a zstd level) are private to its folder,
+# reached through the kind's hooks (envelope_kind.h), so the core, the
+# envelope interface and walk and the model-level headers neither include
+# a header of codec/cipher/ or codec/zstd/ nor name their types.
+@test "codec/core/ and the envelope and model-level headers include nothing of codec/cipher/ or codec/zstd/" {
+    local files=("$REPO"/codec/core/*.c "$REPO"/codec/core/*.h "$REPO"/codec/envelope_kind.h
+                 "$REPO"/codec/envelope.h "$REPO"/codec/envelope.c "$REPO"/codec/format.h
+                 "$REPO"/codec/registry.h "$REPO"/codec/view.h "$REPO"/codec/collection.h
+                 "$REPO"/codec/open_path.h "$REPO"/codec/run_dir.h)
+    run grep -nE '#include "(\.\./)*(cipher|zstd)/' "${files[@]}"
+    echo "$output"
+    [ "$status" -eq 1 ]
+    run grep -nwE 'ck_cipher_mode|ck_key|ck_key_wipe|ck_ms_layout|CK_AES_GCM|CK_AES_CBC|CK_KEY_ENV|CK_ZSTD_LEVEL_DEFAULT|ZSTD_[A-Za-z]+' \
+        "${files[@]}"
+    echo "$output"
+    [ "$status" -eq 1 ]
+}

@@ -956,6 +956,7 @@ int main(void)
     test_progress();
     test_view();
     test_run_dir();
+    test_envelope_args();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
