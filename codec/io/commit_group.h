@@ -19,6 +19,27 @@
  * again); without a journal the temporary files of an unfinished commit
  * are only deleted.
  *
+ * Why even one file commits through a journal on shared storage: there a
+ * rename over an open file may be two steps (s3fs copies and deletes,
+ * libfuse first moves an open target aside to .fuse_hiddenN, an NFS
+ * client silly-renames it), and a crash of the storage's client between
+ * them would leave no model.  A mount does not hold the old model open
+ * during the renames (save/save_seq.h: it switches to the files it read
+ * back at the commit point and closes the old model first), so s3fs
+ * replaces the object with one server-side copy and no client finds the
+ * model missing.  Storage with no rename at all (mountpoint-s3) is refused
+ * before anything is written (ck_storage_may_replace, in the writer lock
+ * and again in ck_group_begin).
+ *
+ * A read-only mount that finds a journal refuses, telling the user to
+ * mount writable once; a model whose journal cannot be completed (no write
+ * access to its directory) is not mounted.  The temporary files of an
+ * unfinished save are removed beside the model and beside each of its
+ * data files, the model owner's regular files only (ck_encode_cleanup,
+ * ck_atomic_cleanup).  tests/bats/external_write.bats kills the daemon
+ * (strace fault injection) at each rename and at the journal's removal,
+ * and checks that the old or the new files are seen.
+ *
  * Journal format: "ckptfs-journal 1\n", then for each pair the temporary
  * and the target path, relative to the model's directory, each ended by a
  * NUL byte, then "end\n".

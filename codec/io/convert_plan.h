@@ -5,9 +5,21 @@
  *
  * Every live tensor, in index order, as new bytes whose pieces are the
  * model's extents (a gathered tensor: one piece that reads it through
- * ck_model_read), named as the mount shows it.  ckptfs-convert hands it to
- * OUT's encoder; the mount's safetensors view (-o as=safetensors) lays out
- * the very same list, so the two give the same bytes.
+ * ck_model_read), under its one name (codec/core/tensor_index.h,
+ * ck_tensor_shown_name: its own, unless the mount shows another, such as a
+ * graph's generated %const or a MindIR parameter without its "<graph>:"
+ * prefix); a target that writes directories (a OneFlow snapshot) uses the
+ * directory names themselves.  ckptfs-convert hands it to OUT's encoder;
+ * the mount's safetensors view (-o as=safetensors) lays out the very same
+ * list, so the two give the same bytes.
+ *
+ * Every refusal is decided from the index before anything is opened for
+ * writing: a type OUT cannot hold (str included), a map parameter's part,
+ * a shape OUT's reader would refuse, a name OUT cannot hold (NUL in a
+ * safetensors name, a OneFlow tensor named pickled_data), names that
+ * clash, no tensors at all where OUT cannot be empty (.ckpt, a safetensors
+ * set).  Messages of the sink (a failed write, ENOSPC) name the file
+ * written, never IN or the --into template.
  */
 #ifndef CK_CONVERT_PLAN_H
 #define CK_CONVERT_PLAN_H

@@ -21,6 +21,10 @@
  * network and FUSE filesystems, a device whose blocks are over 4 KiB), the
  * same bytes go through plain pwrite.
  *
+ * Only the seekable-zstd writer writes so.  The encrypting wrap writer
+ * keeps plain writes: its read-back check reads the whole new file again
+ * (every block's tag, cipher_source.h), which the page cache then serves.
+ *
  * The stream starts at offset 0 of fd, which nothing else writes until
  * ck_direct_out_finish; fd's flags are as they were again after it (or
  * after ck_direct_out_free).  Memory: two CK_DIRECT_BUF buffers and a

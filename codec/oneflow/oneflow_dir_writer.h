@@ -11,14 +11,21 @@
  * legacy snapshot is read in: it lists them in theirs, each at its
  * directory, and OneFlow >= 0.6 (and ckptfs) then read that order.
  *
+ * A str, bfloat16 and kUInt16/32/64 are refused: OneFlow's DataType has
+ * the last ones since 0.5 / 0.6, but no release loads them from a
+ * snapshot.
+ *
  * Atomic: the tree is written into a temporary directory beside OUT,
- * ".<OUT>.ckptfs-XXXXXX", made durable (syncfs), read back and
- * checked against the tensors (names, meta, sizes, bytes), and only then
- * renamed into place (exchanged with an existing OUT, which is removed
- * after).  A crash leaves OUT absent, or old, or new and complete; the
- * temporary directories it leaves are removed by the next write to the
- * same OUT.  An existing OUT is only replaced with force, and only when it
- * is a OneFlow snapshot or empty: nothing else is ever removed.
+ * ".<OUT>.ckptfs-XXXXXX", made durable by one syncfs (an fsync per file
+ * was a journal commit each, seconds for a few hundred tensors), read back
+ * and checked against the tensors (names, meta, sizes, bytes), and only
+ * then renamed into place (RENAME_NOREPLACE, or RENAME_EXCHANGE with an
+ * existing OUT, which is removed after).  A crash leaves OUT absent, or
+ * old, or new and complete; the temporary directories it leaves are
+ * removed by the next write to the same OUT.  An existing OUT is only
+ * replaced with force, and only when it is a OneFlow snapshot or empty:
+ * nothing else is ever removed.  It takes no lock: its caller holds OUT's
+ * write claim (save/, above the formats).
  */
 #ifndef CK_ONEFLOW_DIR_WRITER_H
 #define CK_ONEFLOW_DIR_WRITER_H
