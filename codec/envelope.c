@@ -7,6 +7,10 @@
  * no kind and calls nothing of the registry, which is above it.  A kind's
  * state and options are opaque here: this file only hands them to the
  * kind's hooks, which make, copy and free (and wipe) them.
+ *
+ * A plaintext that is itself wrapped (an encrypted file whose plaintext is
+ * zstd, a zstd file whose content is encrypted, or either twice) is
+ * refused (refuse_nested): MindSpore writes none of them.
  */
 #include "envelope.h"
 

@@ -15,7 +15,13 @@
  * includes only those interfaces and the table includes the formats.
  *
  * Adding a format: its folder with a reader defining a ck_format and a
- * writer defining a ck_writer, and one line in the table.
+ * writer defining a ck_writer, and one line in the table.  In full, it
+ * touches its folder codec/FORMAT/ (reader and writer, each a .c and a
+ * .h, the writer also defining the format's ck_target when ckptfs-convert
+ * is to write it; the Makefile takes every source there), its line in the
+ * table (which ckptfs-convert --to and the mount both read), its dtypes in
+ * core/dtype.c when they are new, and its tests: a bats suite, an oracle,
+ * the fuzz target's seeds in tests/fuzz/run.sh.
  *
  * The registry also opens a model file by its name (ck_model_open): it
  * chooses the format and hands the core (core/model.h) that format and
@@ -26,8 +32,12 @@
  *
  * Each envelope is a ck_envelope_kind (envelope_kind.h): how its files are
  * detected and opened, and the writer of its saves, defined in its
- * folder (codec/cipher/, codec/zstd/).  Adding an envelope: its folder and
- * one line in that table; envelope.c walks it and names none.
+ * folder (codec/cipher/, codec/zstd/).  Adding an envelope: its folder
+ * (kind, source, writer), one line in that table and its tests; envelope.c
+ * walks it and names none.  What it keeps and the options it takes are
+ * structs of its folder, behind ck_envelope.state and its ck_envelope_args
+ * slot, made and freed by its own hooks (open, option, close,
+ * free_options): nothing outside its folder gains a field.
  */
 #ifndef CK_REGISTRY_H
 #define CK_REGISTRY_H

@@ -24,7 +24,12 @@
  * is written; OUT is written atomically, read back and checked against IN
  * before it replaces anything, holding OUT's write claim (save/write_claim.h:
  * its writer lock, an interrupted save's journal recovered), a directory
- * format's OUT too.
+ * format's OUT too.  Leftovers of a killed convert are the atomic writer's
+ * .OUT.ckptfs-* files, removed by ck_encode_cleanup on the next run.
+ * Nothing reads IN's bytes on the way except a wrap writer or a CRC: the
+ * sink copies with copy_file_range.  A merged distributed tensor, whose
+ * extents interleave, is one piece of a byte source that reads it through
+ * ck_model_read.
  */
 #include <errno.h>
 #include <limits.h>

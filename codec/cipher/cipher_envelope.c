@@ -9,6 +9,17 @@
  * private to this file: the rest holds them as void pointers
  * (envelope_kind.h) and asks the kind's hooks.  Both hold a key, so both
  * are wiped when freed.
+ *
+ * Decrypted bytes never reach the disk in clear: the kind is secret, so an
+ * encrypted model's edits are held in memfds (capped by -o spill_max, a
+ * quarter of the RAM by default; past it a write fails with ENOSPC), and
+ * so are the decoded typed fields of an encrypted ONNX-style MindIR.  A
+ * split MindIR's graph file and every data file are encrypted separately
+ * (MindSpore's _split_save): a data file of an encrypted model must be
+ * encrypted too, in the model's layout (cipher_open_data_file), is read
+ * through its own cipher source, and a save writes it anew in one pass
+ * (old plaintext with the in-place edits, then the appended tensors)
+ * through a cipher writer.
  */
 #include "cipher_envelope.h"
 

@@ -4,18 +4,22 @@
  * as a byte source.
  *
  * Opening reads every block header, then authenticates: each AES-GCM block
- * is decrypted once, streaming, to check its tag, and each AES-CBC block's
- * last cipher block is decrypted to check its PKCS#7 padding (which also
- * gives the block's plaintext length).  Nothing decrypted is kept: mounting
- * costs one pass of AES over a GCM file and memory for the block table.
- * A wrong key or an altered block is refused there, with the block's
- * number.  (The v1.3-1.6 layout has no tag: a wrong key shows as garbage
- * the format reader then refuses.)
+ * is decrypted once, streaming 1 MiB at a time, to check its tag, and each
+ * AES-CBC block's last cipher block is decrypted to check its PKCS#7
+ * padding (which also gives the block's plaintext length).  Nothing
+ * decrypted is kept: mounting costs one pass of AES over a GCM file and
+ * memory for the block table.  A wrong key or an altered block is
+ * refused there, with the block's number.  (The v1.3-1.6 layout has no
+ * tag: a wrong key shows as garbage the format reader then refuses.)
  *
  * Reads decrypt only the 1 MiB pages they touch, from the page's own
- * ciphertext, and keep them in the shared page cache.  Tags were checked at
- * open; a file whose inode changes after that (its ctime moves) fails every
- * later read rather than serve bytes no tag covers.
+ * ciphertext, and keep them in the shared page cache (-o cache_size, 16 MiB
+ * by default, at most 256 pages, wiped when freed).  The tags were checked
+ * at open and cover the file as it was then: a cache miss first checks the
+ * file's size and mtime (not the ctime, which chmod and chown change), and
+ * a file resized or written since fails the read with EIO rather than
+ * serve bytes no tag covers.  CBC has no integrity beyond its padding, as
+ * in MindSpore.
  */
 #ifndef CK_CIPHER_SOURCE_H
 #define CK_CIPHER_SOURCE_H

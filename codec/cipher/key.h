@@ -3,10 +3,12 @@
  * key: the AES key of an encrypted model.
  *
  * A key never comes from the command line (it would show in ps and in the
- * shell's history): it is the raw bytes of a key file, which must not be
- * readable by group or others, or the hex in the environment variable
- * CKPTFS_KEY_HEX.  Its length picks the cipher: 16, 24 or 32 bytes for
- * AES-128, -192 or -256, as in MindSpore.  The bytes are wiped when done.
+ * shell's history): it is the raw bytes of a key file, or the hex in the
+ * environment variable CKPTFS_KEY_HEX, which is erased from the
+ * environment once read.  A key file must be the user's own regular file,
+ * not a symbolic link, and neither readable nor writable by group or
+ * others.  Its length picks the cipher: 16, 24 or 32 bytes for AES-128,
+ * -192 or -256, as in MindSpore.  The bytes are wiped when done.
  */
 #ifndef CK_KEY_H
 #define CK_KEY_H

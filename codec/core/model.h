@@ -9,7 +9,47 @@
  * the format's reader into a finalized tensor index.
  * This is the whole public face of codec/ for the front-ends: they list the
  * index and read tensor bytes with ck_model_read() or, when a source is a
- * plain file, straight from its extents.
+ * plain file, straight from its extents.  ck_model_open (or ck_open_path,
+ * open_path.h, for collections too) is all a front-end calls;
+ * ckptfs-dump is a second front-end with no FUSE, like squashfuse_ls.
+ *
+ * A model has at most CK_MAX_SOURCES (4096) byte sources (sources[]),
+ * each an open descriptor: ONNX external data files are extra sources,
+ * one per file however many tensors it holds, and so are a split
+ * MindIR's _variables/data_N files; an extent names its source by number.
+ * A data file (a shard, a DCP data file, ck_model_open_data_file) is
+ * opened beneath the model's directory with no link followed, a regular
+ * file and not a second name of a file already open, through the open's
+ * overrides; one that does not exist yet (or is a link the save's rename
+ * replaces) is found through the overrides by name, as the read-back
+ * check finds every file a save creates.
+ *
+ * Changed on disk.  The writer lock does not stop other programs.  Each
+ * byte source records its file's identity when opened (dev, inode, size,
+ * mtime in ns); the model file's is ck_model.st.  A save's new model is
+ * its new files as read back, so the identity is the mount's, then each
+ * save's.  Before encoding and again before a save's commit point,
+ * ck_model_check_unchanged compares it, by fstatat through the model's
+ * directory descriptor (no link followed), for the model and each data
+ * file: another inode or size, or another mtime with a write seen
+ * (core/file_watch.h), refuses the save with ESTALE ("PATH: changed on
+ * disk since it was mounted (WHAT)", to which fs/tree.c adds that the
+ * edits are kept), and nothing is written.  A model to create must still
+ * not exist.  The ctime is not compared (chmod and chown change only
+ * that).  Between the check and the rename a few system calls remain: a
+ * rewrite in that window is not seen.
+ *
+ * Before a read served straight from the model's plain file sources,
+ * ck_model_check_extents fstats each source the tensor lives in (one
+ * fstat per request and run of extents in a source): smaller than the
+ * tensor's end, another size than at open, or another mtime with a write
+ * seen fails the read with EIO (a read-only mount used to splice past the
+ * end of a truncated file and return 0 bytes, cat succeeding).  A file
+ * renamed over the model does not matter: the mount reads the inode it
+ * opened.  The same check guards the copy into a spill file at an out's
+ * first write, so an edit never starts from rewritten bytes; the
+ * encrypted and seekable-zstd sources run it (ck_source_check_fd) on a
+ * page-cache miss.
  */
 #ifndef CK_MODEL_H
 #define CK_MODEL_H

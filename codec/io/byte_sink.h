@@ -8,6 +8,15 @@
  * (the .ckpt trailer); then copies go through memory so the CRC sees them.
  * So do they when the file is wrapped (encrypted or compressed): what the
  * encoder writes is then the plaintext, handed to a wrap writer.
+ *
+ * Two hints serve a wrap writer that cuts frames (zstd): ck_sink_payload
+ * says, before a tensor's content, that the next N bytes are a payload
+ * readers skip by its length (the .ckpt writer for every record, the
+ * ONNX/MindIR writer for a re-encoded TensorProto's data), so frames can
+ * be cut around it; ck_sink_copy says "these bytes are unchanged", and
+ * into a wrap writer with a copy operation the range is handed over by
+ * name instead of being read.  The bytes copied and the pieces written
+ * are both added to the progress the sink carries, in 16 MiB steps.
  */
 #ifndef CK_BYTE_SINK_H
 #define CK_BYTE_SINK_H

@@ -4,7 +4,9 @@
  * most CK_ZSTD_FRAME bytes, each compressed independently, and a seek
  * table (zstd's contrib/seekable_format) ends the file.  Every frame
  * carries zstd's own content checksum; the table has checksums too when
- * the model's file had them.
+ * the model's file had them.  Frames are compressed with zstd's
+ * multithreaded API (ZSTD_c_nbWorkers; frames under 512 KiB in the calling
+ * thread).
  *
  * Two things decide where frames are cut besides their size:
  *
@@ -24,7 +26,22 @@
  *   are followed by a cut.  The record headers between large payloads
  *   then sit in small frames of their own, and a mount, which reads only
  *   headers, decompresses those and not the payloads (zstd_source.c's
- *   read_some stops a reader's window at a frame's end).
+ *   read_some stops a reader's window at a frame's end).  Such a payload
+ *   is then cut every CK_ZSTD_FRAME (2 MiB) from its start.
+ *
+ * The interface is the sink's copy: no list of unchanged ranges is built
+ * and the encoders know nothing of frames (a cipher writer has no copy, so
+ * its copies are read).  A copied frame is not decompressed: damage in it
+ * is carried to the new file as cp would, instead of failing the save (the
+ * read-back still reads every changed tensor and every header).  Each
+ * copied run first checks that the source file's size and mtime are still
+ * those it was opened with (ck_source_check_fd).  When the new table has
+ * checksums and a source's frames have none, those frames are compressed
+ * again rather than decompressed to compute one.  A CRC trailer (.ckpt of
+ * MindSpore 2.3+) needs every plaintext byte: copied ranges are then also
+ * read for the CRC, but still copied.  An unchanged tree copies every
+ * frame and the same table: the file comes back byte for byte
+ * (ckptfs-reencode without --all).
  *
  * Memory: the plaintext buffer (2 MiB), one compressed frame (its bound),
  * the compression context with its workers (about 4 MiB at level 3 with
