@@ -15,9 +15,6 @@
 #ifndef CKPTFS_H
 #define CKPTFS_H
 
-#define FUSE_USE_VERSION 34
-
-#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,7 +23,13 @@
 #include "../codec/core/model.h"
 #include "../codec/open_path.h"
 #include "../codec/core/version.h"
+#include "ops.h"
 #include "tree.h"
+
+/* The FUSE session and a request: only the adapter (fs/fuse_ops.c) looks
+ * inside; here they are handles it hands down and gets back. */
+struct fuse_session;
+struct fuse_req;
 
 /* "TIME PATH: reason" of the last refused operation. */
 #define CKFS_LAST_ERROR_MAX 4096
@@ -35,12 +38,12 @@
 typedef struct ckfs_waiter ckfs_waiter;
 struct ckfs_waiter {
     ckfs_waiter *next;
-    fuse_req_t req;
-    fuse_ino_t ino;             /* the node the save was asked through */
+    struct fuse_req *req;
+    ckfs_ino ino;               /* the node the save was asked through */
     int reply;                  /* how to answer it: see fs/save_reply.h */
     bool make_file;             /* asked by name (snapshot_done, fsync): a model not
                                  * on disk yet is written even with no edit */
-    struct fuse_file_info fi;   /* an open's or a create's */
+    ckfs_open_out fi;           /* an open's answer */
     /* fsync: other tensors that block the save do not fail it, unless
      * the tensor asked through (entry, its position; -1: none) is one. */
     bool hold;
@@ -75,22 +78,17 @@ typedef struct ckfs_saver {
 
 typedef struct ckfs ckfs;
 
-/* What a session's requests are answered by: the one model of a mount
- * (ckfs_front_init), or a run directory's checkpoints (fs/run_mount.h).
- * mount_of finds the model mount serving *ino and makes *ino that mount's
- * own number; NULL with *errnum when there is none now.  Each model mount
- * owns the inode numbers below 2^CKFS_INO_BITS (fs/inode_map.h); a run
- * directory tells its checkpoints apart by the bits above. */
-typedef struct ckfs_front {
-    ckfs *(*mount_of)(struct ckfs_front *front, fuse_ino_t *ino, int *errnum);
-} ckfs_front;
-
+/* Each model mount owns the inode numbers below 2^CKFS_INO_BITS
+ * (fs/inode_map.h); a run directory tells its checkpoints apart by the
+ * bits above, and hands each checkpoint's front (fs/ops.h) its own
+ * numbers. */
 #define CKFS_INO_BITS 42
 #define CKFS_INO_MASK ((1ull << CKFS_INO_BITS) - 1)
 
 struct ckfs {
-    ckfs_front front;       /* the session's userdata for a one-model mount */
-    fuse_ino_t ino_base;    /* added to every inode number the kernel sees */
+    ckfs_front front;       /* its operations (fs/ll_ops.c): the session's for a
+                             * one-model mount, a run's for its checkpoints */
+    ckfs_ino ino_base;      /* added to every inode number the kernel sees */
     /* The generation of every node but the kernel's root (which must have
      * 0): one per mount, drawn at random, so that an NFS file handle kept
      * from an earlier mount (same fsid=) is stale, never a tensor this
@@ -162,8 +160,6 @@ struct ckfs {
 
 #define ckfs_of_front(f) ((ckfs *)((char *)(f) - offsetof(ckfs, front)))
 
-extern const struct fuse_lowlevel_ops ckfs_ops;
-
 /* Extended attributes every mount answers the same way. */
 #define XATTR_PID "user.ckptfs.pid"         /* the daemon's, for ckptfs-umount */
 #define XATTR_UNMOUNT "user.ckptfs.unmount" /* set by ckptfs-umount */
@@ -173,10 +169,13 @@ extern const struct fuse_lowlevel_ops ckfs_ops;
 /* security.* and system.*: never served, and answered EOPNOTSUPP so that
  * the kernel and ls stop asking (docs/benchmarks.md). */
 bool ckfs_unserved_xattr(const char *name);
-/* An xattr's value: its size when size is 0, ERANGE when it does not fit. */
-void ckfs_reply_xattr(fuse_req_t req, const void *value, size_t len, size_t size);
+/* An xattr's answer: text (cut at CKFS_XATTR_TEXT), or this process's id. */
+int ckfs_xattr_text(ckfs_xattr_out *out, const char *text);
+int ckfs_xattr_pid(ckfs_xattr_out *out);
+/* Whether an open with these flags writes (or truncates). */
+bool ckfs_opens_writer(int flags);
 
-/* A one-model mount: its own front, inode numbers as they are. */
+/* A model mount's front (fs/ll_ops.c), its inode numbers as they are. */
 void ckfs_front_init(ckfs *fs);
 /* The mount's lock, writers first: a save waiting to switch the tree is
  * not starved by a stream of reads. */
@@ -192,9 +191,6 @@ int ckfs_attach(ckfs *fs, ck_model *model, const ck_open_opts *oo, bool writable
                 uint64_t spill_max, ck_error *err);
 /* Let go of what ckfs_attach made, the model (the save's last) with it. */
 void ckfs_detach(ckfs *fs);
-/* What every mount asks of the kernel at INIT: splice (cleared in *splice
- * when the kernel cannot), READDIRPLUS, and the mount's max_read. */
-void ckfs_conn_init(struct fuse_conn_info *conn, bool *splice, unsigned max_read);
 
 /* fs/save_reply.c (fs/save_reply.h has the rest).  A run directory's
  * seal (ckptfs-umount): save, and take no edit if that worked; w (with
@@ -231,12 +227,6 @@ typedef struct ckfs_idle_work {
     void *arg;
 } ckfs_idle_work;
 
-/* fs/session_loop.c.  Answer requests on this thread until the mount ends,
- * looking for the next request for busy_poll_us microseconds before
- * sleeping (0 and no work: libfuse's own loop), and doing work (NULL:
- * none) when asked.  0, or a negative errno. */
-int ckfs_session_loop(struct fuse_session *se, unsigned busy_poll_us,
-                      const ckfs_idle_work *work);
 
 /* fs/log.c.  One line to stderr or syslog, and to the -o log file. */
 void ckfs_log(const ckfs *fs, int priority, const char *fmt, ...)

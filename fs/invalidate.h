@@ -16,9 +16,9 @@
 #include "ckptfs.h"
 
 /* The kernel's attributes of ino are stale; safe from anywhere. */
-void ckfs_invalidate_attrs(const ckfs *fs, fuse_ino_t ino);
+void ckfs_invalidate_attrs(const ckfs *fs, ckfs_ino ino);
 /* The listing of directory ino changed where the kernel could not see it. */
-void ckfs_listing_changed(const ckfs *fs, fuse_ino_t ino);
+void ckfs_listing_changed(const ckfs *fs, ckfs_ino ino);
 
 /* After a save: every node's times are the new file's.  Takes the lock. */
 void ckfs_invalidate_times(ckfs *fs);
@@ -30,6 +30,21 @@ void ckfs_invalidate_times(ckfs *fs);
  * but waits for the root's directory lock, which a request waiting for a
  * save may hold: never on the saver's thread. */
 void ckfs_renamed_inodes(ckfs *fs, const tree_renamed *list, size_t n);
-void ckfs_forget_names(struct fuse_session *se, fuse_ino_t root, tree_renamed *list, size_t n);
+void ckfs_forget_names(struct fuse_session *se, ckfs_ino root, tree_renamed *list, size_t n);
+
+/* How the kernel is told, the adapter's (fs/fuse_ops.c): one table for
+ * the process, set before the session starts.  NULL: told nothing. */
+typedef struct ckfs_kernel {
+    void (*inval_inode)(struct fuse_session *se, ckfs_ino ino, int64_t off, int64_t len);
+    void (*inval_entry)(struct fuse_session *se, ckfs_ino parent, const char *name,
+                        size_t len);
+} ckfs_kernel;
+void ckfs_kernel_set(const ckfs_kernel *k);
+/* Drop the kernel's cache of ino's pages [off, off + len) (off -1: its
+ * attributes only; len 0: to the end), or of name in parent; se NULL:
+ * nothing (unmounting). */
+void ckfs_tell_inval_inode(struct fuse_session *se, ckfs_ino ino, int64_t off, int64_t len);
+void ckfs_tell_inval_entry(struct fuse_session *se, ckfs_ino parent, const char *name,
+                           size_t len);
 
 #endif

@@ -1,29 +1,31 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ll_ops: the FUSE low-level operations of a ckptfs mount.
+ * ll_ops: the operations of a model mount, as plain results (fs/ops.h):
+ * its front, which a one-model session answers by and a run directory
+ * hands each checkpoint's nodes to.  No request is decoded or answered
+ * here: the FUSE adapter (fs/fuse_ops.c) does, once, from what these
+ * return.
  *
- * Every reply is computed from the tree (the tensor index plus unsaved
- * edits): `out` reads go straight to the model file's byte extents, or to an
- * edit's spill file (spliced when the kernel allows it), `meta` is formatted
- * on demand.  Entries and attributes are cached by the kernel for a long
- * time and file data is kept in the page cache across opens (keep_cache):
- * edits go through this process, which answers with the new attributes, and
- * a commit does not change any byte a reader sees.  Only `snapshot_done`,
- * which comes and goes on a writable mount, is never cached there.
+ * Every answer is computed from the tree (the tensor index plus unsaved
+ * edits): `out` reads are planned straight from the model file's byte
+ * extents, or from an edit's spill file (spliced when the kernel allows
+ * it), `meta` is formatted on demand.  Entries and attributes are cached
+ * by the kernel for a long time and file data is kept in the page cache
+ * across opens (keep_cache): edits go through this process, which answers
+ * with the new attributes, and a commit does not change any byte a reader
+ * sees.  Only `snapshot_done`, which comes and goes on a writable mount,
+ * is never cached there.
  *
  * On a writable mount, `out` and `meta` take writes; creating or touching
- * `snapshot_done`, fsync, and unmounting save the edits into the model file.
+ * `snapshot_done`, fsync, and unmounting save the edits into the model
+ * file: those requests are deferred (CKFS_DEFER), answered by the saver.
  *
- * Only the operations are here.  What a node is to the kernel (attributes,
- * timeouts, its path) is fs/nodes.c; how a tensor's bytes are served
- * (shared with a view's files, fs/file_view.c), fs/tensor_read.c;
- * telling the kernel of what changed
- * behind it, fs/invalidate.c; the replies to requests that wait for a
- * save, and the seal, fs/save_reply.c; the refusal log, fs/log.c.  The
- * operations ask the saver (fs/saver.c), which answers through
- * fs/save_reply.c and fs/invalidate.c, never through this file.
+ * What a node is to the kernel (attributes, timeouts, its path) is
+ * fs/nodes.c; how a tensor's bytes are planned (shared with a view's
+ * files, fs/file_view.c), fs/tensor_read.c; telling the kernel of what
+ * changed behind it, fs/invalidate.c; the refusal log, fs/log.c.
  */
-#include "ckptfs.h"
+#include "ll_ops.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,7 +43,6 @@
 #include "inode_map.h"
 #include "invalidate.h"
 #include "nodes.h"
-#include "save_reply.h"
 #include "file_view.h"
 #include "tensor_read.h"
 
@@ -60,15 +61,6 @@ static bool takes_edits(const ckfs *fs)
     return fs->tr.writable && !fs->sealed && !fs->sealing;
 }
 
-/* Refuse an edit request with EROFS when edits are not taken now. */
-static bool refused_now(fuse_req_t req, const ckfs *fs)
-{
-    if (takes_edits(fs))
-        return false;
-    fuse_reply_err(req, EROFS);
-    return true;
-}
-
 #define MODEL(fs) ((fs)->tr.model)
 
 static uint32_t pos_of(const ckfs *fs, const entry *e)
@@ -77,28 +69,23 @@ static uint32_t pos_of(const ckfs *fs, const entry *e)
 }
 
 /* The directory an extra file lives in, as tree_extra_* names it. */
-static uint32_t extra_dir(fuse_ino_t parent)
+static uint32_t extra_dir(ckfs_ino parent)
 {
     uint32_t pos = 0;
     return ino_kind(parent, &pos) == NODE_TENSOR_DIR ? pos : EXTRA_IN_ROOT;
 }
 
-/* Refuse a request on ino (/name): say why, reply the errno. */
-static void reply_refused(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *name,
-                          const ck_error *err)
+/* A request on ino (/name) refused: say why; the errno to answer. */
+static int refused(ckfs *fs, ckfs_ino ino, const char *name, const ck_error *err)
 {
     char path[NODE_PATH_MAX];
     ckfs_refused(fs, ckfs_path_of(fs, ino, name, path, sizeof path), err);
-    fuse_reply_err(req, err->errnum ? err->errnum : EIO);
+    return -(err->errnum ? err->errnum : EIO);
 }
 
-static void reply_entry(fuse_req_t req, ckfs *fs, fuse_ino_t ino)
+static int entry_of(ckfs *fs, ckfs_ino ino, ckfs_entry_out *out)
 {
-    struct fuse_entry_param e;
-    if (ckfs_fill_entry(fs, ino, &e) < 0)
-        fuse_reply_err(req, ENOENT);
-    else
-        fuse_reply_entry(req, &e);
+    return ckfs_fill_entry(fs, ino, out) < 0 ? -ENOENT : 0;
 }
 
 static bool is_dots(const char *name)
@@ -110,91 +97,71 @@ static bool is_dots(const char *name)
  * turn an NFS file handle back into a node it has forgotten (its export
  * operations: "." on the handle's number, ".." to reconnect a directory
  * to the root), so a number whose node is gone since (a removed tensor, a
- * tombstone) is ESTALE.  The reply counts as a lookup, as any other; a
+ * tombstone) is ESTALE.  The answer counts as a lookup, as any other; a
  * node answers with its own number, an alias (a file renamed over meta
  * or out) with the number the kernel asked about. */
-static void lookup_dots(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *name)
+static int lookup_dots(ckfs *fs, ckfs_ino ino, const char *name, ckfs_entry_out *out)
 {
     entry *e;
     node_kind k = ckfs_resolve(fs, ino, &e);
     if (k == NODE_NONE)
-        fuse_reply_err(req, ESTALE);
-    else if (name[1] == '\0')
-        reply_entry(req, fs, ino);
-    else if (k == NODE_ROOT || k == NODE_TENSOR_DIR)
-        reply_entry(req, fs, INO_ROOT); /* the root's parent is outside: itself */
-    else
-        fuse_reply_err(req, ENOTDIR);
+        return -ESTALE;
+    if (name[1] == '\0')
+        return entry_of(fs, ino, out);
+    if (k == NODE_ROOT || k == NODE_TENSOR_DIR)
+        return entry_of(fs, INO_ROOT, out); /* the root's parent is outside: itself */
+    return -ENOTDIR;
 }
 
-static void op_lookup(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *name)
+static int lookup_in_root(ckfs *fs, const char *name, ckfs_entry_out *out)
+{
+    if (fs->view != NULL) {
+        long i = ckfs_view_find(fs->view, name);
+        return i >= 0 ? entry_of(fs, INO_VIEW_BASE + (uint64_t)i, out) : -ENOENT;
+    }
+    if (strcmp(name, "snapshot_done") == 0) /* absent until the edits are saved */
+        return tree_equals_file(&fs->tr) ? entry_of(fs, INO_SNAPSHOT_DONE, out) : -ENOENT;
+    int64_t pos = tree_lookup(&fs->tr, name);
+    if (pos >= 0)
+        return entry_of(fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR), out);
+    int64_t x = tree_extra_lookup(&fs->tr, EXTRA_IN_ROOT, name);
+    return x >= 0 ? entry_of(fs, INO_EXTRA_BASE + (uint64_t)x, out) : -ENOENT;
+}
+
+int ckfs_op_lookup(ckfs *fs, ckfs_ino parent, const char *name, ckfs_entry_out *out)
 {
     entry *e;
-    if (is_dots(name)) {
-        lookup_dots(req, fs, parent, name);
-        return;
-    }
+    if (is_dots(name))
+        return lookup_dots(fs, parent, name, out);
     switch (ckfs_resolve(fs, parent, &e)) {
-    case NODE_ROOT: {
-        if (fs->view != NULL) {
-            long i = ckfs_view_find(fs->view, name);
-            if (i >= 0)
-                reply_entry(req, fs, INO_VIEW_BASE + (uint64_t)i);
-            else
-                fuse_reply_err(req, ENOENT);
-            return;
-        }
-        if (strcmp(name, "snapshot_done") == 0) {
-            if (!tree_equals_file(&fs->tr))
-                fuse_reply_err(req, ENOENT); /* absent until the edits are saved */
-            else
-                reply_entry(req, fs, INO_SNAPSHOT_DONE);
-            return;
-        }
-        int64_t pos = tree_lookup(&fs->tr, name);
-        int64_t x = pos < 0 ? tree_extra_lookup(&fs->tr, EXTRA_IN_ROOT, name) : -1;
-        if (pos >= 0)
-            reply_entry(req, fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR));
-        else if (x >= 0)
-            reply_entry(req, fs, INO_EXTRA_BASE + (uint64_t)x);
-        else
-            fuse_reply_err(req, ENOENT);
-        return;
-    }
+    case NODE_ROOT:
+        return lookup_in_root(fs, name, out);
     case NODE_TENSOR_DIR: {
-        int64_t x = tree_extra_lookup(&fs->tr, pos_of(fs, e), name);
         if (strcmp(name, "meta") == 0)
-            reply_entry(req, fs, ino_of_tensor(pos_of(fs, e), NODE_META));
-        else if (strcmp(name, "out") == 0)
-            reply_entry(req, fs, ino_of_tensor(pos_of(fs, e), NODE_OUT));
-        else if (x >= 0)
-            reply_entry(req, fs, INO_EXTRA_BASE + (uint64_t)x);
-        else
-            fuse_reply_err(req, ENOENT);
-        return;
+            return entry_of(fs, ino_of_tensor(pos_of(fs, e), NODE_META), out);
+        if (strcmp(name, "out") == 0)
+            return entry_of(fs, ino_of_tensor(pos_of(fs, e), NODE_OUT), out);
+        int64_t x = tree_extra_lookup(&fs->tr, pos_of(fs, e), name);
+        return x >= 0 ? entry_of(fs, INO_EXTRA_BASE + (uint64_t)x, out) : -ENOENT;
     }
     case NODE_NONE:
-        fuse_reply_err(req, ENOENT);
-        return;
+        return -ENOENT;
     default:
-        fuse_reply_err(req, ENOTDIR);
+        return -ENOTDIR;
     }
 }
 
-static void op_getattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
+int ckfs_op_getattr(ckfs *fs, ckfs_ino ino, ckfs_attr_out *out)
 {
-    (void)fi;
-    struct stat st;
-    if (ckfs_fill_attr(fs, ino, &st) < 0) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
-    fuse_reply_attr(req, &st, ckfs_timeout_of(fs, ino));
+    if (ckfs_fill_attr(fs, ino, &out->st) < 0)
+        return -ENOENT;
+    out->timeout = ckfs_timeout_of(fs, ino);
+    return 0;
 }
 
 /* ---- directories ---- */
 
-#define SKIP ((fuse_ino_t)-1) /* a listing position with nothing there now */
+#define SKIP ((ckfs_ino)-1) /* a listing position with nothing there now */
 
 /* Listing positions: ".", "..", then a tensor directory's meta and out, or
  * the root's tensors by index; the extra files from EXTRA_POS, by id; and
@@ -211,8 +178,8 @@ static void op_getattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_fil
  * SKIP for a position that is empty now: snapshot_done while edits are
  * unsaved, a removed tensor, a missing meta or out), and the position that
  * follows it. */
-static fuse_ino_t dir_entry(ckfs *fs, fuse_ino_t dir, const entry *e, off_t pos,
-                            const char **name, off_t *next)
+static ckfs_ino dir_entry(ckfs *fs, ckfs_ino dir, const entry *e, off_t pos,
+                          const char **name, off_t *next)
 {
     static const char *const fixed[] = {".", ".."};
     *next = pos + 1;
@@ -272,7 +239,7 @@ static fuse_ino_t dir_entry(ckfs *fs, fuse_ino_t dir, const entry *e, off_t pos,
 }
 
 /* The directory at ino (t: its tensor, NULL for the root), or an errno. */
-static int resolve_dir(ckfs *fs, fuse_ino_t ino, entry **e)
+static int resolve_dir(ckfs *fs, ckfs_ino ino, entry **e)
 {
     node_kind k = ckfs_resolve(fs, ino, e);
     if (k == NODE_ROOT || k == NODE_TENSOR_DIR)
@@ -280,64 +247,31 @@ static int resolve_dir(ckfs *fs, fuse_ino_t ino, entry **e)
     return k == NODE_NONE ? ENOENT : ENOTDIR;
 }
 
-static void do_readdir(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, off_t off,
-                       bool plus)
+int ckfs_op_readdir(ckfs *fs, ckfs_ino ino, off_t off, bool plus, ckfs_dir_add add, void *ctx)
 {
     entry *dir;
     int rc = resolve_dir(fs, ino, &dir);
-    if (rc != 0) {
-        fuse_reply_err(req, rc);
-        return;
-    }
-    char *buf = malloc(size);
-    if (buf == NULL) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    size_t used = 0;
+    if (rc != 0)
+        return -rc;
     off_t next;
     for (off_t pos = off;; pos = next) {
         const char *name = NULL;
-        fuse_ino_t child = dir_entry(fs, ino, dir, pos, &name, &next);
+        ckfs_ino child = dir_entry(fs, ino, dir, pos, &name, &next);
         if (child == 0)
             break;
         if (child == SKIP)
             continue;
-        size_t n;
-        if (plus) {
-            struct fuse_entry_param e;
-            memset(&e, 0, sizeof e);
-            /* "." and ".." carry no lookup reference (ino 0). */
-            if (pos >= 2)
-                ckfs_fill_entry(fs, child, &e);
-            else
-                ckfs_fill_attr(fs, child, &e.attr);
-            n = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, next);
-        } else {
-            struct stat st;
-            ckfs_fill_attr(fs, child, &st);
-            n = fuse_add_direntry(req, buf + used, size - used, name, &st, next);
-        }
-        if (n > size - used)
+        ckfs_entry_out e;
+        memset(&e, 0, sizeof e);
+        /* "." and ".." carry no lookup reference (ino 0). */
+        if (plus && pos >= 2)
+            ckfs_fill_entry(fs, child, &e);
+        else
+            ckfs_fill_attr(fs, child, &e.attr);
+        if (!add(ctx, name, &e, next))
             break;
-        used += n;
     }
-    fuse_reply_buf(req, buf, used);
-    free(buf);
-}
-
-static void op_readdir(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, off_t off,
-                       struct fuse_file_info *fi)
-{
-    (void)fi;
-    do_readdir(req, fs, ino, size, off, false);
-}
-
-static void op_readdirplus(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, off_t off,
-                           struct fuse_file_info *fi)
-{
-    (void)fi;
-    do_readdir(req, fs, ino, size, off, true);
+    return 0;
 }
 
 /* A read-only tree never changes, so no file needs a handle: ENOSYS tells
@@ -347,24 +281,9 @@ static void op_readdirplus(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size
  * from lookup and the inode's type, and a write open from the ro mount
  * (EROFS).  Only when the whole session is read-only: a read-only
  * checkpoint of an -o rw run answers as a writable mount (session_rw). */
-static bool no_handles(fuse_req_t req, const ckfs *fs)
+static bool no_handles(const ckfs *fs)
 {
-    if (fs->tr.writable || fs->session_rw || fs->others_read)
-        return false;
-    fuse_reply_err(req, ENOSYS);
-    return true;
-}
-
-/* A directory needs no handle, on a writable mount either: ENOSYS makes
- * the kernel stop sending OPENDIR and RELEASEDIR for the connection and
- * cache every listing (FOPEN_CACHE_DIR).  A listing changed through the
- * mount is dropped by the kernel itself; the two changes it cannot see,
- * snapshot_done coming and going and files put back by a refused rmdir,
- * are invalidated (ckfs_listing_changed). */
-static void op_opendir(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-    (void)fs, (void)ino, (void)fi;
-    fuse_reply_err(req, ENOSYS);
+    return !fs->tr.writable && !fs->session_rw && !fs->others_read;
 }
 
 /* ---- files ---- */
@@ -377,205 +296,188 @@ static void edited(ckfs *fs)
     ckfs_saver_poke(fs);
 }
 
-static bool is_writer(const struct fuse_file_info *fi)
+bool ckfs_opens_writer(int flags)
 {
-    return (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+    return (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
 }
 
 /* An open file that holds the automatic save back: its handle says so
- * (FH_WRITER, fs/save_reply.h). */
-static void writer_opened(ckfs *fs, struct fuse_file_info *fi)
+ * (FH_WRITER). */
+static void writer_opened(ckfs *fs, ckfs_open_out *out)
 {
-    fi->fh = FH_WRITER;
+    out->fh = FH_WRITER;
     fs->open_writers++;
 }
 
-static void op_open(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
+/* Whether c may open node k (a view's file i, or entry e's meta or out)
+ * for reading; else *errnum.  The page cache would serve this user what
+ * another one read. */
+static bool may_open(const ckfs_caller *c, ckfs *fs, ckfs_ino ino, node_kind k, const entry *e,
+                     int *errnum)
 {
-    entry *e;
-    if (no_handles(req, fs))
-        return;
-    node_kind k = ckfs_resolve(fs, ino, &e);
-    if (k == NODE_NONE) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
-    if (k == NODE_ROOT || k == NODE_TENSOR_DIR) {
-        fuse_reply_err(req, EISDIR);
-        return;
-    }
-    /* the page cache would serve this user what another one read */
-    if (k == NODE_VIEW && !ckfs_view_may_open(req, fs, ino - INO_VIEW_BASE))
-        return;
-    if ((k == NODE_META || k == NODE_OUT) && !ckfs_may_read(req, fs, entry_tensor(&fs->tr, e)))
-        return;
-    bool writing = is_writer(fi);
-    /* Cached pages stay valid unless the bytes may have changed behind the
-     * kernel's back (a file renamed over this one). */
-    fi->keep_cache = k != NODE_OUT || e->edit == NULL;
-    if (!writing) {
-        fuse_reply_open(req, fi);
-        return;
-    }
-    if (refused_now(req, fs))
-        return;
+    if (k == NODE_VIEW)
+        return ckfs_view_may_open(c, fs, ino - INO_VIEW_BASE, errnum);
+    if (k == NODE_META || k == NODE_OUT)
+        return ckfs_may_read(c, fs, entry_tensor(&fs->tr, e), errnum);
+    return true;
+}
+
+/* An open for writing of node k: the truncation it asks for. */
+static int open_for_writing(ckfs *fs, ckfs_ino ino, node_kind k, entry *e, int flags)
+{
     ck_error err = {0};
     int rc = 0;
-    if (k == NODE_SNAPSHOT_DONE) {
-        ckfs_ask_save(req, fs, ino, REPLY_OPEN, fi); /* `: > snapshot_done` asks for a save too */
-        return;
-    }
     /* as the mode says, also to root, whom the kernel lets past it */
-    if ((k == NODE_META || k == NODE_OUT) && entry_write_check(&fs->tr, e, &err) < 0) {
-        reply_refused(req, fs, ino, NULL, &err);
-        return;
-    }
+    if ((k == NODE_META || k == NODE_OUT) && entry_write_check(&fs->tr, e, &err) < 0)
+        return refused(fs, ino, NULL, &err);
     if (k == NODE_EXTRA)
-        rc = (fi->flags & O_TRUNC) && tree_extra_truncate(&fs->tr, ino - INO_EXTRA_BASE, 0,
-                                                          &err) < 0 ? err.errnum : 0;
+        rc = (flags & O_TRUNC) && tree_extra_truncate(&fs->tr, ino - INO_EXTRA_BASE, 0,
+                                                       &err) < 0 ? err.errnum : 0;
     else if (k == NODE_META)
-        rc = entry_meta_begin(&fs->tr, e, fi->flags & O_TRUNC, &err) < 0 ? err.errnum : 0;
-    else if (fi->flags & O_TRUNC)
+        rc = entry_meta_begin(&fs->tr, e, flags & O_TRUNC, &err) < 0 ? err.errnum : 0;
+    else if (flags & O_TRUNC)
         rc = entry_out_truncate(&fs->tr, e, 0, &err) < 0 ? err.errnum : 0;
-    if (rc != 0 && err.msg[0] != '\0') {
-        reply_refused(req, fs, ino, NULL, &err);
-        return;
+    if (rc != 0 && err.msg[0] != '\0')
+        return refused(fs, ino, NULL, &err);
+    return -rc;
+}
+
+int ckfs_op_open(ckfs *fs, const ckfs_caller *c, ckfs_ino ino, int flags, ckfs_open_out *out,
+                 ckfs_defer *d)
+{
+    entry *e;
+    int errnum = 0;
+    *out = (ckfs_open_out){0};
+    if (no_handles(fs))
+        return -ENOSYS;
+    node_kind k = ckfs_resolve(fs, ino, &e);
+    if (k == NODE_NONE)
+        return -ENOENT;
+    if (k == NODE_ROOT || k == NODE_TENSOR_DIR)
+        return -EISDIR;
+    if (!may_open(c, fs, ino, k, e, &errnum))
+        return -errnum;
+    /* Cached pages stay valid unless the bytes may have changed behind the
+     * kernel's back (a file renamed over this one). */
+    out->keep_cache = k != NODE_OUT || e->edit == NULL;
+    if (!ckfs_opens_writer(flags))
+        return 0;
+    if (!takes_edits(fs))
+        return -EROFS;
+    if (k == NODE_SNAPSHOT_DONE) { /* `: > snapshot_done` asks for a save too */
+        *d = (ckfs_defer){.kind = DEFER_SAVE, .fs = fs, .ino = ino, .reply = REPLY_OPEN};
+        return CKFS_DEFER;
     }
-    if (rc != 0) {
-        fuse_reply_err(req, rc);
-        return;
-    }
-    writer_opened(fs, fi); /* another file may yet be renamed over out */
+    int rc = open_for_writing(fs, ino, k, e, flags);
+    if (rc < 0)
+        return rc;
+    writer_opened(fs, out); /* another file may yet be renamed over out */
     edited(fs);
-    fuse_reply_open(req, fi);
+    return 0;
 }
 
-/* Zero-copy: describe the extents to libfuse, which splices or copies. */
-static void read_extents(fuse_req_t req, const ckfs *fs, const ck_tensor *t, size_t size,
-                         off_t off, size_t pieces)
+/* An edited out or an extra file: planned from its range of the spill file. */
+static int read_spill(const ckfs *fs, const spill_area *a, size_t size, off_t off,
+                      ckfs_read_plan *plan)
 {
-    struct fuse_bufvec *bv = malloc(sizeof *bv + pieces * sizeof bv->buf[0]);
-    if (bv == NULL) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    memset(bv, 0, sizeof *bv);
-    ckfs_add_extents(fs, t, (uint64_t)off, size, bv);
-    ckfs_reply_bufvec(req, fs, bv, off);
-    free(bv);
-}
-
-/* An edited out or an extra file: spliced from its range of the spill file. */
-static void read_spill(fuse_req_t req, const ckfs *fs, const spill_area *a, size_t size,
-                       off_t off)
-{
-    if (!a->used || (uint64_t)off >= a->size) {
-        fuse_reply_buf(req, NULL, 0);
-        return;
-    }
+    if (!a->used || (uint64_t)off >= a->size)
+        return 0;
     if (size > a->size - (uint64_t)off)
         size = (size_t)(a->size - (uint64_t)off);
-    struct fuse_bufvec bv = FUSE_BUFVEC_INIT(size);
-    bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK | FUSE_BUF_FD_RETRY;
-    bv.buf[0].fd = fs->tr.spill_fd;
-    bv.buf[0].pos = (off_t)a->base + off;
-    ckfs_reply_bufvec(req, fs, &bv, off);
+    return ckfs_plan_fd(plan, fs->tr.spill_fd, a->base + (uint64_t)off, size);
 }
 
-static void read_copy(fuse_req_t req, const ckfs *fs, const ck_tensor *t, size_t size,
-                      off_t off)
+/* An envelope's bytes, or a tensor in more pieces than a splice takes:
+ * copied into the plan. */
+static int read_copy(const ckfs *fs, const ck_tensor *t, size_t size, off_t off,
+                     ckfs_read_plan *plan)
 {
-    char *buf = malloc(size ? size : 1);
-    if (buf == NULL) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
+    char *buf = ckfs_plan_buffer(plan, size ? size : 1);
+    if (buf == NULL)
+        return -ENOMEM;
     ck_error err;
     long n = ck_model_read(MODEL(fs), t, buf, size, (uint64_t)off, &err);
     if (n < 0) {
         ckfs_log(fs, LOG_ERR, "%s", err.msg);
-        fuse_reply_err(req, err.errnum ? err.errnum : EIO);
-    } else {
-        fuse_reply_buf(req, buf, (size_t)n);
+        return -(err.errnum ? err.errnum : EIO);
     }
-    free(buf);
+    return ckfs_plan_mem(plan, buf, (size_t)n);
 }
 
-static void read_out(fuse_req_t req, ckfs *fs, const entry *e, size_t size, off_t off)
+static int read_out(ckfs *fs, const ckfs_caller *c, const entry *e, size_t size, off_t off,
+                    ckfs_read_plan *plan)
 {
     const ck_tensor *t = entry_tensor(&fs->tr, e);
-    if (!ckfs_may_read(req, fs, t))
-        return;
-    if (e->edit != NULL && e->edit->overlay.used) {
-        read_spill(req, fs, &e->edit->overlay, size, off);
-        return;
-    }
-    if (t == NULL || (uint64_t)off >= t->nbytes || size == 0) {
-        fuse_reply_buf(req, NULL, 0);
-        return;
-    }
-    if (ckfs_model_changed(req, fs, t))
-        return;
+    int errnum = 0;
+    if (!ckfs_may_read(c, fs, t, &errnum))
+        return -errnum;
+    if (e->edit != NULL && e->edit->overlay.used)
+        return read_spill(fs, &e->edit->overlay, size, off, plan);
+    if (t == NULL || (uint64_t)off >= t->nbytes || size == 0)
+        return 0;
+    if (ckfs_model_changed(fs, t, &errnum))
+        return -errnum;
     size_t pieces = ckfs_splice_pieces(fs, t, (uint64_t)off, size);
     if (pieces <= SPLICE_PIECES)
-        read_extents(req, fs, t, size, off, pieces);
-    else
-        read_copy(req, fs, t, size, off);
+        return ckfs_add_extents(fs, t, (uint64_t)off, size, plan);
+    return read_copy(fs, t, size, off, plan);
 }
 
-static void op_read(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size, off_t off,
-                    struct fuse_file_info *fi)
+static int read_meta(ckfs *fs, const ckfs_caller *c, const entry *e, size_t size, off_t off,
+                     ckfs_read_plan *plan)
 {
-    (void)fi;
+    char meta[CK_META_MAX];
+    int errnum = 0;
+    if (!ckfs_may_read(c, fs, entry_tensor(&fs->tr, e), &errnum))
+        return -errnum;
+    size_t n = entry_meta_text(&fs->tr, e, meta, sizeof meta);
+    if ((uint64_t)off >= n)
+        return 0;
+    size_t len = size < n - (size_t)off ? size : n - (size_t)off;
+    char *buf = ckfs_plan_buffer(plan, len ? len : 1);
+    if (buf == NULL)
+        return -ENOMEM;
+    memcpy(buf, meta + off, len);
+    return ckfs_plan_mem(plan, buf, len);
+}
+
+int ckfs_op_read(ckfs *fs, const ckfs_caller *c, ckfs_ino ino, size_t size, off_t off,
+                 ckfs_read_plan *plan)
+{
     entry *e;
     node_kind k = ckfs_resolve(fs, ino, &e);
-    if (off < 0) {
-        fuse_reply_err(req, EINVAL);
-        return;
-    }
+    plan->splice = fs->splice;
+    plan->log_to = fs;
+    plan->path = MODEL(fs)->path;
+    plan->off = (uint64_t)off;
+    if (off < 0)
+        return -EINVAL;
     switch (k) {
     case NODE_SNAPSHOT_DONE:
-        fuse_reply_buf(req, NULL, 0);
-        return;
-    case NODE_META: {
-        char meta[CK_META_MAX];
-        if (!ckfs_may_read(req, fs, entry_tensor(&fs->tr, e)))
-            return;
-        size_t n = entry_meta_text(&fs->tr, e, meta, sizeof meta);
-        if ((uint64_t)off >= n)
-            fuse_reply_buf(req, NULL, 0);
-        else
-            fuse_reply_buf(req, meta + off, size < n - (size_t)off ? size : n - (size_t)off);
-        return;
-    }
+        return 0;
+    case NODE_META:
+        return read_meta(fs, c, e, size, off, plan);
     case NODE_OUT:
-        read_out(req, fs, e, size, off);
-        return;
+        return read_out(fs, c, e, size, off, plan);
     case NODE_VIEW:
-        ckfs_view_read(req, fs, ino - INO_VIEW_BASE, size, off);
-        return;
-    case NODE_EXTRA: {
-        read_spill(req, fs, &ckfs_extra_of(fs, ino)->area, size, off);
-        return;
-    }
+        return ckfs_view_read(c, fs, ino - INO_VIEW_BASE, size, off, plan);
+    case NODE_EXTRA:
+        return read_spill(fs, &ckfs_extra_of(fs, ino)->area, size, off, plan);
     case NODE_NONE:
-        fuse_reply_err(req, ENOENT);
-        return;
+        return -ENOENT;
     default:
-        fuse_reply_err(req, EISDIR);
+        return -EISDIR;
     }
 }
 
-static void op_write(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *buf, size_t size,
-                     off_t off, struct fuse_file_info *fi)
+int ckfs_op_write(ckfs *fs, ckfs_ino ino, const char *buf, size_t size, off_t off)
 {
-    (void)fi;
     entry *e;
     node_kind k = ckfs_resolve(fs, ino, &e);
     ck_error err;
     int rc;
-    if (refused_now(req, fs))
-        return;
+    if (!takes_edits(fs))
+        return -EROFS;
     if (off < 0)
         rc = ck_fail(&err, EINVAL, "negative offset");
     else if (k == NODE_META)
@@ -588,69 +490,60 @@ static void op_write(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *buf, 
         rc = ck_fail(&err, EINVAL, "snapshot_done stays empty");
     else
         rc = ck_fail(&err, k == NODE_NONE ? ENOENT : EISDIR, "not a file");
-    if (rc < 0) {
-        reply_refused(req, fs, ino, NULL, &err);
-        return;
-    }
+    if (rc < 0)
+        return refused(fs, ino, NULL, &err);
     edited(fs);
-    fuse_reply_write(req, size);
+    return 0;
 }
 
 /* close(): a meta written through this handle is parsed now, so a bad one
  * fails the close with EINVAL (and the previous meta stays).  A reader's
  * close says nothing: the kernel sends a writer's RELEASE in the
  * background, so a reader that opened the meta right after the writer's
- * close could otherwise be told of the writer's bad meta. */
-static void op_flush(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
+ * close could otherwise be told of the writer's bad meta.  The close of a
+ * created snapshot_done (its handle a save handle) waits for its save. */
+int ckfs_op_flush(ckfs *fs, ckfs_ino ino, uint64_t fh, ckfs_defer *d)
 {
     entry *e;
     ck_error err;
-    if (no_handles(req, fs))
-        return;
-    if (ckfs_save_handle_of(fi) != NULL) {
-        ckfs_flush_snapshot_done(req, fs, ino, ckfs_save_handle_of(fi));
-        return;
+    if (no_handles(fs))
+        return -ENOSYS;
+    if (fh > FH_WRITER) {
+        *d = (ckfs_defer){.kind = DEFER_FLUSH_DONE, .fs = fs, .ino = ino, .fh = fh};
+        return CKFS_DEFER;
     }
-    if (fi->fh != FH_WRITER || ckfs_resolve(fs, ino, &e) != NODE_META) {
-        fuse_reply_err(req, 0);
-        return;
-    }
+    if (fh != FH_WRITER || ckfs_resolve(fs, ino, &e) != NODE_META)
+        return 0;
     int rc = entry_meta_check(&fs->tr, e, &err);
     ckfs_invalidate_attrs(fs, ino); /* shown as parsed: its size may differ from what was written */
-    if (rc < 0)
-        reply_refused(req, fs, ino, NULL, &err);
-    else
-        fuse_reply_err(req, 0);
+    return rc < 0 ? refused(fs, ino, NULL, &err) : 0;
 }
 
-static void op_release(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
+int ckfs_op_release(ckfs *fs, ckfs_ino ino, uint64_t fh, bool *save_handle)
 {
     entry *e;
     ck_error err;
     node_kind k = ckfs_resolve(fs, ino, &e);
     char path[NODE_PATH_MAX];
-    bool wrote_meta = k == NODE_META && fi->fh == FH_WRITER; /* a reader's ends no edit */
+    bool wrote_meta = k == NODE_META && fh == FH_WRITER; /* a reader's ends no edit */
     if (wrote_meta && entry_meta_finish(&fs->tr, e, &err) < 0)
         ckfs_refused(fs, ckfs_path_of(fs, ino, NULL, path, sizeof path), &err);
     if (wrote_meta)
         ckfs_invalidate_attrs(fs, ino);
-    if (fi->fh == FH_WRITER && fs->open_writers > 0) {
+    if (fh == FH_WRITER && fs->open_writers > 0) {
         fs->open_writers--;
         edited(fs);
     }
-    if (ckfs_save_handle_of(fi) != NULL)
-        ckfs_save_handle_release(ckfs_save_handle_of(fi));
-    fuse_reply_err(req, 0);
+    *save_handle = fh > FH_WRITER;
+    return 0;
 }
 
-static void op_fsync(fuse_req_t req, ckfs *fs, fuse_ino_t ino, int datasync,
-                     struct fuse_file_info *fi)
+int ckfs_op_fsync(ckfs *fs, ckfs_ino ino, ckfs_defer *d)
 {
-    (void)datasync, (void)fi;
-    if (fs->tr.writable)
-        ckfs_ask_save(req, fs, ino, REPLY_SYNC, NULL);
-    else
-        fuse_reply_err(req, 0);
+    if (!fs->tr.writable)
+        return 0;
+    *d = (ckfs_defer){.kind = DEFER_SAVE, .fs = fs, .ino = ino, .reply = REPLY_SYNC};
+    return CKFS_DEFER;
 }
 
 /* chmod and chown: the tree has the model file's read bits and owner,
@@ -663,83 +556,82 @@ static void op_fsync(fuse_req_t req, ckfs *fs, fuse_ino_t ino, int datasync,
  * A tool's temporary file (an extra file, never saved) takes a chmod:
  * rsync gives up on a temporary file it cannot chmod. */
 #define MODE_OF_FILE (S_ISUID | S_ISGID | S_ISVTX | 0444)
-static int mode_or_owner_change(ckfs *fs, fuse_ino_t ino, node_kind k, const entry *e,
+static int mode_or_owner_change(ckfs *fs, ckfs_ino ino, node_kind k, const entry *e,
                                 const struct stat *attr, int to_set, ck_error *err)
 {
     struct stat cur;
     const char *model = MODEL(fs)->path;
     if (ckfs_attr_of(fs, ino, k, e, &cur) < 0)
         return ck_fail(err, ENOENT, "no such file");
-    if ((to_set & FUSE_SET_ATTR_MODE) &&
+    if ((to_set & CKFS_SET_MODE) &&
         (attr->st_mode & MODE_OF_FILE) != (cur.st_mode & MODE_OF_FILE))
         return ck_fail(err, EPERM, "chmod %04o: the tree has the read bits of the model file "
                        "(%04o here); change those of %s instead",
                        (unsigned)(attr->st_mode & 07777), (unsigned)(cur.st_mode & 07777),
                        model);
-    if (((to_set & FUSE_SET_ATTR_UID) && attr->st_uid != cur.st_uid) ||
-        ((to_set & FUSE_SET_ATTR_GID) && attr->st_gid != cur.st_gid))
+    if (((to_set & CKFS_SET_UID) && attr->st_uid != cur.st_uid) ||
+        ((to_set & CKFS_SET_GID) && attr->st_gid != cur.st_gid))
         return ck_fail(err, EPERM, "chown: the tree has the owner of the model file (%u:%u); "
                        "change that of %s instead", (unsigned)cur.st_uid,
                        (unsigned)cur.st_gid, model);
     return 0;
 }
 
-static void op_setattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, struct stat *attr, int to_set,
-                       struct fuse_file_info *fi)
+/* A truncate of node k to size. */
+static int truncate_node(ckfs *fs, ckfs_ino ino, node_kind k, entry *e, uint64_t size,
+                         ck_error *err)
 {
-    (void)fi;
+    if (k == NODE_OUT)
+        return entry_out_truncate(&fs->tr, e, size, err) < 0 ? err->errnum : 0;
+    if (k == NODE_EXTRA)
+        return tree_extra_truncate(&fs->tr, ino - INO_EXTRA_BASE, size, err) < 0 ? err->errnum
+                                                                                   : 0;
+    if (k == NODE_META)
+        return entry_meta_truncate(&fs->tr, e, size, err) < 0 ? err->errnum : 0;
+    if (k != NODE_SNAPSHOT_DONE || size != 0)
+        return ck_fail(err, EINVAL, "%s", k == NODE_SNAPSHOT_DONE ? "snapshot_done stays "
+                       "empty" : "not a file");
+    return 0;
+}
+
+int ckfs_op_setattr(ckfs *fs, ckfs_ino ino, const struct stat *attr, int to_set,
+                    ckfs_attr_out *out)
+{
     entry *e;
     node_kind k = ckfs_resolve(fs, ino, &e);
-    if (k == NODE_NONE) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
+    if (k == NODE_NONE)
+        return -ENOENT;
     /* Times alone change nothing (below): taken even once ckptfs-umount
      * has sealed the mount, so that the touch whose snapshot_done asked
      * for the save that sealed it gets that save's result, not EROFS. */
-    bool times_only = (to_set & ~(FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
-                                  FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW |
-                                  FUSE_SET_ATTR_CTIME)) == 0;
-    if (!times_only && refused_now(req, fs))
-        return;
+    bool times_only = (to_set & ~(CKFS_SET_ATIME | CKFS_SET_MTIME | CKFS_SET_ATIME_NOW |
+                                  CKFS_SET_MTIME_NOW | CKFS_SET_CTIME)) == 0;
+    if (!times_only && !takes_edits(fs))
+        return -EROFS;
     int rc = 0;
     ck_error err = {0};
-    int own_mode = k == NODE_EXTRA ? FUSE_SET_ATTR_MODE : 0;
-    if (mode_or_owner_change(fs, ino, k, e, attr, to_set & ~own_mode, &err) < 0) {
-        reply_refused(req, fs, ino, NULL, &err);
-        return;
-    }
+    int own_mode = k == NODE_EXTRA ? CKFS_SET_MODE : 0;
+    if (mode_or_owner_change(fs, ino, k, e, attr, to_set & ~own_mode, &err) < 0)
+        return refused(fs, ino, NULL, &err);
     if (to_set & own_mode)
         ckfs_extra_of(fs, ino)->mode = S_IFREG | (attr->st_mode & 0777);
-    if (to_set & FUSE_SET_ATTR_SIZE) {
+    if (to_set & CKFS_SET_SIZE) {
         edited(fs);
-        if (k == NODE_OUT)
-            rc = entry_out_truncate(&fs->tr, e, (uint64_t)attr->st_size, &err) < 0 ? err.errnum : 0;
-        else if (k == NODE_EXTRA)
-            rc = tree_extra_truncate(&fs->tr, ino - INO_EXTRA_BASE, (uint64_t)attr->st_size,
-                                     &err) < 0 ? err.errnum : 0;
-        else if (k == NODE_META)
-            rc = entry_meta_truncate(&fs->tr, e, (uint64_t)attr->st_size, &err) < 0 ? err.errnum
-                                                                               : 0;
-        else if (k != NODE_SNAPSHOT_DONE || attr->st_size != 0)
-            rc = ck_fail(&err, EINVAL, "%s", k == NODE_SNAPSHOT_DONE ? "snapshot_done stays "
-                         "empty" : "not a file");
+        rc = truncate_node(fs, ino, k, e, (uint64_t)attr->st_size, &err);
     }
-    if (rc != 0) {
-        reply_refused(req, fs, ino, NULL, &err);
-        return;
-    }
+    if (rc != 0)
+        return refused(fs, ino, NULL, &err);
     /* Times are accepted so that cp -a, rsync -a and touch work; the tree
      * keeps its own.  Setting them saves nothing: the create, open or
      * rename that made snapshot_done did, and when the tree is clean
      * there is nothing to save. */
-    struct stat st;
-    ckfs_attr_of(fs, ino, k, e, &st);
-    fuse_reply_attr(req, &st, ckfs_timeout_of(fs, ino));
+    ckfs_attr_of(fs, ino, k, e, &out->st);
+    out->timeout = ckfs_timeout_of(fs, ino);
+    return 0;
 }
 
 /* The tensor directory `parent` and which of its files `name` is. */
-static entry *file_of(ckfs *fs, fuse_ino_t parent, const char *name, bool *meta)
+static entry *file_of(ckfs *fs, ckfs_ino parent, const char *name, bool *meta)
 {
     entry *e;
     if (ckfs_resolve(fs, parent, &e) != NODE_TENSOR_DIR)
@@ -753,25 +645,18 @@ static entry *file_of(ckfs *fs, fuse_ino_t parent, const char *name, bool *meta)
     return e;
 }
 
-/* Whether create (fi) or mknod (fi NULL) of parent/name makes
- * snapshot_done, which asks for a save: a create is answered at once and
- * its close waits for the save (save_handle); a mknod has no close, it is
+/* Whether create or mknod of parent/name makes snapshot_done, which asks
+ * for a save: a create is answered at once and its close waits for the
+ * save (save_handle, fs/save_reply.c); a mknod has no close, it is
  * answered by the saver. */
-static bool makes_snapshot_done(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *name,
-                                struct fuse_file_info *fi)
+static bool makes_snapshot_done(const ckfs *fs, ckfs_ino parent, const char *name)
 {
-    if (parent != INO_ROOT || strcmp(name, "snapshot_done") != 0 || !takes_edits(fs))
-        return false;
-    if (fi != NULL)
-        ckfs_create_snapshot_done(req, fs, fi);
-    else
-        ckfs_ask_save(req, fs, INO_SNAPSHOT_DONE, REPLY_ENTRY, NULL);
-    return true;
+    return parent == INO_ROOT && strcmp(name, "snapshot_done") == 0 && takes_edits(fs);
 }
 
 /* What create and mknod make otherwise: a tensor directory's meta or out,
  * or another file.  Returns an errno; *ino is the new node. */
-static int make_file(ckfs *fs, fuse_ino_t parent, const char *name, fuse_ino_t *ino)
+static int make_file(ckfs *fs, ckfs_ino parent, const char *name, ckfs_ino *ino)
 {
     if (!takes_edits(fs))
         return EROFS;
@@ -801,38 +686,38 @@ static int make_file(ckfs *fs, fuse_ino_t parent, const char *name, fuse_ino_t *
     return 0;
 }
 
-static void op_create(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *name, mode_t mode,
-                      struct fuse_file_info *fi)
+int ckfs_op_create(ckfs *fs, ckfs_ino parent, const char *name, int flags, ckfs_entry_out *e,
+                   ckfs_open_out *out, ckfs_defer *d)
 {
-    (void)mode;
-    fuse_ino_t ino = 0;
-    struct fuse_entry_param e;
-    if (makes_snapshot_done(req, fs, parent, name, fi))
-        return;
-    int rc = make_file(fs, parent, name, &ino);
-    if (rc == 0 && ckfs_fill_entry(fs, ino, &e) < 0)
-        rc = EIO;
-    if (rc != 0) {
-        fuse_reply_err(req, rc);
-        return;
+    ckfs_ino ino = 0;
+    *out = (ckfs_open_out){0};
+    if (makes_snapshot_done(fs, parent, name)) {
+        *d = (ckfs_defer){.kind = DEFER_CREATE_DONE, .fs = fs, .ino = INO_SNAPSHOT_DONE};
+        return CKFS_DEFER;
     }
-    if (is_writer(fi))
-        writer_opened(fs, fi);
-    fuse_reply_create(req, &e, fi);
+    int rc = make_file(fs, parent, name, &ino);
+    if (rc == 0 && ckfs_fill_entry(fs, ino, e) < 0)
+        rc = EIO;
+    if (rc != 0)
+        return -rc;
+    if (ckfs_opens_writer(flags))
+        writer_opened(fs, out);
+    return 0;
 }
 
-static void op_mknod(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *name, mode_t mode,
-                     dev_t rdev)
+int ckfs_op_mknod(ckfs *fs, ckfs_ino parent, const char *name, mode_t mode, ckfs_entry_out *e,
+                  ckfs_defer *d)
 {
-    (void)rdev;
-    fuse_ino_t ino = 0;
-    if (S_ISREG(mode) && makes_snapshot_done(req, fs, parent, name, NULL))
-        return;
+    ckfs_ino ino = 0;
+    if (S_ISREG(mode) && makes_snapshot_done(fs, parent, name)) {
+        *d = (ckfs_defer){.kind = DEFER_SAVE, .fs = fs, .ino = INO_SNAPSHOT_DONE,
+                          .reply = REPLY_ENTRY};
+        return CKFS_DEFER;
+    }
     int rc = S_ISREG(mode) ? make_file(fs, parent, name, &ino) : EPERM;
     if (rc != 0)
-        fuse_reply_err(req, rc);
-    else
-        reply_entry(req, fs, ino);
+        return -rc;
+    return entry_of(fs, ino, e);
 }
 
 /* ---- extended attributes ---- */
@@ -846,16 +731,6 @@ static const char *type_name(const ckfs *fs, const entry *e, const ck_dtype *dt)
     return ck_model_type_name(MODEL(fs), as_in_file ? t : NULL, dt);
 }
 
-void ckfs_reply_xattr(fuse_req_t req, const void *value, size_t len, size_t size)
-{
-    if (size == 0)
-        fuse_reply_xattr(req, len);
-    else if (size < len)
-        fuse_reply_err(req, ERANGE);
-    else
-        fuse_reply_buf(req, value, len);
-}
-
 /* SELinux labels, capabilities and POSIX ACLs (security.*, system.*): the
  * tree has none.  EOPNOTSUPP rather than ENODATA says the filesystem has
  * no such attributes at all, so ls -l (coreutils) stops asking for every
@@ -865,270 +740,249 @@ bool ckfs_unserved_xattr(const char *name)
     return strncmp(name, "security.", 9) == 0 || strncmp(name, "system.", 7) == 0;
 }
 
-static void op_getxattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *name, size_t size)
+/* The answer is value (len bytes), or text when value is NULL. */
+static int xattr_is(ckfs_xattr_out *out, const void *value, size_t len)
 {
-    entry *e;
-    node_kind k = ckfs_resolve(fs, ino, &e);
-    if (k == NODE_NONE) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
-    if (ckfs_unserved_xattr(name)) {
-        fuse_reply_err(req, EOPNOTSUPP);
-        return;
-    }
-    if (k == NODE_ROOT && strcmp(name, XATTR_LAST_ERROR) == 0 && fs->last_error[0]) {
-        ckfs_reply_xattr(req, fs->last_error, strlen(fs->last_error), size);
-        return;
-    }
-    const char *meta = k == NODE_ROOT ? ck_model_metadata(MODEL(fs)) : NULL;
-    if (meta != NULL && strcmp(name, XATTR_METADATA) == 0) {
-        ckfs_reply_xattr(req, meta, strlen(meta), size);
-        return;
-    }
+    out->value = value != NULL ? value : out->text;
+    out->len = len;
+    return 0;
+}
+
+int ckfs_xattr_text(ckfs_xattr_out *out, const char *text)
+{
+    size_t n = strlen(text);
+    if (n > sizeof out->text)
+        n = sizeof out->text;
+    memcpy(out->text, text, n);
+    return xattr_is(out, NULL, n);
+}
+
+int ckfs_xattr_pid(ckfs_xattr_out *out)
+{
+    return xattr_is(out, NULL, (size_t)snprintf(out->text, sizeof out->text, "%ld",
+                                                (long)getpid()));
+}
+
+/* Read by name only (not listed): there only while a save writes. */
+static int progress_xattr(ckfs *fs, ckfs_xattr_out *out)
+{
     uint64_t done, total;
-    if (k == NODE_ROOT && strcmp(name, XATTR_PROGRESS) == 0) {
-        /* Read by name only (not listed): there only while a save writes. */
-        if (!ck_progress_read(&fs->save_progress, &done, &total)) {
-            fuse_reply_err(req, ENODATA);
-            return;
-        }
-        char text[96];
-        int pct = total ? (int)(done * 100 / total) : 100;
-        int n = snprintf(text, sizeof text, "saving %llu of %llu bytes (%d%%)",
-                         (unsigned long long)done, (unsigned long long)total,
-                         pct > 100 ? 100 : pct);
-        ckfs_reply_xattr(req, text, (size_t)n, size);
-        return;
-    }
-    if (k == NODE_ROOT && strcmp(name, XATTR_PID) == 0) {
-        /* for ckptfs-umount, which waits for this process to finish saving */
-        char pid[24];
-        ckfs_reply_xattr(req, pid, (size_t)snprintf(pid, sizeof pid, "%ld", (long)getpid()),
-                          size);
-        return;
-    }
-    if (k != NODE_TENSOR_DIR) {
-        fuse_reply_err(req, ENODATA);
-        return;
-    }
+    if (!ck_progress_read(&fs->save_progress, &done, &total))
+        return -ENODATA;
+    int pct = total ? (int)(done * 100 / total) : 100;
+    int n = snprintf(out->text, sizeof out->text, "saving %llu of %llu bytes (%d%%)",
+                     (unsigned long long)done, (unsigned long long)total, pct > 100 ? 100 : pct);
+    return xattr_is(out, NULL, (size_t)n);
+}
+
+static int root_xattr(ckfs *fs, const char *name, ckfs_xattr_out *out)
+{
+    if (strcmp(name, XATTR_LAST_ERROR) == 0 && fs->last_error[0])
+        return xattr_is(out, fs->last_error, strlen(fs->last_error));
+    const char *meta = ck_model_metadata(MODEL(fs));
+    if (meta != NULL && strcmp(name, XATTR_METADATA) == 0)
+        return xattr_is(out, meta, strlen(meta));
+    if (strcmp(name, XATTR_PROGRESS) == 0)
+        return progress_xattr(fs, out);
+    if (strcmp(name, XATTR_PID) == 0) /* for ckptfs-umount, which waits for us to save */
+        return ckfs_xattr_pid(out);
+    return -ENODATA;
+}
+
+static int tensor_xattr(ckfs *fs, const entry *e, const char *name, ckfs_xattr_out *out)
+{
     const ck_dtype *dt = entry_dtype(&fs->tr, e);
     if (strcmp(name, XATTR_NAME) == 0) {
         size_t len;
         const char *tname = entry_name(&fs->tr, e, &len);
-        ckfs_reply_xattr(req, tname, len, size);
-    } else if (dt == NULL) {
-        fuse_reply_err(req, ENODATA); /* no valid meta yet */
-    } else if (strcmp(name, XATTR_TYPE) == 0) {
-        const char *tn = type_name(fs, e, dt);
-        ckfs_reply_xattr(req, tn, strlen(tn), size);
-    } else if (strcmp(name, XATTR_DTYPE) == 0) {
-        const char *cn = ck_dtype_canonical_name(dt);
-        ckfs_reply_xattr(req, cn, strlen(cn), size);
-    } else if (strcmp(name, XATTR_SHAPE) == 0) {
-        char shape[CK_MAX_DIMS * 22 + 4];
+        return xattr_is(out, tname, len);
+    }
+    if (dt == NULL)
+        return -ENODATA; /* no valid meta yet */
+    if (strcmp(name, XATTR_TYPE) == 0)
+        return ckfs_xattr_text(out, type_name(fs, e, dt));
+    if (strcmp(name, XATTR_DTYPE) == 0)
+        return ckfs_xattr_text(out, ck_dtype_canonical_name(dt));
+    if (strcmp(name, XATTR_SHAPE) == 0) {
         uint32_t ndim;
         const int64_t *dims = entry_dims(&fs->tr, e, &ndim);
-        ckfs_reply_xattr(req, shape, ck_dims_text(dims, ndim, shape, sizeof shape), size);
-    } else {
-        fuse_reply_err(req, ENODATA);
+        return xattr_is(out, NULL, ck_dims_text(dims, ndim, out->text, sizeof out->text));
     }
+    return -ENODATA;
 }
 
-/* The root's names: the pid, the model's metadata and the last refusal
- * when there are. */
-static void reply_root_xattrs(fuse_req_t req, ckfs *fs, size_t size)
-{
-    char list[sizeof XATTR_PID + sizeof XATTR_METADATA + sizeof XATTR_LAST_ERROR];
-    size_t n = 0;
-    memcpy(list, XATTR_PID, sizeof XATTR_PID);
-    n += sizeof XATTR_PID;
-    if (ck_model_metadata(MODEL(fs)) != NULL) {
-        memcpy(list + n, XATTR_METADATA, sizeof XATTR_METADATA);
-        n += sizeof XATTR_METADATA;
-    }
-    if (fs->last_error[0]) {
-        memcpy(list + n, XATTR_LAST_ERROR, sizeof XATTR_LAST_ERROR);
-        n += sizeof XATTR_LAST_ERROR;
-    }
-    ckfs_reply_xattr(req, list, n, size);
-}
-
-static void op_listxattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, size_t size)
+int ckfs_op_getxattr(ckfs *fs, ckfs_ino ino, const char *name, ckfs_xattr_out *out)
 {
     entry *e;
     node_kind k = ckfs_resolve(fs, ino, &e);
     if (k == NODE_NONE)
-        fuse_reply_err(req, ENOENT);
-    else if (k == NODE_TENSOR_DIR)
-        ckfs_reply_xattr(req, xattr_list, sizeof xattr_list, size);
-    else if (k == NODE_ROOT)
-        reply_root_xattrs(req, fs, size);
-    else
-        ckfs_reply_xattr(req, "", 0, size);
+        return -ENOENT;
+    if (ckfs_unserved_xattr(name))
+        return -EOPNOTSUPP;
+    if (k == NODE_ROOT)
+        return root_xattr(fs, name, out);
+    if (k != NODE_TENSOR_DIR)
+        return -ENODATA;
+    return tensor_xattr(fs, e, name, out);
 }
 
-static void op_statfs(fuse_req_t req, ckfs *fs, fuse_ino_t ino)
+/* The root's names: the pid, the model's metadata and the last refusal
+ * when there are. */
+static int root_xattrs(ckfs *fs, ckfs_xattr_out *out)
 {
-    (void)ino;
-    struct statvfs sv;
-    memset(&sv, 0, sizeof sv);
-    sv.f_bsize = 4096;
-    sv.f_frsize = 4096;
-    sv.f_blocks = ((uint64_t)fs->tr.file_st.st_size + 4095) / 4096;
-    sv.f_files = 2 + 3 * fs->tr.n_entries;
-    sv.f_namemax = 255;
-    sv.f_flag = fs->tr.writable ? 0 : ST_RDONLY;
-    fuse_reply_statfs(req, &sv);
+    size_t n = 0;
+    memcpy(out->text, XATTR_PID, sizeof XATTR_PID);
+    n += sizeof XATTR_PID;
+    if (ck_model_metadata(MODEL(fs)) != NULL) {
+        memcpy(out->text + n, XATTR_METADATA, sizeof XATTR_METADATA);
+        n += sizeof XATTR_METADATA;
+    }
+    if (fs->last_error[0]) {
+        memcpy(out->text + n, XATTR_LAST_ERROR, sizeof XATTR_LAST_ERROR);
+        n += sizeof XATTR_LAST_ERROR;
+    }
+    return xattr_is(out, NULL, n);
+}
+
+int ckfs_op_listxattr(ckfs *fs, ckfs_ino ino, ckfs_xattr_out *out)
+{
+    entry *e;
+    node_kind k = ckfs_resolve(fs, ino, &e);
+    if (k == NODE_NONE)
+        return -ENOENT;
+    if (k == NODE_TENSOR_DIR)
+        return xattr_is(out, xattr_list, sizeof xattr_list);
+    if (k == NODE_ROOT)
+        return root_xattrs(fs, out);
+    return xattr_is(out, "", 0);
+}
+
+int ckfs_op_statfs(ckfs *fs, struct statvfs *sv)
+{
+    memset(sv, 0, sizeof *sv);
+    sv->f_bsize = 4096;
+    sv->f_frsize = 4096;
+    sv->f_blocks = ((uint64_t)fs->tr.file_st.st_size + 4095) / 4096;
+    sv->f_files = 2 + 3 * fs->tr.n_entries;
+    sv->f_namemax = 255;
+    sv->f_flag = fs->tr.writable ? 0 : ST_RDONLY;
+    return 0;
 }
 
 /* ---- tensor directories ---- */
 
 /* The outcome of a change to parent/name: an edit, or a refusal. */
-static void reply_status(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *name, int rc,
-                         const ck_error *err)
+static int status(ckfs *fs, ckfs_ino parent, const char *name, int rc, const ck_error *err)
 {
-    if (rc < 0) {
-        reply_refused(req, fs, parent, name, err);
-        return;
-    }
+    if (rc < 0)
+        return refused(fs, parent, name, err);
     edited(fs);
-    fuse_reply_err(req, 0);
+    return 0;
 }
 
-static void op_mkdir(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *name, mode_t mode)
+int ckfs_op_mkdir(ckfs *fs, ckfs_ino parent, const char *name, ckfs_entry_out *out)
 {
-    (void)mode;
     ck_error err = {0};
-    if (refused_now(req, fs))
-        return;
-    if (parent != INO_ROOT) {
-        fuse_reply_err(req, fs->tr.writable ? EPERM : EROFS); /* tensors are one level */
-        return;
-    }
+    if (!takes_edits(fs))
+        return -EROFS;
+    if (parent != INO_ROOT)
+        return fs->tr.writable ? -EPERM : -EROFS; /* tensors are one level */
     if (strcmp(name, "snapshot_done") == 0 ||
-        tree_extra_lookup(&fs->tr, EXTRA_IN_ROOT, name) >= 0) {
-        fuse_reply_err(req, EEXIST);
-        return;
-    }
+        tree_extra_lookup(&fs->tr, EXTRA_IN_ROOT, name) >= 0)
+        return -EEXIST;
     int64_t pos = tree_mkdir(&fs->tr, name, &err);
-    if (pos < 0) {
-        reply_status(req, fs, parent, name, -1, &err);
-        return;
-    }
+    if (pos < 0)
+        return status(fs, parent, name, -1, &err);
     edited(fs);
-    reply_entry(req, fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR));
+    return entry_of(fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR), out);
 }
 
-static void op_rmdir(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *name)
+int ckfs_op_rmdir(ckfs *fs, ckfs_ino parent, const char *name)
 {
     ck_error err = {0};
-    if (refused_now(req, fs))
-        return;
+    if (!takes_edits(fs))
+        return -EROFS;
     int64_t pos = parent == INO_ROOT ? tree_lookup(&fs->tr, name) : -1;
-    if (pos < 0) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
+    if (pos < 0)
+        return -ENOENT;
     for (size_t i = 0; i < fs->tr.n_extras; i++)
-        if (!fs->tr.extras[i].deleted && fs->tr.extras[i].dir == (uint32_t)pos) {
-            fuse_reply_err(req, ENOTEMPTY);
-            return;
-        }
+        if (!fs->tr.extras[i].deleted && fs->tr.extras[i].dir == (uint32_t)pos)
+            return -ENOTEMPTY;
     int rc = tree_rmdir(&fs->tr, &fs->tr.entries[pos], &err);
     if (rc < 0) /* a tensor a node needs gets back the meta and out rm -r removed */
         ckfs_listing_changed(fs, ino_of_tensor((uint32_t)pos, NODE_TENSOR_DIR));
-    reply_status(req, fs, parent, name, rc, &err);
+    return status(fs, parent, name, rc, &err);
 }
 
-static void op_unlink(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *name)
+int ckfs_op_unlink(ckfs *fs, ckfs_ino parent, const char *name)
 {
     ck_error err = {0};
     bool meta;
-    if (refused_now(req, fs))
-        return;
-    if (parent == INO_ROOT && strcmp(name, "snapshot_done") == 0) {
-        fuse_reply_err(req, fs->tr.writable ? EPERM : EROFS);
-        return;
-    }
+    if (!takes_edits(fs))
+        return -EROFS;
+    if (parent == INO_ROOT && strcmp(name, "snapshot_done") == 0)
+        return fs->tr.writable ? -EPERM : -EROFS;
     entry *e = file_of(fs, parent, name, &meta);
     if (e == NULL) {
         int64_t x = tree_extra_lookup(&fs->tr, extra_dir(parent), name);
         if (x < 0)
-            fuse_reply_err(req, ENOENT);
-        else
-            fuse_reply_err(req, tree_extra_unlink(&fs->tr, (size_t)x, &err) < 0 ? err.errnum : 0);
-        return;
+            return -ENOENT;
+        return tree_extra_unlink(&fs->tr, (size_t)x, &err) < 0 ? -err.errnum : 0;
     }
-    if (meta ? !entry_has_meta(e) : !entry_has_out(e)) {
-        fuse_reply_err(req, ENOENT);
-        return;
-    }
-    reply_status(req, fs, parent, name, entry_unlink(&fs->tr, e, meta, &err), &err);
+    if (meta ? !entry_has_meta(e) : !entry_has_out(e))
+        return -ENOENT;
+    return status(fs, parent, name, entry_unlink(&fs->tr, e, meta, &err), &err);
 }
 
 /* How rsync, sed -i and editors replace a file: write a temporary one, then
  * rename it over the target.  Over meta or out its content replaces theirs;
  * over snapshot_done it asks for a save; else it just takes the new name. */
-static void rename_extra(fuse_req_t req, ckfs *fs, size_t x, fuse_ino_t parent,
-                         fuse_ino_t newparent, const char *newname)
+static int rename_extra(ckfs *fs, size_t x, ckfs_ino parent, ckfs_ino newparent,
+                        const char *newname, ckfs_defer *d)
 {
     ck_error err = {0};
     bool meta;
-    if (newparent != parent) {
-        fuse_reply_err(req, EXDEV);
-        return;
-    }
+    if (newparent != parent)
+        return -EXDEV;
     if (parent == INO_ROOT && strcmp(newname, "snapshot_done") == 0) {
         /* A save; rsync renames its copy of a snapshot's snapshot_done
          * before the tensors are complete, so a failed save (logged, and
          * in user.ckptfs.last_error) does not fail the rename. */
         tree_extra_unlink(&fs->tr, x, &err);
         fs->tr.extras[x].alias = ALIAS_SNAPSHOT_DONE;
-        ckfs_ask_save(req, fs, INO_SNAPSHOT_DONE, REPLY_OK, NULL);
-        return;
+        *d = (ckfs_defer){.kind = DEFER_SAVE, .fs = fs, .ino = INO_SNAPSHOT_DONE,
+                          .reply = REPLY_OK};
+        return CKFS_DEFER;
     }
-    if (parent == INO_ROOT && tree_lookup(&fs->tr, newname) >= 0) {
-        fuse_reply_err(req, EISDIR); /* a file over a tensor directory */
-        return;
-    }
+    if (parent == INO_ROOT && tree_lookup(&fs->tr, newname) >= 0)
+        return -EISDIR; /* a file over a tensor directory */
     entry *e = file_of(fs, parent, newname, &meta);
     int rc = e ? tree_extra_replace_file(&fs->tr, x, e, meta, &err)
                : tree_extra_rename(&fs->tr, x, newname, &err);
-    reply_status(req, fs, parent, newname, rc, &err);
+    return status(fs, parent, newname, rc, &err);
 }
 
-static void op_rename(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *name,
-                      fuse_ino_t newparent, const char *newname, unsigned int flags)
+int ckfs_op_rename(ckfs *fs, ckfs_ino parent, const char *name, ckfs_ino newparent,
+                   const char *newname, unsigned flags, ckfs_defer *d)
 {
     ck_error err = {0};
-    if (refused_now(req, fs))
-        return;
+    if (!takes_edits(fs))
+        return -EROFS;
     int64_t x = tree_extra_lookup(&fs->tr, extra_dir(parent), name);
-    if (x >= 0) {
-        rename_extra(req, fs, (size_t)x, parent, newparent, newname);
-        return;
-    }
+    if (x >= 0)
+        return rename_extra(fs, (size_t)x, parent, newparent, newname, d);
     /* Tensor directories can be renamed; meta and out cannot move (a tool
      * that gets EXDEV copies instead). */
-    if (parent != INO_ROOT || newparent != INO_ROOT) {
-        fuse_reply_err(req, EXDEV);
-        return;
-    }
+    if (parent != INO_ROOT || newparent != INO_ROOT)
+        return -EXDEV;
     int64_t pos = tree_lookup(&fs->tr, name);
-    if (pos < 0) {
-        fuse_reply_err(req, strcmp(name, "snapshot_done") == 0 ? EPERM : ENOENT);
-        return;
-    }
-    if (tree_extra_lookup(&fs->tr, EXTRA_IN_ROOT, newname) >= 0) {
-        fuse_reply_err(req, ENOTDIR); /* a tensor directory over a file */
-        return;
-    }
+    if (pos < 0)
+        return strcmp(name, "snapshot_done") == 0 ? -EPERM : -ENOENT;
+    if (tree_extra_lookup(&fs->tr, EXTRA_IN_ROOT, newname) >= 0)
+        return -ENOTDIR; /* a tensor directory over a file */
     if (strcmp(newname, "snapshot_done") == 0 || (flags & RENAME_EXCHANGE) ||
-        ((flags & RENAME_NOREPLACE) && tree_lookup(&fs->tr, newname) >= 0)) {
-        fuse_reply_err(req, flags & RENAME_NOREPLACE ? EEXIST : EINVAL);
-        return;
-    }
+        ((flags & RENAME_NOREPLACE) && tree_lookup(&fs->tr, newname) >= 0))
+        return flags & RENAME_NOREPLACE ? -EEXIST : -EINVAL;
     int64_t target = tree_lookup(&fs->tr, newname);
     int rc = tree_rename(&fs->tr, &fs->tr.entries[pos], newname, &err);
     if (rc < 0) { /* either may get back the meta and out rm -r removed */
@@ -1136,65 +990,26 @@ static void op_rename(fuse_req_t req, ckfs *fs, fuse_ino_t parent, const char *n
         if (target >= 0)
             ckfs_listing_changed(fs, ino_of_tensor((uint32_t)target, NODE_TENSOR_DIR));
     }
-    reply_status(req, fs, parent, name, rc, &err);
+    return status(fs, parent, name, rc, &err);
 }
 
-static void op_setxattr(fuse_req_t req, ckfs *fs, fuse_ino_t ino, const char *name,
-                        const char *value, size_t size, int flags)
+/* user.ckptfs.unmount on the root, from ckptfs-umount: the seal, answered
+ * by fs/save_reply.c (ckfs_seal_request) with the save it asks for. */
+int ckfs_op_setxattr(ckfs *fs, ckfs_ino ino, const char *name, ckfs_defer *d)
 {
-    (void)flags;
     if (!fs->tr.writable)
-        fuse_reply_err(req, EROFS);
-    else if (ino == INO_ROOT && strcmp(name, XATTR_UNMOUNT) == 0)
-        ckfs_seal_request(req, fs, value, size);
-    else
-        fuse_reply_err(req, ENOTSUP);
-}
-
-void ckfs_conn_init(struct fuse_conn_info *conn, bool *splice, unsigned max_read)
-{
-    if (*splice && (conn->capable & FUSE_CAP_SPLICE_WRITE))
-        conn->want |= FUSE_CAP_SPLICE_WRITE;
-    else
-        *splice = false;
-    if (conn->capable & FUSE_CAP_READDIRPLUS)
-        conn->want |= FUSE_CAP_READDIRPLUS;
-    /* NFS export (libfuse's doc/README.NFS): the kernel may then turn a
-     * file handle whose inode it has forgotten back into a node, by a
-     * lookup of "." on its number and of ".." up to the root, which every
-     * mount answers (op_lookup, run_lookup).  Numbers and generations
-     * stay valid for the mount's life: fs/inode_map.h, ckfs.generation. */
-    if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
-        conn->want |= FUSE_CAP_EXPORT_SUPPORT;
-    conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
-    /* libfuse refuses INIT unless this repeats the mount's max_read
-     * (fs/main.c, mount_max_read). */
-    conn->max_read = max_read;
-    /* Tests only: ask for capabilities the kernel may not have, for the
-     * refused-INIT path (tests/bats/roundtrips.bats). */
-    const char *want = getenv("CKPTFS_TEST_INIT_WANT");
-    if (want != NULL)
-        conn->want |= (unsigned)strtoul(want, NULL, 0);
-}
-
-static void op_init(void *userdata, struct fuse_conn_info *conn)
-{
-    ckfs *fs = ckfs_of_front(userdata);
-    ckfs_conn_init(conn, &fs->splice, fs->max_read);
+        return -EROFS;
+    if (ino != INO_ROOT || strcmp(name, XATTR_UNMOUNT) != 0)
+        return -ENOTSUP;
+    *d = (ckfs_defer){.kind = DEFER_SEAL, .fs = fs, .ino = ino};
+    return CKFS_DEFER;
 }
 
 /* Unmount: pending edits are saved before the daemon exits. */
-static void op_destroy(void *userdata)
+void ckfs_unmounted(ckfs *fs)
 {
-    ckfs *fs = ckfs_of_front(userdata);
     if (ckfs_saver_stop(fs) != 0)
         fs->final_commit_failed = true;
-}
-
-static ckfs *mount_of_self(ckfs_front *front, fuse_ino_t *ino, int *errnum)
-{
-    (void)ino, (void)errnum;
-    return ckfs_of_front(front);
 }
 
 /* A generation no earlier mount is likely to have had (ckfs.generation):
@@ -1210,13 +1025,6 @@ static uint32_t mount_generation(void)
     return g != 0 ? g : 1;
 }
 
-void ckfs_front_init(ckfs *fs)
-{
-    fs->front.mount_of = mount_of_self;
-    fs->ino_base = 0;
-    fs->generation = mount_generation();
-}
-
 void ckfs_lock_init(ckfs *fs)
 {
     pthread_rwlockattr_t la;
@@ -1226,208 +1034,282 @@ void ckfs_lock_init(ckfs *fs)
     pthread_rwlockattr_destroy(&la);
 }
 
-/* ---- the table ----
+/* ---- the front ----
  *
- * A request first finds the mount its inode belongs to (the session's
- * front: the one model, or one checkpoint of a run directory), which makes
- * the inode that mount's own number.  It then holds that mount's lock
- * (ckfs.lock): shared when it only looks at the tree, exclusive when it
- * may change it.  Reads of `out` share it, so with the multi-threaded
- * loop they run side by side, and beside a save's encoding, which holds
- * it only to begin and to end. */
+ * A model mount is its own front: every request holds its lock
+ * (ckfs.lock), shared when it only looks at the tree, exclusive when it
+ * may change it, until it is answered (ckfs_hold_end).  Reads of `out`
+ * share it, so with the multi-threaded loop they run side by side, and
+ * beside a save's encoding, which holds it only to begin and to end. */
 
-/* The mount serving *ino, with *ino made its own number; NULL, the
- * request answered, when there is none now. */
-static ckfs *mount_at(fuse_req_t req, fuse_ino_t *ino)
+static ckfs *shared(ckfs_front *f, ckfs_hold *h)
 {
-    ckfs_front *front = fuse_req_userdata(req);
-    int errnum = ESTALE;
-    ckfs *fs = front->mount_of(front, ino, &errnum);
-    if (fs == NULL)
-        fuse_reply_err(req, errnum);
-    return fs;
-}
-
-static ckfs *shared(fuse_req_t req, fuse_ino_t *ino)
-{
-    ckfs *fs = mount_at(req, ino);
-    if (fs != NULL)
-        pthread_rwlock_rdlock(&fs->lock);
+    ckfs *fs = ckfs_of_front(f);
+    pthread_rwlock_rdlock(&fs->lock);
+    *h = (ckfs_hold){.fs = fs};
     return fs;
 }
 
 /* Exclusive, noting whether the root showed snapshot_done (the tree
  * equalled the file), a change the kernel cannot see in its cached
  * listing. */
-static ckfs *exclusive(fuse_req_t req, fuse_ino_t *ino, bool *done)
+static ckfs *exclusive(ckfs_front *f, ckfs_hold *h)
 {
-    ckfs *fs = mount_at(req, ino);
-    if (fs == NULL)
-        return NULL;
+    ckfs *fs = ckfs_of_front(f);
     pthread_rwlock_wrlock(&fs->lock);
-    *done = tree_equals_file(&fs->tr);
+    *h = (ckfs_hold){.fs = fs, .exclusive = true, .done = tree_equals_file(&fs->tr)};
     return fs;
 }
 
-static void exclusive_done(ckfs *fs, bool done)
+void ckfs_hold_end(ckfs_hold *h)
 {
-    if (tree_equals_file(&fs->tr) != done)
+    ckfs *fs = h->fs;
+    if (fs == NULL)
+        return;
+    if (h->exclusive && tree_equals_file(&fs->tr) != h->done)
         ckfs_listing_changed(fs, INO_ROOT);
     pthread_rwlock_unlock(&fs->lock);
+    h->fs = NULL;
 }
 
-/* locked_OP: find the mount of the inode `at`, lock it, run op_OP. */
-#define SHARED(op, at, params, args)                                                       \
-    static void locked_##op params                                                         \
-    {                                                                                      \
-        ckfs *fs = shared(req, &at);                                                       \
-        if (fs == NULL)                                                                    \
-            return;                                                                        \
-        op_##op args;                                                                      \
-        pthread_rwlock_unlock(&fs->lock);                                                  \
-    }
-
-#define EXCLUSIVE(op, at, params, args)                                                    \
-    static void locked_##op params                                                         \
-    {                                                                                      \
-        bool done;                                                                        \
-        ckfs *fs = exclusive(req, &at, &done);                                            \
-        if (fs == NULL)                                                                    \
-            return;                                                                        \
-        op_##op args;                                                                      \
-        exclusive_done(fs, done);                                                         \
-    }
-
-SHARED(lookup, parent, (fuse_req_t req, fuse_ino_t parent, const char *name),
-       (req, fs, parent, name))
-SHARED(getattr, ino, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
-       (req, fs, ino, fi))
-SHARED(opendir, ino, (fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi),
-       (req, fs, ino, fi))
-SHARED(readdir, ino,
-       (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
-       (req, fs, ino, size, off, fi))
-SHARED(readdirplus, ino,
-       (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
-       (req, fs, ino, size, off, fi))
-SHARED(read, ino,
-       (fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi),
-       (req, fs, ino, size, off, fi))
-SHARED(getxattr, ino, (fuse_req_t req, fuse_ino_t ino, const char *name, size_t size),
-       (req, fs, ino, name, size))
-SHARED(listxattr, ino, (fuse_req_t req, fuse_ino_t ino, size_t size), (req, fs, ino, size))
-SHARED(statfs, ino, (fuse_req_t req, fuse_ino_t ino), (req, fs, ino))
-EXCLUSIVE(setattr, ino,
-          (fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-           struct fuse_file_info *fi),
-          (req, fs, ino, attr, to_set, fi))
-EXCLUSIVE(write, ino,
-          (fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-           struct fuse_file_info *fi),
-          (req, fs, ino, buf, size, off, fi))
-EXCLUSIVE(fsync, ino, (fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi),
-          (req, fs, ino, datasync, fi))
-EXCLUSIVE(create, parent,
-          (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-           struct fuse_file_info *fi),
-          (req, fs, parent, name, mode, fi))
-EXCLUSIVE(mknod, parent,
-          (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev),
-          (req, fs, parent, name, mode, rdev))
-EXCLUSIVE(mkdir, parent, (fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode),
-          (req, fs, parent, name, mode))
-EXCLUSIVE(unlink, parent, (fuse_req_t req, fuse_ino_t parent, const char *name),
-          (req, fs, parent, name))
-EXCLUSIVE(rmdir, parent, (fuse_req_t req, fuse_ino_t parent, const char *name),
-          (req, fs, parent, name))
-EXCLUSIVE(setxattr, ino,
-          (fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
-           int flags),
-          (req, fs, ino, name, value, size, flags))
-
-/* Both directories must be in one mount: one checkpoint of a run
- * directory cannot take another's files. */
-static void locked_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-                          fuse_ino_t newparent, const char *newname, unsigned int flags)
+static int m_lookup(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                    ckfs_entry_out *out, ckfs_hold *h)
 {
-    bool done;
-    if ((parent & ~CKFS_INO_MASK) != (newparent & ~CKFS_INO_MASK)) {
-        fuse_reply_err(req, EXDEV);
-        return;
-    }
-    ckfs *fs = exclusive(req, &parent, &done);
-    if (fs == NULL)
-        return;
-    op_rename(req, fs, parent, name, newparent & CKFS_INO_MASK, newname, flags);
-    exclusive_done(fs, done);
+    (void)c;
+    return ckfs_op_lookup(shared(f, h), parent, name, out);
 }
 
-/* Opening for reading, and closing, change nothing on a read-only mount
- * and when nothing was written. */
-static void locked_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static int m_getattr(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, ckfs_attr_out *out,
+                     ckfs_hold *h)
 {
-    bool done;
-    if (!is_writer(fi)) {
-        ckfs *fs = shared(req, &ino);
-        if (fs == NULL)
-            return;
-        op_open(req, fs, ino, fi);
-        pthread_rwlock_unlock(&fs->lock);
-        return;
-    }
-    ckfs *fs = exclusive(req, &ino, &done);
-    if (fs == NULL)
-        return;
-    op_open(req, fs, ino, fi);
-    exclusive_done(fs, done);
+    (void)c;
+    return ckfs_op_getattr(shared(f, h), ino, out);
+}
+
+static int m_setattr(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, const struct stat *attr,
+                     int to_set, ckfs_attr_out *out, ckfs_hold *h)
+{
+    (void)c;
+    return ckfs_op_setattr(exclusive(f, h), ino, attr, to_set, out);
+}
+
+/* A directory needs no handle, on a writable mount either: ENOSYS makes
+ * the kernel stop sending OPENDIR and RELEASEDIR for the connection and
+ * cache every listing (FOPEN_CACHE_DIR).  A listing changed through the
+ * mount is dropped by the kernel itself; the two changes it cannot see,
+ * snapshot_done coming and going and files put back by a refused rmdir,
+ * are invalidated (ckfs_listing_changed). */
+static int m_opendir(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, ckfs_hold *h)
+{
+    (void)f, (void)c, (void)ino, (void)h;
+    return -ENOSYS;
+}
+
+static int m_readdir(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, off_t off, bool plus,
+                     ckfs_dir_add add, void *ctx, ckfs_hold *h)
+{
+    (void)c;
+    return ckfs_op_readdir(shared(f, h), ino, off, plus, add, ctx);
+}
+
+/* Opening for reading changes nothing. */
+static int m_open(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, int flags,
+                  ckfs_open_out *out, ckfs_defer *d, ckfs_hold *h)
+{
+    ckfs *fs = ckfs_opens_writer(flags) ? exclusive(f, h) : shared(f, h);
+    return ckfs_op_open(fs, c, ino, flags, out, d);
+}
+
+static int m_read(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, size_t size, off_t off,
+                  ckfs_read_plan *plan, ckfs_hold *h)
+{
+    return ckfs_op_read(shared(f, h), c, ino, size, off, plan);
+}
+
+static int m_write(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, const char *buf,
+                   size_t size, off_t off, ckfs_hold *h)
+{
+    (void)c;
+    return ckfs_op_write(exclusive(f, h), ino, buf, size, off);
 }
 
 /* A meta written is parsed at close: flush and release change the tree
  * on a writable mount. */
-static void locked_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static int m_flush(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, uint64_t fh,
+                   ckfs_defer *d, ckfs_hold *h)
 {
-    bool done;
-    ckfs *fs = exclusive(req, &ino, &done);
-    if (fs == NULL)
-        return;
-    op_flush(req, fs, ino, fi);
-    exclusive_done(fs, done);
+    (void)c;
+    return ckfs_op_flush(exclusive(f, h), ino, fh, d);
 }
 
-static void locked_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static int m_release(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, uint64_t fh,
+                     bool *save_handle, ckfs_hold *h)
 {
-    bool done;
-    ckfs *fs = exclusive(req, &ino, &done);
-    if (fs == NULL)
-        return;
-    op_release(req, fs, ino, fi);
-    exclusive_done(fs, done);
+    (void)c;
+    return ckfs_op_release(exclusive(f, h), ino, fh, save_handle);
 }
 
-const struct fuse_lowlevel_ops ckfs_ops = {
-    .init = op_init,
-    .destroy = op_destroy,
-    .lookup = locked_lookup,
-    .getattr = locked_getattr,
-    .setattr = locked_setattr,
-    .opendir = locked_opendir,
-    .readdir = locked_readdir,
-    .readdirplus = locked_readdirplus,
-    .open = locked_open,
-    .read = locked_read,
-    .write = locked_write,
-    .flush = locked_flush,
-    .release = locked_release,
-    .fsync = locked_fsync,
-    .fsyncdir = locked_fsync,
-    .create = locked_create,
-    .mknod = locked_mknod,
-    .getxattr = locked_getxattr,
-    .listxattr = locked_listxattr,
-    .statfs = locked_statfs,
-    .mkdir = locked_mkdir,
-    .unlink = locked_unlink,
-    .rmdir = locked_rmdir,
-    .rename = locked_rename,
-    .setxattr = locked_setxattr,
+static int m_fsync(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, ckfs_defer *d,
+                   ckfs_hold *h)
+{
+    (void)c;
+    return ckfs_op_fsync(exclusive(f, h), ino, d);
+}
+
+static int m_create(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                    mode_t mode, int flags, ckfs_entry_out *e, ckfs_open_out *out, ckfs_defer *d,
+                    ckfs_hold *h)
+{
+    (void)c, (void)mode;
+    return ckfs_op_create(exclusive(f, h), parent, name, flags, e, out, d);
+}
+
+static int m_mknod(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                   mode_t mode, ckfs_entry_out *e, ckfs_defer *d, ckfs_hold *h)
+{
+    (void)c;
+    return ckfs_op_mknod(exclusive(f, h), parent, name, mode, e, d);
+}
+
+static int m_mkdir(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                   mode_t mode, ckfs_entry_out *e, ckfs_hold *h)
+{
+    (void)c, (void)mode;
+    return ckfs_op_mkdir(exclusive(f, h), parent, name, e);
+}
+
+static int m_unlink(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                    ckfs_hold *h)
+{
+    (void)c;
+    return ckfs_op_unlink(exclusive(f, h), parent, name);
+}
+
+static int m_rmdir(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                   ckfs_hold *h)
+{
+    (void)c;
+    return ckfs_op_rmdir(exclusive(f, h), parent, name);
+}
+
+static int m_rename(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                    ckfs_ino newparent, const char *newname, unsigned flags, ckfs_defer *d,
+                    ckfs_hold *h)
+{
+    (void)c;
+    return ckfs_op_rename(exclusive(f, h), parent, name, newparent, newname, flags, d);
+}
+
+static int m_getxattr(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, const char *name,
+                      ckfs_xattr_out *out, ckfs_hold *h)
+{
+    (void)c;
+    return ckfs_op_getxattr(shared(f, h), ino, name, out);
+}
+
+static int m_listxattr(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, ckfs_xattr_out *out,
+                       ckfs_hold *h)
+{
+    (void)c;
+    return ckfs_op_listxattr(shared(f, h), ino, out);
+}
+
+static int m_setxattr(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, const char *name,
+                      const char *value, size_t size, ckfs_defer *d, ckfs_hold *h)
+{
+    (void)c, (void)value, (void)size;
+    return ckfs_op_setxattr(exclusive(f, h), ino, name, d);
+}
+
+static int m_statfs(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, struct statvfs *out,
+                    ckfs_hold *h)
+{
+    (void)c, (void)ino;
+    return ckfs_op_statfs(shared(f, h), out);
+}
+
+static void m_destroy(ckfs_front *f)
+{
+    ckfs_unmounted(ckfs_of_front(f));
+}
+
+static const ckfs_front_ops model_ops = {
+    .lookup = m_lookup,
+    .getattr = m_getattr,
+    .setattr = m_setattr,
+    .opendir = m_opendir,
+    .readdir = m_readdir,
+    .open = m_open,
+    .read = m_read,
+    .write = m_write,
+    .flush = m_flush,
+    .release = m_release,
+    .fsync = m_fsync,
+    .create = m_create,
+    .mknod = m_mknod,
+    .mkdir = m_mkdir,
+    .unlink = m_unlink,
+    .rmdir = m_rmdir,
+    .rename = m_rename,
+    .getxattr = m_getxattr,
+    .listxattr = m_listxattr,
+    .setxattr = m_setxattr,
+    .statfs = m_statfs,
+    .destroy = m_destroy,
 };
+
+void ckfs_front_init(ckfs *fs)
+{
+    fs->front = (ckfs_front){.ops = &model_ops, .splice = &fs->splice,
+                             .max_read = &fs->max_read};
+    fs->ino_base = 0;
+    fs->generation = mount_generation();
+}
+
+/* A run directory's own front binds each checkpoint copied from its
+ * prototype to that checkpoint's own fields. */
+void ckfs_front_rebind(ckfs *fs)
+{
+    fs->front.ops = &model_ops;
+    fs->front.splice = &fs->splice;
+    fs->front.max_read = &fs->max_read;
+}
+
+/* ---- what a run directory asks of a checkpoint's mount ---- */
+
+node_kind ckfs_kind_of(ckfs *fs, ckfs_ino ino)
+{
+    entry *e;
+    pthread_rwlock_rdlock(&fs->lock);
+    node_kind k = ckfs_resolve(fs, ino, &e);
+    pthread_rwlock_unlock(&fs->lock);
+    return k;
+}
+
+bool ckfs_writable(const ckfs *fs)
+{
+    return fs->tr.writable;
+}
+
+const struct stat *ckfs_file_stat(const ckfs *fs)
+{
+    return &fs->tr.model->st;
+}
+
+size_t ckfs_footprint(const ckfs *fs)
+{
+    return tree_footprint(&fs->tr);
+}
+
+void ckfs_start_sealed(ckfs *fs, bool sealed)
+{
+    fs->sealed = sealed;
+}
+
+void ckfs_leave_session(ckfs *fs)
+{
+    pthread_rwlock_wrlock(&fs->lock);
+    ckfs_saver_unmounting(fs);
+    fs->se = NULL;
+    pthread_rwlock_unlock(&fs->lock);
+}

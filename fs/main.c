@@ -29,6 +29,7 @@
 #include "../save/encoder.h"
 #include "../save/write_claim.h"
 #include "ckptfs.h"
+#include "fuse_ops.h"
 #include "recovery.h"
 #include "run_mount.h"
 #include "file_view.h"
@@ -689,9 +690,7 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
     } else if (add_mount_opts(args, path, rw, proto.max_read) < 0) {
         fprintf(stderr, "ckptfs: out of memory\n");
     } else {
-        struct fuse_lowlevel_ops ops;
-        ckrun_ops(&ops);
-        struct fuse_session *se = new_session(args, &ops, sizeof ops, ckrun_front(r));
+        struct fuse_session *se = new_session(args, &ckfs_ops, sizeof ckfs_ops, ckrun_front(r));
         ckfs_idle_work work;
         ckrun_idle_work(r, &work);
         mount_hooks h = {.model_path = path, .live = run_live, .ended = run_ended, .arg = r,
@@ -1035,6 +1034,7 @@ int main(int argc, char **argv)
     ck_key key = {0};
     int rc = 1;
 
+    ckfs_kernel_set(&ckfs_fuse_kernel); /* how every mount tells the kernel (fs/invalidate.h) */
     if (fuse_opt_parse(&args, &cli, cli_opts, cli_proc) != 0 ||
         fuse_parse_cmdline(&args, &opts) != 0) {
         /* libfuse has said what is wrong (an unknown option, say). */

@@ -41,7 +41,7 @@ void ckfs_ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
             w->entry = e - fs->tr.entries;
     }
     if (fi != NULL)
-        w->fi = *fi;
+        w->fi = (ckfs_open_out){.fh = fi->fh, .keep_cache = fi->keep_cache};
     ckfs_saver_ask(fs, w);
 }
 
@@ -51,7 +51,10 @@ static void answered(ckfs_waiter *w, int errnum, const char *why)
     (void)why; /* logged by the saver, kept in user.ckptfs.last_error */
     ckfs *fs = w->fs;
     struct fuse_entry_param e;
-    ckfs_fill_entry(fs, INO_SNAPSHOT_DONE, &e); /* by inode: there even if edited again */
+    struct fuse_file_info fi = {.fh = w->fi.fh, .keep_cache = w->fi.keep_cache};
+    ckfs_entry_out eo;
+    ckfs_fill_entry(fs, INO_SNAPSHOT_DONE, &eo); /* by inode: there even if edited again */
+    ckfs_fuse_entry(&eo, &e);
     if (w->reply == REPLY_SEAL) {
         fs->sealed = errnum == 0;
         fs->sealing = false;
@@ -60,7 +63,7 @@ static void answered(ckfs_waiter *w, int errnum, const char *why)
         errnum = 0;
     switch (errnum != 0 ? REPLY_ERR : (enum reply)w->reply) {
     case REPLY_OPEN:
-        fuse_reply_open(w->req, &w->fi);
+        fuse_reply_open(w->req, &fi);
         break;
     case REPLY_ENTRY:
         fuse_reply_entry(w->req, &e);
@@ -118,6 +121,7 @@ void ckfs_save_handle_release(save_handle *h)
 void ckfs_create_snapshot_done(fuse_req_t req, ckfs *fs, struct fuse_file_info *fi)
 {
     struct fuse_entry_param e;
+    ckfs_entry_out eo;
     save_handle *h = calloc(1, sizeof *h);
     ckfs_waiter *w = calloc(1, sizeof *w);
     if (h == NULL || w == NULL) {
@@ -126,7 +130,8 @@ void ckfs_create_snapshot_done(fuse_req_t req, ckfs *fs, struct fuse_file_info *
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    ckfs_fill_entry(fs, INO_SNAPSHOT_DONE, &e); /* by inode: the name shows once saved */
+    ckfs_fill_entry(fs, INO_SNAPSHOT_DONE, &eo); /* by inode: the name shows once saved */
+    ckfs_fuse_entry(&eo, &e);
     fi->fh = (uintptr_t)h;
     *w = (ckfs_waiter){.ino = INO_SNAPSHOT_DONE, .done = save_handle_saved, .arg = h,
                        .make_file = true};

@@ -14,23 +14,12 @@
 #ifndef CKPTFS_SAVE_REPLY_H
 #define CKPTFS_SAVE_REPLY_H
 
-#include "ckptfs.h"
+#include "fuse_ops.h"
 
-/* How a waiter is answered (ckfs_waiter.reply). */
-enum reply {
-    REPLY_ERR,      /* a second close of snapshot_done: the save's errno */
-    REPLY_SYNC,     /* fsync: the errno of a save that holds back other
-                     * tensors' refused edits (tree_save_ask.hold) */
-    REPLY_OK,       /* a rename over snapshot_done: 0 whatever the save did */
-    REPLY_OPEN,     /* `: > snapshot_done` */
-    REPLY_ENTRY,    /* mknod snapshot_done */
-    REPLY_SEAL,     /* ckptfs-umount: take no more edits once saved */
-};
-
-/* An open file that holds the automatic save back.  The handle itself
- * says so (fh), because by its release the file may have become another
- * (a temporary file renamed over out is then known by out's inode). */
-#define FH_WRITER 1
+/* How a waiter is answered (ckfs_waiter.reply, enum reply) and the
+ * handle of an open file that holds the automatic save back (FH_WRITER:
+ * the handle itself says so, because by its release the file may have
+ * become another) are fs/ops.h's. */
 
 /* The handle of a created snapshot_done (fs/save_reply.c). */
 typedef struct save_handle save_handle;
