@@ -15,7 +15,7 @@
  * The save sequence: a commit group begun in the claim's directory, the
  * encoder (refusals, the format's writer, the read-back check before the
  * commit point: encoder.h), the commit.  A mount runs the same steps
- * split across its threads (fs/tree.c, tree_save_*), since it answers
+ * split across its threads (mount/tree.c, tree_save_*), since it answers
  * requests while it encodes.
  */
 #ifndef CK_WRITE_CLAIM_H

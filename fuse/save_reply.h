@@ -4,24 +4,24 @@
  *
  * A request that asks for a save (touch, mknod or a rename of
  * snapshot_done, `: > snapshot_done`, fsync, ckptfs-umount's seal) is
- * queued with the saver (fs/saver.c), which tells the request's waiter
+ * queued with the saver (mount/saver.c), which tells the request's waiter
  * (its done) when the save has ended.  How each such request is answered,
  * the handle of a created snapshot_done that its close waits on, and the
- * seal are here: the FUSE operations (fs/ll_ops.c) ask, this file asks the
+ * seal are here: the FUSE operations (mount/model_ops.c) ask, this file asks the
  * saver with a waiter whose done answers, and so the saver needs nothing
  * of the operations nor of this file.
  */
 #ifndef CKPTFS_SAVE_REPLY_H
 #define CKPTFS_SAVE_REPLY_H
 
-#include "fuse_ops.h"
+#include "reply.h"
 
 /* How a waiter is answered (ckfs_waiter.reply, enum reply) and the
  * handle of an open file that holds the automatic save back (FH_WRITER:
  * the handle itself says so, because by its release the file may have
- * become another) are fs/ops.h's. */
+ * become another) are mount/ops.h's. */
 
-/* The handle of a created snapshot_done (fs/save_reply.c). */
+/* The handle of a created snapshot_done (fuse/save_reply.c). */
 typedef struct save_handle save_handle;
 
 /* Ask for a save, through node ino, answered as `reply` says; fi is the

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ll_ops: a model mount's operations as plain results (fs/ops.h says
+ * ll_ops: a model mount's operations as plain results (mount/ops.h says
  * what they return).  Each is called with the mount's lock held as its
- * front takes it (shared to look, exclusive to change: fs/ll_ops.c, the
+ * front takes it (shared to look, exclusive to change: mount/model_ops.c, the
  * front); a unit test alone in the mount may call them without.  Inode
- * numbers are the mount's own (fs/inode_map.h); the entries answered
+ * numbers are the mount's own (mount/inode_map.h); the entries answered
  * carry the session's (ino_base added).
  */
-#ifndef CKPTFS_LL_OPS_H
-#define CKPTFS_LL_OPS_H
+#ifndef CKPTFS_MODEL_OPS_H
+#define CKPTFS_MODEL_OPS_H
 
 #include "ckptfs.h"
 #include "inode_map.h"

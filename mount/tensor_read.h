@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tensor_read: how a tensor's bytes are served to a read request, shared
- * by `out` (fs/ll_ops.c) and a view's files (fs/file_view.c): who may
+ * by `out` (mount/model_ops.c) and a view's files (mount/file_view.c): who may
  * read them, whether the model changed under the mount, and the extents
  * put in a read's plan, which the adapter splices from the files.
  */

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuse_ops: the FUSE adapter (fs/fuse_ops.h).  Each operation here
+ * fuse_ops: the FUSE adapter (fuse/ll_ops.h).  Each operation here
  * decodes its request into plain arguments and who asks (ckfs_caller),
- * calls the session's front (fs/ops.h), replies once from the plain
+ * calls the session's front (mount/ops.h), replies once from the plain
  * result, and then ends the hold the front left (a read's descriptors,
  * an xattr's text stay valid until the reply is sent).  A request that
- * waits for a save (CKFS_DEFER) is handed to fs/save_reply.c, which
+ * waits for a save (CKFS_DEFER) is handed to fuse/save_reply.c, which
  * answers it when the save ends.  No tree, no run, no format: only
  * libfuse and the front's plain results.
  */
-#include "fuse_ops.h"
+#include "ll_ops.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -50,26 +50,6 @@ static ckfs_caller caller_of(fuse_req_t req)
     return (ckfs_caller){.uid = ctx->uid, .gid = ctx->gid, .pid = ctx->pid,
                          .umask = ctx->umask, .groups = groups_of, .req = req,
                          .answer_later = answer_later};
-}
-
-void ckfs_fuse_entry(const ckfs_entry_out *in, struct fuse_entry_param *out)
-{
-    memset(out, 0, sizeof *out);
-    out->ino = in->ino;
-    out->generation = in->generation;
-    out->attr = in->attr;
-    out->attr_timeout = in->attr_timeout;
-    out->entry_timeout = in->entry_timeout;
-}
-
-void ckfs_reply_xattr(fuse_req_t req, const void *value, size_t len, size_t size)
-{
-    if (size == 0)
-        fuse_reply_xattr(req, len);
-    else if (size < len)
-        fuse_reply_err(req, ERANGE);
-    else
-        fuse_reply_buf(req, value, len);
 }
 
 static void reply_entry(fuse_req_t req, int rc, const ckfs_entry_out *e)
@@ -556,13 +536,13 @@ void ckfs_conn_init(struct fuse_conn_info *conn, bool *splice, unsigned max_read
      * file handle whose inode it has forgotten back into a node, by a
      * lookup of "." on its number and of ".." up to the root, which every
      * mount answers (ckfs_op_lookup, the run's lookup).  Numbers and
-     * generations stay valid for the mount's life: fs/inode_map.h,
+     * generations stay valid for the mount's life: mount/inode_map.h,
      * ckfs.generation. */
     if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
         conn->want |= FUSE_CAP_EXPORT_SUPPORT;
     conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
     /* libfuse refuses INIT unless this repeats the mount's max_read
-     * (fs/main.c, mount_max_read). */
+     * (fuse/main.c, mount_max_read). */
     conn->max_read = max_read;
     /* Tests only: ask for capabilities the kernel may not have, for the
      * refused-INIT path (tests/bats/roundtrips.bats). */
@@ -614,17 +594,3 @@ const struct fuse_lowlevel_ops ckfs_ops = {
     .setxattr = ll_setxattr,
     .statfs = ll_statfs,
 };
-
-/* ---- telling the kernel (fs/invalidate.h) ---- */
-
-static void inval_inode(struct fuse_session *se, ckfs_ino ino, int64_t off, int64_t len)
-{
-    fuse_lowlevel_notify_inval_inode(se, ino, off, len);
-}
-
-static void inval_entry(struct fuse_session *se, ckfs_ino parent, const char *name, size_t len)
-{
-    fuse_lowlevel_notify_inval_entry(se, parent, name, len);
-}
-
-const ckfs_kernel ckfs_fuse_kernel = {.inval_inode = inval_inode, .inval_entry = inval_entry};

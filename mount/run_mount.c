@@ -62,7 +62,7 @@
 #include "../save/writer_lock.h"
 #include "inode_map.h"
 #include "invalidate.h"
-#include "ll_ops.h"
+#include "model_ops.h"
 #include "nodes.h"
 
 #define RUN_INO_ROOT 1u
@@ -1405,7 +1405,7 @@ static ckfs_front *inside(ckrun *r, ckfs_ino *ino, int *errnum)
 }
 
 /* "." and ".." of the run's nodes and the checkpoints' directories (see
- * lookup_dots in fs/ll_ops.c: NFS file handles), their ".." the run's
+ * lookup_dots in mount/model_ops.c: NFS file handles), their ".." the run's
  * root; a node gone since is ESTALE.  Inside a checkpoint, "." is its
  * model mount's, ".." run_lookup_parent's. */
 static int run_lookup_dots(ckrun *r, const ckfs_caller *c, ckfs_ino parent, const char *name,

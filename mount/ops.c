@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ops: a read plan, the pieces a read is answered with (fs/ops.h), built
+ * ops: a read plan, the pieces a read is answered with (mount/ops.h), built
  * by the operations and replied by the adapter.
  */
 #include "ops.h"

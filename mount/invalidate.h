@@ -2,12 +2,12 @@
 /*
  * invalidate: telling the kernel of what changed where it could not see.
  *
- * The kernel caches names, attributes and listings long (fs/nodes.c,
+ * The kernel caches names, attributes and listings long (mount/nodes.c,
  * ckfs_timeout_of).  What changes without a request through the kernel
  * (a meta reformatted when parsed at close, snapshot_done coming and
  * going, every node's times after a save, the names a save renamed) is
- * invalidated through these, by the requests (fs/ll_ops.c) and by the
- * saver (fs/saver.c): a file of its own, so that the saver does not need
+ * invalidated through these, by the requests (mount/model_ops.c) and by the
+ * saver (mount/saver.c): a file of its own, so that the saver does not need
  * the requests'.
  */
 #ifndef CKPTFS_INVALIDATE_H
@@ -32,7 +32,7 @@ void ckfs_invalidate_times(ckfs *fs);
 void ckfs_renamed_inodes(ckfs *fs, const tree_renamed *list, size_t n);
 void ckfs_forget_names(struct fuse_session *se, ckfs_ino root, tree_renamed *list, size_t n);
 
-/* How the kernel is told, the adapter's (fs/fuse_ops.c): one table for
+/* How the kernel is told, the adapter's (fuse/reply.c): one table for
  * the process, set before the session starts.  NULL: told nothing. */
 typedef struct ckfs_kernel {
     void (*inval_inode)(struct fuse_session *se, ckfs_ino ino, int64_t off, int64_t len);

@@ -5,7 +5,7 @@
  * lays out, at the mount's root.  This serves any view alike and knows
  * none: a file's bytes are its segments', a segment of the view's own
  * bytes replied from memory, a tensor's run served as `out` is
- * (fs/tensor_read.h): spliced from the files' extents, or read through
+ * (mount/tensor_read.h): spliced from the files' extents, or read through
  * ck_model_read where the codec must assemble or decode the bytes.
  */
 #ifndef CKPTFS_FILE_VIEW_H

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * nodes: the tree's nodes as the kernel sees them (see fs/nodes.h): the
+ * nodes: the tree's nodes as the kernel sees them (see mount/nodes.h): the
  * node behind an inode number, its attributes and cache timeouts, and its
  * path under the mount point.  Shared by the FUSE operations and the
  * replies to saves; no request is answered here.
@@ -21,7 +21,7 @@ static entry *entry_at(ckfs *fs, uint32_t pos)
 }
 
 /* The node behind an inode the kernel holds.  snapshot_done's name is
- * absent while the tree has edits (ll_ops.c: op_lookup, dir_entry), but
+ * absent while the tree has edits (model_ops.c: ckfs_op_lookup, dir_entry), but
  * its inode stays valid, as an unlinked file's does while open: touch
  * creates it, which saves, then checks its attributes and sets its times,
  * perhaps after another program's edit has made the tree dirty again. */

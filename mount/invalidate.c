@@ -2,7 +2,7 @@
 /*
  * invalidate: the kernel's caches of a mount's names, attributes and
  * listings, dropped where they went stale without the kernel seeing it
- * (see fs/invalidate.h).  Apart from the requests, which call these, so
+ * (see mount/invalidate.h).  Apart from the requests, which call these, so
  * that the saver, which calls them after a save, needs only this.  The
  * kernel is told through the adapter's table (ckfs_kernel_set), so that
  * no libfuse is called from here: without one (a unit test) nothing is.

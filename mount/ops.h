@@ -18,7 +18,7 @@
  * A request that waits for a save is not answered by the operation at
  * all: it returns CKFS_DEFER with what the wait is (ckfs_defer), the lock
  * still held, and the adapter hands its request to the saver through
- * fs/save_reply.c, which answers it when the save has ended.
+ * fuse/save_reply.c, which answers it when the save has ended.
  */
 #ifndef CKPTFS_OPS_H
 #define CKPTFS_OPS_H
@@ -118,7 +118,7 @@ typedef struct ckfs_open_out {
 /* A handle that holds the automatic save back (an open for writing). */
 #define FH_WRITER 1
 
-/* How a request that waits for a save is answered (fs/save_reply.c). */
+/* How a request that waits for a save is answered (fuse/save_reply.c). */
 enum reply {
     REPLY_ERR,      /* a second close of snapshot_done: the save's errno */
     REPLY_SYNC,     /* fsync: the errno of a save that holds back other
@@ -177,7 +177,7 @@ enum {
 typedef struct ckfs_front ckfs_front;
 
 /* What a session's requests are answered by: one vtable, which a model
- * mount (fs/ll_ops.c) and a run directory (fs/run_mount.c, which hands a
+ * mount (mount/model_ops.c) and a run directory (mount/run_mount.c, which hands a
  * checkpoint's nodes to that checkpoint's own front) both implement.
  * Every inode number is the session's.  Each returns 0, a negative errno,
  * or CKFS_DEFER (only those given a defer); h may be left holding a lock.
@@ -204,7 +204,7 @@ typedef struct ckfs_front_ops {
     int (*flush)(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, uint64_t fh, ckfs_defer *d,
                  ckfs_hold *h);
     /* *save_handle: fh was a created snapshot_done's, which the adapter
-     * lets go of (fs/save_reply.c). */
+     * lets go of (fuse/save_reply.c). */
     int (*release)(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, uint64_t fh,
                    bool *save_handle, ckfs_hold *h);
     int (*fsync)(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, ckfs_defer *d,

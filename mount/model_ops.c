@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ll_ops: the operations of a model mount, as plain results (fs/ops.h):
+ * ll_ops: the operations of a model mount, as plain results (mount/ops.h):
  * its front, which a one-model session answers by and a run directory
  * hands each checkpoint's nodes to.  No request is decoded or answered
- * here: the FUSE adapter (fs/fuse_ops.c) does, once, from what these
+ * here: the FUSE adapter (fuse/ll_ops.c) does, once, from what these
  * return.
  *
  * Every answer is computed from the tree (the tensor index plus unsaved
@@ -21,11 +21,11 @@
  * file: those requests are deferred (CKFS_DEFER), answered by the saver.
  *
  * What a node is to the kernel (attributes, timeouts, its path) is
- * fs/nodes.c; how a tensor's bytes are planned (shared with a view's
- * files, fs/file_view.c), fs/tensor_read.c; telling the kernel of what
- * changed behind it, fs/invalidate.c; the refusal log, fs/log.c.
+ * mount/nodes.c; how a tensor's bytes are planned (shared with a view's
+ * files, mount/file_view.c), mount/tensor_read.c; telling the kernel of what
+ * changed behind it, mount/invalidate.c; the refusal log, mount/log.c.
  */
-#include "ll_ops.h"
+#include "model_ops.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -647,7 +647,7 @@ static entry *file_of(ckfs *fs, ckfs_ino parent, const char *name, bool *meta)
 
 /* Whether create or mknod of parent/name makes snapshot_done, which asks
  * for a save: a create is answered at once and its close waits for the
- * save (save_handle, fs/save_reply.c); a mknod has no close, it is
+ * save (save_handle, fuse/save_reply.c); a mknod has no close, it is
  * answered by the saver. */
 static bool makes_snapshot_done(const ckfs *fs, ckfs_ino parent, const char *name)
 {
@@ -994,7 +994,7 @@ int ckfs_op_rename(ckfs *fs, ckfs_ino parent, const char *name, ckfs_ino newpare
 }
 
 /* user.ckptfs.unmount on the root, from ckptfs-umount: the seal, answered
- * by fs/save_reply.c (ckfs_seal_request) with the save it asks for. */
+ * by fuse/save_reply.c (ckfs_seal_request) with the save it asks for. */
 int ckfs_op_setxattr(ckfs *fs, ckfs_ino ino, const char *name, ckfs_defer *d)
 {
     if (!fs->tr.writable)
@@ -1312,4 +1312,53 @@ void ckfs_leave_session(ckfs *fs)
     ckfs_saver_unmounting(fs);
     fs->se = NULL;
     pthread_rwlock_unlock(&fs->lock);
+}
+
+/* ---- a run directory's seal (ckptfs-umount) ---- */
+
+/* A run directory's seal, done: sealed if saved, then the caller's waiter
+ * (arg) told, and freed as the saver would have. */
+static void sealed(ckfs_waiter *w, int errnum, const char *why)
+{
+    ckfs_waiter *asker = w->arg;
+    w->fs->sealed = errnum == 0;
+    w->fs->sealing = false;
+    asker->fs = w->fs;
+    asker->done(asker, errnum, why);
+    free(asker);
+}
+
+void ckfs_seal(ckfs *fs, ckfs_waiter *w)
+{
+    ckfs_waiter *own = calloc(1, sizeof *own);
+    if (own == NULL) {
+        w->fs = fs;
+        w->done(w, ENOMEM, "out of memory");
+        free(w);
+        return;
+    }
+    *own = (ckfs_waiter){.ino = INO_ROOT, .reply = REPLY_SEAL, .entry = -1,
+                         .done = sealed, .arg = w};
+    pthread_rwlock_wrlock(&fs->lock);
+    fs->sealed = false;
+    fs->sealing = true;
+    ckfs_saver_ask(fs, own);
+    pthread_rwlock_unlock(&fs->lock);
+}
+
+void ckfs_unseal(ckfs *fs)
+{
+    pthread_rwlock_wrlock(&fs->lock);
+    fs->sealed = false;
+    fs->sealing = false;
+    pthread_rwlock_unlock(&fs->lock);
+}
+
+bool ckfs_busy(ckfs *fs)
+{
+    pthread_rwlock_rdlock(&fs->lock);
+    bool busy = fs->tr.writable && (tree_dirty(&fs->tr) || fs->tr.saving ||
+                                    fs->open_writers > 0 || fs->sealing);
+    pthread_rwlock_unlock(&fs->lock);
+    return busy;
 }

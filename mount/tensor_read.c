@@ -14,7 +14,7 @@
 #define MODEL(fs) ((fs)->tr.model)
 
 /* The kernel checks the tree's modes, which are the model file's
- * (fs/nodes.c, file_mode_of), for every user; the directories between the
+ * (mount/nodes.c, file_mode_of), for every user; the directories between the
  * mount's root and each file a tensor is read from (a run's rank_<id>/ or
  * iteration_<N>/, a distributed checkpoint's ranks, beside the file's own
  * mode) have no node to carry their modes, so another user's read of a
