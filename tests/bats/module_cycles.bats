@@ -38,6 +38,6 @@ load helpers
     echo "$output"
     [ "$status" -eq 1 ]
     # and the check sees an include that is there
-    run grep -cE '#include [<"](fuse[^">]*|\.\./fuse/[^">]*)[">]' "$REPO"/fuse/ll_ops.h
+    run grep -cE '#include [<"](fuse[^">]*|\.\./fuse/[^">]*)[">]' "$REPO"/fuse/reply.h
     [ "$output" -ge 1 ]
 }
