@@ -37,5 +37,6 @@ void test_shards(void);
 void test_progress(void);
 void test_view(void);
 void test_run_dir(void);
+void test_mount_ops(void);
 
 #endif
