@@ -2,7 +2,7 @@
 /*
  * nodes: the tree's nodes as the kernel sees them (see mount/nodes.h): the
  * node behind an inode number, its attributes and cache timeouts, and its
- * path under the mount point.  Shared by the FUSE operations and the
+ * path under the mount point.  Shared by the mount's operations and the
  * replies to saves; no request is answered here.
  */
 #include "nodes.h"

@@ -4,7 +4,7 @@
  * sees it: its attributes, how long it may cache them and the name, and
  * the path a refusal names.
  *
- * The FUSE operations (mount/model_ops.c) answer with these, and so do the
+ * The mount's operations (mount/model_ops.c) answer with these, and so do the
  * replies to saves (fuse/save_reply.c), which must not need the operations:
  * so they are here, below both.  Nothing here replies to a request.
  */
