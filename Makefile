@@ -31,9 +31,14 @@ LIB_SRC   := $(wildcard codec/*.c codec/*/*.c save/*.c)
 # threaded chunked reads of ckptfs-stat and ckptfs-diff.
 TOOL_SRC  := tools/cli_open.c tools/tensor_stats.c tools/stats_elem.c tools/stats_isa.c \
              tools/stats_kernel.c tools/chunk_pass.c
-FS_SRC    := $(wildcard fs/*.c)
+# The mount: its logic with no libfuse in it (mount/: the tree, saves, run
+# directories, views, every operation as a plain result), and the thin
+# adapter that speaks FUSE (fuse/: requests, replies, the loop, main).
+MOUNT_SRC := $(wildcard mount/*.c)
+FUSE_SRC  := $(wildcard fuse/*.c)
+FS_SRC    := $(MOUNT_SRC) $(FUSE_SRC)
 UNIT_SRC  := $(wildcard tests/unit/*.c)
-HEADERS   := $(wildcard codec/*.h codec/*/*.h save/*.h fs/*.h tools/*.h tools/*.inc \
+HEADERS   := $(wildcard codec/*.h codec/*/*.h save/*.h mount/*.h fuse/*.h tools/*.h tools/*.inc \
                tests/unit/*.h)
 # The strategy file is decoded by protobuf-c's generated code (the codec
 # uses it); checkpoint.proto's only serves the unit tests' encoder.
@@ -44,9 +49,9 @@ LIB       := $(BUILD)/libckptfs.a
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/node_strategy.pb-c.o
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 FS_OBJ    := $(FS_SRC:%.c=$(BUILD)/%.o)
-# The part of fs/ with no FUSE in it, which the unit tests drive directly:
-# the mounted tree and its unsaved edits.
-TREE_OBJ  := $(BUILD)/fs/tree.o
+# mount/, which has no FUSE in it, the unit tests drive directly: the
+# mounted tree and its unsaved edits, the operations, the run directory.
+MOUNT_OBJ := $(MOUNT_SRC:%.c=$(BUILD)/%.o)
 PROTO_OBJ := $(BUILD)/gen/checkpoint.pb-c.o
 
 BINS      := $(BUILD)/ckptfs $(BUILD)/ckptfs-dump $(BUILD)/ckptfs-stat $(BUILD)/ckptfs-diff \
@@ -91,7 +96,7 @@ $(BUILD)/ckptfs: $(FS_OBJ) $(LIB)
 $(BUILD)/ckptfs-%: $(BUILD)/tools/%.o $(TOOL_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/unit-tests: $(UNIT_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ) $(TOOL_OBJ) $(TREE_OBJ) $(LIB)
+$(BUILD)/unit-tests: $(UNIT_SRC:%.c=$(BUILD)/%.o) $(PROTO_OBJ) $(TOOL_OBJ) $(MOUNT_OBJ) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # tests/bats/nfs_export.bats: NFS file handles taken and opened as the

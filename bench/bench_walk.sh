@@ -12,7 +12,7 @@
 #    mount, then a second walk on that mount.  Targets: ckptfs's first walk
 #    at most 0.5x squashfuse_ll's; its second at most ext4's (ratio <= 1).
 #    ckptfs is also timed with -o busy_poll=0 (its loop sleeps at once
-#    when idle, fs/session_loop.c): "poll/sleep" is the gain of polling.
+#    when idle, fuse/session_loop.c): "poll/sleep" is the gain of polling.
 # 2. The first read of every `out` of a READ_MIB model by 1, 2 and 4
 #    parallel `cat`s (the outs dealt round-robin), on a fresh mount each
 #    time, the model file and the image in the page cache; against

@@ -10,7 +10,7 @@
  * lists them, so that the mount and the tools open the same directories
  * the same way; a collection opens its member files through the registry
  * of formats (registry.h), below that table.  A directory no collection
- * claims is a training run's, which the mount follows (fs/run_mount.h); a
+ * claims is a training run's, which the mount follows (mount/run_mount.h); a
  * collection with a completion rule (ck_collection_done) is one checkpoint
  * of such a run (codec/run_dir.h), found, judged and opened beneath the
  * run's descriptor through the hooks below alone, whatever its kind.
@@ -36,7 +36,7 @@ typedef struct ck_collection_opts {
 /* A names file: a file at the root of a snapshot directory that alone
  * holds the real names of its tensor directories (OneFlow's pickled_data,
  * beside tensor_<N>/).  A snapshot copied into a mount (cp -r, rsync, tar)
- * takes those names at its next save (fs/tree.c). */
+ * takes those names at its next save (mount/tree.c). */
 typedef struct ck_named_dir {
     char *name;                 /* the tensor's real name, UTF-8, NUL-terminated */
     char *path;                 /* its directory: a single component */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * view: how the mount shows a model, for fs/.  Types only, no .c of its
- * own: fs/ includes this, not the formats that fill it in.
+ * view: how the mount shows a model, for mount/.  Types only, no .c of its
+ * own: mount/ includes this, not the formats that fill it in.
  *
  * The tree's view: each tensor is a directory holding `meta`, a text of
  * its type and shape (OneFlow's VariableMetaInfo: oneflow/oneflow_meta.h

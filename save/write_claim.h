@@ -15,13 +15,13 @@
  * The tools' save is the save sequence (save_seq.h: a commit group begun
  * in the claim's directory, the encoder with its read-back check, the
  * commit) run in one go.  A mount runs the same phases split across its
- * threads (fs/tree.c, tree_save_*), since it answers requests while it
+ * threads (mount/tree.c, tree_save_*), since it answers requests while it
  * encodes.  Whoever writes a model's files, a format's directory writer
  * included (codec/io/target.h, write_dir), does so holding a claim: the
  * formats themselves take no lock.  The one exception is a run
  * directory's checkpoints, each locked on the run's request thread
  * beneath the run's descriptor (ck_writer_lock_take_at) and its journal
- * recovered as it is opened (fs/run_mount.c).
+ * recovered as it is opened (mount/run_mount.c).
  */
 #ifndef CK_WRITE_CLAIM_H
 #define CK_WRITE_CLAIM_H

@@ -5,7 +5,7 @@
  * Every layer below the FUSE edge reports failure by filling a ck_error
  * with an errno class (what the FUSE front-end will eventually reply) and a
  * one-line, human-readable message that names the file and the byte offset
- * or the tensor.  Only fs/ turns it into an errno; the command line prints
+ * or the tensor.  Only mount/ turns it into an errno; the command line prints
  * the message as is.
  */
 #ifndef CK_ERROR_H

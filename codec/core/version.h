@@ -2,7 +2,7 @@
 /*
  * version: the version every ckptfs program prints for --version.
  *
- * Kept in codec/ (not fs/) so that the command-line tools built on the
+ * Kept in codec/ (not mount/ or fuse/) so that the command-line tools built on the
  * codec alone (ckptfs-dump, ckptfs-stat) say the same version as the mount
  * without depending on the FUSE front-end's headers.
  */

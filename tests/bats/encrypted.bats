@@ -618,7 +618,7 @@ split_enc() {
 
 # BUG (ckptfs, build/ at a312154): this split model is refused with an empty
 # message, "ckptfs:  (offsets in the decrypted content)", while ckptfs-dump
-# (and the ASan build of ckptfs) open it.  fs/main.c leaves its ck_error
+# (and the ASan build of ckptfs) open it.  fuse/main.c leaves its ck_error
 # uninitialized, ck_group_recover() clears only msg, and
 # ck_model_add_data_file() (codec/core/model.c) treats a non-zero errnum on entry
 # as its own failure (gdb: errnum == 1 there).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # SPDX-License-Identifier: Apache-2.0
 # The layering rule (issue 40, docs/design.md): no include circle and no
-# call circle between the modules of codec/, save/, fs/ and tools/ (a .c
+# call circle between the modules of codec/, save/, mount/, fuse/ and tools/ (a .c
 # with its .h), checked by tests/tools/module_cycles.py over the sources and
 # the objects of the build under test; and the checker's self-test, which
 # plants circles in a temporary tree, so that a broken checker cannot pass.
@@ -23,9 +23,9 @@ load helpers
 # The front-end knows no format: it reaches formats, envelopes and
 # collections through codec/'s interfaces and registry (format.h, view.h,
 # collection.h, envelope.h, registry.h, open_path.h, run_dir.h) only.
-@test "fs/ includes no header of a format's, an envelope's or a collection's folder" {
+@test "mount/ and fuse/ include no header of a format's, an envelope's or a collection's folder" {
     run grep -nE '#include "\.\./codec/(ckpt|onnx_mindir|safetensors|pytorch|oneflow|pb|pickle|cipher|zstd|collections)/' \
-        "$REPO"/fs/*.c "$REPO"/fs/*.h
+        "$REPO"/mount/*.c "$REPO"/mount/*.h "$REPO"/fuse/*.c "$REPO"/fuse/*.h
     echo "$output"
     [ "$status" -eq 1 ]
 }
@@ -61,4 +61,16 @@ load helpers
         "${files[@]}"
     echo "$output"
     [ "$status" -eq 1 ]
+}
+
+# The filesystem's logic has no libfuse in it (issue 40): mount/ includes no
+# FUSE header, directly or through a header of fuse/, so that its
+# operations are driven without the kernel (tests/unit/test_mount_ops.c).
+@test "mount/ includes no FUSE header, nor a header of fuse/" {
+    run grep -nE '#include [<"](fuse[^">]*|\.\./fuse/[^">]*)[">]' "$REPO"/mount/*.c "$REPO"/mount/*.h
+    echo "$output"
+    [ "$status" -eq 1 ]
+    # and the check sees an include that is there
+    run grep -cE '#include [<"](fuse[^">]*|\.\./fuse/[^">]*)[">]' "$REPO"/fuse/reply.h
+    [ "$output" -ge 1 ]
 }

@@ -5,7 +5,7 @@
 A module is a .c with its .h (codec/envelope.c and codec/envelope.h are the
 module codec/envelope); a header without a .c, or a .c without a header, is a
 module of its own.  Two graphs are built over the C code of the source folders
-(codec/, save/, fs/, tools/, mount-helpers/):
+(codec/, save/, mount/, fuse/, tools/, mount-helpers/):
 
   include  A -> B when a file of A has `#include "..."` naming a file of B
            (resolved relative to the including file, as the compiler does);
@@ -52,7 +52,7 @@ import subprocess
 import sys
 import tempfile
 
-SOURCE_DIRS = ("codec", "save", "fs", "tools", "mount-helpers")
+SOURCE_DIRS = ("codec", "save", "mount", "fuse", "tools", "mount-helpers")
 # Files that are C: .inc is a fragment a .c includes (tools/stats_kernel.inc).
 C_EXTS = (".c", ".h", ".inc")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -314,8 +314,8 @@ def self_test():
             "codec/a.c": '#include "a.h"\nint a(void) { return 1; }\n',
             "save/b.h": "int b(void);\n",
             "save/b.c": '#include "b.h"\n#include "../codec/a.h"\nint b(void) { return 2; }\n',
-            "fs/c.c": "int d(int);\nint c(int n) { return n ? d(n - 1) : 0; }\n",
-            "fs/d.c": "int c(int);\nint d(int n) { return n ? c(n - 1) : 0; }\n",
+            "mount/c.c": "int d(int);\nint c(int n) { return n ? d(n - 1) : 0; }\n",
+            "mount/d.c": "int c(int);\nint d(int n) { return n ? c(n - 1) : 0; }\n",
         })
         # The same modules layered: b below a, d below c.
         clean = tree("clean", {
@@ -323,17 +323,17 @@ def self_test():
             "codec/a.c": '#include "a.h"\nint a(void) { return b(); }\n',
             "save/b.h": "int b(void);\n",
             "save/b.c": '#include "b.h"\nint b(void) { return 2; }\n',
-            "fs/c.c": "int d(int);\nint c(int n) { return d(n); }\n",
-            "fs/d.c": "int d(int n) { return n; }\n",
+            "mount/c.c": "int d(int);\nint c(int n) { return d(n); }\n",
+            "mount/d.c": "int d(int n) { return n; }\n",
         })
         # The known list: the planted circles listed pass; a listed one
         # that is not there (broken, or changed) fails.
         listed = os.path.join(tmp, "listed")
         with open(listed, "w") as fh:
-            fh.write("# planted\ninclude save/b codec/a\ncall fs/c fs/d\n")
+            fh.write("# planted\ninclude save/b codec/a\ncall mount/c mount/d\n")
         stale = os.path.join(tmp, "stale")
         with open(stale, "w") as fh:
-            fh.write("include save/b codec/a\ncall fs/c fs/d\ninclude fs/c fs/d\n")
+            fh.write("include save/b codec/a\ncall mount/c mount/d\ninclude mount/c mount/d\n")
         cases = (("planted circles", circles, [], 2, 1),
                  ("layered tree", clean, [], 0, 0),
                  ("planted circles listed as known", circles, ["--known", listed], 0, 0),
@@ -347,10 +347,10 @@ def self_test():
             if want:
                 ok = ok and any(l.startswith("include circle (2 modules): "
                                              "codec/a -> save/b -> codec/a") for l in lines)
-                ok = ok and any(l.startswith("call circle (2 modules): fs/c -> fs/d -> fs/c")
+                ok = ok and any(l.startswith("call circle (2 modules): mount/c -> mount/d -> mount/c")
                                 for l in lines)
             if extra == ["--known", stale]:
-                ok = ok and "gone include circle (2 modules): fs/c fs/d" in out
+                ok = ok and "gone include circle (2 modules): mount/c mount/d" in out
             print("%s - self-test: %s (exit %d)" % ("ok" if ok else "not ok", name, res.returncode))
             if not ok:
                 sys.stdout.write(out)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the codec (and the atomic writer), without FUSE; the
- * mounted tree of fs/tree.c is driven without FUSE too (test_tree.c).
+ * mounted tree of mount/tree.c is driven without FUSE too (test_tree.c), and so
+ * are mount/'s operations (test_mount_ops.c).
  *
  * Checkpoints are encoded with protobuf-c from codec/pb/proto/checkpoint.proto —
  * a second, independent protobuf implementation — and the streaming reader's
@@ -957,6 +958,7 @@ int main(void)
     test_view();
     test_run_dir();
     test_envelope_args();
+    test_mount_ops();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tree: the mounted tree (fs/tree.c) driven directly, without FUSE or a
- * kernel, as the front-end drives it: open a .ckpt the way fs/main.c does
+ * tree: the mounted tree (mount/tree.c) driven directly, without FUSE or a
+ * kernel, as the front-end drives it: open a .ckpt the way fuse/main.c does
  * (writer lock, the model's directory, leftovers cleaned), edit `out` and
  * `meta`, make, rename and remove tensor directories, and save in the
- * three steps of fs/saver.c.
+ * three steps of mount/saver.c.
  *
  * Every saved file is judged by an oracle independent of ckptfs's reader:
  * protobuf-c's code generated from checkpoint.proto decodes it, and what it
@@ -32,7 +32,7 @@
 #include "../../codec/io/commit_group.h"
 #include "../../save/encoder.h"
 #include "../../save/writer_lock.h"
-#include "../../fs/tree.h"
+#include "../../mount/tree.h"
 #include "checkpoint.pb-c.h"
 #include "unit.h"
 
@@ -367,7 +367,7 @@ typedef struct mount {
     bool open;
 } mount;
 
-/* As fs/main.c opens a single model: its lock, its directory, interrupted
+/* As fuse/main.c opens a single model: its lock, its directory, interrupted
  * saves finished and leftovers removed, then the tree. */
 static int mount_open(mount *mt, const char *path, bool writable, ck_error *err)
 {
@@ -465,7 +465,7 @@ static int tensor_remove(mount *mt, const char *dir, ck_error *err)
     return tree_rmdir(&mt->tr, e, err);
 }
 
-/* A save in fs/saver.c's three steps, the replaced model closed last.
+/* A save in mount/saver.c's three steps, the replaced model closed last.
  * *wrote: whether there was anything to save. */
 static int save_all(tree *tr, bool *wrote, ck_error *err)
 {
@@ -483,7 +483,7 @@ static int save_all(tree *tr, bool *wrote, ck_error *err)
     return rc;
 }
 
-/* Bytes of an entry's `out` as the front-end reads them (fs/ll_ops.c,
+/* Bytes of an entry's `out` as the front-end reads them (mount/model_ops.c,
  * read_out): the spill file's range when edited, else the model's. */
 static bool out_bytes(const tree *tr, const entry *e, unsigned char *buf, size_t len)
 {

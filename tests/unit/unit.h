@@ -38,5 +38,6 @@ void test_progress(void);
 void test_view(void);
 void test_run_dir(void);
 void test_envelope_args(void);
+void test_mount_ops(void);
 
 #endif

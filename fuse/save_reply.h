@@ -4,35 +4,24 @@
  *
  * A request that asks for a save (touch, mknod or a rename of
  * snapshot_done, `: > snapshot_done`, fsync, ckptfs-umount's seal) is
- * queued with the saver (fs/saver.c), which tells the request's waiter
+ * queued with the saver (mount/saver.c), which tells the request's waiter
  * (its done) when the save has ended.  How each such request is answered,
  * the handle of a created snapshot_done that its close waits on, and the
- * seal are here: the FUSE operations (fs/ll_ops.c) ask, this file asks the
+ * seal are here: the FUSE operations (mount/model_ops.c) ask, this file asks the
  * saver with a waiter whose done answers, and so the saver needs nothing
  * of the operations nor of this file.
  */
 #ifndef CKPTFS_SAVE_REPLY_H
 #define CKPTFS_SAVE_REPLY_H
 
-#include "ckptfs.h"
+#include "reply.h"
 
-/* How a waiter is answered (ckfs_waiter.reply). */
-enum reply {
-    REPLY_ERR,      /* a second close of snapshot_done: the save's errno */
-    REPLY_SYNC,     /* fsync: the errno of a save that holds back other
-                     * tensors' refused edits (tree_save_ask.hold) */
-    REPLY_OK,       /* a rename over snapshot_done: 0 whatever the save did */
-    REPLY_OPEN,     /* `: > snapshot_done` */
-    REPLY_ENTRY,    /* mknod snapshot_done */
-    REPLY_SEAL,     /* ckptfs-umount: take no more edits once saved */
-};
+/* How a waiter is answered (ckfs_waiter.reply, enum reply) and the
+ * handle of an open file that holds the automatic save back (FH_WRITER:
+ * the handle itself says so, because by its release the file may have
+ * become another) are mount/ops.h's. */
 
-/* An open file that holds the automatic save back.  The handle itself
- * says so (fh), because by its release the file may have become another
- * (a temporary file renamed over out is then known by out's inode). */
-#define FH_WRITER 1
-
-/* The handle of a created snapshot_done (fs/save_reply.c). */
+/* The handle of a created snapshot_done (fuse/save_reply.c). */
 typedef struct save_handle save_handle;
 
 /* Ask for a save, through node ino, answered as `reply` says; fi is the

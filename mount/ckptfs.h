@@ -1,23 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ckptfs: the FUSE front-end's shared state and entry points.
+ * ckptfs: a mount's shared state and entry points, with no libfuse in it
+ * (issue 40: the FUSE adapter is fuse/, which includes this).
  *
- * The front-end is a thin translation of FUSE low-level requests onto the
- * tree (fs/tree.h: the model's index plus unsaved edits); it holds no
- * format knowledge.  Tree:
+ * A mount answers requests from the tree (mount/tree.h: the model's index
+ * plus unsaved edits), its operations returning plain results
+ * (mount/ops.h); it holds no format knowledge.  Tree:
  *   /                       root
  *   /snapshot_done          empty file: the tree equals the model file
  *   /<dir_name>/            one directory per visible tensor
  *   /<dir_name>/meta        its type and shape (codec/view.h)
  *   /<dir_name>/out         the tensor's bytes
- * or, with -o as=NAME, only the files of format NAME's view (fs/file_view.h).
+ * or, with -o as=NAME, only the files of format NAME's view (mount/file_view.h).
  */
 #ifndef CKPTFS_H
 #define CKPTFS_H
 
-#define FUSE_USE_VERSION 34
-
-#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,7 +24,13 @@
 #include "../codec/core/model.h"
 #include "../codec/open_path.h"
 #include "../codec/core/version.h"
+#include "ops.h"
 #include "tree.h"
+
+/* The FUSE session and a request: only the adapter (fuse/ll_ops.c) looks
+ * inside; here they are handles it hands down and gets back. */
+struct fuse_session;
+struct fuse_req;
 
 /* "TIME PATH: reason" of the last refused operation. */
 #define CKFS_LAST_ERROR_MAX 4096
@@ -35,19 +39,19 @@
 typedef struct ckfs_waiter ckfs_waiter;
 struct ckfs_waiter {
     ckfs_waiter *next;
-    fuse_req_t req;
-    fuse_ino_t ino;             /* the node the save was asked through */
-    int reply;                  /* how to answer it: see fs/save_reply.h */
+    struct fuse_req *req;
+    ckfs_ino ino;               /* the node the save was asked through */
+    int reply;                  /* how to answer it: see fuse/save_reply.h */
     bool make_file;             /* asked by name (snapshot_done, fsync): a model not
                                  * on disk yet is written even with no edit */
-    struct fuse_file_info fi;   /* an open's or a create's */
+    ckfs_open_out fi;           /* an open's answer */
     /* fsync: other tensors that block the save do not fail it, unless
      * the tensor asked through (entry, its position; -1: none) is one. */
     bool hold;
     int64_t entry;
     /* The one way a waiter is completed: the saver tells it the save's
      * outcome (errnum, the refusal's text) under the mount's lock, then
-     * frees it.  Set by whoever asks (fs/save_reply.c answers a request;
+     * frees it.  Set by whoever asks (fuse/save_reply.c answers a request;
      * a run directory's seal joins several saves), so that the saver
      * calls nothing above it. */
     void (*done)(ckfs_waiter *w, int errnum, const char *why);
@@ -75,27 +79,22 @@ typedef struct ckfs_saver {
 
 typedef struct ckfs ckfs;
 
-/* What a session's requests are answered by: the one model of a mount
- * (ckfs_front_init), or a run directory's checkpoints (fs/run_mount.h).
- * mount_of finds the model mount serving *ino and makes *ino that mount's
- * own number; NULL with *errnum when there is none now.  Each model mount
- * owns the inode numbers below 2^CKFS_INO_BITS (fs/inode_map.h); a run
- * directory tells its checkpoints apart by the bits above. */
-typedef struct ckfs_front {
-    ckfs *(*mount_of)(struct ckfs_front *front, fuse_ino_t *ino, int *errnum);
-} ckfs_front;
-
+/* Each model mount owns the inode numbers below 2^CKFS_INO_BITS
+ * (mount/inode_map.h); a run directory tells its checkpoints apart by the
+ * bits above, and hands each checkpoint's front (mount/ops.h) its own
+ * numbers. */
 #define CKFS_INO_BITS 42
 #define CKFS_INO_MASK ((1ull << CKFS_INO_BITS) - 1)
 
 struct ckfs {
-    ckfs_front front;       /* the session's userdata for a one-model mount */
-    fuse_ino_t ino_base;    /* added to every inode number the kernel sees */
+    ckfs_front front;       /* its operations (mount/model_ops.c): the session's for a
+                             * one-model mount, a run's for its checkpoints */
+    ckfs_ino ino_base;      /* added to every inode number the kernel sees */
     /* The generation of every node but the kernel's root (which must have
      * 0): one per mount, drawn at random, so that an NFS file handle kept
      * from an earlier mount (same fsid=) is stale, never a tensor this
      * mount numbers alike.  Within the mount no number is reused
-     * (fs/inode_map.h), so one generation for all of them keeps every
+     * (mount/inode_map.h), so one generation for all of them keeps every
      * (ino, generation) pair unique. */
     uint32_t generation;
     /* Every request holds it, shared when it only looks at the tree and
@@ -116,7 +115,7 @@ struct ckfs {
     unsigned max_read;      /* the mount's max_read, which op_init must repeat */
     bool final_commit_failed; /* the save at unmount failed: exit non-zero */
     /* Where the edits a failed save at unmount would lose are kept
-     * (-o recovery_dir; NULL: beside the model): fs/recovery.h. */
+     * (-o recovery_dir; NULL: beside the model): mount/recovery.h. */
     const char *recovery_dir;
     /* The running save's count of bytes written (user.ckptfs.progress);
      * the saver's thread counts, requests read it (ck_progress_read). */
@@ -139,7 +138,7 @@ struct ckfs {
     void (*on_save)(ckfs *fs, bool begins, bool committed);
     void *owner;
     /* Tell the kernel of the names a save renamed, from threads that the
-     * saver's stop waits for (fs/saver.c, forget_later): a one-model
+     * saver's stop waits for (mount/saver.c, forget_later): a one-model
      * mount, whose stop comes after the session's end.  A run
      * directory's checkpoints are closed while requests that wait for the
      * run may hold the directory lock those threads wait for. */
@@ -155,14 +154,12 @@ struct ckfs {
      * opens are checked instead, and so this mount answers OPEN. */
     bool others_read;
     /* -o as=NAME: the root shows the files of format NAME's view, the
-     * model as that format's files (fs/file_view.h), instead of the tree;
+     * model as that format's files (mount/file_view.h), instead of the tree;
      * NULL otherwise. */
     struct ckfs_view *view;
 };
 
 #define ckfs_of_front(f) ((ckfs *)((char *)(f) - offsetof(ckfs, front)))
-
-extern const struct fuse_lowlevel_ops ckfs_ops;
 
 /* Extended attributes every mount answers the same way. */
 #define XATTR_PID "user.ckptfs.pid"         /* the daemon's, for ckptfs-umount */
@@ -173,16 +170,19 @@ extern const struct fuse_lowlevel_ops ckfs_ops;
 /* security.* and system.*: never served, and answered EOPNOTSUPP so that
  * the kernel and ls stop asking (docs/benchmarks.md). */
 bool ckfs_unserved_xattr(const char *name);
-/* An xattr's value: its size when size is 0, ERANGE when it does not fit. */
-void ckfs_reply_xattr(fuse_req_t req, const void *value, size_t len, size_t size);
+/* An xattr's answer: text (cut at CKFS_XATTR_TEXT), or this process's id. */
+int ckfs_xattr_text(ckfs_xattr_out *out, const char *text);
+int ckfs_xattr_pid(ckfs_xattr_out *out);
+/* Whether an open with these flags writes (or truncates). */
+bool ckfs_opens_writer(int flags);
 
-/* A one-model mount: its own front, inode numbers as they are. */
+/* A model mount's front (mount/model_ops.c), its inode numbers as they are. */
 void ckfs_front_init(ckfs *fs);
 /* The mount's lock, writers first: a save waiting to switch the tree is
  * not starved by a stream of reads. */
 void ckfs_lock_init(ckfs *fs);
 
-/* fs/mount_setup.c.  Make the open model the tree of fs, whose settings
+/* mount/mount_setup.c.  Make the open model the tree of fs, whose settings
  * are made (timeouts, splice, commit delay...): writable or not (a
  * writable one's leftovers of a save cut short removed first: its writer
  * lock must be held), edits held within spill_max (0: the default), and
@@ -192,11 +192,8 @@ int ckfs_attach(ckfs *fs, ck_model *model, const ck_open_opts *oo, bool writable
                 uint64_t spill_max, ck_error *err);
 /* Let go of what ckfs_attach made, the model (the save's last) with it. */
 void ckfs_detach(ckfs *fs);
-/* What every mount asks of the kernel at INIT: splice (cleared in *splice
- * when the kernel cannot), READDIRPLUS, and the mount's max_read. */
-void ckfs_conn_init(struct fuse_conn_info *conn, bool *splice, unsigned max_read);
 
-/* fs/save_reply.c (fs/save_reply.h has the rest).  A run directory's
+/* mount/model_ops.c.  A run directory's
  * seal (ckptfs-umount): save, and take no edit if that worked; w (with
  * its done) is told the outcome.  Unseal: take edits again.  Each takes
  * the lock. */
@@ -206,7 +203,7 @@ void ckfs_unseal(ckfs *fs);
  * it open.  Takes the lock. */
 bool ckfs_busy(ckfs *fs);
 
-/* fs/saver.c.  Start the saver (after the daemon has forked), or only
+/* mount/saver.c.  Start the saver (after the daemon has forked), or only
  * prepare it, its thread starting with the first edit or save asked for
  * (a run directory's checkpoints: most are only read); ask it for a
  * save with a waiter (the mount's lock held exclusively; w->done set),
@@ -231,14 +228,8 @@ typedef struct ckfs_idle_work {
     void *arg;
 } ckfs_idle_work;
 
-/* fs/session_loop.c.  Answer requests on this thread until the mount ends,
- * looking for the next request for busy_poll_us microseconds before
- * sleeping (0 and no work: libfuse's own loop), and doing work (NULL:
- * none) when asked.  0, or a negative errno. */
-int ckfs_session_loop(struct fuse_session *se, unsigned busy_poll_us,
-                      const ckfs_idle_work *work);
 
-/* fs/log.c.  One line to stderr or syslog, and to the -o log file. */
+/* mount/log.c.  One line to stderr or syslog, and to the -o log file. */
 void ckfs_log(const ckfs *fs, int priority, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* An operation on path (in the tree) was refused: log the reason and keep

@@ -23,7 +23,7 @@
  * Another thread may ask this one for work between requests
  * (ckfs_idle_work): its eventfd is polled with the device.
  */
-#include "ckptfs.h"
+#include "session_loop.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * save_reply: the replies to requests that wait for a save (see
- * fs/save_reply.h).  This file asks the saver (ckfs_saver_ask), each
+ * fuse/save_reply.h).  This file asks the saver (ckfs_saver_ask), each
  * waiter with its own done (answered, below), and finds nodes
- * (fs/nodes.h), nothing more of the front-end; the saver records the
+ * (mount/nodes.h), nothing more of the front-end; the saver records the
  * outcome and calls only that done, so it calls nothing of this file.
  */
 #include "save_reply.h"
@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nodes.h"
+#include "../mount/nodes.h"
 
 /* ---- saves ----
  *
  * A request that asks for a save gets its reply when the saver has saved
- * (fs/saver.c), in the form the request needs. */
+ * (mount/saver.c), in the form the request needs. */
 
 static void answered(ckfs_waiter *w, int errnum, const char *why);
 
@@ -41,7 +41,7 @@ void ckfs_ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
             w->entry = e - fs->tr.entries;
     }
     if (fi != NULL)
-        w->fi = *fi;
+        w->fi = (ckfs_open_out){.fh = fi->fh, .keep_cache = fi->keep_cache};
     ckfs_saver_ask(fs, w);
 }
 
@@ -51,7 +51,10 @@ static void answered(ckfs_waiter *w, int errnum, const char *why)
     (void)why; /* logged by the saver, kept in user.ckptfs.last_error */
     ckfs *fs = w->fs;
     struct fuse_entry_param e;
-    ckfs_fill_entry(fs, INO_SNAPSHOT_DONE, &e); /* by inode: there even if edited again */
+    struct fuse_file_info fi = {.fh = w->fi.fh, .keep_cache = w->fi.keep_cache};
+    ckfs_entry_out eo;
+    ckfs_fill_entry(fs, INO_SNAPSHOT_DONE, &eo); /* by inode: there even if edited again */
+    ckfs_fuse_entry(&eo, &e);
     if (w->reply == REPLY_SEAL) {
         fs->sealed = errnum == 0;
         fs->sealing = false;
@@ -60,7 +63,7 @@ static void answered(ckfs_waiter *w, int errnum, const char *why)
         errnum = 0;
     switch (errnum != 0 ? REPLY_ERR : (enum reply)w->reply) {
     case REPLY_OPEN:
-        fuse_reply_open(w->req, &w->fi);
+        fuse_reply_open(w->req, &fi);
         break;
     case REPLY_ENTRY:
         fuse_reply_entry(w->req, &e);
@@ -118,6 +121,7 @@ void ckfs_save_handle_release(save_handle *h)
 void ckfs_create_snapshot_done(fuse_req_t req, ckfs *fs, struct fuse_file_info *fi)
 {
     struct fuse_entry_param e;
+    ckfs_entry_out eo;
     save_handle *h = calloc(1, sizeof *h);
     ckfs_waiter *w = calloc(1, sizeof *w);
     if (h == NULL || w == NULL) {
@@ -126,7 +130,8 @@ void ckfs_create_snapshot_done(fuse_req_t req, ckfs *fs, struct fuse_file_info *
         fuse_reply_err(req, ENOMEM);
         return;
     }
-    ckfs_fill_entry(fs, INO_SNAPSHOT_DONE, &e); /* by inode: the name shows once saved */
+    ckfs_fill_entry(fs, INO_SNAPSHOT_DONE, &eo); /* by inode: the name shows once saved */
+    ckfs_fuse_entry(&eo, &e);
     fi->fh = (uintptr_t)h;
     *w = (ckfs_waiter){.ino = INO_SNAPSHOT_DONE, .done = save_handle_saved, .arg = h,
                        .make_file = true};
@@ -165,51 +170,4 @@ void ckfs_seal_request(fuse_req_t req, ckfs *fs, const char *value, size_t size)
         fuse_reply_err(req, 0);
     else
         ckfs_ask_save(req, fs, INO_ROOT, REPLY_SEAL, NULL);
-}
-
-/* A run directory's seal, done: sealed if saved, then the caller's waiter
- * (arg) told, and freed as the saver would have. */
-static void sealed(ckfs_waiter *w, int errnum, const char *why)
-{
-    ckfs_waiter *asker = w->arg;
-    w->fs->sealed = errnum == 0;
-    w->fs->sealing = false;
-    asker->fs = w->fs;
-    asker->done(asker, errnum, why);
-    free(asker);
-}
-
-void ckfs_seal(ckfs *fs, ckfs_waiter *w)
-{
-    ckfs_waiter *own = calloc(1, sizeof *own);
-    if (own == NULL) {
-        w->fs = fs;
-        w->done(w, ENOMEM, "out of memory");
-        free(w);
-        return;
-    }
-    *own = (ckfs_waiter){.ino = INO_ROOT, .reply = REPLY_SEAL, .entry = -1,
-                         .done = sealed, .arg = w};
-    pthread_rwlock_wrlock(&fs->lock);
-    fs->sealed = false;
-    fs->sealing = true;
-    ckfs_saver_ask(fs, own);
-    pthread_rwlock_unlock(&fs->lock);
-}
-
-void ckfs_unseal(ckfs *fs)
-{
-    pthread_rwlock_wrlock(&fs->lock);
-    fs->sealed = false;
-    fs->sealing = false;
-    pthread_rwlock_unlock(&fs->lock);
-}
-
-bool ckfs_busy(ckfs *fs)
-{
-    pthread_rwlock_rdlock(&fs->lock);
-    bool busy = fs->tr.writable && (tree_dirty(&fs->tr) || fs->tr.saving ||
-                                    fs->open_writers > 0 || fs->sealing);
-    pthread_rwlock_unlock(&fs->lock);
-    return busy;
 }

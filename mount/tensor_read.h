@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tensor_read: how a tensor's bytes are served to a read request, shared
- * by `out` (fs/ll_ops.c) and a view's files (fs/file_view.c): who may
+ * by `out` (mount/model_ops.c) and a view's files (mount/file_view.c): who may
  * read them, whether the model changed under the mount, and the extents
- * handed to libfuse, which splices them from the files.
+ * put in a read's plan, which the adapter splices from the files.
  */
 #ifndef CKPTFS_TENSOR_READ_H
 #define CKPTFS_TENSOR_READ_H
@@ -17,21 +17,18 @@
  * copied (ck_model_read). */
 #define SPLICE_PIECES 64
 
-/* Whether the requester may read t (NULL: nothing to check); else the
- * request is answered with the errno. */
-bool ckfs_may_read(fuse_req_t req, const ckfs *fs, const ck_tensor *t);
-/* Whether t's files changed under the mount; if so the request is
- * answered with the errno (the reason logged once). */
-bool ckfs_model_changed(fuse_req_t req, ckfs *fs, const ck_tensor *t);
+/* Whether c may read t (NULL: nothing to check); else false with the
+ * errno to answer.  A predicate: it answers nobody. */
+bool ckfs_may_read(const ckfs_caller *c, const ckfs *fs, const ck_tensor *t, int *errnum);
+/* Whether t's files changed under the mount; if so, *errnum is the errno
+ * to answer (the reason logged once). */
+bool ckfs_model_changed(ckfs *fs, const ck_tensor *t, int *errnum);
 /* How many pieces bytes [off, off + size) of t would be spliced in at
  * most; SIZE_MAX when a source is not a plain file (decrypted,
  * decompressed, a gather's): those are read with ck_model_read. */
 size_t ckfs_splice_pieces(const ckfs *fs, const ck_tensor *t, uint64_t off, size_t size);
-/* Append those pieces to bv (room for ckfs_splice_pieces more). */
-void ckfs_add_extents(const ckfs *fs, const ck_tensor *t, uint64_t off, size_t size,
-                      struct fuse_bufvec *bv);
-/* Reply bv, spliced unless -o nosplice; a failure is logged (off: the
- * read's, for the message). */
-void ckfs_reply_bufvec(fuse_req_t req, const ckfs *fs, struct fuse_bufvec *bv, off_t off);
+/* Append those pieces, descriptor ranges, to the plan; -ENOMEM. */
+int ckfs_add_extents(const ckfs *fs, const ck_tensor *t, uint64_t off, size_t size,
+                     ckfs_read_plan *plan);
 
 #endif

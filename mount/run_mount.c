@@ -61,6 +61,8 @@
 #include "../save/encoder.h"
 #include "../save/writer_lock.h"
 #include "inode_map.h"
+#include "invalidate.h"
+#include "model_ops.h"
 #include "nodes.h"
 
 #define RUN_INO_ROOT 1u
@@ -211,19 +213,14 @@ struct ckrun {
     int wake_fd;                /* asks the request thread to close gone slots */
 };
 
-static ckrun *run_of(fuse_req_t req)
-{
-    return (ckrun *)fuse_req_userdata(req);
-}
-
-static uint64_t slot_of_ino(fuse_ino_t ino)
+static uint64_t slot_of_ino(ckfs_ino ino)
 {
     return (uint64_t)ino >> CKFS_INO_BITS;
 }
 
-static fuse_ino_t slot_ino(size_t index, fuse_ino_t inner)
+static ckfs_ino slot_ino(size_t index, ckfs_ino inner)
 {
-    return ((fuse_ino_t)(index + 1) << CKFS_INO_BITS) | inner;
+    return ((ckfs_ino)(index + 1) << CKFS_INO_BITS) | inner;
 }
 
 static double now_real(void)
@@ -614,12 +611,11 @@ static void relist(ckrun *r)
     /* From this thread, not a request's: invalidating a name takes the
      * directory's lock, which a request waiting for its answer may hold. */
     for (size_t i = 0; r->se != NULL && i < ch.n_dropped; i++)
-        fuse_lowlevel_notify_inval_entry(r->se, RUN_INO_ROOT, ch.dropped[i],
-                                         strlen(ch.dropped[i]));
+        ckfs_tell_inval_entry(r->se, RUN_INO_ROOT, ch.dropped[i], strlen(ch.dropped[i]));
     if (r->se != NULL && ch.latest)
-        fuse_lowlevel_notify_inval_entry(r->se, RUN_INO_ROOT, "latest", 6);
+        ckfs_tell_inval_entry(r->se, RUN_INO_ROOT, "latest", 6);
     if (r->se != NULL && (ch.listing || ch.latest)) /* its listing, nlink and times */
-        fuse_lowlevel_notify_inval_inode(r->se, RUN_INO_ROOT, 0, 0);
+        ckfs_tell_inval_inode(r->se, RUN_INO_ROOT, 0, 0);
     free(ch.dropped);
     /* A deleted file's descriptors are let go now, not at the next request
      * into a checkpoint: its space is held meanwhile. */
@@ -1096,7 +1092,7 @@ static void slot_saves(ckfs *fs, bool begins, bool committed)
     r->save_gen++;
     s->saving = begins;
     if (committed) { /* tr.model is switched by this very thread */
-        const struct stat *st = &fs->tr.model->st;
+        const struct stat *st = ckfs_file_stat(fs);
         s->size = (uint64_t)st->st_size;
         s->mtime = st->st_mtim;
         s->file_ino = st->st_ino;
@@ -1150,6 +1146,7 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
         return -1;
     }
     *fs = r->proto;
+    ckfs_front_rebind(fs); /* its own front, not the prototype's */
     fs->mountpoint = shown;
     fs->ino_base = slot_ino(index, 0);
     if (ckfs_attach(fs, model, &r->open_opts, lock != NULL, lock != NULL ? r->spill_max : 0,
@@ -1163,7 +1160,7 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
     }
     fs->owner = r;
     fs->on_save = lock != NULL ? slot_saves : NULL;
-    fs->sealed = __atomic_load_n(&r->sealed, __ATOMIC_ACQUIRE);
+    ckfs_start_sealed(fs, __atomic_load_n(&r->sealed, __ATOMIC_ACQUIRE));
     s->said_transient = false;
     s->opens = true;
     if (s->check_failed) { /* it opens after all: it may be `latest` (see relist) */
@@ -1183,7 +1180,7 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
      * kernel's share, and what the pages of a wrapped one may hold; its
      * files and directory, and the run's, kept again when that is below
      * it (rank_<id>/, a collection's directory). */
-    s->cost = tree_footprint(&fs->tr) + sizeof *fs + 4096 +
+    s->cost = ckfs_footprint(fs) + sizeof *fs + 4096 +
               (ck_envelope_is_wrapped(&model->env) ? ck_page_cache_budget(model->cache) : 0) +
               (lock != NULL ? WRITABLE_COST : 0);
     s->fds = model->n_sources + 1 + (model->dir->root != NULL) +
@@ -1191,7 +1188,7 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
     r->open_cost += s->cost;
     r->open_fds += s->fds;
     if (s->read_only && r->se != NULL) /* its directory loses its w bits */
-        fuse_lowlevel_notify_inval_inode(r->se, slot_ino(index, INO_ROOT), -1, 0);
+        ckfs_tell_inval_inode(r->se, slot_ino(index, INO_ROOT), -1, 0);
     evict(r, s);
     return 0;
 }
@@ -1254,15 +1251,15 @@ static void unseal_all(ckrun *r)
 {
     __atomic_store_n(&r->sealed, false, __ATOMIC_RELEASE);
     for (size_t i = 0; i < r->n_slots; i++)
-        if (r->slots[i].fs != NULL && r->slots[i].fs->tr.writable)
+        if (r->slots[i].fs != NULL && ckfs_writable(r->slots[i].fs))
             ckfs_unseal(r->slots[i].fs);
 }
 
-/* The front's mount_of: the checkpoint mount serving *ino.  On the
- * request thread. */
-static ckfs *run_mount_of(ckfs_front *front, fuse_ino_t *ino, int *errnum)
+/* The checkpoint mount serving *ino, opened if it must be, *ino made its
+ * own number; NULL with *errnum when there is none now.  On the request
+ * thread. */
+static ckfs *slot_mount(ckrun *r, ckfs_ino *ino, int *errnum)
 {
-    ckrun *r = (ckrun *)front;
     uint64_t s = slot_of_ino(*ino);
     ckfs *fs = NULL;
     pthread_mutex_lock(&r->mu);
@@ -1313,7 +1310,7 @@ static void times_of(struct stat *st, const struct timespec *t)
 
 /* Attributes of a run-level node (root, latest) or of a checkpoint's
  * directory, from the listing: nothing is opened.  Under r->mu. */
-static int run_attr(ckrun *r, fuse_ino_t ino, struct stat *st)
+static int run_attr(ckrun *r, ckfs_ino ino, struct stat *st)
 {
     memset(st, 0, sizeof *st);
     st->st_ino = ino;
@@ -1348,12 +1345,12 @@ static int run_attr(ckrun *r, fuse_ino_t ino, struct stat *st)
 
 /* `latest` changes with the run: never cached.  The rest until the
  * watcher says otherwise. */
-static double run_timeout(const ckrun *r, fuse_ino_t ino)
+static double run_timeout(const ckrun *r, ckfs_ino ino)
 {
     return ino == RUN_INO_LATEST ? 0.0 : r->proto.timeout;
 }
 
-static int run_entry(ckrun *r, fuse_ino_t ino, struct fuse_entry_param *e)
+static int run_entry(ckrun *r, ckfs_ino ino, ckfs_entry_out *e)
 {
     memset(e, 0, sizeof *e);
     if (run_attr(r, ino, &e->attr) < 0)
@@ -1365,13 +1362,13 @@ static int run_entry(ckrun *r, fuse_ino_t ino, struct fuse_entry_param *e)
     return 0;
 }
 
-static bool is_run_node(fuse_ino_t ino)
+static bool is_run_node(ckfs_ino ino)
 {
     return slot_of_ino(ino) == 0;
 }
 
 /* A checkpoint's own directory: its attributes come from the listing. */
-static bool is_checkpoint_dir(fuse_ino_t ino)
+static bool is_checkpoint_dir(ckfs_ino ino)
 {
     return !is_run_node(ino) && (ino & CKFS_INO_MASK) == INO_ROOT;
 }
@@ -1379,137 +1376,133 @@ static bool is_checkpoint_dir(fuse_ino_t ino)
 /* ".." of a directory inside a checkpoint: its tensor directories' parent
  * is the checkpoint's directory, a run node (attributes from the listing),
  * once the checkpoint says the directory is still there. */
-static void run_lookup_parent(fuse_req_t req, ckrun *r, fuse_ino_t parent)
+static int run_lookup_parent(ckrun *r, ckfs_ino parent, ckfs_entry_out *out)
 {
-    fuse_ino_t ino = parent;
+    ckfs_ino ino = parent;
     int errnum = ESTALE;
-    ckfs *fs = r->front.mount_of(&r->front, &ino, &errnum);
-    if (fs == NULL) {
-        fuse_reply_err(req, errnum);
-        return;
-    }
-    entry *e;
-    pthread_rwlock_rdlock(&fs->lock);
-    node_kind k = ckfs_resolve(fs, ino, &e);
-    pthread_rwlock_unlock(&fs->lock);
-    struct fuse_entry_param ep;
+    ckfs *fs = slot_mount(r, &ino, &errnum);
+    if (fs == NULL)
+        return -errnum;
+    node_kind k = ckfs_kind_of(fs, ino);
     int rc = -1;
     if (k == NODE_TENSOR_DIR) {
         pthread_mutex_lock(&r->mu);
-        rc = run_entry(r, (parent & ~CKFS_INO_MASK) | INO_ROOT, &ep);
+        rc = run_entry(r, (parent & ~CKFS_INO_MASK) | INO_ROOT, out);
         pthread_mutex_unlock(&r->mu);
     }
     if (rc == 0)
-        fuse_reply_entry(req, &ep);
-    else
-        fuse_reply_err(req, k == NODE_NONE || k == NODE_TENSOR_DIR ? ESTALE : ENOTDIR);
+        return 0;
+    return k == NODE_NONE || k == NODE_TENSOR_DIR ? -ESTALE : -ENOTDIR;
+}
+
+/* The checkpoint front serving *ino, *ino made its own number; NULL with
+ * *errnum when there is none now.  The one way a request reaches a
+ * checkpoint: through that checkpoint's own front. */
+static ckfs_front *inside(ckrun *r, ckfs_ino *ino, int *errnum)
+{
+    ckfs *fs = slot_mount(r, ino, errnum);
+    return fs != NULL ? &fs->front : NULL;
 }
 
 /* "." and ".." of the run's nodes and the checkpoints' directories (see
- * lookup_dots in fs/ll_ops.c: NFS file handles), their ".." the run's
+ * lookup_dots in mount/model_ops.c: NFS file handles), their ".." the run's
  * root; a node gone since is ESTALE.  Inside a checkpoint, "." is its
  * model mount's, ".." run_lookup_parent's. */
-static void run_lookup_dots(fuse_req_t req, ckrun *r, fuse_ino_t parent, const char *name)
+static int run_lookup_dots(ckrun *r, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                           ckfs_entry_out *out, ckfs_hold *h)
 {
     bool dot = name[1] == '\0';
     if (!is_run_node(parent) && !is_checkpoint_dir(parent)) {
-        if (dot)
-            ckfs_ops.lookup(req, parent, name);
-        else
-            run_lookup_parent(req, r, parent);
-        return;
+        if (!dot)
+            return run_lookup_parent(r, parent, out);
+        int errnum = ESTALE;
+        ckfs_front *in = inside(r, &parent, &errnum);
+        return in != NULL ? in->ops->lookup(in, c, parent, name, out, h) : -errnum;
     }
-    struct fuse_entry_param e;
     pthread_mutex_lock(&r->mu);
-    int rc = run_entry(r, parent, &e); /* whether parent is still there */
+    int rc = run_entry(r, parent, out); /* whether parent is still there */
     if (rc == 0 && !dot && parent == RUN_INO_LATEST)
         rc = 1; /* a link has no ".." */
     else if (rc == 0 && !dot)
-        rc = run_entry(r, RUN_INO_ROOT, &e);
+        rc = run_entry(r, RUN_INO_ROOT, out);
     pthread_mutex_unlock(&r->mu);
     if (rc == 0)
-        fuse_reply_entry(req, &e);
-    else
-        fuse_reply_err(req, rc > 0 ? ENOTDIR : ESTALE);
+        return 0;
+    return rc > 0 ? -ENOTDIR : -ESTALE;
 }
 
-static void run_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+static ckrun *run_of(ckfs_front *f)
 {
-    ckrun *r = run_of(req);
-    if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) {
-        run_lookup_dots(req, r, parent, name);
-        return;
-    }
+    return (ckrun *)f;
+}
+
+static int r_lookup(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                    ckfs_entry_out *out, ckfs_hold *h)
+{
+    ckrun *r = run_of(f);
+    if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0')))
+        return run_lookup_dots(r, c, parent, name, out, h);
     if (!is_run_node(parent)) {
-        ckfs_ops.lookup(req, parent, name);
-        return;
+        int errnum = ESTALE;
+        ckfs_front *in = inside(r, &parent, &errnum);
+        return in != NULL ? in->ops->lookup(in, c, parent, name, out, h) : -errnum;
     }
-    struct fuse_entry_param e;
     int rc = -1;
     pthread_mutex_lock(&r->mu);
     if (parent == RUN_INO_ROOT && strcmp(name, "latest") == 0) {
-        rc = run_entry(r, RUN_INO_LATEST, &e);
+        rc = run_entry(r, RUN_INO_LATEST, out);
     } else if (parent == RUN_INO_ROOT) {
         long s = listed_slot(r, name);
-        rc = s < 0 ? -1 : run_entry(r, slot_ino((size_t)s, INO_ROOT), &e);
+        rc = s < 0 ? -1 : run_entry(r, slot_ino((size_t)s, INO_ROOT), out);
     }
     pthread_mutex_unlock(&r->mu);
     if (rc < 0)
-        fuse_reply_err(req, parent == RUN_INO_ROOT ? ENOENT : ENOTDIR);
-    else
-        fuse_reply_entry(req, &e);
+        return parent == RUN_INO_ROOT ? -ENOENT : -ENOTDIR;
+    return 0;
 }
 
-static void run_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static int r_getattr(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, ckfs_attr_out *out,
+                     ckfs_hold *h)
 {
-    ckrun *r = run_of(req);
+    ckrun *r = run_of(f);
     if (!is_run_node(ino) && !is_checkpoint_dir(ino)) {
-        ckfs_ops.getattr(req, ino, fi);
-        return;
+        int errnum = ESTALE;
+        ckfs_front *in = inside(r, &ino, &errnum);
+        return in != NULL ? in->ops->getattr(in, c, ino, out, h) : -errnum;
     }
-    struct stat st;
     pthread_mutex_lock(&r->mu);
-    int rc = run_attr(r, ino, &st);
+    int rc = run_attr(r, ino, &out->st);
     pthread_mutex_unlock(&r->mu);
     if (rc < 0)
-        fuse_reply_err(req, is_run_node(ino) ? ENOENT : ESTALE);
-    else
-        fuse_reply_attr(req, &st, run_timeout(r, ino));
+        return is_run_node(ino) ? -ENOENT : -ESTALE;
+    out->timeout = run_timeout(r, ino);
+    return 0;
 }
 
-static void run_readlink(fuse_req_t req, fuse_ino_t ino)
+static int r_readlink(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, char *target,
+                      size_t cap, ckfs_hold *h)
 {
-    ckrun *r = run_of(req);
-    if (ino != RUN_INO_LATEST) {
-        fuse_reply_err(req, EINVAL);
-        return;
-    }
-    char target[NAME_MAX + 1] = "";
+    (void)c, (void)h;
+    ckrun *r = run_of(f);
+    if (ino != RUN_INO_LATEST)
+        return -EINVAL;
+    target[0] = '\0';
     pthread_mutex_lock(&r->mu);
     if (r->latest >= 0)
-        snprintf(target, sizeof target, "%s", r->slots[r->latest].name);
+        snprintf(target, cap, "%s", r->slots[r->latest].name);
     pthread_mutex_unlock(&r->mu);
-    if (target[0] == '\0')
-        fuse_reply_err(req, ENOENT);
-    else
-        fuse_reply_readlink(req, target);
+    return target[0] == '\0' ? -ENOENT : 0;
 }
 
 /* Root listing positions: ".", "..", "latest", then the checkpoints by
  * name.  A checkpoint added between two reads of a listing may shift the
  * ones after it, as on any directory that changes while it is read. */
-static void run_readdir_root(fuse_req_t req, ckrun *r, size_t size, off_t off, bool plus)
+static int run_readdir_root(ckrun *r, off_t off, bool plus, ckfs_dir_add add, void *ctx)
 {
-    char *buf = malloc(size);
-    if (buf == NULL) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    size_t used = 0;
     pthread_mutex_lock(&r->mu);
     for (off_t pos = off; pos >= 0; pos++) {
         const char *name;
-        fuse_ino_t ino;
+        ckfs_ino ino;
         if (pos < 2) {
             name = pos == 0 ? "." : "..";
             ino = RUN_INO_ROOT;
@@ -1525,54 +1518,37 @@ static void run_readdir_root(fuse_req_t req, ckrun *r, size_t size, off_t off, b
         } else {
             break;
         }
-        struct fuse_entry_param e;
+        ckfs_entry_out e;
         run_entry(r, ino, &e);
-        size_t n;
-        if (plus) {
-            if (pos < 2)
-                e.ino = 0; /* "." and ".." carry no lookup reference */
-            n = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, pos + 1);
-        } else {
-            n = fuse_add_direntry(req, buf + used, size - used, name, &e.attr, pos + 1);
-        }
-        if (n > size - used)
+        if (plus && pos < 2)
+            e.ino = 0; /* "." and ".." carry no lookup reference */
+        if (!add(ctx, name, &e, pos + 1))
             break;
-        used += n;
     }
     pthread_mutex_unlock(&r->mu);
-    fuse_reply_buf(req, buf, used);
-    free(buf);
+    return 0;
 }
 
-static void run_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                        struct fuse_file_info *fi)
+static int r_readdir(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, off_t off, bool plus,
+                     ckfs_dir_add add, void *ctx, ckfs_hold *h)
 {
+    ckrun *r = run_of(f);
     if (ino == RUN_INO_ROOT)
-        run_readdir_root(req, run_of(req), size, off, false);
-    else
-        ckfs_ops.readdir(req, ino, size, off, fi);
-}
-
-static void run_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-                            struct fuse_file_info *fi)
-{
-    if (ino == RUN_INO_ROOT)
-        run_readdir_root(req, run_of(req), size, off, true);
-    else
-        ckfs_ops.readdirplus(req, ino, size, off, fi);
+        return run_readdir_root(r, off, plus, add, ctx);
+    int errnum = ESTALE;
+    ckfs_front *in = inside(r, &ino, &errnum);
+    return in != NULL ? in->ops->readdir(in, c, ino, off, plus, add, ctx, h) : -errnum;
 }
 
 /* A checkpoint's directory's user.ckptfs.error: why it does not open,
  * where `ls` of it says only EIO.  It is opened to tell (once: a
  * failure is kept); one that opens has none. */
-static void run_error_xattr(fuse_req_t req, ckrun *r, fuse_ino_t ino, size_t size)
+static int run_error_xattr(ckrun *r, ckfs_ino ino, ckfs_xattr_out *out)
 {
-    fuse_ino_t inner = ino;
+    ckfs_ino inner = ino;
     int errnum = ESTALE;
-    if (r->front.mount_of(&r->front, &inner, &errnum) != NULL) {
-        fuse_reply_err(req, ENODATA);
-        return;
-    }
+    if (slot_mount(r, &inner, &errnum) != NULL)
+        return -ENODATA;
     char why[CKFS_LAST_ERROR_MAX] = "";
     uint64_t s = slot_of_ino(ino);
     pthread_mutex_lock(&r->mu);
@@ -1580,60 +1556,70 @@ static void run_error_xattr(fuse_req_t req, ckrun *r, fuse_ino_t ino, size_t siz
         snprintf(why, sizeof why, "%s", r->slots[s - 1].error);
     pthread_mutex_unlock(&r->mu);
     if (why[0] == '\0')
-        fuse_reply_err(req, errnum);
-    else
-        ckfs_reply_xattr(req, why, strlen(why), size);
+        return -errnum;
+    return ckfs_xattr_text(out, why);
+}
+
+static int run_last_error_xattr(ckrun *r, ckfs_xattr_out *out)
+{
+    char why[CKFS_LAST_ERROR_MAX];
+    pthread_mutex_lock(&r->error_mu);
+    memcpy(why, r->last_error, sizeof why);
+    pthread_mutex_unlock(&r->error_mu);
+    if (why[0] == '\0')
+        return -ENODATA;
+    return ckfs_xattr_text(out, why);
 }
 
 /* The root has the pid (for ckptfs-umount); a checkpoint's directory has
  * its model's xattrs, which opening it gives, except the names ckptfs
  * never serves: `ls -l` of the root asks for those and must not open
  * every checkpoint to hear "not supported".  And user.ckptfs.error (above). */
-static void run_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+static int r_getxattr(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, const char *name,
+                      ckfs_xattr_out *out, ckfs_hold *h)
 {
-    if (is_checkpoint_dir(ino) && strcmp(name, XATTR_ERROR) == 0) {
-        run_error_xattr(req, run_of(req), ino, size);
-    } else if (!is_run_node(ino) && !(is_checkpoint_dir(ino) && ckfs_unserved_xattr(name))) {
-        ckfs_ops.getxattr(req, ino, name, size);
-    } else if (ckfs_unserved_xattr(name)) {
-        fuse_reply_err(req, EOPNOTSUPP);
-    } else if (ino == RUN_INO_ROOT && strcmp(name, XATTR_PID) == 0) {
-        char pid[24];
-        ckfs_reply_xattr(req, pid, (size_t)snprintf(pid, sizeof pid, "%ld", (long)getpid()), size);
-    } else if (ino == RUN_INO_ROOT && strcmp(name, XATTR_WATCH) == 0) {
-        char how[128];
-        ckrun_describe_watch(run_of(req), how, sizeof how);
-        ckfs_reply_xattr(req, how, strlen(how), size);
-    } else if (ino == RUN_INO_ROOT && strcmp(name, XATTR_LAST_ERROR) == 0) {
-        ckrun *r = run_of(req);
-        char why[CKFS_LAST_ERROR_MAX];
-        pthread_mutex_lock(&r->error_mu);
-        memcpy(why, r->last_error, sizeof why);
-        pthread_mutex_unlock(&r->error_mu);
-        if (why[0] == '\0')
-            fuse_reply_err(req, ENODATA);
-        else
-            ckfs_reply_xattr(req, why, strlen(why), size);
-    } else {
-        fuse_reply_err(req, ENODATA);
+    ckrun *r = run_of(f);
+    if (is_checkpoint_dir(ino) && strcmp(name, XATTR_ERROR) == 0)
+        return run_error_xattr(r, ino, out);
+    if (!is_run_node(ino) && !(is_checkpoint_dir(ino) && ckfs_unserved_xattr(name))) {
+        int errnum = ESTALE;
+        ckfs_front *in = inside(r, &ino, &errnum);
+        return in != NULL ? in->ops->getxattr(in, c, ino, name, out, h) : -errnum;
     }
+    if (ckfs_unserved_xattr(name))
+        return -EOPNOTSUPP;
+    if (ino == RUN_INO_ROOT && strcmp(name, XATTR_PID) == 0)
+        return ckfs_xattr_pid(out);
+    if (ino == RUN_INO_ROOT && strcmp(name, XATTR_WATCH) == 0) {
+        char how[128];
+        ckrun_describe_watch(r, how, sizeof how);
+        return ckfs_xattr_text(out, how);
+    }
+    if (ino == RUN_INO_ROOT && strcmp(name, XATTR_LAST_ERROR) == 0)
+        return run_last_error_xattr(r, out);
+    return -ENODATA;
 }
 
-static void run_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+static int r_listxattr(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, ckfs_xattr_out *out,
+                       ckfs_hold *h)
 {
     static const char names[] = XATTR_PID "\0" XATTR_WATCH "\0" XATTR_LAST_ERROR;
-    ckrun *r = run_of(req);
+    ckrun *r = run_of(f);
     if (!is_run_node(ino)) {
-        ckfs_ops.listxattr(req, ino, size);
-    } else if (ino == RUN_INO_ROOT) {
-        pthread_mutex_lock(&r->error_mu);
-        bool failed = r->last_error[0] != '\0';
-        pthread_mutex_unlock(&r->error_mu);
-        ckfs_reply_xattr(req, names, failed ? sizeof names : sizeof XATTR_PID + sizeof XATTR_WATCH,
-                         size);
-    } else {
-        ckfs_reply_xattr(req, "", 0, size);
+        int errnum = ESTALE;
+        ckfs_front *in = inside(r, &ino, &errnum);
+        return in != NULL ? in->ops->listxattr(in, c, ino, out, h) : -errnum;
     }
+    out->value = "";
+    out->len = 0;
+    if (ino != RUN_INO_ROOT)
+        return 0;
+    pthread_mutex_lock(&r->error_mu);
+    bool failed = r->last_error[0] != '\0';
+    pthread_mutex_unlock(&r->error_mu);
+    out->value = names;
+    out->len = failed ? sizeof names : sizeof XATTR_PID + sizeof XATTR_WATCH;
+    return 0;
 }
 
 /* ---- the seal (ckptfs-umount) ---- */
@@ -1643,7 +1629,8 @@ static void run_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 typedef struct seal_join {
     pthread_mutex_t mu;         /* guards what follows */
     ckrun *r;
-    fuse_req_t req;
+    void *req;                  /* answered through answer (the caller's answer_later) */
+    void (*answer)(void *req, int errnum);
     unsigned left;              /* saves still running, plus one while they are asked for */
     int errnum;                 /* the first failure's */
 } seal_join;
@@ -1667,7 +1654,7 @@ static void seal_join_end(seal_join *j, int errnum, const char *why)
         return;
     if (j->errnum != 0) /* the request thread unseals every checkpoint */
         __atomic_store_n(&r->seal_failed, true, __ATOMIC_RELEASE);
-    fuse_reply_err(j->req, j->errnum);
+    j->answer(j->req, j->errnum);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
@@ -1678,33 +1665,30 @@ static void seal_saved(ckfs_waiter *w, int errnum, const char *why)
 }
 
 /* user.ckptfs.unmount=1: save every open writable checkpoint and take no
- * more edits (those opened later too); =0: take them again. */
-static void run_seal(fuse_req_t req, ckrun *r, const char *value, size_t size)
+ * more edits (those opened later too); =0: take them again.  The request
+ * is answered once they have (CKFS_ANSWERED_LATER). */
+static int run_seal(const ckfs_caller *c, ckrun *r, const char *value, size_t size)
 {
-    if (size != 1 || (value[0] != '0' && value[0] != '1')) {
-        fuse_reply_err(req, EINVAL);
-        return;
-    }
+    if (size != 1 || (value[0] != '0' && value[0] != '1'))
+        return -EINVAL;
     seal_join *j = value[0] == '1' ? calloc(1, sizeof *j) : NULL;
-    if (value[0] == '1' && j == NULL) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
+    if (value[0] == '1' && j == NULL)
+        return -ENOMEM;
     pthread_mutex_lock(&r->mu);
     if (j == NULL) {
         unseal_all(r);
         pthread_mutex_unlock(&r->mu);
-        fuse_reply_err(req, 0);
-        return;
+        return 0;
     }
     pthread_mutex_init(&j->mu, NULL);
     j->r = r;
-    j->req = req;
+    j->req = c->req;
+    j->answer = c->answer_later;
     j->left = 1;
     __atomic_store_n(&r->sealed, true, __ATOMIC_RELEASE);
     for (size_t i = 0; i < r->n_slots; i++) {
         ckfs *fs = r->slots[i].fs;
-        if (fs == NULL || !fs->tr.writable)
+        if (fs == NULL || !ckfs_writable(fs))
             continue;
         ckfs_waiter *w = calloc(1, sizeof *w);
         pthread_mutex_lock(&j->mu);
@@ -1719,161 +1703,224 @@ static void run_seal(fuse_req_t req, ckrun *r, const char *value, size_t size)
     }
     pthread_mutex_unlock(&r->mu);
     seal_join_end(j, 0, NULL); /* all asked */
+    return CKFS_ANSWERED_LATER;
 }
 
 /* ckptfs-umount seals before it unmounts: a read-only run has nothing to
  * save. */
-static void run_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
-                         size_t size, int flags)
+static int r_setxattr(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, const char *name,
+                      const char *value, size_t size, ckfs_defer *d, ckfs_hold *h)
 {
-    ckrun *r = run_of(req);
-    if (!is_run_node(ino))
-        ckfs_ops.setxattr(req, ino, name, value, size, flags);
-    else if (ino == RUN_INO_ROOT && strcmp(name, XATTR_UNMOUNT) == 0 && r->writable)
-        run_seal(req, r, value, size);
-    else if (ino == RUN_INO_ROOT && strcmp(name, XATTR_UNMOUNT) == 0)
-        fuse_reply_err(req, size == 1 && (value[0] == '0' || value[0] == '1') ? 0 : EINVAL);
-    else
-        fuse_reply_err(req, EROFS);
-}
-
-static void run_statfs(fuse_req_t req, fuse_ino_t ino)
-{
-    ckrun *r = run_of(req);
-    struct statvfs sv;
+    ckrun *r = run_of(f);
     if (!is_run_node(ino)) {
-        ckfs_ops.statfs(req, ino);
-        return;
+        int errnum = ESTALE;
+        ckfs_front *in = inside(r, &ino, &errnum);
+        return in != NULL ? in->ops->setxattr(in, c, ino, name, value, size, d, h) : -errnum;
     }
-    if (fstatvfs(r->dir_fd, &sv) < 0)
-        memset(&sv, 0, sizeof sv);
-    sv.f_namemax = 255;
-    sv.f_flag = r->writable ? 0 : ST_RDONLY;
-    fuse_reply_statfs(req, &sv);
+    if (ino == RUN_INO_ROOT && strcmp(name, XATTR_UNMOUNT) == 0 && r->writable)
+        return run_seal(c, r, value, size);
+    if (ino == RUN_INO_ROOT && strcmp(name, XATTR_UNMOUNT) == 0)
+        return size == 1 && (value[0] == '0' || value[0] == '1') ? 0 : -EINVAL;
+    return -EROFS;
 }
 
-/* Changes at the run level: the run is read-only. */
-static void run_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                      dev_t rdev)
+static int r_statfs(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, struct statvfs *sv,
+                    ckfs_hold *h)
 {
+    ckrun *r = run_of(f);
+    if (!is_run_node(ino)) {
+        int errnum = ESTALE;
+        ckfs_front *in = inside(r, &ino, &errnum);
+        return in != NULL ? in->ops->statfs(in, c, ino, sv, h) : -errnum;
+    }
+    if (fstatvfs(r->dir_fd, sv) < 0)
+        memset(sv, 0, sizeof *sv);
+    sv->f_namemax = 255;
+    sv->f_flag = r->writable ? 0 : ST_RDONLY;
+    return 0;
+}
+
+/* Changes at the run level: the run is read-only.  Inside a checkpoint,
+ * its own front decides. */
+static int r_mknod(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                   mode_t mode, ckfs_entry_out *e, ckfs_defer *d, ckfs_hold *h)
+{
+    int errnum = ESTALE;
     if (is_run_node(parent))
-        fuse_reply_err(req, EROFS);
-    else
-        ckfs_ops.mknod(req, parent, name, mode, rdev);
+        return -EROFS;
+    ckfs_front *in = inside(run_of(f), &parent, &errnum);
+    return in != NULL ? in->ops->mknod(in, c, parent, name, mode, e, d, h) : -errnum;
 }
 
-static void run_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+static int r_mkdir(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                   mode_t mode, ckfs_entry_out *e, ckfs_hold *h)
 {
+    int errnum = ESTALE;
     if (is_run_node(parent))
-        fuse_reply_err(req, EROFS);
-    else
-        ckfs_ops.mkdir(req, parent, name, mode);
+        return -EROFS;
+    ckfs_front *in = inside(run_of(f), &parent, &errnum);
+    return in != NULL ? in->ops->mkdir(in, c, parent, name, mode, e, h) : -errnum;
 }
 
-static void run_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+static int r_unlink(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                    ckfs_hold *h)
 {
+    int errnum = ESTALE;
     if (is_run_node(parent))
-        fuse_reply_err(req, EROFS);
-    else
-        ckfs_ops.unlink(req, parent, name);
+        return -EROFS;
+    ckfs_front *in = inside(run_of(f), &parent, &errnum);
+    return in != NULL ? in->ops->unlink(in, c, parent, name, h) : -errnum;
 }
 
-static void run_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+static int r_rmdir(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                   ckfs_hold *h)
 {
+    int errnum = ESTALE;
     if (is_run_node(parent))
-        fuse_reply_err(req, EROFS);
-    else
-        ckfs_ops.rmdir(req, parent, name);
+        return -EROFS;
+    ckfs_front *in = inside(run_of(f), &parent, &errnum);
+    return in != NULL ? in->ops->rmdir(in, c, parent, name, h) : -errnum;
 }
 
-static void run_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
-                       fuse_ino_t newparent, const char *newname, unsigned int flags)
+/* Both directories must be in one checkpoint: one cannot take another's
+ * files. */
+static int r_rename(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                    ckfs_ino newparent, const char *newname, unsigned flags, ckfs_defer *d,
+                    ckfs_hold *h)
 {
+    int errnum = ESTALE;
     if (is_run_node(parent) || is_run_node(newparent))
-        fuse_reply_err(req, EROFS);
-    else
-        ckfs_ops.rename(req, parent, name, newparent, newname, flags);
+        return -EROFS;
+    if ((parent & ~CKFS_INO_MASK) != (newparent & ~CKFS_INO_MASK))
+        return -EXDEV;
+    ckfs_front *in = inside(run_of(f), &parent, &errnum);
+    return in != NULL ? in->ops->rename(in, c, parent, name, newparent & CKFS_INO_MASK, newname,
+                                        flags, d, h)
+                      : -errnum;
 }
 
 /* Links: none in the run's root; a model mount makes none either. */
-static void run_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+static int r_symlink(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, ckfs_hold *h)
 {
-    (void)link, (void)name;
-    fuse_reply_err(req, is_run_node(parent) ? EROFS : ENOSYS);
+    (void)f, (void)c, (void)h;
+    return is_run_node(parent) ? -EROFS : -ENOSYS;
 }
 
-static void run_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+static int r_link(ckfs_front *f, const ckfs_caller *c, ckfs_ino newparent, ckfs_hold *h)
 {
-    (void)ino, (void)newname;
-    fuse_reply_err(req, is_run_node(newparent) ? EROFS : ENOSYS);
+    (void)f, (void)c, (void)h;
+    return is_run_node(newparent) ? -EROFS : -ENOSYS;
 }
 
-static void run_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                       struct fuse_file_info *fi)
+static int r_create(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
+                    mode_t mode, int flags, ckfs_entry_out *e, ckfs_open_out *out, ckfs_defer *d,
+                    ckfs_hold *h)
 {
+    int errnum = ESTALE;
     if (is_run_node(parent))
-        fuse_reply_err(req, EROFS);
-    else
-        ckfs_ops.create(req, parent, name, mode, fi);
+        return -EROFS;
+    ckfs_front *in = inside(run_of(f), &parent, &errnum);
+    return in != NULL ? in->ops->create(in, c, parent, name, mode, flags, e, out, d, h)
+                      : -errnum;
 }
 
-static void run_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
-                        struct fuse_file_info *fi)
+static int r_setattr(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, const struct stat *attr,
+                     int to_set, ckfs_attr_out *out, ckfs_hold *h)
 {
+    int errnum = ESTALE;
     if (is_run_node(ino) || is_checkpoint_dir(ino))
-        fuse_reply_err(req, EROFS);
-    else
-        ckfs_ops.setattr(req, ino, attr, to_set, fi);
+        return -EROFS;
+    ckfs_front *in = inside(run_of(f), &ino, &errnum);
+    return in != NULL ? in->ops->setattr(in, c, ino, attr, to_set, out, h) : -errnum;
 }
 
 /* No handles for directories, as in a model mount: ENOSYS stops OPENDIR
  * for the whole connection. */
-static void run_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static int r_opendir(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, ckfs_hold *h)
 {
-    (void)ino, (void)fi;
-    fuse_reply_err(req, ENOSYS);
+    (void)f, (void)c, (void)ino, (void)h;
+    return -ENOSYS;
 }
 
-static void run_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+static int r_fsync(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, ckfs_defer *d,
+                   ckfs_hold *h)
 {
+    int errnum = ESTALE;
     if (is_run_node(ino))
-        fuse_reply_err(req, 0); /* nothing to save */
-    else
-        ckfs_ops.fsyncdir(req, ino, datasync, fi);
+        return 0; /* nothing to save */
+    ckfs_front *in = inside(run_of(f), &ino, &errnum);
+    return in != NULL ? in->ops->fsync(in, c, ino, d, h) : -errnum;
 }
 
-static void run_init(void *userdata, struct fuse_conn_info *conn)
+/* Files are all inside checkpoints. */
+static int r_open(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, int flags,
+                  ckfs_open_out *out, ckfs_defer *d, ckfs_hold *h)
 {
-    ckrun *r = userdata;
-    ckfs_conn_init(conn, &r->proto.splice, r->proto.max_read);
+    int errnum = ESTALE;
+    ckfs_front *in = inside(run_of(f), &ino, &errnum);
+    return in != NULL ? in->ops->open(in, c, ino, flags, out, d, h) : -errnum;
 }
 
-void ckrun_ops(struct fuse_lowlevel_ops *ops)
+static int r_read(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, size_t size, off_t off,
+                  ckfs_read_plan *plan, ckfs_hold *h)
 {
-    *ops = ckfs_ops; /* inside a checkpoint, as in any model mount */
-    ops->init = run_init;
-    ops->destroy = NULL; /* nothing to save */
-    ops->lookup = run_lookup;
-    ops->getattr = run_getattr;
-    ops->setattr = run_setattr;
-    ops->readlink = run_readlink;
-    ops->opendir = run_opendir;
-    ops->fsyncdir = run_fsync;
-    ops->readdir = run_readdir;
-    ops->readdirplus = run_readdirplus;
-    ops->getxattr = run_getxattr;
-    ops->listxattr = run_listxattr;
-    ops->setxattr = run_setxattr;
-    ops->statfs = run_statfs;
-    ops->mknod = run_mknod;
-    ops->mkdir = run_mkdir;
-    ops->unlink = run_unlink;
-    ops->rmdir = run_rmdir;
-    ops->rename = run_rename;
-    ops->create = run_create;
-    ops->symlink = run_symlink;
-    ops->link = run_link;
+    int errnum = ESTALE;
+    ckfs_front *in = inside(run_of(f), &ino, &errnum);
+    return in != NULL ? in->ops->read(in, c, ino, size, off, plan, h) : -errnum;
 }
+
+static int r_write(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, const char *buf,
+                   size_t size, off_t off, ckfs_hold *h)
+{
+    int errnum = ESTALE;
+    ckfs_front *in = inside(run_of(f), &ino, &errnum);
+    return in != NULL ? in->ops->write(in, c, ino, buf, size, off, h) : -errnum;
+}
+
+static int r_flush(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, uint64_t fh,
+                   ckfs_defer *d, ckfs_hold *h)
+{
+    int errnum = ESTALE;
+    ckfs_front *in = inside(run_of(f), &ino, &errnum);
+    return in != NULL ? in->ops->flush(in, c, ino, fh, d, h) : -errnum;
+}
+
+static int r_release(ckfs_front *f, const ckfs_caller *c, ckfs_ino ino, uint64_t fh,
+                     bool *save_handle, ckfs_hold *h)
+{
+    int errnum = ESTALE;
+    ckfs_front *in = inside(run_of(f), &ino, &errnum);
+    return in != NULL ? in->ops->release(in, c, ino, fh, save_handle, h) : -errnum;
+}
+
+static const ckfs_front_ops run_ops = {
+    .lookup = r_lookup,
+    .getattr = r_getattr,
+    .setattr = r_setattr,
+    .readlink = r_readlink,
+    .opendir = r_opendir,
+    .readdir = r_readdir,
+    .open = r_open,
+    .read = r_read,
+    .write = r_write,
+    .flush = r_flush,
+    .release = r_release,
+    .fsync = r_fsync,
+    .create = r_create,
+    .mknod = r_mknod,
+    .mkdir = r_mkdir,
+    .unlink = r_unlink,
+    .rmdir = r_rmdir,
+    .rename = r_rename,
+    .symlink = r_symlink,
+    .link = r_link,
+    .getxattr = r_getxattr,
+    .listxattr = r_listxattr,
+    .setxattr = r_setxattr,
+    .statfs = r_statfs,
+    .destroy = NULL, /* nothing to save: the checkpoints' last saves come after the session
+                      * (ckrun_close_all) */
+};
 
 /* ---- life ---- */
 
@@ -1894,7 +1941,8 @@ ckrun *ckrun_new(const ckrun_opts *o, ck_error *err)
         ck_nomem(err, o->path);
         return NULL;
     }
-    r->front.mount_of = run_mount_of;
+    r->front = (ckfs_front){.ops = &run_ops, .splice = &r->proto.splice,
+                            .max_read = &r->proto.max_read};
     r->proto = *o->proto;
     r->settle = o->settle;
     r->budget = o->index_cache;
@@ -1989,10 +2037,7 @@ void ckrun_stop(ckrun *r)
         ckfs *fs = r->slots[i].fs;
         if (fs == NULL)
             continue;
-        pthread_rwlock_wrlock(&fs->lock);
-        ckfs_saver_unmounting(fs);
-        fs->se = NULL;
-        pthread_rwlock_unlock(&fs->lock);
+        ckfs_leave_session(fs);
     }
     pthread_mutex_unlock(&r->mu);
 }

@@ -4,8 +4,8 @@
  * sees it: its attributes, how long it may cache them and the name, and
  * the path a refusal names.
  *
- * The FUSE operations (fs/ll_ops.c) answer with these, and so do the
- * replies to saves (fs/save_reply.c), which must not need the operations:
+ * The mount's operations (mount/model_ops.c) answer with these, and so do the
+ * replies to saves (fuse/save_reply.c), which must not need the operations:
  * so they are here, below both.  Nothing here replies to a request.
  */
 #ifndef CKPTFS_NODES_H
@@ -22,37 +22,37 @@
 
 /* The node behind inode ino, of the mount's own numbering; *e its entry
  * for a tensor directory, meta or out, else NULL.  NODE_NONE: none. */
-node_kind ckfs_resolve(ckfs *fs, fuse_ino_t ino, entry **e);
+node_kind ckfs_resolve(ckfs *fs, ckfs_ino ino, entry **e);
 
 /* The extra file behind an inode NODE_EXTRA resolved. */
-static inline extra *ckfs_extra_of(ckfs *fs, fuse_ino_t ino)
+static inline extra *ckfs_extra_of(ckfs *fs, ckfs_ino ino)
 {
     return &fs->tr.extras[ino - INO_EXTRA_BASE];
 }
 
 /* Where node ino is (/name appended unless NULL), in buf of cap bytes
  * (NODE_PATH_MAX): returns buf. */
-const char *ckfs_path_of(const ckfs *fs, fuse_ino_t ino, const char *name, char *buf,
+const char *ckfs_path_of(const ckfs *fs, ckfs_ino ino, const char *name, char *buf,
                          size_t cap);
 
 /* The attributes of node ino, of kind k (entry e), or of ino resolved:
  * 0, or -ENOENT. */
-int ckfs_attr_of(ckfs *fs, fuse_ino_t ino, node_kind k, const entry *e, struct stat *st);
-int ckfs_fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st);
+int ckfs_attr_of(ckfs *fs, ckfs_ino ino, node_kind k, const entry *e, struct stat *st);
+int ckfs_fill_attr(ckfs *fs, ckfs_ino ino, struct stat *st);
 
 /* How long the kernel may keep ino's attributes. */
-double ckfs_timeout_of(const ckfs *fs, fuse_ino_t ino);
+double ckfs_timeout_of(const ckfs *fs, ckfs_ino ino);
 
 /* The generation of the node the kernel knows as ino (with the mount's
  * ino_base): the mount's, but 0 for the kernel's root, which the kernel
  * expects so (it warns and takes 0 otherwise). */
-static inline uint64_t ckfs_generation_of(const ckfs *fs, fuse_ino_t ino)
+static inline uint64_t ckfs_generation_of(const ckfs *fs, ckfs_ino ino)
 {
-    return ino == FUSE_ROOT_ID ? 0 : fs->generation;
+    return ino == INO_ROOT ? 0 : fs->generation;
 }
 
 /* The entry of a lookup's reply for ino: 0, or -1 when there is none. */
-int ckfs_fill_entry(ckfs *fs, fuse_ino_t ino, struct fuse_entry_param *e);
+int ckfs_fill_entry(ckfs *fs, ckfs_ino ino, ckfs_entry_out *e);
 
 /* Whether closing the mount and opening its file again would give every
  * tensor the inode number it has now (a read-only tree: always; a

@@ -5,7 +5,7 @@
  * lays out, at the mount's root.  This serves any view alike and knows
  * none: a file's bytes are its segments', a segment of the view's own
  * bytes replied from memory, a tensor's run served as `out` is
- * (fs/tensor_read.h): spliced from the files' extents, or read through
+ * (mount/tensor_read.h): spliced from the files' extents, or read through
  * ck_model_read where the codec must assemble or decode the bytes.
  */
 #ifndef CKPTFS_FILE_VIEW_H
@@ -31,9 +31,10 @@ long ckfs_view_find(const ckfs_view *v, const char *name);
 
 /* An open of file i: another user (allow_other) must be able to read
  * every tensor it shows on disk, as for `out` (a file that shows all:
- * every tensor of the view); else answered with the errno. */
-bool ckfs_view_may_open(fuse_req_t req, ckfs *fs, size_t i);
-/* Answer a read of [off, off + size) of file i. */
-void ckfs_view_read(fuse_req_t req, ckfs *fs, size_t i, size_t size, off_t off);
+ * every tensor of the view); else false with the errno.  A predicate. */
+bool ckfs_view_may_open(const ckfs_caller *c, ckfs *fs, size_t i, int *errnum);
+/* Plan a read of [off, off + size) of file i: 0 or a negative errno. */
+int ckfs_view_read(const ckfs_caller *c, ckfs *fs, size_t i, size_t size, off_t off,
+                   ckfs_read_plan *plan);
 
 #endif

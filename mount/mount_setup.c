@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mount_setup: an open model made the tree of a mount, and let go again,
- * the one way a single-model mount (fs/main.c) and each checkpoint of a
- * run directory (fs/run_mount.c) do it, so that the two cannot drift.
+ * the one way a single-model mount (fuse/main.c) and each checkpoint of a
+ * run directory (mount/run_mount.c) do it, so that the two cannot drift.
  */
 #include "ckptfs.h"
 

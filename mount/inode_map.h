@@ -7,7 +7,7 @@
  * numbers are computed, not allocated: four per entry (directory, meta, out,
  * one spare) after a few fixed ones, and other files (tools' temporaries)
  * from 2^40 up by their id.  Numbers are never reused, so lookup counts need
- * no bookkeeping and forget is a no-op; nothing else in fs/ knows the
+ * no bookkeeping and forget is a no-op; nothing else in mount/ knows the
  * arithmetic.
  *
  * Nor do they move, which NFS export needs (libfuse's doc/README.NFS): a
@@ -36,7 +36,7 @@
 #define INO_SNAPSHOT_DONE (1ull << 41) /* above every extra file */
 #define INO_TENSOR_BASE 16u
 #define INO_VIEW_BASE (1ull << 39) /* -o as=NAME: the root's files, base + their
-                                    * place (fs/file_view.h), above every tensor's */
+                                    * place (mount/file_view.h), above every tensor's */
 #define INO_EXTRA_BASE (1ull << 40) /* extra files: base + their id */
 
 typedef enum node_kind {

@@ -188,7 +188,7 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic, ck_error *why)
         pthread_rwlock_wrlock(&fs->lock);
         fs->tr.placing = false;
     }
-    fuse_ino_t asked_through = waiters != NULL ? waiters->ino : INO_ROOT;
+    ckfs_ino asked_through = waiters != NULL ? waiters->ino : INO_ROOT;
     saved(fs, rc, &err, waiters, automatic); /* frees the waiters */
     if (rc == 0 && held.msg[0] != '\0') { /* said where a failed save's reason is */
         char path[NODE_PATH_MAX];

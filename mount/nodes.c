@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * nodes: the tree's nodes as the kernel sees them (see fs/nodes.h): the
+ * nodes: the tree's nodes as the kernel sees them (see mount/nodes.h): the
  * node behind an inode number, its attributes and cache timeouts, and its
- * path under the mount point.  Shared by the FUSE operations and the
+ * path under the mount point.  Shared by the mount's operations and the
  * replies to saves; no request is answered here.
  */
 #include "nodes.h"
@@ -21,11 +21,11 @@ static entry *entry_at(ckfs *fs, uint32_t pos)
 }
 
 /* The node behind an inode the kernel holds.  snapshot_done's name is
- * absent while the tree has edits (ll_ops.c: op_lookup, dir_entry), but
+ * absent while the tree has edits (model_ops.c: ckfs_op_lookup, dir_entry), but
  * its inode stays valid, as an unlinked file's does while open: touch
  * creates it, which saves, then checks its attributes and sets its times,
  * perhaps after another program's edit has made the tree dirty again. */
-node_kind ckfs_resolve(ckfs *fs, fuse_ino_t ino, entry **e)
+node_kind ckfs_resolve(ckfs *fs, ckfs_ino ino, entry **e)
 {
     uint32_t pos = 0;
     node_kind k = ino_kind(ino, &pos);
@@ -68,7 +68,7 @@ static const char *dir_name_at(const ckfs *fs, uint32_t pos)
 
 /* Where node ino is, with /name appended when name is not NULL: the path a
  * refusal is about, such as MNT/conv1.weight/meta. */
-const char *ckfs_path_of(const ckfs *fs, fuse_ino_t ino, const char *name, char *buf,
+const char *ckfs_path_of(const ckfs *fs, ckfs_ino ino, const char *name, char *buf,
                          size_t cap)
 {
     uint32_t pos = 0;
@@ -111,7 +111,7 @@ static mode_t dir_mode_of(const ckfs *fs)
 }
 
 /* The attributes of node ino, of kind k (entry e). */
-int ckfs_attr_of(ckfs *fs, fuse_ino_t ino, node_kind k, const entry *e, struct stat *st)
+int ckfs_attr_of(ckfs *fs, ckfs_ino ino, node_kind k, const entry *e, struct stat *st)
 {
     const struct stat *ms = &fs->tr.file_st;
     mode_t file_mode = file_mode_of(fs);
@@ -179,7 +179,7 @@ int ckfs_attr_of(ckfs *fs, fuse_ino_t ino, node_kind k, const entry *e, struct s
     return 0;
 }
 
-int ckfs_fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
+int ckfs_fill_attr(ckfs *fs, ckfs_ino ino, struct stat *st)
 {
     entry *e;
     node_kind k = ckfs_resolve(fs, ino, &e);
@@ -194,7 +194,7 @@ int ckfs_fill_attr(ckfs *fs, fuse_ino_t ino, struct stat *st)
  * else is cached long, and what changes without the kernel seeing it is
  * invalidated: a meta reformatted when it is parsed at close, the times
  * after a save (ckfs_invalidate_attrs). */
-double ckfs_timeout_of(const ckfs *fs, fuse_ino_t ino)
+double ckfs_timeout_of(const ckfs *fs, ckfs_ino ino)
 {
     uint32_t pos;
     node_kind k = ino_kind(ino, &pos);
@@ -210,7 +210,7 @@ double ckfs_timeout_of(const ckfs *fs, fuse_ino_t ino)
  * can be told (it would wait for the directory lock of the very request
  * that asked for the save), so such names are not cached at all: the
  * kernel asks again, and learns of the rename as the save is answered. */
-static double name_timeout_of(const ckfs *fs, fuse_ino_t ino)
+static double name_timeout_of(const ckfs *fs, ckfs_ino ino)
 {
     uint32_t pos;
     if (fs->tr.writable && ino_kind(ino, &pos) == NODE_TENSOR_DIR && pos < fs->tr.n_entries &&
@@ -219,7 +219,7 @@ static double name_timeout_of(const ckfs *fs, fuse_ino_t ino)
     return ckfs_timeout_of(fs, ino);
 }
 
-int ckfs_fill_entry(ckfs *fs, fuse_ino_t ino, struct fuse_entry_param *e)
+int ckfs_fill_entry(ckfs *fs, ckfs_ino ino, ckfs_entry_out *e)
 {
     memset(e, 0, sizeof *e);
     if (ckfs_fill_attr(fs, ino, &e->attr) < 0)

@@ -3,7 +3,7 @@
  * ckptfs main: command line, mount, daemon.
  *
  *   ckptfs [-f] [-d] [-o OPTIONS] MODEL MOUNTPOINT
- *   ckptfs [-f] [-d] [-o OPTIONS] RUN_DIR MOUNTPOINT    (fs/run_mount.h)
+ *   ckptfs [-f] [-d] [-o OPTIONS] RUN_DIR MOUNTPOINT    (mount/run_mount.h)
  *
  * The model is opened and fully indexed before anything is mounted, so a bad
  * file is refused with its one-line reason and nothing appears at the mount
@@ -30,10 +30,12 @@
 #include "../codec/io/commit_group.h"
 #include "../save/encoder.h"
 #include "../save/write_claim.h"
-#include "ckptfs.h"
-#include "recovery.h"
-#include "run_mount.h"
-#include "file_view.h"
+#include "../mount/ckptfs.h"
+#include "ll_ops.h"
+#include "session_loop.h"
+#include "../mount/recovery.h"
+#include "../mount/run_mount.h"
+#include "../mount/file_view.h"
 
 struct cli {
     char *model;
@@ -62,10 +64,10 @@ struct cli {
     int noindex;        /* -o noindex: no saved index read or written */
     char *index_dir;    /* -o index_dir=DIR: where saved indexes are kept */
     int allow_other;    /* libfuse's option, also kept for libfuse */
-    char *as;           /* -o as=NAME: the model as format NAME's files (fs/file_view.h) */
+    char *as;           /* -o as=NAME: the model as format NAME's files (mount/file_view.h) */
     const ck_view *view; /* that format's view (check_as) */
     char *max_shard_size; /* the view's shards, a new set's (-o create) */
-    char *recover;      /* -o recover=DIR: a failed save's edits, applied (fs/recovery.h) */
+    char *recover;      /* -o recover=DIR: a failed save's edits, applied (mount/recovery.h) */
     char *recovery_dir; /* -o recovery_dir=DIR: where such edits are kept */
 };
 
@@ -431,7 +433,7 @@ static int add_mount_opts(struct fuse_args *args, const char *model, bool rw, un
 /* Requests on one thread, or on libfuse's pool (-o threads; -s wins).
  * One measured faster on 2 cores (docs/benchmarks.md): a request costs
  * a wakeup either way, and the pool adds its own; the one thread polls
- * before it sleeps (fs/session_loop.c). */
+ * before it sleeps (fuse/session_loop.c). */
 static int run_loop(struct fuse_session *se, const struct fuse_cmdline_opts *opts,
                     const struct cli *cli, const ckfs_idle_work *work)
 {
@@ -502,7 +504,7 @@ typedef struct mount_hooks {
 
 /* A second Ctrl-C (or SIGTERM, SIGHUP) while the last save runs: the
  * save goes on, so that it ends with the new model or, failing, the edits
- * kept (fs/recovery.h), never with a half-written temporary file and the
+ * kept (mount/recovery.h), never with a half-written temporary file and the
  * edits gone.  kill -9 still ends it; the model is then the old one. */
 static void during_last_save(int sig)
 {
@@ -638,7 +640,7 @@ static unsigned fd_budget(void)
 }
 
 /* A run directory: its checkpoints as snapshots, read-only unless -o rw
- * (fs/run_mount.h). */
+ * (mount/run_mount.h). */
 static int mount_run(const struct cli *cli, struct fuse_args *args,
                      struct fuse_cmdline_opts *opts, const char *path, const ck_open_opts *oo)
 {
@@ -703,9 +705,7 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
     } else if (add_mount_opts(args, path, rw, proto.max_read) < 0) {
         fprintf(stderr, "ckptfs: out of memory\n");
     } else {
-        struct fuse_lowlevel_ops ops;
-        ckrun_ops(&ops);
-        struct fuse_session *se = new_session(args, &ops, sizeof ops, ckrun_front(r));
+        struct fuse_session *se = new_session(args, &ckfs_ops, sizeof ckfs_ops, ckrun_front(r));
         ckfs_idle_work work;
         ckrun_idle_work(r, &work);
         mount_hooks h = {.model_path = path, .live = run_live, .ended = run_ended, .arg = r,
@@ -1049,6 +1049,7 @@ int main(int argc, char **argv)
     ck_envelope_args env_args = {0}; /* -o key_file and the like: the envelopes' */
     int rc = 1;
 
+    ckfs_kernel_set(&ckfs_fuse_kernel); /* how every mount tells the kernel (mount/invalidate.h) */
     if (fuse_opt_parse(&args, &cli, cli_opts, cli_proc) != 0 ||
         fuse_parse_cmdline(&args, &opts) != 0) {
         /* libfuse has said what is wrong (an unknown option, say). */

@@ -5,7 +5,7 @@
  * A line goes to stderr in the foreground, to syslog once daemonized, and,
  * with the time, to the -o log=PATH file.  A refused operation is said so
  * with the path in the tree it concerns, and kept, with the time, as the
- * root's user.ckptfs.last_error, which a successful save clears.  The FUSE
+ * root's user.ckptfs.last_error, which a successful save clears.  The
  * operations, the replies to saves and the saver all refuse and log alike,
  * so this is apart from each of them.
  */

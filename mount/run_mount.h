@@ -61,10 +61,6 @@ typedef struct ckrun_opts {
     const char *where;          /* the mount point as writer locks record it */
 } ckrun_opts;
 
-/* The session's operations: the run's own nodes here, the rest as a
- * model mount answers them (ckfs_ops). */
-void ckrun_ops(struct fuse_lowlevel_ops *ops);
-
 /* List the directory (nothing is opened) and start watching it: NULL with
  * err when it cannot be read. */
 ckrun *ckrun_new(const ckrun_opts *o, ck_error *err);

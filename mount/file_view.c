@@ -135,7 +135,7 @@ static const ck_tensor *tensor_of(const ckfs_view *v, const ck_view_seg *s)
     return &v->m->index.tensors[s->tensor];
 }
 
-bool ckfs_view_may_open(fuse_req_t req, ckfs *fs, size_t i)
+bool ckfs_view_may_open(const ckfs_caller *c, ckfs *fs, size_t i, int *errnum)
 {
     const ckfs_view *v = fs->view;
     bool all = v->files.files[i].shows_all;
@@ -143,7 +143,7 @@ bool ckfs_view_may_open(fuse_req_t req, ckfs *fs, size_t i)
         const ck_view_file *vf = &v->files.files[f];
         for (size_t k = 0; k < vf->n_segs; k++)
             if (vf->segs[k].kind == CK_SEG_TENSOR &&
-                !ckfs_may_read(req, fs, tensor_of(v, &vf->segs[k])))
+                !ckfs_may_read(c, fs, tensor_of(v, &vf->segs[k]), errnum))
                 return false;
     }
     return true;
@@ -164,70 +164,60 @@ static size_t first_after(const ck_view_file *f, const uint64_t *start, uint64_t
     return lo;
 }
 
-/* A request's reply being built: bv with room for cap + 1 buffers, and
- * copy, of the request's size, made for the first bytes that are not
- * replied where they are. */
-typedef struct reply {
-    struct fuse_bufvec *bv;
+/* A read's plan being built, with room for cap + 1 pieces; copy, of the
+ * read's size (the plan's buffer), made for the first bytes that are not
+ * answered where they are. */
+typedef struct view_reply {
+    ckfs_read_plan *plan;
     size_t cap;
     char *copy;
-    uint64_t off;               /* the request's offset: copy[0] stands for it */
+    uint64_t off;               /* the read's offset: copy[0] stands for it */
     size_t size;
-} reply;
+} view_reply;
 
-/* Whether pieces more buffers leave the reply within cap. */
-static bool fits(const reply *r, size_t pieces)
+/* Whether pieces more leave the plan within cap. */
+static bool fits(const view_reply *r, size_t pieces)
 {
-    return r->bv->count <= r->cap && pieces <= r->cap - r->bv->count;
+    return r->plan->n <= r->cap && pieces <= r->cap - r->plan->n;
 }
 
-/* Bytes at mem into the reply: the last buffer grown when it ends at mem
- * (copies of consecutive segments are consecutive in copy), so that only
- * a copy takes the reply past cap buffers, and never past cap + 1: from
- * then on everything is copied, after it. */
-static void add_mem(reply *r, const void *mem, size_t len)
+/* Bytes at mem into the plan: the last piece grown when it ends at mem
+ * (copies of consecutive segments are consecutive in copy, ckfs_plan_mem),
+ * so that only a copy takes the plan past cap pieces, and never past
+ * cap + 1: from then on everything is copied, after it. */
+static int add_mem(view_reply *r, const void *mem, size_t len)
 {
-    struct fuse_buf *last = r->bv->count > 0 ? &r->bv->buf[r->bv->count - 1] : NULL;
-    if (last != NULL && !(last->flags & FUSE_BUF_IS_FD) &&
-        (const char *)last->mem + last->size == (const char *)mem) {
-        last->size += len;
-        return;
-    }
-    r->bv->buf[r->bv->count++] = (struct fuse_buf){.size = len, .mem = (void *)mem};
+    return ckfs_plan_mem(r->plan, mem, len);
 }
 
 /* Where file byte pos goes in the copy, made on first use. */
-static char *copy_at(reply *r, uint64_t pos)
+static char *copy_at(view_reply *r, uint64_t pos)
 {
-    if (r->copy == NULL && (r->copy = malloc(r->size)) == NULL)
+    if (r->copy == NULL && (r->copy = ckfs_plan_buffer(r->plan, r->size)) == NULL)
         return NULL;
     return r->copy + (pos - r->off);
 }
 
 /* The view's bytes [mem, mem + len), at file byte pos, into the reply. */
-static int add_bytes(reply *r, ckfs *fs, const unsigned char *mem, size_t len, uint64_t pos,
+static int add_bytes(view_reply *r, ckfs *fs, const unsigned char *mem, size_t len, uint64_t pos,
                      ck_error *err)
 {
-    if (fits(r, 1)) {
-        add_mem(r, mem, len);
-        return 0;
-    }
+    if (fits(r, 1))
+        return add_mem(r, mem, len) < 0 ? ck_nomem(err, fs->tr.model->path) : 0;
     char *dst = copy_at(r, pos);
     if (dst == NULL)
         return ck_nomem(err, fs->tr.model->path);
     memcpy(dst, mem, len);
-    add_mem(r, dst, len);
-    return 0;
+    return add_mem(r, dst, len) < 0 ? ck_nomem(err, fs->tr.model->path) : 0;
 }
 
 /* Bytes [at, at + len) of tensor t, at file byte pos, into the reply. */
-static int add_tensor(reply *r, ckfs *fs, const ck_tensor *t, uint64_t at, size_t len,
+static int add_tensor(view_reply *r, ckfs *fs, const ck_tensor *t, uint64_t at, size_t len,
                       uint64_t pos, ck_error *err)
 {
-    if (fits(r, ckfs_splice_pieces(fs, t, at, len))) {
-        ckfs_add_extents(fs, t, at, len, r->bv);
-        return 0;
-    }
+    if (fits(r, ckfs_splice_pieces(fs, t, at, len)))
+        return ckfs_add_extents(fs, t, at, len, r->plan) < 0 ? ck_nomem(err, fs->tr.model->path)
+                                                              : 0;
     char *dst = copy_at(r, pos);
     if (dst == NULL)
         return ck_nomem(err, fs->tr.model->path);
@@ -236,21 +226,20 @@ static int add_tensor(reply *r, ckfs *fs, const ck_tensor *t, uint64_t at, size_
         return -1;
     if ((size_t)got != len)
         return ck_fail(err, EIO, "%s: tensor '%s': short read", fs->tr.model->path, t->name);
-    add_mem(r, dst, len);
-    return 0;
+    return add_mem(r, dst, len) < 0 ? ck_nomem(err, fs->tr.model->path) : 0;
 }
 
-/* Whether each tensor of file f's segments [k, end) may be read by the
- * requester, as at the open, and is unchanged on disk; else answered. */
-static bool tensors_readable(fuse_req_t req, ckfs *fs, const ck_view_file *f,
-                             const uint64_t *start, size_t k, uint64_t end)
+/* Whether each tensor of file f's segments [k, end) may be read by c, as
+ * at the open, and is unchanged on disk; else false with the errno. */
+static bool tensors_readable(const ckfs_caller *c, ckfs *fs, const ck_view_file *f,
+                             const uint64_t *start, size_t k, uint64_t end, int *errnum)
 {
     for (; k < f->n_segs && start[k] < end; k++) {
         const ck_view_seg *s = &f->segs[k];
         if (s->kind != CK_SEG_TENSOR || s->len == 0)
             continue;
         const ck_tensor *t = tensor_of(fs->view, s);
-        if (!ckfs_may_read(req, fs, t) || ckfs_model_changed(req, fs, t))
+        if (!ckfs_may_read(c, fs, t, errnum) || ckfs_model_changed(fs, t, errnum))
             return false;
     }
     return true;
@@ -258,7 +247,7 @@ static bool tensors_readable(fuse_req_t req, ckfs *fs, const ck_view_file *f,
 
 /* Segments k... of file f (starts: where each begins) from file byte pos
  * to end into the reply. */
-static int add_segments(reply *r, ckfs *fs, const ck_view_file *f, const uint64_t *start,
+static int add_segments(view_reply *r, ckfs *fs, const ck_view_file *f, const uint64_t *start,
                         size_t k, uint64_t pos, uint64_t end, ck_error *err)
 {
     for (; pos < end && k < f->n_segs; k++) {
@@ -277,35 +266,26 @@ static int add_segments(reply *r, ckfs *fs, const ck_view_file *f, const uint64_
     return 0;
 }
 
-void ckfs_view_read(fuse_req_t req, ckfs *fs, size_t i, size_t size, off_t off)
+int ckfs_view_read(const ckfs_caller *c, ckfs *fs, size_t i, size_t size, off_t off,
+                   ckfs_read_plan *plan)
 {
     const ck_view_file *f = &fs->view->files.files[i];
     const uint64_t *start = fs->view->start[i];
     uint64_t pos = (uint64_t)off;
-    if (pos >= f->size || size == 0) {
-        fuse_reply_buf(req, NULL, 0);
-        return;
-    }
+    int errnum = 0;
+    if (pos >= f->size || size == 0)
+        return 0;
     if (size > f->size - pos)
         size = (size_t)(f->size - pos);
     uint64_t end = pos + size;
     size_t k = first_after(f, start, pos);
-    if (!tensors_readable(req, fs, f, start, k, end))
-        return;
-    reply r = {.cap = SPLICE_PIECES, .off = pos, .size = size};
-    r.bv = malloc(sizeof *r.bv + r.cap * sizeof r.bv->buf[0]);
-    if (r.bv == NULL) {
-        fuse_reply_err(req, ENOMEM);
-        return;
-    }
-    memset(r.bv, 0, sizeof *r.bv);
+    if (!tensors_readable(c, fs, f, start, k, end, &errnum))
+        return -errnum;
+    view_reply r = {.plan = plan, .cap = SPLICE_PIECES, .off = pos, .size = size};
     ck_error err = {0};
     if (add_segments(&r, fs, f, start, k, pos, end, &err) < 0) {
         ckfs_log(fs, LOG_ERR, "%s", err.msg);
-        fuse_reply_err(req, err.errnum ? err.errnum : EIO);
-    } else {
-        ckfs_reply_bufvec(req, fs, r.bv, off);
+        return -(err.errnum ? err.errnum : EIO);
     }
-    free(r.bv);
-    free(r.copy);
+    return 0;
 }
