@@ -11,15 +11,15 @@
  * everyone else.  Its writer is a ck_writer (codec/io/writer.h); the two
  * are one entry of the registry (registry.h), which looks formats up.
  *
- * fs/ asks a model only format-free questions, such as
- * ck_model_type_name, ck_model_may_remove, ck_model_metadata,
+ * The front-end (mount/, fuse/) asks a model only format-free questions,
+ * such as ck_model_type_name, ck_model_may_remove, ck_model_metadata,
  * ck_encode_cleanup, ck_writer_of, ck_model_may_save, ck_model_may_read,
  * ck_copied_names_file, ck_envelope_is_secret, ck_envelope_is_wrapped,
  * ck_envelope_option, ck_envelope_args_ready and the views of
  * codec/view.h.  `grep -niE 'oneflow|pickle|cipher|encrypt|zstd|compress|
- * safetensors|mindir|onnx|mindspore'` over fs/'s .c and .h files finds
- * only comments, the help text and option table of fs/main.c (-o key_file,
- * enc_mode, zstd_level, handed on as envelope options) and the open
+ * safetensors|mindir|onnx|mindspore'` over mount/ and fuse/ finds
+ * only comments, the help text and option table of fuse/main.c (-o
+ * key_file, enc_mode, zstd_level, handed on as envelope options) and the open
  * options' key_if_encrypted.  A format without a writer, or a model in
  * an envelope ckptfs only reads, mounts read-only; -o rw of one is
  * refused in one line (ck_model_may_save), for a model mount and a run's

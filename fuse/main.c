@@ -32,6 +32,7 @@
 #include "../save/write_claim.h"
 #include "../mount/ckptfs.h"
 #include "ll_ops.h"
+#include "save_reply.h"
 #include "session_loop.h"
 #include "../mount/recovery.h"
 #include "../mount/run_mount.h"
@@ -554,6 +555,7 @@ out_signals:
 out_destroy:
     hold_signals(true);
     fuse_session_destroy(se); /* runs destroy: a model's final save */
+    ckfs_save_handles_free(); /* RELEASEs still queued at the unmount */
     hold_signals(false);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include "save_reply.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +88,55 @@ struct save_handle {
     int errnum;
     fuse_req_t flush;  /* a close waiting for it */
     bool released;     /* the kernel let go of the handle before the save ended */
+    save_handle *prev, *next; /* in live_handles */
 };
+
+/* Every handle not yet freed.  The kernel sends a handle's RELEASE after
+ * the close returns, so one may still be queued when an unmount ends the
+ * session, and is then never sent: ckfs_save_handles_free frees what is
+ * left once the session is gone.  One list for the process, not one per
+ * mount: a run directory's checkpoint may be closed and opened again
+ * while a handle made in it is still held, and the handle is its own
+ * allocation, never the mount's. */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static save_handle *live_handles;
+
+static void live_add(save_handle *h)
+{
+    pthread_mutex_lock(&live_mu);
+    h->prev = NULL;
+    h->next = live_handles;
+    if (live_handles != NULL)
+        live_handles->prev = h;
+    live_handles = h;
+    pthread_mutex_unlock(&live_mu);
+}
+
+static void handle_free(save_handle *h)
+{
+    pthread_mutex_lock(&live_mu);
+    if (h->prev != NULL)
+        h->prev->next = h->next;
+    else
+        live_handles = h->next;
+    if (h->next != NULL)
+        h->next->prev = h->prev;
+    pthread_mutex_unlock(&live_mu);
+    free(h);
+}
+
+void ckfs_save_handles_free(void)
+{
+    pthread_mutex_lock(&live_mu);
+    save_handle *h = live_handles;
+    live_handles = NULL;
+    pthread_mutex_unlock(&live_mu);
+    while (h != NULL) {
+        save_handle *next = h->next;
+        free(h);
+        h = next;
+    }
+}
 
 save_handle *ckfs_save_handle_of(const struct fuse_file_info *fi)
 {
@@ -105,14 +154,14 @@ static void save_handle_saved(ckfs_waiter *w, int errnum, const char *why)
         fuse_reply_err(h->flush, errnum);
     h->flush = NULL;
     if (h->released)
-        free(h);
+        handle_free(h);
 }
 
 /* The kernel will send nothing more for handle h. */
 void ckfs_save_handle_release(save_handle *h)
 {
     if (h->saved)
-        free(h);
+        handle_free(h);
     else
         h->released = true; /* freed when the save ends */
 }
@@ -132,6 +181,7 @@ void ckfs_create_snapshot_done(fuse_req_t req, ckfs *fs, struct fuse_file_info *
     }
     ckfs_fill_entry(fs, INO_SNAPSHOT_DONE, &eo); /* by inode: the name shows once saved */
     ckfs_fuse_entry(&eo, &e);
+    live_add(h);
     fi->fh = (uintptr_t)h;
     *w = (ckfs_waiter){.ino = INO_SNAPSHOT_DONE, .done = save_handle_saved, .arg = h,
                        .make_file = true};

@@ -33,6 +33,8 @@ void ckfs_ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
 save_handle *ckfs_save_handle_of(const struct fuse_file_info *fi);
 /* The kernel will send nothing more for handle h. */
 void ckfs_save_handle_release(save_handle *h);
+/* Free the handles whose release never came, once the session is gone. */
+void ckfs_save_handles_free(void);
 /* Create snapshot_done: ask for a save, answer now, with a save handle. */
 void ckfs_create_snapshot_done(fuse_req_t req, ckfs *fs, struct fuse_file_info *fi);
 /* The close of a created snapshot_done: answered when its save has ended. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * recovery: a failed last save's edits kept in a directory, and applied
- * again (fs/recovery.h says what the directory holds).  Only the tree's
+ * again (mount/recovery.h says what the directory holds).  Only the tree's
  * own calls edit a tree here, so an edit applied again is checked as the
  * user's was.
  */

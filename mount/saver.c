@@ -8,7 +8,7 @@
  * saver takes the mount's lock only to begin a save (describe the tree,
  * freeze what it reads) and to end it (switch the tree to the new file,
  * answer who asked); encoding, verifying and committing run without it
- * (fs/tree.h, tree_save_*).
+ * (mount/tree.h, tree_save_*).
  *
  * A request that asks for a save (touch snapshot_done, fsync, a seal) is
  * queued and answered after the next save that begins after it, so that
@@ -350,7 +350,7 @@ void ckfs_saver_poke(ckfs *fs)
 /* The save at unmount failed: the kernel has let go of the mount, so the
  * edits are kept in a recovery directory, and the line that says why the
  * save failed is followed by one that says where they are and how to get
- * them back (fs/recovery.h). */
+ * them back (mount/recovery.h). */
 static void keep_unsaved(ckfs *fs, const ck_error *why)
 {
     ck_error err = {0};

@@ -7,7 +7,7 @@
  * after it.
  *
  * Its phases are explicit because a mount runs them split across its
- * threads (fs/tree.c, tree_save_*): begun and run on its saver thread with
+ * threads (mount/tree.c, tree_save_*): begun and run on its saver thread with
  * no tree lock held, switched to the files read back under the tree's
  * lock, finished (the journal's renames) after the old model is closed.
  * The tools run them one after the other (ck_write_claim_save).  Whoever

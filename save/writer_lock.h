@@ -37,7 +37,7 @@
  * cannot).  A lock file that cannot be created (EROFS, EACCES) means no
  * save could create its temporary file there either: a mount writable
  * only by default falls back to read-only with a note, while -o rw and
- * -o create are refused with the reason (fs/main.c, take_claim).
+ * -o create are refused with the reason (fuse/main.c, take_claim).
  *
  * What it cannot do: keep off a writer on another machine where the
  * storage keeps locks per machine (any FUSE filesystem: s3fs, sshfs...;
