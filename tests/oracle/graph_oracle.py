@@ -3,7 +3,7 @@
 """Independent test oracle for ckptfs mounts of ONNX and MindIR models.
 
 Written from onnx-format.md, mindspore-formats.md section 4 and the naming rules in
-docs/design.md; it shares no code with the C program under test.  ONNX files are read
+codec/onnx_mindir/onnx_mindir_reader.h; it shares no code with the C program under test.  ONNX files are read
 with Debian's python3-onnx (tensor bytes from numpy_helper.to_array); MindIR files with
 the official protobuf runtime and tests/oracle/mind_ir.proto, compiled here by protoc.
 
@@ -26,7 +26,7 @@ them, is valid), negdim, overflow (dims [2^40, 2^40]), manydims (65), sizemismat
 of, a length not matching, OUT.data; extheader, MindIR only: bytes inside the
 64-byte front info); emptypacked (an empty packed int64_data) is valid.
 
-Naming (docs/design.md): main-graph initializers / MindIR parameters keep their name
+Naming (codec/onnx_mindir/onnx_mindir_reader.h): main-graph initializers / MindIR parameters keep their name
 (MindIR: after the first ':'); Constant nodes of the main graph are OUTPUT%const;
 tensors inside subgraphs are NAME%@NODE.ATTR (NODE the escaped node name, or #INDEX
 when it has none, the suffix cut to 120 bytes with %~HASH); MindIR map parameters

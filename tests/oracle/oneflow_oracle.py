@@ -31,7 +31,7 @@ names so that the pickle names the globals OneFlow's does.
     /usr/bin/python3 oneflow_oracle.py stat DIR [--hist BINS]
         the JSON document ckptfs-stat --json DIR should print (stat_oracle's fields)
 
-Rules (the tools' design, docs/design.md): with pickled_data, the tensors are the
+Rules (codec/oneflow/oneflow_dir.h): with pickled_data, the tensors are the
 state dict's entries in its order, each read from its {"path": dir}/meta and out;
 without it, every subdirectory holding `out` is a tensor named by its directory name
 (ckptfs's escapes decoded), sorted bytewise.  A dump extent is the tensor's whole

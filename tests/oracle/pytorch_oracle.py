@@ -4,7 +4,7 @@
 
 The reader here is PyTorch itself (Debian's python3-torch 1.13): every file is read with
 torch.load(f, weights_only=True), never with ckptfs's code.  The expected tree follows the
-rules docs/design.md gives for PyTorch files, applied to what torch.load returns:
+rules codec/pytorch/pt_reader.h and pt_leaf.h give for PyTorch files, applied to what torch.load returns:
   - dicts (plain or OrderedDict), lists and tuples nest; a leaf's name is its keys and
     indices joined with '.' (int keys in decimal: an optimizer's state);
   - a tensor (or Parameter) is shown with its elements row-major, whatever its strides

@@ -54,7 +54,7 @@ Meta (OneFlow DataType) per dtype, as ckpt_oracle (MindSpore types) and graph_or
     U16 kUInt16, U32 kUInt32, U64 kUInt64 (OneFlow >= 0.6 has these; ckpt_oracle maps
         MindSpore's UInt16/32/64 the same way), C64 kComplex64,
     F8_E4M3 F8_E5M2 F8_E8M0 F8_E4M3FNUZ F8_E5M2FNUZ: kUInt8 with the tensor's dims (OneFlow
-        has no 8-bit float; docs/design.md shows ONNX's FLOAT8* the same way),
+        has no 8-bit float; codec/onnx_mindir/onnx_mindir_reader.h shows ONNX's FLOAT8* the same way),
     F4 F6_E2M3 F6_E3M2: their packed bytes as kUInt8 [nbytes] (as ckpt_oracle's Int4 and
         graph_oracle's 4-bit types: no unpacking, whose layout we only know from code).
 `out` is always the tensor's bytes as stored (little-endian, C order).
