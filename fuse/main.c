@@ -10,6 +10,36 @@
  * point.  Without -f the process detaches only after the mount is live.
  * The envelopes' options (-o key_file, enc_mode, zstd_level) are handed to
  * the envelopes by name (codec/registry.h, ck_envelope_option), unread here.
+ *
+ * Options: ckptfs takes its own (cli_opts) and libfuse's max_read (given
+ * back capped) and allow_other (noted and given back); the rest goes to
+ * libfuse.  Then: refuse a MOUNTPOINT that is not a directory; take the
+ * writer lock when the mount will write; open the model's directory
+ * once; finish an interrupted save (ck_group_recover); open and index the
+ * model through that descriptor; a directory is a collection's
+ * (mount_collection, read-only) or a run's (mount_run), a file one model
+ * (mount_model); the open model becomes the tree through ckfs_attach
+ * (mount/mount_setup.c).  Mounted ro or rw with
+ * default_permissions,subtype=ckptfs,fsname=<model>.  The command returns
+ * once INIT is answered; a refused INIT leaves a dead mount, which is
+ * unmounted and the command exits 1 with libfuse's reason.  SIGTERM,
+ * SIGINT and SIGHUP end the loop like an unmount; the pending edits are
+ * saved in destroy, with those signals held (hold_signals), and the exit
+ * status is 1 only if that save failed.  Errors before mounting are
+ * printed as they are; after, every refusal goes through ckfs_refused
+ * (mount/log.c).
+ *
+ * The kernel's side of a read (mount_max_read says the rule): a READ of
+ * at most max_pages (256, 1 MiB), a read-ahead window of the FUSE bdi's
+ * read_ahead_kb (128 KiB by default; INIT's max_readahead can only lower
+ * it, so only an administrator raises it: echo 1024 >
+ * /sys/class/bdi/0:N/read_ahead_kb, N from mountpoint -d MNT), and every
+ * byte copied twice, model page cache to the FUSE file's pages and those
+ * to the reader.  That copy is most of the daemon's time (perf: memcpy
+ * and a per-page spin lock in fuse_copy_fill, ckptfs itself under 1%), so
+ * larger requests gain little: 1 MiB read-ahead is 0-19% faster than 128
+ * KiB.  Only FUSE passthrough (kernel >= 6.9, libfuse >= 3.17, not Debian
+ * 12's 3.14, whole files only) would take the daemon off the read path.
  */
 #define _GNU_SOURCE /* asprintf */
 #include <errno.h>

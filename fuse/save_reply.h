@@ -10,6 +10,16 @@
  * seal are here: the FUSE operations (mount/model_ops.c) ask, this file asks the
  * saver with a waiter whose done answers, and so the saver needs nothing
  * of the operations nor of this file.
+ *
+ * Why a create of snapshot_done is answered at once (save_reply.c): the
+ * kernel takes the root's i_rwsem exclusively for a whole create
+ * (open_last_lookups -> lookup_open -> fuse_atomic_open), and every
+ * lookup of an uncached name takes it shared (lookup_slow); answered once
+ * the save was durable, the create held a stat and a 4 KiB read in the
+ * root back for 2.3 s of a 2.8 s save of 1 GiB.  A mknod has no close
+ * and is still answered by the saver; the seal's setxattr holds the
+ * root's lock itself and waits the same way; fsync and an open of an
+ * existing snapshot_done hold no directory lock.
  */
 #ifndef CKPTFS_SAVE_REPLY_H
 #define CKPTFS_SAVE_REPLY_H

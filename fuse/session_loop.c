@@ -22,6 +22,9 @@
  *
  * Another thread may ask this one for work between requests
  * (ckfs_idle_work): its eventfd is polled with the device.
+ *
+ * -o busy_poll defaults to 100 microseconds; polling halves walks on the
+ * test machine (docs/benchmarks.md, "Busy polling").
  */
 #include "session_loop.h"
 

@@ -12,6 +12,16 @@
  *   /<dir_name>/meta        its type and shape (codec/view.h)
  *   /<dir_name>/out         the tensor's bytes
  * or, with -o as=NAME, only the files of format NAME's view (mount/file_view.h).
+ *
+ * Requests are answered on one thread by default (fuse/session_loop.c),
+ * or on libfuse's pool with -o threads (-s forces one); saves run on a
+ * thread of their own (mount/saver.c).  One request thread and splice
+ * without SPLICE_MOVE both measured fastest on the 2-core reference
+ * machine (docs/benchmarks.md).  Every request holds the mount's
+ * reader-writer lock: shared when it only looks at the tree (lookup,
+ * getattr, readdir, read, getxattr, statfs, an open for reading),
+ * exclusive when it may change it; the front at the end of
+ * mount/model_ops.c says which.
  */
 #ifndef CKPTFS_H
 #define CKPTFS_H

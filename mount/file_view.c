@@ -10,6 +10,13 @@
  * buffer of the request's size.  Memory is the view's plus a word per
  * segment (where it starts, for a read's binary search), whatever the
  * model's size.
+ *
+ * At the mount every segment is checked to stay within its tensor and the
+ * sizes to add up.  The root holds the files, numbered INO_VIEW_BASE plus
+ * their place (above every tensor's number, below the extra files').
+ * Another user's open is checked against every tensor the file's segments
+ * name (a file that shows_all, a set's index, against every tensor of the
+ * view), its reads against those they cover, as for out.
  */
 #include "file_view.h"
 

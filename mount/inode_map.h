@@ -25,6 +25,9 @@
  * (gnulib's savedir sorts by inode for speed), so a copy of the tree into a
  * writable mount creates it after the tensors and its save holds them all.
  * Below 2^42, the bits a run directory's checkpoint has (CKFS_INO_BITS).
+ *
+ * Tensor directories, meta and out get 16 + 4 * position + kind; other
+ * files 2^40 + id; the view's files 2^39 + place; snapshot_done 2^41.
  */
 #ifndef CKPTFS_INODE_MAP_H
 #define CKPTFS_INODE_MAP_H

@@ -8,6 +8,11 @@
  * root's user.ckptfs.last_error, which a successful save clears.  The
  * operations, the replies to saves and the saver all refuse and log alike,
  * so this is apart from each of them.
+ *
+ * A line of the -o log file (opened by fuse/main.c before daemonizing,
+ * open_log) is "TIME ckptfs[PID]: message", the ISO-8601 UTC time first;
+ * the root keeps "TIME PATH: reason" as user.ckptfs.last_error, the path
+ * rebuilt from the inode and name under the mount point (mount/nodes.h).
  */
 #include "ckptfs.h"
 

@@ -36,6 +36,10 @@
  * directory descriptor, never its path (which may lead into the mount).
  * A model whose envelope is secret gets one only in -o recovery_dir:
  * plaintext is never written beside an encrypted model.
+ *
+ * -o recover=DIR replays renames in two steps (every tensor to a name of
+ * its own, then to its new one) so that swaps apply, and is refused
+ * unless the model's size and mtime are those it was made from.
  */
 #ifndef CKPTFS_RECOVERY_H
 #define CKPTFS_RECOVERY_H

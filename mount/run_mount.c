@@ -34,6 +34,41 @@
  * then a checkpoint's lock; its saver takes r->mu holding nothing
  * (slot_saves), so that a checkpoint is closed under r->mu only when it
  * has nothing to save.
+ *
+ * The bound.  The open checkpoints are charged their tree's footprint
+ * (the index arena's chunks, not the bytes used in them), their ckfs and,
+ * when encrypted or compressed, their page cache's budget, against
+ * -o index_cache, and may hold at most half the descriptors the file
+ * limit leaves (fuse/main.c, fd_budget).  Only a closable checkpoint is
+ * closed; a failure to open for want of descriptors or memory is tried
+ * once more after closing every idle one (transient).
+ *
+ * Watching.  Every subdirectory is watched, not only rank_<id>/ and
+ * iteration_<N>/ (a DCP directory has no name of its own and becomes one
+ * only when .metadata appears), from when it appears (files written
+ * before the watch are judged by settle time alone); events on a
+ * collection's marker are taken though dot files' are not.  Whether a
+ * file is still open for writing cannot be asked of the kernel (short of
+ * every process's /proc/PID/fd), so the events are the evidence, and
+ * where they are missing the settle time is: after IN_Q_OVERFLOW, every
+ * file changed until then and not listed already.  On shared storage
+ * (codec/core/storage.h; -o watch= forces either way) the run is also
+ * listed every -o poll seconds and every file not listed yet is doubtful
+ * (doubt_of); inotify stays on for this machine's writes.  An
+ * iteration_<N>/ that mindformers' tracker names is complete at once: the
+ * tracker is written after every rank has finished.  Polling lists names
+ * and attributes only (on s3fs, a LIST and the HEADs its stat cache
+ * misses); no file is read but the tracker.  -o threads is refused: a
+ * slot's open mount is the request thread's alone (Locking, above).
+ *
+ * Seal: ckptfs-umount's user.ckptfs.unmount=1 on the root makes every
+ * open writable checkpoint save and seal (ckfs_seal; one waiter each,
+ * counted down in a seal_join), checkpoints opened later start sealed,
+ * and the request is answered when all have ended; a failure puts that
+ * checkpoint's reason in the root's user.ckptfs.last_error and has the
+ * request thread unseal every checkpoint (unseal_all).  Pinned
+ * checkpoints are closed, and saved, at unmount (ckrun_close_all, after
+ * the session); the daemon exits non-zero when one of those saves fails.
  */
 #define _GNU_SOURCE
 #include "run_mount.h"

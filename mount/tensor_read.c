@@ -2,6 +2,12 @@
 /*
  * tensor_read: a tensor's bytes planned for a read (tensor_read.h), and
  * whether the one who asks may read them.
+ *
+ * An out read is planned as descriptor pieces over the extents, which
+ * fuse/ll_ops.c hands libfuse to splice (plain splice: SPLICE_MOVE
+ * measured slower); a model whose sources are not all plain files
+ * (encrypted, seekable zstd: fd -1) is copied through ck_model_read
+ * instead (all_sources_are_files).
  */
 #include "tensor_read.h"
 

@@ -17,6 +17,25 @@
  *
  * Not thread-safe: the caller serializes every call on a tree, except
  * tree_save_run, which touches only its save.
+ *
+ * Mode: writable when the model's owner may write it (-o ro, -o rw
+ * override).  -o create starts from ck_model_empty; until the first save
+ * there is no file to equal, so no snapshot_done (tree_equals_file).  A
+ * save asked for by name (creating snapshot_done, fsync) of such a model
+ * saves even with no edit (make_file): an empty snapshot copied into a
+ * new safetensors writes a 0-tensor file.  A .ckpt cannot be empty
+ * (MindSpore loads no checkpoint without a tensor): that save, and any
+ * save of a .ckpt whose tensors were all removed, is refused by its
+ * writer before anything is written.
+ *
+ * A copied snapshot's names file (tree.c, "the names file") is applied at
+ * the save only once every path is a live directory, every entry
+ * removable as a renamed tensor and the real names (through ck_dir_name)
+ * distinct; a refusal (a parse error with its offset, a missing or
+ * doubled directory) fails the save with one line naming the file,
+ * changes nothing and keeps the file.  While it exists the tree is dirty
+ * (names_pending), so snapshot_done is absent and the automatic save
+ * comes.
  */
 #ifndef CKPTFS_TREE_H
 #define CKPTFS_TREE_H
