@@ -1,19 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * run_dir: the checkpoints of a training run's directory, found by their
- * names and modes alone (run_dir.c says which files and directories count
- * and when one is complete; a directory is a checkpoint when a collection
- * of the registry claims it, judged by that collection's completion rule,
- * collection.h).  No checkpoint is opened by the scan: a mount lists the
+ * names and modes alone (run_files.h: which files count, when one is
+ * complete, the newest; run_dir.c: a directory is a checkpoint when a
+ * collection of the registry claims it, judged by that collection's
+ * completion rule, collection.h).  No checkpoint is opened by the scan: a mount lists the
  * run from this, asks ck_run_entry_check of the one `latest` would name,
  * and opens a checkpoint when it is first looked into (a directory's by
  * ck_run_dir_open); ckptfs-dump RUN_DIR prints it through the same code
  * (ck_run_dir_scan, ck_run_entry_check; its format column the
- * collection's name for a directory), and a distributed merge lists a
- * rank's directory with it.  Collections without a completion rule (a
- * distributed checkpoint, asked for by -o strategy; a OneFlow snapshot
- * directory; a Hugging Face model folder) are found by path only and
- * never listed in a run.
+ * collection's name for a directory).  Collections without a completion
+ * rule (a distributed checkpoint, asked for by -o strategy; a OneFlow
+ * snapshot directory; a Hugging Face model folder) are found by path
+ * only and never listed in a run.
  */
 #ifndef CK_RUN_DIR_H
 #define CK_RUN_DIR_H
@@ -26,44 +25,7 @@
 
 #include "collection.h"
 #include "core/ck_error.h"
-#include "format.h"
-
-/* One checkpoint of the directory. */
-typedef struct ck_run_entry {
-    char *name;                 /* what it is shown as: its file's name without
-                                 * the format's extension (and ".zst"); the whole
-                                 * file name when that would not be unique, or
-                                 * would be "latest" */
-    char *file;                 /* its file's name in the directory ("rank_<id>/<file>"
-                                 * for a rank's directory, see run_dir.c) */
-    const ck_format *format;    /* by the file's name (NULL for a directory) */
-    const ck_collection *collection; /* the collection a directory of the run is
-                                      * (iteration_<N>/, a DCP directory); NULL
-                                      * for a file, or a rank's directory's file */
-    bool numbered;              /* named <prefix>-<epoch>_<step>, as ModelCheckpoint does */
-    unsigned reuse;             /* numbered: N of a prefix ModelCheckpoint renamed to
-                                 * <prefix>_N when the run reused the directory; 0 */
-    uint64_t epoch, step;       /* numbered: from the name */
-    struct timespec mtime;
-    uint64_t size;
-    mode_t mode;                /* and owner: what a mount shows before it opens it */
-    uid_t uid;
-    gid_t gid;
-    bool complete;              /* its writer is done (see run_dir.c) */
-    bool committed;             /* one its collection's tracker names (an iteration):
-                                 * complete by the writer's own word, whatever times
-                                 * and events say */
-    char *error;                /* why it does not open (ck_run_entry_check), or NULL:
-                                 * such a one is never the newest */
-    bool opens;                 /* ck_run_entry_check opened it */
-} ck_run_entry;
-
-typedef struct ck_run_list {
-    ck_run_entry *e;            /* in name order */
-    size_t n;
-    long latest;                /* the newest complete one that is not known
-                                 * not to open (error), or -1 */
-} ck_run_list;
+#include "run_files.h"
 
 /* Read the directory at path into out.  A file whose mode still lets its
  * owner write and that changed less than settle seconds before now is not
@@ -75,12 +37,7 @@ int ck_run_dir_scan(const char *path, double settle, const struct timespec *now,
  * in messages: a mount lists its run again through the one descriptor. */
 int ck_run_dir_scan_at(int dfd, const char *path, double settle, const struct timespec *now,
                        ck_run_list *out, ck_error *err);
-void ck_run_list_free(ck_run_list *l);
 
-/* Pick l->latest again, by the rules above, after the caller has judged
- * some entries otherwise complete than their names and modes say (a
- * mount that saw one still being written). */
-void ck_run_list_pick_latest(ck_run_list *l);
 
 struct ck_open_opts;
 
@@ -111,14 +68,6 @@ bool ck_run_marker(const char *name);
 int ck_run_entry_check_path(const char *path, ck_run_entry *e, const struct ck_open_opts *o,
                             ck_error *err);
 
-/* Pick l->latest as ck_run_list_pick_latest does, asking check (arg) of
- * the one picked whether it opens, until one does or none is left.  A
- * check that says no (-1) sets e->error; such an entry is passed over. */
-void ck_run_list_pick_opening(ck_run_list *l, int (*check)(void *arg, ck_run_entry *e),
-                              void *arg);
 
-/* Whether name is a distributed checkpoint's rank directory, "rank_<id>"
- * with id in decimal, no leading zero; the id into *id. */
-bool ck_rank_dir_name(const char *name, uint64_t *id);
 
 #endif

@@ -33,7 +33,7 @@
 
 #include "dist_strategy.h"
 #include "model_set.h"
-#include "../run_dir.h"
+#include "../run_files.h"
 #include "tensor_grid.h"
 
 /* What a merge is working with. */
@@ -107,7 +107,7 @@ static ck_model *open_rank(int dfd, int rfd, const char *path, uint32_t r,
     clock_gettime(CLOCK_REALTIME, &now);
     ck_run_list list = {0};
     ck_model *m = NULL;
-    if (ck_run_dir_scan_at(rfd, dir, 0, &now, &list, err) < 0) {
+    if (ck_run_files_scan_at(rfd, dir, 0, &now, NULL, NULL, &list, err) < 0) {
         /* said */
     } else if (list.n != 1) {
         ck_fail(err, EINVAL, "%s: %zu checkpoints (a rank's directory holds exactly one)", dir,

@@ -14,9 +14,9 @@
  * does not name is rank 0's as stored.  No tensor byte is read to open it.
  *
  * The ranks are rank_0 .. rank_<devices - 1>, each opened beneath the one
- * descriptor of DIST_DIR (no link followed) and its one checkpoint found
- * by run_dir's rules (run_dir.h), opened as any model (any format,
- * envelopes included).  Their files share one inotify instance
+ * descriptor of DIST_DIR (no link followed) and its one checkpoint file
+ * found by the rules of a run's files (run_files.h), opened as any model
+ * (any format, envelopes included).  Their files share one inotify instance
  * (ck_dir_share_watch): the per-user instances are few.  A rank opens
  * with no saved index (core/saved_index.h): its bytes are read through the
  * merged model, which would skip the index's per-tensor check.  The

@@ -28,9 +28,7 @@ collections (which open their files through the registry); codec/open_path
 Where a lower layer must reach up, the caller hands it down (a table, a
 function pointer).  A circle that cannot be broken at once may be listed in
 tests/tools/module_cycles.known: the check then tolerates it, and fails when it
-is gone, so the list only shrinks (it holds one today, of includes and of
-calls: a distributed merge finds each rank's checkpoint with the run
-directory's scan, which walks the collections' table).
+is gone, so the list only shrinks (it is empty today).
 tests/bats/module_cycles.bats runs this on the build under test in `make test`,
 and the --self-test.
 
