@@ -94,7 +94,7 @@
 #include "../codec/run_dir.h"
 #include "../codec/io/commit_group.h"
 #include "../save/encoder.h"
-#include "../save/writer_lock.h"
+#include "../save/write_claim.h"
 #include "inode_map.h"
 #include "invalidate.h"
 #include "model_ops.h"
@@ -177,7 +177,7 @@ typedef struct run_slot {
     bool said;                  /* why it is read-only, or kept though gone: said once */
     bool saving;                /* a save of ours is writing its file (slot_saves) */
     bool ours;                  /* the file is one our save wrote: complete as it is */
-    ck_writer_lock *lock;       /* held while open writable */
+    ck_write_claim *claim;      /* held while open writable */
     ckfs *fs;                   /* the open checkpoint, or NULL */
     size_t cost;                /* its memory when opened (open_slot) */
     unsigned fds;               /* and its descriptors */
@@ -957,6 +957,14 @@ static void *watch_main(void *arg)
 
 /* ---- the checkpoints' mounts ---- */
 
+/* Release a slot's claim (NULL: none). */
+static void drop_claim(ck_write_claim *c)
+{
+    if (c != NULL)
+        ck_write_claim_release(c);
+    free(c);
+}
+
 /* Let slot s's checkpoint go, its saver stopped.  Under r->mu. */
 static void release_slot(ckrun *r, run_slot *s)
 {
@@ -965,9 +973,8 @@ static void release_slot(ckrun *r, run_slot *s)
     free((char *)fs->mountpoint);
     free(fs);
     s->fs = NULL;
-    ck_writer_lock_release(s->lock); /* after its last save */
-    free(s->lock);
-    s->lock = NULL;
+    drop_claim(s->claim); /* after its last save */
+    s->claim = NULL;
     r->open_cost -= s->cost;
     r->open_fds -= s->fds;
     s->cost = 0;
@@ -1024,6 +1031,16 @@ static bool transient(int errnum)
     return errnum == EMFILE || errnum == ENFILE || errnum == ENOMEM;
 }
 
+/* Ask the watcher to list the run again (not from here, a request: see
+ * relist). */
+static void relist_soon(ckrun *r)
+{
+    uint64_t one = 1;
+    if (write(r->relist_fd, &one, sizeof one) != sizeof one) {
+        /* the watcher lists again at the next event */
+    }
+}
+
 /* Why a checkpoint did not open, with the reader's reason: said once.  A
  * transient failure is this request's alone (its errno); any other is the
  * file's, EIO from now on (the file is as it was). */
@@ -1046,10 +1063,8 @@ static int open_failed(ckrun *r, run_slot *s, const ck_error *err, int *errnum)
     /* `latest` is the newest that opens: when it was this one, the
      * watcher lists again and moves it, telling the kernel (not from
      * here, a request: see relist). */
-    uint64_t one = 1;
-    if (r->latest == s - r->slots && write(r->relist_fd, &one, sizeof one) != sizeof one) {
-        /* the watcher lists again at the next event */
-    }
+    if (r->latest == s - r->slots)
+        relist_soon(r);
     *errnum = EIO;
     return -1;
 }
@@ -1063,20 +1078,20 @@ static bool file_is_slots(const run_slot *s, const struct stat *st)
 
 /* Slot s's checkpoint as a model: its file, or its collection's
  * directory (beneath the run directory, no link followed, opened by the
- * collection's own open_at).  writable: a save of
- * several files that a crash cut short is finished first, and the
- * file is watched for other programs' writes. */
-static ck_model *open_checkpoint(ckrun *r, const run_slot *s, const char *path, bool writable,
-                                 ck_error *err)
+ * collection's own open_at).  claim: the file's, which recovered what a
+ * crash cut short; the file is then watched for other programs'
+ * writes. */
+static ck_model *open_checkpoint(ckrun *r, const run_slot *s, const char *path,
+                                 const ck_write_claim *claim, ck_error *err)
 {
     if (s->collection != NULL)
         return ck_run_dir_open(r->dir_fd, s->collection, s->file, path, &r->open_opts, err);
-    ck_model *model = NULL;
+    if (claim != NULL) {
+        ck_dir_share_watch(claim->dir, r->file_watch);
+        return ck_model_open_at(claim->dir, path, &r->open_opts, err);
+    }
     ck_model_dir *dir = ck_dir_in(r->dir_fd, r->path, s->file, err);
-    if (dir != NULL && writable)
-        ck_dir_share_watch(dir, r->file_watch);
-    if (dir != NULL && (!writable || ck_group_recover(dir, false, err) >= 0))
-        model = ck_model_open_at(dir, path, &r->open_opts, err);
+    ck_model *model = dir != NULL ? ck_model_open_at(dir, path, &r->open_opts, err) : NULL;
     ck_dir_unref(dir); /* the model holds it */
     return model;
 }
@@ -1091,20 +1106,24 @@ static void say_read_only(ckrun *r, run_slot *s, const char *why)
     s->read_only = true;
 }
 
-/* The writer lock of slot s's file, or NULL (said) when another writer
- * holds it or it cannot be made: the slot is then read-only. */
-static ck_writer_lock *take_slot_lock(ckrun *r, run_slot *s)
+/* Slot s's file claimed for writing (save/write_claim.h), or NULL: when
+ * another writer holds its lock or the lock cannot be made, said, and
+ * the slot is then read-only; when what a crash cut short cannot be
+ * finished, *failed set with err, and the slot does not open. */
+static ck_write_claim *take_slot_claim(ckrun *r, run_slot *s, bool *failed, ck_error *err)
 {
-    ck_error err = {0};
-    ck_writer_lock *l = malloc(sizeof *l);
-    if (l == NULL)
-        ck_fail(&err, ENOMEM, "%s/%s: out of memory", r->path, s->file);
-    else if (ck_writer_lock_take_at(l, r->dir_fd, r->path, s->file, r->where, &err) == 0)
-        return l;
-    free(l);
-    say_read_only(r, s, err.msg);
+    ck_write_claim *c = malloc(sizeof *c);
+    if (c == NULL)
+        ck_fail(err, ENOMEM, "%s/%s: out of memory", r->path, s->file);
+    else if (ck_write_claim_take_at(c, r->dir_fd, r->path, s->file, r->where, err) == 0)
+        return c;
+    *failed = c != NULL && c->unrecovered;
+    free(c);
+    if (!*failed)
+        say_read_only(r, s, err->msg);
     return NULL;
 }
+
 
 /* A model ckptfs reads but cannot save is shown read-only. */
 static bool savable(ckrun *r, run_slot *s, const ck_model *model)
@@ -1114,6 +1133,16 @@ static bool savable(ckrun *r, run_slot *s, const ck_model *model)
         return true;
     say_read_only(r, s, err.msg);
     return false;
+}
+
+/* Slot s is the file of attributes st, written by this mount (a save, or
+ * one a crash cut short that its claim finished).  Under r->mu. */
+static void slot_is_now(run_slot *s, const struct stat *st)
+{
+    s->size = (uint64_t)st->st_size;
+    s->mtime = st->st_mtim;
+    s->file_ino = st->st_ino;
+    s->ours = true;
 }
 
 /* The saver of slot fs tells the run of its save (ckfs.on_save): while it
@@ -1126,18 +1155,11 @@ static void slot_saves(ckfs *fs, bool begins, bool committed)
     run_slot *s = &r->slots[slot_of_ino(fs->ino_base) - 1];
     r->save_gen++;
     s->saving = begins;
-    if (committed) { /* tr.model is switched by this very thread */
-        const struct stat *st = ckfs_file_stat(fs);
-        s->size = (uint64_t)st->st_size;
-        s->mtime = st->st_mtim;
-        s->file_ino = st->st_ino;
-        s->ours = true;
-    }
+    if (committed) /* tr.model is switched by this very thread */
+        slot_is_now(s, ckfs_file_stat(fs));
     pthread_mutex_unlock(&r->mu);
-    uint64_t one = 1;
-    if (!begins && write(r->relist_fd, &one, sizeof one) != sizeof one) {
-        /* the watcher lists again at the next event */
-    }
+    if (!begins)
+        relist_soon(r);
 }
 
 /* Open slot s's checkpoint as a model mount: writable when the run is
@@ -1152,25 +1174,29 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
         return -1;
     }
     s->read_only = false;
-    ck_writer_lock *lock = r->writable && !slot_is_dir(s) ? take_slot_lock(r, s) : NULL;
-    ck_model *model = open_checkpoint(r, s, path, lock != NULL, &err);
+    bool unrecovered = false;
+    ck_write_claim *claim =
+        r->writable && !slot_is_dir(s) ? take_slot_claim(r, s, &unrecovered, &err) : NULL;
+    ck_model *model = unrecovered ? NULL : open_checkpoint(r, s, path, claim, &err);
     free(path);
+    if (model != NULL && claim != NULL && claim->finished) {
+        slot_is_now(s, &model->st); /* the listing saw the file before */
+        relist_soon(r);
+    }
     if (model != NULL && !file_is_slots(s, &model->st)) { /* replaced since it was listed */
         ck_model_close(model);
         model = NULL;
         err.errnum = ENOENT;
     }
-    if (model != NULL && lock != NULL && !savable(r, s, model)) {
-        ck_writer_lock_release(lock);
-        free(lock);
-        lock = NULL;
+    if (model != NULL && claim != NULL && !savable(r, s, model)) {
+        drop_claim(claim);
+        claim = NULL;
     }
     ckfs *fs = model ? calloc(1, sizeof *fs) : NULL;
     if (fs == NULL || asprintf(&shown, "%s/%s", r->mountpoint, s->name) < 0) {
         free(fs);
         ck_model_close(model);
-        ck_writer_lock_release(lock);
-        free(lock);
+        drop_claim(claim);
         if (model != NULL) {
             *errnum = ENOMEM;
             return -1;
@@ -1184,42 +1210,38 @@ static int open_slot(ckrun *r, size_t index, int *errnum)
     ckfs_front_rebind(fs); /* its own front, not the prototype's */
     fs->mountpoint = shown;
     fs->ino_base = slot_ino(index, 0);
-    if (ckfs_attach(fs, model, &r->open_opts, lock != NULL, lock != NULL ? r->spill_max : 0,
+    if (ckfs_attach(fs, model, &r->open_opts, claim != NULL, claim != NULL ? r->spill_max : 0,
                     &err) < 0) {
         ck_model_close(model);
-        ck_writer_lock_release(lock);
-        free(lock);
+        drop_claim(claim);
         free(shown);
         free(fs);
         return open_failed(r, s, &err, errnum);
     }
     fs->owner = r;
-    fs->on_save = lock != NULL ? slot_saves : NULL;
+    fs->on_save = claim != NULL ? slot_saves : NULL;
     ckfs_start_sealed(fs, __atomic_load_n(&r->sealed, __ATOMIC_ACQUIRE));
     s->said_transient = false;
     s->opens = true;
     if (s->check_failed) { /* it opens after all: it may be `latest` (see relist) */
-        uint64_t one = 1;
         s->check_failed = false;
         free(s->error);
         s->error = NULL;
-        if (write(r->relist_fd, &one, sizeof one) != sizeof one) {
-            /* the watcher lists again at the next event */
-        }
+        relist_soon(r);
     }
     ckfs_saver_init(fs); /* its thread starts with the first edit */
     s->file_ino = model->st.st_ino;
     s->fs = fs;
-    s->lock = lock;
+    s->claim = claim;
     /* The index, the mount around it, a guess at the allocator's and the
      * kernel's share, and what the pages of a wrapped one may hold; its
      * files and directory, and the run's, kept again when that is below
      * it (rank_<id>/, a collection's directory). */
     s->cost = ckfs_footprint(fs) + sizeof *fs + 4096 +
               (ck_envelope_is_wrapped(&model->env) ? ck_page_cache_budget(model->cache) : 0) +
-              (lock != NULL ? WRITABLE_COST : 0);
+              (claim != NULL ? WRITABLE_COST : 0);
     s->fds = model->n_sources + 1 + (model->dir->root != NULL) +
-             (lock != NULL ? WRITABLE_FDS : 0);
+             (claim != NULL ? WRITABLE_FDS : 0);
     r->open_cost += s->cost;
     r->open_fds += s->fds;
     if (s->read_only && r->se != NULL) /* its directory loses its w bits */

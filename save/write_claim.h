@@ -18,10 +18,9 @@
  * threads (mount/tree.c, tree_save_*), since it answers requests while it
  * encodes.  Whoever writes a model's files, a format's directory writer
  * included (codec/io/target.h, write_dir), does so holding a claim: the
- * formats themselves take no lock.  The one exception is a run
- * directory's checkpoints, each locked on the run's request thread
- * beneath the run's descriptor (ck_writer_lock_take_at) and its journal
- * recovered as it is opened (mount/run_mount.c).
+ * formats themselves take no lock.  A run directory's checkpoints are
+ * claimed the same way beneath the run's descriptor (ck_write_claim_take_at,
+ * mount/run_mount.c), on the run's request thread as each is opened.
  */
 #ifndef CK_WRITE_CLAIM_H
 #define CK_WRITE_CLAIM_H
@@ -37,6 +36,11 @@
 typedef struct ck_write_claim {
     ck_model_dir *dir;          /* the model's directory; its base names the model */
     ck_writer_lock lock;
+    bool finished;              /* the take finished a save a crash cut short past
+                                 * its commit point: the model is its new files */
+    bool unrecovered;           /* after a failed take: the lock was had, but a save
+                                 * cut short could not be finished (the model must
+                                 * not be read as it is), not a lock refused */
 } ck_write_claim;
 /* A claim that holds nothing, for a release on a path that took none. */
 #define CK_WRITE_CLAIM_NONE {.dir = NULL, .lock = {.fd = -1}}
@@ -50,6 +54,11 @@ typedef struct ck_write_claim {
 int ck_write_claim_take(ck_write_claim *c, const char *path, const char *who, ck_error *err);
 /* Release what c holds (nothing after CK_WRITE_CLAIM_NONE or a failed take). */
 void ck_write_claim_release(ck_write_claim *c);
+/* The same for the model file below (a name, or "rank_<id>/<file>") of
+ * the directory open as dfd (path naming it in messages), reached with no
+ * link followed: a run directory's checkpoint. */
+int ck_write_claim_take_at(ck_write_claim *c, int dfd, const char *path, const char *below,
+                           const char *who, ck_error *err);
 
 /* Save the tree w[0..n) in m's format (m: a model of c's directory) as
  * one commit: written, read back and checked, committed, or the files

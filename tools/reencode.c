@@ -11,7 +11,9 @@
  * The first form checks that a commit of an untouched mount would be a
  * no-op; the second runs every tensor through the path an edit takes.  Both
  * write OUT atomically, holding its writer lock: OUT mounted writable is
- * refused.  An encrypted MODEL (key in CKPTFS_KEY_HEX) gives an
+ * refused.  MODEL is only read (its lock is not taken, so it may be
+ * mounted); a save of it cut short past its commit point is refused in
+ * one line, as a read-only mount refuses it.  An encrypted MODEL (key in CKPTFS_KEY_HEX) gives an
  * OUT encrypted the same way, with fresh IVs; a compressed one, seekable zstd.
  */
 #include <stdio.h>
@@ -98,8 +100,10 @@ int main(int argc, char **argv)
     ck_model *m = NULL;
     ck_model_dir *dir = NULL;
     ck_write_claim claim = CK_WRITE_CLAIM_NONE;
+    /* MODEL is read, never written: a save of it cut short is told, as a
+     * read-only mount tells it, and left for its writer to finish. */
     if (ck_envelope_args_ready(&key, &err) >= 0 && (dir = ck_dir_open(in, &err)) != NULL &&
-        ck_group_recover(dir, false, &err) >= 0)
+        ck_group_recover(dir, true, &err) >= 0)
         m = ck_model_open_at(dir, in, &opts, &err);
     ck_envelope_args_free(&key);
     ck_dir_unref(dir);

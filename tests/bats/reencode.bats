@@ -60,3 +60,18 @@ same_tensors() {
     [ -z "$(ls -A "$BATS_TEST_TMPDIR" | grep ckptfs-)" ]
     same_tensors "$BATS_TEST_TMPDIR/a.ckpt" "$BATS_TEST_TMPDIR/out.ckpt"
 }
+
+@test "MODEL whose save was cut short past its commit point: refused in one line, its files left for its writer" {
+    local d=$BATS_TEST_TMPDIR before
+    $ORACLE gen "$d/a.ckpt" --case sliced
+    $ORACLE gen "$d/.a.ckpt.ckptfs-BBBBBB" --case alltypes
+    printf "ckptfs-journal 1\n.a.ckpt.ckptfs-BBBBBB\0a.ckpt\0end\n" >"$d/.a.ckpt.ckptfs-journal"
+    before=$(sha "$d/a.ckpt")
+    run "$REENCODE" "$d/a.ckpt" "$d/out.ckpt"
+    [ "$status" -eq 1 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == "ckptfs-reencode: $d/a.ckpt: a save was interrupted (journal "*"); mount it writable once (-o rw) to finish it" ]]
+    [ "$(sha "$d/a.ckpt")" = "$before" ]
+    [ -e "$d/.a.ckpt.ckptfs-BBBBBB" ] && [ -e "$d/.a.ckpt.ckptfs-journal" ]
+    [ ! -e "$d/out.ckpt" ]
+}

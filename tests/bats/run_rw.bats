@@ -511,6 +511,22 @@ until_no_lock() {
     return 1
 }
 
+@test "3: a checkpoint is claimed as a single-model rw mount claims its file: a save cut short past its commit point is finished when the run opens it, a killed save's temporary file removed" {
+    fixture_run
+    # N2's save reached its journal (the new file is N1's bytes); N3's was
+    # killed before writing one.
+    cp "$O/$N1.ckpt" "$D/.$N2.ckpt.ckptfs-BBBBBB"
+    printf "ckptfs-journal 1\n.$N2.ckpt.ckptfs-BBBBBB\0$N2.ckpt\0end\n" >"$D/.$N2.ckpt.ckptfs-journal"
+    echo partial >"$D/.$N3.ckpt.ckptfs-CCCCCC"
+    mount_fg "$D" "$M" -o rw
+    ls "$M/$N2" "$M/$N3" >/dev/null
+    [ ! -e "$D/.$N2.ckpt.ckptfs-journal" ] && [ ! -e "$D/.$N2.ckpt.ckptfs-BBBBBB" ]
+    cmp "$D/$N2.ckpt" "$O/$N1.ckpt"
+    $ORACLE check "$M/$N2" "$O/$N1.ckpt"
+    [ ! -e "$D/.$N3.ckpt.ckptfs-CCCCCC" ]
+    cmp "$D/$N3.ckpt" "$O/$N3.ckpt"
+}
+
 @test "4: a small -o index_cache closes clean checkpoints (their lock files go) and reopens them on access; never one with unsaved edits or a file open for writing" {
     fixture_run
     # a fourth checkpoint: N3 and N4 read in turn open one each time
