@@ -12,7 +12,8 @@
  * gets a new slot.
  *
  * Writable (-o rw).  A checkpoint is opened as a writable model mount,
- * holding the model's writer lock, whenever the lock can be had and its
+ * holding its file's write claim (save/write_claim.h: the writer lock, and
+ * a save a crash cut short finished), whenever the lock can be had and its
  * format is saved (else it is shown read-only, said once); its saver's
  * thread starts with its first edit.  A checkpoint with unsaved edits, a
  * save running or a file open for writing is never closed before the
