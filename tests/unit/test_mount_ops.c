@@ -3,8 +3,10 @@
  * mount_ops: mount/'s operations driven directly, without FUSE or a kernel
  * (issue 40): a model mount's front on a safetensors file written here
  * (lookup, getattr, readdir, read, xattrs, another user's reads on a
- * read-only and a writable mount, an edit and its save), and a run
- * directory's front listing two such files and reading through one.
+ * read-only and a writable mount, an edit and its save), the same file
+ * shown as -o as=safetensors (its view's one file read in small pieces,
+ * its header parsed with jansson), and a run directory's front listing
+ * two such files and reading through one.
  *
  * Every expected value comes from the file as this test wrote it (its
  * header's shapes and offsets, its bytes read back with pread), never
@@ -20,11 +22,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "../../codec/core/model_dir.h"
 #include "../../codec/io/commit_group.h"
 #include "../../codec/registry.h"
-#include "../../save/writer_lock.h"
+#include "../../save/write_claim.h"
 #include "../../mount/ckptfs.h"
+#include "../../mount/file_view.h"
 #include "../../mount/inode_map.h"
 #include "../../mount/model_ops.h"
 #include "../../mount/run_mount.h"
@@ -80,25 +85,26 @@ static bool file_bytes(const char *path, long off, void *buf, size_t len)
 
 typedef struct mops {
     ckfs fs;
-    ck_writer_lock lock;
+    ck_write_claim claim;       /* a writable mount's, as fuse/main.c takes it */
     bool open;
 } mops;
 
 static int mops_open(mops *mo, const char *path, bool writable, ck_error *err)
 {
     memset(mo, 0, sizeof *mo);
-    mo->lock.fd = -1;
+    mo->claim = (ck_write_claim)CK_WRITE_CLAIM_NONE;
     mo->fs = (ckfs){.timeout = 60.0, .splice = true, .mountpoint = "/mnt/unit", .log_fd = -1,
                     .commit_delay = -1, .session_rw = writable};
     ckfs_front_init(&mo->fs);
-    if (writable && ck_writer_lock_take(&mo->lock, path, "test_mount_ops", err) < 0)
+    if (writable && ck_write_claim_take(&mo->claim, path, "test_mount_ops", err) < 0)
         return -1;
-    ck_model_dir *dir = ck_dir_open(path, err);
+    ck_model_dir *dir = writable ? ck_dir_ref(mo->claim.dir) : ck_dir_open(path, err);
     if (dir == NULL)
         return -1;
     ck_open_opts oo = {0};
-    ck_model *m = ck_group_recover(dir, !writable, err) < 0 ? NULL
-                                                            : ck_model_open_at(dir, path, &oo, err);
+    ck_model *m = !writable && ck_group_recover(dir, true, err) < 0
+                      ? NULL
+                      : ck_model_open_at(dir, path, &oo, err);
     ck_dir_unref(dir); /* the model holds it */
     if (m == NULL)
         return -1;
@@ -118,7 +124,7 @@ static void mops_close(mops *mo)
         ckfs_unmounted(&mo->fs);
         ckfs_detach(&mo->fs);
     }
-    ck_writer_lock_release(&mo->lock);
+    ck_write_claim_release(&mo->claim);
     mo->open = false;
 }
 
@@ -262,6 +268,64 @@ static void test_reads(const char *path)
     rc = f->ops->write(f, &root_caller, a_out, "x", 1, 0, &h);
     ckfs_hold_end(&h);
     check(rc == -EROFS, "mount_ops: a write on a read-only mount is EROFS (%d)", rc);
+    mops_close(&mo);
+}
+
+/* -o as=safetensors through the operations: the root holds the view's
+ * one file, and its bytes are a safetensors file (its header parsed with
+ * jansson, not the codec) whose tensors hold the model file's bytes. */
+static void test_view_files(const char *path)
+{
+    mops mo;
+    ck_error err = {0};
+    if (mops_open(&mo, path, false, &err) < 0 ||
+        (mo.fs.view = ckfs_view_new(mo.fs.tr.model,
+                                    ck_format_view(ck_format_by_name("safetensors")),
+                                    &(ck_view_opts){.in = path}, &err)) == NULL) {
+        check(0, "mount_ops: a view of the file is made (%s)", err.msg);
+        mops_close(&mo);
+        return;
+    }
+    ckfs_front *f = &mo.fs.front;
+    ckfs_hold h = {0};
+    names l = {{0}, 0};
+    int rc = f->ops->readdir(f, &root_caller, INO_ROOT, 0, false, add_name, &l, &h);
+    ckfs_hold_end(&h);
+    check(rc == 0 && strcmp(l.all, "./../model.safetensors/") == 0,
+          "mount_ops: a view's root lists its one file (%s)", l.all);
+    ckfs_entry_out e;
+    rc = front_lookup(f, INO_ROOT, "model.safetensors", &e);
+    check(rc == 0 && S_ISREG(e.attr.st_mode) && (e.attr.st_mode & 0222) == 0,
+          "mount_ops: the view's file is a read-only regular file");
+    size_t size = rc == 0 ? (size_t)e.attr.st_size : 0, n = 0, got = 0;
+    unsigned char *bytes = size > 0 && size < 65536 ? malloc(size) : NULL;
+    /* read in pieces of 7 bytes, so that reads cross every segment's end */
+    for (rc = bytes != NULL ? 0 : -1; rc == 0 && got < size; got += n)
+        if ((rc = front_read(f, &root_caller, e.ino, 7, (off_t)got, bytes + got, &n)) == 0 &&
+            n == 0)
+            break;
+    check(rc == 0 && got == size, "mount_ops: the view's file reads whole (%zu of %zu)", got,
+          size);
+    uint64_t hlen = 0;
+    for (int i = 7; got >= 8 && i >= 0; i--)
+        hlen = hlen << 8 | bytes[i];
+    json_error_t je;
+    json_t *hdr = got >= 8 && hlen <= got - 8 ? json_loadb((char *)bytes + 8, hlen, 0, &je) : NULL;
+    unsigned char want[A_BYTES + B_BYTES];
+    bool have = file_bytes(path, data_at, want, sizeof want);
+    const char *tensor[] = {"a", "b"};
+    size_t at[] = {0, A_BYTES}, len[] = {A_BYTES, B_BYTES};
+    for (int t = 0; t < 2; t++) {
+        json_t *offs = json_object_get(json_object_get(hdr, tensor[t]), "data_offsets");
+        json_int_t b0 = json_integer_value(json_array_get(offs, 0));
+        json_int_t b1 = json_integer_value(json_array_get(offs, 1));
+        bool in = hdr != NULL && b0 >= 0 && b1 - b0 == (json_int_t)len[t] &&
+                  8 + hlen + (uint64_t)b1 <= got;
+        check(have && in && memcmp(bytes + 8 + hlen + b0, want + at[t], len[t]) == 0,
+              "mount_ops: the view's tensor %s holds the file's bytes", tensor[t]);
+    }
+    json_decref(hdr);
+    free(bytes);
     mops_close(&mo);
 }
 
@@ -414,6 +478,7 @@ void test_mount_ops(void)
         return;
     }
     test_reads(path);
+    test_view_files(path);
     test_other_user(path, false);
     test_other_user(path, true);
     test_edit_and_save(path);
