@@ -2,7 +2,7 @@
 /*
  * run_path: a training run's checkpoint named as a mount of the run shows
  * it, for the programs that take one model (ckptfs-stat, -diff, -convert,
- * -dump of a model).
+ * -dump of a model, and ckptfs itself: fuse/main.c).
  *
  * A mount of RUN shows RUN/latest (the newest complete checkpoint that
  * opens) and RUN/NAME for each checkpoint (its file's name without the

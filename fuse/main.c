@@ -66,6 +66,7 @@
 #include "session_loop.h"
 #include "../mount/recovery.h"
 #include "../mount/run_mount.h"
+#include "../codec/run_path.h"
 #include "../mount/file_view.h"
 
 struct cli {
@@ -1071,6 +1072,32 @@ static void raise_open_file_limit(void)
     }
 }
 
+/* RUN/latest and RUN/NAME, a run's checkpoints as a mount of RUN shows
+ * them (codec/run_path.h), mount that checkpoint, as the tools open it:
+ * the one `latest` names now, not one that follows the run.  Only a path
+ * not on disk is looked up so (a file really named latest wins; RUN
+ * itself is a run mount), and never with -o create, whose path is new.
+ * *path and *abs then name the checkpoint.  -1: said. */
+static int run_checkpoint(const struct cli *cli, const char **path, char **abs,
+                          const ck_open_opts *oo)
+{
+    struct stat st;
+    if (cli->create || lstat(*path, &st) == 0 || errno != ENOENT)
+        return 0;
+    ck_error err = {0};
+    char *real = NULL;
+    int rc = ck_run_checkpoint_path(*path, oo, &real, &err);
+    if (rc < 0) {
+        fprintf(stderr, "ckptfs: %s\n", err.msg);
+        return -1;
+    }
+    if (rc > 0) {
+        free(*abs);
+        *path = *abs = real;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -1134,6 +1161,10 @@ int main(int argc, char **argv)
     /* External data files and a run's open checkpoints each hold a
      * descriptor (edits share one spill file, whatever their number). */
     raise_open_file_limit();
+    if (run_checkpoint(&cli, &path, &abs, &oo) < 0) {
+        free(abs);
+        goto out;
+    }
     struct stat model_st;
     bool is_dir = stat(path, &model_st) == 0 && S_ISDIR(model_st.st_mode);
     if (cli.strategy != NULL && !is_dir) {

@@ -197,6 +197,26 @@ EOF
     [[ $output == *"$D/nothing: cannot open: No such file or directory"* ]]
 }
 
+@test "the mount takes them too: ckptfs RUN/latest mounts the newest that opens as one model, RUN/NAME that checkpoint; a run with none that opens is refused in one line" {
+    broken_dir
+    mount_fg "$D/latest" "$M"
+    [ -e "$M/snapshot_done" ] && [ ! -e "$M/latest" ]
+    $ORACLE check "$M" "$D/$GOOD.ckpt"
+    unmount "$M"
+    mount_fg "$D/checkpoint_lenet-1_1875" "$M"
+    $ORACLE check "$M" "$D/checkpoint_lenet-1_1875.ckpt"
+    unmount "$M"
+    mkdir "$T/none"
+    echo "not a checkpoint" >"$T/none/text.ckpt"
+    chmod 0400 "$T/none/text.ckpt"
+    # daemonized, so that one that wrongly mounts returns and teardown unmounts it
+    echo "0 $M" >>"$T/mounts"
+    run "$CKPTFS" "$T/none/latest" "$M" 3>&-
+    [ "$status" -ne 0 ] && [ "${#lines[@]}" -eq 1 ]
+    [[ $output == "ckptfs: $T/none/latest: the run has no complete checkpoint that opens (ckptfs-dump $T/none says why)" ]]
+    ! mountpoint -q "$M"
+}
+
 @test "RUN/latest of a run whose checkpoints all fail to open says so, and a file really named latest is that file" {
     mkdir "$D"
     echo "not a checkpoint" >"$D/text.ckpt"
