@@ -28,7 +28,6 @@
 #define _GNU_SOURCE
 #include "run_dir.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
