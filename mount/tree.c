@@ -18,6 +18,7 @@
 #include "../codec/core/dir_name.h"
 #include "../codec/core/saved_index.h"
 #include "../codec/open_path.h"
+#include "tree_spill.h"
 
 /* A copied snapshot's names (the names file): at the end of the file. */
 typedef struct name_step {
@@ -102,13 +103,11 @@ int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable
     return index_names(tr, err);
 }
 
-static void area_free(tree *tr, spill_area *a);
-
 static void edit_free(tree *tr, edit *ed)
 {
     if (ed == NULL)
         return;
-    area_free(tr, &ed->overlay);
+    spill_area_free(tr, &ed->overlay);
     free(ed->meta_buf);
     free(ed->name);
     free(ed->dir_name);
@@ -374,264 +373,6 @@ static edit *edit_of(tree *tr, entry *e, ck_error *err)
     return e->edit;
 }
 
-/* Edits of a model whose envelope is secret hold its plaintext: they are
- * kept in memory (memfd), never in a file on disk, and capped at
- * spill_max so a big copy fails with ENOSPC instead of exhausting
- * memory. */
-static bool spill_in_memory(const tree *tr)
-{
-    return ck_envelope_is_secret(&tr->model->env);
-}
-
-static uint64_t spill_in_use(const tree *tr)
-{
-    uint64_t n = 0;
-    for (size_t i = 0; i < tr->n_entries; i++) {
-        const edit *ed = tr->entries[i].edit;
-        if (ed != NULL && ed->overlay.used)
-            n += ed->overlay.size;
-    }
-    for (size_t i = 0; i < tr->n_extras; i++)
-        if (tr->extras[i].area.used)
-            n += tr->extras[i].area.size;
-    return n;
-}
-
-/* Room for a spill file to grow from old to new bytes. */
-static int spill_room(const tree *tr, uint64_t old, uint64_t new, ck_error *err)
-{
-    if (!spill_in_memory(tr) || new <= old)
-        return 0;
-    uint64_t used = spill_in_use(tr);
-    if (new - old > tr->spill_max || used > tr->spill_max - (new - old))
-        return ck_fail(err, ENOSPC, "%s: edits of an %s model are held in memory, not on "
-                       "disk, and would pass -o spill_max=%lluM; save them (touch "
-                       "snapshot_done) or mount with a larger spill_max", tr->model->path,
-                       tr->model->env.kind->adjective,
-                       (unsigned long long)(tr->spill_max >> 20));
-    return 0;
-}
-
-/* A nameless file beside the model (same filesystem, so the commit can
- * copy_file_range from it), or in $TMPDIR when that directory refuses;
- * in memory for a secret envelope's.  Beside the model means through the
- * directory's descriptor, never its name, which may lead into the mount
- * itself. */
-static int spill_file(const tree *tr, ck_error *err)
-{
-    int fd;
-    if (spill_in_memory(tr)) {
-        fd = memfd_create("ckptfs-spill", MFD_CLOEXEC);
-    } else {
-        fd = ck_dir_openat(tr->model->dir, ".", O_TMPFILE | O_RDWR, 0600);
-        if (fd < 0 && errno != EMFILE && errno != ENFILE) {
-            ck_error ignored;
-            fd = ck_scratch_fd(false, tr->model->path, "edits", &ignored);
-        }
-    }
-    if (fd < 0 && (errno == EMFILE || errno == ENFILE))
-        return ck_fail(err, errno, "%s: too many edited files at once (the open-file limit); "
-                       "save with touch snapshot_done to release them", tr->model->path);
-    if (fd < 0)
-        return ck_fail_errno(err, errno, "%s: cannot create a spill file", tr->model->path);
-    return fd;
-}
-
-static int write_at(int fd, const void *buf, size_t len, uint64_t off)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-        off += (uint64_t)n;
-    }
-    return 0;
-}
-
-/* ---- spill areas ----
- *
- * One spill file per mount, made on the first write, holds every area: a
- * new area starts at spill_end, the area at the end grows in place, and an
- * area that must grow past its reservation elsewhere moves to the end
- * (copied; its old range is given back).  Bytes past an area's size read
- * as zeros, like a file's: ranges are zeroed when given back or cut off.
- * Freed ranges are punched out of the file, and once a save leaves no
- * area in use the file is emptied. */
-
-static int spill_fd(tree *tr, ck_error *err)
-{
-    if (tr->spill_fd < 0)
-        tr->spill_fd = spill_file(tr, err);
-    return tr->spill_fd;
-}
-
-/* Give the space of bytes [off, off + len) of the spill file back, where
- * the filesystem can (tmpfs, memfd, ext4, xfs, btrfs); they read as zeros
- * then.  0 when done. */
-static int punch(int fd, uint64_t off, uint64_t len)
-{
-    if (len == 0)
-        return 0;
-    return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len);
-}
-
-/* Bytes [off, off + len) of the spill file read as zeros again: punched,
- * or else zeros written. */
-static int zero_range(int fd, uint64_t off, uint64_t len)
-{
-    static const char zeros[65536];
-    if (punch(fd, off, len) == 0)
-        return 0;
-    for (uint64_t at = 0; at < len;) {
-        size_t n = len - at < sizeof zeros ? (size_t)(len - at) : sizeof zeros;
-        if (write_at(fd, zeros, n, off + at) < 0)
-            return -1;
-        at += n;
-    }
-    return 0;
-}
-
-/* Give a range up: punched now, or when the save that reads it ends.
- * Only space: a range is never reused (new areas start at spill_end). */
-static void release_range(tree *tr, uint64_t base, uint64_t len, bool frozen)
-{
-    if (!frozen || !tr->saving) {
-        punch(tr->spill_fd, base, len);
-        return;
-    }
-    if (tr->n_freed == tr->cap_freed) {
-        size_t cap = tr->cap_freed ? 2 * tr->cap_freed : 16;
-        spill_range *more = realloc(tr->freed, cap * sizeof *more);
-        if (more == NULL)
-            return; /* its space comes back when the file is emptied */
-        tr->freed = more;
-        tr->cap_freed = cap;
-    }
-    tr->freed[tr->n_freed++] = (spill_range){base, len};
-}
-
-static void area_free(tree *tr, spill_area *a)
-{
-    if (a->used && tr->spill_fd >= 0)
-        release_range(tr, a->base, a->cap, a->frozen);
-    *a = (spill_area){0};
-}
-
-static void area_new(tree *tr, spill_area *a)
-{
-    *a = (spill_area){.used = true, .base = tr->spill_end};
-}
-
-/* Copy len bytes of the spill file from one offset to another. */
-static int spill_copy(int fd, uint64_t from, uint64_t to, uint64_t len)
-{
-    char buf[65536];
-    for (uint64_t at = 0; at < len;) {
-        size_t n = len - at < sizeof buf ? (size_t)(len - at) : sizeof buf;
-        ssize_t r = pread(fd, buf, n, (off_t)(from + at));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0 || write_at(fd, buf, (size_t)r, to + at) < 0) {
-            if (r == 0)
-                errno = EIO;
-            return -1;
-        }
-        at += (uint64_t)r;
-    }
-    return 0;
-}
-
-/* The spill file ends at end or later: reads (spliced) up to an area's
- * size must not stop short at the end of the file. */
-static int spill_extend(tree *tr, uint64_t end, ck_error *err)
-{
-    if (ftruncate(tr->spill_fd, (off_t)end) < 0)
-        return ck_fail_errno(err, errno, "%s: growing the spill file failed", tr->model->path);
-    tr->spill_end = end;
-    return 0;
-}
-
-/* Make the area hold at least need bytes, and be free to change: in
- * place at the end of the spill file, else moved there.  A frozen area
- * (a running save reads it) always moves, its old range kept until the
- * save ends: this is how an edit made during a save leaves the saved
- * bytes alone. */
-static int area_reserve(tree *tr, spill_area *a, uint64_t need, ck_error *err)
-{
-    if (need <= a->cap && !a->frozen)
-        return 0;
-    if (need < a->cap)
-        need = a->cap;
-    if (spill_fd(tr, err) < 0)
-        return -1;
-    if (need > (uint64_t)INT64_MAX - tr->spill_end)
-        return ck_fail(err, EFBIG, "%s: the spill file would pass 2^63 bytes", tr->model->path);
-    if (!a->frozen && a->base + a->cap == tr->spill_end) {
-        if (spill_extend(tr, a->base + need, err) < 0)
-            return -1;
-        a->cap = need;
-        return 0;
-    }
-    uint64_t from = a->base, to = tr->spill_end;
-    if (spill_extend(tr, to + need, err) < 0)
-        return -1;
-    if (spill_copy(tr->spill_fd, from, to, a->size) < 0)
-        return ck_fail_errno(err, errno, "%s: moving bytes in the spill file failed",
-                             tr->model->path);
-    release_range(tr, from, a->cap, a->frozen);
-    a->base = to;
-    a->cap = need;
-    a->frozen = false;
-    return 0;
-}
-
-static int area_write(tree *tr, spill_area *a, const void *buf, size_t size, uint64_t off,
-                      ck_error *err)
-{
-    if (off > (uint64_t)INT64_MAX - size)
-        return ck_fail(err, EFBIG, "%s: write past 2^63 bytes", tr->model->path);
-    if (area_reserve(tr, a, off + size, err) < 0)
-        return -1;
-    if (write_at(tr->spill_fd, buf, size, a->base + off) < 0)
-        return ck_fail_errno(err, errno, "%s: writing the spill file failed", tr->model->path);
-    if (off + size > a->size)
-        a->size = off + size;
-    return 0;
-}
-
-static int area_truncate(tree *tr, spill_area *a, uint64_t size, ck_error *err)
-{
-    if (size > (uint64_t)INT64_MAX)
-        return ck_fail(err, EFBIG, "%s: truncate past 2^63 bytes", tr->model->path);
-    if (area_reserve(tr, a, size, err) < 0)
-        return -1;
-    if (size < a->size && zero_range(tr->spill_fd, a->base + size, a->size - size) < 0)
-        return ck_fail_errno(err, errno, "%s: truncating in the spill file failed",
-                             tr->model->path);
-    a->size = size;
-    return 0;
-}
-
-/* After a save: with no area left in use, the spill file is emptied. */
-static void spill_reclaim(tree *tr)
-{
-    if (tr->spill_fd < 0)
-        return;
-    for (size_t i = 0; i < tr->n_extras; i++)
-        if (tr->extras[i].area.used)
-            return;
-    for (size_t i = 0; i < tr->n_entries; i++)
-        if (tr->entries[i].edit != NULL && tr->entries[i].edit->overlay.used)
-            return;
-    if (ftruncate(tr->spill_fd, 0) == 0)
-        tr->spill_end = 0;
-}
-
 /* Copy the model's bytes of the tensor into its overlay. */
 static int fill_overlay(tree *tr, entry *e, spill_area *a, ck_error *err)
 {
@@ -640,7 +381,7 @@ static int fill_overlay(tree *tr, entry *e, spill_area *a, ck_error *err)
         return 0;
     /* Not the bytes of a file rewritten under the mount. */
     if (ck_model_check_extents(tr->model, t, err) < 0 ||
-        area_reserve(tr, a, t->nbytes, err) < 0)
+        spill_area_reserve(tr, a, t->nbytes, err) < 0)
         return -1;
     uint64_t at = 0;
     char buf[65536];
@@ -648,7 +389,7 @@ static int fill_overlay(tree *tr, entry *e, spill_area *a, ck_error *err)
         long n = ck_model_read(tr->model, t, buf, sizeof buf, at, err);
         if (n <= 0)
             return n < 0 ? -1 : ck_fail(err, EIO, "%s: short read", tr->model->path);
-        if (area_write(tr, a, buf, (size_t)n, at, err) < 0)
+        if (spill_area_write(tr, a, buf, (size_t)n, at, err) < 0)
             return -1;
         at += (uint64_t)n;
     }
@@ -663,9 +404,9 @@ static edit *with_overlay(tree *tr, entry *e, bool empty, ck_error *err)
     if (!empty && spill_room(tr, 0, entry_out_size(tr, e), err) < 0)
         return NULL;
     spill_area a;
-    area_new(tr, &a);
+    spill_area_new(tr, &a);
     if (!empty && fill_overlay(tr, e, &a, err) < 0) {
-        area_free(tr, &a);
+        spill_area_free(tr, &a);
         return NULL;
     }
     ed->overlay = a;
@@ -677,7 +418,7 @@ static int out_truncate_edit(tree *tr, entry *e, uint64_t size, ck_error *err)
     edit *ed = with_overlay(tr, e, size == 0, err);
     if (ed == NULL || spill_room(tr, ed->overlay.size, size, err) < 0)
         return -1;
-    return area_truncate(tr, &ed->overlay, size, err);
+    return spill_area_truncate(tr, &ed->overlay, size, err);
 }
 
 int entry_out_truncate(tree *tr, entry *e, uint64_t size, ck_error *err)
@@ -691,7 +432,7 @@ static int out_write_edit(tree *tr, entry *e, const void *buf, size_t size, uint
     edit *ed = with_overlay(tr, e, false, err);
     if (ed == NULL || spill_room(tr, ed->overlay.size, off + size, err) < 0)
         return -1;
-    return area_write(tr, &ed->overlay, buf, size, off, err);
+    return spill_area_write(tr, &ed->overlay, buf, size, off, err);
 }
 
 int entry_out_write(tree *tr, entry *e, const void *buf, size_t size, uint64_t off,
@@ -1004,7 +745,7 @@ static int hold_blockers(tree *tr, const tree_save_ask *ask, const names_plan *p
  * tree_save_begin copies what the encoder needs (names, shapes, where the
  * bytes are) into the save, and freezes the spill areas it reads: an edit
  * made before the save ends moves a frozen area's bytes before changing
- * them (area_reserve), and a frozen range given up is punched only when
+ * them (spill_area_reserve), and a frozen range given up is punched only when
  * the save ends.  The old model file stays open, and readable, until
  * tree_save_end switches the tree to the new one. */
 
@@ -1413,9 +1154,7 @@ int tree_save_end(tree *tr, tree_save *save, int rc, ck_model **old, ck_error *e
         if (e->edit != NULL)
             e->edit->overlay.frozen = false;
     }
-    for (size_t i = 0; i < tr->n_freed; i++)
-        punch(tr->spill_fd, tr->freed[i].base, tr->freed[i].len);
-    tr->n_freed = 0;
+    spill_punch_freed(tr);
     recount(tr);
     if (rc == 0)
         spill_reclaim(tr);
@@ -1499,7 +1238,7 @@ static void forget_entry(tree *tr, entry *e)
     ck_name_map_del(&tr->by_dir, dir, strlen(dir));
     e->deleted = true;
     if (e->edit != NULL)
-        area_free(tr, &e->edit->overlay); /* its bytes are not needed any more */
+        spill_area_free(tr, &e->edit->overlay); /* its bytes are not needed any more */
     changed(tr, e, 0);
     stamp(&tr->root_mtime);
 }
@@ -1643,7 +1382,7 @@ static int unlink_edit(tree *tr, entry *e, bool meta, ck_error *err)
         ed->meta_buf = NULL;
     } else {
         ed->no_out = true;
-        area_free(tr, &ed->overlay);
+        spill_area_free(tr, &ed->overlay);
     }
     return 0;
 }
@@ -1681,7 +1420,7 @@ int64_t tree_extra_create(tree *tr, uint32_t dir, const char *name, ck_error *er
     if (copy == NULL)
         return ck_nomem(err, tr->model->path);
     tr->extras[tr->n_extras] = (extra){.dir = dir, .name = copy};
-    area_new(tr, &tr->extras[tr->n_extras].area);
+    spill_area_new(tr, &tr->extras[tr->n_extras].area);
     extra_stamp(tr, &tr->extras[tr->n_extras], true);
     tr->n_extras++;
     note_names_file(tr);
@@ -1690,7 +1429,7 @@ int64_t tree_extra_create(tree *tr, uint32_t dir, const char *name, ck_error *er
 
 static void drop_extra(tree *tr, extra *x)
 {
-    area_free(tr, &x->area);
+    spill_area_free(tr, &x->area);
     x->deleted = true;
     extra_stamp(tr, x, true);
     note_names_file(tr);
@@ -1711,7 +1450,7 @@ int tree_extra_write(tree *tr, size_t id, const void *buf, size_t size, uint64_t
         spill_room(tr, x->area.size, off + size, err) < 0)
         return -1;
     extra_stamp(tr, x, false);
-    return area_write(tr, &x->area, buf, size, off, err);
+    return spill_area_write(tr, &x->area, buf, size, off, err);
 }
 
 int tree_extra_truncate(tree *tr, size_t id, uint64_t size, ck_error *err)
@@ -1720,7 +1459,7 @@ int tree_extra_truncate(tree *tr, size_t id, uint64_t size, ck_error *err)
     if (names_file_room(tr, x, size, err) < 0 || spill_room(tr, x->area.size, size, err) < 0)
         return -1;
     extra_stamp(tr, x, false);
-    return area_truncate(tr, &x->area, size, err);
+    return spill_area_truncate(tr, &x->area, size, err);
 }
 
 int tree_extra_rename(tree *tr, size_t id, const char *new_name, ck_error *err)
@@ -1750,7 +1489,7 @@ static int extra_replace_file_edit(tree *tr, size_t id, entry *e, bool meta, ck_
         return -1;
     if (!meta) {
         /* The file's bytes become the new out: hand its area over. */
-        area_free(tr, &ed->overlay);
+        spill_area_free(tr, &ed->overlay);
         ed->overlay = x->area;
         ed->no_out = false;
         x->area = (spill_area){0};
@@ -2017,7 +1756,7 @@ static void merge_into(tree *tr, entry *s, entry *t)
     const int64_t *dims = entry_dims(tr, s, &ndim);
     ck_meta m = {.dtype = entry_dtype(tr, s), .ndim = ndim};
     memcpy(m.dims, dims, ndim * sizeof m.dims[0]);
-    area_free(tr, &te->overlay);
+    spill_area_free(tr, &te->overlay);
     te->overlay = se->overlay;
     se->overlay = (spill_area){0};
     te->no_meta = te->no_out = false;

@@ -2,9 +2,10 @@
 /*
  * tree_types: what the mounted tree is made of (its entries and their
  * edits, the extra files, the spill areas that hold the bytes written)
- * and the tree itself.  Types only, apart from the tree's interface
- * (tree.h, which includes this for the tree's users), so that a part of
- * the tree can work on them without reaching the rest of it.
+ * and the tree itself.  Types only: every piece of the tree (mount/tree*.c)
+ * works on them, and the lowest, the spill allocator (tree_spill.h),
+ * reaches them without the rest of the tree's interface (tree.h, which
+ * includes this for the tree's users).
  */
 #ifndef CKPTFS_TREE_TYPES_H
 #define CKPTFS_TREE_TYPES_H
