@@ -28,7 +28,7 @@
  * save of a .ckpt whose tensors were all removed, is refused by its
  * writer before anything is written.
  *
- * A copied snapshot's names file (tree.c, "the names file") is applied at
+ * A copied snapshot's names file (tree_names.c) is applied at
  * the save only once every path is a live directory, every entry
  * removable as a renamed tensor and the real names (through ck_dir_name)
  * distinct; a refusal (a parse error with its offset, a missing or
@@ -36,6 +36,21 @@
  * changes nothing and keeps the file.  While it exists the tree is dirty
  * (names_pending), so snapshot_done is absent and the automatic save
  * comes.
+ *
+ * The tree is in pieces by mechanism, each calling only those below it:
+ *   tree_spill.c     the spill file and its areas (the bytes written);
+ *   tree.c           the entries: what each shows, whether it differs from
+ *                    the file, its times, whether it may be written;
+ *   tree_edit.c      edits of an entry's out and meta;
+ *   tree_dirs.c      tensor directories, and making or removing their files;
+ *   tree_extras.c    the other files (and which of them is a names file);
+ *   tree_validate.c  what blocks a save, every tensor named;
+ *   tree_names.c     a names file applied by the save;
+ *   tree_save.c      the save (tree_save_*).
+ * Their types are in tree_types.h.  This header is what the rest of the
+ * mount uses, whichever piece defines it; its last part is what tree.c
+ * gives the other pieces, which include it (tree.c includes none of
+ * theirs but tree_spill.h).
  */
 #ifndef CKPTFS_TREE_H
 #define CKPTFS_TREE_H
@@ -108,7 +123,7 @@ bool tree_numbered_as_file(const tree *tr);
  * rule), remove an empty one, rename one (replacing the target).  Removing
  * or renaming (or replacing) a tensor of the model's graph is refused with
  * EBUSY while a node reads it, and always for tensors that live inside a
- * node (Constants, subgraphs, map parameters): see tree.c, in_use(). */
+ * node (Constants, subgraphs, map parameters): see tree_dirs.c, in_use(). */
 int64_t tree_mkdir(tree *tr, const char *dir_name, ck_error *err);
 int tree_rmdir(tree *tr, entry *e, ck_error *err);
 int tree_rename(tree *tr, entry *e, const char *new_dir_name, ck_error *err);
@@ -214,5 +229,29 @@ int tree_save_end(tree *tr, tree_save *save, int rc, ck_model **old, ck_error *e
  * machines see no model; over a closed one, s3fs replaces the object in
  * one copy. */
 int tree_save_finish(tree_save *save, int rc, ck_error *err);
+
+/* ---- for the tree's pieces (mount/tree_*.c), not its users ----
+ *
+ * Every edit ends in tree_changed, which keeps the count behind
+ * tree_dirty, marks the entry for a running save and stamps its time:
+ * `return tree_changed(tr, e, edit(...))`. */
+int tree_changed(tree *tr, entry *e, int rc);
+/* The count again, from scratch: after a save changed every entry at once. */
+void tree_recount(tree *tr);
+/* Whether the entry is not what the model file holds. */
+bool tree_entry_differs(const entry *e);
+/* The entry's edit record, made on the first edit; the editable one
+ * checks first that the entry may be edited (entry_write_check). */
+edit *tree_edit_of(tree *tr, entry *e, ck_error *err);
+edit *tree_editable_edit(tree *tr, entry *e, ck_error *err);
+void tree_edit_free(tree *tr, edit *ed);
+/* (Re)build the directory-name map from the live entries. */
+int tree_index_names(tree *tr, ck_error *err);
+/* The entry's name, quoted for a message. */
+const char *tree_quoted(const tree *tr, const entry *e, char q[CK_QUOTE_BUF]);
+/* The time now, as a change's. */
+void tree_stamp(struct timespec *t);
+/* Out of memory, said for the model. */
+int tree_nomem(const tree *tr, ck_error *err);
 
 #endif

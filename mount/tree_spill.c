@@ -231,7 +231,7 @@ int spill_area_reserve(tree *tr, spill_area *a, uint64_t need, ck_error *err)
 }
 
 int spill_area_write(tree *tr, spill_area *a, const void *buf, size_t size, uint64_t off,
-                      ck_error *err)
+                     ck_error *err)
 {
     if (off > (uint64_t)INT64_MAX - size)
         return ck_fail(err, EFBIG, "%s: write past 2^63 bytes", tr->model->path);
