@@ -28,12 +28,12 @@
  * save of a .ckpt whose tensors were all removed, is refused by its
  * writer before anything is written.
  *
- * A copied snapshot's names file (tree_names.c) is applied at
- * the save only once every path is a live directory, every entry
- * removable as a renamed tensor and the real names (through ck_dir_name)
- * distinct; a refusal (a parse error with its offset, a missing or
- * doubled directory) fails the save with one line naming the file,
- * changes nothing and keeps the file.  While it exists the tree is dirty
+ * A copied snapshot's names file (tree_names.c) is applied at the save
+ * only once every path is a live directory, every entry removable as a
+ * renamed tensor and the real names (through ck_dir_name) distinct; a
+ * refusal (a parse error with its offset, a missing or doubled
+ * directory) fails the save with one line naming the file, changes
+ * nothing and keeps the file.  While it exists the tree is dirty
  * (names_pending), so snapshot_done is absent and the automatic save
  * comes.
  *
