@@ -36,7 +36,7 @@ typedef struct ck_collection_opts {
 /* A names file: a file at the root of a snapshot directory that alone
  * holds the real names of its tensor directories (OneFlow's pickled_data,
  * beside tensor_<N>/).  A snapshot copied into a mount (cp -r, rsync, tar)
- * takes those names at its next save (mount/tree.c). */
+ * takes those names at its next save (mount/tree_names.c). */
 typedef struct ck_named_dir {
     char *name;                 /* the tensor's real name, UTF-8, NUL-terminated */
     char *path;                 /* its directory: a single component */

@@ -28,14 +28,29 @@
  * save of a .ckpt whose tensors were all removed, is refused by its
  * writer before anything is written.
  *
- * A copied snapshot's names file (tree.c, "the names file") is applied at
- * the save only once every path is a live directory, every entry
- * removable as a renamed tensor and the real names (through ck_dir_name)
- * distinct; a refusal (a parse error with its offset, a missing or
- * doubled directory) fails the save with one line naming the file,
- * changes nothing and keeps the file.  While it exists the tree is dirty
+ * A copied snapshot's names file (tree_names.c) is applied at the save
+ * only once every path is a live directory, every entry removable as a
+ * renamed tensor and the real names (through ck_dir_name) distinct; a
+ * refusal (a parse error with its offset, a missing or doubled
+ * directory) fails the save with one line naming the file, changes
+ * nothing and keeps the file.  While it exists the tree is dirty
  * (names_pending), so snapshot_done is absent and the automatic save
  * comes.
+ *
+ * The tree is in pieces by mechanism, each calling only those below it:
+ *   tree_spill.c     the spill file and its areas (the bytes written);
+ *   tree.c           the entries: what each shows, whether it differs from
+ *                    the file, its times, whether it may be written;
+ *   tree_edit.c      edits of an entry's out and meta;
+ *   tree_dirs.c      tensor directories, and making or removing their files;
+ *   tree_extras.c    the other files (and which of them is a names file);
+ *   tree_validate.c  what blocks a save, every tensor named;
+ *   tree_names.c     a names file applied by the save;
+ *   tree_save.c      the save (tree_save_*).
+ * Their types are in tree_types.h.  This header is what the rest of the
+ * mount uses, whichever piece defines it; its last part is what tree.c
+ * gives the other pieces, which include it (tree.c includes none of
+ * theirs but tree_spill.h).
  */
 #ifndef CKPTFS_TREE_H
 #define CKPTFS_TREE_H
@@ -51,124 +66,7 @@
 #include "../codec/view.h"
 #include "../codec/core/progress.h"
 
-/* A meta is a few lines; anything longer is not one. */
-#define TREE_META_MAX 65536
-
-#define ENTRY_NEW UINT32_MAX
-
-/* Bytes written into the tree (an edited `out`, an extra file) live in a
- * range of the mount's one spill file (tree.spill_fd), so that edits hold
- * no descriptor of their own: however many tensors are edited, the mount
- * holds one, and a save always has the descriptors it needs. */
-typedef struct spill_area {
-    bool used;                  /* false: no bytes here (not written yet, or freed) */
-    bool frozen;                /* a running save reads these bytes: copy before changing */
-    uint64_t base;              /* offset in the spill file */
-    uint64_t cap;               /* bytes reserved from base; past size they read 0 */
-    uint64_t size;              /* the file's size */
-} spill_area;
-
-/* What an entry's edits hold; allocated on the first edit only, so an
- * untouched mount costs 16 bytes per tensor here. */
-typedef struct edit {
-    char *name;                 /* renamed or new: the tensor name ... */
-    size_t name_len;
-    char *dir_name;             /* ... and its directory name */
-    bool no_meta, no_out;       /* removed, or not yet made in a new directory */
-    bool meta_changed;          /* meta holds the shown type and shape */
-    ck_meta meta;
-    spill_area overlay;         /* unused while `out` is the model's bytes */
-    char *meta_buf;             /* a meta being written, or NULL */
-    size_t meta_len;
-    /* A write to it was refused (entry_meta_write): said then, so its
-     * close says nothing more, and the previous meta stays. */
-    bool meta_refused;
-    /* When the tensor last changed: its directory, meta and out show it
-     * (with the file's, whichever is later) as mtime and ctime, so that
-     * rsync and make see an edit before it is saved. */
-    struct timespec mtime;
-    struct timespec dir_mtime;  /* its directory's: made, or meta or out made or removed */
-} edit;
-
-typedef struct entry {
-    uint32_t tensor_id;         /* in the model's index, or ENTRY_NEW */
-    bool deleted;               /* kept as a tombstone: positions are inodes */
-    bool touched;               /* changed since the running save began */
-    bool held;                  /* blocks the running save, which saves the rest (fsync) */
-    bool counted;               /* in tree.n_differ */
-    edit *edit;
-} entry;
-
-#define EXTRA_IN_ROOT UINT32_MAX
-
-/* A root file named as the names file (tree.names_file, codec/collection.h:
- * a snapshot's, copied in with its tensor_<N> directories) is unlike
- * other files: it asks for a save,
- * which first gives the directories it lists their real names
- * (tree_save_begin) and then drops it. */
-
-/* A directory name a save took away when it applied the names file, for
- * the front-end to tell the kernel: renamed (pos: the entry, now named
- * otherwise), or merged into the tensor of its real name (pos: that
- * tensor, whose meta and out it replaced). */
-typedef struct tree_renamed {
-    char *old_dir;
-    uint32_t pos;
-    bool merged;
-} tree_renamed;
-
-/* Any other file made in the tree: the temporary files of rsync, sed -i,
- * editors.  Their bytes live in the spill file until renamed over a meta or
- * out (or removed) and are never saved into the model. */
-typedef enum extra_alias { ALIAS_NONE, ALIAS_META, ALIAS_OUT, ALIAS_SNAPSHOT_DONE } extra_alias;
-
-typedef struct extra {
-    uint32_t dir;               /* entry position, or EXTRA_IN_ROOT */
-    char *name;
-    spill_area area;
-    bool deleted;               /* a tombstone: ids are inode numbers */
-    /* Renamed over meta, out or snapshot_done: the kernel now knows that
-     * file by this inode, which therefore stands for it from then on. */
-    extra_alias alias;
-    unsigned mode;              /* S_IFREG | bits after a chmod; 0: the tree's */
-    struct timespec mtime;      /* its last write (as edit.mtime) */
-} extra;
-
-/* Bytes of the spill file freed while a save reads them: punched when
- * the save ends. */
-typedef struct spill_range {
-    uint64_t base, len;
-} spill_range;
-
-typedef struct tree {
-    ck_model *model;
-    /* The model file's owner, modes and mtime as shown, taken at the mount
-     * and at each save: a save checks (and updates) the model's own on its
-     * thread. */
-    struct stat file_st;
-    extra *extras;
-    size_t n_extras, cap_extras;
-    ck_open_opts open_opts;     /* to reopen the model after a commit */
-    entry *entries;
-    size_t n_entries, cap_entries;
-    ck_name_map by_dir;         /* directory name -> position, live entries */
-    bool writable;
-    int spill_fd;               /* every spill_area's bytes; -1 until the first */
-    uint64_t spill_end;         /* where the next area starts */
-    uint64_t spill_max;         /* bytes of edits a secret envelope's model keeps in memory */
-    size_t n_differ;            /* entries that differ from the file: O(1) tree_dirty */
-    bool saving;                /* between tree_save_begin and tree_save_end */
-    bool placing;               /* after it, until the new files are renamed into place
-                                 * (journaled saves: tree_save_finish, then cleared by
-                                 * the caller) */
-    spill_range *freed;         /* frozen ranges given up during the save */
-    size_t n_freed, cap_freed;
-    const ck_names_file *names_file; /* the registry's (NULL: none) */
-    bool names_pending;         /* a root names file waits for the next save */
-    tree_renamed *renamed;      /* names taken away, until tree_take_renamed */
-    size_t n_renamed;
-    struct timespec root_mtime; /* the root's last entry made, removed or renamed */
-} tree;
+#include "tree_types.h"
 
 int tree_init(tree *tr, ck_model *model, const ck_open_opts *opts, bool writable,
               ck_error *err);
@@ -225,7 +123,7 @@ bool tree_numbered_as_file(const tree *tr);
  * rule), remove an empty one, rename one (replacing the target).  Removing
  * or renaming (or replacing) a tensor of the model's graph is refused with
  * EBUSY while a node reads it, and always for tensors that live inside a
- * node (Constants, subgraphs, map parameters): see tree.c, in_use(). */
+ * node (Constants, subgraphs, map parameters): see tree_dirs.c, in_use(). */
 int64_t tree_mkdir(tree *tr, const char *dir_name, ck_error *err);
 int tree_rmdir(tree *tr, entry *e, ck_error *err);
 int tree_rename(tree *tr, entry *e, const char *new_dir_name, ck_error *err);
@@ -331,5 +229,29 @@ int tree_save_end(tree *tr, tree_save *save, int rc, ck_model **old, ck_error *e
  * machines see no model; over a closed one, s3fs replaces the object in
  * one copy. */
 int tree_save_finish(tree_save *save, int rc, ck_error *err);
+
+/* ---- for the tree's pieces (mount/tree_*.c), not its users ----
+ *
+ * Every edit ends in tree_changed, which keeps the count behind
+ * tree_dirty, marks the entry for a running save and stamps its time:
+ * `return tree_changed(tr, e, edit(...))`. */
+int tree_changed(tree *tr, entry *e, int rc);
+/* The count again, from scratch: after a save changed every entry at once. */
+void tree_recount(tree *tr);
+/* Whether the entry is not what the model file holds. */
+bool tree_entry_differs(const entry *e);
+/* The entry's edit record, made on the first edit; the editable one
+ * checks first that the entry may be edited (entry_write_check). */
+edit *tree_edit_of(tree *tr, entry *e, ck_error *err);
+edit *tree_editable_edit(tree *tr, entry *e, ck_error *err);
+void tree_edit_free(tree *tr, edit *ed);
+/* (Re)build the directory-name map from the live entries. */
+int tree_index_names(tree *tr, ck_error *err);
+/* The entry's name, quoted for a message. */
+const char *tree_quoted(const tree *tr, const entry *e, char q[CK_QUOTE_BUF]);
+/* The time now, as a change's. */
+void tree_stamp(struct timespec *t);
+/* Out of memory, said for the model. */
+int tree_nomem(const tree *tr, ck_error *err);
 
 #endif

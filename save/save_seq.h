@@ -7,9 +7,10 @@
  * after it.
  *
  * Its phases are explicit because a mount runs them split across its
- * threads (mount/tree.c, tree_save_*): begun and run on its saver thread with
- * no tree lock held, switched to the files read back under the tree's
- * lock, finished (the journal's renames) after the old model is closed.
+ * threads (mount/tree_save.c, tree_save_*): begun and run on its saver
+ * thread with no tree lock held, switched to the files read back under
+ * the tree's lock, finished (the journal's renames) after the old model
+ * is closed.
  * The tools run them one after the other (ck_write_claim_save).  Whoever
  * runs it holds the model's write claim (write_claim.h): its writer lock,
  * with the journal of an interrupted save recovered.

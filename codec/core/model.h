@@ -33,7 +33,7 @@
  * directory descriptor (no link followed), for the model and each data
  * file: another inode or size, or another mtime with a write seen
  * (core/file_watch.h), refuses the save with ESTALE ("PATH: changed on
- * disk since it was mounted (WHAT)", to which mount/tree.c adds that the
+ * disk since it was mounted (WHAT)", to which mount/tree_save.c adds that the
  * edits are kept), and nothing is written.  A model to create must still
  * not exist.  The ctime is not compared (chmod and chown change only
  * that).  Between the check and the rename a few system calls remain: a

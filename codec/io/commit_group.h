@@ -92,7 +92,7 @@ int ck_group_add(ck_commit_group *g, const char *target, ck_error *err);
  * the error says so. */
 int ck_group_commit(ck_commit_group *g, ck_error *err);
 /* The same in two steps, so that a mount can switch to the new files
- * between them (mount/tree.c): up to the commit point (the rename of a
+ * between them (mount/tree_save.c): up to the commit point (the rename of a
  * one-file group on local storage, else the journal in place), then the
  * journal's renames, if any are left. */
 int ck_group_commit_point(ck_commit_group *g, ck_error *err);

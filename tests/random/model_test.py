@@ -748,7 +748,7 @@ class MindIRCipher(MindIR):
 
 # safetensors: the oracle is safetensors_oracle (json + numpy), never ckptfs code.
 # OneFlow meta type -> the dtype a changed tensor is saved as; kChar and kComplex128 have
-# none (the save is refused).  A kUInt8 meta on an F8 tensor keeps F8 (tree.c), which the
+# none (the save is refused).  A kUInt8 meta on an F8 tensor keeps F8 (tree_edit.c), which the
 # reference models through the dtype the tensor has in the file (its ST).
 ST_DTYPE = {"kBool": "BOOL", "kUInt8": "U8", "kInt8": "I8", "kInt16": "I16", "kUInt16": "U16",
             "kFloat16": "F16", "kBFloat16": "BF16", "kInt32": "I32", "kUInt32": "U32",

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the codec (and the atomic writer), without FUSE; the
- * mounted tree of mount/tree.c is driven without FUSE too (test_tree.c), and so
+ * mounted tree of mount/tree.h is driven without FUSE too (test_tree.c), and so
  * are mount/'s operations (test_mount_ops.c).
  *
  * Checkpoints are encoded with protobuf-c from codec/pb/proto/checkpoint.proto —

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tree: the mounted tree (mount/tree.c) driven directly, without FUSE or a
+ * tree: the mounted tree (mount/tree.h) driven directly, without FUSE or a
  * kernel, as the front-end drives it: open a .ckpt the way fuse/main.c does
  * (writer lock, the model's directory, leftovers cleaned), edit `out` and
  * `meta`, make, rename and remove tensor directories, and save in the
