@@ -563,6 +563,11 @@ static ck_model *open_in(ck_model_dir *d, const char *shown, ck_error *err)
     return m;
 }
 
+static int stat_snapshot(int fd, struct stat *all);
+
+/* Its attributes are stat_snapshot's, as a run lists it, so that a run's
+ * snapshot is what a mount of the directory shows; the directory's own
+ * alone for a layout no run lists (an nn.Graph save, out files alone). */
 ck_model *ck_oneflow_open(const char *path, ck_error *err)
 {
     char *shown = ck_path_trimmed(path);
@@ -573,7 +578,7 @@ ck_model *ck_oneflow_open(const char *path, ck_error *err)
     struct stat st;
     ck_model_dir *d = ck_dir_itself(shown, &st, err);
     ck_model *m = d == NULL ? NULL : open_in(d, shown, err);
-    if (m != NULL)
+    if (m != NULL && stat_snapshot(d->fd, &m->st) < 0)
         m->st = st;
     ck_dir_unref(d); /* the model holds it */
     free(shown);
@@ -647,22 +652,36 @@ static int last_written(int fd, struct stat *st)
     return -1;
 }
 
-/* The attributes of the snapshot directory open as fd, as a run shows it:
- * the last-written file's (its owner), with the other one's and every
- * subdirectory's out and meta added (ck_mset_stat_join: all the sizes,
- * the newest mtime, the permissions all grant), the files the open
- * reads; -1 when it is no snapshot of a run (last_written) or cannot be
- * listed.  No link is followed. */
+/* Add one's size to all's, and take its mtime when newer: not its mode,
+ * nor its owner. */
+static void add_file(struct stat *all, const struct stat *one)
+{
+    mode_t mode = all->st_mode;
+    ck_mset_stat_join(all, one);
+    all->st_mode = mode;
+}
+
+/* The attributes of the snapshot directory open as fd, as a mount of it
+ * shows them and a run lists it: the directory's own mode, owner and
+ * inode (who may read a tensor is then its `out`'s business, as on disk),
+ * with the size of the files the open reads (the last-written one, the
+ * other, every subdirectory's out and meta) and the newest mtime of
+ * those and the directory's.  So a snapshot is read-only when nobody may
+ * write the directory, where no file can be added any more.  -1 when it is
+ * no snapshot of a run (last_written) or cannot be listed.  No link is
+ * followed. */
 static int stat_snapshot(int fd, struct stat *all)
 {
     static const char *const last[] = {CK_ONEFLOW_DONE, CK_ONEFLOW_PICKLE};
     static const char *const files[] = {"out", "meta"};
     struct stat st;
-    int i = last_written(fd, all);
-    if (i < 0)
+    int i = last_written(fd, &st);
+    if (i < 0 || fstat(fd, all) < 0)
         return -1;
+    all->st_size = 0;
+    add_file(all, &st);
     if (fstatat(fd, last[1 - i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-        ck_mset_stat_join(all, &st);
+        add_file(all, &st);
     DIR *d = ck_list_dir(fd);
     if (d == NULL)
         return -1;
@@ -676,7 +695,7 @@ static int stat_snapshot(int fd, struct stat *all)
             continue; /* a file, a link, or gone: no tensor's */
         for (size_t k = 0; k < 2; k++)
             if (fstatat(tfd, files[k], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-                ck_mset_stat_join(all, &st);
+                add_file(all, &st);
         close(tfd);
     }
     closedir(d);
@@ -710,7 +729,8 @@ static int stat_oneflow_at(int dfd, const char *name, struct stat *all)
 }
 
 /* Opened as by path, its attributes those stat_oneflow_at listed it with
- * (a run takes a model whose attributes differ as replaced since). */
+ * (a run takes a model whose attributes differ as replaced since), and
+ * refused when it has no file to judge it by any more. */
 static ck_model *open_oneflow_at(int dfd, const char *below, const char *path,
                                  const ck_collection_opts *o, ck_error *err)
 {
@@ -728,10 +748,9 @@ static ck_model *open_oneflow_at(int dfd, const char *below, const char *path,
 }
 
 /* A snapshot is one of a run once its last file is there (probe_at), and
- * complete then as a file is, judged by all its files together: read-only,
- * or unchanged for the run's settle time (the file written last may still
- * be being written, and pickled_data is written in one go only from
- * 0.6 on).  No marker: snapshot_done and pickled_data start with no '.',
+ * complete then as a file is, judged by stat_snapshot's attributes: its
+ * directory read-only, or its files unchanged for the run's settle time
+ * (the file written last may still be being written).  No marker: snapshot_done and pickled_data start with no '.',
  * so the run's watcher heeds them anyway, and a marker only exempts a
  * dot name from its filter (collection.h, mount/run_mount.c take_event).
  * No number: names are free (flow.save(path)), and

@@ -24,22 +24,9 @@ S1=snapshot_20260101_000000_000000
 S2=snapshot_20260102_000000_000000
 S4=snapshot_20260104_000000_000000
 
-setup() {
-    T=$BATS_TEST_TMPDIR
-    M=$T/m
-    D=$T/run
-    mkdir "$D"
-}
-
-teardown() {
-    # a mount the helpers did not record (one started by hand): down too
-    if mountpoint -q "$M"; then
-        fusermount3 -u "$M" || fusermount3 -uz "$M"
-    fi
-    ckptfs_teardown
-}
-
-root_names() { ls -A "$M" | LC_ALL=C sort; }
+# Every mount is mount_fg's, taken down by the helpers' teardown
+# (ckptfs_teardown), a test failed or not.
+setup() { run_dir_setup; }
 
 # snap NAME FIXTURE [STAMP]: FIXTURE copied to $D/NAME, writable as its
 # writer leaves it, every file and directory's mtime STAMP (touch -d) when
@@ -112,11 +99,33 @@ exact() {
     mount_fg "$D" "$M" -o settle=3600
     printf '%s\n' latest "$S1" "$S2" | diff - <(root_names)
     [ "$(readlink "$M/latest")" = "$S2" ]
-    # its writer's files all made read-only: complete at once
-    find "$D/epoch_9" -type f -exec chmod a-w {} +
+    # made read-only, the directory too (nothing can be added to it):
+    # complete at once
+    chmod -R a-w "$D/epoch_9"
     until_listed epoch_9
     [ "$(readlink "$M/latest")" = epoch_9 ]
     exact "$M/epoch_9" "$PICKLED"
     run "$BUILD/ckptfs-dump" -o settle=3600 "$D"
     [[ ${lines[0]} == *", 3 checkpoints (3 complete), latest epoch_9" ]]
+}
+
+@test "a run's OneFlow snapshot is what a mount of that directory shows: modes, sizes, times, xattrs; the root lists it with the same mode and time" {
+    snap "$S1" "$LEGACY" '2026-01-01 00:00:00'
+    snap epoch_3 "$PICKLED" '2026-01-03 00:00:00'
+    chmod 0440 "$D/$S1/dense1-bias/out"
+    touch -h -d '2026-01-01 00:00:07' "$D/$S1/snapshot_done"     # written last
+    touch -h -d '2026-01-03 00:00:05' "$D/epoch_3/pickled_data"
+    mount_fg "$D" "$M"
+    for s in "$S1" epoch_3; do
+        listed_attrs=$(stat -c '%A %Y' "$M/$s")
+        mount_fg "$D/$s" "$T/one.$s"
+        mounted_tree "$M/$s" >"$T/run.tree"
+        mounted_tree "$T/one.$s" >"$T/one.tree"
+        diff "$T/one.tree" "$T/run.tree"
+        [ "$(wc -l <"$T/one.tree")" -gt 5 ]
+        [ "$listed_attrs" = "$(stat -c '%A %Y' "$T/one.$s")" ]
+    done
+    # the newest file's time: the one written last
+    [ "$(stat -c %Y "$M/$S1")" = "$(date -d '2026-01-01 00:00:07' +%s)" ]
+    [ "$(stat -c %Y "$M/epoch_3")" = "$(date -d '2026-01-03 00:00:05' +%s)" ]
 }

@@ -56,6 +56,19 @@ static void dir(const char *rel)
     }
 }
 
+/* Set run/rel's mtime age seconds ago (a directory, once its files are
+ * made). */
+static void aged(const char *rel, time_t age)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", run, rel);
+    struct timespec t[2] = {{.tv_sec = time(NULL) - age}, {.tv_sec = time(NULL) - age}};
+    if (utimensat(AT_FDCWD, p, t, AT_SYMLINK_NOFOLLOW) != 0) {
+        check(0, "run_dir: aged %s", rel);
+        made = 0;
+    }
+}
+
 static const ck_run_entry *entry(const ck_run_list *l, const char *name)
 {
     for (size_t i = 0; i < l->n; i++)
@@ -181,8 +194,9 @@ static void test_tracker(void)
 
 /* OneFlow snapshots: one once the file its writer writes last is there
  * (snapshot_done, pickled_data), no link followed, no dot name; its size
- * every out's and meta's and that file's; no number, so by time, then by
- * the last name (SimpleCheckPointManager's timestamped names sort so). */
+ * every out's and meta's and that file's, its mode the directory's; no
+ * number, so by time, then by the last name (SimpleCheckPointManager's
+ * timestamped names sort so). */
 static void test_oneflow(void)
 {
     static const char meta[] = "shape {\n  dim: 1\n}\ndata_type: kFloat\n";
@@ -203,12 +217,14 @@ static void test_oneflow(void)
         snprintf(p, sizeof p, "%s/snapshot_done", legacy[i]);
         if (strcmp(legacy[i], "writing") != 0) /* written last: not yet */
             put(p, "", 0, 300);
+        aged(legacy[i], 300);
     }
     dir("pickled");
     dir("pickled/tensor_0");
     put("pickled/tensor_0/out", "abcdefgh", 8, 200);
     put("pickled/tensor_0/meta", meta, sizeof meta - 1, 200);
     put("pickled/pickled_data", "\x80\x02", 2, 200);
+    aged("pickled", 200);
     snprintf(p, sizeof p, "%s/linked", run);
     check(symlink(a, p) == 0, "run_dir: made linked -> %s", a);
     check(made, "run_dir: the OneFlow run directory made");
@@ -229,6 +245,10 @@ static void test_oneflow(void)
         check(ep != NULL && ep->size == 8 + sizeof meta - 1 + 2 && ep->step == 0,
               "run_dir: a pickled one's adds pickled_data (%llu), and it has no number",
               ep ? (unsigned long long)ep->size : 0ull);
+        struct stat ds;
+        snprintf(p, sizeof p, "%s/%s", run, a);
+        check(ea != NULL && stat(p, &ds) == 0 && ea->mode == ds.st_mode,
+              "run_dir: a snapshot's mode is its directory's (%o)", ea ? ea->mode : 0u);
         check(ea && !ea->complete && ep && !ep->complete && l.latest < 0,
               "run_dir: writable and changed within settle: not complete, no latest (%s)",
               latest(&l));
