@@ -622,8 +622,7 @@ static ck_model *open_oneflow(const char *path, const ck_collection_opts *o, ck_
 
 /* ---- in a training run's directory ------------------------------------ */
 
-/* The file OneFlow's writers write last into a snapshot directory, open
- * as fd: a regular file (no link followed), its attributes into *st.
+/* The files OneFlow's writers write last into a snapshot directory:
  * - snapshot_done, the legacy layout's: flow.checkpoint.save creates it
  *   after every variable's out and meta (oneflow@v0.4.0
  *   oneflow/python/framework/check_point_v2.py:308, "indicates that the
@@ -631,23 +630,27 @@ static ck_model *open_oneflow(const char *path, const ck_collection_opts *o, ck_
  *   (oneflow@v0.5.0 python/oneflow/framework/check_point_v2.py:200), and
  *   the C++ SnapshotWriter::Close of 0.1-0.2 (oneflow@v0.2.0
  *   oneflow/core/persistence/snapshot.cpp:107).  OneFlow's own
- *   SimpleCheckPointManager counts a snapshot only once it is there
- *   (oneflow@v0.2.0 oneflow/python/framework/check_point.py:161-165).
+ *   SimpleCheckPointManager counts a snapshot only once it is there, a
+ *   regular file (oneflow@v0.2.0 oneflow/python/framework/check_point.py:
+ *   161-165).
  * - pickled_data, the pickled layout's: flow.save pickles the object
  *   first, which writes every tensor_<N>/ (tensor_getstate, oneflow@v0.6.0
  *   python/oneflow/framework/check_point_v2.py:159-184), and writes the
  *   pickle's bytes to pickled_data after (same file, L326-331; v0.9.0
  *   L522-527; v1.0.0 L720-728 with save_as_external_data).  No
- *   snapshot_done then.
- * NULL when neither is there: a legacy snapshot still being written, or
- * one whose writer gives no signal (nn.Graph's flow.save writes model.mlir
- * first, v0.6.0 L317-320; converters' out-only trees), which a run does
- * not list: nothing says when it is whole. */
+ *   snapshot_done then. */
+static const char *const last_files[] = {CK_ONEFLOW_DONE, CK_ONEFLOW_PICKLE};
+
+/* Which of last_files the snapshot directory open as fd holds, a regular
+ * file (no link followed), its attributes into *st; -1 when neither: a
+ * legacy snapshot still being written, or one whose writer gives no
+ * signal (nn.Graph's flow.save writes model.mlir first, v0.6.0 L317-320;
+ * converters' out-only trees), which a run does not list: nothing says
+ * when it is whole. */
 static int last_written(int fd, struct stat *st)
 {
-    static const char *const last[] = {CK_ONEFLOW_DONE, CK_ONEFLOW_PICKLE};
     for (int i = 0; i < 2; i++)
-        if (fstatat(fd, last[i], st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st->st_mode))
+        if (fstatat(fd, last_files[i], st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st->st_mode))
             return i;
     return -1;
 }
@@ -672,7 +675,6 @@ static void add_file(struct stat *all, const struct stat *one)
  * followed. */
 static int stat_snapshot(int fd, struct stat *all)
 {
-    static const char *const last[] = {CK_ONEFLOW_DONE, CK_ONEFLOW_PICKLE};
     static const char *const files[] = {"out", "meta"};
     struct stat st;
     int i = last_written(fd, &st);
@@ -680,7 +682,7 @@ static int stat_snapshot(int fd, struct stat *all)
         return -1;
     all->st_size = 0;
     add_file(all, &st);
-    if (fstatat(fd, last[1 - i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+    if (fstatat(fd, last_files[1 - i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
         add_file(all, &st);
     DIR *d = ck_list_dir(fd);
     if (d == NULL)
@@ -749,16 +751,17 @@ static ck_model *open_oneflow_at(int dfd, const char *below, const char *path,
 
 /* A snapshot is one of a run once its last file is there (probe_at), and
  * complete then as a file is, judged by stat_snapshot's attributes: its
- * directory read-only, or its files unchanged for the run's settle time
- * (the file written last may still be being written).  No marker: snapshot_done and pickled_data start with no '.',
- * so the run's watcher heeds them anyway, and a marker only exempts a
- * dot name from its filter (collection.h, mount/run_mount.c take_event).
+ * directory read-only, or its files and directory unchanged for the run's
+ * settle time (the file written last may still be being written).
+ * No marker: snapshot_done and pickled_data start with no '.', so the
+ * run's watcher heeds them anyway, and a marker only exempts a dot name
+ * from its filter (collection.h, mount/run_mount.c take_event).
  * No number: names are free (flow.save(path)), and
- * SimpleCheckPointManager's "<prefix>%Y%m%d_%H%M%S_%f" (oneflow@v0.2.0
- * oneflow/python/framework/check_point.py:151 prefix "snapshot_", L188
- * the name) is a time of 20 digits, past 2^64, whose order it takes by
- * name (L167 sorted, L169-174 the last): a run orders by time, then by
- * the last name, which agrees. */
+ * SimpleCheckPointManager's, its prefix ("snapshot_" by default,
+ * oneflow@v0.2.0 oneflow/python/framework/check_point.py:151) and
+ * strftime("%Y%m%d_%H%M%S_%f") (L188), hold a time of 20 digits, past
+ * 2^64, whose order it takes by name (L167 sorted, L169-174 the last): a
+ * run orders by time, then by the last name, which agrees. */
 static const ck_collection_done oneflow_done = {
     .stat_at = stat_oneflow_at,
 };
