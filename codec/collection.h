@@ -66,7 +66,10 @@ typedef struct ck_names_file {
 typedef struct ck_collection_done {
     /* The file its writer writes last, whose arrival makes the directory
      * one (DCP's .metadata); NULL: none.  A run's watcher passes over
-     * names starting with '.' (its own locks, editors' files) but these. */
+     * names starting with '.' (its own locks, editors' files) but these;
+     * a last file named otherwise (OneFlow's snapshot_done) needs none,
+     * and the rule that a directory is one only once it is there is its
+     * probe_at's and stat_at's, never this name's. */
     const char *marker;
     /* The directory's number from its name (iteration_<N>: N), or NULL.
      * A run whose complete checkpoints are all of this collection is

@@ -19,12 +19,24 @@
  * (none: not shown yet).  It is complete once the rule's tracker beside
  * it names its number or a later one (committed), else, with no tracker
  * written, as a file is (read-only, or settled), judged by those
- * attributes.  So a MindSpore Transformers iteration_<N>/ directory is
- * one, complete once latest_checkpointed_iteration.txt says N or later,
- * and a PyTorch Distributed Checkpoint (torchtitan's step-<N>/) is one
- * once its .metadata, written last, is there.  No kind is named here:
- * a collection with a rule is listed as these are.  Nothing deeper is
- * looked into. */
+ * attributes.  No kind is named here: a collection with a rule is listed
+ * as these are.  Nothing deeper is looked into.
+ *
+ * The collections a run lists so (open_path.c's table, in its order):
+ * a MindSpore Transformers iteration_<N>/ directory, complete once
+ * latest_checkpointed_iteration.txt says N or later; a OneFlow snapshot
+ * directory (oneflow/oneflow_dir.c), once the file its writer writes last
+ * is there (snapshot_done, legacy flow.checkpoint.save and SnapshotWriter;
+ * pickled_data, flow.save from 0.6), then read-only or settled; a PyTorch
+ * Distributed Checkpoint (torchtitan's step-<N>/), once its .metadata,
+ * written last, is there, then likewise.  A distributed checkpoint merged
+ * by -o strategy and a Hugging Face model folder have no rule: found by
+ * path only, never listed; nor is a OneFlow directory with neither file
+ * (a legacy save cut short, an nn.Graph save, out files alone), which
+ * nothing says is whole.  A run's OneFlow and DCP directories, whose
+ * names are free, are ordered by time, then by the last name (the order
+ * OneFlow's SimpleCheckPointManager takes its snapshot_<time> names in;
+ * run_files.c). */
 #define _GNU_SOURCE
 #include "run_dir.h"
 

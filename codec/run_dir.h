@@ -10,9 +10,9 @@
  * ck_run_dir_open); ckptfs-dump RUN_DIR prints it through the same code
  * (ck_run_dir_scan, ck_run_entry_check; its format column the
  * collection's name for a directory).  Collections without a completion
- * rule (a distributed checkpoint, asked for by -o strategy; a OneFlow
- * snapshot directory; a Hugging Face model folder) are found by path
- * only and never listed in a run.
+ * rule (a distributed checkpoint, asked for by -o strategy; a Hugging
+ * Face model folder) are found by path only and never listed in a run;
+ * the iteration, OneFlow snapshot and DCP directories are.
  */
 #ifndef CK_RUN_DIR_H
 #define CK_RUN_DIR_H

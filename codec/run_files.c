@@ -25,8 +25,8 @@
  * prefix, the newest is the highest (epoch, step); with one prefix and its
  * renamings, the highest (renaming, epoch, step); when they are all
  * directories of one collection whose rule numbers them by name
- * (iteration_<N>), the highest N; otherwise (DCP directories included:
- * their names are free), and between equals, the latest
+ * (iteration_<N>), the highest N; otherwise (DCP and OneFlow directories
+ * included: their names are free), and between equals, the latest
  * modification time, then the last name.  One known not to open (its
  * error set: text named .ckpt, a file cut short) is never the newest;
  * ck_run_list_pick_opening asks, of the one picked, whether it opens,

@@ -33,7 +33,8 @@ typedef struct ck_run_entry {
                                  * for a rank's directory, see run_dir.c) */
     const ck_format *format;    /* by the file's name (NULL for a directory) */
     const ck_collection *collection; /* the collection a directory of the run is
-                                      * (iteration_<N>/, a DCP directory); NULL
+                                      * (iteration_<N>/, a OneFlow snapshot, a DCP
+                                      * directory); NULL
                                       * for a file, or a rank's directory's file */
     bool numbered;              /* named <prefix>-<epoch>_<step>, as ModelCheckpoint does */
     unsigned reuse;             /* numbered: N of a prefix ModelCheckpoint renamed to

@@ -161,6 +161,30 @@ int ck_dir_set_root(ck_model_dir *d, ck_model_dir *root, const char *below, ck_e
     return 0;
 }
 
+ck_model_dir *ck_dir_beneath(int root_fd, const char *below, const char *path, ck_error *err)
+{
+    /* The root first, then the directory beneath it: who may read its
+     * files is checked from the root (ck_dir_may_read). */
+    if (strchr(below, '/') != NULL) { /* openat would follow a link on the way */
+        ck_fail(err, EINVAL, "%s: not a single directory name beneath the run", path);
+        return NULL;
+    }
+    ck_model_dir *root = ck_dir_in(root_fd, path, ".", err);
+    int dfd = root == NULL ? -1
+                           : openat(root_fd, below, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (root != NULL && dfd < 0)
+        ck_fail_errno(err, errno, "%s: cannot open the directory", path);
+    ck_model_dir *d = dfd < 0 ? NULL : ck_dir_in(dfd, path, ".", err);
+    if (dfd >= 0)
+        close(dfd);
+    if (d != NULL && ck_dir_set_root(d, root, below, err) < 0) {
+        ck_dir_unref(d);
+        d = NULL;
+    }
+    ck_dir_unref(root);
+    return d;
+}
+
 static bool in_groups(const ck_cred *who, gid_t g)
 {
     if (who->gid == g)

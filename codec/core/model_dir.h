@@ -87,6 +87,13 @@ ck_model_dir *ck_dir_itself(const char *path, struct stat *st, ck_error *err);
 /* d lies at below beneath root, the mount's root (a reference is taken):
  * who may read its files is checked from there. */
 int ck_dir_set_root(ck_model_dir *d, ck_model_dir *root, const char *below, ck_error *err);
+/* The directory below (one name, not a link) beneath the directory open as
+ * root_fd, as a collection's model directory of its own (base "."), named
+ * path in messages, its root root_fd's directory (ck_dir_set_root): how a
+ * run's directory checkpoint (a DCP or OneFlow snapshot directory) is
+ * reached with no link followed and its files' readers checked from the
+ * run.  NULL with err. */
+ck_model_dir *ck_dir_beneath(int root_fd, const char *below, const char *path, ck_error *err);
 /* Whether who may read rel (a file beneath d) on disk: search permission
  * on every directory from the mount's root to it, read permission on the
  * file itself, by its owner, group and mode bits (no ACL).  0, or -1 with

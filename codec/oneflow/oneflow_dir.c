@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../collections/model_set.h"
 #include "../core/dir_name.h"
 #include "oneflow_meta.h"
 #include "oneflow_pickle.h"
@@ -544,6 +545,29 @@ static void opener_free(opener *o)
     free(o->e);
 }
 
+/* The snapshot directory d as a model named shown (both the caller's). */
+static ck_model *open_in(ck_model_dir *d, const char *shown, ck_error *err)
+{
+    ck_model *m = ck_model_assembled(d, shown, &ck_format_oneflow, err);
+    opener o = {.path = shown, .dir = d, .m = m};
+    mode_t mode;
+    if (m != NULL) {
+        bool pickled = mode_of(&o, CK_ONEFLOW_PICKLE, &mode) == 0;
+        bool done = mode_of(&o, CK_ONEFLOW_DONE, &mode) == 0;
+        if (build(&o, pickled, done, err) < 0) {
+            ck_model_close(m);
+            m = NULL;
+        }
+    }
+    opener_free(&o);
+    return m;
+}
+
+static int stat_snapshot(int fd, struct stat *all);
+
+/* Its attributes are stat_snapshot's, as a run lists it, so that a run's
+ * snapshot is what a mount of the directory shows; the directory's own
+ * alone for a layout no run lists (an nn.Graph save, out files alone). */
 ck_model *ck_oneflow_open(const char *path, ck_error *err)
 {
     char *shown = ck_path_trimmed(path);
@@ -553,20 +577,10 @@ ck_model *ck_oneflow_open(const char *path, ck_error *err)
     }
     struct stat st;
     ck_model_dir *d = ck_dir_itself(shown, &st, err);
-    ck_model *m = d == NULL ? NULL : ck_model_assembled(d, shown, &ck_format_oneflow, err);
-    opener o = {.path = shown, .dir = d, .m = m};
-    mode_t mode;
-    if (m != NULL) {
+    ck_model *m = d == NULL ? NULL : open_in(d, shown, err);
+    if (m != NULL && stat_snapshot(d->fd, &m->st) < 0)
         m->st = st;
-        bool pickled = mode_of(&o, CK_ONEFLOW_PICKLE, &mode) == 0;
-        bool done = mode_of(&o, CK_ONEFLOW_DONE, &mode) == 0;
-        if (build(&o, pickled, done, err) < 0) {
-            ck_model_close(m);
-            m = NULL;
-        }
-    }
-    opener_free(&o);
-    ck_dir_unref(d);
+    ck_dir_unref(d); /* the model holds it */
     free(shown);
     return m;
 }
@@ -606,6 +620,152 @@ static ck_model *open_oneflow(const char *path, const ck_collection_opts *o, ck_
     return ck_oneflow_open(path, err);
 }
 
+/* ---- in a training run's directory ------------------------------------ */
+
+/* The files OneFlow's writers write last into a snapshot directory:
+ * - snapshot_done, the legacy layout's: flow.checkpoint.save creates it
+ *   after every variable's out and meta (oneflow@v0.4.0
+ *   oneflow/python/framework/check_point_v2.py:308, "indicates that the
+ *   save process finished normally"), flow.save of 0.5 too
+ *   (oneflow@v0.5.0 python/oneflow/framework/check_point_v2.py:200), and
+ *   the C++ SnapshotWriter::Close of 0.1-0.2 (oneflow@v0.2.0
+ *   oneflow/core/persistence/snapshot.cpp:107).  OneFlow's own
+ *   SimpleCheckPointManager counts a snapshot only once it is there, a
+ *   regular file (oneflow@v0.2.0 oneflow/python/framework/check_point.py:
+ *   161-165).
+ * - pickled_data, the pickled layout's: flow.save pickles the object
+ *   first, which writes every tensor_<N>/ (tensor_getstate, oneflow@v0.6.0
+ *   python/oneflow/framework/check_point_v2.py:159-184), and writes the
+ *   pickle's bytes to pickled_data after (same file, L326-331; v0.9.0
+ *   L522-527; v1.0.0 L720-728 with save_as_external_data).  No
+ *   snapshot_done then. */
+static const char *const last_files[] = {CK_ONEFLOW_DONE, CK_ONEFLOW_PICKLE};
+
+/* Which of last_files the snapshot directory open as fd holds, a regular
+ * file (no link followed), its attributes into *st; -1 when neither: a
+ * legacy snapshot still being written, or one whose writer gives no
+ * signal (nn.Graph's flow.save writes model.mlir first, v0.6.0 L317-320;
+ * converters' out-only trees), which a run does not list: nothing says
+ * when it is whole. */
+static int last_written(int fd, struct stat *st)
+{
+    for (int i = 0; i < 2; i++)
+        if (fstatat(fd, last_files[i], st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st->st_mode))
+            return i;
+    return -1;
+}
+
+/* Add one's size to all's, and take its mtime when newer: not its mode,
+ * nor its owner. */
+static void add_file(struct stat *all, const struct stat *one)
+{
+    mode_t mode = all->st_mode;
+    ck_mset_stat_join(all, one);
+    all->st_mode = mode;
+}
+
+/* The attributes of the snapshot directory open as fd, as a mount of it
+ * shows them and a run lists it: the directory's own mode, owner and
+ * inode (who may read a tensor is then its `out`'s business, as on disk),
+ * with the size of the files the open reads (the last-written one, the
+ * other, every subdirectory's out and meta) and the newest mtime of
+ * those and the directory's.  So a snapshot is read-only when nobody may
+ * write the directory, where no file can be added any more.  -1 when it is
+ * no snapshot of a run (last_written) or cannot be listed.  No link is
+ * followed. */
+static int stat_snapshot(int fd, struct stat *all)
+{
+    static const char *const files[] = {"out", "meta"};
+    struct stat st;
+    int i = last_written(fd, &st);
+    if (i < 0 || fstat(fd, all) < 0)
+        return -1;
+    all->st_size = 0;
+    add_file(all, &st);
+    if (fstatat(fd, last_files[1 - i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+        add_file(all, &st);
+    DIR *d = ck_list_dir(fd);
+    if (d == NULL)
+        return -1;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if ((de->d_type != DT_DIR && de->d_type != DT_UNKNOWN) ||
+            strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        int tfd = openat(dirfd(d), de->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (tfd < 0)
+            continue; /* a file, a link, or gone: no tensor's */
+        for (size_t k = 0; k < 2; k++)
+            if (fstatat(tfd, files[k], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+                add_file(all, &st);
+        close(tfd);
+    }
+    closedir(d);
+    return 0;
+}
+
+/* Whether name beneath dfd is a snapshot directory (not a link, not a dot
+ * name: ckptfs's own, editors') whose writer is done with its tensors:
+ * it holds the file written last (last_written). */
+static bool probe_oneflow_at(int dfd, const char *name)
+{
+    if (name[0] == '.')
+        return false;
+    int fd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return false; /* not a directory (no link is followed), or gone */
+    struct stat st;
+    bool yes = last_written(fd, &st) >= 0;
+    close(fd);
+    return yes;
+}
+
+static int stat_oneflow_at(int dfd, const char *name, struct stat *all)
+{
+    int fd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1; /* gone or replaced since the probe */
+    int rc = stat_snapshot(fd, all);
+    close(fd);
+    return rc;
+}
+
+/* Opened as by path, its attributes those stat_oneflow_at listed it with
+ * (a run takes a model whose attributes differ as replaced since), and
+ * refused when it has no file to judge it by any more. */
+static ck_model *open_oneflow_at(int dfd, const char *below, const char *path,
+                                 const ck_collection_opts *o, ck_error *err)
+{
+    (void)o; /* a snapshot is never encrypted, and nothing is watched */
+    ck_model_dir *d = ck_dir_beneath(dfd, below, path, err);
+    ck_model *m = d == NULL ? NULL : open_in(d, path, err);
+    if (m != NULL && stat_snapshot(d->fd, &m->st) < 0) {
+        ck_fail(err, ENOENT, "%s: no %s or %s any more: no longer a whole snapshot", path,
+                CK_ONEFLOW_DONE, CK_ONEFLOW_PICKLE);
+        ck_model_close(m);
+        m = NULL;
+    }
+    ck_dir_unref(d); /* the model holds it */
+    return m;
+}
+
+/* A snapshot is one of a run once its last file is there (probe_at), and
+ * complete then as a file is, judged by stat_snapshot's attributes: its
+ * directory read-only, or its files and directory unchanged for the run's
+ * settle time (the file written last may still be being written).
+ * No marker: snapshot_done and pickled_data start with no '.', so the
+ * run's watcher heeds them anyway, and a marker only exempts a dot name
+ * from its filter (collection.h, mount/run_mount.c take_event).
+ * No number: names are free (flow.save(path)), and
+ * SimpleCheckPointManager's, its prefix ("snapshot_" by default,
+ * oneflow@v0.2.0 oneflow/python/framework/check_point.py:151) and
+ * strftime("%Y%m%d_%H%M%S_%f") (L188), hold a time of 20 digits, past
+ * 2^64, whose order it takes by name (L167 sorted, L169-174 the last): a
+ * run orders by time, then by the last name, which agrees. */
+static const ck_collection_done oneflow_done = {
+    .stat_at = stat_oneflow_at,
+};
+
 /* pickled_data: the names of a snapshot's tensor_<N> directories. */
 static const ck_names_file pickled_data = {
     .name = CK_ONEFLOW_PICKLE, .max_bytes = CK_PICKLE_MAX_BYTES,
@@ -614,5 +774,6 @@ static const ck_names_file pickled_data = {
 
 const ck_collection ck_collection_oneflow = {
     .name = "oneflow", .title = "a OneFlow snapshot directory", .probe = ck_oneflow_dir_path,
-    .open = open_oneflow, .names_file = &pickled_data,
+    .open = open_oneflow, .probe_at = probe_oneflow_at, .open_at = open_oneflow_at,
+    .done = &oneflow_done, .names_file = &pickled_data,
 };

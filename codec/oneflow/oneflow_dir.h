@@ -44,6 +44,15 @@
  * i-th), not by the offset alone, which an empty `out` shares with the
  * next file.
  *
+ * In a training run's directory (codec/run_dir.h) a subdirectory is a
+ * snapshot once it holds the file OneFlow's writers write last,
+ * snapshot_done (legacy) or pickled_data (pickled), a regular file, no
+ * link followed; it is complete then when nobody may write the directory
+ * or its files have settled, and orders by time (oneflow_dir.c cites the
+ * writers).  Its attributes, in the run and in a mount of it alone, are
+ * the directory's mode, owner and inode, its files' sizes together and
+ * the newest mtime of those and the directory's.
+ *
  * Checked against tests/oracle/oneflow_oracle.py (Python's own pickler and
  * a restricted unpickler, protobuf's text_format, numpy) in
  * tests/bats/oneflow_dir.bats: the real fixtures, pickles of protocols 2 to

@@ -932,25 +932,9 @@ static ck_model *open_dcp(const char *path, const ck_collection_opts *co, ck_err
 ck_model *ck_dcp_open_at(int root_fd, const char *below, const char *path, bool watch,
                          ck_error *err)
 {
-    /* The root first, then the directory beneath it: who may read its
-     * files is checked from the root (ck_dir_may_read). */
-    if (strchr(below, '/') != NULL) { /* openat would follow a link on the way */
-        ck_fail(err, EINVAL, "%s: not a single directory name beneath the run", path);
-        return NULL;
-    }
-    ck_model_dir *root = ck_dir_in(root_fd, path, ".", err);
-    int dfd = root == NULL ? -1
-                           : openat(root_fd, below, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (root != NULL && dfd < 0)
-        ck_fail_errno(err, errno, "%s: cannot open the directory", path);
-    ck_model_dir *d = dfd < 0 ? NULL : ck_dir_in(dfd, path, ".", err);
-    if (dfd >= 0)
-        close(dfd);
-    ck_model *m = NULL;
-    if (d != NULL && ck_dir_set_root(d, root, below, err) == 0)
-        m = open_in(d, path, watch, err);
+    ck_model_dir *d = ck_dir_beneath(root_fd, below, path, err);
+    ck_model *m = d == NULL ? NULL : open_in(d, path, watch, err);
     ck_dir_unref(d); /* the model holds it */
-    ck_dir_unref(root);
     return m;
 }
 

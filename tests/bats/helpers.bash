@@ -176,6 +176,23 @@ rewrite_outs() {
 # for the daemon to follow the directory (a bound so that a broken build
 # cannot hang, not a time limit).
 listed() { ls -A "$M" | grep -qxF -- "$1"; }
+# root_names: its root listing, sorted bytewise, one a line.
+root_names() { ls -A "$M" | LC_ALL=C sort; }
+# mounted_tree DIR: every entry's path, type, mode, size and mtime; then
+# every xattr (but the daemon's pid, which differs between two daemons):
+# how a run's checkpoint is compared with a mount of it alone.
+mounted_tree() {
+    (cd "$1" && find . -printf '%P %y %m %s %T@\n' | LC_ALL=C sort &&
+        getfattr -R -d -m - . 2>/dev/null | grep -v '^user\.ckptfs\.pid=')
+}
+# run_dir_setup: T the test's directory, D an empty run directory in it,
+# M where it is to be mounted (run_dcp, run_oneflow).
+run_dir_setup() {
+    T=$BATS_TEST_TMPDIR
+    M=$T/m
+    D=$T/run
+    mkdir "$D"
+}
 until_listed() {
     local i
     for i in $(seq 1 400); do listed "$1" && return 0; sleep 0.05; done

@@ -410,13 +410,6 @@ names_one_of() {
     ! mountpoint -q "$M" || false
 }
 
-# tree_of DIR: every entry's path, type, mode, size and mtime; then every xattr (but the
-# daemon's pid, which differs between two daemons)
-tree_of() {
-    (cd "$1" && find . -printf '%P %y %m %s %T@\n' | LC_ALL=C sort &&
-        getfattr -R -d -m - . 2>/dev/null | grep -v '^user\.ckptfs\.pid=')
-}
-
 @test "a run's iteration snapshot is what a mount of it shows: modes, sizes, times, xattrs" {
     D=$T/run
     run_of "$D" 10:tp2 20:dedup
@@ -424,8 +417,8 @@ tree_of() {
     mount_fg "$D" "$M"
     for n in iteration_00000010 iteration_00000020; do
         mount_fg "$D/$n" "$T/one.$n"
-        tree_of "$M/$n" >"$T/run.tree"
-        tree_of "$T/one.$n" >"$T/one.tree"
+        mounted_tree "$M/$n" >"$T/run.tree"
+        mounted_tree "$T/one.$n" >"$T/one.tree"
         diff "$T/one.tree" "$T/run.tree"
         [ "$(wc -l <"$T/one.tree")" -gt 10 ]
     done

@@ -15,12 +15,7 @@ load helpers
 
 DCP_ORACLE="$PY $REPO/tests/oracle/dcp_oracle.py"
 
-setup() {
-    T=$BATS_TEST_TMPDIR
-    M=$T/m
-    D=$T/run
-    mkdir "$D"
-}
+setup() { run_dir_setup; }
 
 teardown() {
     if mountpoint -q "$M"; then
@@ -28,8 +23,6 @@ teardown() {
     fi
     ckptfs_teardown
 }
-
-root_names() { ls -A "$M" | LC_ALL=C sort; }
 
 # step NAME CASE STAMP: a DCP directory $D/NAME of the oracle's CASE, read-only
 # (complete), every file's mtime STAMP (touch -d)
@@ -159,13 +152,6 @@ refused_ro() {
     $DCP_ORACLE check "$M/step-10" "$D/step-10"
 }
 
-# tree_of DIR: every entry's path, type, mode, size and mtime; then every xattr (but the
-# daemon's pid, which differs between two daemons)
-tree_of() {
-    (cd "$1" && find . -printf '%P %y %m %s %T@\n' | LC_ALL=C sort &&
-        getfattr -R -d -m - . 2>/dev/null | grep -v '^user\.ckptfs\.pid=')
-}
-
 @test "a run's DCP snapshot is what a mount of that directory shows: modes, sizes, times, xattrs; the root lists it with the same mode and time" {
     step step-10 mixed '2026-01-02 00:00:00'
     chmod 0440 "$D/step-10/__1_0.distcp"
@@ -173,8 +159,8 @@ tree_of() {
     mount_fg "$D" "$M"
     listed_attrs=$(stat -c '%A %Y' "$M/step-10")
     mount_fg "$D/step-10" "$T/one"
-    tree_of "$M/step-10" >"$T/run.tree"
-    tree_of "$T/one" >"$T/one.tree"
+    mounted_tree "$M/step-10" >"$T/run.tree"
+    mounted_tree "$T/one" >"$T/one.tree"
     diff "$T/one.tree" "$T/run.tree"
     [ "$(wc -l <"$T/one.tree")" -gt 10 ]
     [ "$listed_attrs" = "$(stat -c '%A %Y' "$T/one")" ]

@@ -75,13 +75,6 @@ root_names() { ls -A "$M" | LC_ALL=C sort; }
     [ ! -e "$M/checkpoint_lenet-graph.meta" ]
 }
 
-# tree_of DIR: every entry's path, type, mode, size and mtime; then every
-# xattr (but the daemon's pid, which differs between two daemons)
-tree_of() {
-    (cd "$1" && find . -printf '%P %y %m %s %T@\n' | LC_ALL=C sort &&
-        getfattr -R -d -m - . 2>/dev/null | grep -v '^user\.ckptfs\.pid=')
-}
-
 @test "each checkpoint directory is the tree a read-only mount of that one file shows: entries, types, modes, sizes, times, xattrs" {
     mkdir "$D"
     cp "$(fixture 1)" "$D/a-1_1.ckpt"
@@ -92,8 +85,8 @@ tree_of() {
     mount_fg "$D" "$M"
     for f in a-1_1.ckpt w.safetensors m-1_1.ckpt; do
         mount_fg "$D/$f" "$T/one.$f" -o ro
-        tree_of "$M/${f%.*}" >"$T/run.tree"
-        tree_of "$T/one.$f" >"$T/one.tree"
+        mounted_tree "$M/${f%.*}" >"$T/run.tree"
+        mounted_tree "$T/one.$f" >"$T/one.tree"
         diff "$T/one.tree" "$T/run.tree"
         [ "$(wc -l <"$T/one.tree")" -gt 10 ]
     done

@@ -3,10 +3,11 @@
  * Unit tests of how a training run's directory lists collections
  * (codec/run_dir.h, codec/collection.h), without a mount: every
  * collection with a completion rule has the hooks a run needs; the
- * watcher's markers come from those rules; a scan finds iteration and DCP
- * directories by their collections' probes, judges them by their rules
- * (a tracker alone once written, else read-only or settled), shows their
- * files' attributes together, and orders numbered ones by number.  The
+ * watcher's markers come from those rules; a scan finds iteration, DCP
+ * and OneFlow snapshot directories by their collections' probes, judges
+ * them by their rules (a tracker alone once written, else read-only or
+ * settled), shows their files' attributes together, and orders numbered
+ * ones by number, the others by time, then by the last name.  The
  * directories hold names and bytes enough for the probes and stat_at,
  * not models: nothing is opened.
  */
@@ -55,6 +56,19 @@ static void dir(const char *rel)
     }
 }
 
+/* Set run/rel's mtime age seconds ago (a directory, once its files are
+ * made). */
+static void aged(const char *rel, time_t age)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", run, rel);
+    struct timespec t[2] = {{.tv_sec = time(NULL) - age}, {.tv_sec = time(NULL) - age}};
+    if (utimensat(AT_FDCWD, p, t, AT_SYMLINK_NOFOLLOW) != 0) {
+        check(0, "run_dir: aged %s", rel);
+        made = 0;
+    }
+}
+
 static const ck_run_entry *entry(const ck_run_list *l, const char *name)
 {
     for (size_t i = 0; i < l->n; i++)
@@ -97,9 +111,12 @@ static void test_rules(void)
         check(c->done->tracker == NULL || c->done->number != NULL,
               "run_dir: collection %s has a tracker only with a number to compare", c->name);
     }
-    check(with_rule >= 2, "run_dir: iteration and DCP have completion rules (%zu)", with_rule);
+    check(with_rule >= 3, "run_dir: iteration, DCP and OneFlow have completion rules (%zu)",
+          with_rule);
     check(ck_run_marker(".metadata"), "run_dir: DCP's .metadata is a marker");
-    check(!ck_run_marker(".ckptfs.lock") && !ck_run_marker("metadata.json"),
+    /* snapshot_done starts with no '.': the watcher heeds it without. */
+    check(!ck_run_marker(".ckptfs.lock") && !ck_run_marker("metadata.json") &&
+              !ck_run_marker("snapshot_done"),
           "run_dir: other names are no marker");
 }
 
@@ -175,6 +192,81 @@ static void test_tracker(void)
     ck_run_list_free(&l);
 }
 
+/* OneFlow snapshots: one once the file its writer writes last is there
+ * (snapshot_done, pickled_data), no link followed, no dot name; its size
+ * every out's and meta's and that file's, its mode the directory's; no
+ * number, so by time, then by the last name (SimpleCheckPointManager's
+ * timestamped names sort so). */
+static void test_oneflow(void)
+{
+    static const char meta[] = "shape {\n  dim: 1\n}\ndata_type: kFloat\n";
+    static const char a[] = "snapshot_20260101_000000_000000",
+                      b[] = "snapshot_20260102_000000_000000";
+    char p[1024], q[1024];
+    snprintf(run, sizeof run, "%s/run_oneflow", tmpdir);
+    check(mkdir(run, 0755) == 0, "run_dir: made the OneFlow run directory");
+    const char *legacy[] = {a, b, "writing", ".hidden"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/w", legacy[i]);
+        dir(legacy[i]);
+        dir(p);
+        snprintf(p, sizeof p, "%s/w/out", legacy[i]);
+        put(p, "abcd", 4, 300);
+        snprintf(p, sizeof p, "%s/w/meta", legacy[i]);
+        put(p, meta, sizeof meta - 1, 300);
+        snprintf(p, sizeof p, "%s/snapshot_done", legacy[i]);
+        if (strcmp(legacy[i], "writing") != 0) /* written last: not yet */
+            put(p, "", 0, 300);
+        aged(legacy[i], 300);
+    }
+    dir("pickled");
+    dir("pickled/tensor_0");
+    put("pickled/tensor_0/out", "abcdefgh", 8, 200);
+    put("pickled/tensor_0/meta", meta, sizeof meta - 1, 200);
+    put("pickled/pickled_data", "\x80\x02", 2, 200);
+    aged("pickled", 200);
+    snprintf(p, sizeof p, "%s/linked", run);
+    check(symlink(a, p) == 0, "run_dir: made linked -> %s", a);
+    check(made, "run_dir: the OneFlow run directory made");
+
+    ck_run_list l;
+    if (scan(1000, &l) == 0) {
+        const ck_run_entry *ea = entry(&l, a), *ep = entry(&l, "pickled");
+        check(l.n == 3, "run_dir: 3 OneFlow snapshots listed (%zu)", l.n);
+        check(strcmp(kind(ea), "oneflow") == 0 && strcmp(kind(entry(&l, b)), "oneflow") == 0 &&
+                  strcmp(kind(ep), "oneflow") == 0,
+              "run_dir: legacy and pickled snapshots are oneflow (%s, %s)", kind(ea), kind(ep));
+        check(entry(&l, "writing") == NULL && entry(&l, ".hidden") == NULL &&
+                  entry(&l, "linked") == NULL,
+              "run_dir: no snapshot_done yet, a dot name, a link: not listed");
+        check(ea != NULL && ea->size == 4 + sizeof meta - 1,
+              "run_dir: a legacy snapshot's size is its outs', metas' and snapshot_done's (%llu)",
+              ea ? (unsigned long long)ea->size : 0ull);
+        check(ep != NULL && ep->size == 8 + sizeof meta - 1 + 2 && ep->step == 0,
+              "run_dir: a pickled one's adds pickled_data (%llu), and it has no number",
+              ep ? (unsigned long long)ep->size : 0ull);
+        struct stat ds;
+        snprintf(p, sizeof p, "%s/%s", run, a);
+        check(ea != NULL && stat(p, &ds) == 0 && ea->mode == ds.st_mode,
+              "run_dir: a snapshot's mode is its directory's (%o)", ea ? ea->mode : 0u);
+        check(ea && !ea->complete && ep && !ep->complete && l.latest < 0,
+              "run_dir: writable and changed within settle: not complete, no latest (%s)",
+              latest(&l));
+    }
+    ck_run_list_free(&l);
+    if (scan(0, &l) == 0)
+        check(strcmp(latest(&l), "pickled") == 0, "run_dir: settled: the newest by time (%s)",
+              latest(&l));
+    ck_run_list_free(&l);
+    snprintf(p, sizeof p, "%s/pickled", run);
+    snprintf(q, sizeof q, "%s/.pickled", run);
+    check(rename(p, q) == 0, "run_dir: the pickled one hidden");
+    if (scan(0, &l) == 0)
+        check(strcmp(latest(&l), b) == 0, "run_dir: equal times: the last name (%s)",
+              latest(&l));
+    ck_run_list_free(&l);
+}
+
 void test_run_dir(void)
 {
     snprintf(run, sizeof run, "%s/run", tmpdir);
@@ -182,4 +274,5 @@ void test_run_dir(void)
     test_rules();
     test_probes();
     test_tracker();
+    test_oneflow();
 }
