@@ -185,6 +185,19 @@ mounted_tree() {
     (cd "$1" && find . -printf '%P %y %m %s %T@\n' | LC_ALL=C sort &&
         getfattr -R -d -m - . 2>/dev/null | grep -v '^user\.ckptfs\.pid=')
 }
+# same_as_mount ENTRY DIR MNT LINES: DIR mounted alone at MNT shows the
+# tree the run mount's ENTRY shows (mounted_tree), of more than LINES
+# lines, and the run lists ENTRY with the mode and time of MNT's root.
+same_as_mount() {
+    local listed
+    listed=$(stat -c '%A %Y' "$1")
+    mount_fg "$2" "$3"
+    mounted_tree "$1" >"$BATS_TEST_TMPDIR/run.tree"
+    mounted_tree "$3" >"$BATS_TEST_TMPDIR/one.tree"
+    diff "$BATS_TEST_TMPDIR/one.tree" "$BATS_TEST_TMPDIR/run.tree"
+    [ "$(wc -l <"$BATS_TEST_TMPDIR/one.tree")" -gt "$4" ]
+    [ "$listed" = "$(stat -c '%A %Y' "$3")" ]
+}
 # run_dir_setup: T the test's directory, D an empty run directory in it,
 # M where it is to be mounted (run_dcp, run_oneflow).
 run_dir_setup() {
