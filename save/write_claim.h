@@ -15,7 +15,7 @@
  * The tools' save is the save sequence (save_seq.h: a commit group begun
  * in the claim's directory, the encoder with its read-back check, the
  * commit) run in one go.  A mount runs the same phases split across its
- * threads (mount/tree.c, tree_save_*), since it answers requests while it
+ * threads (mount/tree_save.c), since it answers requests while it
  * encodes.  Whoever writes a model's files, a format's directory writer
  * included (codec/io/target.h, write_dir), does so holding a claim: the
  * formats themselves take no lock.  A run directory's checkpoints are
