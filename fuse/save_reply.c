@@ -34,7 +34,8 @@ void ckfs_ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
         return;
     }
     *w = (ckfs_waiter){.req = req, .ino = ino, .reply = (int)reply,
-                       .make_file = reply != REPLY_SEAL, .entry = -1, .done = answered};
+                       .make_file = reply != REPLY_SEAL, .entry = -1, .done = answered,
+                       .pid = fuse_req_ctx(req)->pid};
     if (reply == REPLY_SYNC) {
         entry *e = NULL;
         w->hold = true;
@@ -184,7 +185,7 @@ void ckfs_create_snapshot_done(fuse_req_t req, ckfs *fs, struct fuse_file_info *
     live_add(h);
     fi->fh = (uintptr_t)h;
     *w = (ckfs_waiter){.ino = INO_SNAPSHOT_DONE, .done = save_handle_saved, .arg = h,
-                       .make_file = true};
+                       .make_file = true, .pid = fuse_req_ctx(req)->pid};
     ckfs_saver_ask(fs, w); /* ends, at the earliest, once we let go of the mount's lock */
     if (fuse_reply_create(req, &e, fi) != 0) /* interrupted: no close will come */
         ckfs_save_handle_release(h);

@@ -54,6 +54,7 @@ struct ckfs_waiter {
     int reply;                  /* how to answer it: see fuse/save_reply.h */
     bool make_file;             /* asked by name (snapshot_done, fsync): a model not
                                  * on disk yet is written even with no edit */
+    pid_t pid;                  /* the asking process (0: none): tree_save_ask.copier */
     ckfs_open_out fi;           /* an open's answer */
     /* fsync: other tensors that block the save do not fail it, unless
      * the tensor asked through (entry, its position; -1: none) is one. */

@@ -671,8 +671,9 @@ static bool makes_snapshot_done(const ckfs *fs, ckfs_ino parent, const char *nam
 }
 
 /* What create and mknod make otherwise: a tensor directory's meta or out,
- * or another file.  Returns an errno; *ino is the new node. */
-static int make_file(ckfs *fs, ckfs_ino parent, const char *name, ckfs_ino *ino)
+ * or another file, made by process `by`.  Returns an errno; *ino is the
+ * new node. */
+static int make_file(ckfs *fs, ckfs_ino parent, const char *name, pid_t by, ckfs_ino *ino)
 {
     if (!takes_edits(fs))
         return EROFS;
@@ -690,6 +691,7 @@ static int make_file(ckfs *fs, ckfs_ino parent, const char *name, ckfs_ino *ino)
             ckfs_refused(fs, ckfs_path_of(fs, parent, name, path, sizeof path), &err);
             return err.errnum;
         }
+        fs->tr.extras[id].maker = by;
         *ino = INO_EXTRA_BASE + (uint64_t)id;
         return 0;
     }
@@ -702,8 +704,8 @@ static int make_file(ckfs *fs, ckfs_ino parent, const char *name, ckfs_ino *ino)
     return 0;
 }
 
-int ckfs_op_create(ckfs *fs, ckfs_ino parent, const char *name, int flags, ckfs_entry_out *e,
-                   ckfs_open_out *out, ckfs_defer *d)
+int ckfs_op_create(ckfs *fs, ckfs_ino parent, const char *name, int flags, pid_t by,
+                   ckfs_entry_out *e, ckfs_open_out *out, ckfs_defer *d)
 {
     ckfs_ino ino = 0;
     *out = (ckfs_open_out){0};
@@ -711,7 +713,7 @@ int ckfs_op_create(ckfs *fs, ckfs_ino parent, const char *name, int flags, ckfs_
         *d = (ckfs_defer){.kind = DEFER_CREATE_DONE, .fs = fs, .ino = INO_SNAPSHOT_DONE};
         return CKFS_DEFER;
     }
-    int rc = make_file(fs, parent, name, &ino);
+    int rc = make_file(fs, parent, name, by, &ino);
     if (rc == 0 && ckfs_fill_entry(fs, ino, e) < 0)
         rc = EIO;
     if (rc != 0)
@@ -721,8 +723,8 @@ int ckfs_op_create(ckfs *fs, ckfs_ino parent, const char *name, int flags, ckfs_
     return 0;
 }
 
-int ckfs_op_mknod(ckfs *fs, ckfs_ino parent, const char *name, mode_t mode, ckfs_entry_out *e,
-                  ckfs_defer *d)
+int ckfs_op_mknod(ckfs *fs, ckfs_ino parent, const char *name, mode_t mode, pid_t by,
+                  ckfs_entry_out *e, ckfs_defer *d)
 {
     ckfs_ino ino = 0;
     if (S_ISREG(mode) && makes_snapshot_done(fs, parent, name)) {
@@ -730,7 +732,7 @@ int ckfs_op_mknod(ckfs *fs, ckfs_ino parent, const char *name, mode_t mode, ckfs
                           .reply = REPLY_ENTRY};
         return CKFS_DEFER;
     }
-    int rc = S_ISREG(mode) ? make_file(fs, parent, name, &ino) : EPERM;
+    int rc = S_ISREG(mode) ? make_file(fs, parent, name, by, &ino) : EPERM;
     if (rc != 0)
         return -rc;
     return entry_of(fs, ino, e);
@@ -1176,15 +1178,14 @@ static int m_create(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const 
                     mode_t mode, int flags, ckfs_entry_out *e, ckfs_open_out *out, ckfs_defer *d,
                     ckfs_hold *h)
 {
-    (void)c, (void)mode;
-    return ckfs_op_create(exclusive(f, h), parent, name, flags, e, out, d);
+    (void)mode;
+    return ckfs_op_create(exclusive(f, h), parent, name, flags, c->pid, e, out, d);
 }
 
 static int m_mknod(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,
                    mode_t mode, ckfs_entry_out *e, ckfs_defer *d, ckfs_hold *h)
 {
-    (void)c;
-    return ckfs_op_mknod(exclusive(f, h), parent, name, mode, e, d);
+    return ckfs_op_mknod(exclusive(f, h), parent, name, mode, c->pid, e, d);
 }
 
 static int m_mkdir(ckfs_front *f, const ckfs_caller *c, ckfs_ino parent, const char *name,

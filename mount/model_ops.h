@@ -26,10 +26,11 @@ int ckfs_op_write(ckfs *fs, ckfs_ino ino, const char *buf, size_t size, off_t of
 int ckfs_op_flush(ckfs *fs, ckfs_ino ino, uint64_t fh, ckfs_defer *d);
 int ckfs_op_release(ckfs *fs, ckfs_ino ino, uint64_t fh, bool *save_handle);
 int ckfs_op_fsync(ckfs *fs, ckfs_ino ino, ckfs_defer *d);
-int ckfs_op_create(ckfs *fs, ckfs_ino parent, const char *name, int flags, ckfs_entry_out *e,
-                   ckfs_open_out *out, ckfs_defer *d);
-int ckfs_op_mknod(ckfs *fs, ckfs_ino parent, const char *name, mode_t mode, ckfs_entry_out *e,
-                  ckfs_defer *d);
+/* by: the process that creates (tree extra.maker). */
+int ckfs_op_create(ckfs *fs, ckfs_ino parent, const char *name, int flags, pid_t by,
+                   ckfs_entry_out *e, ckfs_open_out *out, ckfs_defer *d);
+int ckfs_op_mknod(ckfs *fs, ckfs_ino parent, const char *name, mode_t mode, pid_t by,
+                  ckfs_entry_out *e, ckfs_defer *d);
 int ckfs_op_mkdir(ckfs *fs, ckfs_ino parent, const char *name, ckfs_entry_out *out);
 int ckfs_op_rmdir(ckfs *fs, ckfs_ino parent, const char *name);
 int ckfs_op_unlink(ckfs *fs, ckfs_ino parent, const char *name);

@@ -133,14 +133,18 @@ static void saved(ckfs *fs, int rc, const ck_error *err, ckfs_waiter *waiters, b
 
 /* What the waiters ask of a save: it may hold back tensors that block
  * it only when each of them is an fsync, and never the fsync'd ones
- * (need: their entries; freed by the caller). */
+ * (need: their entries; freed by the caller); it may wait for a copy
+ * (copier) only when one process asked, through snapshot_done. */
 static void ask_of(const ckfs_waiter *waiters, tree_save_ask *ask, uint32_t **need)
 {
     size_t n = 0;
-    *ask = (tree_save_ask){.hold = waiters != NULL};
+    *ask = (tree_save_ask){.hold = waiters != NULL,
+                           .copier = waiters != NULL ? waiters->pid : 0};
     for (const ckfs_waiter *w = waiters; w != NULL; w = w->next, n++) {
         ask->make_file |= w->make_file;
         ask->hold &= w->hold;
+        if (w->ino != INO_SNAPSHOT_DONE || w->pid != ask->copier)
+            ask->copier = 0;
     }
     *need = ask->hold ? malloc(n * sizeof **need) : NULL;
     if (*need == NULL) {

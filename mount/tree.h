@@ -59,6 +59,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "../codec/collection.h"
@@ -200,6 +201,15 @@ typedef struct tree_save_ask {
     bool hold;
     const uint32_t *need;
     size_t n_need;
+    /* The one process that asked through snapshot_done (0: none, or
+     * several).  When it also created the names file, and that file names
+     * directories not in the tree yet, the snapshot_done is its copy's own,
+     * made before the copy is done (GNU cp copies a directory in inode
+     * order, which often puts a snapshot's two files before its tensor
+     * directories): the save waits, said in *held, instead of failing the
+     * copy.  The next ask (touch snapshot_done, fsync, the automatic save,
+     * the unmount) saves, or refuses if they are still missing. */
+    pid_t copier;
 } tree_save_ask;
 /* As tree_save_begin; *held: which tensors are held back and why, in one
  * line (msg empty: none), when it returns 0; *save may then be NULL when

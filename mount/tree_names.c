@@ -38,6 +38,7 @@ size_t tree_take_renamed(tree *tr, tree_renamed **out)
 
 void tree_plan_free(names_plan *plan)
 {
+    bool absent = plan->absent;
     for (size_t i = 0; i < plan->n; i++) {
         free(plan->v[i].name);
         free(plan->v[i].dir);
@@ -46,7 +47,7 @@ void tree_plan_free(names_plan *plan)
     free(plan->v);
     free(plan->listed);
     free(plan->in_order);
-    memset(plan, 0, sizeof *plan);
+    *plan = (names_plan){.absent = absent};
 }
 
 static int read_at(int fd, void *buf, size_t len, uint64_t off)
@@ -104,8 +105,10 @@ static int names_refused(tree *tr, const ck_named_dir *pe, const char *why, ck_e
 static int plan_step(tree *tr, names_plan *plan, ck_named_dir *pe, ck_error *err)
 {
     int64_t pos = tree_lookup(tr, pe->path);
-    if (pos < 0)
+    if (pos < 0) {
+        plan->absent = true;
         return names_refused(tr, pe, "is not in the tree", err);
+    }
     if (plan->listed[pos])
         return names_refused(tr, pe, "is listed twice", err);
     plan->listed[pos] = LISTED;

@@ -34,6 +34,10 @@ typedef struct names_plan {
     uint8_t *listed;            /* per entry; NULL: no names file */
     uint32_t *in_order;         /* the LISTED_IN_ORDER entries, in the file's order */
     size_t n_in_order;
+    /* The refusal was a listed directory not in the tree: a copy still
+     * under way, or a wrong file (tree_save_ask.copier tells which may
+     * wait).  Kept by tree_plan_free. */
+    bool absent;
 } names_plan;
 
 /* The plan of the names file, if there is one (plan->listed stays NULL

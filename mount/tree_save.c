@@ -25,6 +25,7 @@
 #include "../codec/io/writer.h"
 #include "../codec/registry.h"
 #include "../save/save_seq.h"
+#include "tree_extras.h"
 #include "tree_names.h"
 #include "tree_spill.h"
 #include "tree_validate.h"
@@ -241,11 +242,26 @@ static bool held_all(const tree *tr)
     return true;
 }
 
+/* A names file's refusal (err) that a copy still under way explains: the
+ * save waits (tree_save_ask.copier), said in *held.  0: it waits; -1: the
+ * refusal stands. */
+static int copy_not_done(tree *tr, const tree_save_ask *ask, const names_plan *plan,
+                         const ck_error *err, ck_error *held)
+{
+    int64_t id = tree_names_file_id(tr);
+    if (!plan->absent || ask->copier == 0 || id < 0 || tr->extras[id].maker != ask->copier)
+        return -1;
+    ck_fail(held, err->errnum, "%s; taken as the snapshot_done of a copy not done yet (the "
+            "process that wrote %s): the save waits for the next touch of snapshot_done",
+            err->msg, tr->extras[id].name);
+    return 0;
+}
+
 static int save_begin(tree *tr, tree_save **out, const tree_save_ask *ask, names_plan *plan,
                       ck_error *held, ck_error *err)
 {
     if (tree_plan_names(tr, plan, err) < 0)
-        return -1;
+        return copy_not_done(tr, ask, plan, err, held);
     if (tree_validate_all(tr, err) < 0 && hold_blockers(tr, ask, plan, held) < 0)
         return -1;
     if (plan->listed != NULL && tree_apply_names(tr, plan, err) < 0)

@@ -101,6 +101,8 @@ typedef struct extra {
     extra_alias alias;
     unsigned mode;              /* S_IFREG | bits after a chmod; 0: the tree's */
     struct timespec mtime;      /* its last write (as edit.mtime) */
+    pid_t maker;                /* the process that created it (0: unknown): a names
+                                 * file's copier (tree_save_ask.copier) */
 } extra;
 
 /* Bytes of the spill file freed while a save reads them: punched when

@@ -137,15 +137,12 @@ each_way() {
         [ "$status" -eq 0 ] && [ "$output" = identical ] || false
         run "$DIFF" "$f" "$T/w/b.ckpt"
         [ "$status" -eq 0 ] && [ "$output" = identical ] || false
-        # The snapshot is what the mount shows: copied into a new model,
-        # snapshot_done last as OneFlow writes it.  (GNU cp copies a
-        # directory's entries in inode order, in which snapshot_done and
-        # pickled_data often come before the tensors: that mid-copy save is
-        # refused, pickled_data naming tensors not there yet.)
+        # The snapshot is what the mount shows: copied into a new model as
+        # the guide says.  (GNU cp copies a directory's entries in inode
+        # order, which often puts snapshot_done and pickled_data before the
+        # tensors: that snapshot_done is the copy's own, and its save waits.)
         mount_fg "$T/w/c.ckpt" "$T/m" -o create
-        for e in "$T/w/snap"/*; do
-            [ "${e##*/}" = snapshot_done ] || cp -r "$e" "$T/m/"
-        done
+        cp -r "$T/w/snap/." "$T/m/"
         touch "$T/m/snapshot_done"
         unmount "$T/m"
         $CMP "$f" "$T/w/c.ckpt"
