@@ -23,15 +23,15 @@
 
 static void answered(ckfs_waiter *w, int errnum, const char *why);
 
-/* Ask for a save, through node ino, answered as `reply` says; fi is the
- * open's or create's. */
-void ckfs_ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
-                   const struct fuse_file_info *fi)
+/* A waiter for req, answered as `reply` says; fi is the open's or
+ * create's.  NULL: out of memory, answered so. */
+static ckfs_waiter *waiter_of(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
+                              const struct fuse_file_info *fi)
 {
     ckfs_waiter *w = calloc(1, sizeof *w);
     if (w == NULL) {
         fuse_reply_err(req, ENOMEM);
-        return;
+        return NULL;
     }
     *w = (ckfs_waiter){.req = req, .ino = ino, .reply = (int)reply,
                        .make_file = reply != REPLY_SEAL, .entry = -1, .done = answered,
@@ -44,7 +44,16 @@ void ckfs_ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
     }
     if (fi != NULL)
         w->fi = (ckfs_open_out){.fh = fi->fh, .keep_cache = fi->keep_cache};
-    ckfs_saver_ask(fs, w);
+    return w;
+}
+
+/* Ask for a save, through node ino, answered as `reply` says. */
+void ckfs_ask_save(fuse_req_t req, ckfs *fs, fuse_ino_t ino, enum reply reply,
+                   const struct fuse_file_info *fi)
+{
+    ckfs_waiter *w = waiter_of(req, fs, ino, reply, fi);
+    if (w != NULL)
+        ckfs_saver_ask(fs, w);
 }
 
 /* A request's waiter, done: the reply its request needs. */
@@ -57,10 +66,6 @@ static void answered(ckfs_waiter *w, int errnum, const char *why)
     ckfs_entry_out eo;
     ckfs_fill_entry(fs, INO_SNAPSHOT_DONE, &eo); /* by inode: there even if edited again */
     ckfs_fuse_entry(&eo, &e);
-    if (w->reply == REPLY_SEAL) {
-        fs->sealed = errnum == 0;
-        fs->sealing = false;
-    }
     if (w->reply == REPLY_OK)
         errnum = 0;
     switch (errnum != 0 ? REPLY_ERR : (enum reply)w->reply) {
@@ -215,10 +220,12 @@ void ckfs_seal_request(fuse_req_t req, ckfs *fs, const char *value, size_t size)
         fuse_reply_err(req, EINVAL);
         return;
     }
-    fs->sealed = false;
-    fs->sealing = value[0] == '1'; /* no edit from now until the save says */
-    if (value[0] == '0')
+    if (value[0] == '0') {
+        ckfs_unseal_locked(fs);
         fuse_reply_err(req, 0);
-    else
-        ckfs_ask_save(req, fs, INO_ROOT, REPLY_SEAL, NULL);
+        return;
+    }
+    ckfs_waiter *w = waiter_of(req, fs, INO_ROOT, REPLY_SEAL, NULL);
+    if (w != NULL)
+        ckfs_seal_locked(fs, w);
 }

@@ -204,12 +204,15 @@ int ckfs_attach(ckfs *fs, ck_model *model, const ck_open_opts *oo, bool writable
 /* Let go of what ckfs_attach made, the model (the save's last) with it. */
 void ckfs_detach(ckfs *fs);
 
-/* mount/model_ops.c.  A run directory's
- * seal (ckptfs-umount): save, and take no edit if that worked; w (with
- * its done) is told the outcome.  Unseal: take edits again.  Each takes
- * the lock. */
+/* mount/model_ops.c.  The seal (ckptfs-umount's user.ckptfs.unmount=1):
+ * save, and take no edit if that worked; w (with its done) is told the
+ * outcome.  Unseal (=0, or a run's failed seal): take edits again.  Each
+ * takes the lock; the _locked forms are called holding it exclusively
+ * (a model mount's own setxattr). */
 void ckfs_seal(ckfs *fs, ckfs_waiter *w);
+void ckfs_seal_locked(ckfs *fs, ckfs_waiter *w);
 void ckfs_unseal(ckfs *fs);
+void ckfs_unseal_locked(ckfs *fs);
 /* Whether fs has something to save or is saving: a run directory keeps
  * it open.  Takes the lock. */
 bool ckfs_busy(ckfs *fs);

@@ -1331,10 +1331,10 @@ void ckfs_leave_session(ckfs *fs)
     pthread_rwlock_unlock(&fs->lock);
 }
 
-/* ---- a run directory's seal (ckptfs-umount) ---- */
+/* ---- the seal (ckptfs-umount) ---- */
 
-/* A run directory's seal, done: sealed if saved, then the caller's waiter
- * (arg) told, and freed as the saver would have. */
+/* A seal, done: sealed if saved, then the caller's waiter (arg) told, and
+ * freed as the saver would have. */
 static void sealed(ckfs_waiter *w, int errnum, const char *why)
 {
     ckfs_waiter *asker = w->arg;
@@ -1345,7 +1345,7 @@ static void sealed(ckfs_waiter *w, int errnum, const char *why)
     free(asker);
 }
 
-void ckfs_seal(ckfs *fs, ckfs_waiter *w)
+void ckfs_seal_locked(ckfs *fs, ckfs_waiter *w)
 {
     ckfs_waiter *own = calloc(1, sizeof *own);
     if (own == NULL) {
@@ -1356,18 +1356,28 @@ void ckfs_seal(ckfs *fs, ckfs_waiter *w)
     }
     *own = (ckfs_waiter){.ino = INO_ROOT, .reply = REPLY_SEAL, .entry = -1,
                          .done = sealed, .arg = w};
-    pthread_rwlock_wrlock(&fs->lock);
     fs->sealed = false;
-    fs->sealing = true;
+    fs->sealing = true; /* no edit from now until the save says */
     ckfs_saver_ask(fs, own);
+}
+
+void ckfs_seal(ckfs *fs, ckfs_waiter *w)
+{
+    pthread_rwlock_wrlock(&fs->lock);
+    ckfs_seal_locked(fs, w);
     pthread_rwlock_unlock(&fs->lock);
+}
+
+void ckfs_unseal_locked(ckfs *fs)
+{
+    fs->sealed = false;
+    fs->sealing = false;
 }
 
 void ckfs_unseal(ckfs *fs)
 {
     pthread_rwlock_wrlock(&fs->lock);
-    fs->sealed = false;
-    fs->sealing = false;
+    ckfs_unseal_locked(fs);
     pthread_rwlock_unlock(&fs->lock);
 }
 
