@@ -232,6 +232,39 @@ void ck_model_watch_files(ck_model *m)
     pthread_mutex_unlock(&m->lock);
 }
 
+/* The file rel beneath d as it is now, when it is still the file of that
+ * identity and size: 0, else -1. */
+static int stat_same(const ck_model_dir *d, const char *rel, dev_t dev, ino_t ino, uint64_t size,
+                     struct stat *st)
+{
+    if (rel == NULL || ck_dir_stat(d, rel, st) < 0)
+        return -1;
+    return st->st_dev == dev && st->st_ino == ino && (uint64_t)st->st_size == size ? 0 : -1;
+}
+
+void ck_model_placed(ck_model *m)
+{
+    if (!m->unplaced)
+        return;
+    m->unplaced = false;
+    if (m->n_sources == 0 || !ck_storage_shared(m->dir->fd))
+        return;
+    pthread_mutex_lock(&m->lock);
+    struct stat st;
+    if (stat_same(m->dir, m->dir->base, m->st.st_dev, m->st.st_ino, (uint64_t)m->st.st_size,
+                  &st) == 0)
+        m->st.st_mtim = st.st_mtim;
+    /* Every source on a file, wrappers too (they copy their file's). */
+    for (uint32_t i = 0; i < m->n_sources; i++)
+        for (ck_source *s = m->sources[i]; s != NULL; s = s->inner) {
+            const ck_model_dir *d = s->dir != NULL ? s->dir : m->dir;
+            if (s->dev != 0 && stat_same(d, ck_dir_rel(d, s->path), s->dev, s->ino,
+                                         s->file_size, &st) == 0)
+                s->mtime = st.st_mtim;
+        }
+    pthread_mutex_unlock(&m->lock);
+}
+
 /* The model file, through its directory's descriptor (a regular file,
  * never a link), or the descriptor an override gives for it. */
 static ck_source *open_model_file(ck_model *m, const char *path, ck_error *err)
@@ -272,6 +305,7 @@ ck_model *ck_model_open_file(ck_model_dir *dir, const char *path, const ck_forma
     if (opts != NULL) {
         m->overrides = opts->overrides;
         m->n_overrides = opts->n_overrides;
+        m->unplaced = opts->n_overrides > 0;
     }
     ck_source *src = open_model_file(m, path, err);
     if (src == NULL)

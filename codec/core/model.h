@@ -135,6 +135,8 @@ typedef struct ck_model {
     void *state;                    /* what that reader keeps beyond the index */
     struct stat st;                 /* of the model file, at open (a touch's mtime adopted) */
     int file_wd;                    /* its watch in dir->watch, or -1 */
+    bool unplaced;                  /* a save's read-back: its mtimes are not yet the placed
+                                     * files' (ck_model_placed) */
     ck_source **sources;
     uint32_t n_sources, cap_sources; /* sources[0] is the model file */
     ck_index index;
@@ -181,6 +183,13 @@ ck_model *ck_model_open_file(ck_model_dir *dir, const char *path, const ck_forma
  * through overrides watches none: they were temporary), once they are in
  * place under their names. */
 void ck_model_watch_files(ck_model *m);
+/* A save's new model, read back before its files had their names, now
+ * has them: on shared storage, where no watch tells a write from a touch,
+ * each file's mtime is taken from the placed file (its identity and size
+ * unchanged).  s3fs reports the creation second for a file still open for
+ * writing and the upload's once it is closed, so the mtimes the read-back
+ * recorded would later look like another program's write.  Once. */
+void ck_model_placed(ck_model *m);
 
 /* Whether source i is a data file of the model (an ONNX external data
  * file, a split MindIR's data file), not the model file or a temporary
