@@ -191,7 +191,7 @@ static int save(ckfs *fs, ckfs_waiter *waiters, bool automatic, ck_error *why)
         rc = tree_save_finish(job, rc, &err);
         pthread_rwlock_wrlock(&fs->lock);
         fs->tr.placing = false;
-        if (rc == 0) /* the placed file's mtime (ck_model_placed) */
+        if (rc == 0) /* the placed file's mtime (ck_model_watch_files) */
             fs->tr.file_st.st_mtim = fs->tr.model->st.st_mtim;
     }
     ckfs_ino asked_through = waiters != NULL ? waiters->ino : INO_ROOT;

@@ -395,7 +395,6 @@ int tree_save_finish(tree_save *save, int rc, ck_error *err)
      * from them (file_watch.h), and its index kept for the next mount
      * (saved_index.h), as a full read of them would. */
     if (rc == 0 && save->kept != NULL) {
-        ck_model_placed(save->kept);
         ck_model_watch_files(save->kept);
         ck_saved_index_store(save->kept, &save->open_opts);
     }

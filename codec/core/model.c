@@ -217,21 +217,6 @@ static void watch_model_file(ck_model *m)
     close(fd);
 }
 
-void ck_model_watch_files(ck_model *m)
-{
-    /* No watch where it cannot see every writer (file_watch.c): nor an
-     * open of the model there to make one. */
-    if (m->dir->watch == NULL || m->n_sources == 0 || ck_storage_shared(m->dir->fd))
-        return;
-    pthread_mutex_lock(&m->lock);
-    if (m->file_wd < 0)
-        watch_model_file(m);
-    for (uint32_t i = 1; i < m->n_sources; i++)
-        if (ck_model_is_data_file(m, i) && m->sources[i]->fd >= 0 && m->sources[i]->wd < 0)
-            watch_file(m, m->sources[i]);
-    pthread_mutex_unlock(&m->lock);
-}
-
 /* The file rel beneath d as it is now, when it is still the file of that
  * identity and size: 0, else -1. */
 static int stat_same(const ck_model_dir *d, const char *rel, dev_t dev, ino_t ino, uint64_t size,
@@ -242,13 +227,13 @@ static int stat_same(const ck_model_dir *d, const char *rel, dev_t dev, ino_t in
     return st->st_dev == dev && st->st_ino == ino && (uint64_t)st->st_size == size ? 0 : -1;
 }
 
-void ck_model_placed(ck_model *m)
+/* A save's read-back recorded its files' mtimes while they were still
+ * open for writing.  s3fs reports the creation second for such a file and
+ * the upload's once it is closed, and shared storage has no watch to tell
+ * a write from a touch: each file's mtime is the placed file's (its
+ * identity and size unchanged), or the next check calls it a write. */
+static void adopt_placed_mtimes(ck_model *m)
 {
-    if (!m->unplaced)
-        return;
-    m->unplaced = false;
-    if (m->n_sources == 0 || !ck_storage_shared(m->dir->fd))
-        return;
     pthread_mutex_lock(&m->lock);
     struct stat st;
     if (stat_same(m->dir, m->dir->base, m->st.st_dev, m->st.st_ino, (uint64_t)m->st.st_size,
@@ -262,6 +247,30 @@ void ck_model_placed(ck_model *m)
                                          s->file_size, &st) == 0)
                 s->mtime = st.st_mtim;
         }
+    pthread_mutex_unlock(&m->lock);
+}
+
+void ck_model_watch_files(ck_model *m)
+{
+    bool placed = m->unplaced;
+    m->unplaced = false;
+    if (m->n_sources == 0 || (!placed && m->dir->watch == NULL))
+        return;
+    /* No watch where it cannot see every writer (file_watch.c): nor an
+     * open of the model there to make one. */
+    if (ck_storage_shared(m->dir->fd)) {
+        if (placed)
+            adopt_placed_mtimes(m);
+        return;
+    }
+    if (m->dir->watch == NULL)
+        return;
+    pthread_mutex_lock(&m->lock);
+    if (m->file_wd < 0)
+        watch_model_file(m);
+    for (uint32_t i = 1; i < m->n_sources; i++)
+        if (ck_model_is_data_file(m, i) && m->sources[i]->fd >= 0 && m->sources[i]->wd < 0)
+            watch_file(m, m->sources[i]);
     pthread_mutex_unlock(&m->lock);
 }
 

@@ -136,7 +136,7 @@ typedef struct ck_model {
     struct stat st;                 /* of the model file, at open (a touch's mtime adopted) */
     int file_wd;                    /* its watch in dir->watch, or -1 */
     bool unplaced;                  /* a save's read-back: its mtimes are not yet the placed
-                                     * files' (ck_model_placed) */
+                                     * files' (ck_model_watch_files) */
     ck_source **sources;
     uint32_t n_sources, cap_sources; /* sources[0] is the model file */
     ck_index index;
@@ -181,15 +181,9 @@ ck_model *ck_model_open_file(ck_model_dir *dir, const char *path, const ck_forma
                              const ck_open_opts *opts, ck_error *err);
 /* Watch the files of a model opened from a save's new files (an open
  * through overrides watches none: they were temporary), once they are in
- * place under their names. */
+ * place under their names; on shared storage, which has no watch, take
+ * their mtimes as placed instead (model.c says why). */
 void ck_model_watch_files(ck_model *m);
-/* A save's new model, read back before its files had their names, now
- * has them: on shared storage, where no watch tells a write from a touch,
- * each file's mtime is taken from the placed file (its identity and size
- * unchanged).  s3fs reports the creation second for a file still open for
- * writing and the upload's once it is closed, so the mtimes the read-back
- * recorded would later look like another program's write.  Once. */
-void ck_model_placed(ck_model *m);
 
 /* Whether source i is a data file of the model (an ONNX external data
  * file, a split MindIR's data file), not the model file or a temporary
