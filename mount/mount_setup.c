@@ -2,7 +2,7 @@
 /*
  * mount_setup: an open model made the tree of a mount, and let go again,
  * the one way a single-model mount (fuse/main.c) and each checkpoint of a
- * run directory (mount/run_mount.c) do it, so that the two cannot drift.
+ * run directory (mount/run_slots.c) do it, so that the two cannot drift.
  */
 #include "ckptfs.h"
 

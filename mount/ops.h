@@ -177,7 +177,7 @@ enum {
 typedef struct ckfs_front ckfs_front;
 
 /* What a session's requests are answered by: one vtable, which a model
- * mount (mount/model_ops.c) and a run directory (mount/run_mount.c, which hands a
+ * mount (mount/model_ops.c) and a run directory (mount/run_ops.c, which hands a
  * checkpoint's nodes to that checkpoint's own front) both implement.
  * Every inode number is the session's.  Each returns 0, a negative errno,
  * or CKFS_DEFER (only those given a defer); h may be left holding a lock.

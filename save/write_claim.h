@@ -20,7 +20,7 @@
  * included (codec/io/target.h, write_dir), does so holding a claim: the
  * formats themselves take no lock.  A run directory's checkpoints are
  * claimed the same way beneath the run's descriptor (ck_write_claim_take_at,
- * mount/run_mount.c), on the run's request thread as each is opened.
+ * mount/run_slots.c), on the run's request thread as each is opened.
  */
 #ifndef CK_WRITE_CLAIM_H
 #define CK_WRITE_CLAIM_H

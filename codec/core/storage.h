@@ -7,7 +7,7 @@
  * On storage that other machines write too (NFS, SMB, Lustre, GPFS,
  * CephFS, 9p, and any FUSE filesystem: s3fs, mountpoint-s3, sshfs,
  * rclone, JuiceFS...), another writer's files appear without an event, so
- * a run directory there is listed again every few seconds (run_mount.c)
+ * a run directory there is listed again every few seconds (mount/run_listing.c)
  * and its files are judged by their settle time alone.  statfs(2)'s f_type
  * tells these apart; /proc/self/mountinfo names the FUSE filesystem
  * ("fuse.s3fs") for messages, and tells mountpoint-s3, which cannot

@@ -755,7 +755,7 @@ static ck_model *open_oneflow_at(int dfd, const char *below, const char *path,
  * settle time (the file written last may still be being written).
  * No marker: snapshot_done and pickled_data start with no '.', so the
  * run's watcher heeds them anyway, and a marker only exempts a dot name
- * from its filter (collection.h, mount/run_mount.c take_event).
+ * from its filter (collection.h, mount/run_events.c take_event).
  * No number: names are free (flow.save(path)), and
  * SimpleCheckPointManager's, its prefix ("snapshot_" by default,
  * oneflow@v0.2.0 oneflow/python/framework/check_point.py:151) and
