@@ -959,6 +959,7 @@ int main(void)
     test_run_dir();
     test_envelope_args();
     test_mount_ops();
+    test_map();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

@@ -39,5 +39,6 @@ void test_view(void);
 void test_run_dir(void);
 void test_envelope_args(void);
 void test_mount_ops(void);
+void test_map(void);
 
 #endif

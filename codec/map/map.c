@@ -1,0 +1,612 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * map: the map language read into rules, their reverse, and where the
+ * shipped maps are (map.h; the language is docs/maps.md's).  Applying
+ * the rules to names is map_names.c's.
+ *
+ * A line is words separated by blanks; a word may be quoted ("a b",
+ * with \" and \\ inside) so that a name may hold a blank or a '#'; an
+ * unquoted word starting with '#' begins a comment to the end of the
+ * line.  A map is a page of rules, so the text, the rules and a word are
+ * bounded (map.h), and a word is never interpreted beyond its rule: a
+ * regular expression is compiled once, here, and a glob is fnmatch(3)'s.
+ */
+#define _GNU_SOURCE
+#include "map_rules.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef CKPTFS_MAPS_DIR
+#define CKPTFS_MAPS_DIR "/usr/local/share/ckptfs/maps"
+#endif
+
+#define WORDS_MAX 64
+
+/* Rules of kinds the reference needs that no map may use yet: refused by
+ * name, so that a map written for a later ckptfs says what it lacks. */
+static const char *const not_yet[] = {
+    "reshape", "unsqueeze", "squeeze", "permute", "transpose", "split", "fuse", "concat",
+    "cast", "add", "qk-permute", "keep-target",
+};
+
+typedef struct line_words {
+    char *w[WORDS_MAX];
+    size_t n;
+} line_words;
+
+static void words_free(line_words *lw)
+{
+    for (size_t i = 0; i < lw->n; i++)
+        free(lw->w[i]);
+    lw->n = 0;
+}
+
+/* Split line [p, end) into words; -1 with err for an unended quote, too
+ * many words, or memory. */
+static int split_words(const char *p, const char *end, const char *path, unsigned line,
+                       line_words *lw, ck_error *err)
+{
+    lw->n = 0;
+    for (;;) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
+            p++;
+        if (p == end || *p == '#')
+            return 0;
+        if (lw->n == WORDS_MAX) {
+            words_free(lw);
+            return ck_fail(err, EINVAL, "%s: line %u: more than %d words", path, line,
+                           WORDS_MAX);
+        }
+        char *w = malloc((size_t)(end - p) + 1);
+        if (w == NULL) {
+            words_free(lw);
+            return ck_nomem(err, path);
+        }
+        size_t k = 0;
+        if (*p == '"') {
+            for (p++; p < end && *p != '"'; p++) {
+                if (*p == '\\' && p + 1 < end && (p[1] == '"' || p[1] == '\\'))
+                    p++;
+                w[k++] = *p;
+            }
+            if (p == end) {
+                free(w);
+                words_free(lw);
+                return ck_fail(err, EINVAL, "%s: line %u: a quoted word has no closing '\"'",
+                               path, line);
+            }
+            p++;
+        } else {
+            while (p < end && *p != ' ' && *p != '\t' && *p != '\r')
+                w[k++] = *p++;
+        }
+        w[k] = '\0';
+        lw->w[lw->n++] = w;
+    }
+}
+
+/* The rest of the line from word i, joined by single blanks. */
+static char *join_from(const line_words *lw, size_t i)
+{
+    size_t len = 1;
+    for (size_t k = i; k < lw->n; k++)
+        len += strlen(lw->w[k]) + 1;
+    char *s = malloc(len);
+    if (s == NULL)
+        return NULL;
+    s[0] = '\0';
+    for (size_t k = i; k < lw->n; k++) {
+        if (k > i)
+            strcat(s, " ");
+        strcat(s, lw->w[k]);
+    }
+    return s;
+}
+
+static void rule_free(map_rule *r)
+{
+    free(r->a);
+    free(r->b);
+    free(r->sibling);
+    for (size_t i = 0; i < r->n_globs; i++)
+        free(r->globs[i]);
+    free(r->globs);
+    if (r->re_ok)
+        regfree(&r->re);
+}
+
+void ck_map_free(ck_map *m)
+{
+    if (m == NULL)
+        return;
+    for (size_t i = 0; i < m->n; i++)
+        if (!m->borrowed)
+            rule_free(&m->rules[i]);
+    free(m->rules);
+    free(m->name);
+    free(m->path);
+    free(m->about);
+    free(m->why_not);
+    free(m->reverse_name);
+    free(m->reverse_of);
+    free(m);
+}
+
+static map_rule *new_rule(ck_map *m, map_rule_kind kind, unsigned line, ck_error *err)
+{
+    if (m->n == CK_MAP_RULES_MAX) {
+        ck_fail(err, EINVAL, "%s: line %u: more than %d rules", m->path, line,
+                CK_MAP_RULES_MAX);
+        return NULL;
+    }
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 16;
+        map_rule *more = realloc(m->rules, cap * sizeof *more);
+        if (more == NULL) {
+            ck_nomem(err, m->path);
+            return NULL;
+        }
+        m->rules = more;
+        m->cap = cap;
+    }
+    map_rule *r = &m->rules[m->n++];
+    *r = (map_rule){.kind = kind, .line = line};
+    return r;
+}
+
+/* Whether word is a shipped map's name: what ck_map_find looks up. */
+static bool map_name_ok(const char *s)
+{
+    if (s[0] == '\0' || s[0] == '.' || strlen(s) > 128)
+        return false;
+    for (; *s; s++)
+        if (!(*s == '-' || *s == '_' || *s == '.' || (*s >= '0' && *s <= '9') ||
+              (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+            return false;
+    return true;
+}
+
+static int want(const line_words *lw, size_t lo, size_t hi, const char *path, unsigned line,
+                const char *usage, ck_error *err)
+{
+    if (lw->n - 1 >= lo && lw->n - 1 <= hi)
+        return 0;
+    return ck_fail(err, EINVAL, "%s: line %u: usage: %s", path, line, usage);
+}
+
+/* One rule line into m.  Rules that name strings take copies. */
+static int take_rule(ck_map *m, line_words *lw, unsigned line, ck_error *err)
+{
+    const char *k = lw->w[0];
+    const char *path = m->path;
+    map_rule *r;
+    if (strcmp(k, "rename") == 0 || strcmp(k, "replace") == 0) {
+        if (want(lw, 2, 2, path, line, strcmp(k, "rename") == 0 ? "rename OLD NEW"
+                                                                : "replace OLD NEW", err) < 0)
+            return -1;
+        if (lw->w[1][0] == '\0' || lw->w[2][0] == '\0')
+            return ck_fail(err, EINVAL, "%s: line %u: %s of or to an empty string", path,
+                           line, k);
+        if ((r = new_rule(m, k[2] == 'n' ? MAP_RENAME : MAP_REPLACE, line, err)) == NULL)
+            return -1;
+        r->a = lw->w[1];
+        r->b = lw->w[2];
+        lw->w[1] = lw->w[2] = NULL;
+        return 0;
+    }
+    if (strcmp(k, "segment") == 0) {
+        const char *usage = "segment OLD NEW|- [if SIBLING]";
+        if (want(lw, 2, 4, path, line, usage, err) < 0)
+            return -1;
+        if (lw->n == 4 || (lw->n == 5 && strcmp(lw->w[3], "if") != 0))
+            return ck_fail(err, EINVAL, "%s: line %u: usage: %s", path, line, usage);
+        const char *bad = strchr(lw->w[1], '.') ? lw->w[1] : strchr(lw->w[2], '.') ? lw->w[2]
+                                                                                 : NULL;
+        if (lw->w[1][0] == '\0' || lw->w[2][0] == '\0' || bad != NULL)
+            return ck_fail(err, EINVAL, "%s: line %u: a segment is a non-empty name part "
+                           "with no '.'", path, line);
+        if (lw->n == 5 && lw->w[4][0] == '\0')
+            return ck_fail(err, EINVAL, "%s: line %u: an empty sibling", path, line);
+        if ((r = new_rule(m, MAP_SEGMENT, line, err)) == NULL)
+            return -1;
+        r->a = lw->w[1];
+        r->b = strcmp(lw->w[2], "-") == 0 ? NULL : lw->w[2];
+        if (r->b == NULL)
+            free(lw->w[2]);
+        r->sibling = lw->n == 5 ? lw->w[4] : NULL;
+        lw->w[1] = lw->w[2] = NULL;
+        if (lw->n == 5)
+            lw->w[4] = NULL;
+        return 0;
+    }
+    if (strcmp(k, "regex") == 0) {
+        if (want(lw, 2, 2, path, line, "regex EXTENDED-RE NEW", err) < 0)
+            return -1;
+        if ((r = new_rule(m, MAP_REGEX, line, err)) == NULL)
+            return -1;
+        int rc = regcomp(&r->re, lw->w[1], REG_EXTENDED);
+        if (rc != 0) {
+            char why[128];
+            regerror(rc, &r->re, why, sizeof why);
+            m->n--;
+            return ck_fail(err, EINVAL, "%s: line %u: regex: %s", path, line, why);
+        }
+        r->re_ok = true;
+        for (const char *p = lw->w[2]; *p; p++)
+            if (*p == '\\' && p[1] >= '0' && p[1] <= '9' && (size_t)(p[1] - '0') > r->re.re_nsub) {
+                m->n--;
+                regfree(&r->re);
+                return ck_fail(err, EINVAL, "%s: line %u: regex: \\%c names no group (it "
+                               "has %zu)", path, line, p[1], r->re.re_nsub);
+            }
+        r->a = lw->w[1];
+        r->b = lw->w[2];
+        lw->w[1] = lw->w[2] = NULL;
+        return 0;
+    }
+    if (strcmp(k, "drop") == 0 || strcmp(k, "keep") == 0) {
+        if (lw->n < 2)
+            return ck_fail(err, EINVAL, "%s: line %u: usage: %s GLOB...", path, line, k);
+        map_rule_kind kind = k[0] == 'd' ? MAP_DROP : MAP_KEEP;
+        /* Consecutive keep lines are one set: a name kept by any. */
+        r = kind == MAP_KEEP && m->n > 0 && m->rules[m->n - 1].kind == MAP_KEEP &&
+                    m->rules[m->n - 1].line_end + 1 == line
+                ? &m->rules[m->n - 1]
+                : new_rule(m, kind, line, err);
+        if (r == NULL)
+            return -1;
+        char **more = realloc(r->globs, (r->n_globs + lw->n - 1) * sizeof *more);
+        if (more == NULL)
+            return ck_nomem(err, path);
+        r->globs = more;
+        for (size_t i = 1; i < lw->n; i++) {
+            r->globs[r->n_globs++] = lw->w[i];
+            lw->w[i] = NULL;
+        }
+        r->line_end = line;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof not_yet / sizeof *not_yet; i++)
+        if (strcmp(k, not_yet[i]) == 0)
+            return ck_fail(err, EINVAL, "%s: line %u: '%s' rules are not built yet (this "
+                           "ckptfs maps names: rename, replace, segment, regex, drop, keep)",
+                           path, line, k);
+    char q[CK_QUOTE_BUF];
+    return ck_fail(err, EINVAL, "%s: line %u: no rule or setting '%s' (docs/maps.md lists "
+                   "them)", path, line, ck_quote(q, k, strlen(k)));
+}
+
+/* A setting line (name, about, invertible, ...): 1 when it was one. */
+static int take_setting(ck_map *m, line_words *lw, unsigned line, ck_error *err)
+{
+    const char *k = lw->w[0];
+    char **slot = strcmp(k, "name") == 0 ? &m->name
+                  : strcmp(k, "reverse") == 0 ? &m->reverse_name
+                  : strcmp(k, "reverse-of") == 0 ? &m->reverse_of
+                  : NULL;
+    if (slot != NULL) {
+        if (want(lw, 1, 1, m->path, line, "name|reverse|reverse-of MAP-NAME", err) < 0)
+            return -1;
+        if (!map_name_ok(lw->w[1]))
+            return ck_fail(err, EINVAL, "%s: line %u: a map's name is letters, digits, "
+                           "'-', '_' and '.', not starting with '.'", m->path, line);
+        free(*slot);
+        *slot = lw->w[1];
+        lw->w[1] = NULL;
+        return 1;
+    }
+    if (strcmp(k, "about") == 0 || strcmp(k, "not-invertible") == 0) {
+        if (lw->n < 2)
+            return ck_fail(err, EINVAL, "%s: line %u: usage: %s TEXT", m->path, line, k);
+        char **to = k[0] == 'a' ? &m->about : &m->why_not;
+        free(*to);
+        if ((*to = join_from(lw, 1)) == NULL)
+            return ck_nomem(err, m->path);
+        return 1;
+    }
+    if (strcmp(k, "invertible") == 0) {
+        if (want(lw, 0, 0, m->path, line, "invertible", err) < 0)
+            return -1;
+        m->invertible = true;
+        m->invertible_line = line;
+        return 1;
+    }
+    return 0;
+}
+
+/* The map's own checks once every line is read. */
+static int check_map(ck_map *m, ck_error *err)
+{
+    if (m->reverse_of != NULL) {
+        if (m->n > 0 || m->invertible || m->why_not != NULL)
+            return ck_fail(err, EINVAL, "%s: a reverse-of map holds only name and about "
+                           "lines: its rules are the other map's", m->path);
+        return 0;
+    }
+    if (m->invertible == (m->why_not != NULL))
+        return ck_fail(err, EINVAL, "%s: a map says either 'invertible' or 'not-invertible "
+                       "REASON' (docs/maps.md)", m->path);
+    for (size_t i = 0; m->invertible && i < m->n; i++) {
+        const map_rule *r = &m->rules[i];
+        const char *none = r->kind == MAP_REGEX ? "a regex"
+                           : r->kind == MAP_DROP ? "a drop"
+                           : r->kind == MAP_KEEP ? "a keep"
+                           : r->kind == MAP_SEGMENT && r->b == NULL ? "a segment removal"
+                                                                    : NULL;
+        if (none != NULL)
+            return ck_fail(err, EINVAL, "%s: line %u: %s has no reverse, yet line %u says "
+                           "'invertible' (say 'not-invertible REASON')", m->path, r->line,
+                           none, m->invertible_line);
+    }
+    return 0;
+}
+
+/* Default name: the file's, less ".map". */
+static char *name_of_path(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    if (n > 4 && strcmp(base + n - 4, ".map") == 0)
+        n -= 4;
+    return strndup(base, n);
+}
+
+ck_map *ck_map_parse(const char *text, size_t len, const char *path, ck_error *err)
+{
+    if (len > CK_MAP_TEXT_MAX) {
+        ck_fail(err, EFBIG, "%s: a map is at most %u bytes of rules; this is %zu", path,
+                CK_MAP_TEXT_MAX, len);
+        return NULL;
+    }
+    ck_map *m = calloc(1, sizeof *m);
+    if (m == NULL || (m->path = strdup(path)) == NULL) {
+        free(m);
+        ck_nomem(err, path);
+        return NULL;
+    }
+    if (memchr(text, '\0', len) != NULL) {
+        ck_fail(err, EINVAL, "%s: offset %zu: a NUL byte: a map is text", path,
+                (size_t)((const char *)memchr(text, '\0', len) - text));
+        ck_map_free(m);
+        return NULL;
+    }
+    const char *p = text, *end = text + len;
+    unsigned line = 0;
+    int rc = 0;
+    line_words lw = {0};
+    while (p < end && rc == 0) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        line++;
+        rc = split_words(p, le, path, line, &lw, err);
+        if (rc == 0 && lw.n > 0) {
+            int s = take_setting(m, &lw, line, err);
+            rc = s < 0 ? -1 : s == 0 ? take_rule(m, &lw, line, err) : 0;
+        }
+        words_free(&lw);
+        p = nl ? nl + 1 : end;
+    }
+    if (rc == 0)
+        rc = check_map(m, err);
+    if (rc == 0 && m->name == NULL && (m->name = name_of_path(path)) == NULL)
+        rc = ck_nomem(err, path);
+    if (rc < 0) {
+        ck_map_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* A borrowed copy of m's rules, each inverted, in reverse order. */
+static ck_map *reversed(const ck_map *m, const char *name, ck_error *err)
+{
+    if (!m->invertible) {
+        ck_fail(err, EINVAL, "%s: map %s has no reverse: %s", m->path, m->name,
+                m->why_not ? m->why_not : "it does not say it is invertible");
+        return NULL;
+    }
+    ck_map *r = calloc(1, sizeof *r);
+    if (r != NULL) {
+        r->borrowed = true;
+        r->rules = calloc(m->n + 1, sizeof *r->rules);
+        r->path = strdup(m->path);
+        r->about = strdup(m->about ? m->about : "");
+        r->reverse_name = strdup(m->name);
+        if (name != NULL)
+            r->name = strdup(name);
+        else if (asprintf(&r->name, "%s~", m->name) < 0)
+            r->name = NULL;
+    }
+    if (r == NULL || r->rules == NULL || r->path == NULL || r->about == NULL ||
+        r->reverse_name == NULL || r->name == NULL) {
+        ck_map_free(r);
+        ck_nomem(err, m->path);
+        return NULL;
+    }
+    r->borrowed = true;
+    r->invertible = true;
+    r->n = r->cap = m->n;
+    for (size_t i = 0; i < m->n; i++) {
+        map_rule *to = &r->rules[m->n - 1 - i];
+        *to = m->rules[i];
+        to->a = m->rules[i].b;
+        to->b = m->rules[i].a;
+    }
+    return r;
+}
+
+ck_map *ck_map_reverse(const ck_map *m, ck_error *err)
+{
+    return reversed(m, m->reverse_name, err);
+}
+
+const char *ck_map_name(const ck_map *m)
+{
+    return m->name;
+}
+
+const char *ck_map_path(const ck_map *m)
+{
+    return m->path;
+}
+
+bool ck_map_invertible(const ck_map *m)
+{
+    return m->invertible;
+}
+
+const char *ck_map_about(const ck_map *m)
+{
+    return m->about ? m->about : "";
+}
+
+size_t ck_map_dirs(const char *dirs[], size_t max, char *buf, size_t cap)
+{
+    size_t n = 0, used = 0;
+    const char *env = getenv("CKPTFS_MAPS");
+    char exe[PATH_MAX];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[el > 0 ? el : 0] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash != NULL)
+        *slash = '\0';
+    char all[3 * PATH_MAX + 64];
+    snprintf(all, sizeof all, "%s%s%s/../maps:%s/../share/ckptfs/maps:%s", env ? env : "",
+             env ? ":" : "", exe, exe, CKPTFS_MAPS_DIR);
+    for (char *s = all, *e; n < max && s != NULL; s = e ? e + 1 : NULL) {
+        e = strchr(s, ':');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (len == 0 || used + len + 1 > cap)
+            continue;
+        if (s[0] != '/' && slash == NULL)
+            continue;
+        memcpy(buf + used, s, len);
+        buf[used + len] = '\0';
+        dirs[n++] = buf + used;
+        used += len + 1;
+    }
+    return n;
+}
+
+int ck_map_find(const char *name, char *out, size_t cap, ck_error *err)
+{
+    size_t n = strlen(name);
+    if (strchr(name, '/') != NULL || (n > 4 && strcmp(name + n - 4, ".map") == 0)) {
+        if ((size_t)snprintf(out, cap, "%s", name) >= cap)
+            return ck_fail(err, ENAMETOOLONG, "%s: the map's path is too long", name);
+        return 0;
+    }
+    char q[CK_QUOTE_BUF];
+    if (!map_name_ok(name))
+        return ck_fail(err, EINVAL, "'%s': not a map's name nor a path (a map file is "
+                       "named NAME.map)", ck_quote(q, name, n));
+    const char *dirs[16];
+    char buf[4 * PATH_MAX];
+    size_t nd = ck_map_dirs(dirs, 16, buf, sizeof buf);
+    for (size_t i = 0; i < nd; i++) {
+        struct stat st;
+        if ((size_t)snprintf(out, cap, "%s/%s.map", dirs[i], name) < cap &&
+            stat(out, &st) == 0 && S_ISREG(st.st_mode))
+            return 0;
+    }
+    return ck_fail(err, ENOENT, "map '%s': no such map (ckptfs --maps lists them)", name);
+}
+
+/* The text of map file path, at most CK_MAP_TEXT_MAX bytes, into *text. */
+static int read_map_file(const char *path, char **text, size_t *len, ck_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return ck_fail_errno(err, e, "%s: cannot read the map", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return ck_fail(err, EINVAL, "%s: a map is a regular file", path);
+    }
+    if ((uint64_t)st.st_size > CK_MAP_TEXT_MAX) {
+        close(fd);
+        return ck_fail(err, EFBIG, "%s: a map is at most %u bytes of rules; this is %lld",
+                       path, CK_MAP_TEXT_MAX, (long long)st.st_size);
+    }
+    char *buf = malloc(CK_MAP_TEXT_MAX + 1);
+    size_t got = 0;
+    ssize_t r = 0;
+    while (buf != NULL && got <= CK_MAP_TEXT_MAX &&
+           (r = read(fd, buf + got, CK_MAP_TEXT_MAX + 1 - got)) > 0)
+        got += (size_t)r;
+    int e = errno;
+    close(fd);
+    if (buf == NULL)
+        return ck_nomem(err, path);
+    if (r < 0) {
+        free(buf);
+        return ck_fail_errno(err, e, "%s: cannot read the map", path);
+    }
+    *text = buf;
+    *len = got; /* past the cap: ck_map_parse refuses it */
+    return 0;
+}
+
+static ck_map *load_path(const char *path, ck_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (read_map_file(path, &text, &len, err) < 0)
+        return NULL;
+    ck_map *m = ck_map_parse(text, len, path, err);
+    free(text);
+    return m;
+}
+
+ck_map *ck_map_load(const char *name_or_path, ck_error *err)
+{
+    char path[PATH_MAX];
+    if (ck_map_find(name_or_path, path, sizeof path, err) < 0)
+        return NULL;
+    ck_map *m = load_path(path, err);
+    if (m == NULL || m->reverse_of == NULL)
+        return m;
+    /* The other map's reverse, one step only: a reverse-of naming another
+     * reverse-of is refused, so no chain loops. */
+    char other_path[PATH_MAX];
+    ck_map *other = ck_map_find(m->reverse_of, other_path, sizeof other_path, err) == 0
+                        ? load_path(other_path, err)
+                        : NULL;
+    if (other != NULL && other->reverse_of != NULL) {
+        ck_fail(err, EINVAL, "%s: reverse-of %s, itself a reverse-of: name the map that "
+                "holds the rules", path, m->reverse_of);
+        ck_map_free(other);
+        other = NULL;
+    }
+    ck_map *r = other ? reversed(other, m->name, err) : NULL;
+    if (r != NULL) {
+        /* r borrows other's rules: own them from here. */
+        r->borrowed = false;
+        other->n = 0;
+        free(r->about);
+        r->about = m->about ? strdup(m->about) : strdup(other->about ? other->about : "");
+        free(r->path);
+        r->path = strdup(path);
+        if (r->about == NULL || r->path == NULL) {
+            ck_map_free(r);
+            r = NULL;
+            ck_nomem(err, path);
+        }
+    }
+    ck_map_free(other);
+    ck_map_free(m);
+    return r;
+}

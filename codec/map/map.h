@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * map: a map between frameworks' tensor names, read from its text
+ * (docs/maps.md is the language's reference), and applied to a model's
+ * names.  Names only so far: rename (exact, substring, a dotted segment
+ * scoped by a sibling of its group, regular expression), drop and keep;
+ * layouts, casts and synthesized tensors are refused by name until they
+ * are built.  Knows nothing of formats: map_model.h applies a map to an
+ * open model's index.
+ *
+ * A map is a list of rules applied in order, each to every name the rules
+ * before it left.  It declares itself `invertible` (then ck_map_reverse
+ * derives the reverse, and every application checks that the reverse
+ * gives each name back) or `not-invertible REASON`.
+ */
+#ifndef CK_MAP_H
+#define CK_MAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../core/ck_error.h"
+
+/* The most a map's text may hold, and its rules: a map is a page of
+ * rules, not data. */
+#define CK_MAP_TEXT_MAX (1u << 20)
+#define CK_MAP_RULES_MAX 10000
+/* The longest name a rule may make. */
+#define CK_MAP_NAME_MAX 65535
+
+typedef struct ck_map ck_map;
+
+/* A map from its text (len bytes; path names it in messages and gives
+ * its default name, the file's name less ".map").  NULL with err naming
+ * the line. */
+ck_map *ck_map_parse(const char *text, size_t len, const char *path, ck_error *err);
+/* A map file, or a shipped map by its name (ck_map_find). */
+ck_map *ck_map_load(const char *name_or_path, ck_error *err);
+/* The file a shipped map's name stands for, in the first of the
+ * directories ck_map_dirs lists that has it; a name with a '/' or ending
+ * in ".map" is a path as it is.  Into out (cap bytes); -1 with err when
+ * there is none. */
+int ck_map_find(const char *name, char *out, size_t cap, ck_error *err);
+/* The directories searched for shipped maps, in order: $CKPTFS_MAPS
+ * (colon-separated), then beside the program (../maps, the source tree's,
+ * and ../share/ckptfs/maps, an install's), then CKPTFS_MAPS_DIR.  dirs[i]
+ * point into buf (cap bytes); how many. */
+size_t ck_map_dirs(const char *dirs[], size_t max, char *buf, size_t cap);
+
+/* The reverse of an invertible map (its rules inverted, in reverse
+ * order), named by its `reverse` line or "NAME~"; NULL with err when it
+ * is not invertible (the reason it gives). */
+ck_map *ck_map_reverse(const ck_map *m, ck_error *err);
+void ck_map_free(ck_map *m);
+
+const char *ck_map_name(const ck_map *m);
+const char *ck_map_path(const ck_map *m);
+bool ck_map_invertible(const ck_map *m);
+/* Its `about` line: where its rules come from ("" when it has none). */
+const char *ck_map_about(const ck_map *m);
+
+/* names[0..n) mapped: out[i] the new name (malloc'd) or NULL when a rule
+ * drops it.  Refused, every out[i] NULL, when two names become one, a
+ * rule makes an empty or over-long name, or an invertible map's reverse
+ * does not give a name back: err names the names and the rule's line. */
+int ck_map_names(const ck_map *m, const char *const *names, size_t n, char **out,
+                 ck_error *err);
+
+#endif
