@@ -81,6 +81,9 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: codec/pb/proto/%.proto
 $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
+# Where an install's maps are, the last place a map's name is looked up.
+$(BUILD)/codec/map/map.o: CPPFLAGS += -DCKPTFS_MAPS_DIR='"$(MAPDIR)"'
+
 $(BUILD)/%.o: %.c $(HEADERS) | $(PROTO_C)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
@@ -252,14 +255,19 @@ MAN8      := docs/man/mount.ckptfs.8
 # every command; bash-completion loads a command's completion from the file
 # of its name, so each other command is a link to it.
 COMPDIR   ?= $(PREFIX)/share/bash-completion/completions
+# The shipped maps (maps/, docs/maps.md): found there by name once
+# installed, and in the source tree's maps/ beside build/ before.
+MAPDIR    ?= $(PREFIX)/share/ckptfs/maps
+MAPS      := $(wildcard maps/*.map)
 COMP_CMDS := ckptfs-dump ckptfs-stat ckptfs-diff ckptfs-convert ckptfs-umount mount.ckptfs
 INSTALLED := $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(INSTALL_BINS) $(INSTALL_SCRIPTS)) \
              $(DESTDIR)$(SBINDIR)/mount.ckptfs \
              $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
              $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8))) \
-             $(addprefix $(DESTDIR)$(COMPDIR)/,ckptfs $(COMP_CMDS))
+             $(addprefix $(DESTDIR)$(COMPDIR)/,ckptfs $(COMP_CMDS)) \
+             $(addprefix $(DESTDIR)$(MAPDIR)/,$(notdir $(MAPS)))
 INSTALL_DIRS := $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(SBINDIR) $(DESTDIR)$(MANDIR)/man1 \
-                $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(COMPDIR)
+                $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(COMPDIR) $(DESTDIR)$(MAPDIR)
 programs: $(INSTALL_BINS:%=$(BUILD)/%)
 
 install: programs $(MAN1) $(MAN8)
@@ -275,6 +283,7 @@ install: programs $(MAN1) $(MAN8)
 	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
 	install -m 0644 mount-helpers/bash-completion/ckptfs $(DESTDIR)$(COMPDIR)/ckptfs
 	for c in $(COMP_CMDS); do ln -sf ckptfs $(DESTDIR)$(COMPDIR)/$$c || exit 1; done
+	install -m 0644 $(MAPS) $(DESTDIR)$(MAPDIR)/
 
 # Exactly the files install put there (give the same DESTDIR, PREFIX,
 # SBINDIR and MANDIR); then each directory install wrote into, only if

@@ -55,6 +55,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "../codec/map/map_model.h"
 #include "../codec/core/saved_index.h"
 #include "../codec/open_path.h"
 #include "../codec/io/commit_group.h"
@@ -101,6 +102,9 @@ struct cli {
     char *max_shard_size; /* the view's shards, a new set's (-o create) */
     char *recover;      /* -o recover=DIR: a failed save's edits, applied (mount/recovery.h) */
     char *recovery_dir; /* -o recovery_dir=DIR: where such edits are kept */
+    char *map;          /* -o map=NAME|FILE: the model's names as a map gives them */
+    int list_maps;      /* --maps */
+    ck_map *mapping;    /* that map, loaded (check_map) */
 };
 
 enum { KEY_ALLOW_OTHER = 1 };
@@ -138,6 +142,8 @@ static const struct fuse_opt cli_opts[] = {
     {"noindex", offsetof(struct cli, noindex), 1},
     {"index_dir=%s", offsetof(struct cli, index_dir), 0},
     {"as=%s", offsetof(struct cli, as), 0},
+    {"map=%s", offsetof(struct cli, map), 0},
+    {"--maps", offsetof(struct cli, list_maps), 1},
     {"max_shard_size=%s", offsetof(struct cli, max_shard_size), 0},
     FUSE_OPT_KEY("allow_other", KEY_ALLOW_OTHER),
     FUSE_OPT_END,
@@ -294,12 +300,16 @@ static void usage(FILE *to)
             "    -o as=safetensors  show the model, read-only, as one file instead of the\n"
             "                       tree: MOUNTPOINT/model.safetensors, the bytes\n"
             "                       ckptfs-convert MODEL x.safetensors would write\n"
+            "    -o map=NAME|FILE   the model's names as the map gives them, read-only\n"
+            "                       (docs/maps.md; ckptfs --maps lists the shipped ones)\n"
             "    -o max_shard_size=SIZE  with as=safetensors: a Hugging Face sharded set\n"
             "                       when the model needs more than one shard of SIZE\n"
             "                       (model.safetensors.index.json, model-00001-of-...);\n"
             "                       with -o create: a new set's shards (default 5GB)\n"
             "    -f                 stay in the foreground\n"
             "    -d                 debug output (implies -f)\n"
+            "    --maps             list the shipped maps (-o map=NAME): name, whether it\n"
+            "                       has a reverse, where its rules come from, its file\n"
             "    --help, --version\n"
             "\n");
 }
@@ -686,6 +696,11 @@ static int mount_run(const struct cli *cli, struct fuse_args *args,
                 "(mount one of its checkpoints)\n", path, cli->as);
         return 1;
     }
+    if (cli->mapping != NULL) {
+        fprintf(stderr, "ckptfs: %s: -o map=%s maps one model, not a run directory (mount "
+                "one of its checkpoints)\n", path, cli->map);
+        return 1;
+    }
     if (cli->threads) {
         fprintf(stderr, "ckptfs: %s: a run directory is served on one thread (-o threads is "
                 "for one model)\n", path);
@@ -855,6 +870,10 @@ static int mount_collection(const struct cli *cli, struct fuse_args *args,
     ck_error err = {0};
     ck_collection_opts co = {.open = with_bar(oo), .strategy = cli->strategy, .watch = true};
     ck_model *model = c->open(path, &co, &err);
+    if (model != NULL && cli->mapping != NULL && ck_map_model(model, cli->mapping, &err) < 0) {
+        ck_model_close(model);
+        model = NULL;
+    }
     if (model == NULL) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         return 1;
@@ -945,6 +964,10 @@ static ck_model *open_model(struct cli *cli, const char *path, const ck_write_cl
                     ? ck_model_empty(dir, path, cli->format, oo, &err)
                     : ck_model_open_at(dir, path, oo, &err);
     ck_dir_unref(dir); /* the model holds it */
+    if (model != NULL && cli->mapping != NULL && ck_map_model(model, cli->mapping, &err) < 0) {
+        ck_model_close(model);
+        model = NULL;
+    }
     if (model == NULL)
         fprintf(stderr, "ckptfs: %s\n", err.msg);
     else if (model->n_sources == 0)
@@ -1035,6 +1058,26 @@ static int check_as(struct cli *cli)
     return 0;
 }
 
+/* -o map=: the map loaded before anything is mounted, so that a bad one
+ * is refused at once, naming its line.  A mapped model is read-only (its
+ * names are the map's): -o create has no model to map. */
+static int check_map(struct cli *cli)
+{
+    if (cli->map == NULL)
+        return 0;
+    if (cli->create) {
+        fprintf(stderr, "ckptfs: -o map=%s maps a model's names: -o create has none\n",
+                cli->map);
+        return -1;
+    }
+    ck_error err = {0};
+    if ((cli->mapping = ck_map_load(cli->map, &err)) == NULL) {
+        fprintf(stderr, "ckptfs: -o map=%s: %s\n", cli->map, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* Whether the real path mnt is dir or inside it (both real paths). */
 static bool path_within(const char *mnt, const char *dir)
 {
@@ -1098,6 +1141,20 @@ static int run_checkpoint(const struct cli *cli, const char **path, char **abs,
     return 0;
 }
 
+/* One line of --maps: a map that does not load says why instead. */
+static void print_map(void *arg, const char *name, const char *path)
+{
+    (void)arg;
+    ck_error err = {0};
+    ck_map *m = ck_map_load(name, &err);
+    if (m == NULL)
+        printf("%s\t-\t%s\t%s\n", name, err.msg, path);
+    else
+        printf("%s\t%s\t%s\t%s\n", name, ck_map_invertible(m) ? "invertible" : "one-way",
+               ck_map_about(m), path);
+    ck_map_free(m);
+}
+
 int main(int argc, char **argv)
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
@@ -1130,6 +1187,11 @@ int main(int argc, char **argv)
         rc = 0;
         goto out;
     }
+    if (cli.list_maps) {
+        ck_map_each(print_map, NULL);
+        rc = 0;
+        goto out;
+    }
     if (cli.model == NULL || opts.mountpoint == NULL) {
         fprintf(stderr, "ckptfs: %s\n" SHORT_USAGE "\n",
                 cli.model ? "missing MOUNTPOINT" : "missing MODEL");
@@ -1145,7 +1207,7 @@ int main(int argc, char **argv)
                 opts.mountpoint, ck_file_kind(mst.st_mode));
         goto out;
     }
-    if (check_as(&cli) < 0)
+    if (check_as(&cli) < 0 || check_map(&cli) < 0)
         goto out;
     /* The daemon changes directory to /: keep an absolute path. */
     char *abs = absolute_path(cli.model);
@@ -1213,6 +1275,8 @@ out:
     free(cli.strategy);
     free(cli.index_dir);
     free(cli.as);
+    free(cli.map);
+    ck_map_free(cli.mapping);
     fuse_opt_free_args(&args);
     return rc;
 }

@@ -11,6 +11,10 @@
 
 int ck_model_may_save(const ck_model *m, ck_error *err)
 {
+    if (m->mapped_by != NULL)
+        return ck_fail(err, ENOTSUP, "%s: shown through map %s, whose names it does not "
+                       "hold: saving edits back through a map is not built yet", m->path,
+                       m->mapped_by);
     if (ck_writer_of(m) == NULL)
         return ck_fail(err, ENOTSUP, "%s: ckptfs reads %s models but does not save them yet",
                        m->path, m->format->title);

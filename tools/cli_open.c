@@ -16,6 +16,7 @@
 
 #include <fuse_opt.h>
 
+#include "../codec/map/map_model.h"
 #include "../codec/registry.h"
 #include "../codec/core/progress.h"
 #include "../codec/core/saved_index.h"
@@ -65,7 +66,15 @@ int ck_cli_open_arg(ck_cli_open *o, int argc, char **argv, int *i)
         o->no_index = true;
         return 1;
     }
-    if ((v = ck_cli_o_value(argc, argv, *i, "key_file")) != NULL) {
+    if (strcmp(argv[*i], "--map") == 0) {
+        if (*i + 1 >= argc)
+            return -1;
+        o->map = argv[++*i];
+        return 1;
+    }
+    if ((v = ck_cli_o_value(argc, argv, *i, "map")) != NULL) {
+        o->map = v;
+    } else if ((v = ck_cli_o_value(argc, argv, *i, "key_file")) != NULL) {
         o->key_file = v;
     } else if ((v = ck_cli_o_value(argc, argv, *i, "tmp_max")) != NULL) {
         if (ck_parse_size(v, &o->tmp_max) < 0)
@@ -321,7 +330,19 @@ ck_model *ck_cli_open_model(const ck_cli_open *o, const char *path, ck_error *er
         m = ck_open_path(real != NULL ? real : path, &co, err);
     free(real);
     ck_envelope_args_free(&a); /* wipes the key */
+    if (m != NULL && o->map != NULL && ck_cli_map_model(m, o->map, err) < 0) {
+        ck_model_close(m);
+        return NULL;
+    }
     return m;
+}
+
+int ck_cli_map_model(ck_model *m, const char *map_name, ck_error *err)
+{
+    ck_map *map = ck_map_load(map_name, err);
+    int rc = map != NULL ? ck_map_model(m, map, err) : -1;
+    ck_map_free(map);
+    return rc;
 }
 
 int ck_cli_uint(const char *text, unsigned lo, unsigned hi, unsigned *out)

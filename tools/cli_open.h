@@ -16,6 +16,9 @@
  *                         and written as a mount does (saved_index.h)
  *   --no-index, -o noindex  neither read nor write a saved index
  *   -q, --quiet           no warning (a saved index that cannot be written)
+ *   --map NAME|FILE, -o map=NAME|FILE
+ *                         MODEL's names as the map gives them (codec/map/,
+ *                         docs/maps.md): a shipped map's name or a map file
  * -o key_file is handed to the envelopes by name (codec/registry.h,
  * ck_envelope_option), which read the key; a tool knows nothing of it.
  * -o takes a comma-separated list as ckptfs and mount(8) do: -o a,b is -o a
@@ -40,6 +43,7 @@ typedef struct ck_cli_open {
     const char *strategy;       /* NULL: not a distributed checkpoint */
     const char *index_dir;      /* NULL: the default place */
     bool no_index;
+    const char *map;            /* --map: applied to the model opened (NULL: none) */
     bool quiet;                 /* -q: no warning; a tool's -q may say more */
     bool key_optional;          /* a plain model opens though a key is given (the
                                  * key may be for ckptfs-convert's output) */
@@ -59,6 +63,9 @@ void ck_cli_key_wipe(ck_cli_open *o);
  * ck_cli_load_key's, else loaded now (o NULL: CKPTFS_KEY_HEX or none).  0,
  * or -1 with err. */
 int ck_cli_envelope_for_open(const ck_cli_open *o, ck_envelope_args *a, ck_error *err);
+
+/* Map m's names by the map map_name (ck_map_load): 0, or -1 with err. */
+int ck_cli_map_model(ck_model *m, const char *map_name, ck_error *err);
 
 /* Whether argv[*i] (with argv[*i + 1] for -o) is one of the options above:
  * 1 when it is and was taken (*i moved past it), 0 when it is not one of

@@ -333,6 +333,8 @@ static void usage(FILE *f)
             "  --nocrc               do not verify IN's .ckpt CRC trailer\n"
             "  --no-index            neither read nor save a .ckpt's index (ckptfs(1));\n"
             "  -o index_dir=DIR      where it is kept (default ~/.cache/ckptfs)\n"
+            "  --map NAME|FILE       write OUT under the names a map gives IN's\n"
+            "                        (ckptfs --maps lists the shipped maps)\n"
             "  -o key_file=PATH      the key of an encrypted IN, and of OUT with enc_mode\n"
             "                        (else CKPTFS_KEY_HEX)\n"
             "  -o tmp_max=SIZE       most a zstd IN without seek table may take in $TMPDIR\n"

@@ -50,6 +50,7 @@
 typedef struct diff_opts {
     ck_cli_open open;
     bool json;              /* -q is open.quiet: nothing printed, no warning */
+    bool strict;            /* --strict: names and shapes only, as load_state_dict */
     ck_chunk_opts read;     /* -j, --chunk */
     bool tol;               /* --atol or --rtol given: compare values, not bytes */
     double atol, rtol;
@@ -534,6 +535,50 @@ static void print_text(const char *pa, const char *pb, const entry *es, size_t n
     print_summary(c, o);
 }
 
+/* --strict: A against B as load_state_dict(strict=True) reports a state
+ * dict against a module: B's tensors that A lacks are missing, A's that B
+ * lacks unexpected, a pair of other shapes a size mismatch.  A type that
+ * differs is only noted: load_state_dict copies with a cast.  No tensor
+ * byte is read.  Whether they match. */
+static bool print_strict(const char *pa, const char *pb, const entry *es, size_t n,
+                         bool quiet)
+{
+    size_t missing = 0, unexpected = 0, shapes = 0, types = 0;
+    char name[CK_QUOTE_BUF + 16], sa[512], sb[512], ta[64], tb[64];
+    for (size_t i = 0; i < n; i++) {
+        const entry *e = &es[i];
+        name_text(e, e->a ? e->a : e->b, name, sizeof name);
+        if (e->v == ONLY_A || e->v == ONLY_B) {
+            e->v == ONLY_A ? unexpected++ : missing++;
+            if (!quiet)
+                printf("%s: %s\n", e->v == ONLY_A ? "unexpected" : "missing", name);
+            continue;
+        }
+        ck_dims_text(e->a->dims, e->a->ndim, sa, sizeof sa);
+        ck_dims_text(e->b->dims, e->b->ndim, sb, sizeof sb);
+        type_text(e, e->a, e->b, ta, sizeof ta);
+        type_text(e, e->b, e->a, tb, sizeof tb);
+        if (!same_shape(e->a, e->b)) {
+            shapes++;
+            if (!quiet)
+                printf("size mismatch: %s: %s in %s, %s in %s\n", name, sa, pa, sb, pb);
+        } else if (e->v == TYPE_DIFFERS) {
+            types++;
+            if (!quiet)
+                printf("type: %s: %s in %s, %s in %s (cast as it is loaded)\n", name, ta, pa,
+                       tb, pb);
+        }
+    }
+    bool match = missing + unexpected + shapes == 0;
+    if (!quiet && match)
+        printf("strict: the %zu tensors match by name and shape (%zu of another type)\n", n,
+               types);
+    else if (!quiet)
+        printf("strict: %zu missing, %zu unexpected, %zu of another shape\n", missing,
+               unexpected, shapes);
+    return match;
+}
+
 /* A difference: a number, or "nan" / "inf" (JSON has neither). */
 static json_t *jdiff(double v)
 {
@@ -647,6 +692,11 @@ static void usage(FILE *f)
             "  --nocrc               do not verify a .ckpt CRC trailer\n"
             "  --no-index            neither read nor save a .ckpt's index (ckptfs(1));\n"
             "  -o index_dir=DIR      where it is kept (default ~/.cache/ckptfs)\n"
+            "  --map NAME|FILE       A under the names a map gives it, B as it is\n"
+            "  --strict              names and shapes only, as load_state_dict(strict=True):\n"
+            "                        missing (B's, not A's), unexpected (A's, not B's) and\n"
+            "                        size mismatches; exit 0 only when there are none\n"
+            "                        (ckptfs --maps lists the shipped maps)\n"
             "  -o key_file=PATH      key of an encrypted A or B, one for both (or CKPTFS_KEY_HEX)\n"
             "  -o tmp_max=SIZE       most a zstd model without seek table may take in $TMPDIR\n"
             "  -o strategy=FILE      A and B are distributed checkpoints' directories\n"
@@ -801,6 +851,10 @@ static int own_arg(void *ctx, int argc, char **argv, int *i)
         o->json = true;
         return 1;
     }
+    if (strcmp(argv[*i], "--strict") == 0) {
+        o->strict = true;
+        return 1;
+    }
     return tol_arg(o, argc, argv, i);
 }
 
@@ -846,7 +900,10 @@ static int run(diff_opts *o, const char **path, size_t n_pos)
     o->open.key_optional = true; /* one key serves A, B or both */
     ck_error err = {0};
     ck_model *m[2] = {NULL, NULL};
+    const char *map = o->open.map;
     for (int k = 0; k < 2; k++) {
+        /* --map names A as B's framework does: B is the target, as it is. */
+        o->open.map = k == 0 ? map : NULL;
         if ((k == 0 && ck_cli_load_key(&o->open, &err) < 0) ||
             (m[k] = ck_cli_open_model(&o->open, path[k], &err)) == NULL) {
             fprintf(stderr, PROG ": %s\n", err.msg);
@@ -866,12 +923,15 @@ static int run(diff_opts *o, const char **path, size_t n_pos)
         fprintf(stderr, PROG ": out of memory\n");
     else if (select_entries(es, &n, path + 2, n_pos - 2, path[0], path[1]) < 0)
         rc = 2;
+    bool strict = rc == 0 && o->strict;
+    if (strict)
+        rc = print_strict(path[0], path[1], es, n, o->open.quiet) ? 0 : 1;
     ck_progress bar;
-    if (rc == 0 && ck_progress_wanted(stderr, o->open.quiet)) {
+    if (rc == 0 && !strict && ck_progress_wanted(stderr, o->open.quiet)) {
         ck_progress_start(&bar, bytes_to_compare(es, n), true, stderr);
         o->progress = &bar;
     }
-    for (size_t i = 0; rc == 0 && i < n; i++) {
+    for (size_t i = 0; rc == 0 && !strict && i < n; i++) {
         entry *e = &es[i];
         if (e->v == SAME && compare_pair(m[0], m[1], e, o, &err) < 0) {
             ck_progress_end(o->progress);
@@ -889,15 +949,15 @@ static int run(diff_opts *o, const char **path, size_t n_pos)
         }
     }
     ck_progress_end(o->progress); /* the line cleared before the report */
-    if (rc == 0 && !o->open.quiet && o->json)
+    if (rc == 0 && !strict && !o->open.quiet && o->json)
         rc = print_json(m[0], m[1], es, n, &c, o->tol) < 0 ? 2 : 0;
-    else if (rc == 0 && !o->open.quiet)
+    else if (rc == 0 && !strict && !o->open.quiet)
         print_text(path[0], path[1], es, n, &c, o);
     if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
         fprintf(stderr, PROG ": cannot write the output: %s\n", strerror(errno));
         rc = 2;
     }
-    if (rc == 0)
+    if (rc == 0 && !strict)
         rc = all_same(&c) ? 0 : 1;
     free(es);
     names_free(na, m[0]->index.n_live);

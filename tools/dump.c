@@ -579,7 +579,8 @@ static bool is_dir(const char *path)
 static void usage(FILE *to)
 {
     fprintf(to, "usage: ckptfs-dump [--json] [--nocrc] [--no-index] [-o index_dir=DIR]\n"
-            "                   [-o key_file=PATH] [-o tmp_max=SIZE] [-q] MODEL [TENSOR...]\n"
+            "                   [-o key_file=PATH] [-o tmp_max=SIZE] [--map NAME|FILE] [-q]\n"
+            "                   MODEL [TENSOR...]\n"
             "       ckptfs-dump -o strategy=FILE DIST_DIR\n"
             "       ckptfs-dump RUN_DIR/iteration_<N>\n"
             "       ckptfs-dump ONEFLOW_SNAPSHOT_DIR\n"
@@ -589,6 +590,7 @@ static void usage(FILE *to)
             "       ckptfs-dump -h | --help | -V | --version\n"
             "-o takes a list, -o a,b (a comma in a value: \\,); -q: no warning, no bar.\n"
             "--json: one JSON object instead of the listing (man ckptfs-dump, JSON SCHEMA).\n"
+            "--map: the names a map gives MODEL's tensors (ckptfs --maps; docs/maps.md).\n"
             "TENSOR: only those tensors, in the order named: a name or a shell glob ('fc*',\n"
             "quoted from the shell); a model of any kind above but a RUN_DIR takes them.\n");
 }

@@ -404,6 +404,8 @@ static void usage(FILE *f)
             "  --nocrc               do not verify a .ckpt CRC trailer\n"
             "  --no-index            neither read nor save a .ckpt's index (ckptfs(1));\n"
             "  -o index_dir=DIR      where it is kept (default ~/.cache/ckptfs)\n"
+            "  --map NAME|FILE       MODEL's tensors under the names a map gives them\n"
+            "                        (ckptfs --maps lists the shipped maps)\n"
             "  -o key_file=PATH      key of an encrypted model (or CKPTFS_KEY_HEX)\n"
             "  -o tmp_max=SIZE       most a zstd model without seek table may take in $TMPDIR\n"
             "  -o strategy=FILE      MODEL is a distributed checkpoint's directory\n"

@@ -400,6 +400,7 @@ void ck_model_close(ck_model *m)
     ck_page_cache_free(m->cache);
     ck_envelope_close(&m->env); /* wipes its key */
     ck_index_free(&m->index);
+    free(m->mapped_by);
     if (m->saved != NULL)
         m->ix->free(m->saved);
     ck_dir_unref(m->dir);

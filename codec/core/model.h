@@ -156,6 +156,8 @@ typedef struct ck_model {
      * the file. */
     struct ck_saved_index *saved;
     const ck_index_hooks *ix;       /* the open's (ck_model_open_file), or NULL */
+    char *mapped_by;                /* its names are this map's (codec/map/map_model.h):
+                                     * not saved in place; NULL: its own */
 } ck_model;
 
 /* Take ownership of src; returns its id, or -1 (src closed) on failure. */

@@ -84,27 +84,24 @@ static size_t tensor_dir_name(const ck_tensor *t, unsigned k, char buf[CK_DIR_NA
     return ck_dir_name(t->name, t->name_len, suffix, buf);
 }
 
-int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
+/* The visible list made of ids[0..n) (NULL: every tensor not superseded,
+ * in file order), each given its directory name. */
+static int make_live(ck_index *ix, const uint32_t *ids, size_t n, const char *path,
+                     ck_error *err)
 {
-    /* The array only grows while reading; give back the slack. */
-    if (ix->count > 0 && ix->count < ix->cap) {
-        ck_tensor *t = realloc(ix->tensors, ix->count * sizeof *t);
-        if (t != NULL) {
-            ix->tensors = t;
-            ix->cap = ix->count;
-        }
-    }
-    free(ix->live);
-    ix->live = malloc((ix->count ? ix->count : 1) * sizeof *ix->live);
-    if (ix->live == NULL)
+    uint32_t *live = malloc((n ? n : 1) * sizeof *live);
+    if (live == NULL)
         return ck_nomem(err, path);
+    free(ix->live);
+    ix->live = live;
     ix->n_live = 0;
     ck_name_map seen; /* only to find two tensors with one directory name */
     ck_name_map_init(&seen);
     int rc = 0;
-    for (size_t i = 0; i < ix->count && rc == 0; i++) {
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        size_t i = ids != NULL ? ids[k] : k;
         ck_tensor *t = &ix->tensors[i];
-        if (t->superseded)
+        if (ids == NULL && t->superseded)
             continue;
         char buf[CK_DIR_NAME_MAX + 1];
         size_t n = tensor_dir_name(t, 1, buf);
@@ -132,6 +129,37 @@ int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
     }
     ck_name_map_free(&seen);
     return rc;
+}
+
+int ck_index_finalize(ck_index *ix, const char *path, ck_error *err)
+{
+    /* The array only grows while reading; give back the slack. */
+    if (ix->count > 0 && ix->count < ix->cap) {
+        ck_tensor *t = realloc(ix->tensors, ix->count * sizeof *t);
+        if (t != NULL) {
+            ix->tensors = t;
+            ix->cap = ix->count;
+        }
+    }
+    return make_live(ix, NULL, ix->count, path, err);
+}
+
+int ck_index_rename(ck_index *ix, const uint32_t *ids, const char *const *names, size_t n,
+                    const char *path, ck_error *err)
+{
+    for (size_t k = 0; k < n; k++) {
+        ck_tensor *t = &ix->tensors[ids[k]];
+        size_t len = strlen(names[k]);
+        const char *name = len <= UINT32_MAX ? ck_arena_strndup(&ix->arena, names[k], len)
+                                             : NULL;
+        if (name == NULL)
+            return ck_nomem(err, path);
+        t->name = name;
+        t->name_len = (uint32_t)len;
+        t->dir_src = t->dir_suffix = NULL; /* the name is the map's, whole */
+        t->dir_src_len = 0;
+    }
+    return make_live(ix, ids, n, path, err);
 }
 
 /* The slice of dimension d that coordinate x falls in, of g's uneven cuts:

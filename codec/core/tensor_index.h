@@ -137,6 +137,12 @@ static inline const ck_extent *ck_tensor_ext(const ck_tensor *t, uint32_t i)
  * directory name is the front-end's business: its tree keeps the map, so
  * the index does not hold a second one.) */
 int ck_index_finalize(ck_index *ix, const char *path, ck_error *err);
+/* The visible tensors become ids[0..n) (visible ones), in that order,
+ * each named names[i] (copied) as its whole name: a map's outcome
+ * (codec/map/map_model.h).  Their directory names are made again, and
+ * two that meet refused as ck_index_finalize refuses them. */
+int ck_index_rename(ck_index *ix, const uint32_t *ids, const char *const *names, size_t n,
+                    const char *path, ck_error *err);
 
 /* Call fn for each piece of the source ranges that hold bytes
  * [off, off + size) of an extent-backed tensor (clipped to nbytes).

@@ -12,8 +12,10 @@
  * regular expression is compiled once, here, and a glob is fnmatch(3)'s.
  */
 #define _GNU_SOURCE
+#include "map.h"
 #include "map_rules.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -182,6 +184,60 @@ static int want(const line_words *lw, size_t lo, size_t hi, const char *path, un
     return ck_fail(err, EINVAL, "%s: line %u: usage: %s", path, line, usage);
 }
 
+/* Whether an extended regular expression is one whose compiled size and
+ * matching time stay small: glibc's regcomp copies a subexpression for
+ * every bound of an interval and compounds stacked quantifiers, so
+ * `(a+)+++...` or `(a{255}){255}` would take memory and time without
+ * end.  A map's patterns are names' shapes: at most REGEX_MAX bytes, no
+ * quantifier on a quantifier, intervals of at most REGEX_BOUND_MAX and no
+ * more than two of them, groups nested at most REGEX_DEPTH_MAX deep, no
+ * back-reference (which makes matching exponential).  NULL, or why not. */
+#define REGEX_MAX 512
+#define REGEX_BOUND_MAX 32
+#define REGEX_DEPTH_MAX 8
+static const char *regex_unsafe(const char *re)
+{
+    if (strlen(re) > REGEX_MAX)
+        return "longer than 512 bytes";
+    unsigned depth = 0, intervals = 0;
+    bool after_quantifier = false, in_bracket = false;
+    for (const char *p = re; *p; p++) {
+        if (in_bracket) {
+            in_bracket = *p != ']' || p[-1] == '[' || (p[-1] == '^' && p[-2] == '[');
+            continue;
+        }
+        bool quantifier = *p == '*' || *p == '+' || *p == '?' || *p == '{';
+        if (quantifier && after_quantifier)
+            return "a quantifier on a quantifier";
+        if (*p == '\\' && p[1] >= '1' && p[1] <= '9')
+            return "a back-reference";
+        if (*p == '\\' && p[1] != '\0') {
+            p++;
+        } else if (*p == '[') {
+            in_bracket = true;
+        } else if (*p == '(' && ++depth > REGEX_DEPTH_MAX) {
+            return "groups nested more than 8 deep";
+        } else if (*p == ')' && depth > 0) {
+            depth--;
+        } else if (*p == '{') {
+            char *end;
+            unsigned long lo = strtoul(p + 1, &end, 10), hi = lo;
+            if (*end == ',')
+                hi = end[1] == '}' ? ULONG_MAX : strtoul(end + 1, &end, 10);
+            if (++intervals > 2 || lo > REGEX_BOUND_MAX || hi > REGEX_BOUND_MAX)
+                return "an interval past {32}, or more than two intervals";
+        }
+        after_quantifier = quantifier || (*p == '}' && after_quantifier);
+        if (*p == '{') {
+            const char *close = strchr(p, '}');
+            if (close != NULL)
+                p = close;
+            after_quantifier = true;
+        }
+    }
+    return NULL;
+}
+
 /* One rule line into m.  Rules that name strings take copies. */
 static int take_rule(ck_map *m, line_words *lw, unsigned line, ck_error *err)
 {
@@ -230,6 +286,10 @@ static int take_rule(ck_map *m, line_words *lw, unsigned line, ck_error *err)
     if (strcmp(k, "regex") == 0) {
         if (want(lw, 2, 2, path, line, "regex EXTENDED-RE NEW", err) < 0)
             return -1;
+        const char *unsafe = regex_unsafe(lw->w[1]);
+        if (unsafe != NULL)
+            return ck_fail(err, EINVAL, "%s: line %u: regex: %s (a map's pattern stays "
+                           "small)", path, line, unsafe);
         if ((r = new_rule(m, MAP_REGEX, line, err)) == NULL)
             return -1;
         int rc = regcomp(&r->re, lw->w[1], REG_EXTENDED);
@@ -519,6 +579,55 @@ int ck_map_find(const char *name, char *out, size_t cap, ck_error *err)
             return 0;
     }
     return ck_fail(err, ENOENT, "map '%s': no such map (ckptfs --maps lists them)", name);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The map names in directory dir, sorted (malloc'd strings), at most max. */
+static size_t names_in(const char *dir, char **names, size_t max)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    size_t n = 0;
+    struct dirent *de;
+    while (n < max && (de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (len <= 4 || strcmp(de->d_name + len - 4, ".map") != 0)
+            continue;
+        char *name = strndup(de->d_name, len - 4);
+        if (name != NULL && map_name_ok(name))
+            names[n++] = name;
+        else
+            free(name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    return n;
+}
+
+void ck_map_each(void (*fn)(void *arg, const char *name, const char *path), void *arg)
+{
+    enum { MAX = 4096 };
+    const char *dirs[16];
+    char buf[4 * PATH_MAX], path[PATH_MAX];
+    size_t nd = ck_map_dirs(dirs, 16, buf, sizeof buf);
+    char **names = calloc(MAX + 1, sizeof *names);
+    for (size_t i = 0; names != NULL && i < nd; i++) {
+        size_t n = names_in(dirs[i], names, MAX);
+        for (size_t k = 0; k < n; k++) {
+            ck_error err = {0};
+            /* shown from the first directory that has it, as it is found */
+            if (ck_map_find(names[k], path, sizeof path, &err) == 0 &&
+                strncmp(path, dirs[i], strlen(dirs[i])) == 0 && path[strlen(dirs[i])] == '/')
+                fn(arg, names[k], path);
+            free(names[k]);
+        }
+    }
+    free(names);
 }
 
 /* The text of map file path, at most CK_MAP_TEXT_MAX bytes, into *text. */

@@ -25,8 +25,8 @@
  * rules, not data. */
 #define CK_MAP_TEXT_MAX (1u << 20)
 #define CK_MAP_RULES_MAX 10000
-/* The longest name a rule may make. */
-#define CK_MAP_NAME_MAX 65535
+/* The longest name a rule may make: a tensor's name is a module path. */
+#define CK_MAP_NAME_MAX 4096
 
 typedef struct ck_map ck_map;
 
@@ -46,6 +46,10 @@ int ck_map_find(const char *name, char *out, size_t cap, ck_error *err);
  * and ../share/ckptfs/maps, an install's), then CKPTFS_MAPS_DIR.  dirs[i]
  * point into buf (cap bytes); how many. */
 size_t ck_map_dirs(const char *dirs[], size_t max, char *buf, size_t cap);
+
+/* Every shipped map, once a name (the first directory's, as ck_map_find
+ * would find it), in each directory's name order: fn(arg, name, path). */
+void ck_map_each(void (*fn)(void *arg, const char *name, const char *path), void *arg);
 
 /* The reverse of an invertible map (its rules inverted, in reverse
  * order), named by its `reverse` line or "NAME~"; NULL with err when it

@@ -11,6 +11,7 @@
  * hash lookup), and each result is bounded.
  */
 #define _GNU_SOURCE
+#include "map.h"
 #include "map_rules.h"
 
 #include <errno.h>
@@ -284,7 +285,8 @@ static int check_distinct(const name_state *s, const char *const *names)
         } else if (prev != CK_NAME_MAP_NONE) {
             char q1[CK_QUOTE_BUF], q2[CK_QUOTE_BUF], q3[CK_QUOTE_BUF];
             size_t j = (size_t)prev;
-            unsigned line = s->by[i] ? s->by[i] : s->by[j];
+            /* the later of the two rules that made them: where they met */
+            unsigned line = s->by[i] > s->by[j] ? s->by[i] : s->by[j];
             rc = ck_fail(s->err, EINVAL, "%s: line %u: '%s' and '%s' would both be named '%s'",
                          s->m->path, line, ck_quote(q1, names[j], strlen(names[j])),
                          ck_quote(q2, names[i], strlen(names[i])),

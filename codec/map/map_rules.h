@@ -7,8 +7,11 @@
 #define CK_MAP_RULES_H
 
 #include <regex.h>
+#include <stdbool.h>
+#include <stddef.h>
 
-#include "map.h"
+/* As map.h names it; this header stays below map.h (map.c includes both). */
+typedef struct ck_map ck_map;
 
 typedef enum map_rule_kind {
     MAP_RENAME,                 /* the whole name a becomes b */

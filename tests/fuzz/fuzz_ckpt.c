@@ -35,6 +35,9 @@
  * and tensor_6/{meta,out} (float32 [3]) written at start, the shapes of
  * the real fixture; an accepted snapshot must read back whole.
  *
+ * "map" fuzzes the map language (codec/map/): the input is a map's text,
+ * parsed, then applied to a fixed list of names, and so is its reverse.
+ *
  * "dcp" fuzzes a PyTorch Distributed Checkpoint's .metadata (dcp_metadata.c)
  * and the assembly of its tensors (dcp_dir.c): the input is that file,
  * beside the data files of the checkpoint CKPTFS_FUZZ_DCP names (run.sh:
@@ -91,13 +94,14 @@
 #include "../../codec/onnx_mindir/onnx_mindir_reader.h"
 #include "../../codec/registry.h"
 #include "../../codec/pytorch/pt_reader.h"
+#include "../../codec/map/map.h"
 #include "../../codec/safetensors/safetensors_set.h"
 #include "../../save/encoder.h"
 
 static char dir[PATH_MAX - 32];
 static char path[PATH_MAX], rewritten[PATH_MAX];
 static int fd = -1;
-static bool ckpt, wrapped, strategy, iteration, oneflow, dcp, saved_index;
+static bool ckpt, wrapped, strategy, iteration, oneflow, dcp, saved_index, map_text;
 static const ck_format *saved_format; /* the format of the model a saved index is of */
 /* The envelopes' options of a .enc input: the key "0123456789ABCDEF", in
  * hex as CKPTFS_KEY_HEX gives it (the envelopes read it once, at init). */
@@ -717,16 +721,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     iteration = strcmp(format, "iteration") == 0;
     oneflow = strcmp(format, "oneflow") == 0;
     dcp = strcmp(format, "dcp") == 0;
+    map_text = strcmp(format, "map") == 0;
     bool index_of_onnx = strcmp(format, "saved-index-onnx") == 0;
     saved_index = strcmp(format, "saved-index") == 0 || index_of_onnx;
     saved_format = index_of_onnx ? &ck_format_onnx : &ck_format_ckpt;
-    bool of_ckpt = strategy || iteration || oneflow || dcp || saved_index;
+    bool of_ckpt = strategy || iteration || oneflow || dcp || saved_index || map_text;
     const ck_format *f = index_of_onnx ? &ck_format_onnx
                                        : ck_format_by_name(of_ckpt ? "ckpt" : name);
     if (f == NULL || (*wrap && strcmp(wrap, ".enc") != 0 && strcmp(wrap, ".zst") != 0)) {
         fprintf(stderr, "CKPTFS_FUZZ_FORMAT must be a format (ckpt, onnx, mindir, "
                 "safetensors, safetensors-set, pytorch), then maybe .enc or .zst, or strategy, "
-                "iteration, oneflow, dcp, saved-index or saved-index-onnx, not '%s'\n", format);
+                "iteration, oneflow, dcp, saved-index, saved-index-onnx or map, not '%s'\n", format);
         exit(2);
     }
     const char *model_to = getenv("CKPTFS_FUZZ_MODEL_TO");
@@ -814,8 +819,51 @@ static int fuzz_merged(void)
     return check_merged(ck_dist_open(where, path, &opts, false, &err), &err);
 }
 
+/* The input as a map's text (codec/map/): parsed or refused in one line;
+ * a parsed map applied to names a model may hold, and its reverse when
+ * it has one, each outcome names or a one-line refusal. */
+static int fuzz_map(const uint8_t *data, size_t size)
+{
+    static const char *const names[] = {
+        "conv1.weight", "bn1.gamma", "bn1.beta", "bn1.moving_mean", "bn1.moving_variance",
+        "c.bn.bn2d.gamma", "c.bn.bn2d.moving_mean", "moments.conv1.weight", "global_step",
+        "model.layers.0.self_attn.q_proj.weight", "model.norm.weight", "x", "a.b.c.d",
+        "layer1.0.down_sample.1.gamma", "classifier.weight", "em.embedding_table", "w",
+    };
+    const size_t n = sizeof names / sizeof *names;
+    ck_error err = {0};
+    ck_map *m = ck_map_parse((const char *)data, size, "fuzz.map", &err);
+    if (m == NULL) {
+        one_line(&err);
+        return 0;
+    }
+    ck_map *r = ck_map_invertible(m) ? ck_map_reverse(m, &err) : NULL;
+    if (ck_map_invertible(m) && r == NULL)
+        abort(); /* an invertible map has its reverse */
+    for (ck_map *x = m; x != NULL; x = x == m ? r : NULL) {
+        char *out[sizeof names / sizeof *names];
+        if (ck_map_names(x, names, n, out, &err) < 0) {
+            one_line(&err);
+            for (size_t i = 0; i < n; i++)
+                if (out[i] != NULL)
+                    abort(); /* refused: nothing handed out */
+            continue;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (out[i] != NULL && (out[i][0] == '\0' || strlen(out[i]) > CK_MAP_NAME_MAX))
+                abort(); /* no empty or over-long name is handed out */
+            free(out[i]);
+        }
+    }
+    ck_map_free(r);
+    ck_map_free(m);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    if (map_text)
+        return fuzz_map(data, size);
     if (saved_index)
         return fuzz_saved_index(data, size);
     if (ftruncate(fd, 0) < 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))

@@ -41,7 +41,7 @@ fuzzer=$1
 runs=${2:-200000}
 shift $(($# < 2 ? $# : 2))
 [ $# -gt 0 ] || set -- ckpt onnx mindir safetensors safetensors-set ckpt.enc mindir.enc ckpt.zst \
-    strategy iteration oneflow saved-index saved-index-onnx pytorch dcp
+    strategy iteration oneflow saved-index saved-index-onnx pytorch dcp map
 build=$(dirname "$fuzzer") # ckptfs-dump, beside it, writes the saved-index seeds
 # Each input is written to a file in $TMPDIR (decoded typed fields to another):
 # on tmpfs that is free, on a disk it takes most of the run.
@@ -61,6 +61,7 @@ seeds() { # seeds FORMAT: the fixture files that seed its corpus
     oneflow) echo ../shared/fixtures/oneflow/new_pickled_3x3_i3o3_conv2d_params/pickled_data ;;
     pytorch) echo ../shared/fixtures/pytorch/candle_*.pt* \
         ../shared/fixtures/pytorch/torchtune_tiny_state_dict_with_one_key.pt ;;
+    map) echo maps/*.map ;;
     ckpt.*) echo ../shared/fixtures/mindspore/goldenstick_test_*.ckpt \
         ../shared/fixtures/mindspore/mindscience_SciAI_example_net_10000.ckpt ;;
     esac

@@ -137,6 +137,12 @@ static void test_refusals(void)
           "map: a bad regex is refused at its line");
     check(refused_at("not-invertible x\nregex a \\3\n", ab, 2, "line 2"),
           "map: a regex naming a group it lacks is refused");
+    check(refused_at("not-invertible x\nregex (a+)++ b\n", ab, 2, "quantifier on a quantifier") &&
+              refused_at("not-invertible x\nregex ((a{32}){32}){32} b\n", ab, 2, "interval") &&
+              refused_at("not-invertible x\nregex (a)\\1 b\n", ab, 2, "back-reference") &&
+              refused_at("not-invertible x\nregex a{99} b\n", ab, 2, "interval"),
+          "map: a regex that would take memory or time without end is refused (the fuzzer's "
+          "findings)");
     check(refused_at("not-invertible x\n\ncast * float32\n", ab, 2, "line 3: 'cast'"),
           "map: a layout or type rule is refused by name until it is built");
     check(refused_at("not-invertible x\nfrobnicate a\n", ab, 2, "line 2"),
