@@ -66,6 +66,10 @@ int ck_cli_open_arg(ck_cli_open *o, int argc, char **argv, int *i)
         o->no_index = true;
         return 1;
     }
+    if (strncmp(argv[*i], "--map=", 6) == 0) {
+        o->map = argv[*i] + 6;
+        return 1;
+    }
     if (strcmp(argv[*i], "--map") == 0) {
         if (*i + 1 >= argc)
             return -1;

@@ -344,7 +344,8 @@ static void usage(FILE *f)
             "or:    " PROG " --into TEMPLATE [--map FILE] [--strict] [OPTIONS] CKPT OUT\n"
             "Write the ONNX or MindIR graph TEMPLATE as OUT with its initializers (parameters)\n"
             "filled from CKPT's tensors of the same names, --map FILE's lines \"CKPT_NAME\n"
-            "TEMPLATE_NAME\" renaming CKPT's first; --strict: every one must be filled.\n"
+            "TEMPLATE_NAME\" renaming CKPT's first (with --into, --map is that file, not a\n"
+            "map of docs/maps.md); --strict: every one must be filled.\n"
             "IN: a file ckptfs reads, an iteration_<N> directory, a OneFlow snapshot\n"
             "directory, a Hugging Face model folder (config.json beside model.safetensors,\n"
             "its .index.json or pytorch_model.bin: that file), or with -o strategy a\n"
@@ -378,8 +379,6 @@ static int own_arg(void *ctx, int argc, char **argv, int *i)
         o->strict = true;
     } else if ((v = word_value(argc, argv, i, "--into")) != NULL) {
         o->into = v;
-    } else if ((v = word_value(argc, argv, i, "--map")) != NULL) {
-        o->map = v;
     } else if (strcmp(a, "--to") == 0 || strncmp(a, "--to=", 5) == 0) {
         const char *name = a[4] == '=' ? a + 5 : *i + 1 < argc ? argv[++*i] : "";
         if ((o->to = target_by_name(name)) == NULL)
@@ -417,7 +416,7 @@ typedef enum mode {
 static const char *check_fill_opts(const convert_opts *o)
 {
     if (o->into == NULL)
-        return o->map != NULL || o->strict ? "--map and --strict go with --into" : NULL;
+        return o->strict ? "--strict goes with --into" : NULL;
     if (o->into[0] == '\0' || (o->map != NULL && o->map[0] == '\0'))
         return "--into and --map take a file";
     if (o->to != NULL || o->enc_mode != NULL || o->zstd_level != NULL || o->max_shard_size != 0)
@@ -463,6 +462,12 @@ int main(int argc, char **argv)
     }
     o.in = path[0];
     o.out = path[1];
+    /* With --into, --map FILE is the fill's name map (template_fill.h),
+     * older than the maps of codec/map/; without, IN's names are mapped. */
+    if (o.into != NULL) {
+        o.map = o.open.map;
+        o.open.map = NULL;
+    }
     const char *why = check_fill_opts(&o);
     if (why != NULL) {
         fprintf(stderr, PROG ": %s; usage: " PROG " [OPTIONS] IN OUT (try --help)\n", why);

@@ -521,10 +521,10 @@ fo.write_ckpt(sys.argv[2], [("2", "Float32", [], np.float32([1]).tobytes())])' "
     done
 }
 
-@test "usage: --map and --strict need --into, --into takes no target options (exit 2); OUT may not be CKPT or TEMPLATE" {
+@test "usage: --strict needs --into, --into takes no target options (exit 2); OUT may not be CKPT or TEMPLATE" {
     mkdir "$T/out"
     $FILL ckpt "$CONV" "$T/w.ckpt"
-    for args in "--map $T/m $T/w.ckpt $T/out/x.ckpt" "--strict $T/w.ckpt $T/out/x.ckpt" \
+    for args in "--strict $T/w.ckpt $T/out/x.ckpt" \
                 "--into $CONV --to ckpt $T/w.ckpt $T/out/x.onnx" \
                 "--into $CONV -o zstd_level=3 $T/w.ckpt $T/out/x.onnx" \
                 "--into=$CONV $T/w.ckpt" "--into $CONV --map= $T/w.ckpt $T/out/x.onnx"; do
