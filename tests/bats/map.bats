@@ -53,6 +53,24 @@ e = [e for e in co.load_reference(sys.argv[2])[0] if e.tag == b"em.embedding_tab
 sys.stdout.buffer.write(e.out)' "$REPO/tests/oracle" "$LSTM")
 }
 
+@test "the bridge to OneFlow: a mapped mount of a MindSpore checkpoint copied with cp -r is a OneFlow snapshot under PyTorch's names, the checkpoint's bytes" {
+    mount_fg "$LSTM" "$M" -o map=mindspore-to-torch
+    mkdir "$T/snap"
+    cp -r "$M/." "$T/snap/"
+    [ -f "$T/snap/snapshot_done" ]
+    # read by the OneFlow oracle (its own meta and out parsing), against
+    # the protobuf runtime's tensors of the source, renamed as the
+    # reference says (embedding_table -> weight)
+    $PY "$REPO/tests/oracle/oneflow_oracle.py" sums "$T/snap" >"$T/got"
+    $ORACLE parse "$LSTM" | $PY -c 'import json, sys
+for e in json.load(sys.stdin):
+    print(e["dir"].replace("em.embedding_table", "em.weight") + "\t" + e["sha256"])' |
+        LC_ALL=C sort >"$T/want"
+    diff "$T/want" "$T/got"
+    # the names are the torch module's, which OneFlow's mirrors
+    diff <(cut -f1 "$T/got") <($MAP_ORACLE module-keys lstm-crf)
+}
+
 @test "ckptfs-diff --strict: a mapped checkpoint against a torch-written target, as load_state_dict(strict=True) reports it" {
     $MAP_ORACLE save-module lenet "$T/lenet_target.pt"
     run "$BUILD/ckptfs-diff" --strict --map mindspore-to-torch "$LENET" "$T/lenet_target.pt"

@@ -21,6 +21,8 @@ reference parser (safetensors_oracle), never by ckptfs.
   map_oracle.py save-module lenet|lstm-crf OUT.pt [HIDDEN]
       torch.save of a fresh module's state_dict (the LSTM's hidden size
       HIDDEN, default 128): a target for ckptfs-diff --strict
+  map_oracle.py module-keys lenet|lstm-crf
+      the module's state_dict keys, sorted bytewise, one a line
   map_oracle.py names FILE NAME...
       FILE's tensor names (a .ckpt or .safetensors) are exactly NAME...
 Exit 0 when it holds; else 1 with one line saying what differs.
@@ -145,6 +147,9 @@ def main():
     elif cmd == "save-module":
         net = LeNet5() if args[0] == "lenet" else LstmCrf(int(args[2]) if len(args) > 2 else 128)
         torch.save(net.state_dict(), args[1])
+    elif cmd == "module-keys":
+        net = LeNet5() if args[0] == "lenet" else LstmCrf()
+        print("\n".join(sorted(net.state_dict(), key=lambda k: k.encode())))
     elif cmd == "names":
         got = list(load_any(args[0]))
         if got != args[1:]:
