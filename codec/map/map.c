@@ -529,31 +529,45 @@ const char *ck_map_about(const ck_map *m)
     return m->about ? m->about : "";
 }
 
+/* dir appended to dirs (a copy in buf): whether there was room. */
+static bool add_dir(const char *dirs[], size_t max, size_t *n, char *buf, size_t cap,
+                    size_t *used, const char *dir, size_t len)
+{
+    if (len == 0 || *n == max || *used + len + 1 > cap)
+        return false;
+    memcpy(buf + *used, dir, len);
+    buf[*used + len] = '\0';
+    dirs[(*n)++] = buf + *used;
+    *used += len + 1;
+    return true;
+}
+
 size_t ck_map_dirs(const char *dirs[], size_t max, char *buf, size_t cap)
 {
     size_t n = 0, used = 0;
     const char *env = getenv("CKPTFS_MAPS");
-    char exe[PATH_MAX];
+    for (const char *s = env, *e; s != NULL && *s; s = e ? e + 1 : NULL) {
+        e = strchr(s, ':');
+        add_dir(dirs, max, &n, buf, cap, &used, s, e ? (size_t)(e - s) : strlen(s));
+    }
+    /* The program's directory's parent: the source tree (build/..) or
+     * the install's prefix (bin/..). */
+    char exe[PATH_MAX], dir[PATH_MAX + 32];
     ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[el > 0 ? el : 0] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash != NULL)
+    for (int k = 0; k < 2; k++) {
+        char *slash = strrchr(exe, '/');
+        if (slash == NULL)
+            break;
         *slash = '\0';
-    char all[3 * PATH_MAX + 64];
-    snprintf(all, sizeof all, "%s%s%s/../maps:%s/../share/ckptfs/maps:%s", env ? env : "",
-             env ? ":" : "", exe, exe, CKPTFS_MAPS_DIR);
-    for (char *s = all, *e; n < max && s != NULL; s = e ? e + 1 : NULL) {
-        e = strchr(s, ':');
-        size_t len = e ? (size_t)(e - s) : strlen(s);
-        if (len == 0 || used + len + 1 > cap)
-            continue;
-        if (s[0] != '/' && slash == NULL)
-            continue;
-        memcpy(buf + used, s, len);
-        buf[used + len] = '\0';
-        dirs[n++] = buf + used;
-        used += len + 1;
     }
+    if (exe[0] == '/') {
+        int len = snprintf(dir, sizeof dir, "%s/maps", exe);
+        add_dir(dirs, max, &n, buf, cap, &used, dir, (size_t)len);
+        len = snprintf(dir, sizeof dir, "%s/share/ckptfs/maps", exe);
+        add_dir(dirs, max, &n, buf, cap, &used, dir, (size_t)len);
+    }
+    add_dir(dirs, max, &n, buf, cap, &used, CKPTFS_MAPS_DIR, strlen(CKPTFS_MAPS_DIR));
     return n;
 }
 
