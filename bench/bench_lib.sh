@@ -4,6 +4,17 @@
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.6f\n", b - a}'; }
+
+# gen_many_and_big: $W/many.ckpt ($N tensors of 64 bytes) and $W/big.ckpt
+# ($MIB MiB in 64 tensors), read once into the page cache; $M made.
+gen_many_and_big() {
+    echo "# generating $N small tensors and $MIB MiB in 64 tensors"
+    /usr/bin/python3 bench/gen_ckpt.py "$W/many.ckpt" --size $((N * 64)) --count "$N"
+    /usr/bin/python3 bench/gen_ckpt.py "$W/big.ckpt" --size $((MIB << 20)) --count 64
+    cat "$W/many.ckpt" "$W/big.ckpt" >/dev/null
+    mkdir -p "$M"
+}
 
 # mount_timed MODEL MNT -> prints seconds; the daemonized command returns
 # when the mount is live, so its run time is the mount time.

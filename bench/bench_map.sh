@@ -19,13 +19,8 @@ M=$W/m
 PIDS=()
 . bench/bench_lib.sh
 trap cleanup_mounts EXIT
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.6f\n", b - a}'; }
 
-echo "# generating $N small tensors and $MIB MiB in 64 tensors"
-/usr/bin/python3 bench/gen_ckpt.py "$W/many.ckpt" --size $((N * 64)) --count "$N"
-/usr/bin/python3 bench/gen_ckpt.py "$W/big.ckpt" --size $((MIB << 20)) --count 64
-cat "$W/many.ckpt" "$W/big.ckpt" >/dev/null
-mkdir -p "$M"
+gen_many_and_big
 printf 'about every name renamed\ninvertible\nreplace layer. block.\n' >"$W/rename.map"
 "$CKPTFS" --help >/dev/null
 

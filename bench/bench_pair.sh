@@ -24,13 +24,8 @@ PIDS=()
 CKPTFS=$A
 . bench/bench_lib.sh
 trap cleanup_mounts EXIT
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.6f\n", b - a}'; }
 
-echo "# generating $N small tensors and $MIB MiB in 64 tensors"
-/usr/bin/python3 bench/gen_ckpt.py "$W/many.ckpt" --size $((N * 64)) --count "$N"
-/usr/bin/python3 bench/gen_ckpt.py "$W/big.ckpt" --size $((MIB << 20)) --count 64
-cat "$W/many.ckpt" "$W/big.ckpt" >/dev/null
-mkdir -p "$M"
+gen_many_and_big
 
 # one_round SIDE BIN: one sample of each measure into $W/SIDE.MEASURE.
 one_round() {

@@ -855,6 +855,16 @@ static ck_open_opts with_bar(const ck_open_opts *oo)
     return first;
 }
 
+/* model under -o map='s names (none: as it is); NULL with err, model
+ * closed, when the map refuses its names. */
+static ck_model *mapped(const struct cli *cli, ck_model *model, ck_error *err)
+{
+    if (model == NULL || cli->mapping == NULL || ck_map_model(model, cli->mapping, err) == 0)
+        return model;
+    ck_model_close(model);
+    return NULL;
+}
+
 /* A collection, read-only: a directory that opens as one model (a
  * distributed checkpoint merged by its strategy file, an iteration
  * directory, a snapshot directory: codec/registry.h). */
@@ -869,11 +879,7 @@ static int mount_collection(const struct cli *cli, struct fuse_args *args,
     }
     ck_error err = {0};
     ck_collection_opts co = {.open = with_bar(oo), .strategy = cli->strategy, .watch = true};
-    ck_model *model = c->open(path, &co, &err);
-    if (model != NULL && cli->mapping != NULL && ck_map_model(model, cli->mapping, &err) < 0) {
-        ck_model_close(model);
-        model = NULL;
-    }
+    ck_model *model = mapped(cli, c->open(path, &co, &err), &err);
     if (model == NULL) {
         fprintf(stderr, "ckptfs: %s\n", err.msg);
         return 1;
@@ -964,10 +970,7 @@ static ck_model *open_model(struct cli *cli, const char *path, const ck_write_cl
                     ? ck_model_empty(dir, path, cli->format, oo, &err)
                     : ck_model_open_at(dir, path, oo, &err);
     ck_dir_unref(dir); /* the model holds it */
-    if (model != NULL && cli->mapping != NULL && ck_map_model(model, cli->mapping, &err) < 0) {
-        ck_model_close(model);
-        model = NULL;
-    }
+    model = mapped(cli, model, &err);
     if (model == NULL)
         fprintf(stderr, "ckptfs: %s\n", err.msg);
     else if (model->n_sources == 0)
