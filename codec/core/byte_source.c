@@ -68,6 +68,30 @@ ck_source *ck_source_wrap_fd(int fd, uint64_t size, const char *name, ck_error *
     return src;
 }
 
+static int zeros_read_at(ck_source *src, void *buf, size_t len, uint64_t off, ck_error *err)
+{
+    if (off > src->size || len > src->size - off)
+        return ck_fail(err, EIO, "%s: offset %llu: past its %llu bytes", src->path,
+                       (unsigned long long)off, (unsigned long long)src->size);
+    memset(buf, 0, len);
+    return 0;
+}
+
+static const struct ck_source_ops zeros_ops = {
+    .read_at = zeros_read_at,
+    .destroy = wrapped_destroy,
+};
+
+ck_source *ck_source_zeros(uint64_t size, const char *name, ck_error *err)
+{
+    ck_source *src = ck_source_wrap_fd(-1, size, name, err);
+    if (src != NULL) {
+        src->ops = &zeros_ops;
+        src->computed = true;
+    }
+    return src;
+}
+
 /* A view reads through the source it stands for, with that source's lock:
  * the source, and its page cache, stay its model's. */
 static int view_read_at(ck_source *src, void *buf, size_t len, uint64_t off, ck_error *err)

@@ -67,6 +67,9 @@ struct ck_source {
      * inner source's): who may read it is checked along the way to it
      * (ck_model_may_read).  Not a reference: a source ends with its model. */
     const struct ck_model_dir *dir;
+    /* Its bytes are computed, no file's (ck_source_zeros): nothing to
+     * watch, check on disk or check another user's access to. */
+    bool computed;
 };
 
 /* Open a regular file read-only as an identity source. */
@@ -121,6 +124,9 @@ ck_source *ck_source_view(ck_source *inner, ck_error *err);
  * messages.  NULL with err when the range is not inside inner. */
 ck_source *ck_source_slice(ck_source *inner, uint64_t off, uint64_t len, const char *name,
                            ck_error *err);
+/* size bytes of zeros, no file's (computed): the tensors a map adds
+ * (codec/map/map_model.h).  name is for messages. */
+ck_source *ck_source_zeros(uint64_t size, const char *name, ck_error *err);
 /* A source over an fd the caller keeps owning (a spill file, say). */
 ck_source *ck_source_wrap_fd(int fd, uint64_t size, const char *name, ck_error *err);
 

@@ -306,6 +306,23 @@ const char *ck_dtype_canonical_name(const ck_dtype *dt)
     return dt->ms_name;
 }
 
+const ck_dtype *ck_dtype_from_canonical(const char *name)
+{
+    static const struct {
+        const ck_dtype *v;
+        size_t n;
+    } tables[] = {
+        {mindspore_types, COUNT(mindspore_types)},
+        {onnx_only_types, COUNT(onnx_only_types)},
+        {safetensors_only_types, COUNT(safetensors_only_types)},
+    };
+    for (size_t i = 0; i < COUNT(tables); i++)
+        for (size_t k = 0; k < tables[i].n; k++)
+            if (strcmp(ck_dtype_canonical_name(&tables[i].v[k]), name) == 0)
+                return &tables[i].v[k];
+    return NULL;
+}
+
 const ck_shape_rule ck_shape_ckpt = {.elements = false, .max = UINT64_MAX};
 const ck_shape_rule ck_shape_oneflow = {.elements = false, .max = UINT64_MAX};
 const ck_shape_rule ck_shape_pb = {.elements = false, .max = INT64_MAX};

@@ -86,6 +86,11 @@ unsigned ck_st_dtype_rank(const char *name);
  * opaque generator state.  Never NULL. */
 const char *ck_dtype_canonical_name(const ck_dtype *dt);
 
+/* A type by the name ck_dtype_canonical_name gives it ("float32",
+ * "int64", "bfloat16"): MindSpore's entry where it has one.  NULL for
+ * none. */
+const ck_dtype *ck_dtype_from_canonical(const char *name);
+
 /* Any type of any format by its ms_name (each is unique across the
  * tables: "Float32", "float32", "INT4", "F8_E4M3"...), for a saved index
  * (saved_index.h); NULL for none. */

@@ -180,7 +180,8 @@ static int check_fresh_encryption(const ck_model *m, ck_error *err)
 
 bool ck_model_is_data_file(const ck_model *m, uint32_t i)
 {
-    return i > 0 && i < m->n_sources && m->format->is_data_file(m, i);
+    return i > 0 && i < m->n_sources && !m->sources[i]->computed &&
+           m->format->is_data_file(m, i);
 }
 
 /* Watch a file of the model for writes by other programs (file_watch.h).
@@ -657,6 +658,8 @@ int ck_model_may_read(const ck_model *m, const ck_tensor *t, const ck_cred *who,
         const ck_source *src = m->sources[i];
         while (src->inner != NULL)
             src = src->inner;
+        if (src->computed)
+            continue; /* a map's zeros: anyone may read them */
         /* NULL: no file of the directory (decoded values, kept aside) */
         const char *rel = src->dir ? ck_dir_rel(src->dir, src->path) : NULL;
         if (rel != NULL && ck_dir_may_read(src->dir, rel, who) < 0)

@@ -2,7 +2,7 @@
 /*
  * map: the map language read into rules, their reverse, and where the
  * shipped maps are (map.h; the language is docs/maps.md's).  Applying
- * the rules to names is map_names.c's.
+ * the rules is map_apply.c's; the shapes of layout rules map_layout.c's.
  *
  * A line is words separated by blanks; a word may be quoted ("a b",
  * with \" and \\ inside) so that a name may hold a blank or a '#'; an
@@ -35,8 +35,7 @@
 /* Rules of kinds the reference needs that no map may use yet: refused by
  * name, so that a map written for a later ckptfs says what it lacks. */
 static const char *const not_yet[] = {
-    "reshape", "unsqueeze", "squeeze", "permute", "transpose", "split", "fuse", "concat",
-    "cast", "add", "qk-permute", "keep-target",
+    "permute", "transpose", "split", "fuse", "concat", "cast", "qk-permute", "keep-target",
 };
 
 typedef struct line_words {
@@ -121,6 +120,8 @@ static void rule_free(map_rule *r)
     for (size_t i = 0; i < r->n_globs; i++)
         free(r->globs[i]);
     free(r->globs);
+    free(r->from);
+    free(r->to);
     if (r->re_ok)
         regfree(&r->re);
 }
@@ -238,6 +239,91 @@ static const char *regex_unsafe(const char *re)
     return NULL;
 }
 
+/* An axis word: a number below MAP_DIMS_MAX. */
+static int take_axis(const char *w, uint32_t *axis, const char *path, unsigned line,
+                     ck_error *err)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(w, &end, 10);
+    if (w[0] < '0' || w[0] > '9' || *end != '\0' || errno != 0 || v >= MAP_DIMS_MAX)
+        return ck_fail(err, EINVAL, "%s: line %u: an axis is a number below %d", path, line,
+                       MAP_DIMS_MAX);
+    *axis = (uint32_t)v;
+    return 0;
+}
+
+static int take_shape(const char *w, bool infer, bool sibling, int64_t **dims, uint32_t *n,
+                      const char *path, unsigned line, ck_error *err)
+{
+    const char *why = map_parse_shape(w, infer, sibling, dims, n);
+    if (why == NULL)
+        return 0;
+    char q[CK_QUOTE_BUF];
+    return ck_fail(err, EINVAL, "%s: line %u: '%s': %s", path, line, ck_quote(q, w, strlen(w)),
+                   why);
+}
+
+/* A layout rule (reshape, unsqueeze, squeeze, add): 1 when it was one. */
+static int take_layout(ck_map *m, line_words *lw, unsigned line, ck_error *err)
+{
+    const char *k = lw->w[0], *path = m->path;
+    map_rule r = {.line = line};
+    int rc;
+    if (strcmp(k, "reshape") == 0) {
+        if (want(lw, 2, 3, path, line, "reshape GLOB [FROM-SHAPE] TO-SHAPE", err) < 0)
+            return -1;
+        r.kind = MAP_RESHAPE;
+        rc = lw->n == 4 ? take_shape(lw->w[2], true, false, &r.from, &r.n_from, path, line, err)
+                        : 0;
+        if (rc == 0)
+            rc = take_shape(lw->w[lw->n - 1], true, false, &r.to, &r.n_to, path, line, err);
+    } else if (strcmp(k, "unsqueeze") == 0 || strcmp(k, "squeeze") == 0) {
+        if (want(lw, 2, 2, path, line, k[0] == 'u' ? "unsqueeze GLOB AXIS" : "squeeze GLOB AXIS",
+                 err) < 0)
+            return -1;
+        r.kind = k[0] == 'u' ? MAP_UNSQUEEZE : MAP_SQUEEZE;
+        rc = take_axis(lw->w[2], &r.axis, path, line, err);
+    } else if (strcmp(k, "add") == 0) {
+        const char *usage = "add NAME TYPE|= SHAPE [if SIBLING]";
+        if (want(lw, 3, 5, path, line, usage, err) < 0)
+            return -1;
+        if (lw->n == 5 || (lw->n == 6 && strcmp(lw->w[4], "if") != 0))
+            return ck_fail(err, EINVAL, "%s: line %u: usage: %s", path, line, usage);
+        bool scoped = lw->n == 6;
+        if (lw->w[1][0] == '\0' || (scoped && lw->w[5][0] == '\0'))
+            return ck_fail(err, EINVAL, "%s: line %u: add: an empty name", path, line);
+        r.kind = MAP_ADD;
+        bool same = strcmp(lw->w[2], "=") == 0;
+        if (same && !scoped)
+            return ck_fail(err, EINVAL, "%s: line %u: add: '=' is the sibling's type, and "
+                           "there is no 'if SIBLING'", path, line);
+        if (!same && (r.dtype = ck_dtype_from_canonical(lw->w[2])) == NULL) {
+            char q[CK_QUOTE_BUF];
+            return ck_fail(err, EINVAL, "%s: line %u: add: no type '%s' (the names ckptfs-dump "
+                           "shows: float32, int64, ...)", path, line,
+                           ck_quote(q, lw->w[2], strlen(lw->w[2])));
+        }
+        rc = take_shape(lw->w[3], false, scoped, &r.to, &r.n_to, path, line, err);
+    } else {
+        return 0;
+    }
+    map_rule *to = rc == 0 ? new_rule(m, r.kind, line, err) : NULL;
+    if (to == NULL) {
+        free(r.from);
+        free(r.to);
+        return -1;
+    }
+    r.a = r.kind == MAP_ADD ? NULL : lw->w[1];
+    r.b = r.kind == MAP_ADD ? lw->w[1] : NULL;
+    r.sibling = r.kind == MAP_ADD && lw->n == 6 ? lw->w[5] : NULL;
+    lw->w[1] = NULL;
+    if (r.sibling != NULL)
+        lw->w[5] = NULL;
+    *to = r;
+    return 1;
+}
+
 /* One rule line into m.  Rules that name strings take copies. */
 static int take_rule(ck_map *m, line_words *lw, unsigned line, ck_error *err)
 {
@@ -334,11 +420,14 @@ static int take_rule(ck_map *m, line_words *lw, unsigned line, ck_error *err)
         r->line_end = line;
         return 0;
     }
+    int layout = take_layout(m, lw, line, err);
+    if (layout != 0)
+        return layout < 0 ? -1 : 0;
     for (size_t i = 0; i < sizeof not_yet / sizeof *not_yet; i++)
         if (strcmp(k, not_yet[i]) == 0)
             return ck_fail(err, EINVAL, "%s: line %u: '%s' rules are not built yet (this "
-                           "ckptfs maps names: rename, replace, segment, regex, drop, keep)",
-                           path, line, k);
+                           "ckptfs maps names and shapes: rename, replace, segment, regex, "
+                           "drop, keep, reshape, unsqueeze, squeeze, add)", path, line, k);
     char q[CK_QUOTE_BUF];
     return ck_fail(err, EINVAL, "%s: line %u: no rule or setting '%s' (docs/maps.md lists "
                    "them)", path, line, ck_quote(q, k, strlen(k)));
@@ -400,7 +489,10 @@ static int check_map(ck_map *m, ck_error *err)
                            : r->kind == MAP_DROP ? "a drop"
                            : r->kind == MAP_KEEP ? "a keep"
                            : r->kind == MAP_SEGMENT && r->b == NULL ? "a segment removal"
-                                                                    : NULL;
+                           : r->kind == MAP_ADD ? "an add (a tensor the source lacks)"
+                           : r->kind == MAP_RESHAPE && r->from == NULL
+                               ? "a reshape with no FROM-SHAPE"
+                               : NULL;
         if (none != NULL)
             return ck_fail(err, EINVAL, "%s: line %u: %s has no reverse, yet line %u says "
                            "'invertible' (say 'not-invertible REASON')", m->path, r->line,
@@ -498,8 +590,17 @@ static ck_map *reversed(const ck_map *m, const char *name, ck_error *err)
     for (size_t i = 0; i < m->n; i++) {
         map_rule *to = &r->rules[m->n - 1 - i];
         *to = m->rules[i];
-        to->a = m->rules[i].b;
-        to->b = m->rules[i].a;
+        if (to->kind == MAP_RESHAPE) {
+            to->from = m->rules[i].to;
+            to->n_from = m->rules[i].n_to;
+            to->to = m->rules[i].from;
+            to->n_to = m->rules[i].n_from;
+        } else if (to->kind == MAP_UNSQUEEZE || to->kind == MAP_SQUEEZE) {
+            to->kind = to->kind == MAP_SQUEEZE ? MAP_UNSQUEEZE : MAP_SQUEEZE;
+        } else {
+            to->a = m->rules[i].b;
+            to->b = m->rules[i].a;
+        }
     }
     return r;
 }

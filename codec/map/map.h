@@ -2,11 +2,12 @@
 /*
  * map: a map between frameworks' tensor names, read from its text
  * (docs/maps.md is the language's reference), and applied to a model's
- * names.  Names only so far: rename (exact, substring, a dotted segment
- * scoped by a sibling of its group, regular expression), drop and keep;
- * layouts, casts and synthesized tensors are refused by name until they
- * are built.  Knows nothing of formats: map_model.h applies a map to an
- * open model's index.
+ * tensors' names and shapes.  Rules so far: rename (exact, substring, a
+ * dotted segment scoped by a sibling of its group, regular expression),
+ * drop and keep; reshape, unsqueeze and squeeze (a new shape for the same
+ * bytes); add (a zero tensor the source lacks).  Permutes, splits,
+ * fusions and casts are refused by name until they are built.  Knows
+ * nothing of formats: map_model.h applies a map to an open model's index.
  *
  * A map is a list of rules applied in order, each to every name the rules
  * before it left.  It declares itself `invertible` (then ck_map_reverse
@@ -20,6 +21,7 @@
 #include <stddef.h>
 
 #include "../core/ck_error.h"
+#include "../core/dtype.h"
 
 /* The most a map's text may hold, and its rules: a map is a page of
  * rules, not data. */
@@ -63,10 +65,39 @@ bool ck_map_invertible(const ck_map *m);
 /* Its `about` line: where its rules come from ("" when it has none). */
 const char *ck_map_about(const ck_map *m);
 
+/* A tensor a map is applied to. */
+typedef struct ck_map_tensor {
+    const char *name;
+    const ck_dtype *dtype;      /* NULL: names alone (no layout or add rule applies) */
+    const int64_t *dims;
+    uint32_t ndim;
+} ck_map_tensor;
+
+/* What a map made of them: each tensor kept, in their order, and each
+ * one an add rule made, after the tensor its group was found by. */
+typedef struct ck_map_out {
+    char *name;                 /* malloc'd */
+    long from;                  /* the input it is, or -1: a zero tensor an add made */
+    const ck_dtype *dtype;      /* in[from]'s, or the added one's */
+    int64_t *dims;              /* malloc'd when the shape changed or it is added;
+                                 * NULL: in[from]'s, unchanged */
+    uint32_t ndim;
+} ck_map_out;
+
+/* in[0..n) mapped into *out (*n_out of them; ck_map_out_free).  Refused,
+ * *out NULL, when two names become one, a rule makes an empty or
+ * over-long name, a layout rule does not fit a tensor's shape, or an
+ * invertible map's reverse does not give a tensor back: err names the
+ * tensor and the rule's line. */
+int ck_map_apply(const ck_map *m, const ck_map_tensor *in, size_t n, ck_map_out **out,
+                 size_t *n_out, ck_error *err);
+void ck_map_out_free(ck_map_out *out, size_t n);
+
 /* names[0..n) mapped: out[i] the new name (malloc'd) or NULL when a rule
  * drops it.  Refused, every out[i] NULL, when two names become one, a
  * rule makes an empty or over-long name, or an invertible map's reverse
- * does not give a name back: err names the names and the rule's line. */
+ * does not give a name back: err names the names and the rule's line.
+ * A layout or add rule, which needs shapes, is refused naming the tensor. */
 int ck_map_names(const ck_map *m, const char *const *names, size_t n, char **out,
                  ck_error *err);
 

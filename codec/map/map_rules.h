@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * map_rules: a map's rules as map.c reads them and map_names.c applies
- * them.  Private to codec/map/.
+ * map_rules: a map's rules as map.c reads them and map_apply.c applies
+ * them (map_layout.c reads and applies the shapes of the layout rules).
+ * Private to codec/map/.
  */
 #ifndef CK_MAP_RULES_H
 #define CK_MAP_RULES_H
@@ -9,6 +10,9 @@
 #include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "../core/dtype.h"
 
 /* As map.h names it; this header stays below map.h (map.c includes both). */
 typedef struct ck_map ck_map;
@@ -21,7 +25,21 @@ typedef enum map_rule_kind {
     MAP_REGEX,                  /* the first match of re becomes b, \0-\9 its groups */
     MAP_DROP,                   /* a name any glob matches is dropped */
     MAP_KEEP,                   /* a name no glob matches is dropped */
+    /* Layout rules, on the tensors whose names glob a matches; the bytes
+     * stay where they are, only the shape changes. */
+    MAP_RESHAPE,                /* shape from (when given; -1 any dim) becomes to (-1:
+                                 * what the element count leaves) */
+    MAP_UNSQUEEZE,              /* a unit axis inserted before axis */
+    MAP_SQUEEZE,                /* unit axis `axis` removed */
+    /* A zero tensor named b the source lacks: beside each name that is
+     * sibling or ends in ".sibling" (its group), or b alone when sibling
+     * is NULL; of type dtype (NULL: the sibling's) and shape to[0..n_to),
+     * to[i] < 0 being the sibling's dim -to[i] - 1. */
+    MAP_ADD,
 } map_rule_kind;
+
+/* The most axes a layout rule names: a tensor's (tensor_index.h). */
+#define MAP_DIMS_MAX 64
 
 typedef struct map_rule {
     map_rule_kind kind;
@@ -32,7 +50,23 @@ typedef struct map_rule {
     size_t n_globs;
     regex_t re;
     bool re_ok;
+    /* layout rules: shapes owned (NULL in a borrowed copy's own) */
+    int64_t *from, *to;
+    uint32_t n_from, n_to;
+    uint32_t axis;
+    const ck_dtype *dtype;
 } map_rule;
+
+/* Layout (map_layout.c).  A shape word "[2,3,-1]" ("[]": 0-d) into
+ * *dims (malloc'd) and *n; infer lets -1 stand for a dim, sibling "=K"
+ * (stored as -K - 1).  NULL, or why it is no shape. */
+const char *map_parse_shape(const char *word, bool infer, bool sibling, int64_t **dims,
+                            uint32_t *n);
+/* Rule r (RESHAPE, UNSQUEEZE, SQUEEZE) on shape dims[0..ndim) into
+ * out[], *out_n: 1 it applies, 0 the shape is not one it changes
+ * (RESHAPE's from differs), or -1 with why: the shape cannot take it. */
+int map_layout_shape(const map_rule *r, const int64_t *dims, uint32_t ndim, int64_t *out,
+                     uint32_t *out_n, const char **why);
 
 struct ck_map {
     char *name, *path, *about;

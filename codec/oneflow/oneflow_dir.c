@@ -185,7 +185,9 @@ static const char *of_notes(const ck_model *m)
 static const char *of_extent_file(const ck_model *m, const ck_tensor *t, uint64_t off,
                                   uint64_t *in)
 {
-    if (m->n_sources != 1 || t < m->index.tensors || t >= m->index.tensors + m->index.count)
+    /* sources[0] is the snapshot's own; a map's zeros may follow it */
+    if (m->n_sources == 0 || m->sources[0]->ops != &of_ops || t < m->index.tensors ||
+        t >= m->index.tensors + m->index.count)
         return NULL;
     const of_source *s = (const of_source *)m->sources[0];
     size_t id = (size_t)(t - m->index.tensors);

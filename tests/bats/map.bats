@@ -95,6 +95,16 @@ for e in json.load(sys.stdin):
     $MAP_ORACLE bn-to-ms "$BN" "$T/bn.ckpt"
 }
 
+@test "the BatchNorm mapped to MindSpore and back with mindspore-to-torch loads strictly into torch's BatchNorm2d: num_batches_tracked added as a 0-d int64 zero" {
+    "$BUILD/ckptfs-convert" --map torch-to-mindspore "$BN" "$T/bn.ckpt"
+    "$BUILD/ckptfs-convert" --map mindspore-to-torch "$T/bn.ckpt" "$T/bn.pt"
+    $MAP_ORACLE bn-back "$BN" "$T/bn.pt"
+    # the mapped mount shows it too, a zero read from no file
+    mount_fg "$T/bn.ckpt" "$M" -o map=mindspore-to-torch
+    grep -q 'data_type: kInt64' "$M/norm1.num_batches_tracked/meta"
+    cmp "$M/norm1.num_batches_tracked/out" <(head -c 8 /dev/zero)
+}
+
 @test "MindFormers Llama names become Hugging Face's, and hf-to-mindformers-llama gives the file back byte for byte" {
     "$BUILD/ckptfs-dump" --map mindformers-to-hf-llama "$LLAMA" >"$T/dump"
     # HF LlamaForCausalLM's keys for one layer, written from HF's naming

@@ -855,6 +855,27 @@ static int fuzz_map(const uint8_t *data, size_t size)
             free(out[i]);
         }
     }
+    /* With shapes: the layout and add rules apply too. */
+    static const int64_t dims[][4] = {{8, 3, 1, 5}, {8}, {1}, {4, 4}};
+    ck_map_tensor in[sizeof names / sizeof *names];
+    for (size_t i = 0; i < n; i++)
+        in[i] = (ck_map_tensor){.name = names[i], .dtype = ck_dtype_from_canonical("float32"),
+                                .dims = dims[i % 4], .ndim = i % 4 == 0 ? 4 : i % 4 == 3 ? 2 : 1};
+    ck_map_out *o;
+    size_t k;
+    if (ck_map_apply(m, in, n, &o, &k, &err) < 0) {
+        one_line(&err);
+    } else {
+        for (size_t i = 0; i < k; i++) {
+            uint64_t bytes;
+            if (o[i].name[0] == '\0' || (o[i].from < 0 && o[i].dims == NULL) ||
+                o[i].ndim > CK_MAX_DIMS ||
+                (o[i].dims && ck_shape_product(&ck_shape_ckpt, o[i].dtype, o[i].dims,
+                                               o[i].ndim, &bytes) >= 0))
+                abort(); /* every outcome a tensor a format can hold */
+        }
+        ck_map_out_free(o, k);
+    }
     ck_map_free(r);
     ck_map_free(m);
     return 0;

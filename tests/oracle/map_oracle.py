@@ -18,6 +18,10 @@ reference parser (safetensors_oracle), never by ckptfs.
       a PyTorch BatchNorm's names (weight, bias, running_mean, running_var,
       num_batches_tracked) as MindSpore's BatchNorm holds them (gamma, beta,
       moving_mean, moving_variance; no num_batches_tracked), values equal
+  map_oracle.py bn-back SRC.safetensors BACK.pt
+      BACK (SRC mapped to MindSpore and back) loads strictly into torch
+      BatchNorm2d modules shaped as SRC's, with SRC's values, and
+      num_batches_tracked the 0-d int64 zero torch starts from
   map_oracle.py save-module lenet|lstm-crf OUT.pt [HIDDEN]
       torch.save of a fresh module's state_dict (the LSTM's hidden size
       HIDDEN, default 128): a target for ckptfs-diff --strict
@@ -136,6 +140,25 @@ def cmd_bn_to_ms(src, out):
             fail(f"{out}: {name} differs from {src}'s")
 
 
+def cmd_bn_back(src, back):
+    torch_side = st_arrays(src)
+    net = nn.Module()
+    for name, value in torch_side.items():
+        if name.endswith(".running_mean"):
+            net.add_module(name[:-len(".running_mean")], nn.BatchNorm2d(value.shape[0]))
+    sd = {k: torch.from_numpy(np.array(v)) for k, v in load_any(back).items()}
+    try:
+        net.load_state_dict(sd, strict=True)
+    except RuntimeError as exc:
+        fail(f"{back}: load_state_dict(strict=True): {str(exc).splitlines()[0]}")
+    for name, value in net.state_dict().items():
+        if name.endswith(".num_batches_tracked"):
+            if value.dtype != torch.int64 or value.dim() != 0 or int(value) != 0:
+                fail(f"{back}: {name} is {value!r}, not tensor(0) of int64")
+        elif not np.array_equal(value.numpy(), torch_side[name]):
+            fail(f"{back}: {name} differs from {src}'s")
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "lenet":
@@ -144,6 +167,8 @@ def main():
         strict_load(LstmCrf(), args[1], args[0], {"em.weight": "em.embedding_table"})
     elif cmd == "bn-to-ms":
         cmd_bn_to_ms(args[0], args[1])
+    elif cmd == "bn-back":
+        cmd_bn_back(args[0], args[1])
     elif cmd == "save-module":
         net = LeNet5() if args[0] == "lenet" else LstmCrf(int(args[2]) if len(args) > 2 else 128)
         torch.save(net.state_dict(), args[1])

@@ -173,6 +173,101 @@ static void test_refusals(void)
           "map: a NUL byte is refused at its offset");
 }
 
+/* Apply text to tensors; each outcome's name and shape as "name[d,d]"
+ * (or "name[d,d]=0" for an added one), joined by ' ', into got. */
+static bool layout_to(const char *text, const ck_map_tensor *in, size_t n, char *got,
+                      size_t cap, ck_error *err)
+{
+    ck_map *m = parse(text, err);
+    ck_map_out *o = NULL;
+    size_t k = 0;
+    if (m == NULL || ck_map_apply(m, in, n, &o, &k, err) < 0) {
+        ck_map_free(m);
+        return false;
+    }
+    got[0] = '\0';
+    for (size_t i = 0; i < k; i++) {
+        const int64_t *d = o[i].dims ? o[i].dims : in[o[i].from].dims;
+        size_t len = strlen(got);
+        len += (size_t)snprintf(got + len, cap - len, "%s%s[", i ? " " : "", o[i].name);
+        for (uint32_t j = 0; j < o[i].ndim; j++)
+            len += (size_t)snprintf(got + len, cap - len, "%s%lld", j ? "," : "",
+                                    (long long)d[j]);
+        snprintf(got + len, cap - len, "]%s%s", o[i].from < 0 ? "=" : "",
+                 o[i].from < 0 ? ck_dtype_canonical_name(o[i].dtype) : "");
+    }
+    ck_map_out_free(o, k);
+    ck_map_free(m);
+    return true;
+}
+
+static void test_layout(void)
+{
+    const ck_dtype *f32 = ck_dtype_from_canonical("float32");
+    check(f32 != NULL && ck_dtype_from_canonical("int64") != NULL &&
+              ck_dtype_from_canonical("no-type") == NULL,
+          "map: a type by its canonical name");
+    /* MindSpore's Conv1d weight is [O, I/g, 1, K] where torch's is
+     * [O, I/g, K] (the reference's §5); BatchNorm gains torch's
+     * num_batches_tracked, a 0-d int64, beside its running_mean. */
+    const int64_t w4[] = {8, 3, 1, 5}, b1[] = {8}, v[] = {16};
+    const ck_map_tensor in[] = {
+        {"conv.weight", f32, w4, 4}, {"bn.running_mean", f32, b1, 1},
+        {"bn.running_var", f32, b1, 1}, {"fc.weight", f32, v, 1},
+    };
+    char got[512];
+    ck_error err = {0};
+    bool ok = layout_to("not-invertible adds\nsqueeze conv.weight 2\n"
+                        "add num_batches_tracked int64 [] if running_mean\n"
+                        "add fc.bias = [=0] if fc.weight\nreshape fc.w* [16] [4,-1]\n",
+                        in, 4, got, sizeof got, &err);
+    check(ok && strcmp(got, "conv.weight[8,3,5] bn.running_mean[8] "
+                            "bn.num_batches_tracked[]=int64 bn.running_var[8] "
+                            "fc.weight[4,4] fc.bias[16]=float32") == 0,
+          "map: squeeze, add beside a sibling (its type and dim too) and reshape (%s%s)",
+          got, err.msg);
+    ok = layout_to("invertible\nunsqueeze conv.* 2\nreshape fc.weight [16] [2,8]\n", in, 4,
+                   got, sizeof got, &err);
+    check(ok && strcmp(got, "conv.weight[8,3,1,1,5] bn.running_mean[8] bn.running_var[8] "
+                            "fc.weight[2,8]") == 0,
+          "map: an invertible unsqueeze and reshape (the reverse checked) (%s%s)", got,
+          err.msg);
+    const struct {
+        const char *text, *want, *what;
+    } bad[] = {
+        {"not-invertible x\nsqueeze conv.weight 1\n", "line 2: tensor 'conv.weight' [8,3,1,5]",
+         "a squeeze of an axis that is not 1"},
+        {"not-invertible x\nreshape fc.weight [3,-1]\n", "line 2: tensor 'fc.weight'",
+         "a reshape that does not divide"},
+        {"not-invertible x\nreshape fc.weight [17]\n", "line 2", "a reshape to another count"},
+        {"not-invertible x\nunsqueeze bn.* 5\n", "line 2: tensor 'bn.running_mean'",
+         "an unsqueeze past the last axis"},
+        {"not-invertible x\nadd b = [=3] if fc.weight\n", "line 2: tensor 'fc.weight' has no dim 3",
+         "an add naming a dim the sibling lacks"},
+        {"invertible\nreshape fc.weight [4,4]\n", "line 2: a reshape with no FROM-SHAPE",
+         "a reshape with no FROM-SHAPE in an invertible map"},
+        {"invertible\nadd x int64 []\n", "line 2: an add", "an add in an invertible map"},
+        {"not-invertible x\nadd x int3 []\n", "line 2: add: no type", "an unknown type"},
+        {"not-invertible x\nadd x = []\n", "line 2", "'=' with no sibling"},
+        {"not-invertible x\nreshape a [1,,2]\n", "line 2", "an empty dim"},
+        {"not-invertible x\nreshape a [-1,-1]\n", "line 2", "two -1"},
+        {"not-invertible x\nreshape a [2199023255553]\n", "line 2", "a dim past 2^40"},
+        {"not-invertible x\nsqueeze a 64\n", "line 2: an axis", "an axis past 63"},
+        {"not-invertible x\nadd num_batches_tracked int64 [] if running_mean\n"
+         "rename bn.running_var bn.num_batches_tracked\n",
+         "line 3", "an added name another tensor then takes"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ok = layout_to(bad[i].text, in, 4, got, sizeof got, &err);
+        check(!ok && strstr(err.msg, bad[i].want) != NULL && strchr(err.msg, '\n') == NULL,
+              "map: %s is refused in one line naming '%s' (%s)", bad[i].what, bad[i].want,
+              err.msg);
+    }
+    const char *names[] = {"a"};
+    check(refused_at("not-invertible x\nsqueeze a 0\n", names, 1, "line 2: tensor 'a'"),
+          "map: a layout rule on names alone (no shapes) is refused naming the tensor");
+}
+
 static void test_find(void)
 {
     char dir[300], path[400];
@@ -205,5 +300,6 @@ void test_map(void)
 {
     test_rules();
     test_refusals();
+    test_layout();
     test_find();
 }
