@@ -1149,9 +1149,13 @@ static void print_map(void *arg, const char *name, const char *path)
 {
     (void)arg;
     ck_error err = {0};
-    ck_map *m = ck_map_load(name, &err);
+    ck_map *m = ck_map_load_listing(name, &err);
     if (m == NULL)
         printf("%s\t-\t%s\t%s\n", name, err.msg, path);
+    else if (ck_map_needs(m) != NULL)
+        printf("%s\t%s\t%s (give %s: %s:%s=N)\t%s\n", name,
+               ck_map_invertible(m) ? "invertible" : "one-way", ck_map_about(m),
+               ck_map_needs(m), name, ck_map_needs(m), path);
     else
         printf("%s\t%s\t%s\t%s\n", name, ck_map_invertible(m) ? "invertible" : "one-way",
                ck_map_about(m), path);

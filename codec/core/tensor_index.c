@@ -39,6 +39,52 @@ long ck_index_add(ck_index *ix)
     return (long)ix->count++;
 }
 
+/* size[], stride[] with the dimensions of size 1 dropped and the ones
+ * contiguous with the next merged, in place: a row-major order becomes
+ * one dimension of stride 1.  Their count. */
+static uint32_t coalesce(uint64_t *size, uint64_t *stride, uint32_t ndim)
+{
+    uint32_t n = 0;
+    for (uint32_t d = 0; d < ndim; d++) {
+        uint64_t s = size[d], st = stride[d];
+        if (s == 1)
+            continue;
+        if (n > 0 && stride[n - 1] == s * st) { /* no overflow: s * st <= the reach */
+            size[n - 1] *= s;
+            stride[n - 1] = st;
+            continue;
+        }
+        size[n] = s;
+        stride[n++] = st;
+    }
+    return n;
+}
+
+int ck_tensor_set_strided(ck_arena *a, ck_tensor *t, uint64_t *size, uint64_t *stride,
+                          uint32_t ndim, unsigned es)
+{
+    uint32_t n = coalesce(size, stride, ndim);
+    if (n == 0 || (n == 1 && stride[0] == 1))
+        return 0; /* in order: the extent is the tensor */
+    /* runs of the innermost contiguous dimension (or of one element),
+     * placed by the others */
+    bool inner = stride[n - 1] == 1;
+    uint32_t outer = inner ? n - 1 : n;
+    ck_gather *g = ck_arena_alloc(a, sizeof *g);
+    uint64_t *full = ck_arena_alloc(a, outer * sizeof *full);
+    uint64_t *step = ck_arena_alloc(a, outer * sizeof *step);
+    if (g == NULL || full == NULL || step == NULL)
+        return -1;
+    for (uint32_t d = 0; d < outer; d++) {
+        full[d] = size[d];
+        step[d] = stride[d] * es; /* within the tensor's extent: no overflow */
+    }
+    *g = (ck_gather){.ndim = outer, .run = (inner ? size[n - 1] : 1) * es, .full = full,
+                     .step = step};
+    t->gather = g;
+    return 0;
+}
+
 int ck_tensor_add_extent(ck_tensor *t, uint32_t src, uint64_t off, uint64_t len)
 {
     ck_extent e = {.off = off, .len = len, .src = src};

@@ -126,6 +126,14 @@ long ck_index_add(ck_index *ix);
 
 int ck_tensor_add_extent(ck_tensor *t, uint32_t src, uint64_t off, uint64_t len);
 
+/* t's one extent read in the order of a strided view of it: element x
+ * (row-major over size[0..ndim)) is element sum x_d * stride[d] of the
+ * extent (es bytes each; the caller checked that every one is inside).
+ * Sets t->gather (in a), or none when that order is the extent's own.
+ * size and stride are scratch.  -1: out of memory. */
+int ck_tensor_set_strided(ck_arena *a, ck_tensor *t, uint64_t *size, uint64_t *stride,
+                          uint32_t ndim, unsigned es);
+
 /* Extent i < t->n_ext.  Nearly every tensor has exactly one, kept inline. */
 static inline const ck_extent *ck_tensor_ext(const ck_tensor *t, uint32_t i)
 {

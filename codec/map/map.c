@@ -35,7 +35,7 @@
 /* Rules of kinds the reference needs that no map may use yet: refused by
  * name, so that a map written for a later ckptfs says what it lacks. */
 static const char *const not_yet[] = {
-    "permute", "transpose", "split", "fuse", "concat", "cast", "qk-permute", "keep-target",
+    "split", "fuse", "concat", "cast", "keep-target",
 };
 
 typedef struct line_words {
@@ -140,6 +140,9 @@ void ck_map_free(ck_map *m)
     free(m->why_not);
     free(m->reverse_name);
     free(m->reverse_of);
+    for (size_t i = 0; i < m->n_params; i++)
+        free(m->params[i].name);
+    free(m->needs);
     free(m);
 }
 
@@ -254,6 +257,56 @@ static int take_axis(const char *w, uint32_t *axis, const char *path, unsigned l
 }
 
 static int take_shape(const char *w, bool infer, bool sibling, int64_t **dims, uint32_t *n,
+                      const char *path, unsigned line, ck_error *err);
+
+/* A count word (qk-permute's HEADS): a number from 1 to 2^40, or $NAME,
+ * a `param` line's value. */
+static int take_count(const ck_map *m, const char *w, uint64_t *v, unsigned line,
+                      ck_error *err)
+{
+    char q[CK_QUOTE_BUF];
+    if (w[0] == '$') {
+        for (size_t i = 0; i < m->n_params; i++)
+            if (strcmp(m->params[i].name, w + 1) == 0) {
+                *v = m->params[i].value;
+                return 0;
+            }
+        return ck_fail(err, EINVAL, "%s: line %u: '%s': no 'param' line above names it",
+                       m->path, line, ck_quote(q, w, strlen(w)));
+    }
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(w, &end, 10);
+    if (w[0] < '1' || w[0] > '9' || *end != '\0' || errno != 0 || n > MAP_COUNT_MAX)
+        return ck_fail(err, EINVAL, "%s: line %u: '%s': a count is a number from 1 to 2^40, "
+                       "or $NAME", m->path, line, ck_quote(q, w, strlen(w)));
+    *v = n;
+    return 0;
+}
+
+/* A permutation word "[1,0,2]" into r->to, its inverse into r->from (the
+ * reverse's). */
+static int take_perm(map_rule *r, const char *w, const char *path, unsigned line,
+                     ck_error *err)
+{
+    if (take_shape(w, false, false, &r->to, &r->n_to, path, line, err) < 0)
+        return -1;
+    bool seen[MAP_DIMS_MAX] = {false};
+    r->from = malloc((r->n_to + 1) * sizeof *r->from);
+    r->n_from = r->n_to;
+    for (uint32_t i = 0; r->from != NULL && i < r->n_to; i++) {
+        if (r->to[i] >= r->n_to || seen[r->to[i]]) {
+            char q[CK_QUOTE_BUF];
+            return ck_fail(err, EINVAL, "%s: line %u: permute: '%s' names each axis from 0 "
+                           "to %u once", path, line, ck_quote(q, w, strlen(w)), r->n_to - 1);
+        }
+        seen[r->to[i]] = true;
+        r->from[r->to[i]] = i;
+    }
+    return r->from == NULL ? ck_nomem(err, path) : 0;
+}
+
+static int take_shape(const char *w, bool infer, bool sibling, int64_t **dims, uint32_t *n,
                       const char *path, unsigned line, ck_error *err)
 {
     const char *why = map_parse_shape(w, infer, sibling, dims, n);
@@ -284,6 +337,26 @@ static int take_layout(ck_map *m, line_words *lw, unsigned line, ck_error *err)
             return -1;
         r.kind = k[0] == 'u' ? MAP_UNSQUEEZE : MAP_SQUEEZE;
         rc = take_axis(lw->w[2], &r.axis, path, line, err);
+    } else if (strcmp(k, "permute") == 0) {
+        if (want(lw, 2, 2, path, line, "permute GLOB [AXIS,...]", err) < 0)
+            return -1;
+        r.kind = MAP_PERMUTE;
+        rc = take_perm(&r, lw->w[2], path, line, err);
+    } else if (strcmp(k, "transpose") == 0) {
+        if (lw->n != 2 && lw->n != 4)
+            return ck_fail(err, EINVAL, "%s: line %u: usage: transpose GLOB [AXIS AXIS]",
+                           path, line);
+        r.kind = MAP_TRANSPOSE;
+        r.axis2 = 1; /* a matrix's two */
+        rc = lw->n == 4 ? take_axis(lw->w[2], &r.axis, path, line, err) : 0;
+        if (rc == 0 && lw->n == 4)
+            rc = take_axis(lw->w[3], &r.axis2, path, line, err);
+    } else if (strcmp(k, "qk-permute") == 0 || strcmp(k, "qk-unpermute") == 0) {
+        if (want(lw, 2, 2, path, line, k[3] == 'p' ? "qk-permute GLOB HEADS"
+                                                  : "qk-unpermute GLOB HEADS", err) < 0)
+            return -1;
+        r.kind = k[3] == 'p' ? MAP_QK_PERMUTE : MAP_QK_UNPERMUTE;
+        rc = take_count(m, lw->w[2], &r.heads, line, err);
     } else if (strcmp(k, "add") == 0) {
         const char *usage = "add NAME TYPE|= SHAPE [if SIBLING]";
         if (want(lw, 3, 5, path, line, usage, err) < 0)
@@ -426,11 +499,93 @@ static int take_rule(ck_map *m, line_words *lw, unsigned line, ck_error *err)
     for (size_t i = 0; i < sizeof not_yet / sizeof *not_yet; i++)
         if (strcmp(k, not_yet[i]) == 0)
             return ck_fail(err, EINVAL, "%s: line %u: '%s' rules are not built yet (this "
-                           "ckptfs maps names and shapes: rename, replace, segment, regex, "
-                           "drop, keep, reshape, unsqueeze, squeeze, add)", path, line, k);
+                           "ckptfs maps names, shapes and orders: rename, replace, segment, "
+                           "regex, drop, keep, reshape, unsqueeze, squeeze, permute, transpose, "
+                           "qk-permute, qk-unpermute, add)", path, line, k);
     char q[CK_QUOTE_BUF];
     return ck_fail(err, EINVAL, "%s: line %u: no rule or setting '%s' (docs/maps.md lists "
                    "them)", path, line, ck_quote(q, k, strlen(k)));
+}
+
+/* The value args ("K=V:K=V") give key, or NULL; its length in *len. */
+static const char *arg_value(const char *args, const char *key, size_t *len)
+{
+    size_t klen = strlen(key);
+    for (const char *p = args, *e; p != NULL && *p; p = e ? e + 1 : NULL) {
+        e = strchr(p, ':');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n > klen && memcmp(p, key, klen) == 0 && p[klen] == '=') {
+            *len = n - klen - 1;
+            return p + klen + 1;
+        }
+    }
+    return NULL;
+}
+
+/* `param NAME [DEFAULT]`: a count the rules name as $NAME, given with
+ * the map (NAME:KEY=VALUE) or its default (a count, or an earlier $NAME). */
+static int take_param(ck_map *m, line_words *lw, unsigned line, ck_error *err)
+{
+    if (want(lw, 1, 2, m->path, line, "param NAME [DEFAULT]", err) < 0)
+        return -1;
+    const char *name = lw->w[1];
+    bool ok = name[0] != '\0' && strlen(name) <= 64;
+    for (const char *p = name; *p; p++)
+        ok &= *p == '_' || (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') ||
+              (*p >= 'A' && *p <= 'Z');
+    if (!ok)
+        return ck_fail(err, EINVAL, "%s: line %u: a param's name is letters, digits and '_'",
+                       m->path, line);
+    for (size_t i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].name, name) == 0)
+            return ck_fail(err, EINVAL, "%s: line %u: param %s again", m->path, line, name);
+    if (m->n_params == MAP_PARAMS_MAX)
+        return ck_fail(err, EINVAL, "%s: line %u: more than %d params", m->path, line,
+                       MAP_PARAMS_MAX);
+    size_t vlen = 0;
+    const char *given = arg_value(m->args, name, &vlen);
+    char word[32];
+    if (given != NULL && vlen >= sizeof word)
+        vlen = sizeof word - 1; /* too long for a count: take_count refuses it */
+    if (given != NULL)
+        snprintf(word, sizeof word, "%.*s", (int)vlen, given);
+    else if (lw->n == 3)
+        snprintf(word, sizeof word, "%.31s", lw->w[2]);
+    else if (m->listing)
+        snprintf(word, sizeof word, "1"); /* never applied: ck_map_apply refuses it */
+    else
+        return ck_fail(err, EINVAL, "%s: line %u: the map needs %s: give it with the map's "
+                       "name, as %s:%s=N", m->path, line, name, m->name ? m->name : "NAME",
+                       name);
+    if (given == NULL && lw->n == 2 && m->needs == NULL && (m->needs = strdup(name)) == NULL)
+        return ck_nomem(err, m->path);
+    uint64_t v = 0;
+    if (take_count(m, word, &v, line, err) < 0)
+        return -1;
+    m->params[m->n_params++] = (map_param){.name = lw->w[1], .value = v};
+    lw->w[1] = NULL;
+    return 0;
+}
+
+/* Every key args give is a param of m. */
+static int check_args(const ck_map *m, ck_error *err)
+{
+    for (const char *p = m->args, *e; p != NULL && *p; p = e ? e + 1 : NULL) {
+        e = strchr(p, ':');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        const char *eq = memchr(p, '=', n);
+        bool known = false;
+        for (size_t i = 0; eq != NULL && i < m->n_params; i++)
+            known |= strlen(m->params[i].name) == (size_t)(eq - p) &&
+                     memcmp(m->params[i].name, p, (size_t)(eq - p)) == 0;
+        if (!known) {
+            char q[CK_QUOTE_BUF];
+            return ck_fail(err, EINVAL, "%s: '%s': the map has no such param (its 'param' "
+                           "lines name them; give them as NAME:KEY=VALUE)", m->path,
+                           ck_quote(q, p, n));
+        }
+    }
+    return 0;
 }
 
 /* A setting line (name, about, invertible, ...): 1 when it was one. */
@@ -461,6 +616,8 @@ static int take_setting(ck_map *m, line_words *lw, unsigned line, ck_error *err)
             return ck_nomem(err, m->path);
         return 1;
     }
+    if (strcmp(k, "param") == 0)
+        return take_param(m, lw, line, err) < 0 ? -1 : 1;
     if (strcmp(k, "invertible") == 0) {
         if (want(lw, 0, 0, m->path, line, "invertible", err) < 0)
             return -1;
@@ -512,7 +669,9 @@ static char *name_of_path(const char *path)
     return strndup(base, n);
 }
 
-ck_map *ck_map_parse(const char *text, size_t len, const char *path, ck_error *err)
+
+static ck_map *parse(const char *text, size_t len, const char *path, const char *args,
+                     bool listing, ck_error *err)
 {
     if (len > CK_MAP_TEXT_MAX) {
         ck_fail(err, EFBIG, "%s: a map is at most %u bytes of rules; this is %zu", path,
@@ -525,6 +684,8 @@ ck_map *ck_map_parse(const char *text, size_t len, const char *path, ck_error *e
         ck_nomem(err, path);
         return NULL;
     }
+    m->args = args;
+    m->listing = listing;
     if (memchr(text, '\0', len) != NULL) {
         ck_fail(err, EINVAL, "%s: offset %zu: a NUL byte: a map is text", path,
                 (size_t)((const char *)memchr(text, '\0', len) - text));
@@ -548,7 +709,10 @@ ck_map *ck_map_parse(const char *text, size_t len, const char *path, ck_error *e
         p = nl ? nl + 1 : end;
     }
     if (rc == 0)
+        rc = check_args(m, err);
+    if (rc == 0)
         rc = check_map(m, err);
+    m->args = NULL;
     if (rc == 0 && m->name == NULL && (m->name = name_of_path(path)) == NULL)
         rc = ck_nomem(err, path);
     if (rc < 0) {
@@ -590,13 +754,18 @@ static ck_map *reversed(const ck_map *m, const char *name, ck_error *err)
     for (size_t i = 0; i < m->n; i++) {
         map_rule *to = &r->rules[m->n - 1 - i];
         *to = m->rules[i];
-        if (to->kind == MAP_RESHAPE) {
+        if (to->kind == MAP_RESHAPE || to->kind == MAP_PERMUTE) { /* permute: from is the
+                                                                  * inverse */
             to->from = m->rules[i].to;
             to->n_from = m->rules[i].n_to;
             to->to = m->rules[i].from;
             to->n_to = m->rules[i].n_from;
         } else if (to->kind == MAP_UNSQUEEZE || to->kind == MAP_SQUEEZE) {
             to->kind = to->kind == MAP_SQUEEZE ? MAP_UNSQUEEZE : MAP_SQUEEZE;
+        } else if (to->kind == MAP_QK_PERMUTE || to->kind == MAP_QK_UNPERMUTE) {
+            to->kind = to->kind == MAP_QK_PERMUTE ? MAP_QK_UNPERMUTE : MAP_QK_PERMUTE;
+        } else if (to->kind == MAP_TRANSPOSE) {
+            continue; /* its own reverse */
         } else {
             to->a = m->rules[i].b;
             to->b = m->rules[i].a;
@@ -784,30 +953,52 @@ static int read_map_file(const char *path, char **text, size_t *len, ck_error *e
     return 0;
 }
 
-static ck_map *load_path(const char *path, ck_error *err)
+static ck_map *load_path(const char *path, const char *args, bool listing, ck_error *err)
 {
     char *text = NULL;
     size_t len = 0;
     if (read_map_file(path, &text, &len, err) < 0)
         return NULL;
-    ck_map *m = ck_map_parse(text, len, path, err);
+    ck_map *m = parse(text, len, path, args, listing, err);
     free(text);
     return m;
 }
 
-ck_map *ck_map_load(const char *name_or_path, ck_error *err)
+/* spec split into the map's name or path and its args: after the first
+ * ':' past the last '/', unless spec is a file as it is. */
+static int split_spec(const char *spec, char *name, size_t cap, const char **args,
+                      ck_error *err)
 {
-    char path[PATH_MAX];
-    if (ck_map_find(name_or_path, path, sizeof path, err) < 0)
+    const char *slash = strrchr(spec, '/');
+    const char *colon = strchr(slash ? slash : spec, ':');
+    struct stat st;
+    *args = NULL;
+    if (colon == NULL || (stat(spec, &st) == 0 && S_ISREG(st.st_mode)))
+        colon = spec + strlen(spec);
+    else
+        *args = colon + 1;
+    if ((size_t)(colon - spec) >= cap)
+        return ck_fail(err, ENAMETOOLONG, "%s: the map's path is too long", spec);
+    memcpy(name, spec, (size_t)(colon - spec));
+    name[colon - spec] = '\0';
+    return 0;
+}
+
+static ck_map *load(const char *spec, bool listing, ck_error *err)
+{
+    char path[PATH_MAX], name[PATH_MAX];
+    const char *args;
+    if (split_spec(spec, name, sizeof name, &args, err) < 0 ||
+        ck_map_find(name, path, sizeof path, err) < 0)
         return NULL;
-    ck_map *m = load_path(path, err);
+    ck_map *m = load_path(path, args, listing, err);
     if (m == NULL || m->reverse_of == NULL)
         return m;
     /* The other map's reverse, one step only: a reverse-of naming another
      * reverse-of is refused, so no chain loops. */
     char other_path[PATH_MAX];
     ck_map *other = ck_map_find(m->reverse_of, other_path, sizeof other_path, err) == 0
-                        ? load_path(other_path, err)
+                        ? load_path(other_path, args, listing, err)
                         : NULL;
     if (other != NULL && other->reverse_of != NULL) {
         ck_fail(err, EINVAL, "%s: reverse-of %s, itself a reverse-of: name the map that "
@@ -833,4 +1024,30 @@ ck_map *ck_map_load(const char *name_or_path, ck_error *err)
     ck_map_free(other);
     ck_map_free(m);
     return r;
+}
+
+ck_map *ck_map_parse(const char *text, size_t len, const char *path, ck_error *err)
+{
+    return parse(text, len, path, NULL, false, err);
+}
+
+ck_map *ck_map_parse_args(const char *text, size_t len, const char *path, const char *args,
+                          ck_error *err)
+{
+    return parse(text, len, path, args, false, err);
+}
+
+ck_map *ck_map_load(const char *spec, ck_error *err)
+{
+    return load(spec, false, err);
+}
+
+ck_map *ck_map_load_listing(const char *spec, ck_error *err)
+{
+    return load(spec, true, err);
+}
+
+const char *ck_map_needs(const ck_map *m)
+{
+    return m->needs;
 }

@@ -5,8 +5,10 @@
  * tensors' names and shapes.  Rules so far: rename (exact, substring, a
  * dotted segment scoped by a sibling of its group, regular expression),
  * drop and keep; reshape, unsqueeze and squeeze (a new shape for the same
- * bytes); add (a zero tensor the source lacks).  Permutes, splits,
- * fusions and casts are refused by name until they are built.  Knows
+ * bytes); permute, transpose and the Meta q/k permutation (the same bytes
+ * in another order); add (a zero tensor the source lacks).  Splits,
+ * fusions and casts are refused by name until they are built.  A map may
+ * take params (counts: a head count) given with its name.  Knows
  * nothing of formats: map_model.h applies a map to an open model's index.
  *
  * A map is a list of rules applied in order, each to every name the rules
@@ -36,8 +38,19 @@ typedef struct ck_map ck_map;
  * its default name, the file's name less ".map").  NULL with err naming
  * the line. */
 ck_map *ck_map_parse(const char *text, size_t len, const char *path, ck_error *err);
-/* A map file, or a shipped map by its name (ck_map_find). */
-ck_map *ck_map_load(const char *name_or_path, ck_error *err);
+/* The same, with args ("KEY=VALUE:KEY=VALUE", or NULL) giving the values
+ * of the map's `param` lines; a key no param names is refused. */
+ck_map *ck_map_parse_args(const char *text, size_t len, const char *path, const char *args,
+                          ck_error *err);
+/* A map file, or a shipped map by its name (ck_map_find), then
+ * optionally ':' and its args: "meta-to-hf-llama:n_heads=32". */
+ck_map *ck_map_load(const char *spec, ck_error *err);
+/* The same, to be listed: a param neither given nor defaulted is noted
+ * (ck_map_needs) rather than refused, and the map can then not be
+ * applied. */
+ck_map *ck_map_load_listing(const char *spec, ck_error *err);
+/* The first param such a map lacks, or NULL. */
+const char *ck_map_needs(const ck_map *m);
 /* The file a shipped map's name stands for, in the first of the
  * directories ck_map_dirs lists that has it; a name with a '/' or ending
  * in ".map" is a path as it is.  Into out (cap bytes); -1 with err when
@@ -82,6 +95,12 @@ typedef struct ck_map_out {
     int64_t *dims;              /* malloc'd when the shape changed or it is added;
                                  * NULL: in[from]'s, unchanged */
     uint32_t ndim;
+    /* The order its elements are read in, when a permute moved them:
+     * element x (row-major over view_dims[0..view_n)) is element
+     * sum x_d * view_step[d] of in[from]'s bytes.  NULL, 0: in order. */
+    int64_t *view_dims, *view_step;     /* malloc'd */
+    uint32_t view_n;
+    unsigned view_line;                 /* the rule that last moved them */
 } ck_map_out;
 
 /* in[0..n) mapped into *out (*n_out of them; ck_map_out_free).  Refused,

@@ -34,6 +34,8 @@ typedef struct map_entry {
     int64_t *own;
     uint32_t ndim;
     unsigned by;
+    map_view view;              /* the order an order rule read its elements in */
+    unsigned view_by;           /* that rule's line */
 } map_entry;
 
 typedef struct name_state {
@@ -195,13 +197,37 @@ static int apply_rule(const map_rule *r, const char *name, const ck_name_map *se
 
 static bool is_layout(const map_rule *r)
 {
-    return r->kind == MAP_RESHAPE || r->kind == MAP_UNSQUEEZE || r->kind == MAP_SQUEEZE;
+    return r->kind == MAP_RESHAPE || r->kind == MAP_UNSQUEEZE || r->kind == MAP_SQUEEZE ||
+           map_is_order(r);
 }
 
 static const char *kind_word(const map_rule *r)
 {
-    return r->kind == MAP_RESHAPE ? "reshape" : r->kind == MAP_UNSQUEEZE ? "unsqueeze"
-           : r->kind == MAP_SQUEEZE ? "squeeze" : "add";
+    static const char *const words[] = {
+        [MAP_RESHAPE] = "reshape", [MAP_UNSQUEEZE] = "unsqueeze", [MAP_SQUEEZE] = "squeeze",
+        [MAP_PERMUTE] = "permute", [MAP_TRANSPOSE] = "transpose",
+        [MAP_QK_PERMUTE] = "qk-permute", [MAP_QK_UNPERMUTE] = "qk-unpermute",
+        [MAP_ADD] = "add",
+    };
+    return words[r->kind] ? words[r->kind] : "?";
+}
+
+/* Rule r (a layout or order rule) on entry e: its new shape into out[],
+ * *nd, and for an order rule its new order; as map_layout_shape. */
+static int layout_one(const map_rule *r, map_entry *e, int64_t *out, uint32_t *nd,
+                      const char **why)
+{
+    if (!map_is_order(r))
+        return map_layout_shape(r, e->dims, e->ndim, out, nd, why);
+    if (e->dtype->kind != CK_KIND_NUMERIC || e->dtype->per_byte != 0 ||
+        e->dtype->itemsize == 0) {
+        *why = "its elements are not whole bytes of numbers, which only a reshape can move";
+        return -1;
+    }
+    if (map_order_shape(r, e->dims, e->ndim, &e->view, out, nd, why) < 0)
+        return -1;
+    e->view_by = r->line;
+    return 1;
 }
 
 static int build_set(const name_state *s, ck_name_map *set)
@@ -234,7 +260,9 @@ static int run_layout(name_state *s, const map_rule *r)
             return no_shape(s, r, e->name);
         uint32_t nd = 0;
         const char *why = NULL;
-        int got = map_layout_shape(r, e->dims, e->ndim, dims, &nd, &why);
+        int got = layout_one(r, e, dims, &nd, &why);
+        if (got < 0 && why == NULL)
+            return ck_nomem(s->err, s->m->path);
         if (got < 0) {
             char q[CK_QUOTE_BUF], shape[128];
             ck_dims_text(e->dims, e->ndim, shape, sizeof shape);
@@ -421,13 +449,15 @@ static void state_free(name_state *s)
     for (size_t i = 0; s->e != NULL && i < s->n; i++) {
         free(s->e[i].name);
         free(s->e[i].own);
+        map_view_free(&s->e[i].view);
     }
     free(s->e);
 }
 
-/* Every rule of m over in[0..n): the outcome in s. */
-static int run_map(const ck_map *m, const ck_map_tensor *in, size_t n, name_state *s,
-                   ck_error *err)
+/* Every rule of m over in[0..n), their elements in the orders views[]
+ * (NULL: each the source's): the outcome in s. */
+static int run_map(const ck_map *m, const ck_map_tensor *in, const map_view *views, size_t n,
+                   name_state *s, ck_error *err)
 {
     *s = (name_state){.e = calloc(n + 1, sizeof *s->e), .cap = n + 1, .m = m, .err = err};
     if (s->e == NULL)
@@ -438,6 +468,15 @@ static int run_map(const ck_map *m, const ck_map_tensor *in, size_t n, name_stat
                          .ndim = in[s->n].ndim};
         if ((e->name = strdup(in[s->n].name)) == NULL)
             return ck_nomem(err, m->path);
+        const map_view *v = views ? &views[s->n] : NULL;
+        if (v != NULL && v->n > 0) {
+            e->view = (map_view){.dims = malloc(v->n * sizeof *v->dims),
+                                 .step = malloc(v->n * sizeof *v->step), .n = v->n};
+            if (e->view.dims == NULL || e->view.step == NULL)
+                return ck_nomem(err, m->path);
+            memcpy(e->view.dims, v->dims, v->n * sizeof *v->dims);
+            memcpy(e->view.step, v->step, v->n * sizeof *v->step);
+        }
     }
     for (size_t k = 0; k < m->n; k++)
         if (run_rule(s, &m->rules[k]) < 0)
@@ -479,10 +518,12 @@ static int check_distinct(const name_state *s, const ck_map_tensor *in)
     return rc;
 }
 
+/* e is tensor t again: its shape, and its elements in the source's order. */
 static bool same_shape(const map_entry *e, const ck_map_tensor *t)
 {
     return e->dtype == NULL ||
-           (e->ndim == t->ndim && memcmp(e->dims, t->dims, t->ndim * sizeof *t->dims) == 0);
+           (e->ndim == t->ndim && memcmp(e->dims, t->dims, t->ndim * sizeof *t->dims) == 0 &&
+            e->view.n == 0);
 }
 
 /* The reverse of an invertible map gives every name and shape back. */
@@ -491,16 +532,21 @@ static int check_reverse(const ck_map *m, const name_state *s, const ck_map_tens
 {
     ck_map *rev = ck_map_reverse(m, err);
     ck_map_tensor *mid = calloc(s->n + 1, sizeof *mid);
-    if (rev == NULL || mid == NULL) {
+    map_view *views = calloc(s->n + 1, sizeof *views);
+    if (rev == NULL || mid == NULL || views == NULL) {
         ck_map_free(rev);
         free(mid);
+        free(views);
         return rev == NULL ? -1 : ck_nomem(err, m->path);
     }
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; i < s->n; i++) {
         mid[i] = (ck_map_tensor){.name = s->e[i].name, .dtype = s->e[i].dtype,
                                  .dims = s->e[i].dims, .ndim = s->e[i].ndim};
+        views[i] = s->e[i].view;
+    }
     name_state back;
-    int rc = run_map(rev, mid, s->n, &back, err);
+    int rc = run_map(rev, mid, views, s->n, &back, err);
+    free(views);
     for (size_t i = 0; rc == 0 && i < s->n; i++) {
         const map_entry *b = &back.e[i];
         if (strcmp(b->name, in[i].name) == 0 && same_shape(b, &in[i]))
@@ -514,11 +560,13 @@ static int check_reverse(const ck_map *m, const name_state *s, const ck_map_tens
             ck_dims_text(b->dims, b->ndim, d3, sizeof d3);
         }
         rc = ck_fail(err, EINVAL, "%s: line %u: '%s'%s%s becomes '%s'%s%s, which the reverse "
-                     "makes '%s'%s%s: the map says 'invertible' but is not, for these tensors",
+                     "makes '%s'%s%s%s: the map says 'invertible' but is not, for these "
+                     "tensors",
                      m->path, e->by ? e->by : b->by, ck_quote(q1, in[i].name, strlen(in[i].name)),
                      shapes ? " " : "", shapes ? d1 : "", ck_quote(q2, e->name, strlen(e->name)),
                      shapes ? " " : "", shapes ? d2 : "", ck_quote(q3, b->name, strlen(b->name)),
-                     shapes ? " " : "", shapes ? d3 : "");
+                     shapes ? " " : "", shapes ? d3 : "",
+                     b->view.n > 0 ? " with its elements in another order" : "");
     }
     state_free(&back);
     free(mid);
@@ -531,6 +579,8 @@ void ck_map_out_free(ck_map_out *out, size_t n)
     for (size_t i = 0; out != NULL && i < n; i++) {
         free(out[i].name);
         free(out[i].dims);
+        free(out[i].view_dims);
+        free(out[i].view_step);
     }
     free(out);
 }
@@ -540,8 +590,11 @@ int ck_map_apply(const ck_map *m, const ck_map_tensor *in, size_t n, ck_map_out 
 {
     *out = NULL;
     *n_out = 0;
+    if (m->needs != NULL)
+        return ck_fail(err, EINVAL, "%s: the map needs %s: give it with the map's name, as "
+                       "%s:%s=N", m->path, m->needs, m->name, m->needs);
     name_state s;
-    int rc = run_map(m, in, n, &s, err);
+    int rc = run_map(m, in, NULL, n, &s, err);
     if (rc == 0)
         rc = check_distinct(&s, in);
     if (rc == 0 && m->invertible)
@@ -554,10 +607,15 @@ int ck_map_apply(const ck_map *m, const ck_map_tensor *in, size_t n, ck_map_out 
         map_entry *e = &s.e[i];
         if (e->name == NULL)
             continue;
+        if (e->from < 0)
+            map_view_free(&e->view); /* zeros: every order is theirs */
         o[k++] = (ck_map_out){.name = e->name, .from = e->from, .dtype = e->dtype,
-                              .dims = e->own, .ndim = e->ndim};
+                              .dims = e->own, .ndim = e->ndim, .view_dims = e->view.dims,
+                              .view_step = e->view.step, .view_n = e->view.n,
+                              .view_line = e->view_by};
         e->name = NULL;
         e->own = NULL;
+        e->view = (map_view){0};
     }
     state_free(&s);
     if (rc < 0)

@@ -156,3 +156,151 @@ int map_layout_shape(const map_rule *r, const int64_t *dims, uint32_t ndim, int6
         return 0;
     }
 }
+
+/* ---- order rules --------------------------------------------------------- */
+
+void map_view_free(map_view *v)
+{
+    free(v->dims);
+    free(v->step);
+    *v = (map_view){0};
+}
+
+static void row_major(const int64_t *dims, uint32_t n, int64_t *step)
+{
+    int64_t s = 1;
+    for (uint32_t d = n; d-- > 0;) {
+        step[d] = s;
+        s *= dims[d] > 0 ? dims[d] : 1; /* <= the element count: no overflow */
+    }
+}
+
+/* The steps of shape to[0..nt) read through view v, into step[]: what
+ * torch's view() of a strided tensor computes (a dimension of v splits
+ * or merges only where its elements are evenly spaced).  -1: v cannot be
+ * seen in that shape without a copy. */
+static int restride(const map_view *v, const int64_t *to, uint32_t nt, int64_t *step)
+{
+    if (elements(to, nt) == 0) {
+        row_major(to, nt, step);
+        return 0;
+    }
+    long vd = (long)nt - 1;
+    int64_t base = v->step[v->n - 1], have = 1, got = 1;
+    for (uint32_t d = v->n; d-- > 0;) {
+        have *= v->dims[d];
+        if (d == 0 || (v->dims[d - 1] != 1 && v->step[d - 1] != have * base)) {
+            while (vd >= 0 && (got < have || to[vd] == 1)) {
+                step[vd] = got * base;
+                got *= to[vd];
+                vd--;
+            }
+            if (got != have)
+                return -1;
+            if (d > 0) {
+                base = v->step[d - 1];
+                have = got = 1;
+            }
+        }
+    }
+    return vd == -1 ? 0 : -1;
+}
+
+/* Whether view dims/step is the row-major order of its dims. */
+static bool in_order(const int64_t *dims, const int64_t *step, uint32_t n)
+{
+    int64_t want = 1;
+    for (uint32_t d = n; d-- > 0;) {
+        if (dims[d] == 1)
+            continue;
+        if (step[d] != want)
+            return false;
+        want *= dims[d];
+    }
+    return true;
+}
+
+/* The shape r reads the tensor in (before its axes move) into pre[], and
+ * the permutation of its axes into perm[]. */
+static int order_of(const map_rule *r, const int64_t *dims, uint32_t ndim, int64_t *pre,
+                    uint32_t *n_pre, uint32_t *perm, const char **why)
+{
+    switch (r->kind) {
+    case MAP_PERMUTE:
+        if (r->n_to != ndim) {
+            *why = "the permutation names another number of axes than the tensor has";
+            return -1;
+        }
+        memcpy(pre, dims, ndim * sizeof *dims);
+        for (uint32_t i = 0; i < ndim; i++)
+            perm[i] = (uint32_t)r->to[i];
+        *n_pre = ndim;
+        return 0;
+    case MAP_TRANSPOSE:
+        if (r->axis >= ndim || r->axis2 >= ndim) {
+            *why = "the axis is past the tensor's last";
+            return -1;
+        }
+        memcpy(pre, dims, ndim * sizeof *dims);
+        for (uint32_t i = 0; i < ndim; i++)
+            perm[i] = i == r->axis ? r->axis2 : i == r->axis2 ? r->axis : i;
+        *n_pre = ndim;
+        return 0;
+    default: /* MAP_QK_PERMUTE, MAP_QK_UNPERMUTE */
+        if (ndim == 0 || ndim > MAP_DIMS_MAX - 2 || dims[0] % (int64_t)(2 * r->heads) != 0) {
+            *why = "its first dim is not a whole number of heads of two halves";
+            return -1;
+        }
+        int64_t half = dims[0] / (int64_t)(2 * r->heads);
+        pre[0] = (int64_t)r->heads;
+        pre[1] = r->kind == MAP_QK_PERMUTE ? half : 2;
+        pre[2] = r->kind == MAP_QK_PERMUTE ? 2 : half;
+        memcpy(pre + 3, dims + 1, (ndim - 1) * sizeof *dims);
+        *n_pre = ndim + 2;
+        for (uint32_t i = 0; i < *n_pre; i++)
+            perm[i] = i == 1 ? 2 : i == 2 ? 1 : i;
+        return 0;
+    }
+}
+
+int map_order_shape(const map_rule *r, const int64_t *dims, uint32_t ndim, map_view *v,
+                    int64_t *out, uint32_t *out_n, const char **why)
+{
+    int64_t pre[MAP_DIMS_MAX + 2], step[MAP_DIMS_MAX + 2];
+    uint32_t perm[MAP_DIMS_MAX + 2], n = 0;
+    *why = NULL;
+    if (order_of(r, dims, ndim, pre, &n, perm, why) < 0)
+        return -1;
+    if (v->n == 0) {
+        row_major(pre, n, step);
+    } else if (restride(v, pre, n, step) < 0) {
+        *why = "the elements, in the order an earlier rule gave them, cannot be seen in "
+               "that shape";
+        return -1;
+    }
+    int64_t *vd = malloc((n + 1) * sizeof *vd), *vs = malloc((n + 1) * sizeof *vs);
+    if (vd == NULL || vs == NULL) {
+        free(vd);
+        free(vs);
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        vd[i] = pre[perm[i]];
+        vs[i] = step[perm[i]];
+    }
+    map_view_free(v);
+    if (in_order(vd, vs, n)) {
+        free(vd);
+        free(vs);
+    } else {
+        *v = (map_view){.dims = vd, .step = vs, .n = n};
+    }
+    if (r->kind == MAP_PERMUTE || r->kind == MAP_TRANSPOSE) {
+        for (uint32_t i = 0; i < ndim; i++)
+            out[i] = pre[perm[i]];
+    } else {
+        memcpy(out, dims, ndim * sizeof *dims); /* the rows move, the shape stays */
+    }
+    *out_n = ndim;
+    return 0;
+}

@@ -3,16 +3,43 @@
  * map_model: a map applied to an open model's index (map_model.h).  The
  * names the map sees are the ones every tool shows (ck_tensor_shown_name),
  * so that a map written from `ckptfs-dump`'s listing applies as written.
- * A reshaped tensor keeps its extents under its new dims; a tensor an add
+ * A reshaped tensor keeps its extents under its new dims; a permuted one
+ * keeps them too, read through a strided gather (ck_tensor_set_strided:
+ * runs of its bytes in their new order, never a copy); a tensor an add
  * rule made is a new entry of the index reading one source of zeros, as
  * long as the largest of them, which every such tensor shares.
  */
 #define _GNU_SOURCE
 #include "map_model.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Tensor t's elements read in the order o gives them. */
+static int reorder(ck_model *m, const ck_map *map, ck_tensor *t, const ck_map_out *o,
+                   ck_error *err)
+{
+    if (t->nbytes == 0)
+        return 0;
+    if (t->gather != NULL || t->n_ext != 1) {
+        char q[CK_QUOTE_BUF];
+        return ck_fail(err, ENOTSUP, "%s: line %u: tensor '%s': its bytes are already "
+                       "gathered (a strided view, or slices merged), and a permute of those "
+                       "is not built yet", ck_map_path(map), o->view_line,
+                       ck_quote(q, o->name, strlen(o->name)));
+    }
+    uint64_t size[CK_MAX_DIMS + 2], stride[CK_MAX_DIMS + 2];
+    for (uint32_t d = 0; d < o->view_n; d++) {
+        size[d] = (uint64_t)o->view_dims[d];
+        stride[d] = (uint64_t)o->view_step[d];
+    }
+    if (ck_tensor_set_strided(&m->index.arena, t, size, stride, o->view_n,
+                              t->dtype->itemsize) < 0)
+        return ck_nomem(err, m->path);
+    return 0;
+}
 
 /* The map's outcome o[0..n) in the index, the inputs' ids in_ids[]:
  * reshaped dims set, added tensors made; each one's id into ids[i], its
@@ -46,6 +73,8 @@ static int place(ck_model *m, const ck_map *map, const ck_map_out *o, size_t n,
                 t->ndim = o[i].ndim;
                 t->scalar_dims_zero = false; /* a shape of the map's */
             }
+            if (o[i].view_n > 0 && reorder(m, map, t, &o[i], err) < 0)
+                return -1;
             continue;
         }
         if (zsrc < 0) {

@@ -41,49 +41,6 @@ static int view_reach(const ck_pt_leaf *l, uint64_t *reach)
     return 0;
 }
 
-/* Sizes and strides with the dimensions of size 1 dropped and the ones
- * that are contiguous with the next merged: a view of a row-major tensor
- * becomes one dimension of stride 1.  Their count. */
-static uint32_t coalesce(const ck_pt_leaf *l, uint64_t *size, uint64_t *stride)
-{
-    uint32_t n = 0;
-    for (uint32_t d = 0; d < l->ndim; d++) {
-        uint64_t s = (uint64_t)l->sizes[d], st = (uint64_t)l->strides[d];
-        if (s == 1)
-            continue;
-        if (n > 0 && stride[n - 1] == s * st) { /* no overflow: s * st <= the reach */
-            size[n - 1] *= s;
-            stride[n - 1] = st;
-            continue;
-        }
-        size[n] = s;
-        stride[n++] = st;
-    }
-    return n;
-}
-
-/* A view that is not one run of its storage: runs of the innermost
- * contiguous dimension (or of one element), placed by the others. */
-static int strided(ck_arena *a, ck_tensor *t, const uint64_t *size, const uint64_t *stride,
-                   uint32_t n, unsigned es)
-{
-    bool inner = stride[n - 1] == 1;
-    uint32_t outer = inner ? n - 1 : n;
-    ck_gather *g = ck_arena_alloc(a, sizeof *g);
-    uint64_t *full = ck_arena_alloc(a, outer * sizeof *full);
-    uint64_t *step = ck_arena_alloc(a, outer * sizeof *step);
-    if (g == NULL || full == NULL || step == NULL)
-        return -1;
-    for (uint32_t d = 0; d < outer; d++) {
-        full[d] = size[d];
-        step[d] = stride[d] * es; /* within the view's extent: no overflow */
-    }
-    *g = (ck_gather){.ndim = outer, .run = (inner ? size[n - 1] : 1) * es, .full = full,
-                     .step = step};
-    t->gather = g;
-    return 0;
-}
-
 int ck_pt_place_view(ck_arena *a, ck_tensor *t, const ck_pt_leaf *l, uint32_t src,
                      uint64_t data, const char **why)
 {
@@ -100,10 +57,11 @@ int ck_pt_place_view(ck_arena *a, ck_tensor *t, const ck_pt_leaf *l, uint32_t sr
     /* (reach + 1) * es <= numel * es, which the record holds */
     if (ck_tensor_add_extent(t, src, data + l->offset * es, (reach + 1) * es) < 0)
         return -1;
-    uint32_t n = coalesce(l, size, stride);
-    if (n == 0 || (n == 1 && stride[0] == 1))
-        return 0; /* contiguous: the extent is the tensor */
-    return strided(a, t, size, stride, n, es);
+    for (uint32_t d = 0; d < l->ndim; d++) {
+        size[d] = (uint64_t)l->sizes[d];
+        stride[d] = (uint64_t)l->strides[d];
+    }
+    return ck_tensor_set_strided(a, t, size, stride, l->ndim, es);
 }
 
 /* ---- numbers --------------------------------------------------------------- */

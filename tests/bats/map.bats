@@ -16,6 +16,7 @@ LENET=$MS/mindarmour_checkpoint_lenet-10_1875.ckpt
 LSTM=$BRIDGE/competition_lstm_crf_20_63.ckpt
 LLAMA=$FIXTURES/mindspore_distributed/golden-stick_llama2-13b-fp16_2p/rank_0/checkpoint_0.ckpt
 BN=$FIXTURES/safetensors/burn/batch_norm2d.safetensors
+TORCHTUNE=$FIXTURES/pytorch/torchtune_tiny_fair_checkpoint.pt
 MAP_ORACLE="$PY $REPO/tests/oracle/map_oracle.py"
 
 setup() {
@@ -27,7 +28,8 @@ setup() {
     run "$CKPTFS" --maps
     [ "$status" -eq 0 ]
     for name in mindspore-to-torch torch-to-mindspore hf-to-mindformers-llama \
-                mindformers-to-hf-llama mindcv-to-torchvision-resnet torchvision-to-mindcv-resnet; do
+                mindformers-to-hf-llama mindcv-to-torchvision-resnet torchvision-to-mindcv-resnet \
+                meta-to-hf-llama; do
         line=$(printf '%s\n' "$output" | awk -F'\t' -v n="$name" '$1 == n')
         [ -n "$line" ] || { echo "no $name"; false; }
         [[ "$(cut -f3 <<<"$line")" == *framework-names.md* ]]
@@ -120,6 +122,29 @@ lm_head.weight"
     $MAP_ORACLE names "$T/hf.ckpt" $want
     "$BUILD/ckptfs-convert" --map hf-to-mindformers-llama "$T/hf.ckpt" "$T/back.ckpt"
     cmp "$LLAMA" "$T/back.ckpt"
+}
+
+@test "a Meta-format Llama through meta-to-hf-llama (GQA head counts as the map's params) loads strictly into HF's Llama, q/k rows permuted as transformers does: converted and mounted" {
+    $MAP_ORACLE save-meta "$T/meta.pt"
+    local map=meta-to-hf-llama:n_heads=4:n_kv_heads=2
+    "$BUILD/ckptfs-convert" --map $map "$T/meta.pt" "$T/hf.pt"
+    $MAP_ORACLE meta-hf "$T/meta.pt" "$T/hf.pt" 4 2
+    mount_fg "$T/meta.pt" "$M" -o as=safetensors,map=$map
+    $MAP_ORACLE meta-hf "$T/meta.pt" "$M/model.safetensors" 4 2
+    # the tree: a read across rows of a gathered tensor, at an odd offset
+    mount_fg "$T/meta.pt" "$T/tree" -o map=$map
+    cmp <(dd if="$T/tree/model.layers.1.self_attn.q_proj.weight/out" bs=1 skip=301 count=1000 status=none) \
+        <($MAP_ORACLE hf-q-bytes "$T/meta.pt" 1 4 | dd bs=1 skip=301 count=1000 status=none)
+    # torchtune's checkpoint (its values all equal: its names and shapes)
+    "$BUILD/ckptfs-convert" --map meta-to-hf-llama:n_heads=4 "$TORCHTUNE" "$T/tt.pt"
+    $MAP_ORACLE meta-hf "$TORCHTUNE" "$T/tt.pt" 4 4
+    # the head counts are not in the file: without them, one line says so
+    run "$BUILD/ckptfs-dump" --map meta-to-hf-llama "$T/meta.pt"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"meta-to-hf-llama.map: line "*": the map needs n_heads"* ]]
+    run "$BUILD/ckptfs-dump" --map meta-to-hf-llama:n_heads=5 "$T/meta.pt"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"tensor 'layers.0.attention.wq.weight' [32,32]: its first dim is not a whole number of heads"* ]]
 }
 
 @test "a mapped mount is read-only: -o rw refused in one line, a write EROFS; a run directory and -o create refuse a map" {

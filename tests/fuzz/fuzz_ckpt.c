@@ -832,7 +832,10 @@ static int fuzz_map(const uint8_t *data, size_t size)
     };
     const size_t n = sizeof names / sizeof *names;
     ck_error err = {0};
-    ck_map *m = ck_map_parse((const char *)data, size, "fuzz.map", &err);
+    /* params a map may declare (`param h`, `param n`) */
+    ck_map *m = ck_map_parse_args((const char *)data, size, "fuzz.map", NULL, &err);
+    if (m == NULL && strstr(err.msg, "the map needs") != NULL)
+        m = ck_map_parse_args((const char *)data, size, "fuzz.map", "h=2:n=4", &err);
     if (m == NULL) {
         one_line(&err);
         return 0;
@@ -873,6 +876,16 @@ static int fuzz_map(const uint8_t *data, size_t size)
                 (o[i].dims && ck_shape_product(&ck_shape_ckpt, o[i].dtype, o[i].dims,
                                                o[i].ndim, &bytes) >= 0))
                 abort(); /* every outcome a tensor a format can hold */
+            const int64_t *d = o[i].dims ? o[i].dims : in[o[i].from].dims;
+            uint64_t count = 1, seen = 1, reach = 0;
+            for (uint32_t j = 0; j < o[i].ndim; j++)
+                count *= (uint64_t)d[j];
+            for (uint32_t j = 0; j < o[i].view_n; j++) {
+                seen *= (uint64_t)o[i].view_dims[j];
+                reach += (uint64_t)(o[i].view_dims[j] - 1) * (uint64_t)o[i].view_step[j];
+            }
+            if (o[i].view_n > 0 && (o[i].from < 0 || seen != count || reach >= count))
+                abort(); /* a new order reads each element of the tensor's own */
         }
         ck_map_out_free(o, k);
     }

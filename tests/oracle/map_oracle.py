@@ -32,6 +32,7 @@ reference parser (safetensors_oracle), never by ckptfs.
 Exit 0 when it holds; else 1 with one line saying what differs.
 """
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -159,6 +160,95 @@ def cmd_bn_back(src, back):
             fail(f"{back}: {name} differs from {src}'s")
 
 
+class HfLlama(nn.Module):
+    """Hugging Face's LlamaForCausalLM parameters (no bias, as HF's Llama),
+    written by hand: transformers is not a Debian package."""
+
+    def __init__(self, vocab, dim, ffn, layers, kv_dim):
+        super().__init__()
+        self.model = nn.Module()
+        self.model.embed_tokens = nn.Embedding(vocab, dim)
+        self.model.layers = nn.ModuleList()
+        for _ in range(layers):
+            layer = nn.Module()
+            layer.self_attn = nn.Module()
+            for proj, (i, o) in {"q_proj": (dim, dim), "k_proj": (dim, kv_dim),
+                                 "v_proj": (dim, kv_dim), "o_proj": (dim, dim)}.items():
+                setattr(layer.self_attn, proj, nn.Linear(i, o, bias=False))
+            layer.mlp = nn.Module()
+            layer.mlp.gate_proj = nn.Linear(dim, ffn, bias=False)
+            layer.mlp.up_proj = nn.Linear(dim, ffn, bias=False)
+            layer.mlp.down_proj = nn.Linear(ffn, dim, bias=False)
+            layer.input_layernorm = nn.Module()
+            layer.input_layernorm.weight = nn.Parameter(torch.zeros(dim))
+            layer.post_attention_layernorm = nn.Module()
+            layer.post_attention_layernorm.weight = nn.Parameter(torch.zeros(dim))
+            self.model.layers.append(layer)
+        self.model.norm = nn.Module()
+        self.model.norm.weight = nn.Parameter(torch.zeros(dim))
+        self.lm_head = nn.Linear(dim, vocab, bias=False)
+
+
+def hf_permute(w, heads):
+    """transformers' convert_llama_weights_to_hf.py permute, in numpy."""
+    d1, d2 = w.shape
+    return w.reshape(heads, d1 // heads // 2, 2, d2).transpose(0, 2, 1, 3).reshape(d1, d2)
+
+
+def cmd_meta_hf(src, mapped, heads, kv_heads):
+    meta = {k: v.numpy() for k, v in torch.load(src, map_location="cpu").items()
+            if k != "rope.freqs"}
+    vocab, dim = meta["tok_embeddings.weight"].shape
+    layers = 1 + max(int(k.split(".")[1]) for k in meta if k.startswith("layers."))
+    net = HfLlama(vocab, dim, meta["layers.0.feed_forward.w1.weight"].shape[0], layers,
+                  meta["layers.0.attention.wk.weight"].shape[0])
+    sd = {k: torch.from_numpy(np.array(v)) for k, v in load_any(mapped).items()}
+    try:
+        net.load_state_dict(sd, strict=True)
+    except RuntimeError as exc:
+        fail(f"{mapped}: load_state_dict(strict=True): {str(exc).splitlines()[0]}")
+    meta_name = {"model.embed_tokens.weight": "tok_embeddings.weight",
+                 "model.norm.weight": "norm.weight", "lm_head.weight": "output.weight"}
+    parts = {"self_attn.q_proj": "attention.wq", "self_attn.k_proj": "attention.wk",
+             "self_attn.v_proj": "attention.wv", "self_attn.o_proj": "attention.wo",
+             "mlp.gate_proj": "feed_forward.w1", "mlp.down_proj": "feed_forward.w2",
+             "mlp.up_proj": "feed_forward.w3", "input_layernorm": "attention_norm",
+             "post_attention_layernorm": "ffn_norm"}
+    for name, value in net.state_dict().items():
+        if name in meta_name:
+            want = meta[meta_name[name]]
+        else:
+            n, part = re.fullmatch(r"model\.layers\.(\d+)\.(.+)\.weight", name).groups()
+            want = meta[f"layers.{n}.{parts[part]}.weight"]
+            if part == "self_attn.q_proj":
+                want = hf_permute(want, heads)
+            elif part == "self_attn.k_proj":
+                want = hf_permute(want, kv_heads)
+        if not np.array_equal(value.numpy(), want):
+            fail(f"{mapped}: {name} differs from {src}'s, permuted as transformers does")
+
+
+def cmd_save_meta(out):
+    """A Meta-format Llama state dict (torchtune's FullModelMetaCheckpointer
+    names) of distinct values, with grouped-query attention: 4 heads of 8,
+    2 KV heads; and Meta's rope.freqs, which the map drops."""
+    g = torch.Generator().manual_seed(41)
+    dim, kv, ffn, vocab = 32, 16, 64, 50
+    sd = {"tok_embeddings.weight": torch.randn(vocab, dim, generator=g)}
+    for i in range(2):
+        p = f"layers.{i}."
+        for name, shape in (("attention.wq", (dim, dim)), ("attention.wk", (kv, dim)),
+                            ("attention.wv", (kv, dim)), ("attention.wo", (dim, dim)),
+                            ("feed_forward.w1", (ffn, dim)), ("feed_forward.w2", (dim, ffn)),
+                            ("feed_forward.w3", (ffn, dim)), ("attention_norm", (dim,)),
+                            ("ffn_norm", (dim,))):
+            sd[p + name + ".weight"] = torch.randn(*shape, generator=g)
+    sd["norm.weight"] = torch.randn(dim, generator=g)
+    sd["output.weight"] = torch.randn(vocab, dim, generator=g)
+    sd["rope.freqs"] = torch.randn(4, generator=g)
+    torch.save(sd, out)
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "lenet":
@@ -169,6 +259,13 @@ def main():
         cmd_bn_to_ms(args[0], args[1])
     elif cmd == "bn-back":
         cmd_bn_back(args[0], args[1])
+    elif cmd == "meta-hf":
+        cmd_meta_hf(args[0], args[1], int(args[2]), int(args[3]))
+    elif cmd == "save-meta":
+        cmd_save_meta(args[0])
+    elif cmd == "hf-q-bytes":  # SRC LAYER HEADS: HF's q_proj rows, as bytes
+        w = torch.load(args[0])[f"layers.{args[1]}.attention.wq.weight"].numpy()
+        sys.stdout.buffer.write(hf_permute(w, int(args[2])).astype("<f4").tobytes())
     elif cmd == "save-module":
         net = LeNet5() if args[0] == "lenet" else LstmCrf(int(args[2]) if len(args) > 2 else 128)
         torch.save(net.state_dict(), args[1])

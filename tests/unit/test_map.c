@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../../codec/core/tensor_index.h"
 #include "../../codec/map/map.h"
 #include "unit.h"
 
@@ -201,6 +202,150 @@ static bool layout_to(const char *text, const ck_map_tensor *in, size_t n, char 
     return true;
 }
 
+/* The order o gives its elements, as source element numbers: element x
+ * (row-major over the view) is sum x_d * step[d], or x itself when in
+ * order.  Into got (as "0,3,1,..."). */
+static void order_text(const ck_map_out *o, uint64_t count, char *got, size_t cap)
+{
+    size_t len = 0;
+    got[0] = '\0';
+    for (uint64_t x = 0; x < count && len < cap; x++) {
+        uint64_t q = x, at = 0;
+        for (uint32_t d = o->view_n; d-- > 0;) {
+            at += q % (uint64_t)o->view_dims[d] * (uint64_t)o->view_step[d];
+            q /= (uint64_t)o->view_dims[d];
+        }
+        len += (size_t)snprintf(got + len, cap - len, "%s%llu", x ? "," : "",
+                                (unsigned long long)(o->view_n ? at : x));
+    }
+}
+
+/* Map text over one tensor w of shape dims: its outcome's shape and order. */
+static bool order_to(const char *text, const char *args, const ck_dtype *dt,
+                     const int64_t *dims, uint32_t nd, char *shape, char *order, size_t cap,
+                     ck_error *err)
+{
+    memset(err, 0, sizeof *err);
+    ck_map *m = ck_map_parse_args(text, strlen(text), "t.map", args, err);
+    const ck_map_tensor in = {"w", dt, dims, nd};
+    ck_map_out *o = NULL;
+    size_t k = 0;
+    if (m == NULL || ck_map_apply(m, &in, 1, &o, &k, err) < 0 || k != 1) {
+        ck_map_free(m);
+        return false;
+    }
+    const int64_t *d = o->dims ? o->dims : dims;
+    uint64_t count = 1;
+    for (uint32_t i = 0; i < nd; i++)
+        count *= (uint64_t)dims[i];
+    ck_dims_text(d, o->ndim, shape, 64);
+    order_text(o, count, order, cap);
+    ck_map_out_free(o, k);
+    ck_map_free(m);
+    return true;
+}
+
+static void test_order(void)
+{
+    const ck_dtype *f32 = ck_dtype_from_canonical("float32");
+    char shape[64], order[512];
+    ck_error err = {0};
+    /* [[0,1,2],[3,4,5]] transposed is [[0,3],[1,4],[2,5]] */
+    const int64_t m23[] = {2, 3};
+    bool ok = order_to("not-invertible x\ntranspose w\n", NULL, f32, m23, 2, shape, order,
+                       sizeof order, &err);
+    check(ok && strcmp(shape, "[3,2]") == 0 && strcmp(order, "0,3,1,4,2,5") == 0,
+          "map: transpose of a matrix (%s %s%s)", shape, order, err.msg);
+    /* permute [2,0,1] of [2,3,4]: out[a][b][c] = in[b][c][a] */
+    const int64_t t234[] = {2, 3, 4};
+    char want[512];
+    size_t len = 0;
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 2; b++)
+            for (int c = 0; c < 3; c++)
+                len += (size_t)snprintf(want + len, sizeof want - len, "%s%d", len ? "," : "",
+                                        b * 12 + c * 4 + a);
+    ok = order_to("invertible\npermute w [2,0,1]\n", NULL, f32, t234, 3, shape, order,
+                  sizeof order, &err);
+    check(ok && strcmp(shape, "[4,2,3]") == 0 && strcmp(order, want) == 0,
+          "map: an invertible permute (%s %s%s)", shape, order, err.msg);
+    /* HF's permute of Meta's rows, 2 heads of 4 rows: each head's rows
+     * 0,2,1,3 (w.view(2, 2, 2, 1).transpose(1, 2)) */
+    const int64_t q81[] = {8, 1};
+    ok = order_to("invertible\nparam h\nqk-permute w $h\n", "h=2", f32, q81, 2, shape, order,
+                  sizeof order, &err);
+    check(ok && strcmp(shape, "[8,1]") == 0 && strcmp(order, "0,2,1,3,4,6,5,7") == 0,
+          "map: qk-permute by a param (%s %s%s)", shape, order, err.msg);
+    const int64_t q42[] = {4, 2};
+    ok = order_to("not-invertible x\nqk-unpermute w 1\n", NULL, f32, q42, 2, shape, order,
+                  sizeof order, &err);
+    check(ok && strcmp(order, "0,1,4,5,2,3,6,7") == 0,
+          "map: qk-unpermute (%s%s)", order, err.msg);
+    /* an order rule after a reshape, and two that undo each other */
+    ok = order_to("not-invertible x\nreshape w [6]\nreshape w [3,2]\ntranspose w\n", NULL, f32,
+                  m23, 2, shape, order, sizeof order, &err);
+    check(ok && strcmp(shape, "[2,3]") == 0 && strcmp(order, "0,2,4,1,3,5") == 0,
+          "map: transpose after a reshape (%s %s%s)", shape, order, err.msg);
+    ok = order_to("not-invertible x\nqk-permute w 2\nqk-unpermute w 2\n", NULL, f32, q81, 2,
+                  shape, order, sizeof order, &err);
+    check(ok && strcmp(order, "0,1,2,3,4,5,6,7") == 0,
+          "map: qk-permute then qk-unpermute leave the bytes in order (%s%s)", order, err.msg);
+    ok = order_to("not-invertible x\ntranspose w\ntranspose w 1 0\n", NULL, f32, m23, 2, shape,
+                  order, sizeof order, &err);
+    check(ok && strcmp(shape, "[2,3]") == 0 && strcmp(order, "0,1,2,3,4,5") == 0,
+          "map: two transposes leave the bytes in order (%s %s%s)", shape, order, err.msg);
+    const struct {
+        const char *text, *args, *want, *what;
+        const int64_t *dims;
+    } bad[] = {
+        {"not-invertible x\nqk-permute w 2\n", NULL, "line 2: tensor 'w' [2,3]: its first dim",
+         "a qk-permute whose rows are not whole heads", m23},
+        {"not-invertible x\npermute w [0,0]\n", NULL, "line 2: permute: '[0,0]'",
+         "a permutation naming an axis twice", m23},
+        {"not-invertible x\npermute w [1,0,2]\n", NULL, "line 2: tensor 'w' [2,3]",
+         "a permutation of another rank", m23},
+        {"not-invertible x\ntranspose w 0 2\n", NULL, "line 2: tensor 'w' [2,3]",
+         "a transpose past the last axis", m23},
+        {"not-invertible x\nparam h\nqk-permute w $h\n", NULL, "line 2: the map needs h",
+         "a param not given", m23},
+        {"not-invertible x\nparam h 2\n", "h=2:g=3", "'g=3': the map has no such param",
+         "an arg the map does not take", m23},
+        {"not-invertible x\nqk-permute w $h\n", NULL, "line 2: '$h': no 'param' line",
+         "a param not declared", m23},
+        {"not-invertible x\nqk-permute w 0\n", NULL, "line 2: '0': a count",
+         "a count of 0", m23},
+        {"not-invertible x\nparam h\n", "h=x", "line 2: 'x': a count", "a param not a count",
+         m23},
+        {"not-invertible x\ntranspose w\nreshape w [6]\nreshape w [2,3]\ntranspose w\n", NULL,
+         "line 5: tensor 'w' [2,3]: the elements, in the order an earlier rule gave them",
+         "a transpose of a transposed tensor seen in a shape that order cannot take (torch "
+         "would copy)", m23},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ok = order_to(bad[i].text, bad[i].args, f32, bad[i].dims, 2, shape, order,
+                      sizeof order, &err);
+        check(!ok && strstr(err.msg, bad[i].want) != NULL && strchr(err.msg, '\n') == NULL,
+              "map: %s is refused in one line naming '%s' (%s)", bad[i].what, bad[i].want,
+              err.msg);
+    }
+    {
+        /* an added tensor transposed: zeros, whatever their order */
+        ck_map *m = parse("not-invertible x\nadd z float32 [2,3]\ntranspose z\n", &err);
+        const ck_map_tensor in = {"w", f32, m23, 2};
+        ck_map_out *o = NULL;
+        size_t k = 0;
+        ok = m != NULL && ck_map_apply(m, &in, 1, &o, &k, &err) == 0 && k == 2;
+        check(ok && o[1].from < 0 && o[1].ndim == 2 && o[1].dims[0] == 3 && o[1].view_n == 0,
+              "map: an added tensor transposed takes the shape, and no order (%s)", err.msg);
+        ck_map_out_free(o, k);
+        ck_map_free(m);
+    }
+    ok = order_to("not-invertible x\ntranspose w\n", NULL, ck_dtype_from_canonical("str"), m23,
+                  2, shape, order, sizeof order, &err);
+    check(!ok && strstr(err.msg, "line 2: tensor 'w' [2,3]: its elements are not whole bytes"),
+          "map: a transpose of text is refused (%s)", err.msg);
+}
+
 static void test_layout(void)
 {
     const ck_dtype *f32 = ck_dtype_from_canonical("float32");
@@ -301,5 +446,6 @@ void test_map(void)
     test_rules();
     test_refusals();
     test_layout();
+    test_order();
     test_find();
 }
